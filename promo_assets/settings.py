@@ -1,0 +1,39 @@
+"""Settings read from the environment, with documented defaults (see README, "Settings").
+
+Relative paths are resolved against the current working directory at the time of the call, so
+`promo` run from the repository root and `dagster dev` started there see the same files.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DEFAULT_LANDING_DIR = "data/landing"
+DEFAULT_WAREHOUSE = "data/warehouse.duckdb"
+DEFAULT_ARTIFACTS_DIR = "data/artifacts"
+
+
+def _path(var: str, default: str) -> Path:
+    return Path(os.environ.get(var) or default).expanduser().resolve()
+
+
+def landing_dir() -> Path:
+    """Root of the landing folder: one sub-folder per campaign (PROMO_LANDING_DIR)."""
+    return _path("PROMO_LANDING_DIR", DEFAULT_LANDING_DIR)
+
+
+def warehouse_path() -> Path:
+    """The DuckDB warehouse file (PROMO_WAREHOUSE)."""
+    return _path("PROMO_WAREHOUSE", DEFAULT_WAREHOUSE)
+
+
+def artifacts_dir() -> Path:
+    """Content-addressed store of trained artefacts and encoders (PROMO_ARTIFACTS_DIR)."""
+    return _path("PROMO_ARTIFACTS_DIR", DEFAULT_ARTIFACTS_DIR)
+
+
+def max_epochs() -> int | None:
+    """Optional cap on training epochs for every model (PROMO_MAX_EPOCHS); None = model default."""
+    value = os.environ.get("PROMO_MAX_EPOCHS")
+    return int(value) if value else None
