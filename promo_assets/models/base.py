@@ -1,0 +1,330 @@
+"""The trained-model object shared by every response model, the training-frame preparation and the
+response/cost links and losses.
+
+Every network implements `curves(x_num, x_cat) -> (response_raw N x K, cost_raw N x K | None)` on the
+link scale; `TrainedModel.predict` turns them into expected responses and expected costs per level:
+
+- response link by `config.response`: 'binary' -> sigmoid (loss: cross-entropy), 'count' -> exp
+  (log-rate, loss: Poisson negative log-likelihood), 'continuous' -> identity on the standardized
+  response (loss: squared error; the mean/std of the training responses are stored with the model).
+- cost by `config.cost`: 'redeemed' -> incentive x expected response (no cost head is trained: the
+  rule defines the cost exactly), 'assigned' -> the level's incentive, 'column' -> a cost head:
+  softplus(cost_raw) x cost_scale, trained with squared error on cost / cost_scale (cost_scale = mean
+  training cost, so the loss is O(1)).
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from promo_assets import artifacts
+from promo_assets.campaign import CampaignConfig
+from promo_assets.models.encoder import FeatureEncoder
+from promo_assets.models.errors import ModelInputError
+
+PAYLOAD_FORMAT = 1
+SPLITS = ("train", "validation", "holdout")
+# metric keys that depend on wall-clock time: kept on the in-memory object, left out of the artefact
+TIMING_KEYS = ("seconds_per_epoch", "seconds", "bias_seconds_per_epoch", "uplift_seconds_per_epoch",
+               "train_seconds")
+
+ARCHITECTURES: dict[str, type[torch.nn.Module]] = {}
+
+
+def register_architecture(key: str):
+    def deco(cls):
+        ARCHITECTURES[key] = cls
+        cls.architecture = key
+        return cls
+    return deco
+
+
+# ---------------------------------------------------------------------------- links and losses
+def response_loss(raw: torch.Tensor, y: torch.Tensor, kind: str) -> torch.Tensor:
+    """Per-sample loss of link-scale predictions `raw` against targets `y` (already scaled)."""
+    if kind == "binary":
+        return F.binary_cross_entropy_with_logits(raw, y, reduction="none")
+    if kind == "count":
+        return F.poisson_nll_loss(raw.clamp(max=30.0), y, log_input=True, full=False, reduction="none")
+    if kind == "continuous":
+        return (raw - y) ** 2
+    raise ModelInputError(f"unknown response type {kind!r}")
+
+
+def response_mean(raw: torch.Tensor, kind: str) -> torch.Tensor:
+    """Inverse link: expected (scaled) response from link-scale predictions."""
+    if kind == "binary":
+        return torch.sigmoid(raw)
+    if kind == "count":
+        return torch.exp(raw.clamp(max=30.0))
+    return raw
+
+
+def cost_loss(raw: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    return (F.softplus(raw) - c) ** 2
+
+
+# ---------------------------------------------------------------------------- training frame
+@dataclass
+class PreparedFrame:
+    """A training frame split and encoded: tensors for 'train' and 'validation' (dicts with x_num,
+    x_cat, level, response, [cost], weight), the fitted encoder and the target scales."""
+
+    encoder: FeatureEncoder
+    train: dict[str, torch.Tensor]
+    validation: dict[str, torch.Tensor]
+    targets: dict[str, float]
+    n_train: int
+    n_validation: int
+
+
+def check_frame(frame: pd.DataFrame, config: CampaignConfig, weighted: bool) -> None:
+    """Raise ModelInputError when the training frame lacks a column or holds impossible values."""
+    if not isinstance(frame, pd.DataFrame):
+        raise ModelInputError(f"expected a pandas DataFrame, got {type(frame).__name__}")
+    need = ["level", "response", "split"] + (["ips_weight"] if weighted else [])
+    if config.cost == "column":
+        need.append("cost")
+    missing = [c for c in need if c not in frame.columns]
+    if missing:
+        raise ModelInputError(f"training frame lacks columns {missing} (campaign {config.campaign!r})")
+    bad_split = sorted(set(frame["split"].dropna().astype(str)) - set(SPLITS))
+    if bad_split or frame["split"].isna().any():
+        raise ModelInputError(f"'split' must be one of {SPLITS}, found {bad_split or ['<missing>']}")
+    level = pd.to_numeric(frame["level"], errors="coerce")
+    if level.isna().any() or (level % 1 != 0).any() or (level < 0).any() or (level >= config.n_levels).any():
+        raise ModelInputError(f"'level' must be integers in 0..{config.n_levels - 1} for campaign "
+                              f"{config.campaign!r}")
+    y = pd.to_numeric(frame["response"], errors="coerce")
+    if not np.isfinite(y.to_numpy(dtype=float, na_value=np.nan)).all():
+        raise ModelInputError("'response' has missing or non-finite values")
+    if config.response == "binary" and ((y < 0) | (y > 1)).any():
+        raise ModelInputError("binary 'response' must lie in [0, 1]")
+    if config.response == "count" and (y < 0).any():
+        raise ModelInputError("count 'response' must be >= 0")
+    if weighted:
+        w = pd.to_numeric(frame["ips_weight"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        if not np.isfinite(w).all() or (w < 0).any():
+            raise ModelInputError("'ips_weight' must be finite and >= 0")
+    if config.cost == "column":
+        c = pd.to_numeric(frame["cost"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        if not np.isfinite(c).all() or (c < 0).any():
+            raise ModelInputError("'cost' must be finite and >= 0 for cost rule 'column'")
+
+
+def prepare_frame(frame: pd.DataFrame, config: CampaignConfig, numeric: list[str], categorical: list[str],
+                  weighted: bool = True, encoder: FeatureEncoder | None = None,
+                  targets: dict[str, float] | None = None,
+                  row_filter: Callable[[pd.DataFrame], pd.Series] | None = None) -> PreparedFrame:
+    """Split `frame` by its 'split' column, fit a FeatureEncoder on the 'train' rows (unless
+    `encoder` is given) and build the tensors. `row_filter(frame) -> bool mask` restricts the rows
+    used (e.g. DIPN's lowest-level phase); the encoder and target scales always use all 'train' rows."""
+    check_frame(frame, config, weighted)
+    is_train = (frame["split"].astype(str) == "train").to_numpy()
+    is_val = (frame["split"].astype(str) == "validation").to_numpy()
+    if not is_train.any():
+        raise ModelInputError("training frame has no rows with split == 'train'")
+    train_all = frame.loc[is_train]
+    if encoder is None:
+        encoder = FeatureEncoder(numeric, categorical).fit(train_all)
+    if targets is None:
+        y = train_all["response"].to_numpy(dtype=np.float64)
+        targets = {"response_mean": 0.0, "response_scale": 1.0, "cost_scale": 1.0}
+        if config.response == "continuous":
+            sd = float(y.std())
+            targets["response_mean"] = float(y.mean())
+            targets["response_scale"] = sd if sd > 1e-12 else 1.0
+        if config.cost == "column":
+            cm = float(train_all["cost"].to_numpy(dtype=np.float64).mean())
+            targets["cost_scale"] = cm if cm > 1e-12 else 1.0
+    keep = row_filter(frame).to_numpy(dtype=bool) if row_filter is not None else np.ones(len(frame), bool)
+    tr = _tensors(frame.loc[is_train & keep], config, encoder, targets, weighted)
+    va = _tensors(frame.loc[is_val & keep], config, encoder, targets, weighted)
+    return PreparedFrame(encoder, tr, va, targets, int((is_train & keep).sum()), int((is_val & keep).sum()))
+
+
+def _tensors(part: pd.DataFrame, config: CampaignConfig, encoder: FeatureEncoder, targets: dict[str, float],
+             weighted: bool) -> dict[str, torch.Tensor]:
+    x_num, x_cat = encoder.transform(part)
+    y = (part["response"].to_numpy(dtype=np.float64) - targets["response_mean"]) / targets["response_scale"]
+    out = {
+        "x_num": torch.from_numpy(x_num),
+        "x_cat": torch.from_numpy(x_cat),
+        "level": torch.from_numpy(part["level"].to_numpy(dtype=np.int64, copy=True)),
+        "response": torch.from_numpy(y.astype(np.float32)),
+    }
+    if weighted:
+        out["weight"] = torch.from_numpy(part["ips_weight"].to_numpy(dtype=np.float32, copy=True))
+    if config.cost == "column":
+        out["cost"] = torch.from_numpy((part["cost"].to_numpy(dtype=np.float64) / targets["cost_scale"])
+                                       .astype(np.float32))
+    return out
+
+
+# ---------------------------------------------------------------------------- trained model
+class TrainedModel:
+    """A trained response model with its encoder: `predict(frame) -> (values N x K, costs N x K)`.
+
+    Attributes: `name` (registry name, e.g. 's_learner', 'dipn', 'dipn_bias'), `version` (content
+    hash of the artefact, identical to what `save()` returns), `metrics` (dict), `history` (list of
+    per-epoch dicts), `config` (CampaignConfig), `encoder` (FeatureEncoder), `module` (torch module),
+    `hparams` (the hyper-parameters it was trained with).
+    """
+
+    def __init__(self, name: str, module: torch.nn.Module, encoder: FeatureEncoder, config: CampaignConfig,
+                 targets: dict[str, float], hparams: dict[str, Any], metrics: dict[str, Any],
+                 history: list[dict[str, Any]], arch_kwargs: dict[str, Any]):
+        self.name = name
+        self.module = module.eval()
+        self.encoder = encoder
+        self.config = config
+        self.targets = dict(targets)
+        self.hparams = dict(hparams)
+        self.metrics = dict(metrics)
+        self.history = [dict(h) for h in history]
+        self.arch_kwargs = dict(arch_kwargs)
+        self._version: str | None = None
+
+    @property
+    def n_levels(self) -> int:
+        return self.config.n_levels
+
+    # -------------------------------------------------------------- scoring
+    @torch.no_grad()
+    def predict_raw(self, frame: pd.DataFrame, batch_size: int = 65536) -> tuple[np.ndarray, np.ndarray | None]:
+        """Link-scale outputs (response_raw N x K, cost_raw N x K or None) for the users of `frame`."""
+        x_num, x_cat = self.encoder.transform(frame)
+        self.module.eval()
+        resp, cost = [], []
+        for s in range(0, len(frame), batch_size):
+            r, c = self.module.curves(torch.from_numpy(x_num[s:s + batch_size]),
+                                      torch.from_numpy(x_cat[s:s + batch_size]))
+            resp.append(r)
+            if c is not None:
+                cost.append(c)
+        k = self.n_levels
+        r = torch.cat(resp).numpy() if resp else np.zeros((0, k), np.float32)
+        if cost:
+            c = torch.cat(cost).numpy()
+        elif not resp and getattr(self.module, "has_cost_head", False):
+            c = np.zeros((0, k), np.float32)
+        else:
+            c = None
+        return r, c
+
+    @torch.no_grad()
+    def predict(self, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """Expected response and expected cost per user x level (float64 N x K each).
+
+        `frame` needs the raw feature columns only (unseen categories use the unknown bucket).
+        Costs: 'redeemed' incentive x predicted response; 'assigned' the incentive; 'column' the
+        cost head."""
+        raw, cost_raw = self.predict_raw(frame)
+        kind = self.config.response
+        values = response_mean(torch.from_numpy(raw), kind).numpy().astype(np.float64)
+        values = values * self.targets["response_scale"] + self.targets["response_mean"]
+        incentives = np.asarray(self.config.incentives, dtype=np.float64)[None, :]
+        if self.config.cost == "redeemed":
+            costs = values * incentives
+        elif self.config.cost == "assigned":
+            costs = np.broadcast_to(incentives, values.shape).copy()
+        else:
+            if cost_raw is None:
+                raise ModelInputError(f"model {self.name!r} has no cost head but the campaign's cost rule is 'column'")
+            costs = F.softplus(torch.from_numpy(cost_raw)).numpy().astype(np.float64) * self.targets["cost_scale"]
+        return values, costs
+
+    # -------------------------------------------------------------- artefact
+    def payload(self) -> dict[str, Any]:
+        """Everything needed to rebuild the model; wall-clock timings are left out so that the
+        version depends only on what was learned."""
+        return {
+            "format": PAYLOAD_FORMAT,
+            "name": self.name,
+            "architecture": self.module.architecture,
+            "arch_kwargs": self.arch_kwargs,
+            "state_dict": {k: v.detach().clone() for k, v in self.module.state_dict().items()},
+            "encoder": self.encoder.to_state(),
+            "config": self.config.to_dict(),
+            "targets": self.targets,
+            "hparams": self.hparams,
+            "metrics": {k: v for k, v in self.metrics.items() if k not in TIMING_KEYS},
+            "history": [{k: v for k, v in h.items() if k not in TIMING_KEYS} for h in self.history],
+        }
+
+    @property
+    def version(self) -> str:
+        """Content hash of the artefact (the version `save()` stores it under)."""
+        if self._version is None:
+            buf = io.BytesIO()
+            torch.save(self.payload(), buf)
+            self._version = artifacts.content_version(buf.getvalue())
+        return self._version
+
+    def save(self, root=None) -> str:
+        """Store the artefact (kind 'model') in the content-addressed store; return its version."""
+        version, _ = artifacts.save_object(self.payload(), "model", root)
+        self._version = version
+        return version
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any]) -> "TrainedModel":
+        if not isinstance(payload, dict) or payload.get("format") != PAYLOAD_FORMAT:
+            raise ModelInputError("not a promo_assets model artefact")
+        _import_architectures()
+        arch = payload["architecture"]
+        if arch not in ARCHITECTURES:
+            raise ModelInputError(f"unknown model architecture {arch!r} in artefact")
+        module = ARCHITECTURES[arch](**payload["arch_kwargs"])
+        module.load_state_dict(payload["state_dict"])
+        cfg_dict = dict(payload["config"])
+        config = CampaignConfig(**{k: (tuple(v) if k in ("incentives", "labels", "budgets_per_capita") else v)
+                                   for k, v in cfg_dict.items()})
+        return cls(payload["name"], module, FeatureEncoder.from_state(payload["encoder"]), config,
+                   payload["targets"], payload["hparams"], payload["metrics"], payload["history"],
+                   payload["arch_kwargs"])
+
+    def __repr__(self) -> str:
+        return f"TrainedModel(name={self.name!r}, campaign={self.config.campaign!r}, K={self.n_levels})"
+
+
+def load_model(version: str, root=None) -> TrainedModel:
+    """Load a model artefact saved by `TrainedModel.save()`; its predictions are identical."""
+    model = TrainedModel.from_payload(artifacts.load_object("model", version, root))
+    model._version = version
+    return model
+
+
+def _import_architectures() -> None:
+    # the architecture modules register themselves on import
+    from promo_assets.models import dipn, s_learner  # noqa: F401
+
+
+def count_parameters(module: torch.nn.Module) -> int:
+    return int(sum(p.numel() for p in module.parameters()))
+
+
+def resolve_max_epochs(default: int, override: int | None) -> int:
+    """`override` if given, else `default`; then capped by settings.max_epochs() (PROMO_MAX_EPOCHS)."""
+    from promo_assets import settings
+
+    epochs = int(override) if override is not None else int(default)
+    cap = settings.max_epochs()
+    if cap is not None:
+        epochs = min(epochs, cap)
+    if epochs < 1:
+        raise ModelInputError(f"max_epochs must be >= 1, got {epochs}")
+    return epochs
+
+
+def summed_embedding_input(cardinalities: list[int]) -> torch.Tensor:
+    """Offsets that map per-field indices into one shared embedding table (for summed embeddings)."""
+    offsets = np.concatenate([[0], np.cumsum(cardinalities)[:-1]]) if cardinalities else np.zeros(0)
+    return torch.as_tensor(offsets, dtype=torch.int64)

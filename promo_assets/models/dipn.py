@@ -1,0 +1,351 @@
+"""DIPN: the deep isotonic promotion network (DIPN paper §4), trained in two phases (§4.4).
+
+Architecture (Figure 5), over the campaign's K ordered levels d_0 < ... < d_{K-1}:
+
+- Isotonic embedding (Eq. 9): e_j(c) = 1 if c >= d_j else 0, so level l switches on digits 0..l.
+- Bias net: the categorical features are embedded (one shared width, one table, index 0 of each
+  column = unknown bucket) and the embeddings summed; the sum is concatenated with the dense
+  (numeric) features and fed to ONE fully connected layer with a single output, activated by
+  leaky ReLU: that is the bias logit b(x).
+- Uplift net: its own summed embeddings + dense features + the bias prediction b(x) (frozen in this
+  phase) -> an MLP with `hidden` layers (hidden=() is the paper's single FC layer; the benchmark uses
+  the S-learner's hidden sizes for an equal-size comparison) -> K pre-activations z_j(x). The uplift
+  weights are chained, each fed into the next:  w_0 = ReLU(z_0),  w_j = ReLU(z_j + u_j w_{j-1}),
+  so every w_j(x) >= 0.
+- Output (Eq. 12): f(x, c) = sigmoid(sum_j w_j(x) e_j(c) + b(x)), i.e. for level l the logit is
+  b(x) + cumsum(w)_l. Because every w_j >= 0 and sigmoid is increasing, f is non-decreasing in the
+  level by construction, whatever the weights (RPR = 0 exactly).
+- Regression variant (documented choice) for `response: count` the same isotonic sum is the
+  log-rate (f = exp(.), Poisson NLL) and for `response: continuous` it is the standardized response
+  itself (identity link, squared error); both links are increasing, so monotonicity is kept.
+- Cost for rule 'column' (our choice; the paper models the response only): a second isotonic head
+  in the uplift net, cost_l = softplus(a(x) + cumsum(v)_l) with v = ReLU(.) >= 0, trained with squared
+  error in the uplift phase. 'redeemed' and 'assigned' costs follow the rule (see base.py).
+
+Loss (Eq. 14-16): L = (1/M) sum_i w^IPS_i log_loss(f(x_i, c_i), y_i) + alpha * smoothness_loss(w(x)),
+with smoothness_loss(w) = (1/D) sum_j (s_{j+1} - s_j)^2 / (s_{j+1} s_j + eps) over the uplift slopes
+s_j = w_j / (d_j - d_{j-1}), j >= 1. For equally spaced levels (the paper's setting) s_j is w_j up to
+a common factor, and the ratio is scale-free, so this is exactly Eq. 16; for unequal spacing it
+compares uplift per unit of incentive. w_0 is left out: its digit is on at every level, so it is an
+offset, not an uplift. eps (default 1e-6) keeps the ratio finite when a ReLU weight is 0. alpha decays
+with the global step as Eq. 17: alpha = max(alpha_l, alpha_u - gamma * global_step).
+
+Phases (§4.4): `train_dipn_bias` trains the bias net on the lowest-level samples only (BLP);
+`train_dipn_uplift` trains the uplift net on all samples with the bias net frozen (ULP).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from promo_assets.campaign import CampaignConfig
+from promo_assets.models.base import (
+    TrainedModel, count_parameters, cost_loss, prepare_frame, register_architecture, resolve_max_epochs,
+    response_loss, summed_embedding_input,
+)
+from promo_assets.models.errors import ModelInputError
+from promo_assets.models.s_learner import initial_link, mlp
+from promo_assets.models.training import TrainingConfig, fit_torch_model, seeded
+
+BIAS_DEFAULTS: dict[str, Any] = {
+    "embedding_dim": 8,
+    "leaky_slope": 0.1,
+    "lr": 1e-2,
+    "batch_size": 256,
+    "max_epochs": 60,
+    "patience": 6,
+}
+UPLIFT_DEFAULTS: dict[str, Any] = {
+    "hidden": (64, 32),
+    "embedding_dim": 8,
+    "lr": 2e-3,
+    "batch_size": 256,
+    "max_epochs": 60,
+    "patience": 6,
+    "alpha_upper": 0.1,      # alpha_u of Eq. 17
+    "alpha_lower": 1e-3,     # alpha_l of Eq. 17
+    "alpha_decay": 1e-4,     # gamma of Eq. 17 (per optimizer step)
+    "smooth_eps": 1e-6,
+}
+
+
+class SummedEmbedding(nn.Module):
+    """Categorical columns one-hot encoded, mapped to one width and summed (DIPN Figure 5)."""
+
+    def __init__(self, cardinalities: list[int], dim: int):
+        super().__init__()
+        self.register_buffer("offsets", summed_embedding_input(list(cardinalities)), persistent=False)
+        self.n_fields = len(cardinalities)
+        self.dim = int(dim)
+        self.table = nn.Embedding(max(1, int(sum(cardinalities))), self.dim)
+        nn.init.normal_(self.table.weight, std=0.1)
+
+    def forward(self, x_cat: torch.Tensor) -> torch.Tensor:
+        if self.n_fields == 0:
+            return torch.zeros(x_cat.shape[0], self.dim)
+        return self.table(x_cat + self.offsets).sum(1)
+
+
+@register_architecture("dipn")
+class DIPNNet(nn.Module):
+    """Bias net + uplift net + isotonic layer. `phase` 'bias' predicts b(x) at every level (the
+    BLP model); 'full' predicts Eq. 12."""
+
+    def __init__(self, n_numeric: int, cardinalities: list[int], incentives: list[float], hidden=(64, 32),
+                 bias_embedding_dim: int = 8, uplift_embedding_dim: int = 8, leaky_slope: float = 0.1,
+                 cost_head: bool = False, phase: str = "bias", bias_init: float = 0.0):
+        super().__init__()
+        if phase not in ("bias", "full"):
+            raise ModelInputError(f"DIPN phase must be 'bias' or 'full', got {phase!r}")
+        self.phase = phase
+        self.n_levels = len(incentives)
+        gaps = np.diff(np.asarray(incentives, dtype=np.float64))
+        if (gaps <= 0).any():
+            raise ModelInputError("DIPN needs strictly ascending incentive levels")
+        self.register_buffer("gaps", torch.as_tensor(gaps, dtype=torch.float32), persistent=False)
+        self.leaky_slope = float(leaky_slope)
+        # bias net: summed embeddings + dense -> one FC -> leaky ReLU logit
+        self.bias_embedding = SummedEmbedding(list(cardinalities), bias_embedding_dim)
+        self.bias_fc = nn.Linear(bias_embedding_dim + n_numeric, 1)
+        with torch.no_grad():
+            # start at the lowest level's mean response: leaky_relu(b) = bias_init
+            b = float(bias_init)
+            self.bias_fc.bias.fill_(b if b >= 0 else b / self.leaky_slope)
+        # uplift net: summed embeddings + dense + bias prediction -> MLP -> K chained ReLU weights
+        self.uplift_embedding = SummedEmbedding(list(cardinalities), uplift_embedding_dim)
+        self.uplift_trunk, h = mlp(uplift_embedding_dim + n_numeric + 1, tuple(hidden))
+        self.uplift_out = nn.Linear(h, self.n_levels)
+        self.chain = nn.Parameter(torch.zeros(self.n_levels))
+        with torch.no_grad():
+            self.uplift_out.weight.mul_(0.1)
+            self.uplift_out.bias.fill_(1.0 / self.n_levels)
+        self.has_cost_head = bool(cost_head)
+        if cost_head:
+            self.cost_out = nn.Linear(h, self.n_levels + 1)
+
+    def bias_parameters(self) -> list[nn.Parameter]:
+        return list(self.bias_embedding.parameters()) + list(self.bias_fc.parameters())
+
+    def uplift_parameters(self) -> list[nn.Parameter]:
+        bias_ids = {id(p) for p in self.bias_parameters()}
+        return [p for p in self.parameters() if id(p) not in bias_ids]
+
+    def bias_logit(self, x_num: torch.Tensor, x_cat: torch.Tensor) -> torch.Tensor:
+        """b(x): leaky-ReLU output of the bias net's single FC layer, shape (N,)."""
+        z = self.bias_fc(torch.cat([self.bias_embedding(x_cat), x_num], dim=1)).squeeze(1)
+        return F.leaky_relu(z, self.leaky_slope)
+
+    def uplift(self, x_num: torch.Tensor, x_cat: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(uplift weights w(x) >= 0 (N x K), trunk representation h)."""
+        h = self.uplift_trunk(torch.cat([self.uplift_embedding(x_cat), x_num, bias.unsqueeze(1)], dim=1))
+        z = self.uplift_out(h)
+        ws = [torch.relu(z[:, 0])]
+        for j in range(1, self.n_levels):
+            ws.append(torch.relu(z[:, j] + self.chain[j] * ws[-1]))
+        return torch.stack(ws, dim=1), h
+
+    def forward_all(self, x_num: torch.Tensor, x_cat: torch.Tensor):
+        """(response logits N x K, cost raw N x K or None, uplift weights N x K or None)."""
+        b = self.bias_logit(x_num, x_cat)
+        if self.phase == "bias":
+            return b.unsqueeze(1).expand(-1, self.n_levels), None, None
+        w, h = self.uplift(x_num, x_cat, b.detach())
+        logits = b.unsqueeze(1) + torch.cumsum(w, dim=1)     # Eq. 12 with e_j(d_l) = [j <= l]
+        cost = None
+        if self.has_cost_head:
+            c = self.cost_out(h)
+            cost = c[:, :1] + torch.cumsum(torch.relu(c[:, 1:]), dim=1)
+        return logits, cost, w
+
+    def curves(self, x_num: torch.Tensor, x_cat: torch.Tensor):
+        logits, cost, _ = self.forward_all(x_num, x_cat)
+        return logits, cost
+
+    def smoothness(self, w: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+        """Eq. 16 on uplift slopes s_j = w_j / (d_j - d_{j-1}), j >= 1; mean over users."""
+        if self.n_levels < 3:
+            return w.new_zeros(())
+        s = w[:, 1:] / self.gaps
+        ratio = (s[:, 1:] - s[:, :-1]) ** 2 / (s[:, 1:] * s[:, :-1] + eps)
+        return ratio.sum(1).mean() / self.n_levels
+
+
+def isotonic_embedding(levels: np.ndarray | torch.Tensor, n_levels: int) -> torch.Tensor:
+    """Eq. 9 over level indices: e_j(l) = 1 if j <= l else 0 (N x K float)."""
+    lv = torch.as_tensor(levels, dtype=torch.int64).reshape(-1, 1)
+    return (torch.arange(n_levels).reshape(1, -1) <= lv).to(torch.float32)
+
+
+def alpha_at(step: int, alpha_upper: float, alpha_lower: float, alpha_decay: float) -> float:
+    """Eq. 17: alpha = max(alpha_l, alpha_u - gamma * global_step)."""
+    return max(alpha_lower, alpha_upper - alpha_decay * step)
+
+
+def _check_ordered(config: CampaignConfig) -> None:
+    if not config.ordered:
+        raise ModelInputError(f"DIPN needs ordered incentive levels; campaign {config.campaign!r} has unordered arms")
+
+
+def _check_hparams(hparams: dict, defaults: dict, what: str) -> dict:
+    unknown = sorted(set(hparams) - set(defaults))
+    if unknown:
+        raise ModelInputError(f"unknown {what} hyper-parameters: {unknown}; known: {sorted(defaults)}")
+    return {**defaults, **hparams}
+
+
+def train_dipn_bias(frame: pd.DataFrame, config: CampaignConfig, numeric: list[str], categorical: list[str],
+                    weighted: bool = True, seed: int = 0, max_epochs: int | None = None,
+                    log: Callable[[str], None] | None = None, hidden=(64, 32), uplift_embedding_dim: int = 8,
+                    **hparams: Any) -> TrainedModel:
+    """Bias-net learning phase (DIPN §4.4, BLP): fit the encoder on all 'train' rows, then train the
+    bias net on the lowest-level (level 0) rows only, IPS-weighted log loss (or the regression loss),
+    early-stopping on the lowest-level 'validation' rows. `hidden` and `uplift_embedding_dim` fix the
+    uplift net's shape for the next phase. `hparams` override BIAS_DEFAULTS. Returns a TrainedModel
+    named 'dipn_bias' whose predictions are b(x) at every level."""
+    _check_ordered(config)
+    hp = _check_hparams(hparams, BIAS_DEFAULTS, "DIPN bias-phase")
+    epochs = resolve_max_epochs(hp["max_epochs"], max_epochs)
+    prep = prepare_frame(frame, config, list(numeric), list(categorical), weighted,
+                         row_filter=lambda f: f["level"].astype("int64") == 0)
+    if prep.n_train == 0:
+        raise ModelInputError("DIPN bias phase: no 'train' rows at the lowest level (level 0)")
+    kind = config.response
+    arch_kwargs = dict(n_numeric=prep.encoder.n_numeric, cardinalities=prep.encoder.cardinalities,
+                       incentives=[float(x) for x in config.incentives], hidden=[int(h) for h in hidden],
+                       bias_embedding_dim=int(hp["embedding_dim"]), uplift_embedding_dim=int(uplift_embedding_dim),
+                       leaky_slope=float(hp["leaky_slope"]), cost_head=config.cost == "column", phase="bias",
+                       bias_init=initial_link(kind, float(prep.train["response"].mean())))
+    with seeded(seed):
+        net = DIPNNet(**arch_kwargs)
+
+    def loss_fn(module: DIPNNet, batch, step):
+        return response_loss(module.bias_logit(batch["x_num"], batch["x_cat"]), batch["response"], kind), None
+
+    tc = TrainingConfig(max_epochs=epochs, batch_size=int(hp["batch_size"]), lr=float(hp["lr"]),
+                        patience=int(hp["patience"]))
+    t0 = time.perf_counter()
+    fit = fit_torch_model(net, loss_fn, prep.train, prep.validation, tc, seed=seed,
+                          weight_key="weight" if weighted else None, parameters=net.bias_parameters(),
+                          log=log, label="dipn_bias")
+    metrics = {
+        "validation_loss": fit.best_validation_loss,
+        "best_epoch": fit.best_epoch,
+        "epochs": fit.epochs,
+        "stopped_early": fit.stopped_early,
+        "seconds_per_epoch": fit.seconds_per_epoch,
+        "train_seconds": time.perf_counter() - t0,
+        "n_train": prep.n_train,
+        "n_validation": prep.n_validation,
+        "n_parameters": count_parameters(net),
+        "weighted": bool(weighted),
+    }
+    hp_out = {**hp, "hidden": [int(h) for h in hidden], "uplift_embedding_dim": int(uplift_embedding_dim),
+              "max_epochs": epochs, "seed": seed, "weighted": bool(weighted),
+              "numeric": list(numeric), "categorical": list(categorical)}
+    return TrainedModel("dipn_bias", net, prep.encoder, config, prep.targets, hp_out, metrics, fit.history,
+                        arch_kwargs)
+
+
+def train_dipn_uplift(bias_model: TrainedModel, frame: pd.DataFrame, weighted: bool = True, seed: int = 0,
+                      max_epochs: int | None = None, log: Callable[[str], None] | None = None,
+                      **hparams: Any) -> TrainedModel:
+    """Uplift-net learning phase (DIPN §4.4, ULP): all 'train' rows, bias net frozen (copied from
+    `bias_model`, a 'dipn_bias' TrainedModel, whose encoder is reused unchanged). Loss: IPS-weighted
+    log loss of Eq. 12 (or the regression loss) + alpha * smoothness (Eq. 16), alpha decaying per
+    Eq. 17; early stopping on the weighted validation loss without the penalty. `hparams` override
+    UPLIFT_DEFAULTS except `hidden`/`embedding_dim`, fixed by the bias phase. Returns a TrainedModel
+    named 'dipn'."""
+    if not isinstance(bias_model, TrainedModel) or bias_model.name != "dipn_bias":
+        raise ModelInputError("train_dipn_uplift needs the TrainedModel returned by train_dipn_bias")
+    config = bias_model.config
+    _check_ordered(config)
+    fixed = {"hidden", "embedding_dim"} & set(hparams)
+    if fixed:
+        raise ModelInputError(f"{sorted(fixed)} are fixed by the bias phase; pass them to train_dipn_bias")
+    hp = _check_hparams(hparams, UPLIFT_DEFAULTS, "DIPN uplift-phase")
+    hp["hidden"] = list(bias_model.arch_kwargs["hidden"])
+    hp["embedding_dim"] = bias_model.arch_kwargs["uplift_embedding_dim"]
+    epochs = resolve_max_epochs(hp["max_epochs"], max_epochs)
+    enc = bias_model.encoder
+    prep = prepare_frame(frame, config, enc.numeric, enc.categorical, weighted, encoder=enc,
+                         targets=bias_model.targets)
+    kind = config.response
+    has_cost = config.cost == "column"
+    arch_kwargs = {**bias_model.arch_kwargs, "phase": "full"}
+    with seeded(seed):
+        net = DIPNNet(**arch_kwargs)
+    # the bias net comes from the bias phase; the uplift net is drawn fresh with this phase's seed
+    bias_state = {k: v.detach().clone() for k, v in bias_model.module.state_dict().items()
+                  if k.startswith(("bias_embedding.", "bias_fc."))}
+    missing = net.load_state_dict(bias_state, strict=False)
+    if missing.unexpected_keys:
+        raise ModelInputError(f"bias model state does not fit the DIPN net: {missing.unexpected_keys}")
+    for p in net.bias_parameters():
+        p.requires_grad_(False)
+    a_u, a_l, gamma, eps = (float(hp["alpha_upper"]), float(hp["alpha_lower"]), float(hp["alpha_decay"]),
+                            float(hp["smooth_eps"]))
+
+    def loss_fn(module: DIPNNet, batch, step):
+        logits, cost, w = module.forward_all(batch["x_num"], batch["x_cat"])
+        lvl = batch["level"].unsqueeze(1)
+        loss = response_loss(logits.gather(1, lvl).squeeze(1), batch["response"], kind)
+        if has_cost:
+            loss = loss + cost_loss(cost.gather(1, lvl).squeeze(1), batch["cost"])
+        penalty = None
+        if step is not None:
+            penalty = alpha_at(step, a_u, a_l, gamma) * module.smoothness(w, eps)
+        return loss, penalty
+
+    tc = TrainingConfig(max_epochs=epochs, batch_size=int(hp["batch_size"]), lr=float(hp["lr"]),
+                        patience=int(hp["patience"]))
+    t0 = time.perf_counter()
+    fit = fit_torch_model(net, loss_fn, prep.train, prep.validation, tc, seed=seed,
+                          weight_key="weight" if weighted else None, parameters=net.uplift_parameters(),
+                          log=log, label="dipn_uplift")
+    for p in net.parameters():
+        p.requires_grad_(True)
+    metrics = {
+        "validation_loss": fit.best_validation_loss,
+        "best_epoch": fit.best_epoch,
+        "epochs": fit.epochs,
+        "stopped_early": fit.stopped_early,
+        "seconds_per_epoch": fit.seconds_per_epoch,
+        "train_seconds": time.perf_counter() - t0,
+        "final_alpha": alpha_at(fit.steps, a_u, a_l, gamma),
+        "n_train": prep.n_train,
+        "n_validation": prep.n_validation,
+        "n_parameters": count_parameters(net),
+        "weighted": bool(weighted),
+        "bias_validation_loss": bias_model.metrics.get("validation_loss"),
+        "bias_epochs": bias_model.metrics.get("epochs"),
+        "bias_best_epoch": bias_model.metrics.get("best_epoch"),
+        "bias_version": bias_model.version,
+    }
+    if "seconds_per_epoch" in bias_model.metrics:
+        metrics["bias_seconds_per_epoch"] = bias_model.metrics["seconds_per_epoch"]
+    hp_out = {**hp, "max_epochs": epochs, "seed": seed, "weighted": bool(weighted),
+              "bias_hparams": bias_model.hparams}
+    history = [{**h, "phase": "bias"} for h in bias_model.history] + [{**h, "phase": "uplift"} for h in fit.history]
+    return TrainedModel("dipn", net, enc, config, prep.targets, hp_out, metrics, history, arch_kwargs)
+
+
+def train_dipn(frame: pd.DataFrame, config: CampaignConfig, numeric: list[str], categorical: list[str],
+               weighted: bool = True, seed: int = 0, max_epochs: int | None = None,
+               log: Callable[[str], None] | None = None, hidden=(64, 32), bias: dict | None = None,
+               **uplift_hparams: Any) -> TrainedModel:
+    """Both phases in one call: train_dipn_bias then train_dipn_uplift (same seed, same epoch cap).
+    `bias` holds bias-phase hyper-parameters (BIAS_DEFAULTS keys); the rest go to the uplift phase."""
+    bias_model = train_dipn_bias(frame, config, numeric, categorical, weighted=weighted, seed=seed,
+                                 max_epochs=max_epochs, log=log, hidden=hidden,
+                                 uplift_embedding_dim=int(uplift_hparams.pop("embedding_dim", 8)),
+                                 **(bias or {}))
+    return train_dipn_uplift(bias_model, frame, weighted=weighted, seed=seed, max_epochs=max_epochs, log=log,
+                             **uplift_hparams)

@@ -1,0 +1,7 @@
+"""Errors raised by the response-model package (all are ValueError subclasses)."""
+
+from __future__ import annotations
+
+
+class ModelInputError(ValueError):
+    """A training or scoring frame, feature spec or hyper-parameter is unusable (the message says why)."""

@@ -1,0 +1,194 @@
+"""DNN S-learner with 2K heads (TSM-SL, the two-stage baseline; end-to-end paper §3.2, Eq. 1).
+
+A shared MLP turns the encoded user features (one embedding per categorical column, concatenated
+with the standardized numeric columns) into a hidden representation h; K response heads and K cost
+heads (small "shadow" MLPs, one per level) sit on top of h. The loss touches only the heads of the
+logged level t_i (Eq. 1):
+
+    L = sum_i w_i [ L_resp(f_v(u_i)_{t_i}, y_i) + L_cost(f_c(u_i)_{t_i}, z_i) ] / sum_i w_i
+
+with w_i the IPS weight (1 when unweighted), L_resp the cross-entropy for binary responses, the
+Poisson NLL for counts, the squared error for continuous responses (see models.base).
+
+Cost heads: only for cost rule 'column'. For 'redeemed' the cost is incentive x response by
+definition, so the expected cost is incentive x the predicted response and a separate cost head
+would only add noise; for 'assigned' it is the incentive. (Documented choice, see base.py.)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable
+
+import pandas as pd
+import torch
+from torch import nn
+
+from promo_assets.campaign import CampaignConfig
+from promo_assets.models.base import (
+    TrainedModel, count_parameters, cost_loss, prepare_frame, register_architecture, resolve_max_epochs,
+    response_loss,
+)
+from promo_assets.models.errors import ModelInputError
+from promo_assets.models.training import TrainingConfig, evaluate_loss, fit_torch_model, seeded
+
+DEFAULTS: dict[str, Any] = {
+    "hidden": (64, 32),
+    "head_hidden": 16,
+    "embedding_dim": 8,
+    "lr": 2e-3,
+    "batch_size": 256,
+    "max_epochs": 60,
+    "patience": 6,
+    "weight_decay": 0.0,
+}
+
+
+def embedding_dim_for(cardinality: int, cap: int) -> int:
+    """Embedding width for a categorical column: min(cap, round(1.6 * cardinality ** 0.56)), >= 2."""
+    return max(2, min(cap, int(round(1.6 * cardinality ** 0.56))))
+
+
+class HeadBank(nn.Module):
+    """K independent heads on a shared representation, computed as one batched op.
+
+    With `hidden > 0` each head is Linear(H, hidden) -> ReLU -> Linear(hidden, 1); otherwise Linear(H, 1).
+    Output: N x K."""
+
+    def __init__(self, in_dim: int, n_heads: int, hidden: int):
+        super().__init__()
+        self.hidden = int(hidden)
+        if self.hidden > 0:
+            self.w1 = nn.Parameter(torch.empty(n_heads, in_dim, self.hidden))
+            self.b1 = nn.Parameter(torch.zeros(n_heads, self.hidden))
+            self.w2 = nn.Parameter(torch.empty(n_heads, self.hidden))
+            self.b2 = nn.Parameter(torch.zeros(n_heads))
+            bound1 = 1.0 / math.sqrt(in_dim)
+            bound2 = 1.0 / math.sqrt(self.hidden)
+            nn.init.uniform_(self.w1, -bound1, bound1)
+            nn.init.uniform_(self.w2, -bound2, bound2)
+        else:
+            self.w2 = nn.Parameter(torch.empty(n_heads, in_dim))
+            self.b2 = nn.Parameter(torch.zeros(n_heads))
+            nn.init.uniform_(self.w2, -1.0 / math.sqrt(in_dim), 1.0 / math.sqrt(in_dim))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        if self.hidden > 0:
+            z = torch.relu(torch.einsum("nh,khd->nkd", h, self.w1) + self.b1)
+            return (z * self.w2).sum(-1) + self.b2
+        return h @ self.w2.T + self.b2
+
+
+class FeatureEmbedding(nn.Module):
+    """One embedding per categorical column (index 0 = unknown bucket), concatenated with x_num."""
+
+    def __init__(self, n_numeric: int, cardinalities: list[int], embedding_dim: int):
+        super().__init__()
+        self.dims = [embedding_dim_for(c, embedding_dim) for c in cardinalities]
+        self.embeddings = nn.ModuleList(nn.Embedding(c, d) for c, d in zip(cardinalities, self.dims))
+        self.out_dim = int(n_numeric + sum(self.dims))
+
+    def forward(self, x_num: torch.Tensor, x_cat: torch.Tensor) -> torch.Tensor:
+        parts = [x_num] + [emb(x_cat[:, j]) for j, emb in enumerate(self.embeddings)]
+        return torch.cat(parts, dim=1)
+
+
+def mlp(in_dim: int, hidden: tuple[int, ...]) -> tuple[nn.Module, int]:
+    layers: list[nn.Module] = []
+    d = in_dim
+    for h in hidden:
+        layers += [nn.Linear(d, int(h)), nn.ReLU()]
+        d = int(h)
+    return nn.Sequential(*layers), d
+
+
+@register_architecture("s_learner")
+class SLearnerNet(nn.Module):
+    """Shared MLP + K response heads (+ K cost heads when `cost_heads`); `curves` -> link-scale N x K."""
+
+    def __init__(self, n_numeric: int, cardinalities: list[int], n_levels: int, hidden=(64, 32),
+                 head_hidden: int = 16, embedding_dim: int = 8, cost_heads: bool = False,
+                 response_init: float = 0.0):
+        super().__init__()
+        self.features = FeatureEmbedding(n_numeric, list(cardinalities), embedding_dim)
+        self.trunk, h = mlp(self.features.out_dim, tuple(hidden))
+        self.response_heads = HeadBank(h, n_levels, head_hidden)
+        with torch.no_grad():
+            self.response_heads.b2.fill_(float(response_init))
+        self.has_cost_head = bool(cost_heads)
+        self.cost_heads = HeadBank(h, n_levels, head_hidden) if cost_heads else None
+
+    def curves(self, x_num: torch.Tensor, x_cat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        h = self.trunk(self.features(x_num, x_cat))
+        return self.response_heads(h), (self.cost_heads(h) if self.cost_heads is not None else None)
+
+
+def _s_learner_loss(kind: str, has_cost: bool) -> Callable:
+    def loss_fn(module: SLearnerNet, batch: dict[str, torch.Tensor], step: int | None):
+        resp, cost = module.curves(batch["x_num"], batch["x_cat"])
+        lvl = batch["level"].unsqueeze(1)
+        loss = response_loss(resp.gather(1, lvl).squeeze(1), batch["response"], kind)
+        if has_cost:
+            loss = loss + cost_loss(cost.gather(1, lvl).squeeze(1), batch["cost"])
+        return loss, None
+    return loss_fn
+
+
+def initial_link(kind: str, mean_response: float) -> float:
+    """Link-scale value of the mean training response, used to initialise output biases."""
+    if kind == "binary":
+        p = min(max(mean_response, 1e-4), 1 - 1e-4)
+        return math.log(p / (1 - p))
+    if kind == "count":
+        return math.log(max(mean_response, 1e-4))
+    return 0.0
+
+
+def train_s_learner(frame: pd.DataFrame, config: CampaignConfig, numeric: list[str], categorical: list[str],
+                    weighted: bool = True, seed: int = 0, max_epochs: int | None = None,
+                    log: Callable[[str], None] | None = None, **hparams: Any) -> TrainedModel:
+    """Train the 2K-head DNN S-learner (end-to-end paper §3.2, Eq. 1) on `frame`'s 'train' rows,
+    early-stopping on its 'validation' rows. `hparams` override DEFAULTS (hidden, head_hidden,
+    embedding_dim, lr, batch_size, max_epochs, patience, weight_decay). Returns a TrainedModel
+    named 's_learner'."""
+    unknown = sorted(set(hparams) - set(DEFAULTS))
+    if unknown:
+        raise ModelInputError(f"unknown S-learner hyper-parameters: {unknown}; known: {sorted(DEFAULTS)}")
+    hp = {**DEFAULTS, **hparams}
+    hp["hidden"] = tuple(int(h) for h in hp["hidden"])
+    epochs = resolve_max_epochs(hp["max_epochs"], max_epochs)
+    prep = prepare_frame(frame, config, list(numeric), list(categorical), weighted)
+    kind = config.response
+    has_cost = config.cost == "column"
+    arch_kwargs = dict(n_numeric=prep.encoder.n_numeric, cardinalities=prep.encoder.cardinalities,
+                       n_levels=config.n_levels, hidden=hp["hidden"], head_hidden=int(hp["head_hidden"]),
+                       embedding_dim=int(hp["embedding_dim"]), cost_heads=has_cost,
+                       response_init=initial_link(kind, float(prep.train["response"].mean())))
+    with seeded(seed):
+        net = SLearnerNet(**arch_kwargs)
+    tc = TrainingConfig(max_epochs=epochs, batch_size=int(hp["batch_size"]), lr=float(hp["lr"]),
+                        weight_decay=float(hp["weight_decay"]), patience=int(hp["patience"]))
+    loss_fn = _s_learner_loss(kind, has_cost)
+    t0 = time.perf_counter()
+    fit = fit_torch_model(net, loss_fn, prep.train, prep.validation, tc, seed=seed,
+                          weight_key="weight" if weighted else None, log=log, label="s_learner")
+    metrics = {
+        "validation_loss": fit.best_validation_loss,
+        "best_epoch": fit.best_epoch,
+        "epochs": fit.epochs,
+        "stopped_early": fit.stopped_early,
+        "seconds_per_epoch": fit.seconds_per_epoch,
+        "train_seconds": time.perf_counter() - t0,
+        "n_train": prep.n_train,
+        "n_validation": prep.n_validation,
+        "n_parameters": count_parameters(net),
+        "weighted": bool(weighted),
+    }
+    if has_cost and prep.n_validation:
+        metrics["validation_response_loss"] = evaluate_loss(
+            net, _s_learner_loss(kind, False), prep.validation, "weight" if weighted else None)
+    hp_out = {**hp, "hidden": list(hp["hidden"]), "max_epochs": epochs, "seed": seed, "weighted": bool(weighted)}
+    arch_kwargs["hidden"] = list(arch_kwargs["hidden"])
+    return TrainedModel("s_learner", net, prep.encoder, config, prep.targets, hp_out, metrics, fit.history,
+                        arch_kwargs)
