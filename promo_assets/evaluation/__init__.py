@@ -1,6 +1,12 @@
 """Offline policy evaluation: EOM, Q(v, c), AUCC, ground truth, response-curve metrics, plots.
 
-Domain code: never imports dagster.
+Domain code: never imports dagster. Main entry points:
+  eom, eom_batch, bootstrap_eom, q_at_budget, aucc        (promo_assets.evaluation.eom)
+  true_policy_value, oracle_policy, random_policy           (promo_assets.evaluation.truth)
+  eom_curve, policy_curves                                  (promo_assets.evaluation.curves)
+  curve_metrics                                             (promo_assets.evaluation.curve_metrics)
+  evaluate_policies, leaderboard_markdown, format_leaderboard (promo_assets.evaluation.report)
+  plot_frontier, plot_response_by_level                     (promo_assets.evaluation.plots)
 """
 
 from promo_assets.evaluation.curve_metrics import (
@@ -11,12 +17,47 @@ from promo_assets.evaluation.curve_metrics import (
     max_local_slope_std,
     reverse_pair_rate,
 )
+from promo_assets.evaluation.curves import (
+    CURVE_COLUMNS,
+    eom_curve,
+    frontier_lambdas,
+    logged_level_costs,
+    policy_curves,
+)
+from promo_assets.evaluation.eom import (
+    EvaluationError,
+    QResult,
+    aucc,
+    bootstrap_eom,
+    bootstrap_eom_samples,
+    cost_curve,
+    eom,
+    eom_batch,
+    inverse_propensity,
+    lambda_upper_bound,
+    levels_at_lambdas,
+    q_at_budget,
+    q_at_budget_bisection,
+    roi_score,
+)
+from promo_assets.evaluation.plots import PNG_SIGNATURE, plot_frontier, plot_response_by_level
+from promo_assets.evaluation.report import (
+    POLICY_EVALUATION_COLUMNS,
+    RANDOM_MODEL,
+    evaluate_policies,
+    format_leaderboard,
+    leaderboard,
+    leaderboard_markdown,
+)
+from promo_assets.evaluation.truth import allocate, oracle_policy, random_policy, true_policy_value
 
 __all__ = [
-    "CURVE_METRIC_NAMES",
-    "CurveMetricsError",
-    "curve_metrics",
-    "equal_pair_rate",
-    "max_local_slope_std",
-    "reverse_pair_rate",
+    "CURVE_COLUMNS", "CURVE_METRIC_NAMES", "CurveMetricsError", "EvaluationError", "PNG_SIGNATURE",
+    "POLICY_EVALUATION_COLUMNS", "QResult", "RANDOM_MODEL", "allocate", "aucc", "bootstrap_eom",
+    "bootstrap_eom_samples", "cost_curve", "curve_metrics", "eom", "eom_batch", "eom_curve",
+    "equal_pair_rate", "evaluate_policies", "format_leaderboard", "frontier_lambdas",
+    "inverse_propensity", "lambda_upper_bound", "leaderboard", "leaderboard_markdown",
+    "levels_at_lambdas", "logged_level_costs", "max_local_slope_std", "oracle_policy",
+    "plot_frontier", "plot_response_by_level", "policy_curves", "q_at_budget",
+    "q_at_budget_bisection", "random_policy", "reverse_pair_rate", "roi_score", "true_policy_value",
 ]

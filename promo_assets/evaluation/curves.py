@@ -1,0 +1,177 @@
+"""EOM (and true) cost-response curves of allocations over the budget frontier.
+
+`eom_curve` evaluates a model's allocations either at given per-capita budgets (through the
+allocator, `promo_assets.allocation.solve`) or along the whole frontier of its coefficients
+(the breakpoints of `promo_assets.allocation.frontier`, thinned to `n_points` evenly spread in
+predicted cost), with EOM on the holdout RCT users and, when the truth is known, the true value.
+`policy_curves` stacks the curves of every model plus the oracle's and the random policy's, the
+input of `promo_assets.evaluation.plots.plot_frontier`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from promo_assets.evaluation.eom import (
+    EvaluationError,
+    _as_matrix,
+    _logged_arrays,
+    eom_batch,
+    lambda_upper_bound,
+    levels_at_lambdas,
+)
+from promo_assets.evaluation.truth import allocate, random_policy
+
+__all__ = ["eom_curve", "frontier_lambdas", "policy_curves", "logged_level_costs", "CURVE_COLUMNS"]
+
+CURVE_COLUMNS = [
+    "model", "lambda_", "budget_per_capita", "predicted_value", "predicted_cost",
+    "eom_value", "eom_cost", "n_matched", "true_value", "true_cost",
+]
+
+
+def frontier_lambdas(values, costs, n_points: int | None = 50) -> np.ndarray:
+    """Multipliers spanning the allocator's whole frontier of (values, costs).
+
+    Takes the N x K coefficients; calls `promo_assets.allocation.frontier(values, costs)` and keeps
+    its breakpoint multipliers whose total cost lies nearest to `n_points` evenly spaced costs
+    between the frontier's cheapest and dearest point (all of them when None), plus lambda = 0
+    (every user's best-value level) and `lambda_upper_bound` (every user's cheapest level).
+    Returns the sorted unique multipliers.
+    """
+    from promo_assets.allocation import frontier
+
+    fr = frontier(np.asarray(values, dtype=np.float64), np.asarray(costs, dtype=np.float64))
+    lams = np.asarray(fr.lambdas, dtype=np.float64)
+    tot = np.asarray(fr.costs, dtype=np.float64)
+    ok = np.isfinite(lams) & (lams >= 0) & np.isfinite(tot)
+    lams, tot = lams[ok], tot[ok]
+    if n_points is not None and lams.size > n_points:
+        order = np.argsort(tot, kind="stable")
+        lams, tot = lams[order], tot[order]
+        grid = np.linspace(tot[0], tot[-1], n_points)
+        idx = np.clip(np.searchsorted(tot, grid), 0, tot.size - 1)
+        lams = lams[np.unique(idx)]
+    extra = [0.0, lambda_upper_bound(values, costs)]
+    return np.unique(np.concatenate([lams, extra]))
+
+
+def eom_curve(values, costs, logged, response, cost, propensity=None, budgets: Sequence[float] | None = None,
+              *, n_points: int | None = 50, true_values=None, true_costs=None, seed: int = 0,
+              model: str = "") -> pd.DataFrame:
+    """EOM of a model's allocations over budgets or over its whole frontier.
+
+    Takes values, costs (N x K predictions for the N holdout users), the logged RCT arrays (see
+    `eom`), and either `budgets` (per-capita budgets, allocated with the allocator's `solve`) or
+    None (the whole frontier, `frontier_lambdas(values, costs, n_points)`, allocations by the KKT
+    argmax of v - lambda c). Optional true_values / true_costs (N x K) add the true value.
+    Returns a DataFrame with CURVE_COLUMNS, one row per allocation, sorted by predicted cost:
+    lambda_, budget_per_capita (the budget asked for; NaN on the frontier), predicted_value /
+    predicted_cost (per capita under the model), eom_value, eom_cost, n_matched, true_value,
+    true_cost (NaN without truth).
+    """
+    t, y, z, _ = _logged_arrays(logged, response, cost, propensity)
+    n = t.shape[0]
+    v = _as_matrix(values, "values", n)
+    c = _as_matrix(costs, "costs", n, v.shape[1])
+    if budgets is not None:
+        budgets = [float(b) for b in budgets]
+        results = [allocate(v, c, b, seed=seed) for b in budgets]
+        assigned = np.stack([np.asarray(r.levels, dtype=np.int64) for r in results])
+        lams = np.array([float(r.lambda_) for r in results])
+        budget_col = np.array(budgets)
+    else:
+        lams = frontier_lambdas(v, c, n_points)
+        assigned = levels_at_lambdas(v, c, lams)
+        budget_col = np.full(lams.size, np.nan)
+    rows = np.arange(n)
+    ev, ec, nm = eom_batch(assigned, t, y, z, propensity)
+    frame = pd.DataFrame({
+        "model": model,
+        "lambda_": lams,
+        "budget_per_capita": budget_col,
+        "predicted_value": v[rows[None], assigned].mean(axis=1),
+        "predicted_cost": c[rows[None], assigned].mean(axis=1),
+        "eom_value": ev,
+        "eom_cost": ec,
+        "n_matched": nm,
+        "true_value": np.nan,
+        "true_cost": np.nan,
+    })
+    if true_values is not None:
+        tv = _as_matrix(true_values, "true_values", n, v.shape[1])
+        tc = _as_matrix(true_costs, "true_costs", n, v.shape[1])
+        frame["true_value"] = tv[rows[None], assigned].mean(axis=1)
+        frame["true_cost"] = tc[rows[None], assigned].mean(axis=1)
+    return frame.sort_values(["predicted_cost", "lambda_"], ignore_index=True)[CURVE_COLUMNS]
+
+
+def logged_level_costs(logged, cost, propensity=None, n_levels: int | None = None) -> np.ndarray:
+    """Per-level mean logged cost (self-normalized IPW within each level), K values.
+
+    The random policy's budget scaling uses it when the truth is unknown. A level nobody
+    received gets the largest observed level mean (conservative: the random policy then spends
+    less, never more, than the budget).
+    """
+    t, _, z, ipw = _logged_arrays(logged, np.zeros(np.shape(logged)), cost, propensity)
+    k = int(n_levels if n_levels is not None else t.max() + 1)
+    den = np.bincount(t, weights=ipw, minlength=k)[:k]
+    num = np.bincount(t, weights=ipw * z, minlength=k)[:k]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = num / den
+    if np.all(np.isnan(out)):
+        raise EvaluationError("no logged users: cannot estimate per-level costs")
+    return np.where(np.isnan(out), np.nanmax(out), out)
+
+
+def policy_curves(models: Mapping[str, tuple], logged, response, cost, propensity=None, *,
+                  true_values=None, true_costs=None, n_points: int | None = 40,
+                  random_budgets: Sequence[float] | None = None, seed: int = 0,
+                  log: Callable[[str], None] | None = None) -> pd.DataFrame:
+    """Frontier curves of every model, the oracle (when the truth is known) and the random policy.
+
+    Takes models: name -> (model_version, values, costs) or name -> (values, costs), N x K each for
+    the holdout users; the logged RCT arrays; optional truth (N x K); the number of frontier
+    points per model; the per-capita budgets for the random policy's points (default: 11 budgets
+    from the cheapest to the uniform-random per-capita cost). The random policy is scaled with the
+    logged per-level mean costs (`logged_level_costs`), whether or not the truth is known. Returns the stacked `eom_curve`
+    frames (CURVE_COLUMNS) with `model` set to the name, 'oracle' or 'random'.
+    """
+    t, y, z, _ = _logged_arrays(logged, response, cost, propensity)
+    frames = []
+    k = None
+    for name, spec in models.items():
+        vals, csts = spec[-2], spec[-1]
+        k = np.shape(vals)[1] if k is None else k
+        frames.append(eom_curve(vals, csts, t, y, z, propensity, None, n_points=n_points,
+                                true_values=true_values, true_costs=true_costs, model=name))
+        if log:
+            log(f"curve of {name}: {len(frames[-1])} points")
+    if true_values is not None:
+        k = np.shape(true_values)[1]
+        frames.append(eom_curve(true_values, true_costs, t, y, z, propensity, None, n_points=n_points,
+                                true_values=true_values, true_costs=true_costs, model="oracle"))
+    if k is None:
+        raise EvaluationError("policy_curves needs at least one model or the truth")
+    level_costs = logged_level_costs(t, z, propensity, k)
+    if random_budgets is None:
+        random_budgets = np.linspace(level_costs.min(), level_costs.mean(), 11)
+    n = t.shape[0]
+    rows = np.arange(n)
+    assigned = np.stack([random_policy(n, k, level_costs, b, seed=seed) for b in random_budgets])
+    ev, ec, nm = eom_batch(assigned, t, y, z, propensity)
+    rnd = pd.DataFrame({
+        "model": "random", "lambda_": np.nan, "budget_per_capita": np.asarray(random_budgets, dtype=float),
+        "predicted_value": np.nan, "predicted_cost": np.nan,
+        "eom_value": ev, "eom_cost": ec, "n_matched": nm, "true_value": np.nan, "true_cost": np.nan,
+    })
+    if true_values is not None:
+        tv = np.asarray(true_values, dtype=np.float64)
+        tc = np.asarray(true_costs, dtype=np.float64)
+        rnd["true_value"] = tv[rows[None], assigned].mean(axis=1)
+        rnd["true_cost"] = tc[rows[None], assigned].mean(axis=1)
+    frames.append(rnd[CURVE_COLUMNS])
+    return pd.concat(frames, ignore_index=True)
