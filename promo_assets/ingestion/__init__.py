@@ -1,0 +1,377 @@
+"""Landing-folder discovery and validated, atomic loading of day files into the warehouse.
+
+One landing day file (`events/<YYYY-MM-DD>.parquet|.csv`) is one partition of `rct_events`.
+Loading it:
+
+1. reads its columns (a missing required column fails the file with a message naming it);
+2. types every column and computes each row's rejection reason in a single DuckDB pass
+   (unknown treatment, NaN / non-numeric / out-of-range response, negative cost, propensity outside
+   (0, 1], text in a numeric feature, ...);
+3. in one transaction replaces exactly that partition (delete + insert, so re-loading never
+   duplicates) and records the rejected rows, with their reason and raw values, in
+   `rejected_events`.
+
+When more rows are rejected than the campaign's `max_rejected_fraction` allows (default 0: any),
+`rct_events` is left untouched, the rejected rows are still recorded, and an `IngestError` names the
+file, the columns and the problems.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from promo_assets.campaign import CampaignConfig
+from promo_assets.warehouse import quote_ident, sql, table_columns
+
+REQUIRED = ("user_id", "treatment", "response")
+OPTIONAL = ("cost", "propensity", "merchant_id", "event_time")
+KINDS = ("events", "edges", "population")
+_NUMERIC_TYPES = re.compile(
+    r"^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|UHUGEINT|FLOAT|DOUBLE|REAL|DECIMAL.*)$"
+)
+_DAY_FILE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.(parquet|csv)$")
+
+
+class IngestError(ValueError):
+    """A landing file could not be loaded; the message names the file, the column and the problem."""
+
+
+@dataclass
+class IngestResult:
+    campaign: str
+    event_date: dt.date
+    source_file: str
+    rows_loaded: int
+    rows_rejected: int
+    level_counts: dict[int, int] = field(default_factory=dict)
+    problems: list[dict] = field(default_factory=list)
+    features: dict[str, str] = field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------------------------
+# discovery
+
+
+def discover_campaigns(landing: Path) -> list[str]:
+    """Campaign ids: sub-folders of the landing root holding a campaign.yaml, sorted."""
+    if not landing.exists():
+        return []
+    return sorted(p.name for p in landing.iterdir() if p.is_dir() and (p / "campaign.yaml").exists())
+
+
+def day_files(landing: Path, campaign: str, kind: str = "events") -> dict[dt.date, Path]:
+    """{day: file} of one campaign's `<kind>/<YYYY-MM-DD>.parquet|.csv` files."""
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    folder = landing / campaign / kind
+    out: dict[dt.date, Path] = {}
+    if not folder.exists():
+        return out
+    for path in sorted(folder.iterdir()):
+        m = _DAY_FILE.match(path.name)
+        if not m:
+            continue
+        try:
+            day = dt.date.fromisoformat(m.group(1))
+        except ValueError:
+            raise IngestError(f"{path}: file name is not a valid date (expected YYYY-MM-DD.parquet|csv)") from None
+        if day in out:
+            raise IngestError(f"{folder}: two files for {day}: {out[day].name} and {path.name}; keep one")
+        out[day] = path
+    return out
+
+
+def load_config(landing: Path, campaign: str) -> CampaignConfig:
+    return CampaignConfig.load(landing / campaign / "campaign.yaml", campaign=campaign)
+
+
+# --------------------------------------------------------------------------------------------
+# events
+
+
+def _source_columns(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str]:
+    fmt = "parquet" if path.suffix == ".parquet" else "csv"
+    try:
+        rows = con.execute(sql("meta", f"describe_{fmt}"), [str(path)]).fetchall()
+    except duckdb.Error as exc:
+        raise IngestError(f"{path}: cannot be read as {fmt}: {str(exc).splitlines()[0]}") from None
+    return {name: dtype for name, dtype in rows}
+
+
+def _num(col: str) -> str:
+    return f"TRY_CAST(src.{quote_ident(col)} AS DOUBLE)"
+
+
+def _numeric_checks(col: str, extra: list[tuple[str, str]]) -> str:
+    """CASE expression giving '<col>: <problem> (<value>)' or NULL for one numeric column."""
+    q, v = f"src.{quote_ident(col)}", _num(col)
+    raw = f"CAST({q} AS VARCHAR)"
+    arms = [
+        f"WHEN {q} IS NULL THEN '{col}: missing'",
+        f"WHEN {v} IS NULL THEN '{col}: not a number (' || {raw} || ')'",
+        f"WHEN isnan({v}) OR isinf({v}) THEN '{col}: NaN or infinite (' || {raw} || ')'",
+    ]
+    arms += [f"WHEN {cond.format(v=v)} THEN '{col}: {problem} (' || {raw} || ')'" for cond, problem in extra]
+    return "CASE " + " ".join(arms) + " END"
+
+
+def _response_rules(response_type: str) -> list[tuple[str, str]]:
+    if response_type == "binary":
+        return [("{v} NOT IN (0, 1)", "not 0 or 1 for a binary response")]
+    if response_type == "count":
+        return [("{v} < 0 OR {v} <> floor({v})", "not a non-negative whole number for a count response")]
+    return []
+
+
+def _feature_kinds(
+    con: duckdb.DuckDBPyConnection, config: CampaignConfig, source: dict[str, str], path: Path
+) -> dict[str, str]:
+    """numeric/categorical per feature column: declared in campaign.yaml `features:`, else as first
+    loaded for this campaign, else from the file's column type. Conflicts raise IngestError."""
+    declared = config.extra.get("features") or {}
+    known = dict(con.execute(sql("ingest", "campaign_feature_kinds"), [config.campaign]).fetchall())
+    others = {}
+    for feature, kind, campaign in con.execute(sql("ingest", "all_feature_kinds")).fetchall():
+        if campaign != config.campaign:
+            others.setdefault(feature, (kind, campaign))
+    kinds = {}
+    for col, dtype in source.items():
+        if col in REQUIRED or col in OPTIONAL:
+            continue
+        kind = declared.get(col) or known.get(col) or ("numeric" if _NUMERIC_TYPES.match(dtype) else "categorical")
+        if kind not in ("numeric", "categorical"):
+            raise IngestError(f"campaign.yaml features.{col}: kind must be 'numeric' or 'categorical', got {kind!r}")
+        if col in others and others[col][0] != kind:
+            raise IngestError(
+                f"{path}: feature column '{col}' is {kind} here but {others[col][0]} in campaign "
+                f"'{others[col][1]}'; the warehouse keeps one type per column name: rename it or declare "
+                f"its kind under 'features:' in campaign.yaml"
+            )
+        kinds[col] = kind
+    return kinds
+
+
+def _stage_events(con, config: CampaignConfig, path: Path) -> tuple[dict[str, str], dict[str, str]]:
+    source = _source_columns(con, path)
+    missing = [c for c in REQUIRED if c not in source]
+    if missing:
+        raise IngestError(
+            f"{path}: missing required column(s) {', '.join(repr(c) for c in missing)} "
+            f"(required: {', '.join(REQUIRED)}; found: {', '.join(source) or 'none'})"
+        )
+    if config.cost == "column" and "cost" not in source:
+        raise IngestError(f"{path}: missing column 'cost' (campaign.yaml says cost: column)")
+    kinds = _feature_kinds(con, config, source, path)
+
+    con.execute(sql("ingest", "create_grid"))
+    con.executemany(
+        sql("ingest", "insert_grid"),
+        [[i, label, inc] for i, (label, inc) in enumerate(zip(config.labels, config.incentives))],
+    )
+    if config.ordered:
+        grid_join = f"TRY_CAST(src.\"treatment\" AS DOUBLE) = g.incentive"
+    else:
+        grid_join = "trim(CAST(src.\"treatment\" AS VARCHAR)) = g.label"
+
+    uid = 'src."user_id"'
+    typed = [
+        "src.__source_row AS source_row",
+        f"trim(CAST({uid} AS VARCHAR)) AS user_id",
+        "g.level AS level",
+        "g.incentive AS incentive",
+        f"{_num('response')} AS response",
+    ]
+    reasons = [
+        f"CASE WHEN {uid} IS NULL OR trim(CAST({uid} AS VARCHAR)) = '' THEN 'user_id: missing' END",
+        "CASE WHEN g.level IS NULL THEN 'treatment: unknown treatment (' || coalesce(CAST(src.\"treatment\" AS VARCHAR), 'NULL') || ')' END",
+        _numeric_checks("response", _response_rules(config.response)),
+    ]
+    if "cost" in source:
+        reasons.append(_numeric_checks("cost", [("{v} < 0", "negative")]))
+    if config.cost == "redeemed":
+        typed.append(f"g.incentive * {_num('response')} AS cost")
+    elif config.cost == "assigned":
+        typed.append("g.incentive AS cost")
+    else:
+        typed.append(f"{_num('cost')} AS cost")
+    if "propensity" in source:
+        p, q = _num("propensity"), 'src."propensity"'
+        typed.append(f"{p} AS propensity")
+        reasons.append(
+            f"CASE WHEN {q} IS NULL THEN NULL WHEN {p} IS NULL OR isnan({p}) OR {p} <= 0 OR {p} > 1 "
+            f"THEN 'propensity: outside 0 < p <= 1 (' || CAST({q} AS VARCHAR) || ')' END"
+        )
+    if "merchant_id" in source:
+        typed.append('CAST(src."merchant_id" AS VARCHAR) AS merchant_id')
+    if "event_time" in source:
+        t, q = 'TRY_CAST(src."event_time" AS TIMESTAMP)', 'src."event_time"'
+        typed.append(f"{t} AS event_time")
+        reasons.append(f"CASE WHEN {q} IS NOT NULL AND {t} IS NULL THEN 'event_time: not a timestamp (' || CAST({q} AS VARCHAR) || ')' END")
+    for col, kind in kinds.items():
+        q = f"src.{quote_ident(col)}"
+        if kind == "numeric":
+            typed.append(f"{_num(col)} AS {quote_ident(col)}")
+            reasons.append(
+                f"CASE WHEN {q} IS NOT NULL AND {_num(col)} IS NULL "
+                f"THEN '{col}: not a number (' || CAST({q} AS VARCHAR) || ')' END"
+            )
+        else:
+            typed.append(f"CAST({q} AS VARCHAR) AS {quote_ident(col)}")
+
+    raw_cols = ", ".join(f"{quote_ident(c)} := src.{quote_ident(c)}" for c in source)
+    statement = sql(
+        "ingest",
+        "stage_parquet" if path.suffix == ".parquet" else "stage_csv",
+        typed=", ".join(typed),
+        reasons=", ".join(reasons),
+        raw=f"CASE WHEN __reason <> '' THEN CAST(to_json(struct_pack({raw_cols})) AS VARCHAR) END",
+        grid_join=grid_join,
+    )
+    try:
+        con.execute(statement, [str(path)])
+    except duckdb.Error as exc:
+        raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0]}") from None
+    stored = [c.split(" AS ")[-1] for c in typed]
+    return kinds, {"columns": ", ".join(stored)}
+
+
+def _problems(con) -> list[dict]:
+    rows = con.execute(sql("ingest", "rejection_summary")).fetchall()
+    return [
+        {"column": c, "problem": p, "rows": int(n), "first_row": int(r), "example": e}
+        for c, p, n, r, e in rows
+    ]
+
+
+def format_problems(path: Path | str, problems: list[dict]) -> str:
+    parts = []
+    for pr in problems:
+        example = f", e.g. {pr['example']!r}" if pr.get("example") not in (None, "") else ""
+        parts.append(
+            f"column '{pr['column']}': {pr['problem']} ({pr['rows']} row{'s' if pr['rows'] != 1 else ''}, "
+            f"first at row {pr['first_row']}{example})"
+        )
+    return f"{path}: " + "; ".join(parts)
+
+
+def ingest_events_day(
+    con: duckdb.DuckDBPyConnection, config: CampaignConfig, day: dt.date, path: Path
+) -> IngestResult:
+    """Load one events day file into `rct_events`, replacing that (campaign, day) partition.
+
+    Raises IngestError (and leaves `rct_events` unchanged) for an unreadable file, a missing
+    column, or more rejected rows than `config.max_rejected_fraction` allows.
+    """
+    path = Path(path)
+    campaign = config.campaign
+    kinds, parts = _stage_events(con, config, path)
+    n_rows, n_rejected = con.execute(sql("ingest", "staged_counts")).fetchone()
+    if n_rows == 0:
+        raise IngestError(f"{path}: the file has no rows")
+    problems = _problems(con) if n_rejected else []
+    fraction = n_rejected / n_rows
+    failed = fraction > config.max_rejected_fraction
+    params = [campaign, day, str(path)]
+
+    con.execute("BEGIN TRANSACTION")
+    try:
+        if failed:
+            message = (
+                f"{n_rejected} of {n_rows} rows rejected (max_rejected_fraction={config.max_rejected_fraction:g}); "
+                f"nothing was loaded for campaign '{campaign}' day {day}. "
+                + format_problems(path, problems)
+                + ". The rejected rows and their reasons are in the warehouse table rejected_events."
+            )
+        else:
+            existing = table_columns(con, "rct_events")
+            for col, kind in kinds.items():
+                want = "DOUBLE" if kind == "numeric" else "VARCHAR"
+                if col in existing and existing[col] != want:
+                    raise IngestError(
+                        f"{path}: feature column '{col}' is {kind} but rct_events stores it as {existing[col]}"
+                    )
+                con.execute(sql("ingest", "add_feature_column", column=quote_ident(col), dtype=want))
+                con.execute(sql("ingest", "insert_campaign_feature"), [campaign, col, kind])
+            con.execute(sql("ingest", "delete_partition", table="rct_events"), [campaign, day])
+            con.execute(sql("ingest", "insert_valid", columns=parts["columns"]), params)
+            message = None
+        con.execute(sql("ingest", "delete_partition", table="rejected_events"), [campaign, day])
+        con.execute(sql("ingest", "insert_rejected"), params)
+        con.execute(
+            sql("ingest", "insert_ingest_log"),
+            [campaign, day, "rct_events", str(path), 0 if failed else n_rows - n_rejected, n_rejected,
+             "failed" if failed else "loaded", message],
+        )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    if failed:
+        raise IngestError(message)
+    counts = dict(con.execute(sql("ingest", "level_counts"), [campaign, day]).fetchall())
+    return IngestResult(campaign, day, str(path), n_rows - n_rejected, n_rejected, counts, problems, kinds)
+
+
+# --------------------------------------------------------------------------------------------
+# edges
+
+
+def ingest_edges_day(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date, path: Path) -> IngestResult:
+    """Load one `edges/<day>` file (user_id, merchant_id, optional weight) into payment_edges."""
+    path = Path(path)
+    source = _source_columns(con, path)
+    missing = [c for c in ("user_id", "merchant_id") if c not in source]
+    if missing:
+        raise IngestError(f"{path}: missing required column(s) {', '.join(repr(c) for c in missing)} (required: user_id, merchant_id)")
+    weight = next((quote_ident(c) for c in ("weight", "n_payments", "amount") if c in source), "1.0")
+    fmt = "parquet" if path.suffix == ".parquet" else "csv"
+    con.execute(sql("ingest", f"stage_edges_{fmt}", weight=weight), [str(path)])
+    bad = con.execute(sql("ingest", "bad_edges")).fetchone()[0]
+    if bad:
+        raise IngestError(f"{path}: {bad} edge rows with a missing id or a missing, NaN or negative weight")
+    n = con.execute("SELECT count(*) FROM staged_edges").fetchone()[0]
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(sql("ingest", "delete_partition", table="payment_edges"), [campaign, day])
+        con.execute(sql("ingest", "insert_edges"), [campaign, day, str(path)])
+        con.execute(sql("ingest", "insert_ingest_log"), [campaign, day, "payment_edges", str(path), n, 0, "loaded", None])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return IngestResult(campaign, day, str(path), n, 0)
+
+
+# --------------------------------------------------------------------------------------------
+# change detection (used by the landing sensor and the daily schedule)
+
+
+def landing_inventory(landing: Path) -> dict[str, dict[str, str]]:
+    """{campaign: {day: fingerprint}} of every events day file; a fingerprint changes when the
+    file is rewritten (size and modification time)."""
+    out: dict[str, dict[str, str]] = {}
+    for campaign in discover_campaigns(landing):
+        files = day_files(landing, campaign, "events")
+        out[campaign] = {
+            day.isoformat(): f"{path.stat().st_size}-{path.stat().st_mtime_ns}" for day, path in files.items()
+        }
+    return out
+
+
+def landing_changes(
+    before: dict[str, dict[str, str]], now: dict[str, dict[str, str]]
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """(new campaigns, [(campaign, day)] of day files that are new or changed since `before`)."""
+    new_campaigns = sorted(set(now) - set(before))
+    changed = sorted(
+        (campaign, day)
+        for campaign, days in now.items()
+        for day, fp in days.items()
+        if before.get(campaign, {}).get(day) != fp
+    )
+    return new_campaigns, changed

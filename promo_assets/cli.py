@@ -1,0 +1,239 @@
+"""`promo`: simulate campaigns, materialize the asset graph in-process, print the leaderboard.
+
+Exit codes: 0 success; 1 some partitions or assets failed (each is named); 2 bad usage or
+configuration (unknown campaign, bad dates, unreadable campaign.yaml).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+import time
+from pathlib import Path
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _default_dagster_home() -> None:
+    """DAGSTER_HOME must be absolute: default to ./dagster_home of the working directory."""
+    home = os.environ.get("DAGSTER_HOME")
+    if not home:
+        home = str(Path("dagster_home").resolve())
+    home_path = Path(home).expanduser().resolve()
+    home_path.mkdir(parents=True, exist_ok=True)
+    os.environ["DAGSTER_HOME"] = str(home_path)
+
+
+def _date(text: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from promo_assets import settings
+    from promo_assets.simulation import PRESETS, simulate
+
+    if args.preset not in PRESETS:
+        print(f"promo simulate: unknown preset {args.preset!r}; choose one of {', '.join(PRESETS)}", file=sys.stderr)
+        return EXIT_USAGE
+    landing = Path(args.landing) if args.landing else settings.landing_dir()
+    options = {}
+    if args.logging:
+        options["logging"] = args.logging
+    start = time.perf_counter()
+    summary = simulate(args.preset, args.campaign, landing, args.days, args.users, args.seed, start=args.start, **options)
+    print(f"wrote {args.preset} campaign '{args.campaign}' to {landing / args.campaign} in {time.perf_counter() - start:.1f}s")
+    print(f"  {summary}")
+    return EXIT_OK
+
+
+def _quiet_run_config(verbose: bool, progress: bool = False) -> dict:
+    level = "DEBUG" if verbose else ("INFO" if progress else "WARNING")
+    return {"loggers": {"console": {"config": {"log_level": level}}}}
+
+
+def _failure_message(result) -> str:
+    for event in result.all_events:
+        if event.event_type_value == "STEP_FAILURE":
+            data = event.event_specific_data
+            err = getattr(data, "error", None)
+            if err is not None:
+                # dagster.Failure carries our message as its description
+                msg = err.message.strip().splitlines()
+                return f"{event.step_key}: " + (msg[-1] if msg else "failed")
+    return "failed"
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    _default_dagster_home()
+    import dagster as dg
+    from tqdm import tqdm
+
+    from promo_assets import settings
+    from promo_assets.campaign import CampaignConfigError
+    from promo_assets.definitions import defs
+    from promo_assets.ingestion import IngestError, day_files, discover_campaigns, load_config
+    from promo_assets.orchestration.automation import partition_key
+
+    landing = settings.landing_dir()
+    campaigns = discover_campaigns(landing)
+    if args.campaign:
+        missing = [c for c in args.campaign if c not in campaigns]
+        if missing:
+            print(f"promo run: no campaign {', '.join(missing)} under {landing} (found: {', '.join(campaigns) or 'none'})", file=sys.stderr)
+            return EXIT_USAGE
+        campaigns = args.campaign
+    if not campaigns:
+        print(f"promo run: no campaigns under {landing}; write one with `promo simulate` or set PROMO_LANDING_DIR", file=sys.stderr)
+        return EXIT_USAGE
+    if args.date_from and args.date_to and args.date_from > args.date_to:
+        print(f"promo run: --from {args.date_from} is after --to {args.date_to}", file=sys.stderr)
+        return EXIT_USAGE
+
+    instance = dg.DagsterInstance.get()
+    instance.add_dynamic_partitions("campaign", campaigns)
+    ingest_job = defs.resolve_job_def("ingest_job")
+    campaign_job = defs.resolve_job_def("campaign_job")
+    run_config = _quiet_run_config(args.verbose)
+    failures: list[str] = []
+    t0 = time.perf_counter()
+    for campaign in campaigns:
+        try:
+            load_config(landing, campaign)
+            days = sorted(day_files(landing, campaign, "events"))
+        except (CampaignConfigError, IngestError) as exc:
+            print(f"promo run: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        days = [d for d in days if (not args.date_from or d >= args.date_from) and (not args.date_to or d <= args.date_to)]
+        if not days:
+            print(f"{campaign}: no events day files in the chosen range; skipped")
+            continue
+        print(f"{campaign}: ingesting {len(days)} day(s) {days[0]} … {days[-1]}")
+        ok_days = 0
+        for day in tqdm(days, desc=f"{campaign} rct_events", unit="day", disable=args.no_progress):
+            result = ingest_job.execute_in_process(
+                partition_key=partition_key(day.isoformat(), campaign), instance=instance,
+                run_config=run_config, raise_on_error=False, tags={"promo/trigger": "cli"},
+            )
+            if result.success:
+                ok_days += 1
+            else:
+                failures.append(f"{campaign} {day}: {_failure_message(result)}")
+                tqdm.write(f"  FAILED {campaign} {day}: {_failure_message(result)}")
+        if args.ingest_only:
+            continue
+        if ok_days == 0:
+            failures.append(f"{campaign}: no day loaded; downstream assets not run")
+            continue
+        print(f"{campaign}: materializing models, coefficients, allocations and evaluation …")
+        start = time.perf_counter()
+        result = _run_campaign_job(campaign_job, campaign, instance, args.verbose)
+        if not result.success:
+            failures.append(f"{campaign}: {_failure_message(result)}")
+        print(f"{campaign}: downstream {'done' if result.success else 'FAILED'} in {time.perf_counter() - start:.0f}s")
+        if result.success:
+            _print_leaderboard(campaign)
+    print(f"finished in {time.perf_counter() - t0:.0f}s; warehouse: {settings.warehouse_path()}; DAGSTER_HOME: {os.environ['DAGSTER_HOME']}")
+    if failures:
+        print("failures:", file=sys.stderr)
+        for f in failures:
+            print(f"  {f}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def _run_campaign_job(job, campaign, instance, verbose: bool):
+    """Run the campaign job; asset log lines (epochs, scoring chunks) are printed as they come."""
+    return job.execute_in_process(
+        partition_key=campaign,
+        instance=instance,
+        raise_on_error=False,
+        tags={"promo/trigger": "cli"},
+        run_config=_quiet_run_config(verbose, progress=True),
+    )
+
+
+def _print_leaderboard(campaign: str) -> None:
+    from promo_assets import warehouse
+
+    try:
+        from promo_assets.evaluation import format_leaderboard
+    except ImportError:
+        return
+    with warehouse.connect(read_only=True) as con:
+        board = con.execute(warehouse.sql("frames", "leaderboard"), [campaign]).df()
+    if not board.empty:
+        print(format_leaderboard(board))
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from promo_assets import settings, warehouse
+    from promo_assets.evaluation import format_leaderboard
+
+    try:
+        with warehouse.connect(read_only=True) as con:
+            campaigns = args.campaign or [r[0] for r in con.execute(
+                "SELECT DISTINCT campaign FROM policy_evaluation ORDER BY campaign").fetchall()]
+            boards = {c: con.execute(warehouse.sql("frames", "leaderboard"), [c]).df() for c in campaigns}
+    except FileNotFoundError as exc:
+        print(f"promo report: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if not boards:
+        print(f"promo report: no policy evaluation in {settings.warehouse_path()} yet: run `promo run`", file=sys.stderr)
+        return EXIT_USAGE
+    status = EXIT_OK
+    for campaign, board in boards.items():
+        print(f"== {campaign}")
+        if board.empty:
+            print(f"   no evaluation for campaign '{campaign}'")
+            status = EXIT_USAGE
+        else:
+            print(format_leaderboard(board))
+    return status
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="promo", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("simulate", help="write a simulated campaign (with ground truth) into the landing folder")
+    p.add_argument("--preset", default="demo", help="demo | dipn_synthetic_1 | dipn_synthetic_2 | e2e_synthetic | bipartite")
+    p.add_argument("--campaign", default="demo", help="campaign id (folder name) [demo]")
+    p.add_argument("--days", type=int, default=14, help="number of daily event files [14]")
+    p.add_argument("--users", type=int, default=5000, help="size of the user pool [5000]")
+    p.add_argument("--seed", type=int, default=0, help="random seed [0]")
+    p.add_argument("--start", type=_date, default=None, help="first day YYYY-MM-DD [today - days]")
+    p.add_argument("--logging", default=None, help="demo only: rct (default) | confounded")
+    p.add_argument("--landing", default=None, help="landing root [PROMO_LANDING_DIR or data/landing]")
+    p.set_defaults(func=cmd_simulate)
+
+    p = sub.add_parser("run", help="materialize the whole asset graph for the landing folder's campaigns")
+    p.add_argument("--campaign", action="append", help="only this campaign (repeatable) [all]")
+    p.add_argument("--from", dest="date_from", type=_date, help="first day to ingest (YYYY-MM-DD) [first file]")
+    p.add_argument("--to", dest="date_to", type=_date, help="last day to ingest (YYYY-MM-DD) [last file]")
+    p.add_argument("--ingest-only", action="store_true", help="only load the day files (rct_events), skip models and decisions")
+    p.add_argument("--verbose", action="store_true", help="show Dagster's own log lines")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("report", help="print the policy-evaluation leaderboard")
+    p.add_argument("--campaign", action="append", help="only this campaign (repeatable) [all]")
+    p.set_defaults(func=cmd_report)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""Jobs, the daily schedule, the landing sensor and the downstream-refresh sensor."""
+
+
+import datetime as dt
+import json
+
+import dagster as dg
+
+from promo_assets import settings
+from promo_assets.ingestion import day_files, discover_campaigns, landing_changes, landing_inventory
+from promo_assets.orchestration.common import campaign_partitions, day_campaign_partitions
+
+ingest_job = dg.define_asset_job(
+    "ingest_job",
+    selection=dg.AssetSelection.groups("ingestion"),
+    partitions_def=day_campaign_partitions,
+    description="Load one date|campaign partition of the landing files (rct_events, payment_edges).",
+)
+
+campaign_job = dg.define_asset_job(
+    "campaign_job",
+    selection=dg.AssetSelection.all() - dg.AssetSelection.groups("ingestion"),
+    partitions_def=campaign_partitions,
+    description="Re-materialize everything downstream of ingestion for one campaign: propensities, "
+    "training frame, models, coefficients, duals, allocations and the policy evaluation.",
+)
+
+
+def partition_key(day: str, campaign: str) -> dg.MultiPartitionKey:
+    return dg.MultiPartitionKey({"date": day, "campaign": campaign})
+
+
+@dg.schedule(
+    cron_schedule="0 3 * * *",
+    job=ingest_job,
+    execution_timezone="UTC",
+    description="Every day at 03:00 UTC: ingest yesterday's landing file of every campaign; the "
+    "downstream_refresh sensor then refreshes each campaign's models and decisions.",
+)
+def daily_campaign_refresh(context: dg.ScheduleEvaluationContext):
+    day = (context.scheduled_execution_time.date() - dt.timedelta(days=1))
+    landing = settings.landing_dir()
+    requests, missing = [], []
+    registered = set(context.instance.get_dynamic_partitions(campaign_partitions.name))
+    for campaign in discover_campaigns(landing):
+        if campaign not in registered:
+            missing.append(f"{campaign} (not registered yet: the landing sensor adds it)")
+        elif day in day_files(landing, campaign, "events"):
+            requests.append(
+                dg.RunRequest(
+                    run_key=f"daily:{campaign}:{day.isoformat()}",
+                    partition_key=partition_key(day.isoformat(), campaign),
+                    tags={"promo/campaign": campaign, "promo/trigger": "daily_campaign_refresh"},
+                )
+            )
+        else:
+            missing.append(campaign)
+    if not requests:
+        return dg.SkipReason(f"no landing file for {day} in any campaign ({', '.join(missing) or 'no campaigns'})")
+    return requests
+
+
+@dg.sensor(
+    job=ingest_job,
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Notices new campaigns (adds their partition) and new or rewritten landing day files "
+    "(requests their ingestion).",
+)
+def landing_sensor(context: dg.SensorEvaluationContext):
+    before = json.loads(context.cursor) if context.cursor else {}
+    now = landing_inventory(settings.landing_dir())
+    new_campaigns, changed = landing_changes(before, now)
+    if not new_campaigns and not changed:
+        return dg.SkipReason("no new or changed landing files")
+    runs = [
+        dg.RunRequest(
+            run_key=f"landing:{campaign}:{day}:{now[campaign][day]}",
+            partition_key=partition_key(day, campaign),
+            tags={"promo/campaign": campaign, "promo/trigger": "landing_sensor"},
+        )
+        for campaign, day in changed
+    ]
+    return dg.SensorResult(
+        run_requests=runs,
+        dynamic_partitions_requests=[campaign_partitions.build_add_request(new_campaigns)] if new_campaigns else [],
+        cursor=json.dumps(now, sort_keys=True),
+    )
+
+
+@dg.run_status_sensor(
+    run_status=dg.DagsterRunStatus.SUCCESS,
+    monitored_jobs=[ingest_job],
+    request_job=campaign_job,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="After an ingestion run succeeds, refresh that campaign downstream — once the "
+    "campaign has no other ingestion run queued or in progress (a backfill triggers one refresh).",
+)
+def downstream_refresh(context: dg.RunStatusSensorContext):
+    run = context.dagster_run
+    key = run.tags.get("dagster/partition/campaign") or run.tags.get("promo/campaign")
+    if key is None:
+        return dg.SkipReason(f"run {run.run_id} has no campaign partition")
+    pending = context.instance.get_runs(
+        filters=dg.RunsFilter(
+            job_name=ingest_job.name,
+            statuses=[dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED],
+            tags={"dagster/partition/campaign": key},
+        )
+    )
+    pending = [r for r in pending if r.run_id != run.run_id]
+    if pending:
+        return dg.SkipReason(f"{len(pending)} more ingestion run(s) of campaign {key} pending; refreshing after the last")
+    return dg.RunRequest(run_key=f"refresh:{key}:{run.run_id}", partition_key=key, tags={"promo/trigger": "downstream_refresh"})

@@ -1,0 +1,446 @@
+"""Campaign-level assets: propensity → training frame → models → coefficients → duals/allocations →
+policy evaluation. Each function reads the warehouse, calls domain code and writes the result back;
+the logic lives in the domain packages."""
+
+
+import base64
+import json
+import time
+
+import dagster as dg
+import numpy as np
+import pandas as pd
+from dagster_duckdb import DuckDBResource
+
+from promo_assets import settings
+from promo_assets.artifacts import content_version
+from promo_assets.ingestion import day_files, load_config
+from promo_assets.orchestration.common import (
+    WAREHOUSE_POOL,
+    LandingResource,
+    campaign_partitions,
+    connect,
+    md_table,
+)
+from promo_assets.warehouse import quote_ident, sql
+
+MODEL_ASSETS = ("s_learner", "dipn_uplift_net")  # assets whose trained model is scored and allocated
+SCORING_CHUNK = 50_000
+COMMON = dict(partitions_def=campaign_partitions, pool=WAREHOUSE_POOL)
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+
+
+def feature_spec(con, campaign: str) -> tuple[list[str], list[str]]:
+    rows = con.execute(sql("frames", "feature_kinds"), [campaign]).fetchall()
+    return [f for f, k in rows if k == "numeric"], [f for f, k in rows if k == "categorical"]
+
+
+def _columns(numeric: list[str], categorical: list[str]) -> str:
+    cols = numeric + categorical
+    return "".join(f", e.{quote_ident(c)}" for c in cols)
+
+
+def read_training_frame(con, campaign: str) -> tuple[pd.DataFrame, list[str], list[str]]:
+    numeric, categorical = feature_spec(con, campaign)
+    frame = con.execute(sql("frames", "training_frame", columns=_columns(numeric, categorical)), [campaign]).df()
+    if frame.empty:
+        raise dg.Failure(f"campaign '{campaign}' has no training frame: materialize rct_events and training_frame first")
+    return frame, numeric, categorical
+
+
+def png_md(png: bytes, title: str) -> str:
+    return f"**{title}**\n\n![{title}](data:image/png;base64,{base64.b64encode(png).decode()})"
+
+
+def _log(context):
+    return lambda msg: context.log.info(msg)
+
+
+# --------------------------------------------------------------------------------------------
+# causal
+
+
+@dg.asset(
+    **COMMON,
+    deps=["rct_events"],  # multi → single dimension mapping on "campaign" (inferred)
+    code_version="1",
+    group_name="causal",
+    kinds={"duckdb", "sklearn"},
+    description="Propensity of each event's logged level: the logged one, or the empirical assignment "
+    "frequency per day for randomized campaigns; a calibrated multinomial model P(level | features) for "
+    "observational ones (randomized: false), with overlap diagnostics. Table propensity.",
+)
+def propensity(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
+    from promo_assets.causal import PropensityModel, propensity_diagnostics, propensity_plot, randomized_propensity
+
+    campaign = context.partition_key
+    config = load_config(landing.path, campaign)
+    with connect(warehouse) as con:
+        numeric, categorical = feature_spec(con, campaign)
+        events = con.execute(
+            sql("frames", "events", columns=_columns(numeric, categorical).replace("e.", "")), [campaign]
+        ).df()
+        if events.empty:
+            raise dg.Failure(f"no rct_events for campaign '{campaign}'")
+        metadata = {"events": len(events)}
+        if config.randomized:
+            p = randomized_propensity(events, config.n_levels)
+            source = np.where(events["propensity"].notna(), "logged", "empirical")
+            proba = None
+        else:
+            model = PropensityModel.fit(events, numeric, categorical, config.n_levels, seed=0)
+            proba = model.predict_proba(events)
+            p = proba[np.arange(len(events)), events["level"].to_numpy()]
+            source = np.full(len(events), "estimated")
+        frame_df = pd.DataFrame(
+            {"event_date": events["event_date"], "source_row": events["source_row"], "propensity": p, "source": source}
+        )
+        version = content_version(frame_df[["propensity"]].to_numpy().tobytes())
+        con.execute("BEGIN TRANSACTION")
+        con.execute(sql("frames", "delete_campaign", table="propensity"), [campaign])
+        con.execute(sql("frames", "insert_propensity"), [campaign, version])
+        con.execute("COMMIT")
+    if proba is not None:
+        from promo_assets.causal import ips_weights
+
+        w = ips_weights(p, clip=config.ips_clip)
+        diag = propensity_diagnostics(proba, events["level"].to_numpy(), w)
+        metadata["diagnostics"] = dg.MetadataValue.json(_jsonable(diag))
+        metadata["plot"] = dg.MetadataValue.md(png_md(propensity_plot(proba, events["level"].to_numpy()), "Estimated propensities per level"))
+    metadata.update(
+        {
+            "propensity_version": version,
+            "source": dg.MetadataValue.json(pd.Series(source).value_counts().to_dict()),
+            "min_propensity": float(np.min(p)),
+            "mean_propensity": float(np.mean(p)),
+        }
+    )
+    return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(version))
+
+
+@dg.asset(
+    **COMMON,
+    deps=["propensity"],
+    code_version="1",
+    group_name="causal",
+    kinds={"duckdb"},
+    description="Train / validation / holdout split by date window (last `holdout_days` days are the "
+    "holdout; earlier days split by a hash of the user id) and clipped, self-normalized IPS weights "
+    "per event. Table training_frame.",
+)
+def training_frame(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
+    from promo_assets.causal import assign_split, ips_weights
+
+    campaign = context.partition_key
+    config = load_config(landing.path, campaign)
+    with connect(warehouse) as con:
+        events = con.execute(
+            "SELECT e.event_date, e.source_row, e.user_id, e.level, p.propensity FROM rct_events e "
+            "JOIN propensity p USING (campaign, event_date, source_row) WHERE e.campaign = ? "
+            "ORDER BY e.event_date, e.source_row",
+            [campaign],
+        ).df()
+        split = assign_split(events, holdout_days=config.holdout_days, validation_fraction=config.validation_fraction)
+        weights = ips_weights(events["propensity"].to_numpy(), clip=config.ips_clip)
+        frame_df = pd.DataFrame(
+            {"event_date": events["event_date"], "source_row": events["source_row"], "split": split, "ips_weight": weights}
+        )
+        version = content_version(frame_df[["ips_weight"]].to_numpy().tobytes() + "".join(split).encode())
+        con.execute("BEGIN TRANSACTION")
+        con.execute(sql("frames", "delete_campaign", table="training_frame"), [campaign])
+        con.execute(sql("frames", "insert_training_frame"), [campaign, version])
+        con.execute("COMMIT")
+    counts = pd.Series(split).value_counts().to_dict()
+    ess = float(weights.sum() ** 2 / np.square(weights).sum())
+    days = sorted(set(events["event_date"].astype(str)))
+    return dg.MaterializeResult(
+        metadata={
+            "frame_version": version,
+            "rows_per_split": dg.MetadataValue.json({k: int(v) for k, v in counts.items()}),
+            "holdout_days": dg.MetadataValue.json(days[-config.holdout_days:]),
+            "effective_sample_size": ess,
+            "ess_fraction": ess / len(weights),
+            "max_ips_weight": float(weights.max()),
+        },
+        data_version=dg.DataVersion(version),
+    )
+
+
+def _jsonable(obj):
+    return json.loads(json.dumps(obj, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)))
+
+
+# --------------------------------------------------------------------------------------------
+# models
+
+
+def _register(con, campaign: str, trained, data_version: str | None) -> None:
+    con.execute(
+        sql("frames", "insert_model"),
+        [campaign, trained.name, trained.version, data_version, json.dumps(_jsonable(trained.metrics))],
+    )
+
+
+def _model_metadata(trained, seconds: float) -> dict:
+    history = getattr(trained, "history", None) or []
+    meta = {
+        "model_version": trained.version,
+        "metrics": dg.MetadataValue.json(_jsonable(trained.metrics)),
+        "training_seconds": round(seconds, 2),
+    }
+    if history:
+        meta["epochs"] = md_table([_jsonable(h) if isinstance(h, dict) else {"epoch": i, "loss": h} for i, h in enumerate(history)])
+    return meta
+
+
+@dg.asset(
+    **COMMON,
+    deps=["training_frame"],
+    code_version="1",
+    group_name="models",
+    kinds={"pytorch"},
+    description="DNN S-learner (TSM-SL): shared MLP with one response and one cost head per level, "
+    "IPS-weighted losses, early stopping on the validation split. Content-addressed artefact.",
+)
+def s_learner(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
+    from promo_assets.models import train_model
+
+    campaign = context.partition_key
+    config = load_config(landing.path, campaign)
+    with connect(warehouse) as con:
+        frame, numeric, categorical = read_training_frame(con, campaign)
+    start = time.perf_counter()
+    trained = train_model("s_learner", frame, config, numeric, categorical, weighted=True, seed=0,
+                          max_epochs=settings.max_epochs(), log=_log(context))
+    seconds = time.perf_counter() - start
+    with connect(warehouse) as con:
+        _register(con, campaign, trained, None)
+    return dg.MaterializeResult(metadata=_model_metadata(trained, seconds), data_version=dg.DataVersion(trained.version))
+
+
+@dg.asset(
+    **COMMON,
+    deps=["training_frame"],
+    code_version="1",
+    group_name="models",
+    kinds={"pytorch"},
+    description="DIPN phase 1 (bias-net learning): the bias net trained on the lowest-level samples only.",
+)
+def dipn_bias_net(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
+    from promo_assets.models import train_dipn_bias
+
+    campaign = context.partition_key
+    config = load_config(landing.path, campaign)
+    with connect(warehouse) as con:
+        frame, numeric, categorical = read_training_frame(con, campaign)
+    start = time.perf_counter()
+    trained = train_dipn_bias(frame, config, numeric, categorical, seed=0, max_epochs=settings.max_epochs(), log=_log(context))
+    seconds = time.perf_counter() - start
+    with connect(warehouse) as con:
+        _register(con, campaign, trained, None)
+    return dg.MaterializeResult(metadata=_model_metadata(trained, seconds), data_version=dg.DataVersion(trained.version))
+
+
+@dg.asset(
+    **COMMON,
+    deps=["dipn_bias_net", "training_frame"],
+    code_version="1",
+    group_name="models",
+    kinds={"pytorch"},
+    description="DIPN phase 2 (uplift-net learning): all samples, bias net frozen; isotonic embedding, "
+    "non-negative uplift weights, smoothness loss. Monotone in the level by construction.",
+)
+def dipn_uplift_net(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
+    from promo_assets.models import load_model, train_dipn_uplift
+
+    campaign = context.partition_key
+    config = load_config(landing.path, campaign)
+    with connect(warehouse) as con:
+        frame, _, _ = read_training_frame(con, campaign)
+        row = con.execute(sql("frames", "latest_models"), [campaign, ["dipn_bias"]]).fetchone()
+    if row is None:
+        raise dg.Failure(f"no trained dipn_bias_net for campaign '{campaign}': materialize dipn_bias_net first")
+    bias = load_model(row[1])
+    start = time.perf_counter()
+    trained = train_dipn_uplift(bias, frame, seed=0, max_epochs=settings.max_epochs(), log=_log(context))
+    seconds = time.perf_counter() - start
+    with connect(warehouse) as con:
+        _register(con, campaign, trained, None)
+    meta = _model_metadata(trained, seconds)
+    meta["bias_net_version"] = bias.version
+    return dg.MaterializeResult(metadata=meta, data_version=dg.DataVersion(trained.version))
+
+
+# --------------------------------------------------------------------------------------------
+# coefficients
+
+
+def _population(landing: LandingResource, campaign: str) -> tuple[pd.DataFrame | None, str]:
+    files = day_files(landing.path, campaign, "population")
+    if not files:
+        return None, "holdout users (no population file)"
+    day = max(files)
+    path = files[day]
+    frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    if "user_id" not in frame.columns:
+        raise dg.Failure(f"{path}: missing required column 'user_id'")
+    frame["user_id"] = frame["user_id"].astype(str)
+    return frame.drop_duplicates("user_id", keep="last"), str(path)
+
+
+def _score(con, context, campaign: str, model_name: str, model, target: str, users: pd.DataFrame, k: int) -> int:
+    """Score `users` in chunks and store their coefficients (replacing this version's rows)."""
+    con.execute(sql("frames", "delete_coefficients"), [campaign, model_name, model.version, target])
+    n = len(users)
+    for start in range(0, n, SCORING_CHUNK):
+        part = users.iloc[start:start + SCORING_CHUNK]
+        values, costs = model.predict(part)
+        chunk_df = pd.DataFrame(  # noqa: F841 (read by DuckDB's replacement scan)
+            {
+                "user_id": np.repeat(part["user_id"].to_numpy(), k),
+                "level": np.tile(np.arange(k, dtype=np.int32), len(part)),
+                "value": np.asarray(values, dtype=np.float64).ravel(),
+                "cost": np.asarray(costs, dtype=np.float64).ravel(),
+            }
+        )
+        con.execute(sql("frames", "insert_coefficients"), [campaign, model_name, model.version, target])
+        context.log.info(f"{model_name} [{target}]: scored {min(start + SCORING_CHUNK, n)}/{n} users")
+    return n
+
+
+def latest_models(con, campaign: str) -> list[tuple[str, str]]:
+    names = [m if m != "dipn_uplift_net" else "dipn" for m in MODEL_ASSETS]
+    return con.execute(sql("frames", "latest_models"), [campaign, names]).fetchall()
+
+
+@dg.asset(
+    **COMMON,
+    deps=[*MODEL_ASSETS],
+    code_version="1",
+    group_name="decisions",
+    kinds={"duckdb"},
+    description="Predicted response (value) and cost of every target user × level, for the latest "
+    "version of every trained model: the target population (latest population/ file, else the holdout "
+    "users) and the holdout users (for evaluation). Scored in chunks; history kept by model version.",
+)
+def response_coefficients(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
+    from promo_assets.models import load_model
+
+    campaign = context.partition_key
+    config = load_config(landing.path, campaign)
+    population, population_source = _population(landing, campaign)
+    rows = []
+    with connect(warehouse) as con:
+        numeric, categorical = feature_spec(con, campaign)
+        holdout = con.execute(sql("frames", "holdout_events", columns=_columns(numeric, categorical)), [campaign]).df()
+        holdout_users = holdout.drop_duplicates("user_id", keep="first")
+        if population is None:
+            population = holdout_users
+        for model_name, version in latest_models(con, campaign):
+            model = load_model(version)
+            con.execute("BEGIN TRANSACTION")
+            n_pop = _score(con, context, campaign, model_name, model, "population", population, config.n_levels)
+            n_hold = _score(con, context, campaign, model_name, model, "holdout", holdout_users, config.n_levels)
+            con.execute("COMMIT")
+            mean = con.execute(
+                "SELECT level, avg(value), avg(cost) FROM response_coefficients WHERE campaign = ? AND model = ? "
+                "AND model_version = ? AND target = 'population' GROUP BY level ORDER BY level",
+                [campaign, model_name, version],
+            ).fetchall()
+            rows.append({"model": model_name, "model_version": version, "population_users": n_pop, "holdout_users": n_hold,
+                         "mean_value_per_level": [round(v, 4) for _, v, _ in mean]})
+    if not rows:
+        raise dg.Failure(f"no trained model for campaign '{campaign}'")
+    return dg.MaterializeResult(
+        metadata={"models": md_table(rows), "population_source": population_source, "levels": config.n_levels}
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# decisions
+
+
+def coefficient_arrays(con, campaign: str, model: str, version: str, target: str, k: int):
+    df = con.execute(sql("frames", "coefficients"), [campaign, model, version, target]).df()
+    n = len(df) // k
+    users = df["user_id"].to_numpy()[::k]
+    return users, df["value"].to_numpy().reshape(n, k), df["cost"].to_numpy().reshape(n, k)
+
+
+def _budgets(config) -> list[float]:
+    if not config.budgets_per_capita:
+        raise dg.Failure(f"campaign '{config.campaign}' has no budget_per_capita in campaign.yaml")
+    return list(config.budgets_per_capita)
+
+
+@dg.asset(
+    **COMMON,
+    deps=["response_coefficients"],
+    code_version="1",
+    group_name="decisions",
+    kinds={"duckdb"},
+    description="λ* of the multiple-choice knapsack for every model × configured per-capita budget on "
+    "the target population (exact LP optimum), with the dual bound and the budget–value frontier. Table "
+    "budget_dual (history kept by run).",
+)
+def budget_dual(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
+    from promo_assets.allocation import frontier, solve
+    from promo_assets.evaluation.plots import frontier_plot
+
+    campaign = context.partition_key
+    config = load_config(landing.path, campaign)
+    rows, curves = [], {}
+    with connect(warehouse) as con:
+        for model, version in latest_models(con, campaign):
+            _, values, costs = coefficient_arrays(con, campaign, model, version, "population", config.n_levels)
+            n = len(values)
+            fr = frontier(values, costs)
+            curves[model] = (np.asarray(fr.costs) / n, np.asarray(fr.values) / n)
+            for b in _budgets(config):
+                res = solve(values, costs, b, per_capita=True)
+                con.execute(sql("frames", "insert_dual"), [campaign, model, version, b, float(res.lambda_), float(res.value),
+                                                           float(res.cost), float(res.dual_bound), n, context.run_id])
+                rows.append({"model": model, "budget_per_capita": b, "lambda_": float(res.lambda_),
+                             "value_per_capita": res.value / n, "cost_per_capita": res.cost / n,
+                             "dual_gap": float(res.dual_bound - res.value)})
+    return dg.MaterializeResult(
+        metadata={
+            "duals": md_table(rows),
+            "frontier": dg.MetadataValue.md(png_md(frontier_plot(curves, xlabel="predicted cost per capita",
+                                                                 ylabel="predicted response per capita"),
+                                                   "Predicted budget–value frontier")),
+        }
+    )
+
+
+@dg.asset(
+    **COMMON,
+    deps=["budget_dual"],
+    code_version="1",
+    group_name="decisions",
+    kinds={"duckdb"},
+    description="The incentive level of every target user for every model × budget (the allocation at "
+    "λ*; the one fractional user resolved by seeded sampling). Table allocation (history kept by run).",
+)
+def allocation(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
+    from promo_assets.allocation import solve
+
+    campaign = context.partition_key
+    config = load_config(landing.path, campaign)
+    rows = []
+    incentives = np.asarray(config.incentives)
+    with connect(warehouse) as con:
+        for model, version in latest_models(con, campaign):
+            users, values, costs = coefficient_arrays(con, campaign, model, version, "population", config.n_levels)
+            for b in _budgets(config):
+                res = solve(values, costs, b, per_capita=True)
+                alloc_df = pd.DataFrame({"user_id": users, "level": res.levels.astype(np.int32), "incentive": incentives[res.levels]})  # noqa: F841
+                con.execute(sql("frames", "insert_allocation"), [campaign, model, version, b, context.run_id])
+                share = np.bincount(res.levels, minlength=config.n_levels) / len(users)
+                rows.append({"model": model, "budget_per_capita": b, "users": len(users),
+                             "cost_per_capita": res.cost / len(users),
+                             "share_per_level": [round(s, 3) for s in share]})
+    return dg.MaterializeResult(metadata={"allocations": md_table(rows), "run_id": context.run_id})

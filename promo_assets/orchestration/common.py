@@ -1,0 +1,70 @@
+"""Partitions, resources and small helpers shared by the asset modules (Dagster wiring only)."""
+
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import dagster as dg
+from dagster_duckdb import DuckDBResource
+
+from promo_assets import settings
+from promo_assets.warehouse import ensure_schema
+
+WAREHOUSE_POOL = "warehouse"  # every asset that touches the DuckDB file; limit 1 in dagster.yaml
+PARTITIONS_START = os.environ.get("PROMO_PARTITIONS_START", "2024-01-01")
+
+campaign_partitions = dg.DynamicPartitionsDefinition(name="campaign")
+daily_partitions = dg.DailyPartitionsDefinition(start_date=PARTITIONS_START)
+day_campaign_partitions = dg.MultiPartitionsDefinition({"date": daily_partitions, "campaign": campaign_partitions})
+
+
+class LandingResource(dg.ConfigurableResource):
+    """The landing folder (PROMO_LANDING_DIR): one sub-folder per campaign."""
+
+    root: str
+
+    @property
+    def path(self) -> Path:
+        return Path(self.root)
+
+
+def make_resources() -> dict:
+    return {
+        "warehouse": DuckDBResource(database=str(settings.warehouse_path())),
+        "landing": LandingResource(root=str(settings.landing_dir())),
+    }
+
+
+@contextmanager
+def connect(warehouse: DuckDBResource) -> Iterator:
+    """A warehouse connection with the schema in place."""
+    Path(warehouse.database).parent.mkdir(parents=True, exist_ok=True)
+    with warehouse.get_connection() as con:
+        ensure_schema(con)
+        yield con
+
+
+def day_and_campaign(context: dg.AssetExecutionContext) -> tuple[str, str]:
+    key = context.partition_key
+    if not isinstance(key, dg.MultiPartitionKey):
+        raise dg.Failure(f"expected a date|campaign partition key, got {key!r}")
+    dims = key.keys_by_dimension
+    return dims["date"], dims["campaign"]
+
+
+def md_table(rows: list[dict]) -> dg.MetadataValue:
+    if not rows:
+        return dg.MetadataValue.md("(none)")
+    cols = list(rows[0])
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
+    return dg.MetadataValue.md("\n".join(lines))
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)

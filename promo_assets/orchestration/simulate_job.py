@@ -1,0 +1,37 @@
+"""A job that writes a simulated campaign into the landing folder (the demo, from the UI)."""
+
+
+import dagster as dg
+
+from promo_assets.ingestion import discover_campaigns
+from promo_assets.orchestration.common import LandingResource, campaign_partitions
+
+
+class SimulateConfig(dg.Config):
+    preset: str = "demo"
+    campaign: str = "demo"
+    days: int = 14
+    users: int = 5000
+    seed: int = 0
+    only_if_empty: bool = True
+    logging: str = "rct"
+
+
+@dg.op(description="Simulate a campaign (default: the built-in demo) into the landing folder and register its partition.")
+def simulate_campaign(context: dg.OpExecutionContext, config: SimulateConfig, landing: LandingResource):
+    from promo_assets.simulation import simulate
+
+    existing = discover_campaigns(landing.path)
+    if config.only_if_empty and existing:
+        context.log.info(f"landing folder {landing.path} already holds {existing}; nothing simulated (only_if_empty)")
+        return
+    options = {"logging": config.logging} if config.preset == "demo" else {}
+    summary = simulate(config.preset, config.campaign, landing.path, config.days, config.users, config.seed, **options)
+    context.instance.add_dynamic_partitions(campaign_partitions.name, [config.campaign])
+    context.log.info(f"wrote campaign '{config.campaign}' ({config.preset}) to {landing.path / config.campaign}: {summary}")
+
+
+@dg.job(description="Write the built-in demo campaign into an empty landing folder; the landing sensor "
+        "then ingests it. Change preset/campaign/days/users/seed in the launchpad config.")
+def simulate_demo_job():
+    simulate_campaign()

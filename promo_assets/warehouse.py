@@ -1,0 +1,80 @@
+"""The DuckDB warehouse: connections, the schema, and the SQL files of `sql/` loaded by name.
+
+SQL lives in `sql/<family>.sql` as blocks headed `-- name: <statement>`. Values are always passed as
+parameters (`?`); the only text substituted into a statement is a list of identifiers quoted with
+`quote_ident` (feature columns differ from campaign to campaign).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import duckdb
+
+from promo_assets import settings
+
+SQL_DIR = Path(os.environ.get("PROMO_SQL_DIR") or Path(__file__).resolve().parents[1] / "sql")
+_NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+
+
+@functools.cache
+def _family(family: str) -> dict[str, str]:
+    path = SQL_DIR / f"{family}.sql"
+    if not path.exists():
+        raise FileNotFoundError(f"SQL file {path} not found (PROMO_SQL_DIR={SQL_DIR})")
+    text = path.read_text()
+    marks = list(_NAME.finditer(text))
+    out: dict[str, str] = {}
+    for i, m in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+        out[m.group(1)] = text[m.end():end].strip()
+    return out
+
+
+def sql(family: str, name: str, **identifiers: str) -> str:
+    """The statement `name` of `sql/<family>.sql`, with `{placeholders}` filled by identifiers."""
+    try:
+        statement = _family(family)[name]
+    except KeyError:
+        raise KeyError(f"no statement '-- name: {name}' in sql/{family}.sql") from None
+    return statement.format(**identifiers) if identifiers else statement
+
+
+def statements(family: str) -> list[str]:
+    return list(_family(family).values())
+
+
+def quote_ident(name: str) -> str:
+    return '"' + str(name).replace('"', '""') + '"'
+
+
+def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
+    for statement in statements("schema"):
+        con.execute(statement)
+
+
+@contextmanager
+def connect(path: Path | str | None = None, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Open the warehouse (creating it and its schema when writing) and close it afterwards."""
+    path = Path(path) if path is not None else settings.warehouse_path()
+    if read_only and not path.exists():
+        raise FileNotFoundError(f"warehouse {path} does not exist yet: run `promo run` (or materialize rct_events) first")
+    if not read_only:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(str(path), read_only=read_only)
+    try:
+        if not read_only:
+            ensure_schema(con)
+        yield con
+    finally:
+        con.close()
+
+
+def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
+    rows = con.execute(sql("meta", "table_columns"), [table]).fetchall()
+    return {name: dtype for name, dtype in rows}

@@ -1,0 +1,11 @@
+-- name: table_columns
+SELECT column_name, data_type
+FROM information_schema.columns
+WHERE table_name = ?
+ORDER BY ordinal_position;
+
+-- name: describe_parquet
+SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM read_parquet(?));
+
+-- name: describe_csv
+SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM read_csv(?, header = true));

@@ -1,0 +1,157 @@
+-- Warehouse schema. Every statement is idempotent (run on each connection that writes).
+
+-- name: create_rct_events
+-- One row per logged RCT event. Feature columns are added per campaign by ingestion
+-- (DOUBLE for numeric features, VARCHAR for categorical ones); campaign_features says which.
+CREATE TABLE IF NOT EXISTS rct_events (
+    campaign     VARCHAR NOT NULL,
+    event_date   DATE    NOT NULL,
+    user_id      VARCHAR NOT NULL,
+    level        INTEGER NOT NULL,
+    incentive    DOUBLE  NOT NULL,
+    response     DOUBLE  NOT NULL,
+    cost         DOUBLE  NOT NULL,
+    propensity   DOUBLE,
+    merchant_id  VARCHAR,
+    event_time   TIMESTAMP,
+    source_file  VARCHAR NOT NULL,
+    source_row   BIGINT  NOT NULL
+);
+
+-- name: create_rejected_events
+-- Rows refused by validation, kept with their reason and their original values (as JSON text).
+CREATE TABLE IF NOT EXISTS rejected_events (
+    campaign     VARCHAR NOT NULL,
+    event_date   DATE    NOT NULL,
+    source_file  VARCHAR NOT NULL,
+    source_row   BIGINT  NOT NULL,
+    reason       VARCHAR NOT NULL,
+    raw          VARCHAR,
+    rejected_at  TIMESTAMP NOT NULL
+);
+
+-- name: create_campaign_features
+CREATE TABLE IF NOT EXISTS campaign_features (
+    campaign     VARCHAR NOT NULL,
+    feature      VARCHAR NOT NULL,
+    kind         VARCHAR NOT NULL,   -- 'numeric' | 'categorical'
+    PRIMARY KEY (campaign, feature)
+);
+
+-- name: create_ingest_log
+CREATE TABLE IF NOT EXISTS ingest_log (
+    campaign      VARCHAR NOT NULL,
+    event_date    DATE    NOT NULL,
+    table_name    VARCHAR NOT NULL,
+    source_file   VARCHAR NOT NULL,
+    rows_loaded   BIGINT  NOT NULL,
+    rows_rejected BIGINT  NOT NULL,
+    status        VARCHAR NOT NULL,  -- 'loaded' | 'failed'
+    message       VARCHAR,
+    ingested_at   TIMESTAMP NOT NULL
+);
+
+-- name: create_payment_edges
+CREATE TABLE IF NOT EXISTS payment_edges (
+    campaign     VARCHAR NOT NULL,
+    event_date   DATE    NOT NULL,
+    user_id      VARCHAR NOT NULL,
+    merchant_id  VARCHAR NOT NULL,
+    weight       DOUBLE  NOT NULL,
+    source_file  VARCHAR NOT NULL
+);
+
+-- name: create_propensity
+-- Propensity of the logged level of every event (logged, empirical per day, or estimated).
+CREATE TABLE IF NOT EXISTS propensity (
+    campaign           VARCHAR NOT NULL,
+    propensity_version VARCHAR NOT NULL,
+    event_date         DATE    NOT NULL,
+    source_row         BIGINT  NOT NULL,
+    propensity         DOUBLE  NOT NULL,
+    source             VARCHAR NOT NULL,  -- 'logged' | 'empirical' | 'estimated'
+    created_at         TIMESTAMP NOT NULL
+);
+
+-- name: create_training_frame
+-- The split of every event (train / validation / holdout) and its clipped self-normalized IPS weight.
+CREATE TABLE IF NOT EXISTS training_frame (
+    campaign       VARCHAR NOT NULL,
+    frame_version  VARCHAR NOT NULL,
+    event_date     DATE    NOT NULL,
+    source_row     BIGINT  NOT NULL,
+    split          VARCHAR NOT NULL,
+    ips_weight     DOUBLE  NOT NULL,
+    created_at     TIMESTAMP NOT NULL
+);
+
+-- name: create_model_registry
+-- Every trained artefact (content-addressed); results tables refer to model_version.
+CREATE TABLE IF NOT EXISTS model_registry (
+    campaign       VARCHAR NOT NULL,
+    model          VARCHAR NOT NULL,
+    model_version  VARCHAR NOT NULL,
+    data_version   VARCHAR,
+    metrics        VARCHAR,           -- JSON
+    trained_at     TIMESTAMP NOT NULL
+);
+
+-- name: create_response_coefficients
+CREATE TABLE IF NOT EXISTS response_coefficients (
+    campaign       VARCHAR NOT NULL,
+    model          VARCHAR NOT NULL,
+    model_version  VARCHAR NOT NULL,
+    target         VARCHAR NOT NULL,   -- 'population' | 'holdout'
+    user_id        VARCHAR NOT NULL,
+    level          INTEGER NOT NULL,
+    value          DOUBLE  NOT NULL,
+    cost           DOUBLE  NOT NULL,
+    scored_at      TIMESTAMP NOT NULL
+);
+
+-- name: create_budget_dual
+CREATE TABLE IF NOT EXISTS budget_dual (
+    campaign          VARCHAR NOT NULL,
+    model             VARCHAR NOT NULL,
+    model_version     VARCHAR NOT NULL,
+    budget_per_capita DOUBLE  NOT NULL,
+    lambda_           DOUBLE  NOT NULL,
+    value             DOUBLE  NOT NULL,
+    cost              DOUBLE  NOT NULL,
+    dual_bound        DOUBLE  NOT NULL,
+    n_users           BIGINT  NOT NULL,
+    run_id            VARCHAR NOT NULL,
+    solved_at         TIMESTAMP NOT NULL
+);
+
+-- name: create_allocation
+CREATE TABLE IF NOT EXISTS allocation (
+    campaign          VARCHAR NOT NULL,
+    model             VARCHAR NOT NULL,
+    model_version     VARCHAR NOT NULL,
+    budget_per_capita DOUBLE  NOT NULL,
+    user_id           VARCHAR NOT NULL,
+    level             INTEGER NOT NULL,
+    incentive         DOUBLE  NOT NULL,
+    run_id            VARCHAR NOT NULL,
+    allocated_at      TIMESTAMP NOT NULL
+);
+
+-- name: create_policy_evaluation
+CREATE TABLE IF NOT EXISTS policy_evaluation (
+    campaign          VARCHAR NOT NULL,
+    model             VARCHAR NOT NULL,
+    model_version     VARCHAR,
+    budget_per_capita DOUBLE  NOT NULL,
+    eom_value         DOUBLE,
+    eom_cost          DOUBLE,
+    eom_ci_low        DOUBLE,
+    eom_ci_high       DOUBLE,
+    true_value        DOUBLE,
+    true_cost         DOUBLE,
+    oracle_value      DOUBLE,
+    aucc              DOUBLE,
+    metrics           VARCHAR,          -- JSON: response-curve metrics (logloss, AUC, RPR, EPR, MLSS)
+    run_id            VARCHAR NOT NULL,
+    evaluated_at      TIMESTAMP NOT NULL
+);

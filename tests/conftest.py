@@ -1,0 +1,26 @@
+"""Shared fixtures: every test gets its own landing folder, warehouse, artefact store and DAGSTER_HOME."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture
+def promo_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+    paths = {
+        "landing": tmp_path / "landing",
+        "warehouse": tmp_path / "warehouse.duckdb",
+        "artifacts": tmp_path / "artifacts",
+        "dagster_home": tmp_path / "dagster_home",
+    }
+    paths["landing"].mkdir()
+    paths["dagster_home"].mkdir()
+    monkeypatch.setenv("PROMO_LANDING_DIR", str(paths["landing"]))
+    monkeypatch.setenv("PROMO_WAREHOUSE", str(paths["warehouse"]))
+    monkeypatch.setenv("PROMO_ARTIFACTS_DIR", str(paths["artifacts"]))
+    monkeypatch.setenv("DAGSTER_HOME", str(paths["dagster_home"]))
+    monkeypatch.setenv("PROMO_MAX_EPOCHS", os.environ.get("PROMO_MAX_EPOCHS", "3"))
+    return paths
