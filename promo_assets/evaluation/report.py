@@ -88,6 +88,8 @@ def evaluate_policies(
     from the allocator run on the truth at the same budget; aucc (two-level campaigns only) ranks
     by `roi_score`; the curve metrics are computed on the observed level's prediction.
     The `random` row per budget uses `random_policy` scaled with the logged per-level mean costs.
+    A budget below a model's (or the truth's) cheapest allocation leaves that row's policy figures
+    NaN (logged), instead of failing the whole evaluation.
     Returns a DataFrame with POLICY_EVALUATION_COLUMNS (NaN where a figure does not apply).
     """
     t, y, z, _ = _logged_arrays(logged, response, cost, propensity)
@@ -126,11 +128,22 @@ def evaluate_policies(
     if evaluated_at is None:
         evaluated_at = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 
+    from promo_assets.allocation.errors import InfeasibleBudgetError
+
+    def allocation_or_none(who: str, v: np.ndarray, c: np.ndarray, b: float) -> np.ndarray | None:
+        try:
+            return np.asarray(allocate(v, c, b, seed=seed).levels, dtype=np.int64)
+        except InfeasibleBudgetError as exc:
+            if log:
+                log(f"{who}: budget {b:g} per capita cannot be met ({exc}); its row stays empty")
+            return None
+
     oracle: dict[float, tuple[float, float]] = {}
     if true_values is not None:
         for b in budgets:
-            lv = np.asarray(allocate(tv, tc, b, seed=seed).levels, dtype=np.int64)
-            oracle[b] = true_policy_value(lv, tv, tc)
+            lv = allocation_or_none("oracle", tv, tc, b)
+            if lv is not None:
+                oracle[b] = true_policy_value(lv, tv, tc)
 
     def base_row(model: str, version: str, b: float) -> dict:
         row = {col: np.nan for col in POLICY_EVALUATION_COLUMNS}
@@ -162,7 +175,10 @@ def evaluate_policies(
             row = base_row(name, version, b)
             row.update(metrics)
             row["aucc"] = model_aucc
-            assigned = np.asarray(allocate(v, c, b, seed=seed).levels, dtype=np.int64)
+            assigned = allocation_or_none(name, v, c, b)
+            if assigned is None:
+                rows.append(row)
+                continue
             add_policy(row, assigned)
             if with_q:
                 row["q_value"] = q_at_budget(v, c, t, y, z, propensity, b).value
@@ -172,7 +188,12 @@ def evaluate_policies(
     level_costs = logged_level_costs(t, z, propensity, k)
     for b in budgets:
         row = base_row(RANDOM_MODEL, f"uniform-seed{seed}", b)
-        add_policy(row, random_policy(n, k, level_costs, b, seed=seed))
+        if b < level_costs.min() - 1e-12:
+            if log:
+                log(f"random: budget {b:g} per capita is below the cheapest level's logged mean cost "
+                    f"{level_costs.min():.4g}; its row stays empty")
+        else:
+            add_policy(row, random_policy(n, k, level_costs, b, seed=seed))
         rows.append(row)
     if log:
         log(f"evaluated the random policy at {len(budgets)} budget(s)")
@@ -246,7 +267,7 @@ def leaderboard(df: pd.DataFrame) -> pd.DataFrame:
                 for tv, ov in zip(d["true_value"], d["oracle_value"])
             ]
         elif title == "version":
-            out[title] = [str(x)[:12] for x in d[src]]
+            out[title] = [str(x)[:16] for x in d[src]]
         else:
             out[title] = [fmt(x, pattern) for x in d[src]]
     board = pd.DataFrame(out)

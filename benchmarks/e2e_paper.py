@@ -1,0 +1,127 @@
+"""Reproduce the end-to-end paper's synthetic figure Q(v_gt, c_gt) = 0.2123 (§4.4) and the oracle.
+
+For each seed: simulate `e2e_synthetic` (10,000 RCT users, K = 4 uniform treatments, cost of
+treatment j = j, one day), read the events and the truth, and compute
+  - Q(v_gt, c_gt): the end-to-end paper's Algorithm 1 (bisection on the multiplier, EOM on the
+    RCT users, empirical per-capita cost matched to the budget 2.0) with the true curves as the
+    model; also its n-ary variant (8-ary);
+  - the true value of that allocation (mean of v_gt at the assigned levels) and its true cost;
+  - the oracle: the allocator (`promo_assets.allocation.solve`) on the true curves at per-capita
+    budget 2.0, its true value and cost, and its EOM value on the RCT;
+  - the random policy's true value at the same budget (reference).
+Prints JSON (one object: per-seed rows and the means) and a readable table.
+
+    .venv/bin/python benchmarks/e2e_paper.py [--seeds 10] [--users 10000] [--budget 2.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from promo_assets.campaign import CampaignConfig
+from promo_assets.evaluation import (
+    eom,
+    levels_at_lambdas,
+    oracle_policy,
+    q_at_budget,
+    random_policy,
+    true_policy_value,
+)
+from promo_assets.simulation import simulate, truth_arrays
+
+PAPER_Q = 0.2123
+PAPER_ORACLE_APPROX = 0.216
+
+
+def run_seed(seed: int, users: int, budget: float, landing: Path) -> dict:
+    campaign = f"e2e_seed{seed}"
+    simulate("e2e_synthetic", campaign, landing, days=1, users=users, seed=seed)
+    cdir = landing / campaign
+    cfg = CampaignConfig.load(cdir)
+    events = pd.concat([pd.read_parquet(p) for p in sorted((cdir / "events").glob("*.parquet"))],
+                       ignore_index=True)
+    logged = np.array([cfg.level_of(x) for x in events["treatment"]], dtype=np.int64)
+    response = events["response"].to_numpy(dtype=float)
+    cost = events["cost"].to_numpy(dtype=float)
+    propensity = events["propensity"].to_numpy(dtype=float) if "propensity" in events else None
+    v_gt, c_gt = truth_arrays(cdir, events["user_id"].to_numpy())
+    n = len(events)
+
+    t0 = time.perf_counter()
+    q = q_at_budget(v_gt, c_gt, logged, response, cost, propensity, budget)
+    t_bisect = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    q8 = q_at_budget(v_gt, c_gt, logged, response, cost, propensity, budget, arity=8)
+    t_nary = time.perf_counter() - t0
+    q_levels = levels_at_lambdas(v_gt, c_gt, [q.lambda_])[0]
+    q_true_value, q_true_cost = true_policy_value(q_levels, v_gt, c_gt)
+
+    oracle = oracle_policy(v_gt, c_gt, budget, seed=seed)
+    oracle_value, oracle_cost = true_policy_value(oracle, v_gt, c_gt)
+    oracle_eom_value, oracle_eom_cost = eom(oracle, logged, response, cost, propensity)
+    rnd = random_policy(n, cfg.n_levels, c_gt, budget, seed=seed)
+    random_value, random_cost = true_policy_value(rnd, v_gt, c_gt)
+    return {
+        "seed": seed, "users": n, "cost_rule": cfg.cost,
+        "logged_level_shares": np.round(np.bincount(logged, minlength=cfg.n_levels) / n, 4).tolist(),
+        "q_value": q.value, "q_eom_cost": q.cost, "q_lambda": q.lambda_, "q_iterations": q.n_iter,
+        "q_converged": q.converged, "q_matched": q.n_matched,
+        "q8_value": q8.value, "q8_eom_cost": q8.cost, "q8_iterations": q8.n_iter,
+        "q_true_value": q_true_value, "q_true_cost": q_true_cost,
+        "oracle_true_value": oracle_value, "oracle_true_cost": oracle_cost,
+        "oracle_eom_value": oracle_eom_value, "oracle_eom_cost": oracle_eom_cost,
+        "random_true_value": random_value, "random_true_cost": random_cost,
+        "seconds_bisection": t_bisect, "seconds_8ary": t_nary,
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--users", type=int, default=10_000)
+    ap.add_argument("--budget", type=float, default=2.0)
+    args = ap.parse_args(argv)
+
+    with tempfile.TemporaryDirectory(prefix="e2e_paper_") as tmp:
+        rows = [run_seed(s, args.users, args.budget, Path(tmp)) for s in range(args.seeds)]
+    df = pd.DataFrame(rows)
+    numeric = [c for c in df.columns if df[c].dtype.kind in "fi" and c not in ("seed", "users")]
+    mean = {c: float(df[c].mean()) for c in numeric}
+    sd = {c: float(df[c].std(ddof=1)) if len(df) > 1 else float("nan") for c in numeric}
+    q_mean = mean["q_value"]
+    result = {
+        "benchmark": "e2e_paper", "preset": "e2e_synthetic", "users": args.users, "seeds": args.seeds,
+        "budget_per_capita": args.budget,
+        "paper_q": PAPER_Q, "q_mean": q_mean, "q_sd": sd["q_value"],
+        "q_se": sd["q_value"] / np.sqrt(len(df)), "q_within_0.01_of_paper": abs(q_mean - PAPER_Q) <= 0.01,
+        "q8_mean": mean["q8_value"], "q_true_value_mean": mean["q_true_value"],
+        "oracle_true_value_mean": mean["oracle_true_value"], "oracle_true_value_sd": sd["oracle_true_value"],
+        "oracle_true_cost_mean": mean["oracle_true_cost"], "oracle_eom_value_mean": mean["oracle_eom_value"],
+        "random_true_value_mean": mean["random_true_value"],
+        "per_seed": rows,
+    }
+    print(json.dumps(result, indent=2, default=float))
+
+    print("\nend-to-end paper, synthetic K=4 (10 seeds unless told):", file=sys.stderr)
+    table = df[["seed", "q_value", "q8_value", "q_eom_cost", "q_true_value", "oracle_true_value",
+                "oracle_true_cost", "oracle_eom_value", "random_true_value"]]
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"), file=sys.stderr)
+    print(f"\n  Q(v_gt, c_gt)  mean {q_mean:.4f} (sd {sd['q_value']:.4f}, se {result['q_se']:.4f});"
+          f" paper {PAPER_Q} -> {'within' if result['q_within_0.01_of_paper'] else 'OUTSIDE'} ±0.01", file=sys.stderr)
+    print(f"  8-ary Q        mean {mean['q8_value']:.4f}", file=sys.stderr)
+    print(f"  oracle true    mean {mean['oracle_true_value']:.4f} at true cost {mean['oracle_true_cost']:.4f}"
+          f" (paper ≈ {PAPER_ORACLE_APPROX})", file=sys.stderr)
+    print(f"  random true    mean {mean['random_true_value']:.4f}", file=sys.stderr)
+    return result
+
+
+if __name__ == "__main__":
+    main()

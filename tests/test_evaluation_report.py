@@ -1,0 +1,160 @@
+"""policy_evaluation rows, the oracle, curves, leaderboard and plots (uses the real allocator)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import promo_assets.allocation as allocation
+from promo_assets.evaluation import (
+    PNG_SIGNATURE,
+    POLICY_EVALUATION_COLUMNS,
+    EvaluationError,
+    eom,
+    eom_curve,
+    evaluate_policies,
+    format_leaderboard,
+    leaderboard,
+    leaderboard_markdown,
+    oracle_policy,
+    plot_frontier,
+    plot_response_by_level,
+    policy_curves,
+    true_policy_value,
+)
+
+pytestmark = pytest.mark.skipif(
+    not (hasattr(allocation, "solve") and hasattr(allocation, "frontier")),
+    reason="promo_assets.allocation.solve/frontier not available yet",
+)
+
+
+@pytest.fixture(scope="module")
+def campaign():
+    rng = np.random.default_rng(0)
+    n = 4000
+    v1 = rng.uniform(0, 0.1, n)
+    k = -np.sort(-rng.uniform(0, 0.2, (n, 3)), axis=1)
+    v = np.concatenate([v1[:, None], v1[:, None] + np.cumsum(k, axis=1)], axis=1)
+    c = np.broadcast_to(np.arange(1.0, 5.0), v.shape).copy()
+    t = rng.integers(0, 4, n)
+    y = (rng.uniform(size=n) < v[np.arange(n), t]).astype(float)
+    z = c[np.arange(n), t]
+    noisy = np.sort(np.clip(v + rng.normal(0, 0.05, v.shape), 0.001, 0.999), axis=1)
+    bad = np.clip(v[:, ::-1] + rng.normal(0, 0.02, v.shape), 0.001, 0.999)  # decreasing curves
+    models = {"noisy": ("v-noisy", noisy, c), "reversed": ("v-rev", bad, c)}
+    return dict(v=v, c=c, t=t, y=y, z=z, models=models)
+
+
+@pytest.fixture(scope="module")
+def evaluation(campaign):
+    d = campaign
+    return evaluate_policies(d["models"], d["t"], d["y"], d["z"], 0.25, budgets=[1.5, 2.0], campaign="toy",
+                             true_values=d["v"], true_costs=d["c"], n_boot=100, seed=0)
+
+
+def test_oracle_beats_every_policy_on_the_truth(campaign):
+    d = campaign
+    for b in (1.5, 2.0, 3.0):
+        ov, oc = true_policy_value(oracle_policy(d["v"], d["c"], b), d["v"], d["c"])
+        assert oc <= b + d["c"].max() / len(d["v"])  # the rounded fractional user may add one cost
+        for _, vals, csts in d["models"].values():
+            lv = np.asarray(allocation.solve(vals, csts, b, per_capita=True).levels)
+            mv, _ = true_policy_value(lv, d["v"], d["c"])
+            assert mv <= ov + 1e-9
+
+
+def test_policy_evaluation_rows(campaign, evaluation):
+    df = evaluation
+    assert list(df.columns) == POLICY_EVALUATION_COLUMNS
+    assert len(df) == 3 * 2  # (2 models + random) x 2 budgets
+    assert sorted(df["model"].unique()) == ["noisy", "random", "reversed"]
+    assert (df["campaign"] == "toy").all() and df["evaluated_at"].nunique() == 1
+    for _, r in df.iterrows():
+        assert r["eom_ci_low"] <= r["eom_value"] <= r["eom_ci_high"]
+        assert r["true_value"] <= r["oracle_value"] + 1e-9
+    noisy = df[df["model"] == "noisy"].set_index("budget_per_capita")
+    rev = df[df["model"] == "reversed"].set_index("budget_per_capita")
+    rnd = df[df["model"] == "random"].set_index("budget_per_capita")
+    assert (noisy["true_value"] > rev["true_value"]).all()
+    assert (noisy["true_value"] > rnd["true_value"]).all()
+    assert (noisy["rpr"] == 0).all() and (rev["rpr"] > 0.9).all()
+    assert rnd["logloss"].isna().all() and rnd["q_value"].isna().all()
+    # the model rows' EOM is the EOM of the allocator's allocation
+    d = campaign
+    lv = np.asarray(allocation.solve(d["models"]["noisy"][1], d["c"], 2.0, per_capita=True).levels)
+    assert noisy.loc[2.0, "eom_value"] == pytest.approx(eom(lv, d["t"], d["y"], d["z"], 0.25)[0])
+    assert (df["aucc"].isna()).all()  # four levels: AUCC does not apply
+
+
+def test_policy_evaluation_rejects_bad_input(campaign):
+    d = campaign
+    with pytest.raises(EvaluationError, match="reserved"):
+        evaluate_policies({"random": ("x", d["v"], d["c"])}, d["t"], d["y"], d["z"], budgets=[2.0], campaign="c")
+    with pytest.raises(EvaluationError, match="rows"):
+        evaluate_policies({"m": ("x", d["v"][:10], d["c"][:10])}, d["t"], d["y"], d["z"], budgets=[2.0],
+                          campaign="c")
+    with pytest.raises(EvaluationError, match="both"):
+        evaluate_policies({}, d["t"], d["y"], d["z"], budgets=[2.0], campaign="c", true_values=d["v"])
+
+
+def test_infeasible_budget_leaves_the_row_empty_instead_of_failing(campaign):
+    d = campaign
+    lines = []
+    df = evaluate_policies({"noisy": d["models"]["noisy"]}, d["t"], d["y"], d["z"], 0.25, budgets=[0.5, 2.0],
+                           campaign="toy", true_values=d["v"], true_costs=d["c"], n_boot=20, log=lines.append)
+    low = df[df["budget_per_capita"] == 0.5]
+    assert len(low) == 2 and low["eom_value"].isna().all() and low["oracle_value"].isna().all()
+    assert low.loc[low["model"] == "noisy", "rpr"].notna().all()  # curve metrics do not need a budget
+    assert df[df["budget_per_capita"] == 2.0]["eom_value"].notna().all()
+    assert sum("cannot be met" in ln or "below the cheapest" in ln for ln in lines) == 3
+
+
+def test_two_arm_campaign_gets_aucc():
+    rng = np.random.default_rng(1)
+    n = 6000
+    base = rng.uniform(0.05, 0.2, n)
+    up = rng.uniform(0, 0.2, n)
+    v = np.stack([base, base + up], axis=1)
+    c = np.stack([np.zeros(n), np.full(n, 1.0)], axis=1) * v
+    t = rng.integers(0, 2, n)
+    y = (rng.uniform(size=n) < v[np.arange(n), t]).astype(float)
+    df = evaluate_policies({"truth-model": ("v1", v, c)}, t, y, c[np.arange(n), t], 0.5, budgets=[0.15],
+                           campaign="two", n_boot=50)
+    assert df.loc[df["model"] == "truth-model", "aucc"].iloc[0] > 0.55
+    assert np.isnan(df.loc[df["model"] == "random", "aucc"].iloc[0])
+
+
+def test_leaderboard_has_one_row_per_model_and_budget(evaluation):
+    text = format_leaderboard(evaluation)
+    lines = text.strip().splitlines()
+    assert len(lines) == 2 + 6  # header, rule, 3 policies x 2 budgets
+    assert sum("random" in ln for ln in lines) == 2
+    md = leaderboard_markdown(evaluation)
+    md_lines = md.strip().splitlines()
+    assert md_lines[0].startswith("| campaign") and len(md_lines) == 2 + 6
+    # history: an older evaluation of the same (model, budget) is not shown twice
+    old = evaluation.assign(evaluated_at=evaluation["evaluated_at"] - pd.Timedelta(days=1), eom_value=0.0)
+    assert format_leaderboard(pd.concat([old, evaluation])) == text
+    # the best true value comes first within a budget, the random reference is there
+    board = leaderboard(evaluation)
+    assert list(board.loc[board["budget"] == "2", "model"]) == ["noisy", "random", "reversed"]
+
+
+def test_curves_and_plots_are_valid_pngs(campaign, evaluation):
+    d = campaign
+    curve = eom_curve(d["models"]["noisy"][1], d["c"], d["t"], d["y"], d["z"], 0.25, n_points=20,
+                      true_values=d["v"], true_costs=d["c"])
+    assert len(curve) >= 10
+    assert np.all(np.diff(curve["predicted_cost"]) >= -1e-12)
+    assert curve["predicted_cost"].iloc[0] == pytest.approx(1.0) and curve["predicted_cost"].iloc[-1] == pytest.approx(4.0)
+    at_budgets = eom_curve(d["models"]["noisy"][1], d["c"], d["t"], d["y"], d["z"], 0.25, budgets=[1.5, 2.0])
+    assert (at_budgets["predicted_cost"] <= at_budgets["budget_per_capita"] + 1e-9).all()
+    curves = policy_curves(d["models"], d["t"], d["y"], d["z"], 0.25, true_values=d["v"], true_costs=d["c"],
+                           n_points=15)
+    assert set(curves["model"]) == {"noisy", "reversed", "oracle", "random"}
+    for png in (plot_frontier(curves, evaluation, title="toy"),
+                plot_frontier(curves.assign(true_value=np.nan, true_cost=np.nan)),
+                plot_response_by_level({m: s[1] for m, s in d["models"].items()}, true_values=d["v"],
+                                       logged=d["t"], response=d["y"], propensity=0.25, incentives=[1, 2, 3, 4])):
+        assert png[:8] == PNG_SIGNATURE
+        assert len(png) > 5000
