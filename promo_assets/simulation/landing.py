@@ -1,0 +1,354 @@
+"""Shared machinery of the simulator presets: a simulated user pool and the landing-folder writer.
+
+A preset builds a :class:`Pool` (user features, the true expected response and cost of every user
+at every level, and the logging policy) and hands it to :func:`write_campaign`, which writes the
+landing format of DESIGN.md ("Data contract"):
+
+    <campaign_dir>/campaign.yaml
+    <campaign_dir>/events/<YYYY-MM-DD>.parquet      one RCT event per active user and day
+    <campaign_dir>/population/<last date>.parquet   every pool user + features
+    <campaign_dir>/truth/response.parquet           user_id, level, incentive, expected_response, expected_cost
+    <campaign_dir>/truth/propensity.parquet         user_id, level, propensity (non-uniform logging only)
+
+Determinism: the pool is drawn from the stream ``SeedSequence([seed, 0])`` and day ``d`` from
+``SeedSequence([seed, 1, d.toordinal()])``, so the same arguments give byte-identical files, and
+simulating days one at a time (a daily refresh) gives the same day files as simulating them at once.
+Files are written with pyarrow straight from Arrow arrays (no pandas metadata).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from promo_assets.campaign import dump_campaign_yaml
+
+Log = Callable[[str], None] | None
+
+#: Largest truth table (users x levels rows) the simulator agrees to write.
+MAX_TRUTH_ROWS = 100_000_000
+
+
+class SimulationError(ValueError):
+    """Bad arguments to the simulator (unknown preset or option, impossible sizes or values)."""
+
+
+@dataclass
+class SimulationSummary:
+    """What :func:`promo_assets.simulation.simulate` wrote.
+
+    campaign_dir: the campaign folder; files: every file written (campaign.yaml first);
+    rows_per_day: events per day file; users: size of the user pool; dates: the simulated days.
+    """
+
+    campaign: str
+    preset: str
+    campaign_dir: Path
+    files: list[Path]
+    rows_per_day: dict[dt.date, int]
+    users: int
+    dates: list[dt.date]
+    seed: int
+    n_levels: int
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rows(self) -> int:
+        return int(sum(self.rows_per_day.values()))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "campaign": self.campaign,
+            "preset": self.preset,
+            "campaign_dir": str(self.campaign_dir),
+            "files": [str(p) for p in self.files],
+            "rows_per_day": {d.isoformat(): n for d, n in self.rows_per_day.items()},
+            "rows": self.rows,
+            "users": self.users,
+            "dates": [d.isoformat() for d in self.dates],
+            "seed": self.seed,
+            "n_levels": self.n_levels,
+            "options": dict(self.options),
+        }
+
+
+@dataclass
+class Pool:
+    """A simulated user pool and its ground truth.
+
+    features: name -> float64 array (numeric) or int array of codes into ``categories[name]``
+    (categorical), in the column order they are written; expected_response / expected_cost:
+    users x levels; assignment: users x levels probabilities of the logging policy, or None for a
+    uniform RCT; hours: per-user (start_hour, end_hour) window in which the events' event_time falls
+    (None: the whole day).
+    """
+
+    features: dict[str, np.ndarray]
+    categories: dict[str, list[str]]
+    expected_response: np.ndarray
+    expected_cost: np.ndarray
+    assignment: np.ndarray | None = None
+    hours: np.ndarray | None = None
+
+    @property
+    def n_users(self) -> int:
+        return int(self.expected_response.shape[0])
+
+
+def rng_pool(seed: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([int(seed), 0]))
+
+
+def rng_day(seed: int, day: dt.date) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([int(seed), 1, day.toordinal()]))
+
+
+def user_ids(n: int) -> pa.Array:
+    """User ids 'u0000000', 'u0000001', ... (at least 7 digits)."""
+    width = max(7, len(str(max(n - 1, 0))))
+    fmt = f"u%0{width}d"
+    return pa.array([fmt % i for i in range(n)], type=pa.string())
+
+
+def check_common(days: int, users: int, n_levels: int, daily_active: float) -> None:
+    if not isinstance(days, (int, np.integer)) or days < 1:
+        raise SimulationError(f"days must be an integer >= 1, got {days!r}")
+    if not isinstance(users, (int, np.integer)) or users < 1:
+        raise SimulationError(f"users must be an integer >= 1, got {users!r}")
+    if not 0.0 < float(daily_active) <= 1.0:
+        raise SimulationError(f"daily_active must be in (0, 1], got {daily_active!r}")
+    if users * n_levels > MAX_TRUTH_ROWS:
+        raise SimulationError(
+            f"users x levels = {users} x {n_levels} = {users * n_levels} truth rows exceeds the "
+            f"simulator's limit of {MAX_TRUTH_ROWS}; use fewer users or levels"
+        )
+
+
+def budgets_within(preset_budgets: list[float], pool: Pool) -> list[float]:
+    """The preset's per-capita budgets if they lie strictly between the cheapest and the most
+    expensive allocation under the true costs; otherwise 25/50/75 % points of that range."""
+    cheapest = float(pool.expected_cost.min(axis=1).mean())
+    dearest = float(pool.expected_cost.max(axis=1).mean())
+    if preset_budgets and all(cheapest < b < dearest for b in preset_budgets):
+        return [float(b) for b in preset_budgets]
+    span = dearest - cheapest
+    return [round(cheapest + f * span, 3) for f in (0.25, 0.5, 0.75)]
+
+
+def _feature_array(name: str, values: np.ndarray, categories: dict[str, list[str]], take: np.ndarray | None) -> pa.Array:
+    if name in categories:
+        vocab = pa.array(categories[name], type=pa.string())
+        codes = values if take is None else values[take]
+        return pc.take(vocab, pa.array(codes.astype(np.int32)))
+    col = values if take is None else values[take]
+    return pa.array(np.asarray(col, dtype=np.float64))
+
+
+def _write(table: pa.Table, path: Path, files: list[Path]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp, compression="snappy")
+    tmp.replace(path)
+    files.append(path)
+
+
+def existing_simulation(campaign_dir: Path) -> dict[str, Any] | None:
+    import yaml
+
+    path = campaign_dir / "campaign.yaml"
+    if not path.exists():
+        return None
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError:
+        return {}
+    return raw.get("simulation") if isinstance(raw, dict) else {}
+
+
+def prepare_dir(campaign_dir: Path, pool_key: dict[str, Any], overwrite: bool) -> None:
+    """Refuse to mix two different simulated pools in one folder (unless overwrite)."""
+    if overwrite and campaign_dir.exists():
+        for sub in ("events", "population", "truth", "edges"):
+            if (campaign_dir / sub).exists():
+                shutil.rmtree(campaign_dir / sub)
+        (campaign_dir / "campaign.yaml").unlink(missing_ok=True)
+        return
+    existing = existing_simulation(campaign_dir)
+    if existing is None:
+        if campaign_dir.exists() and any((campaign_dir / "events").glob("*")):
+            raise SimulationError(
+                f"{campaign_dir} already holds events but no simulated campaign.yaml; "
+                "choose another campaign name or pass overwrite=True"
+            )
+        return
+    old_key = {k: existing.get(k) for k in pool_key}
+    if old_key != pool_key:
+        diff = {k: (old_key[k], pool_key[k]) for k in pool_key if old_key[k] != pool_key[k]}
+        raise SimulationError(
+            f"{campaign_dir} holds a different simulated campaign ({diff}: existing vs requested); "
+            "choose another campaign name or pass overwrite=True"
+        )
+
+
+def write_campaign(
+    campaign_dir: Path,
+    *,
+    preset: str,
+    config: dict[str, Any],
+    pool: Pool,
+    incentives: list[float],
+    days: int,
+    start: dt.date,
+    seed: int,
+    daily_active: float,
+    log_propensity: bool,
+    cost_rule: str,
+    options: dict[str, Any],
+    overwrite: bool = False,
+    log: Log = None,
+) -> SimulationSummary:
+    """Write one simulated campaign (see the module docstring) and return its summary.
+
+    config: the campaign.yaml body without the `simulation` block (added here); log_propensity:
+    write the logging policy's probability of the logged level as the events' `propensity` column;
+    cost_rule: 'redeemed' (cost = incentive x response) or 'assigned' (cost = incentive).
+    """
+    campaign_dir = Path(campaign_dir)
+    n_users, n_levels = pool.expected_response.shape
+    check_common(days, n_users, n_levels, daily_active)
+    dates = [start + dt.timedelta(days=i) for i in range(days)]
+    pool_key = {"preset": preset, "seed": int(seed), "users": int(n_users), "options": _plain(options)}
+    prepare_dir(campaign_dir, pool_key, overwrite)
+
+    incentives_arr = np.asarray(incentives, dtype=np.float64)
+    ids = user_ids(n_users)
+    files: list[Path] = []
+    body = dict(config)
+    body["simulation"] = {
+        **pool_key,
+        "days": int(days),
+        "start": start.isoformat(),
+        "end": dates[-1].isoformat(),
+        "daily_active": float(daily_active),
+    }
+    dump_campaign_yaml(campaign_dir / "campaign.yaml", body)
+    files.append(campaign_dir / "campaign.yaml")
+
+    # ground truth
+    level_col = np.tile(np.arange(n_levels, dtype=np.int32), n_users)
+    user_take = pa.array(np.repeat(np.arange(n_users, dtype=np.int64), n_levels))
+    truth_ids = pc.take(ids, user_take)
+    truth = pa.table({
+        "user_id": truth_ids,
+        "level": pa.array(level_col),
+        "incentive": pa.array(incentives_arr[level_col]),
+        "expected_response": pa.array(pool.expected_response.reshape(-1).astype(np.float64)),
+        "expected_cost": pa.array(pool.expected_cost.reshape(-1).astype(np.float64)),
+    })
+    _write(truth, campaign_dir / "truth" / "response.parquet", files)
+    if pool.assignment is not None:
+        prop = pa.table({
+            "user_id": truth_ids,
+            "level": pa.array(level_col),
+            "propensity": pa.array(pool.assignment.reshape(-1).astype(np.float64)),
+        })
+        _write(prop, campaign_dir / "truth" / "propensity.parquet", files)
+    del truth, truth_ids
+    if log:
+        log(f"{preset}: wrote truth for {n_users} users x {n_levels} levels")
+
+    pop_cols: dict[str, pa.Array] = {"user_id": ids}
+    for name, values in pool.features.items():
+        pop_cols[name] = _feature_array(name, values, pool.categories, None)
+    _write(pa.table(pop_cols), campaign_dir / "population" / f"{dates[-1].isoformat()}.parquet", files)
+
+    # one RCT event per active user and day
+    cum = None if pool.assignment is None else np.cumsum(pool.assignment, axis=1)
+    rows_per_day: dict[dt.date, int] = {}
+    for day in dates:
+        rng = rng_day(seed, day)
+        if daily_active >= 1.0:
+            idx = np.arange(n_users, dtype=np.int64)
+        else:
+            idx = np.flatnonzero(rng.random(n_users) < daily_active)
+        n = idx.size
+        if cum is None:
+            level = rng.integers(0, n_levels, size=n)
+            propensity = np.full(n, 1.0 / n_levels)
+        else:
+            u = rng.random(n)[:, None]
+            level = np.minimum((u >= cum[idx]).sum(axis=1), n_levels - 1)
+            propensity = pool.assignment[idx, level]
+        p = pool.expected_response[idx, level]
+        response = (rng.random(n) < p).astype(np.float64)
+        incentive = incentives_arr[level]
+        cost = incentive * response if cost_rule == "redeemed" else incentive.copy()
+        if pool.hours is None:
+            lo, hi = np.zeros(n), np.full(n, 24.0)
+        else:
+            lo, hi = pool.hours[idx, 0], pool.hours[idx, 1]
+        seconds = np.floor((lo + rng.random(n) * (hi - lo)) * 3600.0).astype(np.int64)
+        midnight = _epoch_us(day)
+        event_time = midnight + seconds * 1_000_000
+        order = np.argsort(event_time, kind="stable")
+        idx, level, response, incentive, cost, propensity, event_time = (
+            a[order] for a in (idx, level, response, incentive, cost, propensity, event_time)
+        )
+        cols: dict[str, pa.Array] = {
+            "user_id": pc.take(ids, pa.array(idx)),
+            "treatment": pa.array(incentive),
+            "response": pa.array(response),
+            "cost": pa.array(cost),
+        }
+        if log_propensity:
+            cols["propensity"] = pa.array(propensity)
+        cols["event_time"] = pa.array(event_time, type=pa.timestamp("us"))
+        for name, values in pool.features.items():
+            cols[name] = _feature_array(name, values, pool.categories, idx)
+        _write(pa.table(cols), campaign_dir / "events" / f"{day.isoformat()}.parquet", files)
+        rows_per_day[day] = int(n)
+        if log:
+            log(f"{preset}: {day.isoformat()}: {n} events")
+
+    return SimulationSummary(
+        campaign=campaign_dir.name,
+        preset=preset,
+        campaign_dir=campaign_dir,
+        files=files,
+        rows_per_day=rows_per_day,
+        users=int(n_users),
+        dates=dates,
+        seed=int(seed),
+        n_levels=int(n_levels),
+        options=_plain(options),
+    )
+
+
+def _epoch_us(day: dt.date) -> int:
+    """Microseconds from 1970-01-01 (naive, UTC) to midnight of `day`."""
+    return (day.toordinal() - dt.date(1970, 1, 1).toordinal()) * 86_400 * 1_000_000
+
+
+def _plain(value: Any) -> Any:
+    """YAML-safe copy (tuples -> lists, numpy scalars -> Python)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def plain_number(x: float) -> int | float:
+    """2.0 -> 2 (prettier campaign.yaml), 2.5 -> 2.5."""
+    f = float(x)
+    return int(f) if f.is_integer() else f
