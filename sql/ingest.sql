@@ -7,21 +7,23 @@ CREATE OR REPLACE TEMP TABLE treatment_grid (level INTEGER, label VARCHAR, incen
 -- name: insert_grid
 INSERT INTO treatment_grid VALUES (?, ?, ?);
 
--- name: stage_parquet
--- Types every column and computes each row's rejection reason ('' when valid) in one pass.
-CREATE OR REPLACE TEMP TABLE staged AS
+-- name: read_parquet
+-- The typed rows of one file with each row's rejection reason ('' when valid), computed in one pass.
 SELECT {typed}, concat_ws('; ', {reasons}) AS __reason, {raw} AS __raw
 FROM (SELECT *, file_row_number + 1 AS __source_row FROM read_parquet(?, file_row_number = true)) AS src
-LEFT JOIN treatment_grid AS g ON {grid_join};
+LEFT JOIN treatment_grid AS g ON {grid_join}
 
--- name: stage_csv
-CREATE OR REPLACE TEMP TABLE staged AS
+-- name: read_csv
 SELECT {typed}, concat_ws('; ', {reasons}) AS __reason, {raw} AS __raw
 FROM (SELECT *, row_number() OVER () AS __source_row FROM read_csv(?, header = true)) AS src
-LEFT JOIN treatment_grid AS g ON {grid_join};
+LEFT JOIN treatment_grid AS g ON {grid_join}
 
--- name: staged_counts
-SELECT count(*) AS n_rows, count(*) FILTER (WHERE __reason <> '') AS n_rejected FROM staged;
+-- name: scan_counts
+-- First pass: count rows and rejections without storing anything.
+SELECT count(*) AS n_rows, count(*) FILTER (WHERE __reason <> '') AS n_rejected FROM ({rows});
+
+-- name: stage_rejected
+CREATE OR REPLACE TEMP TABLE staged AS SELECT * FROM ({rows}) WHERE __reason <> '';
 
 -- name: rejection_summary
 -- One row per (column, problem): how many rows, the first row, and an example value.
@@ -30,7 +32,7 @@ SELECT split_part(part, ':', 1) AS column_name,
        count(*) AS n_rows,
        min(source_row) AS first_row,
        arg_min(regexp_extract(part, '\((.*)\)$', 1), source_row) AS example
-FROM (SELECT source_row, unnest(string_split(__reason, '; ')) AS part FROM staged WHERE __reason <> '')
+FROM (SELECT source_row, unnest(string_split(__reason, '; ')) AS part FROM staged)
 GROUP BY ALL
 ORDER BY n_rows DESC, first_row
 LIMIT 20;
@@ -39,14 +41,15 @@ LIMIT 20;
 DELETE FROM {table} WHERE campaign = ? AND event_date = ?;
 
 -- name: insert_valid
+-- Second pass: the valid rows straight from the file into the warehouse.
 INSERT INTO rct_events BY NAME
 SELECT ? AS campaign, CAST(? AS DATE) AS event_date, ? AS source_file, {columns}
-FROM staged WHERE __reason = '';
+FROM ({rows}) WHERE __reason = '';
 
 -- name: insert_rejected
 INSERT INTO rejected_events
 SELECT ?, CAST(? AS DATE), ?, source_row, __reason, __raw, now()
-FROM staged WHERE __reason <> '';
+FROM staged;
 
 -- name: add_feature_column
 ALTER TABLE rct_events ADD COLUMN IF NOT EXISTS {column} {dtype};

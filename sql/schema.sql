@@ -147,11 +147,20 @@ CREATE TABLE IF NOT EXISTS policy_evaluation (
     eom_cost          DOUBLE,
     eom_ci_low        DOUBLE,
     eom_ci_high       DOUBLE,
+    q_value           DOUBLE,           -- Q(v, c) at the budget (end-to-end paper, Algorithm 1)
     true_value        DOUBLE,
     true_cost         DOUBLE,
     oracle_value      DOUBLE,
+    oracle_cost       DOUBLE,
     aucc              DOUBLE,
-    metrics           VARCHAR,          -- JSON: response-curve metrics (logloss, AUC, RPR, EPR, MLSS)
+    logloss           DOUBLE,           -- response-curve metrics on the holdout (DIPN §5)
+    auc               DOUBLE,
+    rmse              DOUBLE,
+    rpr               DOUBLE,
+    epr               DOUBLE,
+    mlss              DOUBLE,
+    n_users           BIGINT,
+    n_matched         BIGINT,
     run_id            VARCHAR NOT NULL,
     evaluated_at      TIMESTAMP NOT NULL
 );

@@ -156,7 +156,8 @@ def _feature_kinds(
     return kinds
 
 
-def _stage_events(con, config: CampaignConfig, path: Path) -> tuple[dict[str, str], dict[str, str]]:
+def _events_query(con, config: CampaignConfig, path: Path) -> tuple[dict[str, str], str, str]:
+    """(feature kinds, the typed-rows-with-reasons query of the file, the stored column list)."""
     source = _source_columns(con, path)
     missing = [c for c in REQUIRED if c not in source]
     if missing:
@@ -224,20 +225,16 @@ def _stage_events(con, config: CampaignConfig, path: Path) -> tuple[dict[str, st
             typed.append(f"CAST({q} AS VARCHAR) AS {quote_ident(col)}")
 
     raw_cols = ", ".join(f"{quote_ident(c)} := src.{quote_ident(c)}" for c in source)
-    statement = sql(
+    rows = sql(
         "ingest",
-        "stage_parquet" if path.suffix == ".parquet" else "stage_csv",
+        "read_parquet" if path.suffix == ".parquet" else "read_csv",
         typed=", ".join(typed),
         reasons=", ".join(reasons),
         raw=f"CASE WHEN __reason <> '' THEN CAST(to_json(struct_pack({raw_cols})) AS VARCHAR) END",
         grid_join=grid_join,
     )
-    try:
-        con.execute(statement, [str(path)])
-    except duckdb.Error as exc:
-        raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0]}") from None
-    stored = [c.split(" AS ")[-1] for c in typed]
-    return kinds, {"columns": ", ".join(stored)}
+    stored = ", ".join(c.split(" AS ")[-1] for c in typed)
+    return kinds, rows, stored
 
 
 def _problems(con) -> list[dict]:
@@ -269,8 +266,13 @@ def ingest_events_day(
     """
     path = Path(path)
     campaign = config.campaign
-    kinds, parts = _stage_events(con, config, path)
-    n_rows, n_rejected = con.execute(sql("ingest", "staged_counts")).fetchone()
+    kinds, rows, stored = _events_query(con, config, path)
+    try:
+        n_rows, n_rejected = con.execute(sql("ingest", "scan_counts", rows=rows), [str(path)]).fetchone()
+        if n_rejected:
+            con.execute(sql("ingest", "stage_rejected", rows=rows), [str(path)])
+    except duckdb.Error as exc:
+        raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0]}") from None
     if n_rows == 0:
         raise IngestError(f"{path}: the file has no rows")
     problems = _problems(con) if n_rejected else []
@@ -298,10 +300,11 @@ def ingest_events_day(
                 con.execute(sql("ingest", "add_feature_column", column=quote_ident(col), dtype=want))
                 con.execute(sql("ingest", "insert_campaign_feature"), [campaign, col, kind])
             con.execute(sql("ingest", "delete_partition", table="rct_events"), [campaign, day])
-            con.execute(sql("ingest", "insert_valid", columns=parts["columns"]), params)
+            con.execute(sql("ingest", "insert_valid", columns=stored, rows=rows), params + [str(path)])
             message = None
         con.execute(sql("ingest", "delete_partition", table="rejected_events"), [campaign, day])
-        con.execute(sql("ingest", "insert_rejected"), params)
+        if n_rejected:
+            con.execute(sql("ingest", "insert_rejected"), params)
         con.execute(
             sql("ingest", "insert_ingest_log"),
             [campaign, day, "rct_events", str(path), 0 if failed else n_rows - n_rejected, n_rejected,

@@ -74,7 +74,7 @@ def _log(context):
     "observational ones (randomized: false), with overlap diagnostics. Table propensity.",
 )
 def propensity(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
-    from promo_assets.causal import PropensityModel, propensity_diagnostics, propensity_plot, randomized_propensity
+    from promo_assets.causal import fit_propensity, propensity_diagnostics, propensity_plot, randomized_propensity
 
     campaign = context.partition_key
     config = load_config(landing.path, campaign)
@@ -91,7 +91,7 @@ def propensity(context: dg.AssetExecutionContext, warehouse: DuckDBResource, lan
             source = np.where(events["propensity"].notna(), "logged", "empirical")
             proba = None
         else:
-            model = PropensityModel.fit(events, numeric, categorical, config.n_levels, seed=0)
+            model = fit_propensity(events, numeric, categorical, config.n_levels, seed=0, log=_log(context))
             proba = model.predict_proba(events)
             p = proba[np.arange(len(events)), events["level"].to_numpy()]
             source = np.full(len(events), "estimated")
@@ -178,6 +178,7 @@ def _jsonable(obj):
 
 
 def _register(con, campaign: str, trained, data_version: str | None) -> None:
+    trained.save()  # content-addressed: the same weights always get the same version
     con.execute(
         sql("frames", "insert_model"),
         [campaign, trained.name, trained.version, data_version, json.dumps(_jsonable(trained.metrics))],
@@ -388,7 +389,6 @@ def _budgets(config) -> list[float]:
 )
 def budget_dual(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
     from promo_assets.allocation import frontier, solve
-    from promo_assets.evaluation.plots import frontier_plot
 
     campaign = context.partition_key
     config = load_config(landing.path, campaign)
@@ -398,7 +398,11 @@ def budget_dual(context: dg.AssetExecutionContext, warehouse: DuckDBResource, la
             _, values, costs = coefficient_arrays(con, campaign, model, version, "population", config.n_levels)
             n = len(values)
             fr = frontier(values, costs)
-            curves[model] = (np.asarray(fr.costs) / n, np.asarray(fr.values) / n)
+            idx = np.unique(np.linspace(0, len(fr.costs) - 1, 12).round().astype(int))
+            for i in idx:
+                curves.setdefault(model, []).append(
+                    {"lambda_": float(fr.lambdas[i]), "cost_per_capita": float(fr.costs[i]) / n,
+                     "value_per_capita": float(fr.values[i]) / n})
             for b in _budgets(config):
                 res = solve(values, costs, b, per_capita=True)
                 con.execute(sql("frames", "insert_dual"), [campaign, model, version, b, float(res.lambda_), float(res.value),
@@ -409,9 +413,7 @@ def budget_dual(context: dg.AssetExecutionContext, warehouse: DuckDBResource, la
     return dg.MaterializeResult(
         metadata={
             "duals": md_table(rows),
-            "frontier": dg.MetadataValue.md(png_md(frontier_plot(curves, xlabel="predicted cost per capita",
-                                                                 ylabel="predicted response per capita"),
-                                                   "Predicted budget–value frontier")),
+            **{f"frontier_{model}": md_table(points) for model, points in curves.items()},
         }
     )
 
@@ -444,3 +446,88 @@ def allocation(context: dg.AssetExecutionContext, warehouse: DuckDBResource, lan
                              "cost_per_capita": res.cost / len(users),
                              "share_per_level": [round(s, 3) for s in share]})
     return dg.MaterializeResult(metadata={"allocations": md_table(rows), "run_id": context.run_id})
+
+
+# --------------------------------------------------------------------------------------------
+# evaluation
+
+
+def _holdout_arrays(con, campaign: str, config, models: list[tuple[str, str]]):
+    """Holdout events joined with every model's holdout coefficients, aligned row by row."""
+    holdout = con.execute(sql("frames", "holdout_events", columns=""), [campaign]).df()
+    specs = {}
+    for model, version in models:
+        users, values, costs = coefficient_arrays(con, campaign, model, version, "holdout", config.n_levels)
+        pos = pd.Series(np.arange(len(users)), index=users)
+        idx = pos.reindex(holdout["user_id"]).to_numpy()
+        if np.isnan(idx).any():
+            raise dg.Failure(f"{model} {version}: holdout coefficients are missing users; re-materialize response_coefficients")
+        idx = idx.astype(int)
+        specs[model] = (version, values[idx], costs[idx])
+    return holdout, specs
+
+
+@dg.asset(
+    **COMMON,
+    deps=["allocation"],
+    code_version="1",
+    group_name="evaluation",
+    kinds={"duckdb", "matplotlib"},
+    description="Offline policy evaluation on the holdout RCT days: for every model × budget the EOM "
+    "per-capita response and cost of its allocation (self-normalized IPW, bootstrap 95% interval), "
+    "Q(v, c), AUCC for two-arm campaigns, the response-curve metrics, and for simulated campaigns the "
+    "true value and the oracle's. A uniformly random policy at the same budget is always included. "
+    "Table policy_evaluation (history kept); plots and leaderboard in the metadata.",
+)
+def policy_evaluation(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
+    from promo_assets.evaluation import (
+        evaluate_policies,
+        leaderboard_markdown,
+        plot_frontier,
+        plot_response_by_level,
+        policy_curves,
+    )
+    from promo_assets.simulation import truth_arrays
+
+    campaign = context.partition_key
+    config = load_config(landing.path, campaign)
+    with connect(warehouse) as con:
+        models = latest_models(con, campaign)
+        if not models:
+            raise dg.Failure(f"no trained model for campaign '{campaign}'")
+        holdout, specs = _holdout_arrays(con, campaign, config, models)
+    truth_dir = landing.path / campaign
+    true_values = true_costs = None
+    if (truth_dir / "truth" / "response.parquet").exists():
+        true_values, true_costs = truth_arrays(truth_dir, holdout["user_id"].tolist())
+        context.log.info(f"ground truth found for {len(holdout)} holdout users")
+    logged = holdout["level"].to_numpy()
+    response, cost, prop = (holdout[c].to_numpy(dtype=float) for c in ("response", "cost", "propensity"))
+    rows = evaluate_policies(
+        specs, logged, response, cost, prop, budgets=_budgets(config), campaign=campaign,
+        true_values=true_values, true_costs=true_costs, incentives=list(config.incentives),
+        ordered=config.ordered, binary=config.response == "binary", log=_log(context),
+    )
+    rows["run_id"] = context.run_id
+    curves = policy_curves(specs, logged, response, cost, prop, true_values=true_values, true_costs=true_costs,
+                           random_budgets=_budgets(config), log=_log(context))
+    with connect(warehouse) as con:
+        eval_df = rows  # noqa: F841 (read by DuckDB's replacement scan)
+        con.execute(sql("frames", "insert_evaluation"))
+    frontier_png = plot_frontier(curves, rows, title=f"{campaign}: cost–response frontier on the holdout days")
+    levels_png = plot_response_by_level(
+        {m: s[1] for m, s in specs.items()}, true_values=true_values, logged=logged, response=response,
+        propensity=prop, incentives=list(config.incentives) if config.ordered else None,
+        labels=None if config.ordered else list(config.labels), title=f"{campaign}: average response per level",
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "leaderboard": dg.MetadataValue.md(leaderboard_markdown(rows)),
+            "frontier_plot": dg.MetadataValue.md(png_md(frontier_png, "Cost–response frontier (EOM on holdout; truth where simulated)")),
+            "response_per_level_plot": dg.MetadataValue.md(png_md(levels_png, "Average response per level: models vs truth")),
+            "holdout_events": len(holdout),
+            "models": dg.MetadataValue.json({m: v for m, v in models}),
+            "ground_truth": true_values is not None,
+        }
+    )
+
