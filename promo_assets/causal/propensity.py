@@ -148,6 +148,19 @@ def classwise_ece(proba: np.ndarray, y: np.ndarray, bins: int = 10) -> float:
     return total / k
 
 
+class _fit_method:
+    """`PropensityModel.fit(frame, ...)` on the class builds a default model and fits it;
+    `PropensityModel(C=...).fit(frame, ...)` fits that instance. Both return the fitted model."""
+
+    def __init__(self, func):
+        self.func = func
+        self.__doc__ = func.__doc__
+
+    def __get__(self, obj, owner):
+        target = owner() if obj is None else obj
+        return self.func.__get__(target, owner)
+
+
 class PropensityModel:
     """Calibrated multinomial model P(level | features) for observational campaigns.
 
@@ -206,6 +219,7 @@ class PropensityModel:
         logits[:, clf.classes_.astype(np.int64)] = raw
         return logits
 
+    @_fit_method
     def fit(
         self,
         frame: pd.DataFrame,

@@ -324,7 +324,7 @@ def simulate_bipartite(
 
     # ratio budgets (Eq. 16: average incentive paid per redemption) spanning the feasible range
     c_ratio = (c_expected * c_levels).sum() / c_expected.sum()  # uniform random assignment
-    ratio_budgets = [float(round(x, 1)) for x in (0.25 * c_levels[-1], 0.4 * c_levels[-1], 0.55 * c_levels[-1])]
+    ratio_budgets = [float(round(x, 1)) for x in (0.1 * c_levels[-1], 0.2 * c_levels[-1], 0.3 * c_levels[-1])]
     body = {
         "treatments": {"levels": [float(x) if not float(x).is_integer() else int(x) for x in c_levels]},
         "cost": "redeemed",

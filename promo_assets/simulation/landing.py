@@ -60,6 +60,11 @@ class SimulationSummary:
     n_levels: int
     options: dict[str, Any] = field(default_factory=dict)
 
+    def __str__(self) -> str:
+        span = f"{self.dates[0].isoformat()}..{self.dates[-1].isoformat()}" if self.dates else "no days"
+        return (f"{self.preset} campaign '{self.campaign}' at {self.campaign_dir}: {len(self.dates)} day(s) {span}, "
+                f"{self.rows} events, {self.users} users, {self.n_levels} levels, {len(self.files)} files")
+
     @property
     def rows(self) -> int:
         return int(sum(self.rows_per_day.values()))
