@@ -22,12 +22,6 @@ from promo_assets.evaluation import (
     true_policy_value,
 )
 
-pytestmark = pytest.mark.skipif(
-    not (hasattr(allocation, "solve") and hasattr(allocation, "frontier")),
-    reason="promo_assets.allocation.solve/frontier not available yet",
-)
-
-
 @pytest.fixture(scope="module")
 def campaign():
     rng = np.random.default_rng(0)
@@ -140,6 +134,16 @@ def test_leaderboard_has_one_row_per_model_and_budget(evaluation):
     assert list(board.loc[board["budget"] == "2", "model"]) == ["noisy", "random", "reversed"]
 
 
+def test_leaderboard_reads_metrics_from_a_json_column(evaluation):
+    import json
+
+    from promo_assets.evaluation import CURVE_METRIC_NAMES
+
+    packed = evaluation.drop(columns=list(CURVE_METRIC_NAMES)).assign(
+        metrics=[json.dumps({m: r[m] for m in CURVE_METRIC_NAMES if r[m] == r[m]}) for _, r in evaluation.iterrows()])
+    assert format_leaderboard(packed) == format_leaderboard(evaluation)
+
+
 def test_curves_and_plots_are_valid_pngs(campaign, evaluation):
     d = campaign
     curve = eom_curve(d["models"]["noisy"][1], d["c"], d["t"], d["y"], d["z"], 0.25, n_points=20,
@@ -147,6 +151,11 @@ def test_curves_and_plots_are_valid_pngs(campaign, evaluation):
     assert len(curve) >= 10
     assert np.all(np.diff(curve["predicted_cost"]) >= -1e-12)
     assert curve["predicted_cost"].iloc[0] == pytest.approx(1.0) and curve["predicted_cost"].iloc[-1] == pytest.approx(4.0)
+    # the whole frontier: exactly the allocator's breakpoints (per capita)
+    small_v, small_c = d["models"]["noisy"][1][:300], d["c"][:300]
+    full = eom_curve(small_v, small_c, d["t"][:300], d["y"][:300], d["z"][:300], 0.25, n_points=None)
+    fr = allocation.frontier(small_v, small_c)
+    assert np.allclose(np.unique(np.round(full["predicted_cost"] * 300, 6)), np.unique(np.round(fr.costs, 6)))
     at_budgets = eom_curve(d["models"]["noisy"][1], d["c"], d["t"], d["y"], d["z"], 0.25, budgets=[1.5, 2.0])
     assert (at_budgets["predicted_cost"] <= at_budgets["budget_per_capita"] + 1e-9).all()
     curves = policy_curves(d["models"], d["t"], d["y"], d["z"], 0.25, true_values=d["v"], true_costs=d["c"],

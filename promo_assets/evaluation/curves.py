@@ -37,9 +37,11 @@ def frontier_lambdas(values, costs, n_points: int | None = 50) -> np.ndarray:
     """Multipliers spanning the allocator's whole frontier of (values, costs).
 
     Takes the N x K coefficients; calls `promo_assets.allocation.frontier(values, costs)` and keeps
-    its breakpoint multipliers whose total cost lies nearest to `n_points` evenly spaced costs
-    between the frontier's cheapest and dearest point (all of them when None), plus lambda = 0
-    (every user's best-value level) and `lambda_upper_bound` (every user's cheapest level).
+    the (finite) breakpoint multipliers whose total cost lies nearest to `n_points` evenly spaced
+    costs between the frontier's cheapest and dearest point (all of them when None), each lowered
+    by a relative 1e-9 so that the KKT argmax gives the frontier's allocation at that breakpoint,
+    plus lambda = 0 (every user's best-value level) and `lambda_upper_bound` (every user's
+    cheapest level).
     Returns the sorted unique multipliers.
     """
     from promo_assets.allocation import frontier
@@ -55,6 +57,9 @@ def frontier_lambdas(values, costs, n_points: int | None = 50) -> np.ndarray:
         grid = np.linspace(tot[0], tot[-1], n_points)
         idx = np.clip(np.searchsorted(tot, grid), 0, tot.size - 1)
         lams = lams[np.unique(idx)]
+    # frontier() lists at breakpoint lambda_b the allocation just below it (the step taken): at
+    # lambda_b itself the argmax ties and keeps the cheaper level, so evaluate a hair below.
+    lams = lams * (1 - 1e-9)
     extra = [0.0, lambda_upper_bound(values, costs)]
     return np.unique(np.concatenate([lams, extra]))
 

@@ -10,6 +10,7 @@ two-arm campaigns and the response-curve metrics; it always adds the `random` re
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 from typing import Callable, Mapping, Sequence
 
@@ -227,11 +228,24 @@ _BOARD = [
 ]
 
 
+def _metrics_dict(m) -> dict:
+    if isinstance(m, dict):
+        return m
+    if isinstance(m, str) and m.strip():
+        try:
+            out = json.loads(m)
+        except ValueError:
+            return {}
+        return out if isinstance(out, dict) else {}
+    return {}
+
+
 def leaderboard(df: pd.DataFrame) -> pd.DataFrame:
     """The leaderboard as a DataFrame of formatted strings.
 
     Takes `policy_evaluation` rows (possibly with history); keeps the latest `evaluated_at` per
-    (campaign, model, budget); sorts by campaign, budget and true value (EOM value when the truth
+    (campaign, model, budget); reads the curve metrics from a JSON `metrics` column when the
+    frame has one instead of separate columns; sorts by campaign, budget and true value (EOM value when the truth
     is unknown), best first; drops columns that are empty for every row. Returns one row per
     (campaign, model, budget).
     """
@@ -239,6 +253,11 @@ def leaderboard(df: pd.DataFrame) -> pd.DataFrame:
     if missing:
         raise EvaluationError(f"not policy_evaluation rows: missing columns {sorted(missing)}")
     d = df.copy()
+    if "metrics" in d.columns:  # a warehouse layout with the curve metrics as one JSON column
+        parsed = [_metrics_dict(m) for m in d["metrics"]]
+        for name in CURVE_METRIC_NAMES:
+            if name not in d.columns:
+                d[name] = [p.get(name, np.nan) for p in parsed]
     if "evaluated_at" in d.columns and len(d):
         d = d.sort_values("evaluated_at").groupby(["campaign", "model", "budget_per_capita"],
                                                   as_index=False, sort=False).tail(1)
