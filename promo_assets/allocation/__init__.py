@@ -1,0 +1,63 @@
+"""Budget allocation: the multiple-choice knapsack (MCKP) over users x incentive levels.
+
+Given predicted ``values`` (response) and ``costs`` per user x level (N x K arrays, float32 or
+float64, never copied to float64 wholesale), choose one level per user to maximize total value
+under a budget. All solvers return the exact optimum of the LP relaxation with its certificate.
+
+Public API
+----------
+``solve(values, costs, budget, per_capita=False, seed=0, *, rounding="sample", log=None) -> Allocation``
+    One budget (DIPN Eq. 2; per capita, Eq. 5: total = budget x N). Exact: each user's upper
+    convex hull of (cost, value) and the greedy by incremental efficiency (Sinha-Zoltners); for
+    large N, lambda* is bracketed from a user sample first and only users whose level changes
+    inside the bracket enter the greedy. At most one user is fractional in the LP optimum; it
+    is resolved by seeded sampling (DIPN §3.1; ``rounding="down"`` always stays within budget).
+``Allocation``
+    Frozen dataclass: ``levels`` (int32, N), ``lambda_``, ``value``, ``cost``, ``budget``,
+    ``lp_value``, ``lp_cost``, ``dual_bound`` (= lambda*·B + sum_i max_j (v_ij - lambda*·c_ij)),
+    ``gap`` (dual_bound - value), ``relative_gap``, ``fractional_user`` (index or None),
+    ``fraction``, ``fractional_levels``, ``rounded_up``, ``feasible``, ``kind``, ``ratio``,
+    ``info``; ``summary()`` gives the scalars as a dict.
+``solve_ratio(values, costs, ratio, seed=0, ...) -> Allocation``
+    Ratio budget of the GNN/hazard paper (Eq. 16): sum c x / sum v x <= ratio, solved as
+    sum (c - ratio·v) x <= 0.
+``solve_multi(values, costs, budgets, groups=None, per_capita=False, seed=0, ...) -> MultiAllocation``
+    Several budgets (DIPN Eq. 4): M cost types (list of N x K arrays or N x K x M), and/or
+    overlapping user groups (N x M boolean masks), each with its own budget. Smoothed-dual
+    L-BFGS-B then exact column generation with HiGHS on the undecided users; returns the
+    ``multipliers``, ``levels``, ``value``, ``usage``, ``lp_value``, ``dual_bound``, ``gap``.
+``frontier(values, costs, log=None) -> Frontier``
+    The whole budget-value curve of the LP: arrays ``lambdas`` (inf, then decreasing),
+    ``costs`` and ``values`` (non-decreasing) at every breakpoint; ``value_at(budget)``,
+    ``lambda_at(budget)``, ``levels_at(budget)``, ``allocation(budget)`` reuse it without
+    re-solving; ``to_frame()`` for plots.
+``OnlinePolicy(model, lambda_, ratio=None)``
+    Online decisions for unseen users (DIPN §3.2, Eq. 7): ``decide(frame_or_dict)`` ->
+    level per row from ``model.predict(frame) -> (values, costs)``; ``from_allocation``,
+    ``to_dict()`` / ``from_dict(data, model)``.
+``decide(values, costs, lambda_, ratio=None)``, ``dual_objective(values, costs, lambda_, budget)``
+    The per-user argmax rule and the dual function, for evaluation code.
+Errors: ``AllocationInputError`` (shapes, dtypes, NaN/inf, negative costs, empty input) and
+``InfeasibleBudgetError`` (budget below sum_i min_j c_ij; ``.minimum_budget``), both ValueError.
+"""
+
+from .errors import AllocationInputError, InfeasibleBudgetError
+from .frontier import Frontier, frontier
+from .multi import MultiAllocation, solve_multi
+from .online import OnlinePolicy
+from .solver import Allocation, decide, dual_objective, solve, solve_ratio
+
+__all__ = [
+    "Allocation",
+    "AllocationInputError",
+    "Frontier",
+    "InfeasibleBudgetError",
+    "MultiAllocation",
+    "OnlinePolicy",
+    "decide",
+    "dual_objective",
+    "frontier",
+    "solve",
+    "solve_multi",
+    "solve_ratio",
+]

@@ -1,0 +1,129 @@
+"""Input validation shared by the allocation solvers (chunked, so that it never copies the inputs)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .errors import AllocationInputError
+
+#: elements per chunk for streaming passes over N x K arrays (~1M elements, 4-8 MB)
+CHUNK_ELEMENTS = 1 << 20
+
+
+def rows_per_chunk(k: int, elements: int = CHUNK_ELEMENTS) -> int:
+    return max(1, elements // max(1, k))
+
+
+def as_matrix(name: str, a, *, ndim: int = 2) -> np.ndarray:
+    """Return ``a`` as a float ndarray without copying float32/float64 input."""
+    try:
+        arr = np.asarray(a)
+    except Exception as exc:  # ragged lists etc.
+        raise AllocationInputError(f"{name} could not be read as an array: {exc}") from exc
+    if arr.dtype.kind in "biu":
+        arr = arr.astype(np.float64)
+    elif arr.dtype.kind == "f":
+        if arr.dtype.itemsize < 4:
+            arr = arr.astype(np.float32)
+        elif arr.dtype.itemsize > 8:
+            arr = arr.astype(np.float64)
+    else:
+        raise AllocationInputError(f"{name} must be a numeric array, got dtype {arr.dtype}")
+    if arr.ndim != ndim:
+        what = "users x levels" if ndim == 2 else "users x levels x budgets"
+        raise AllocationInputError(f"{name} must be a {ndim}-D array ({what}), got shape {arr.shape}")
+    if arr.size == 0:
+        raise AllocationInputError(
+            f"{name} is empty (shape {arr.shape}); need at least one user and one level"
+        )
+    return arr
+
+
+def _first_bad(name: str, a: np.ndarray, bad_fn, what: str, hint: str = "") -> None:
+    """Count entries where ``bad_fn`` is true (chunked) and raise with the first index."""
+    n = a.shape[0]
+    rows = rows_per_chunk(int(np.prod(a.shape[1:])))
+    count = 0
+    first = None
+    first_val = None
+    for s in range(0, n, rows):
+        blk = a[s : s + rows]
+        bad = bad_fn(blk)
+        c = int(np.count_nonzero(bad))
+        if c and first is None:
+            loc = np.unravel_index(int(np.argmax(bad)), bad.shape)
+            first = (loc[0] + s,) + tuple(int(x) for x in loc[1:])
+            first_val = blk[loc]
+        count += c
+    if count:
+        pos = ", ".join(
+            f"{lab} {i}" for lab, i in zip(("user", "level", "budget"), first, strict=False)
+        )
+        raise AllocationInputError(
+            f"{name} has {count} {what} entr{'y' if count == 1 else 'ies'}; first at {pos} "
+            f"(value {first_val!r}){hint}"
+        )
+
+
+def check_finite(name: str, a: np.ndarray) -> None:
+    """Raise AllocationInputError naming the array, the count and the first NaN/inf entry."""
+    n = a.shape[0]
+    rows = rows_per_chunk(int(np.prod(a.shape[1:])))
+    for s in range(0, n, rows):
+        tot = float(np.add.reduce(a[s : s + rows], axis=None, dtype=np.float64))
+        if not math.isfinite(tot):
+            _first_bad(name, a, lambda b: ~np.isfinite(b), "non-finite (NaN or inf)")
+            # a float64 sum can only overflow when entries are finite but huge
+            raise AllocationInputError(f"{name} has entries too large to sum in float64")
+
+
+def check_nonnegative(name: str, a: np.ndarray) -> None:
+    n = a.shape[0]
+    rows = rows_per_chunk(int(np.prod(a.shape[1:])))
+    for s in range(0, n, rows):
+        if a[s : s + rows].min() < 0:
+            _first_bad(
+                name,
+                a,
+                lambda b: b < 0,
+                "negative",
+                "; costs must be >= 0 (the ratio form handles signed costs: use solve_ratio)",
+            )
+
+
+def check_pair(values, costs, *, allow_negative_costs: bool = False):
+    """Validate a values/costs pair of N x K arrays; returns them as float arrays (no copy)."""
+    v = as_matrix("values", values)
+    c = as_matrix("costs", costs)
+    if v.shape != c.shape:
+        raise AllocationInputError(
+            f"values and costs must have the same shape (users x levels); got values {v.shape} "
+            f"and costs {c.shape}"
+        )
+    check_finite("values", v)
+    check_finite("costs", c)
+    if not allow_negative_costs:
+        check_nonnegative("costs", c)
+    return v, c
+
+
+def check_budget(budget, name: str = "budget") -> float:
+    try:
+        b = float(budget)
+    except (TypeError, ValueError) as exc:
+        raise AllocationInputError(f"{name} must be a number, got {budget!r}") from exc
+    if math.isnan(b) or b == -math.inf:
+        raise AllocationInputError(f"{name} must be a finite number or +inf, got {b}")
+    return b
+
+
+def min_cost_total(c: np.ndarray) -> float:
+    """Sum over users of the cheapest level's cost (the minimum feasible total budget)."""
+    n, k = c.shape
+    rows = rows_per_chunk(k)
+    tot = 0.0
+    for s in range(0, n, rows):
+        tot += float(c[s : s + rows].min(axis=1).sum(dtype=np.float64))
+    return tot

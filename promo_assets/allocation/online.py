@@ -1,0 +1,89 @@
+"""Online decisions for unseen users with a stored multiplier (DIPN §3.2, Eq. 6-7)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .errors import AllocationInputError
+from .solver import Allocation, decide
+
+
+class OnlinePolicy:
+    """Decide levels for new users from a response model and a stored lambda_.
+
+    ``model`` is any object with ``predict(frame) -> (values N x K, costs N x K)`` taking raw
+    feature columns (promo_assets.models' trained models). The decision is the per-user
+    argmax of DIPN Eq. 7, level = argmax_j v_ij - lambda_*c_ij (ties to the cheapest level), or
+    for the ratio form (GNN/hazard Eq. 16/19) argmax_j v_ij - lambda_*(c_ij - ratio*v_ij).
+    It equals the offline allocation at the same lambda_ for every user except a fractional one.
+    """
+
+    def __init__(self, model: Any, lambda_: float, ratio: float | None = None):
+        lam = float(lambda_)
+        if math.isnan(lam) or lam < 0:
+            raise AllocationInputError(f"lambda_ must be >= 0, got {lambda_!r}")
+        if ratio is not None and not (math.isfinite(float(ratio)) and float(ratio) >= 0):
+            raise AllocationInputError(f"ratio must be a finite number >= 0, got {ratio!r}")
+        if not callable(getattr(model, "predict", None)):
+            raise AllocationInputError("model must have a predict(frame) -> (values, costs) method")
+        self.model = model
+        self.lambda_ = lam
+        self.ratio = None if ratio is None else float(ratio)
+
+    @classmethod
+    def from_allocation(cls, model: Any, allocation: Allocation) -> OnlinePolicy:
+        """Reuse the lambda* (and ratio, for the ratio form) of an offline allocation."""
+        return cls(model, allocation.lambda_, allocation.ratio if allocation.kind == "ratio" else None)
+
+    def decide(self, frame) -> np.ndarray:
+        """Levels (int32 array, one per row) for a DataFrame of users, or for one user given as a
+        dict of features / a one-row frame (returns an array of length 1)."""
+        import pandas as pd
+
+        if isinstance(frame, Mapping):
+            frame = pd.DataFrame([dict(frame)])
+        elif isinstance(frame, pd.Series):
+            frame = frame.to_frame().T
+        if len(frame) == 0:
+            return np.zeros(0, dtype=np.int32)
+        values, costs = self.model.predict(frame)
+        values = np.asarray(values)
+        costs = np.asarray(costs)
+        if values.ndim != 2 or values.shape[0] != len(frame):
+            raise AllocationInputError(
+                f"model.predict returned values of shape {values.shape} for {len(frame)} rows"
+            )
+        return decide(values, costs, self.lambda_, ratio=self.ratio)
+
+    def decide_coefficients(self, values, costs) -> np.ndarray:
+        """The same decision from precomputed coefficients (N x K, or K for one user)."""
+        return decide(values, costs, self.lambda_, ratio=self.ratio)
+
+    def to_dict(self) -> dict:
+        """JSON-friendly state (the model is stored separately; its name/version are recorded)."""
+        return {
+            "lambda_": self.lambda_,
+            "ratio": self.ratio,
+            "model_name": getattr(self.model, "name", None),
+            "model_version": getattr(self.model, "version", None),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping, model: Any) -> OnlinePolicy:
+        """Rebuild from :meth:`to_dict` output and the (separately loaded) model."""
+        if "lambda_" not in data:
+            raise AllocationInputError("policy dict has no 'lambda_'")
+        expected = data.get("model_version")
+        actual = getattr(model, "version", None)
+        if expected is not None and actual is not None and expected != actual:
+            raise AllocationInputError(
+                f"policy was stored for model version {expected!r}, got model version {actual!r}"
+            )
+        return cls(model, data["lambda_"], data.get("ratio"))
+
+    def __repr__(self) -> str:
+        return f"OnlinePolicy(lambda_={self.lambda_!r}, ratio={self.ratio!r})"

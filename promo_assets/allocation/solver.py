@@ -1,0 +1,537 @@
+"""Single-budget MCKP allocation: exact LP optimum, lambda*, seeded rounding, dual bound.
+
+Implements the LP relaxation of DIPN Eq. 2 (= end-to-end paper Eq. 2), its dual (DIPN Eq. 6,
+end-to-end Eq. 3: min_{lambda>=0} lambda*B + sum_i max_j (v_ij - lambda*c_ij)) and the KKT/argmax
+decision rule (DIPN Eq. 7, end-to-end Eq. 4), with the per-capita form (DIPN Eq. 5) and the ratio
+form of the GNN/hazard paper (Eq. 16).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import _checks
+from ._hull import Hull, compute_hull, greedy, levels_after
+from .errors import AllocationInputError, InfeasibleBudgetError
+
+Log = Callable[[str], None] | None
+
+#: above this many users x levels, solve() brackets lambda* from a user sample first
+BRACKET_MIN_ELEMENTS = 1 << 20
+BRACKET_MIN_USERS = 50_000
+_SAMPLE_USERS = 100_000
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """An allocation of one level per user under one budget, with its LP certificate.
+
+    Attributes:
+        levels: int32 array (N,), the chosen level index per user (integral allocation).
+        lambda_: lambda*, the optimal dual multiplier of the budget constraint (DIPN Eq. 6).
+        value, cost: total value and total cost of ``levels`` (float64 sums of the inputs).
+        budget: the total budget the constraint used (budget x N when per capita; 0 for the ratio
+            form, whose constraint is sum (c - ratio*v) x <= 0).
+        lp_value, lp_cost: optimum of the LP relaxation and its cost.
+        dual_bound: lambda*·budget + sum_i max_j (v_ij - lambda*·c_ij) >= every feasible value
+            (equal to lp_value up to rounding, by LP duality).
+        gap, relative_gap: dual_bound - value, and gap / |dual_bound|.
+        fractional_user: the (at most one) user split between two levels in the LP optimum, or
+            None; ``fraction`` is the LP share of its upper level and ``fractional_levels`` its
+            (lower, upper) levels. With rounding="sample" the user gets the upper level with
+            probability ``fraction`` (seeded; DIPN §3.1), which can exceed the budget by that one
+            user's extra cost: ``feasible`` says whether cost <= budget.
+        rounded_up: whether the fractional user got its upper level.
+        kind: "total", "per_capita" or "ratio"; ``ratio`` the ratio bound for the ratio form.
+        n_users, n_levels; ``info``: solver details (method, active users, timings...).
+    """
+
+    levels: np.ndarray
+    lambda_: float
+    value: float
+    cost: float
+    budget: float
+    lp_value: float
+    lp_cost: float
+    dual_bound: float
+    gap: float
+    relative_gap: float
+    fractional_user: int | None
+    fraction: float
+    fractional_levels: tuple[int, int] | None
+    rounded_up: bool
+    feasible: bool
+    kind: str
+    n_users: int
+    n_levels: int
+    ratio: float | None = None
+    info: dict = field(default_factory=dict)
+
+    def summary(self) -> dict:
+        """Scalar fields as a plain dict (for logs and metadata)."""
+        return {
+            "lambda_": self.lambda_,
+            "value": self.value,
+            "cost": self.cost,
+            "budget": self.budget,
+            "lp_value": self.lp_value,
+            "lp_cost": self.lp_cost,
+            "dual_bound": self.dual_bound,
+            "gap": self.gap,
+            "relative_gap": self.relative_gap,
+            "fractional_user": self.fractional_user,
+            "fraction": self.fraction,
+            "rounded_up": self.rounded_up,
+            "feasible": self.feasible,
+            "kind": self.kind,
+            "n_users": self.n_users,
+            "n_levels": self.n_levels,
+            "ratio": self.ratio,
+        }
+
+
+def _rel(gap: float, ref: float) -> float:
+    if gap == 0.0:
+        return 0.0
+    return gap / abs(ref) if ref != 0.0 else math.inf
+
+
+def _finish(
+    *,
+    levels: np.ndarray,
+    low_value: float,
+    low_cost: float,
+    lam: float,
+    budget: float,
+    crit_user: int | None,
+    theta: float,
+    crit_dv: float,
+    crit_dc: float,
+    upper_level: int | None,
+    rounding: str,
+    seed: int,
+    kind: str,
+    k: int,
+    info: dict,
+    ratio: float | None = None,
+) -> Allocation:
+    """Build an Allocation from the lower (lambda*+) allocation and the critical segment."""
+    lp_value = low_value + theta * crit_dv
+    lp_cost = low_cost + theta * crit_dc
+    dual = low_value + (lam * (budget - low_cost) if lam > 0 else 0.0)
+    value, cost = low_value, low_cost
+    frac_user = crit_user if (crit_user is not None and theta > 0.0) else None
+    rounded_up = False
+    lower_level = None
+    if frac_user is not None:
+        lower_level = int(levels[frac_user])
+        if rounding == "sample":
+            rounded_up = bool(np.random.default_rng(seed).random() < theta)
+        elif rounding != "down":
+            raise AllocationInputError(f"rounding must be 'sample' or 'down', got {rounding!r}")
+        if rounded_up:
+            levels[frac_user] = upper_level
+            value += crit_dv
+            cost += crit_dc
+    tol = 1e-9 * max(1.0, abs(budget))
+    gap = dual - value
+    return Allocation(
+        levels=levels,
+        lambda_=float(lam),
+        value=float(value),
+        cost=float(cost),
+        budget=float(budget),
+        lp_value=float(lp_value),
+        lp_cost=float(lp_cost),
+        dual_bound=float(dual),
+        gap=float(gap),
+        relative_gap=float(_rel(gap, dual)),
+        fractional_user=None if frac_user is None else int(frac_user),
+        fraction=float(theta) if frac_user is not None else 0.0,
+        fractional_levels=None if frac_user is None else (lower_level, int(upper_level)),
+        rounded_up=rounded_up,
+        feasible=bool(cost <= budget + tol),
+        kind=kind,
+        n_users=int(levels.shape[0]),
+        n_levels=int(k),
+        ratio=ratio,
+        info=info,
+    )
+
+
+def _solve_on_hull(hull: Hull, remaining: float, rng) -> tuple:
+    g = greedy(hull.seg_eff, hull.seg_dc, hull.seg_dv, remaining, rng)
+    counts, low = levels_after(hull, g.taken)
+    return g, counts, low
+
+
+def _exact_all(v, c, budget, min_total, rounding, seed, kind, log, info, ratio=None):
+    hull = compute_hull(v, c, log=log)
+    base_c = float(hull.base_cost.sum())
+    base_v = float(hull.base_value.sum())
+    remaining = budget - base_c
+    if remaining < 0:  # only through rounding: min_total was checked before
+        remaining = 0.0
+    g, counts, low = _solve_on_hull(hull, remaining, np.random.default_rng(seed))
+    crit_user = upper = None
+    cdv = cdc = 0.0
+    if g.crit >= 0:
+        crit_user = int(hull.seg_user[g.crit])
+        upper = int(hull.vert_levels[crit_user, counts[crit_user] + 1])
+        cdv, cdc = float(hull.seg_dv[g.crit]), float(hull.seg_dc[g.crit])
+    info.update(method="hull-greedy", segments=int(hull.seg_eff.shape[0]))
+    return _finish(
+        levels=low.astype(np.int32),
+        low_value=base_v + g.taken_dv,
+        low_cost=base_c + g.taken_dc,
+        lam=g.lambda_,
+        budget=budget,
+        crit_user=crit_user,
+        theta=g.theta,
+        crit_dv=cdv,
+        crit_dc=cdc,
+        upper_level=upper,
+        rounding=rounding,
+        seed=seed,
+        kind=kind,
+        k=v.shape[1],
+        info=info,
+        ratio=ratio,
+    )
+
+
+def _choice_at(vb: np.ndarray, cb: np.ndarray, lam: float, out: np.ndarray) -> np.ndarray:
+    """argmax_j (v - lam*c) per row (first index on ties); lam=+inf: cheapest, then most valuable.
+
+    ``out`` is a scratch buffer of the same shape."""
+    if math.isinf(lam):
+        mc = cb.min(axis=1, keepdims=True)
+        np.copyto(out, -np.inf)
+        np.copyto(out, vb, where=cb == mc)
+        return out.argmax(axis=1)
+    np.multiply(cb, -lam, out=out)
+    np.add(out, vb, out=out)
+    return out.argmax(axis=1)
+
+
+def _bracket_from_sample(v, c, budget, rng, z):
+    """Estimate [lam_lo, lam_hi] containing lambda* from a uniform sample of users.
+
+    The sample's cost curve C_s(lambda), scaled by N/n_s, estimates the population's; the
+    bracket ends are where the sample cost crosses its target -/+ z standard deviations.
+    """
+    n = v.shape[0]
+    ns = min(n, max(min(5_000, n), min(_SAMPLE_USERS, n // 8)))
+    idx = np.unique(rng.integers(0, n, ns))
+    ns = idx.shape[0]
+    vs = np.asarray(v[idx], dtype=np.float64)
+    cs = np.asarray(c[idx], dtype=np.float64)
+    hull = compute_hull(vs, cs)
+    if hull.seg_eff.shape[0] == 0:
+        return 0.0, math.inf
+    base = float(hull.base_cost.sum())
+    target = budget * ns / n
+    g = greedy(hull.seg_eff, hull.seg_dc, hull.seg_dv, max(0.0, target - base), rng)
+    _, low = levels_after(hull, g.taken)
+    cu = np.take_along_axis(cs, low[:, None].astype(np.int64), axis=1)[:, 0]
+    sd = float(cu.std()) * math.sqrt(ns * max(0.0, 1.0 - ns / n)) + 1e-12 * abs(target)
+    delta = z * sd
+    if target - delta < base:
+        lam_hi = math.inf
+    else:
+        gh = greedy(hull.seg_eff, hull.seg_dc, hull.seg_dv, target - delta - base, rng)
+        lam_hi = gh.lambda_ * (1 + 1e-7) + 1e-300
+        if gh.crit < 0:  # everything fits below target - delta
+            lam_hi = float(hull.seg_eff.min()) * (1 - 1e-7)
+    gl = greedy(hull.seg_eff, hull.seg_dc, hull.seg_dv, max(0.0, target + delta - base), rng)
+    lam_lo = gl.lambda_ * (1 - 1e-7)
+    if not lam_lo < lam_hi:
+        lam_lo = 0.0
+    return max(0.0, lam_lo), lam_hi
+
+
+def _bracketed(v, c, budget, rounding, seed, kind, log, info, ratio=None):
+    """Exact solve for large N: users whose choice is constant on a sampled bracket
+    [lam_lo, lam_hi] of lambda* are fixed; the exact greedy runs on the others only.
+
+    On [lam_lo, lam_hi] the dual equals that of the reduced problem plus a linear term, so if the
+    reduced optimum lies in the bracket it is the global optimum; otherwise the bracket is widened.
+    """
+    n, k = v.shape
+    rng = np.random.default_rng(seed)
+    rows = _checks.rows_per_chunk(k)
+    attempts = [4.0, 16.0, None]
+    for z in attempts:
+        if z is None:
+            lam_lo, lam_hi = 0.0, math.inf
+        else:
+            lam_lo, lam_hi = _bracket_from_sample(v, c, budget, rng, z)
+        if log:
+            log(f"solve: bracket lambda in [{lam_lo:.6g}, {lam_hi:.6g}] (z={z})")
+        if lam_lo == 0.0 and math.isinf(lam_hi):
+            return _exact_all(v, c, budget, None, rounding, seed, kind, log, info, ratio)
+        levels = np.empty(n, dtype=np.int32)
+        fixed_c = fixed_v = 0.0
+        active = []
+        # preallocated float64 buffers: fresh multi-MB temporaries per chunk cost page faults
+        vb_buf = np.empty((rows, k))
+        cb_buf = np.empty((rows, k))
+        sb_buf = np.empty((rows, k))
+        flat = np.arange(rows, dtype=np.int64) * k
+        for s0 in range(0, n, rows):
+            m = min(rows, n - s0)
+            vb, cb, sb = vb_buf[:m], cb_buf[:m], sb_buf[:m]
+            np.copyto(vb, v[s0 : s0 + m])
+            np.copyto(cb, c[s0 : s0 + m])
+            jl = _choice_at(vb, cb, lam_lo, sb)
+            jh = _choice_at(vb, cb, lam_hi, sb)
+            fx = jl == jh
+            levels[s0 : s0 + m] = jl
+            fi = flat[:m][fx] + jl[fx]
+            fixed_c += float(cb.reshape(-1)[fi].sum())
+            fixed_v += float(vb.reshape(-1)[fi].sum())
+            active.append(np.flatnonzero(~fx) + s0)
+            if log is not None and (s0 // rows) % 64 == 63:
+                log(f"solve: scanned {s0 + m}/{n} users")
+        act = np.concatenate(active)
+        if log:
+            log(f"solve: {act.shape[0]} of {n} users change level inside the bracket")
+        hull = compute_hull(v[act], c[act])
+        base_c = float(hull.base_cost.sum())
+        remaining = budget - fixed_c - base_c
+        if remaining < 0:
+            continue  # lambda* is above lam_hi
+        g, counts, low = _solve_on_hull(hull, remaining, rng)
+        lo_ok, hi_ok = g.lambda_interval
+        if hi_ok < lam_lo or lo_ok > lam_hi:
+            continue
+        lam = min(max(g.lambda_, lam_lo), lam_hi)
+        levels[act] = low
+        crit_user = upper = None
+        cdv = cdc = 0.0
+        if g.crit >= 0 and g.theta > 0:
+            lu = int(hull.seg_user[g.crit])
+            crit_user = int(act[lu])
+            upper = int(hull.vert_levels[lu, counts[lu] + 1])
+            cdv, cdc = float(hull.seg_dv[g.crit]), float(hull.seg_dc[g.crit])
+        info.update(
+            method="bracketed-hull-greedy",
+            bracket=(lam_lo, lam_hi),
+            active_users=int(act.shape[0]),
+            segments=int(hull.seg_eff.shape[0]),
+        )
+        return _finish(
+            levels=levels,
+            low_value=fixed_v + float(hull.base_value.sum()) + g.taken_dv,
+            low_cost=fixed_c + base_c + g.taken_dc,
+            lam=lam,
+            budget=budget,
+            crit_user=crit_user,
+            theta=g.theta if crit_user is not None else 0.0,
+            crit_dv=cdv,
+            crit_dc=cdc,
+            upper_level=upper,
+            rounding=rounding,
+            seed=seed,
+            kind=kind,
+            k=k,
+            info=info,
+            ratio=ratio,
+        )
+    raise AssertionError("unreachable: the full bracket always succeeds")
+
+
+def _solve_checked(v, c, total, min_total, rounding, seed, kind, log, ratio=None):
+    info: dict = {}
+    n, k = v.shape
+    if n * k >= BRACKET_MIN_ELEMENTS and n >= BRACKET_MIN_USERS:
+        return _bracketed(v, c, total, rounding, seed, kind, log, info, ratio)
+    return _exact_all(v, c, total, min_total, rounding, seed, kind, log, info, ratio)
+
+
+def _infeasible(min_total: float, total: float, n: int, per_capita: bool, what="budget"):
+    if per_capita:
+        raise InfeasibleBudgetError(
+            f"{what} per capita {total / n:.10g} is below the cheapest allocation: every user at "
+            f"their cheapest level costs {min_total / n:.10g} per capita (minimum feasible budget "
+            f"per capita = {min_total / n:.10g})",
+            min_total / n,
+        )
+    raise InfeasibleBudgetError(
+        f"{what} {total:.10g} is below the cheapest allocation: every user at their cheapest level "
+        f"costs {min_total:.10g} in total (minimum feasible budget = {min_total:.10g})",
+        min_total,
+    )
+
+
+def solve(
+    values,
+    costs,
+    budget: float,
+    per_capita: bool = False,
+    seed: int = 0,
+    *,
+    rounding: str = "sample",
+    log: Log = None,
+) -> Allocation:
+    """Exact optimum of the single-budget MCKP LP relaxation (DIPN Eq. 2 / Eq. 5 per capita).
+
+    Args:
+        values, costs: N x K arrays (float32 or float64; not copied) of predicted response and
+            cost of every user x level. Costs must be >= 0; a level may be free; level 0 need not
+            be the cheapest.
+        budget: total budget, or budget per user when ``per_capita`` (total = budget x N).
+            ``math.inf`` means unconstrained.
+        seed: seeds the rounding of the fractional user (and the sampling used for large N).
+        rounding: "sample" (DIPN §3.1: the fractional user takes its upper level with probability
+            equal to its LP share; may exceed the budget by that user's extra cost) or "down"
+            (always feasible).
+        log: optional progress callback.
+
+    Returns:
+        :class:`Allocation` (levels, lambda_, value, cost, lp_value, dual_bound, gap, ...).
+
+    Raises:
+        AllocationInputError: bad shapes/dtypes, NaN/inf, negative costs, empty input.
+        InfeasibleBudgetError: budget below sum_i min_j c_ij (the message gives that minimum).
+
+    Method: each user's upper convex hull of (c_ij, v_ij) and the Sinha-Zoltners greedy by
+    incremental efficiency (exact, no iterations); for large N, lambda* is first bracketed from
+    a user sample and only users whose level changes inside the bracket enter the greedy.
+    """
+    v, c = _checks.check_pair(values, costs)
+    b = _checks.check_budget(budget)
+    n = v.shape[0]
+    total = b * n if per_capita else b
+    min_total = _checks.min_cost_total(c)
+    if log is not None:
+        log(f"solve: inputs checked ({n} users x {v.shape[1]} levels, {v.dtype}/{c.dtype})")
+    if total < min_total:
+        _infeasible(min_total, total, n, per_capita)
+    return _solve_checked(v, c, total, min_total, rounding, seed,
+                          "per_capita" if per_capita else "total", log)
+
+
+def solve_ratio(
+    values,
+    costs,
+    ratio: float,
+    seed: int = 0,
+    *,
+    rounding: str = "sample",
+    log: Log = None,
+) -> Allocation:
+    """Ratio-budget allocation (GNN/hazard paper Eq. 16): average cost per unit of response <= ratio.
+
+    sum_ij c_ij x_ij / sum_ij v_ij x_ij <= ratio  <=>  sum_ij (c_ij - ratio*v_ij) x_ij <= 0
+    (for a positive total response), i.e. the single-budget LP with shifted (signed) costs and
+    budget 0; lambda_ is the multiplier of that shifted constraint, so the per-user decision is
+    argmax_j v_ij - lambda*(c_ij - ratio*v_ij) (the paper's Eq. 19-20 up to sign conventions).
+
+    Returns an :class:`Allocation` whose ``cost`` and ``lp_cost`` are the real (unshifted) costs,
+    ``budget`` = ratio x value (the cost the ratio allows for the allocation's response),
+    ``ratio`` = the bound, ``info['achieved_ratio']`` = cost / value; ``dual_bound``/``gap``
+    refer to the shifted LP. Allocates an N x K float64 array for the shifted costs.
+
+    Raises InfeasibleBudgetError when even the best user-by-user choice cannot meet the ratio
+    (sum_i min_j (c_ij - ratio*v_ij) > 0).
+    """
+    v, c = _checks.check_pair(values, costs)
+    r = _checks.check_budget(ratio, "ratio")
+    if not math.isfinite(r) or r < 0:
+        raise AllocationInputError(f"ratio must be a finite number >= 0, got {ratio!r}")
+    shifted = c.astype(np.float64) - r * v.astype(np.float64)
+    min_total = _checks.min_cost_total(shifted)
+    if min_total > 0:
+        raise InfeasibleBudgetError(
+            f"ratio {r:.10g} is infeasible: even choosing per user the level minimizing "
+            f"cost - ratio*value leaves sum(cost - ratio*value) = {min_total:.10g} > 0",
+            r,
+        )
+    a = _solve_checked(v, shifted, 0.0, min_total, rounding, seed, "ratio", log, ratio=r)
+    rows = np.arange(v.shape[0])
+    real_cost = float(c[rows, a.levels].sum(dtype=np.float64))
+    lp_real_cost = a.lp_cost + r * a.lp_value  # shifted cost + ratio*value = real cost
+    info = dict(a.info)
+    info.update(
+        shifted_cost=a.cost,
+        shifted_lp_cost=a.lp_cost,
+        achieved_ratio=real_cost / a.value if a.value else math.nan,
+    )
+    return Allocation(
+        levels=a.levels,
+        lambda_=a.lambda_,
+        value=a.value,
+        cost=real_cost,
+        budget=r * a.value,
+        lp_value=a.lp_value,
+        lp_cost=float(lp_real_cost),
+        dual_bound=a.dual_bound,
+        gap=a.gap,
+        relative_gap=a.relative_gap,
+        fractional_user=a.fractional_user,
+        fraction=a.fraction,
+        fractional_levels=a.fractional_levels,
+        rounded_up=a.rounded_up,
+        feasible=bool(real_cost <= r * a.value + 1e-9 * max(1.0, abs(r * a.value))),
+        kind="ratio",
+        n_users=a.n_users,
+        n_levels=a.n_levels,
+        ratio=r,
+        info=info,
+    )
+
+
+def decide(values, costs, lambda_: float, ratio: float | None = None) -> np.ndarray:
+    """Per-user decision at a given multiplier (DIPN Eq. 7; end-to-end Eq. 4; GNN/hazard Eq. 19).
+
+    levels_i = argmax_j (v_ij - lambda_*c_ij) (with c replaced by c - ratio*v for the ratio form);
+    ties go to the cheapest level, then the lowest index (the budget-safe side of lambda_).
+    Returns an int32 array (N,). Accepts 1-D arrays (K,) for a single user (returns shape (1,)).
+    """
+    v = np.asarray(values)
+    c = np.asarray(costs)
+    if v.ndim == 1:
+        v, c = v[None, :], c[None, :] if c.ndim == 1 else c
+    v, c = _checks.check_pair(v, c, allow_negative_costs=ratio is not None)
+    lam = float(lambda_)
+    if math.isnan(lam) or lam < 0:
+        raise AllocationInputError(f"lambda_ must be >= 0, got {lambda_!r}")
+    n, k = v.shape
+    out = np.empty(n, dtype=np.int32)
+    rows = _checks.rows_per_chunk(k)
+    for s0 in range(0, n, rows):
+        vb = np.asarray(v[s0 : s0 + rows], dtype=np.float64)
+        cb = np.asarray(c[s0 : s0 + rows], dtype=np.float64)
+        if ratio is not None:
+            cb = cb - float(ratio) * vb
+        if math.isinf(lam):
+            s = -cb
+            tie_key = -vb
+        else:
+            s = vb - lam * cb
+            tie_key = cb
+        m = s.max(axis=1, keepdims=True)
+        out[s0 : s0 + rows] = np.where(s >= m, tie_key, np.inf).argmin(axis=1)
+    return out
+
+
+def dual_objective(values, costs, lambda_: float, budget: float) -> float:
+    """The dual function lambda*B + sum_i max_j (v_ij - lambda*c_ij) (end-to-end paper Eq. 3).
+
+    An upper bound on the LP (hence on every feasible allocation) for any lambda >= 0.
+    """
+    v, c = _checks.check_pair(values, costs, allow_negative_costs=True)
+    lam = float(lambda_)
+    n, k = v.shape
+    rows = _checks.rows_per_chunk(k)
+    tot = lam * float(budget) if lam > 0 else 0.0
+    for s0 in range(0, n, rows):
+        vb = np.asarray(v[s0 : s0 + rows], dtype=np.float64)
+        cb = np.asarray(c[s0 : s0 + rows], dtype=np.float64)
+        tot += float((vb - lam * cb).max(axis=1).sum())
+    return tot

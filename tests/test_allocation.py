@@ -1,0 +1,352 @@
+"""Tests of promo_assets.allocation: exactness against brute force and HiGHS, errors, online rule."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scipy.optimize import linprog
+
+from promo_assets import allocation as al
+from promo_assets.allocation import (
+    AllocationInputError,
+    InfeasibleBudgetError,
+    OnlinePolicy,
+    decide,
+    dual_objective,
+    frontier,
+    solve,
+    solve_multi,
+    solve_ratio,
+)
+from promo_assets.allocation import solver as solver_mod
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def lp_opt(v, a_rows, b_rows):
+    """LP relaxation optimum with HiGHS: max v.x s.t. a_rows x <= b_rows, one level per user."""
+    n, k = v.shape
+    a_eq = sp.csr_matrix((np.ones(n * k), np.arange(n * k), np.arange(0, n * k + 1, k)), (n, n * k))
+    res = linprog(
+        -v.reshape(-1),
+        A_ub=np.vstack([np.asarray(a, float).reshape(-1) for a in a_rows]),
+        b_ub=np.asarray(b_rows, float),
+        A_eq=a_eq,
+        b_eq=np.ones(n),
+        bounds=(0, None),
+        method="highs",
+    )
+    assert res.status == 0, res.message
+    return -res.fun
+
+
+def brute_best(v, c, budget):
+    """Best integral allocation by enumerating all K^N choices (None if none is feasible)."""
+    n, k = v.shape
+    best = None
+    for choice in itertools.product(range(k), repeat=n):
+        idx = (np.arange(n), np.array(choice))
+        if c[idx].sum() <= budget + 1e-12:
+            val = v[idx].sum()
+            best = val if best is None or val > best else best
+    return best
+
+
+@st.composite
+def instances(draw, max_n=4, max_k=3):
+    n = draw(st.integers(1, max_n))
+    k = draw(st.integers(1, max_k))
+    ints = draw(st.booleans())  # small integers create ties and collinear points
+    if ints:
+        elem = st.integers(0, 4).map(float)
+    else:
+        elem = st.floats(0, 10, allow_nan=False, allow_infinity=False, width=32)
+    v = np.array(draw(st.lists(elem, min_size=n * k, max_size=n * k)), float).reshape(n, k)
+    c = np.array(draw(st.lists(elem, min_size=n * k, max_size=n * k)), float).reshape(n, k)
+    frac = draw(st.floats(0, 1.2))
+    lo, hi = c.min(axis=1).sum(), c.max(axis=1).sum()
+    return v, c, lo + frac * (hi - lo)
+
+
+def close(a, b, rel=1e-7):
+    return abs(a - b) <= rel * (1 + abs(b))
+
+
+@SETTINGS
+@given(instances())
+def test_solve_matches_brute_force_and_linprog(inst):
+    v, c, budget = inst
+    ref = lp_opt(v, [c], [budget])
+    best = brute_best(v, c, budget)
+    for rounding in ("down", "sample"):
+        a = solve(v, c, budget, rounding=rounding, seed=3)
+        assert close(a.lp_value, ref)
+        assert close(a.dual_bound, ref)
+        assert close(dual_objective(v, c, a.lambda_, budget), ref)  # strong duality at lambda*
+        assert a.lambda_ >= 0
+        assert math.isclose(a.value, v[np.arange(len(v)), a.levels].sum(), rel_tol=1e-12, abs_tol=1e-12)
+        assert math.isclose(a.cost, c[np.arange(len(v)), a.levels].sum(), rel_tol=1e-12, abs_tol=1e-12)
+        assert a.levels.shape == (len(v),) and a.levels.min() >= 0 and a.levels.max() < v.shape[1]
+        if rounding == "down" or not a.rounded_up:
+            assert a.cost <= budget + 1e-9 * (1 + budget)  # feasible
+            assert a.feasible
+            assert a.value <= best + 1e-9 * (1 + abs(best))  # no better than the integral optimum
+        assert best <= a.lp_value + 1e-7 * (1 + abs(best))  # LP bound
+        assert a.gap == pytest.approx(a.dual_bound - a.value)
+        if a.fractional_user is not None:
+            assert 0 < a.fraction < 1
+            lo, up = a.fractional_levels
+            assert c[a.fractional_user, up] > c[a.fractional_user, lo]
+
+
+@SETTINGS
+@given(instances())
+def test_frontier_is_monotone_and_matches_solve(inst):
+    v, c, budget = inst
+    f = frontier(v, c)
+    assert math.isinf(f.lambdas[0])
+    assert np.all(np.diff(f.lambdas) < 0)
+    assert np.all(np.diff(f.costs) >= 0) and np.all(np.diff(f.values) >= 0)
+    assert close(f.costs[0], c.min(axis=1).sum())
+    assert close(f.values[-1], v.max(axis=1).sum())
+    a = solve(v, c, budget, seed=1)
+    assert close(f.value_at(budget), a.lp_value)
+    b = f.allocation(budget, seed=1)
+    assert np.array_equal(b.levels, a.levels)
+    assert close(b.lambda_, a.lambda_) and close(b.value, a.value)
+
+
+def test_frontier_slopes_are_lambdas():
+    rng = np.random.default_rng(0)
+    v = rng.random((300, 6))
+    c = np.sort(rng.random((300, 6)), axis=1)
+    f = frontier(v, c)
+    slopes = np.diff(f.values) / np.diff(f.costs)
+    np.testing.assert_allclose(slopes, f.lambdas[1:], rtol=1e-6)
+    mid = 0.5 * (f.costs[0] + f.costs[-1])
+    assert f.lambda_at(mid) == pytest.approx(solve(v, c, mid).lambda_)
+
+
+@SETTINGS
+@given(instances(max_n=5, max_k=4))
+def test_online_decisions_equal_offline_argmax(inst):
+    v, c, budget = inst
+    a = solve(v, c, budget, rounding="down")
+    online = decide(v, c, a.lambda_)
+    s = v - a.lambda_ * c
+    tol = 1e-9 * (1 + np.abs(v).max() + a.lambda_ * np.abs(c).max())
+    unique = (s >= s.max(axis=1, keepdims=True) - tol).sum(axis=1) == 1
+    # users with a unique (beyond rounding) argmax at lambda* get the same level offline and online
+    assert np.array_equal(online[unique], a.levels[unique])
+    # and the online level is always an argmax at lambda*
+    assert np.all(s[np.arange(len(v)), online] >= s.max(axis=1) - tol)
+
+
+class _FakeModel:
+    name, version = "fake", "v1"
+
+    def __init__(self, k):
+        self.k = k
+
+    def predict(self, frame):
+        x = frame["x"].to_numpy(float)[:, None]
+        lv = np.arange(self.k)[None, :]
+        values = np.log1p(lv * x) + 0.1  # efficiencies differ between users: no ties
+        return values, lv * values * 0.5
+
+
+def test_online_policy_batch_single_and_roundtrip():
+    model = _FakeModel(5)
+    frame = pd.DataFrame({"x": np.linspace(0.1, 3.0, 40)})
+    v, c = model.predict(frame)
+    a = solve(v, c, 0.3 * c[:, -1].sum(), rounding="down")
+    pol = OnlinePolicy.from_allocation(model, a)
+    batch = pol.decide(frame)
+    np.testing.assert_array_equal(batch, decide(v, c, a.lambda_))
+    keep = np.ones(len(frame), bool)
+    if a.fractional_user is not None:
+        keep[a.fractional_user] = False
+    np.testing.assert_array_equal(batch[keep], a.levels[keep])
+    single = pol.decide({"x": float(frame["x"].iloc[7])})
+    assert single.shape == (1,) and single[0] == batch[7]
+    assert pol.decide(frame.iloc[[7]])[0] == batch[7]
+    again = OnlinePolicy.from_dict(pol.to_dict(), model)
+    np.testing.assert_array_equal(again.decide(frame), batch)
+    bad = _FakeModel(5)
+    bad.version = "v2"
+    with pytest.raises(AllocationInputError, match="version"):
+        OnlinePolicy.from_dict(pol.to_dict(), bad)
+
+
+def test_per_capita_equals_total():
+    rng = np.random.default_rng(1)
+    v, c = rng.random((50, 4)), rng.random((50, 4))
+    a = solve(v, c, 0.4, per_capita=True)
+    b = solve(v, c, 0.4 * 50)
+    assert a.kind == "per_capita" and a.budget == pytest.approx(20.0)
+    assert a.lp_value == pytest.approx(b.lp_value) and np.array_equal(a.levels, b.levels)
+
+
+def test_free_option_not_at_level_zero_and_unsorted_costs():
+    v = np.array([[1.0, 0.5, 2.0], [3.0, 0.0, 1.0]])
+    c = np.array([[2.0, 0.0, 5.0], [4.0, 0.0, 1.0]])
+    a = solve(v, c, 0.0)
+    assert a.levels.tolist() == [1, 1] and a.cost == 0.0
+    with pytest.raises(InfeasibleBudgetError):
+        solve(v, c, -1.0)
+
+
+@SETTINGS
+@given(instances(max_n=4, max_k=3), st.floats(0.05, 3.0))
+def test_ratio_form_matches_linprog(inst, ratio):
+    v, c, _ = inst
+    v = v + 0.5  # a positive response for every level
+    shifted = c - ratio * v
+    if shifted.min(axis=1).sum() > 0:
+        with pytest.raises(InfeasibleBudgetError):
+            solve_ratio(v, c, ratio)
+        return
+    ref = lp_opt(v, [shifted], [0.0])
+    a = solve_ratio(v, c, ratio, rounding="down")
+    assert close(a.lp_value, ref)
+    assert a.kind == "ratio" and a.ratio == ratio
+    assert a.cost <= ratio * a.value + 1e-9 * (1 + a.value)  # average cost per response <= ratio
+    online = decide(v, c, a.lambda_, ratio=ratio)  # GNN/hazard Eq. 19 at the stored lambda
+    s = v - a.lambda_ * shifted
+    assert np.all(s[np.arange(len(v)), online] >= s.max(axis=1) - 1e-9 * (1 + np.abs(s).max()))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(2, 6), st.integers(2, 3), st.integers(0, 10_000), st.booleans())
+def test_multi_budget_matches_linprog(n, k, seed, use_groups):
+    rng = np.random.default_rng(seed)
+    v = rng.random((n, k))
+    if use_groups:
+        c = rng.random((n, k))
+        g = rng.random((n, 2)) < 0.7
+        a_rows = [c * g[:, [m]] for m in range(2)]
+        costs, groups = c, g
+    else:
+        a_rows = [rng.random((n, k)), rng.random((n, k))]
+        costs, groups = a_rows, None
+    lo = np.array([a.min(axis=1).sum() for a in a_rows])
+    hi = np.array([a.max(axis=1).sum() for a in a_rows])
+    b = lo + rng.uniform(0.2, 0.8, 2) * (hi - lo)
+    try:
+        ref = lp_opt(v, a_rows, b)
+    except AssertionError:  # jointly infeasible: we must say so too
+        with pytest.raises(InfeasibleBudgetError):
+            solve_multi(v, costs, b, groups=groups)
+        return
+    r = solve_multi(v, costs, b, groups=groups, rounding="down")
+    assert close(r.lp_value, ref, 1e-6)
+    assert close(r.dual_bound, ref, 1e-6)
+    assert np.all(r.multipliers >= 0)
+    assert r.value == pytest.approx(v[np.arange(n), r.levels].sum())
+    assert len(r.fractional_users) <= 2 * len(b)
+    if not r.fractional_users:
+        assert r.feasible
+
+
+def test_multi_budget_per_capita_groups():
+    rng = np.random.default_rng(5)
+    v, c = rng.random((40, 4)), np.sort(rng.random((40, 4)), axis=1)
+    g = rng.random((40, 2)) < 0.6
+    r = solve_multi(v, c, [0.4, 0.5], groups=g, per_capita=True)
+    np.testing.assert_allclose(r.budgets, [0.4 * g[:, 0].sum(), 0.5 * g[:, 1].sum()])
+    assert close(r.lp_value, lp_opt(v, [c * g[:, [0]], c * g[:, [1]]], r.budgets), 1e-6)
+
+
+def test_multi_budget_infeasible_constraint_named():
+    v = np.ones((3, 2))
+    c = np.array([[1.0, 2.0]] * 3)
+    with pytest.raises(InfeasibleBudgetError, match="budget 1") as e:
+        solve_multi(v, [c, c], [10.0, 2.0])
+    assert e.value.constraint == 1 and e.value.minimum_budget == pytest.approx(3.0)
+
+
+def test_bracketed_path_is_exact(monkeypatch):
+    """The large-N path (sampled bracket + greedy on the undecided users) equals the exact one."""
+    rng = np.random.default_rng(7)
+    n, k = 30_000, 6
+    x = np.linspace(0, 1, k)
+    a = rng.uniform(0.05, 0.5, (n, 1))
+    x0 = rng.uniform(0.1, 0.9, (n, 1))
+    v = (a + rng.uniform(0, 0.4, (n, 1)) / (1 + np.exp(-12 * (x - x0)))).astype(np.float32)
+    c = (x * v).astype(np.float32)
+    budget = 0.3 * float(c[:, -1].sum())
+    exact = solve(v, c, budget, seed=2)
+    assert exact.info["method"] == "hull-greedy"
+    monkeypatch.setattr(solver_mod, "BRACKET_MIN_ELEMENTS", 1)
+    monkeypatch.setattr(solver_mod, "BRACKET_MIN_USERS", 1)
+    monkeypatch.setattr(solver_mod, "_SAMPLE_USERS", 2_000)
+    fast = solve(v, c, budget, seed=2)
+    assert fast.info["method"] == "bracketed-hull-greedy"
+    assert fast.info["active_users"] < n
+    assert fast.lp_value == pytest.approx(exact.lp_value, rel=1e-12)
+    assert fast.lambda_ == pytest.approx(exact.lambda_, rel=1e-12)
+    assert np.mean(fast.levels == exact.levels) > 0.9999
+    # a budget far from the sample's estimate forces the widening fallback
+    for frac in (0.0001, 0.999):
+        b2 = float(c.min(axis=1).sum() + frac * (c.max(axis=1).sum() - c.min(axis=1).sum()))
+        monkeypatch.setattr(solver_mod, "BRACKET_MIN_ELEMENTS", 1 << 60)
+        ref = solve(v, c, b2)
+        monkeypatch.setattr(solver_mod, "BRACKET_MIN_ELEMENTS", 1)
+        assert solve(v, c, b2).lp_value == pytest.approx(ref.lp_value, rel=1e-12)
+
+
+def test_unconstrained_budget_and_infeasible_message():
+    v = np.array([[0.0, 1.0, 3.0], [0.0, 2.0, 2.5]])
+    c = np.array([[0.5, 1.0, 4.0], [1.0, 1.5, 3.0]])
+    a = solve(v, c, math.inf)
+    assert a.lambda_ == 0 and a.levels.tolist() == [2, 2] and a.value == 5.5
+    with pytest.raises(InfeasibleBudgetError, match=r"minimum feasible budget = 1\.5") as e:
+        solve(v, c, 1.0)
+    assert e.value.minimum_budget == pytest.approx(1.5)
+    with pytest.raises(InfeasibleBudgetError, match="per capita"):
+        solve(v, c, 0.5, per_capita=True)
+
+
+@pytest.mark.parametrize(
+    ("values", "costs", "budget", "match"),
+    [
+        (np.array([[1.0, np.nan], [np.nan, 2.0]]), np.ones((2, 2)), 1.0,
+         r"values has 2 non-finite .* first at user 0, level 1"),
+        (np.ones((3, 2)), np.array([[1.0, 2.0], [1.0, np.inf], [0.0, 1.0]]), 1.0,
+         r"costs has 1 non-finite .* first at user 1, level 1"),
+        (np.ones((2, 3)), np.array([[1.0, -2.0, 0.0], [-1.0, 0.0, 0.0]]), 1.0,
+         r"costs has 2 negative entries; first at user 0, level 1"),
+        (np.ones((2, 3)), np.ones((3, 2)), 1.0, r"same shape .* values \(2, 3\) and costs \(3, 2\)"),
+        (np.ones((0, 3)), np.ones((0, 3)), 1.0, r"values is empty"),
+        (np.ones(3), np.ones(3), 1.0, r"values must be a 2-D array"),
+        (np.array([["a", "b"]]), np.ones((1, 2)), 1.0, r"values must be a numeric array"),
+        (np.ones((2, 2)), np.ones((2, 2)), float("nan"), r"budget must be a finite number"),
+    ],
+)
+def test_bad_input_errors(values, costs, budget, match):
+    with pytest.raises(AllocationInputError, match=match):
+        solve(values, costs, budget)
+    assert issubclass(AllocationInputError, ValueError)
+    assert issubclass(InfeasibleBudgetError, ValueError)
+
+
+def test_float32_inputs_and_public_api():
+    rng = np.random.default_rng(3)
+    v, c = rng.random((500, 8)), rng.random((500, 8))
+    b = 0.3 * c.sum() / 8
+    a64 = solve(v, c, b)
+    a32 = solve(v.astype(np.float32), c.astype(np.float32), b)
+    assert a32.lp_value == pytest.approx(a64.lp_value, rel=1e-5)
+    for name in ("solve", "solve_multi", "solve_ratio", "frontier", "OnlinePolicy", "Allocation",
+                 "InfeasibleBudgetError", "AllocationInputError"):
+        assert hasattr(al, name)
+    assert "solve(values, costs, budget" in al.__doc__
+    with pytest.raises(Exception):  # frozen dataclass
+        a64.lambda_ = 1.0  # type: ignore[misc]
