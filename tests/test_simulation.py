@@ -304,3 +304,16 @@ def test_options_change_the_campaign(tmp_path):
     assert values.shape == (200, 4)
     # level 0 of Eq. 19 is a + b/(100 Z) * exp(-(0-mu)^2/2d^2) >= a: never below the intercept
     assert (values[:, 0] > 0).all()
+
+
+def test_bipartite_preset_is_registered_when_its_module_exists(tmp_path):
+    import importlib.util
+
+    if importlib.util.find_spec("promo_assets.simulation.bipartite") is None:
+        assert "bipartite" not in PRESETS
+        return
+    assert "bipartite" in PRESETS
+    s = simulate("bipartite", "bp", tmp_path, days=2, users=200, seed=0, start=START)
+    assert s.dates == [START, START + dt.timedelta(days=1)]
+    assert s.rows == sum(len(pd.read_parquet(f)) for f in (s.campaign_dir / "events").glob("*.parquet")) > 0
+    assert s.n_levels == CampaignConfig.load(s.campaign_dir).n_levels and s.details

@@ -28,7 +28,7 @@ from typing import Any, Callable
 from promo_assets.simulation import demo as _demo
 from promo_assets.simulation import dipn as _dipn
 from promo_assets.simulation import e2e as _e2e
-from promo_assets.simulation.landing import Log, SimulationError, SimulationSummary
+from promo_assets.simulation.landing import Log, SimulationError, SimulationSummary, summary_from_folder
 from promo_assets.simulation.truth import (
     TruthError,
     load_truth,
@@ -106,6 +106,7 @@ def simulate(
     days); log: progress callback (one line per day file); options: preset options (see
     PRESETS[preset].defaults), e.g. ``daily_active=0.5``, ``logging="confounded"``.
     Raises SimulationError (a ValueError) for an unknown preset/option or bad sizes.
+    Returns a SimulationSummary for every preset (a runner's own dict report lands in `.details`).
     """
     if preset not in PRESETS:
         raise SimulationError(f"unknown preset {preset!r}; known presets: {sorted(PRESETS)}")
@@ -145,4 +146,9 @@ def simulate(
     kwargs = dict(options)
     if "log" in names or var_kw:
         kwargs["log"] = log
-    return spec.run(campaign_dir, days, users, int(seed), start, **kwargs)
+    result = spec.run(campaign_dir, days, users, int(seed), start, **kwargs)
+    if isinstance(result, SimulationSummary):
+        return result
+    # a preset runner that reports a plain dict (bipartite): read the summary back from the folder
+    details = result if isinstance(result, dict) else {}
+    return summary_from_folder(campaign_dir, preset, int(seed), users, details)

@@ -59,6 +59,7 @@ class SimulationSummary:
     seed: int
     n_levels: int
     options: dict[str, Any] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
 
     def __str__(self) -> str:
         span = f"{self.dates[0].isoformat()}..{self.dates[-1].isoformat()}" if self.dates else "no days"
@@ -82,6 +83,7 @@ class SimulationSummary:
             "seed": self.seed,
             "n_levels": self.n_levels,
             "options": dict(self.options),
+            "details": dict(self.details),
         }
 
 
@@ -334,6 +336,35 @@ def write_campaign(
         seed=int(seed),
         n_levels=int(n_levels),
         options=_plain(options),
+    )
+
+
+def summary_from_folder(campaign_dir: Path, preset: str, seed: int, users: int, details: dict[str, Any]) -> SimulationSummary:
+    """A SimulationSummary read back from a campaign folder (for presets whose runner returns a
+    plain dict, e.g. bipartite): dates and rows per day from the events files' parquet metadata,
+    files = everything under the folder, `details` = the runner's own report."""
+    from promo_assets.campaign import CampaignConfig
+
+    campaign_dir = Path(campaign_dir)
+    rows_per_day: dict[dt.date, int] = {}
+    for f in sorted((campaign_dir / "events").glob("*.parquet")):
+        try:
+            day = dt.date.fromisoformat(f.stem)
+        except ValueError:
+            continue
+        rows_per_day[day] = int(pq.read_metadata(f).num_rows)
+    files = sorted(p for p in campaign_dir.rglob("*") if p.is_file() and not p.name.startswith("."))
+    return SimulationSummary(
+        campaign=campaign_dir.name,
+        preset=preset,
+        campaign_dir=campaign_dir,
+        files=files,
+        rows_per_day=rows_per_day,
+        users=int(users),
+        dates=sorted(rows_per_day),
+        seed=int(seed),
+        n_levels=CampaignConfig.load(campaign_dir).n_levels,
+        details=_plain(dict(details)),
     )
 
 
