@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ def promo_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path
     }
     paths["landing"].mkdir()
     paths["dagster_home"].mkdir()
+    shutil.copy(Path(__file__).resolve().parents[1] / "dagster_home" / "dagster.yaml", paths["dagster_home"])
     monkeypatch.setenv("PROMO_LANDING_DIR", str(paths["landing"]))
     monkeypatch.setenv("PROMO_WAREHOUSE", str(paths["warehouse"]))
     monkeypatch.setenv("PROMO_ARTIFACTS_DIR", str(paths["artifacts"]))

@@ -27,13 +27,17 @@ class LandingResource(dg.ConfigurableResource):
 
     @property
     def path(self) -> Path:
-        return Path(self.root)
+        return Path(self.root).expanduser().resolve()
 
 
 def make_resources() -> dict:
+    """Resources read PROMO_WAREHOUSE / PROMO_LANDING_DIR when a run starts (dg.EnvVar), not when
+    the code location loads; unset variables get the documented defaults."""
+    os.environ.setdefault("PROMO_WAREHOUSE", settings.DEFAULT_WAREHOUSE)
+    os.environ.setdefault("PROMO_LANDING_DIR", settings.DEFAULT_LANDING_DIR)
     return {
-        "warehouse": DuckDBResource(database=str(settings.warehouse_path())),
-        "landing": LandingResource(root=str(settings.landing_dir())),
+        "warehouse": DuckDBResource(database=dg.EnvVar("PROMO_WAREHOUSE")),
+        "landing": LandingResource(root=dg.EnvVar("PROMO_LANDING_DIR")),
     }
 
 
