@@ -287,6 +287,7 @@ def test_bracketed_path_is_exact(monkeypatch):
     monkeypatch.setattr(solver_mod, "BRACKET_MIN_ELEMENTS", 1)
     monkeypatch.setattr(solver_mod, "BRACKET_MIN_USERS", 1)
     monkeypatch.setattr(solver_mod, "_SAMPLE_USERS", 2_000)
+    monkeypatch.setattr(solver_mod, "_REFINE_MIN_USERS", 100)  # exercise the bracket refinement
     fast = solve(v, c, budget, seed=2)
     assert fast.info["method"] == "bracketed-hull-greedy"
     assert fast.info["active_users"] < n

@@ -54,7 +54,7 @@ def _first_bad(name: str, a: np.ndarray, bad_fn, what: str, hint: str = "") -> N
         c = int(np.count_nonzero(bad))
         if c and first is None:
             loc = np.unravel_index(int(np.argmax(bad)), bad.shape)
-            first = (loc[0] + s,) + tuple(int(x) for x in loc[1:])
+            first = (int(loc[0]) + s,) + tuple(int(x) for x in loc[1:])
             first_val = blk[loc]
         count += c
     if count:
@@ -68,15 +68,18 @@ def _first_bad(name: str, a: np.ndarray, bad_fn, what: str, hint: str = "") -> N
 
 
 def check_finite(name: str, a: np.ndarray) -> None:
-    """Raise AllocationInputError naming the array, the count and the first NaN/inf entry."""
+    """Raise AllocationInputError naming the array, the count and the first NaN/inf entry.
+
+    One streaming pass of native-dtype sums (NaN/inf propagate); the entry-wise count only runs
+    when a sum is not finite (a finite overflow then raises nothing).
+    """
     n = a.shape[0]
     rows = rows_per_chunk(int(np.prod(a.shape[1:])))
-    for s in range(0, n, rows):
-        tot = float(np.add.reduce(a[s : s + rows], axis=None, dtype=np.float64))
-        if not math.isfinite(tot):
-            _first_bad(name, a, lambda b: ~np.isfinite(b), "non-finite (NaN or inf)")
-            # a float64 sum can only overflow when entries are finite but huge
-            raise AllocationInputError(f"{name} has entries too large to sum in float64")
+    with np.errstate(over="ignore", invalid="ignore"):
+        for s in range(0, n, rows):
+            if not np.isfinite(a[s : s + rows].sum()):
+                _first_bad(name, a, lambda b: ~np.isfinite(b), "non-finite (NaN or inf)")
+                return
 
 
 def check_nonnegative(name: str, a: np.ndarray) -> None:
@@ -94,7 +97,9 @@ def check_nonnegative(name: str, a: np.ndarray) -> None:
 
 
 def check_pair(values, costs, *, allow_negative_costs: bool = False):
-    """Validate a values/costs pair of N x K arrays; returns them as float arrays (no copy)."""
+    """Validate a values/costs pair of N x K arrays.
+
+    Returns (values, costs) as float arrays (not copied)."""
     v = as_matrix("values", values)
     c = as_matrix("costs", costs)
     if v.shape != c.shape:
@@ -119,9 +124,20 @@ def check_budget(budget, name: str = "budget") -> float:
     return b
 
 
-def min_cost_total(c: np.ndarray) -> float:
-    """Sum over users of the cheapest level's cost (the minimum feasible total budget)."""
+def min_cost_total(c: np.ndarray, budget: float | None = None) -> float | None:
+    """Sum over users of the cheapest level's cost (the minimum feasible total budget).
+
+    With ``budget`` given, returns None (feasible) without the row-wise pass when the budget
+    covers every user at level 0 (an upper bound of the minimum).
+    """
     n, k = c.shape
+    if budget is not None:
+        col0 = 0.0
+        rows = rows_per_chunk(k)
+        for s in range(0, n, rows):
+            col0 += float(c[s : s + rows, 0].sum(dtype=np.float64))
+        if budget >= col0:
+            return None
     rows = rows_per_chunk(k)
     tot = 0.0
     for s in range(0, n, rows):

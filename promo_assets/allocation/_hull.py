@@ -98,15 +98,17 @@ def _chain(cs: np.ndarray, vs: np.ndarray, keep: np.ndarray):
 def hull_block(v: np.ndarray, c: np.ndarray):
     """Hull of one block of users. v, c: (n, K) arrays (any float dtype; computed in float64).
 
-    Returns (vertex_levels (n, K) int, n_vertices (n,), vertex_costs (n, K), vertex_values (n, K),
-    pair_valid (n, K-1) bool, slopes (n, K-1)). Padded entries beyond n_vertices are garbage.
+    Returns ``(levels, nv, base_cost, base_value, valid, eff, dc, dv)``: ``levels`` (n, K) the
+    hull vertex levels in increasing cost (first ``nv`` entries valid), and segment *slots*
+    (n, K-1): the valid slots of a row, read left to right, are its hull segments in order.
     """
     v = np.asarray(v, dtype=np.float64)
     c = np.asarray(c, dtype=np.float64)
     n, k = v.shape
     if k == 1:
-        lv = np.zeros((n, 1), dtype=np.int64)
-        return lv, np.ones(n, dtype=np.int64), c, v, np.zeros((n, 0), bool), np.zeros((n, 0))
+        z = np.zeros((n, 0))
+        return (np.zeros((n, 1), dtype=np.int64), np.ones(n, dtype=np.int64), c[:, 0], v[:, 0],
+                np.zeros((n, 0), bool), z, z, z)
     # 1. sort each row by cost (skipped when costs strictly increase with the level)
     if bool((c[:, 1:] > c[:, :-1]).all()):
         order = None
@@ -119,35 +121,77 @@ def hull_block(v: np.ndarray, c: np.ndarray):
     runmax = np.maximum.accumulate(vs, axis=1)
     keep = np.ones((n, k), dtype=bool)
     keep[:, 1:] = vs[:, 1:] > runmax[:, :-1]
-    # 3. rows whose points are all Pareto with strictly increasing costs and strictly decreasing
-    #    slopes are their own hull; the others go through the vectorized monotone chain
+    jj = np.arange(k)
+    jm = jj[: k - 1]
     with np.errstate(divide="ignore", invalid="ignore"):
         dc = cs[:, 1:] - cs[:, :-1]
-        s = (vs[:, 1:] - vs[:, :-1]) / dc
-        ok = keep.all(axis=1) & (dc > 0).all(axis=1)
+        dv = vs[:, 1:] - vs[:, :-1]
+        s = dv / dc
+        simple = keep.all(axis=1) & (dc > 0).all(axis=1)
+        # 3a. concave rows (all points Pareto, strictly decreasing slopes) are their own hull
+        ok = simple.copy()
         if k > 2:
             ok &= (s[:, :-1] > s[:, 1:]).all(axis=1)
-    jj = np.arange(k)
+    levels = np.broadcast_to(jj, (n, k))
     nv = np.full(n, k, dtype=np.int64)
+    valid = np.ones((n, k - 1), dtype=bool)
     if bool(ok.all()):
-        pos = np.broadcast_to(jj, (n, k))
-        cc, vc = cs, vs
-        pair_valid = np.ones((n, k - 1), dtype=bool)
+        pass
     else:
-        bad = np.flatnonzero(~ok)
-        pb, tb = _chain(cs[bad], vs[bad], keep[bad])
-        pos = np.broadcast_to(jj, (n, k)).copy()
-        pos[bad] = pb
-        nv[bad] = tb
-        cc = cs.copy()
-        vc = vs.copy()
-        cc[bad] = np.take_along_axis(cs[bad], pb, axis=1)
-        vc[bad] = np.take_along_axis(vs[bad], pb, axis=1)
-        pair_valid = jj[:-1] < (nv - 1)[:, None]
+        levels = levels.copy()
+        # 3b. one gift-wrapping step: from the base (position 0) to the farthest point t of
+        #     maximal slope; if the segments from t on are strictly concave and start below that
+        #     slope, the hull is [0, t, t+1, .., K-1] (S-shaped curves: convex, then concave).
+        #     Slot t-1 then holds the segment 0 -> t.
         with np.errstate(divide="ignore", invalid="ignore"):
-            s[bad] = (vc[bad, 1:] - vc[bad, :-1]) / (cc[bad, 1:] - cc[bad, :-1])
-    levels = pos if order is None else np.take_along_axis(order, pos, axis=1)
-    return levels, nv, cc, vc, pair_valid, s
+            s0 = (vs[:, 1:] - vs[:, :1]) / (cs[:, 1:] - cs[:, :1])
+        t = (k - 1) - np.argmax(s0[:, ::-1], axis=1)  # in 1..K-1
+        rows = np.arange(n)
+        s_t = s0[rows, t - 1]
+        after = jm[None, :] >= t[:, None]
+        prev = np.empty_like(s)
+        prev[:, 0] = s_t
+        prev[:, 1:] = s[:, :-1]
+        at_t = jm[None, :] == t[:, None]
+        np.copyto(prev, s_t[:, None], where=at_t)
+        good = simple & ~ok & ~(after & ~(prev > s)).any(axis=1)
+        if good.any():
+            g = np.flatnonzero(good)
+            tg = t[g]
+            lv = np.minimum(tg[:, None] - 1 + jj[None, :], k - 1)
+            lv[:, 0] = 0
+            levels[g] = lv
+            nv[g] = 1 + k - tg
+            valid[g] = jm[None, :] >= (tg - 1)[:, None]
+            gi, ti = g, tg - 1
+            s[gi, ti] = s_t[g]
+            dc[gi, ti] = cs[gi, tg] - cs[gi, 0]
+            dv[gi, ti] = vs[gi, tg] - vs[gi, 0]
+        rest = np.flatnonzero(~ok & ~good)
+        if rest.shape[0]:
+            # 3c. general rows: vectorized monotone chain
+            pb, tb = _chain(cs[rest], vs[rest], keep[rest])
+            levels[rest] = pb
+            nv[rest] = tb
+            ccr = np.take_along_axis(cs[rest], pb, axis=1)
+            vcr = np.take_along_axis(vs[rest], pb, axis=1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                dcr = ccr[:, 1:] - ccr[:, :-1]
+                dvr = vcr[:, 1:] - vcr[:, :-1]
+                s[rest] = dvr / dcr
+            dc[rest] = dcr
+            dv[rest] = dvr
+            valid[rest] = jm[None, :] < (tb - 1)[:, None]
+    base_cost = cs[:, 0].copy()
+    base_value = vs[:, 0].copy()
+    if not ok.all():
+        # chain rows may start after position 0 (equal cheapest costs)
+        first = levels[:, 0]
+        base_cost = np.take_along_axis(cs, first[:, None], axis=1)[:, 0]
+        base_value = np.take_along_axis(vs, first[:, None], axis=1)[:, 0]
+    if order is not None:
+        levels = np.take_along_axis(order, levels, axis=1)
+    return levels, nv, base_cost, base_value, valid, s, dc, dv
 
 
 def compute_hull(v: np.ndarray, c: np.ndarray, *, log=None) -> Hull:
@@ -167,10 +211,10 @@ def compute_hull(v: np.ndarray, c: np.ndarray, *, log=None) -> Hull:
     m = 0
     for s0 in range(0, n, rows):
         s1 = min(n, s0 + rows)
-        levels, nv, cc, vc, pv, s = hull_block(v[s0:s1], c[s0:s1])
+        levels, nv, bc, bv, pv, s, dcs, dvs = hull_block(v[s0:s1], c[s0:s1])
         base_level[s0:s1] = levels[:, 0]
-        base_cost[s0:s1] = cc[:, 0]
-        base_value[s0:s1] = vc[:, 0]
+        base_cost[s0:s1] = bc
+        base_value[s0:s1] = bv
         vert[s0:s1] = levels
         nvs[s0:s1] = nv
         if k > 1:
@@ -179,12 +223,12 @@ def compute_hull(v: np.ndarray, c: np.ndarray, *, log=None) -> Hull:
             sl = slice(m, m + cnt)
             if full:
                 seg_eff[sl] = s.ravel()
-                np.subtract(cc[:, 1:], cc[:, :-1], out=seg_dc[sl].reshape(s1 - s0, k - 1))
-                np.subtract(vc[:, 1:], vc[:, :-1], out=seg_dv[sl].reshape(s1 - s0, k - 1))
+                seg_dc[sl] = dcs.ravel()
+                seg_dv[sl] = dvs.ravel()
             else:
                 seg_eff[sl] = s[pv]
-                seg_dc[sl] = (cc[:, 1:] - cc[:, :-1])[pv]
-                seg_dv[sl] = (vc[:, 1:] - vc[:, :-1])[pv]
+                seg_dc[sl] = dcs[pv]
+                seg_dv[sl] = dvs[pv]
             m += cnt
         if log is not None and n > rows:
             log(f"hull: users {s1}/{n}")

@@ -117,7 +117,7 @@ class _Constraints:
         return np.array([float((self.a(m, rows) * p).sum()) for m in range(self.m)])
 
 
-def _parse(values, costs, budgets, groups, per_capita):
+def _parse(values, costs, budgets, groups, per_capita):  # noqa: C901
     v = _checks.as_matrix("values", values)
     _checks.check_finite("values", v)
     n, k = v.shape

@@ -254,6 +254,38 @@ def _bracket_from_sample(v, c, budget, rng, z):
     return max(0.0, lam_lo), lam_hi
 
 
+_REFINE_MIN_USERS = 20_000
+
+
+def _refine(v, c, act, levels, lam_lo, lam_hi, budget_left, steps=8):
+    """Split [lam_lo, lam_hi] in ``steps`` and keep the piece where the cost crosses the budget.
+
+    Users of ``act`` whose argmax is the same at both ends of that piece are fixed (written to
+    ``levels``); returns (lam_lo, lam_hi, remaining active users, their fixed cost, value).
+    """
+    va = np.asarray(v[act], dtype=np.float64)
+    ca = np.asarray(c[act], dtype=np.float64)
+    lams = np.linspace(lam_lo, lam_hi, steps + 1)
+    buf = np.empty_like(va)
+    rows = np.arange(act.shape[0])
+    js, cost = [], []
+    for lam in lams:
+        j = _choice_at(va, ca, float(lam), buf)
+        js.append(j)
+        cost.append(float(ca[rows, j].sum()))
+    cost = np.array(cost)  # non-increasing in lambda
+    if not (cost[0] >= budget_left >= cost[-1]):
+        return lam_lo, lam_hi, act, 0.0, 0.0  # the check after the greedy will widen
+    q = int(np.flatnonzero(cost >= budget_left)[-1])
+    q = min(q, steps - 1)
+    same = js[q] == js[q + 1]
+    jf = js[q][same]
+    levels[act[same]] = jf
+    fc = float(ca[rows[same], jf].sum())
+    fv = float(va[rows[same], jf].sum())
+    return float(lams[q]), float(lams[q + 1]), act[~same], fc, fv
+
+
 def _bracketed(v, c, budget, rounding, seed, kind, log, info, ratio=None):
     """Exact solve for large N: users whose choice is constant on a sampled bracket
     [lam_lo, lam_hi] of lambda* are fixed; the exact greedy runs on the others only.
@@ -281,17 +313,29 @@ def _bracketed(v, c, budget, rounding, seed, kind, log, info, ratio=None):
         vb_buf = np.empty((rows, k))
         cb_buf = np.empty((rows, k))
         sb_buf = np.empty((rows, k))
+        kp = -(-k // 8) * 8  # bool rows padded to whole 8-byte words for a fast row-wise "any"
+        gt_buf = np.zeros((rows, kp), dtype=bool)
         flat = np.arange(rows, dtype=np.int64) * k
         for s0 in range(0, n, rows):
             m = min(rows, n - s0)
-            vb, cb, sb = vb_buf[:m], cb_buf[:m], sb_buf[:m]
+            vb, cb, sb, gt = vb_buf[:m], cb_buf[:m], sb_buf[:m], gt_buf[:m]
             np.copyto(vb, v[s0 : s0 + m])
             np.copyto(cb, c[s0 : s0 + m])
-            jl = _choice_at(vb, cb, lam_lo, sb)
             jh = _choice_at(vb, cb, lam_hi, sb)
-            fx = jl == jh
-            levels[s0 : s0 + m] = jl
-            fi = flat[:m][fx] + jl[fx]
+            # fixed iff the level chosen at lam_hi is also an argmax at lam_lo: then it is an
+            # argmax on the whole bracket (scores are linear in lambda)
+            np.multiply(cb, -lam_lo, out=sb)
+            np.add(sb, vb, out=sb)
+            fi_all = flat[:m] + jh
+            sj = sb.reshape(-1)[fi_all]
+            np.greater(sb, sj[:, None], out=gt[:, :k])
+            words = gt.view(np.uint64)
+            anyw = words[:, 0].copy()
+            for w in range(1, words.shape[1]):
+                anyw |= words[:, w]
+            fx = anyw == 0
+            levels[s0 : s0 + m] = jh
+            fi = fi_all[fx]
             fixed_c += float(cb.reshape(-1)[fi].sum())
             fixed_v += float(vb.reshape(-1)[fi].sum())
             active.append(np.flatnonzero(~fx) + s0)
@@ -300,6 +344,13 @@ def _bracketed(v, c, budget, rounding, seed, kind, log, info, ratio=None):
         act = np.concatenate(active)
         if log:
             log(f"solve: {act.shape[0]} of {n} users change level inside the bracket")
+        if act.shape[0] > _REFINE_MIN_USERS and not math.isinf(lam_hi):
+            lam_lo, lam_hi, act, fc, fv = _refine(v, c, act, levels, lam_lo, lam_hi,
+                                                  budget - fixed_c)
+            fixed_c += fc
+            fixed_v += fv
+            if log:
+                log(f"solve: refined to [{lam_lo:.6g}, {lam_hi:.6g}], {act.shape[0]} users left")
         hull = compute_hull(v[act], c[act])
         base_c = float(hull.base_cost.sum())
         remaining = budget - fixed_c - base_c
@@ -407,10 +458,10 @@ def solve(
     b = _checks.check_budget(budget)
     n = v.shape[0]
     total = b * n if per_capita else b
-    min_total = _checks.min_cost_total(c)
+    min_total = _checks.min_cost_total(c, total)
     if log is not None:
         log(f"solve: inputs checked ({n} users x {v.shape[1]} levels, {v.dtype}/{c.dtype})")
-    if total < min_total:
+    if min_total is not None and total < min_total:
         _infeasible(min_total, total, n, per_capita)
     return _solve_checked(v, c, total, min_total, rounding, seed,
                           "per_capita" if per_capita else "total", log)
