@@ -52,8 +52,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def _quiet_run_config(verbose: bool, progress: bool = False) -> dict:
-    level = "DEBUG" if verbose else ("INFO" if progress else "WARNING")
-    return {"loggers": {"console": {"config": {"log_level": level}}}}
+    """--verbose: Dagster's own console log; otherwise compact asset lines (progress) or warnings only."""
+    if verbose:
+        return {"loggers": {"console": {"config": {"log_level": "DEBUG"}}}}
+    return {"loggers": {"progress": {"config": {"log_level": "INFO" if progress else "WARNING"}}}}
 
 
 def _failure_message(result) -> str:

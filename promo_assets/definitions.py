@@ -5,7 +5,7 @@ from __future__ import annotations
 import dagster as dg
 
 from promo_assets.orchestration import automation, campaign_assets, ingest_assets, simulate_job
-from promo_assets.orchestration.common import make_resources
+from promo_assets.orchestration.common import make_resources, progress_logger
 
 defs = dg.Definitions(
     assets=dg.load_assets_from_modules([ingest_assets, campaign_assets]),
@@ -14,4 +14,5 @@ defs = dg.Definitions(
     schedules=[automation.daily_campaign_refresh],
     sensors=[automation.landing_sensor, automation.downstream_refresh],
     resources=make_resources(),
+    loggers={"console": dg.colored_console_logger, "progress": progress_logger},
 )

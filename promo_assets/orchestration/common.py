@@ -72,3 +72,25 @@ def _fmt(v) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
     return str(v)
+
+
+@dg.logger(
+    config_schema={"log_level": dg.Field(str, default_value="INFO")},
+    description="Compact progress lines for `promo run`: '  [asset] message'.",
+)
+def progress_logger(init_context):
+    import logging
+    import sys
+
+    class _Handler(logging.Handler):
+        def emit(self, record):
+            meta = getattr(record, "dagster_meta", {}) or {}
+            step = meta.get("step_key") or ""
+            text = meta.get("orig_message") or record.getMessage()
+            print(f"  [{step}] {text}" if step else f"  {text}", file=sys.stdout, flush=True)
+
+    log = logging.getLogger("promo.progress")
+    log.setLevel(init_context.logger_config["log_level"])
+    log.handlers = [_Handler()]
+    log.propagate = False
+    return log
