@@ -35,13 +35,27 @@ def test_landing_sensor_adds_campaigns_and_requests_new_files(landing):
         assert sorted(result.dynamic_partitions_requests[0].partition_keys) == ["c1", "c2"]
         # nothing changed: skip
         again = landing_sensor(dg.build_sensor_context(instance=instance, cursor=result.cursor))
-        assert isinstance(again, dg.SkipReason)
+        assert again.run_requests == [] and again.skip_reason is not None
         # a new day file for c2 only
         good_frame(seed=9).to_parquet(landing / "c2" / "events" / "2026-03-02.parquet")
         third = landing_sensor(dg.build_sensor_context(instance=instance, cursor=result.cursor))
         assert keys(third.run_requests) == [("c2", "2026-03-02")]
         assert third.dynamic_partitions_requests == []
         assert json.loads(third.cursor)["c2"].keys() == {"2026-03-01", "2026-03-02"}
+
+
+def test_landing_sensor_first_tick_skips_partitions_already_materialized(landing):
+    from promo_assets.definitions import defs
+    from promo_assets.orchestration.automation import landing_sensor
+
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("campaign", ["c1"])
+        job = defs.resolve_job_def("ingest_job")
+        key = dg.MultiPartitionKey({"date": "2026-03-01", "campaign": "c1"})
+        assert job.execute_in_process(partition_key=key, instance=instance).success
+        result = landing_sensor(dg.build_sensor_context(instance=instance))
+        assert keys(result.run_requests) == [("c1", "2026-03-02"), ("c2", "2026-03-01")]
+        assert result.dynamic_partitions_requests[0].partition_keys == ["c2"]
 
 
 def test_daily_schedule_requests_yesterday_for_registered_campaigns(landing):

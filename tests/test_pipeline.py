@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 
 import dagster as dg
@@ -87,6 +88,16 @@ def test_promo_run_fills_the_leaderboard_for_every_model(promo_env, capsys):
     for model, n, eom, truth, oracle in rows:
         assert n == eom == truth == oracle == n_budgets, (model, n, eom, truth, oracle)
     assert allocations == 2
+    # the evaluation's materialization carries the leaderboard and two PNG plots (as the UI shows them)
+    instance = dg.DagsterInstance.get()
+    event = instance.get_latest_materialization_event(dg.AssetKey("policy_evaluation"))
+    meta = event.asset_materialization.metadata
+    board = meta["leaderboard"].value
+    assert board.startswith("| ") and all(m in board for m in ("dipn", "s_learner", "random"))
+    for key in ("frontier_plot", "response_per_level_plot"):
+        data = meta[key].value.split("data:image/png;base64,")[1].rstrip(")")
+        png = base64.b64decode(data)
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 10_000
     assert main(["report", "--campaign", "demo"]) == 0
     out = capsys.readouterr().out
     assert "dipn" in out and "s_learner" in out and "random" in out

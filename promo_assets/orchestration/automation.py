@@ -68,11 +68,19 @@ def daily_campaign_refresh(context: dg.ScheduleEvaluationContext):
     "(requests their ingestion).",
 )
 def landing_sensor(context: dg.SensorEvaluationContext):
-    before = json.loads(context.cursor) if context.cursor else {}
+    before = json.loads(context.cursor) if context.cursor else None
     now = landing_inventory(settings.landing_dir())
-    new_campaigns, changed = landing_changes(before, now)
+    new_campaigns, changed = landing_changes(before or {}, now)
+    if before is None:
+        # First tick: files whose partition is already materialized (e.g. by `promo run`) are
+        # taken as seen; only the others are requested.
+        done = context.instance.get_materialized_partitions(dg.AssetKey("rct_events"))
+        changed = [(c, d) for c, d in changed if str(partition_key(d, c)) not in done]
+        registered = set(context.instance.get_dynamic_partitions(campaign_partitions.name))
+        new_campaigns = [c for c in new_campaigns if c not in registered]
+    cursor = json.dumps(now, sort_keys=True)
     if not new_campaigns and not changed:
-        return dg.SkipReason("no new or changed landing files")
+        return dg.SensorResult(skip_reason="no new or changed landing files", cursor=cursor)
     runs = [
         dg.RunRequest(
             run_key=f"landing:{campaign}:{day}:{now[campaign][day]}",
@@ -84,7 +92,7 @@ def landing_sensor(context: dg.SensorEvaluationContext):
     return dg.SensorResult(
         run_requests=runs,
         dynamic_partitions_requests=[campaign_partitions.build_add_request(new_campaigns)] if new_campaigns else [],
-        cursor=json.dumps(now, sort_keys=True),
+        cursor=cursor,
     )
 
 

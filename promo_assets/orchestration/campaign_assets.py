@@ -510,7 +510,7 @@ def policy_evaluation(context: dg.AssetExecutionContext, warehouse: DuckDBResour
     )
     rows["run_id"] = context.run_id
     curves = policy_curves(specs, logged, response, cost, prop, true_values=true_values, true_costs=true_costs,
-                           random_budgets=_budgets(config), log=_log(context))
+                           log=_log(context))
     with connect(warehouse) as con:
         eval_df = rows  # noqa: F841 (read by DuckDB's replacement scan)
         con.execute(sql("frames", "insert_evaluation"))
