@@ -351,3 +351,20 @@ def test_float32_inputs_and_public_api():
     assert "solve(values, costs, budget" in al.__doc__
     with pytest.raises(Exception):  # frozen dataclass
         a64.lambda_ = 1.0  # type: ignore[misc]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 30), st.integers(1, 6), st.data(), st.sampled_from(["values", "costs"]),
+       st.sampled_from([np.nan, np.inf, -np.inf]), st.sampled_from([np.float32, np.float64]))
+def test_non_finite_entries_are_reported_exactly(n, k, data, which, bad, dtype):
+    rng = np.random.default_rng(n * 7 + k)
+    arrays = {"values": rng.random((n, k)).astype(dtype), "costs": rng.random((n, k)).astype(dtype)}
+    cells = data.draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, k - 1)),
+                               min_size=1, max_size=5, unique=True))
+    for i, j in cells:
+        arrays[which][i, j] = bad
+    first = min(cells)
+    match = (rf"{which} has {len(cells)} non-finite .* first at user {first[0]}, "
+             rf"level {first[1]}")
+    with pytest.raises(AllocationInputError, match=match):
+        solve(arrays["values"], arrays["costs"], 1.0)

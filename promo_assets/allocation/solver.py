@@ -396,9 +396,26 @@ def _bracketed(v, c, budget, rounding, seed, kind, log, info, ratio=None):
     raise AssertionError("unreachable: the full bracket always succeeds")
 
 
+def _unconstrained(v, c, budget, kind, ratio, info):
+    """budget = +inf: every user at the most valuable level (the cheapest among equals)."""
+    levels = decide(v, c, 0.0, ratio=0.0)  # ratio=0.0 only lifts the sign check on costs
+    rows = _checks.rows_per_chunk(v.shape[1])
+    val = cost = 0.0
+    for s0 in range(0, v.shape[0], rows):
+        lv = levels[s0 : s0 + rows, None].astype(np.int64)
+        val += float(np.take_along_axis(v[s0 : s0 + rows], lv, axis=1).sum(dtype=np.float64))
+        cost += float(np.take_along_axis(c[s0 : s0 + rows], lv, axis=1).sum(dtype=np.float64))
+    info.update(method="unconstrained")
+    return _finish(levels=levels, low_value=val, low_cost=cost, lam=0.0, budget=budget,
+                   crit_user=None, theta=0.0, crit_dv=0.0, crit_dc=0.0, upper_level=None,
+                   rounding="down", seed=0, kind=kind, k=v.shape[1], info=info, ratio=ratio)
+
+
 def _solve_checked(v, c, total, min_total, rounding, seed, kind, log, ratio=None):
     info: dict = {}
     n, k = v.shape
+    if math.isinf(total):
+        return _unconstrained(v, c, total, kind, ratio, info)
     if n * k >= BRACKET_MIN_ELEMENTS and n >= BRACKET_MIN_USERS:
         return _bracketed(v, c, total, rounding, seed, kind, log, info, ratio)
     return _exact_all(v, c, total, min_total, rounding, seed, kind, log, info, ratio)
