@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dagster as dg
 
-from promo_assets.orchestration import automation, campaign_assets, ingest_assets, simulate_job
+from promo_assets.orchestration import automation, campaign_assets, graph_assets, ingest_assets, simulate_job
 from promo_assets.orchestration.common import make_resources, progress_logger
 
 defs = dg.Definitions(
-    assets=dg.load_assets_from_modules([ingest_assets, campaign_assets]),
-    asset_checks=dg.load_asset_checks_from_modules([campaign_assets]),
+    assets=dg.load_assets_from_modules([ingest_assets, campaign_assets, graph_assets]),
+    asset_checks=dg.load_asset_checks_from_modules([campaign_assets, graph_assets]),
     jobs=[automation.ingest_job, automation.campaign_job, simulate_job.simulate_demo_job],
     schedules=[automation.daily_campaign_refresh],
     sensors=[automation.landing_sensor, automation.downstream_refresh],

@@ -164,3 +164,111 @@ CREATE TABLE IF NOT EXISTS policy_evaluation (
     run_id            VARCHAR NOT NULL,
     evaluated_at      TIMESTAMP NOT NULL
 );
+
+-- name: create_merchant_events
+-- Merchant-side RCT rows of bipartite campaigns (<landing>/<campaign>/merchants/<day>): the
+-- commission level, its amount (incentive), the sharing count (response) and its cost; the
+-- merchant's feature columns as one JSON object (merchant features differ between campaigns).
+CREATE TABLE IF NOT EXISTS merchant_events (
+    campaign     VARCHAR NOT NULL,
+    event_date   DATE    NOT NULL,
+    merchant_id  VARCHAR NOT NULL,
+    level        INTEGER NOT NULL,
+    incentive    DOUBLE  NOT NULL,
+    response     DOUBLE  NOT NULL,
+    cost         DOUBLE  NOT NULL,
+    propensity   DOUBLE,
+    features     VARCHAR NOT NULL,  -- JSON object {feature: value}
+    source_file  VARCHAR NOT NULL,
+    source_row   BIGINT  NOT NULL
+);
+
+-- name: create_graph_edges
+-- The customer–merchant graph of a campaign (replaced per build): payment edges summed over days.
+CREATE TABLE IF NOT EXISTS graph_edges (
+    campaign       VARCHAR NOT NULL,
+    graph_version  VARCHAR NOT NULL,
+    user_id        VARCHAR NOT NULL,
+    merchant_id    VARCHAR NOT NULL,
+    n_payments     DOUBLE  NOT NULL,
+    amount         DOUBLE  NOT NULL,
+    weight         DOUBLE  NOT NULL,   -- log1p(n_payments)
+    built_at       TIMESTAMP NOT NULL
+);
+
+-- name: create_graph_customers
+CREATE TABLE IF NOT EXISTS graph_customers (
+    campaign       VARCHAR NOT NULL,
+    graph_version  VARCHAR NOT NULL,
+    user_id        VARCHAR NOT NULL,
+    degree         BIGINT  NOT NULL,
+    n_payments     DOUBLE  NOT NULL,
+    n_events       BIGINT  NOT NULL,   -- customer RCT rows
+    features       VARCHAR NOT NULL,   -- JSON object {feature: value}
+    built_at       TIMESTAMP NOT NULL
+);
+
+-- name: create_graph_merchants
+CREATE TABLE IF NOT EXISTS graph_merchants (
+    campaign       VARCHAR NOT NULL,
+    graph_version  VARCHAR NOT NULL,
+    merchant_id    VARCHAR NOT NULL,
+    degree         BIGINT  NOT NULL,
+    n_payments     DOUBLE  NOT NULL,
+    n_events       BIGINT  NOT NULL,   -- merchant RCT rows
+    features       VARCHAR NOT NULL,   -- JSON object {feature: value}
+    built_at       TIMESTAMP NOT NULL
+);
+
+-- name: create_merchant_coefficients
+-- Predicted sharing count (value) and commission cost per merchant x commission level (history kept by version).
+CREATE TABLE IF NOT EXISTS merchant_coefficients (
+    campaign       VARCHAR NOT NULL,
+    model          VARCHAR NOT NULL,
+    model_version  VARCHAR NOT NULL,
+    merchant_id    VARCHAR NOT NULL,
+    level          INTEGER NOT NULL,
+    incentive      DOUBLE  NOT NULL,   -- the commission amount of the level
+    value          DOUBLE  NOT NULL,
+    cost           DOUBLE  NOT NULL,
+    scored_at      TIMESTAMP NOT NULL
+);
+
+-- name: create_joint_allocation
+-- Joint (one ratio budget over both sides) and independent (each side alone) allocations of customer
+-- coupons and merchant commissions per ratio budget (history kept by run).
+CREATE TABLE IF NOT EXISTS joint_allocation (
+    campaign       VARCHAR NOT NULL,
+    model_version  VARCHAR NOT NULL,
+    ratio_budget   DOUBLE  NOT NULL,
+    kind           VARCHAR NOT NULL,   -- 'joint' | 'independent'
+    side           VARCHAR NOT NULL,   -- 'customer' | 'merchant'
+    node_id        VARCHAR NOT NULL,   -- user_id or merchant_id
+    level          INTEGER NOT NULL,
+    incentive      DOUBLE  NOT NULL,
+    run_id         VARCHAR NOT NULL,
+    allocated_at   TIMESTAMP NOT NULL
+);
+
+-- name: create_joint_allocation_evaluation
+-- Predicted (and, for simulated campaigns, true) value and cost of the joint vs the independent
+-- allocation under each ratio budget (history kept).
+CREATE TABLE IF NOT EXISTS joint_allocation_evaluation (
+    campaign                VARCHAR NOT NULL,
+    model_version           VARCHAR NOT NULL,
+    ratio_budget            DOUBLE  NOT NULL,
+    joint_true_value        DOUBLE,
+    independent_true_value  DOUBLE,
+    joint_cost              DOUBLE,    -- predicted cost of the joint allocation
+    independent_cost        DOUBLE,
+    joint_value             DOUBLE,    -- predicted value (expected redemptions + sharing counts)
+    independent_value       DOUBLE,
+    joint_true_cost         DOUBLE,
+    independent_true_cost   DOUBLE,
+    joint_lambda            DOUBLE,
+    n_customers             BIGINT,
+    n_merchants             BIGINT,
+    note                    VARCHAR,
+    run_id                  VARCHAR NOT NULL,
+    evaluated_at            TIMESTAMP NOT NULL
+);

@@ -30,7 +30,7 @@ from promo_assets.warehouse import quote_ident, sql, table_columns
 
 REQUIRED = ("user_id", "treatment", "response")
 OPTIONAL = ("cost", "propensity", "merchant_id", "event_time")
-KINDS = ("events", "edges", "population")
+KINDS = ("events", "edges", "population", "merchants", "merchant_population")
 _NUMERIC_TYPES = re.compile(
     r"^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|UHUGEINT|FLOAT|DOUBLE|REAL|DECIMAL.*)$"
 )
