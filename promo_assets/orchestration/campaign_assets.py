@@ -24,7 +24,8 @@ from promo_assets.orchestration.common import (
 )
 from promo_assets.warehouse import quote_ident, sql
 
-MODEL_ASSETS = ("s_learner", "dipn_uplift_net")  # assets whose trained model is scored and allocated
+MODEL_ASSETS = ("s_learner", "dipn_uplift_net", "gnn_hazard_model")  # assets whose trained model is scored and allocated
+MODEL_NAMES = {"dipn_uplift_net": "dipn", "gnn_hazard_model": "gnn_hazard"}  # asset -> model_registry name (default: same)
 SCORING_CHUNK = 50_000
 COMMON = dict(partitions_def=campaign_partitions, pool=WAREHOUSE_POOL)
 
@@ -313,7 +314,7 @@ def _score(con, context, campaign: str, model_name: str, model, target: str, use
 
 
 def latest_models(con, campaign: str) -> list[tuple[str, str]]:
-    names = [m if m != "dipn_uplift_net" else "dipn" for m in MODEL_ASSETS]
+    names = [MODEL_NAMES.get(m, m) for m in MODEL_ASSETS]
     return con.execute(sql("frames", "latest_models"), [campaign, names]).fetchall()
 
 
@@ -328,6 +329,7 @@ def latest_models(con, campaign: str) -> list[tuple[str, str]]:
     "users) and the holdout users (for evaluation). Scored in chunks; history kept by model version.",
 )
 def response_coefficients(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
+    from promo_assets.graph import load_graph_model
     from promo_assets.models import load_model
 
     campaign = context.partition_key
@@ -341,7 +343,7 @@ def response_coefficients(context: dg.AssetExecutionContext, warehouse: DuckDBRe
         if population is None:
             population = holdout_users
         for model_name, version in latest_models(con, campaign):
-            model = load_model(version)
+            model = load_graph_model(version) if model_name == "gnn_hazard" else load_model(version)
             con.execute("BEGIN TRANSACTION")
             n_pop = _score(con, context, campaign, model_name, model, "population", population, config.n_levels)
             n_hold = _score(con, context, campaign, model_name, model, "holdout", holdout_users, config.n_levels)
