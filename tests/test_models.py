@@ -12,7 +12,7 @@ from promo_assets.models import (
     DIPNNet, FeatureEncoder, ModelInputError, TrainingConfig, fit_torch_model, load_model, train_dipn_bias,
     train_dipn_uplift, train_model,
 )
-from promo_assets.models.dipn import alpha_at, isotonic_embedding
+from promo_assets.models.dipn import ChainedReLU, alpha_at, isotonic_embedding
 
 NUMERIC = ["activity", "age"]
 CATEGORICAL = ["city", "segment"]
@@ -202,11 +202,12 @@ def test_alpha_decays_as_eq17():
     assert alpha_at(10_000, 1.0, 0.1, 0.01) == 0.1
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_dipn_monotone_by_construction_with_random_weights(seed):
+@pytest.mark.parametrize("seed,signed_offset,activation", [(0, True, "relu"), (1, False, "relu"),
+                                                            (2, True, "softplus")])
+def test_dipn_monotone_by_construction_with_random_weights(seed, signed_offset, activation):
     torch.manual_seed(seed)
     net = DIPNNet(n_numeric=3, cardinalities=[4, 6], incentives=[0, 1, 2, 3, 5, 8, 13], hidden=[16],
-                  cost_head=True, phase="full")
+                  cost_head=True, phase="full", signed_offset=signed_offset, activation=activation)
     with torch.no_grad():
         for p in net.parameters():           # arbitrary weights, including negative chain factors
             p.normal_(0.0, 3.0)
@@ -219,10 +220,27 @@ def test_dipn_monotone_by_construction_with_random_weights(seed):
     # Eq. 12 written out with the isotonic embedding of Eq. 9 gives the same logits
     b = net.bias_logit(x_num, x_cat)
     w, _ = net.uplift(x_num, x_cat, b)
-    assert (w >= 0).all()
+    assert (w[:, 1:] >= 0).all() and (signed_offset or (w[:, 0] >= 0).all())
     for level in range(7):
         e = isotonic_embedding(np.full(500, level), 7)
         torch.testing.assert_close((w * e).sum(1) + b, logits[:, level])
+
+
+def test_chained_relu_matches_autograd_and_gradcheck():
+    torch.manual_seed(0)
+    z = torch.randn(9, 7, dtype=torch.float64, requires_grad=True)
+    u = torch.randn(7, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(ChainedReLU.apply, (z, u))
+    prev = torch.relu(z[:, 0])
+    ref = [prev]
+    for j in range(1, 7):                     # w_j = ReLU(z_j + u_j w_{j-1}), written with autograd
+        prev = torch.relu(z[:, j] + u[j] * prev)
+        ref.append(prev)
+    ref = torch.stack(ref, 1)
+    out = ChainedReLU.apply(z, u)
+    torch.testing.assert_close(out, ref)
+    g = torch.randn_like(ref)
+    torch.testing.assert_close(torch.autograd.grad((out * g).sum(), (z, u)), torch.autograd.grad((ref * g).sum(), (z, u)))
 
 
 def test_dipn_two_phases_rpr_zero_and_frozen_bias():

@@ -1,0 +1,166 @@
+"""Issue 6 item 4: the DIPN paper's synthetic comparison (Tables 2-3), DNN S-learner vs DIPN.
+
+For each preset (`dipn_synthetic_1`: categories (2,2,2); `dipn_synthetic_2`: (3,5,7); 100 levels =
+promotions 1..100, cost = promotion x response) and seed, the simulator writes one day with every
+pool user active, i.e. the paper's data points (default: 5,000 training, 5,000 validation and
+10,000 test events, as in the paper; `--train-size` changes the first). Both models train with the
+same seed and the same hidden sizes (the S-learner's shared MLP and DIPN's uplift MLP, `--hidden`;
+the S-learner's 2K heads are linear, its cheapest form), IPS weights from the logged (uniform)
+propensities. Reported per model, averaged over seeds:
+
+- LogLoss, AUC, RPR, EPR, MLSS on the test events (`promo_assets.evaluation.curve_metrics`, DIPN §5);
+- future response / future cost: allocate the whole simulated population with
+  `promo_assets.allocation.solve(values, costs, 11.0, per_capita=True)` on the model's coefficients
+  and read the true per-capita response and cost of that allocation from the truth files; the
+  oracle is the same allocator on the true curves;
+- training seconds per epoch (DIPN: the uplift phase, which sees all samples like the S-learner;
+  the bias phase sees the lowest level only and is reported separately).
+
+Prints a table shaped like the paper's Tables 2-3, then one JSON object.
+
+    .venv/bin/python benchmarks/dipn_paper.py [--seeds 0 1 2 3 4] [--quick] [--presets ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _model_frames import load_events, load_population  # noqa: E402
+
+from promo_assets.allocation import solve  # noqa: E402
+from promo_assets.causal import ips_weights  # noqa: E402
+from promo_assets.evaluation.curve_metrics import curve_metrics  # noqa: E402
+from promo_assets.models import train_model  # noqa: E402
+from promo_assets.simulation import simulate, truth_arrays  # noqa: E402
+
+MODELS = ("s_learner", "dipn")
+LABELS = {"s_learner": "DNN (S-learner)", "dipn": "DIPN"}
+METRICS = ("logloss", "auc", "rpr", "epr", "mlss", "future_response", "future_cost", "seconds_per_epoch")
+
+
+def run_one(preset: str, seed: int, args, root: Path) -> dict:
+    n_train, n_val, n_test = args.train_size, args.validation_size, args.test_size
+    campaign = f"{preset}_{seed}"
+    simulate(preset, campaign, root, days=1, users=n_train + n_val + n_test, seed=seed, daily_active=1.0,
+             overwrite=True)
+    cdir = root / campaign
+    frame, config, numeric, categorical = load_events(cdir)
+    order = np.random.default_rng(seed).permutation(len(frame))
+    split = np.empty(len(frame), dtype=object)
+    split[order[:n_train]] = "train"
+    split[order[n_train:n_train + n_val]] = "validation"
+    split[order[n_train + n_val:]] = "holdout"
+    frame["split"] = split
+    frame["ips_weight"] = ips_weights(frame["propensity"].to_numpy(), clip=config.ips_clip)
+    test = frame[frame["split"] == "holdout"]
+    population = load_population(cdir)
+    true_values, true_costs = truth_arrays(cdir, population["user_id"].to_numpy())
+    rows = np.arange(len(population))
+    oracle = solve(true_values, true_costs, args.budget, per_capita=True, seed=seed).levels
+    out = {"preset": preset, "seed": seed, "events": int(len(frame)), "population": int(len(population)),
+           "oracle_future_response": float(true_values[rows, oracle].mean()),
+           "oracle_future_cost": float(true_costs[rows, oracle].mean())}
+    for name in MODELS:
+        kw = {"hidden": tuple(args.hidden)}
+        if name == "s_learner":
+            kw["head_hidden"] = 0
+        t0 = time.perf_counter()
+        model = train_model(name, frame, config, numeric, categorical, seed=seed, max_epochs=args.max_epochs, **kw)
+        seconds = time.perf_counter() - t0
+        pred_test, _ = model.predict(test)
+        m = curve_metrics(pred_test, test["level"].to_numpy(), test["response"].to_numpy(),
+                          incentives=config.incentives)
+        values, costs = model.predict(population)
+        alloc = solve(values, costs, args.budget, per_capita=True, seed=seed)
+        levels = np.asarray(alloc.levels)
+        m.update({
+            "future_response": float(true_values[rows, levels].mean()),
+            "future_cost": float(true_costs[rows, levels].mean()),
+            "predicted_cost": float(costs[rows, levels].mean()),
+            "curve_mae": float(np.abs(values - true_values).mean()),
+            "seconds_per_epoch": float(model.metrics["seconds_per_epoch"]),
+            "epochs": int(model.metrics["epochs"]),
+            "best_epoch": int(model.metrics["best_epoch"]),
+            "train_seconds": seconds,
+        })
+        if name == "dipn":
+            m["bias_seconds_per_epoch"] = float(model.metrics.get("bias_seconds_per_epoch", float("nan")))
+            m["bias_epochs"] = int(model.metrics["bias_epochs"])
+        out[name] = m
+    return out
+
+
+def summarize(runs: list[dict], preset: str) -> dict:
+    sel = [r for r in runs if r["preset"] == preset]
+    s = {"seeds": [r["seed"] for r in sel],
+         "oracle_future_response": float(np.mean([r["oracle_future_response"] for r in sel]))}
+    for name in MODELS:
+        s[name] = {k: float(np.mean([r[name][k] for r in sel])) for k in (*METRICS, "curve_mae", "train_seconds")}
+        s[name]["rpr_max_over_seeds"] = float(max(r[name]["rpr"] for r in sel))
+        s[name]["share_of_oracle"] = s[name]["future_response"] / s["oracle_future_response"]
+    s["dipn_time_ratio"] = s["dipn"]["seconds_per_epoch"] / s["s_learner"]["seconds_per_epoch"]
+    s["time_ratio_per_seed"] = [r["dipn"]["seconds_per_epoch"] / r["s_learner"]["seconds_per_epoch"] for r in sel]
+    s["dipn_future_response_ge_dnn_seeds"] = int(sum(r["dipn"]["future_response"] >= r["s_learner"]["future_response"]
+                                                    for r in sel))
+    return s
+
+
+def print_table(preset: str, s: dict, budget: float) -> None:
+    print(f"\n{preset}  (mean over seeds {s['seeds']})")
+    print(f"{'':32}{LABELS['s_learner']:>18}{LABELS['dipn']:>12}")
+    rows = [("LogLoss (lower is better)", "logloss", 4), ("AUC-ROC", "auc", 4), ("RPR (lower is better)", "rpr", 4),
+            ("EPR (lower is better)", "epr", 4), ("MLSS (lower is better)", "mlss", 4),
+            ("Future response", "future_response", 4), (f"Future cost (constraint = {budget:g})", "future_cost", 2),
+            ("Curve MAE vs truth", "curve_mae", 4), ("Seconds per epoch", "seconds_per_epoch", 3)]
+    for label, key, nd in rows:
+        print(f"{label:32}{s['s_learner'][key]:>18.{nd}f}{s['dipn'][key]:>12.{nd}f}")
+    print(f"{'Oracle future response':32}{s['oracle_future_response']:>18.4f}")
+    print(f"DIPN: {100 * s['dipn']['share_of_oracle']:.1f}% of oracle (DNN {100 * s['s_learner']['share_of_oracle']:.1f}%), "
+          f"max RPR over seeds {s['dipn']['rpr_max_over_seeds']:g}, future response >= DNN on "
+          f"{s['dipn_future_response_ge_dnn_seeds']}/{len(s['seeds'])} seeds, time/epoch ratio "
+          f"{s['dipn_time_ratio']:.2f}")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--presets", nargs="+", default=["dipn_synthetic_1", "dipn_synthetic_2"])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    ap.add_argument("--train-size", type=int, default=5000)
+    ap.add_argument("--validation-size", type=int, default=5000)
+    ap.add_argument("--test-size", type=int, default=10000)
+    ap.add_argument("--budget", type=float, default=11.0, help="per-capita cost constraint")
+    ap.add_argument("--hidden", type=int, nargs="+", default=[64, 32], help="equal hidden sizes of both models")
+    ap.add_argument("--max-epochs", type=int, default=None)
+    ap.add_argument("--quick", action="store_true", help="2 seeds, at most 25 epochs")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.seeds, args.max_epochs = args.seeds[:2], args.max_epochs or 25
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="dipn_bench_") as tmp:
+        for preset in args.presets:
+            for seed in args.seeds:
+                runs.append(run_one(preset, seed, args, Path(tmp)))
+                r = runs[-1]
+                print(f"{preset} seed {seed}: future response DNN {r['s_learner']['future_response']:.4f}, "
+                      f"DIPN {r['dipn']['future_response']:.4f}, oracle {r['oracle_future_response']:.4f}; "
+                      f"RPR DIPN {r['dipn']['rpr']:g}", flush=True)
+    summary = {"benchmark": "dipn_paper", "budget_per_capita": args.budget, "hidden": args.hidden,
+               "train_size": args.train_size, "validation_size": args.validation_size, "test_size": args.test_size,
+               "max_epochs": args.max_epochs, "presets": {p: summarize(runs, p) for p in args.presets}, "runs": runs}
+    for p in args.presets:
+        print_table(p, summary["presets"][p], args.budget)
+    print(json.dumps(summary))
+    return summary
+
+
+if __name__ == "__main__":
+    main()
