@@ -18,8 +18,11 @@ SELECT {typed}, concat_ws('; ', {reasons}) AS __reason, {raw} AS __raw
 FROM (SELECT *, row_number() OVER () AS __source_row FROM read_csv(?, header = true)) AS src
 LEFT JOIN treatment_grid AS g ON {grid_join}
 
+-- name: parquet_rows
+SELECT sum(num_rows) FROM parquet_file_metadata(?);
+
 -- name: scan_counts
--- First pass: count rows and rejections without storing anything.
+-- Count rows and rejections without storing anything (CSV files have no row count in a footer).
 SELECT count(*) AS n_rows, count(*) FILTER (WHERE __reason <> '') AS n_rejected FROM ({rows});
 
 -- name: stage_rejected
@@ -41,9 +44,9 @@ LIMIT 20;
 DELETE FROM {table} WHERE campaign = ? AND event_date = ?;
 
 -- name: insert_valid
--- Second pass: the valid rows straight from the file into the warehouse.
+-- The valid rows straight from the file into the warehouse (returns the number inserted).
 INSERT INTO rct_events BY NAME
-SELECT ? AS campaign, CAST(? AS DATE) AS event_date, ? AS source_file, {columns}
+SELECT ? AS campaign, CAST(? AS DATE) AS event_date, {columns}
 FROM ({rows}) WHERE __reason = '';
 
 -- name: insert_rejected

@@ -14,8 +14,7 @@ CREATE TABLE IF NOT EXISTS rct_events (
     propensity   DOUBLE,
     merchant_id  VARCHAR,
     event_time   TIMESTAMP,
-    source_file  VARCHAR NOT NULL,
-    source_row   BIGINT  NOT NULL
+    source_row   BIGINT  NOT NULL    -- row number in the day file (ingest_log names the file)
 );
 
 -- name: create_rejected_events

@@ -256,32 +256,63 @@ def format_problems(path: Path | str, problems: list[dict]) -> str:
     return f"{path}: " + "; ".join(parts)
 
 
+def _row_count(con, path: Path, rows: str) -> int:
+    """Rows in the file: from the Parquet footer (no scan), else by counting."""
+    if path.suffix == ".parquet":
+        return int(con.execute(sql("ingest", "parquet_rows"), [str(path)]).fetchone()[0] or 0)
+    return int(con.execute(sql("ingest", "scan_counts", rows=rows), [str(path)]).fetchone()[0])
+
+
+def _add_feature_columns(con, path: Path, campaign: str, kinds: dict[str, str]) -> None:
+    existing = table_columns(con, "rct_events")
+    for col, kind in kinds.items():
+        want = "DOUBLE" if kind == "numeric" else "VARCHAR"
+        if col in existing and existing[col] != want:
+            raise IngestError(f"{path}: feature column '{col}' is {kind} but rct_events stores it as {existing[col]}")
+        con.execute(sql("ingest", "add_feature_column", column=quote_ident(col), dtype=want))
+        con.execute(sql("ingest", "insert_campaign_feature"), [campaign, col, kind])
+
+
 def ingest_events_day(
     con: duckdb.DuckDBPyConnection, config: CampaignConfig, day: dt.date, path: Path
 ) -> IngestResult:
     """Load one events day file into `rct_events`, replacing that (campaign, day) partition.
 
-    Raises IngestError (and leaves `rct_events` unchanged) for an unreadable file, a missing
-    column, or more rejected rows than `config.max_rejected_fraction` allows.
+    One transaction: replace the partition with the file's valid rows (typed and validated while
+    they stream from the file), then, only when some rows were refused, stage those rows and
+    their reasons. Raises IngestError, with `rct_events` rolled back unchanged, for an unreadable
+    file, a missing column, or more rejected rows than `config.max_rejected_fraction` allows (the
+    rejected rows are still recorded in `rejected_events`).
     """
     path = Path(path)
     campaign = config.campaign
     kinds, rows, stored = _events_query(con, config, path)
-    try:
-        n_rows, n_rejected = con.execute(sql("ingest", "scan_counts", rows=rows), [str(path)]).fetchone()
-        if n_rejected:
-            con.execute(sql("ingest", "stage_rejected", rows=rows), [str(path)])
-    except duckdb.Error as exc:
-        raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0]}") from None
-    if n_rows == 0:
-        raise IngestError(f"{path}: the file has no rows")
-    problems = _problems(con) if n_rejected else []
-    fraction = n_rejected / n_rows
-    failed = fraction > config.max_rejected_fraction
     params = [campaign, day, str(path)]
-
+    problems: list[dict] = []
     con.execute("BEGIN TRANSACTION")
     try:
+        try:
+            n_rows = _row_count(con, path, rows)
+            if n_rows == 0:
+                raise IngestError(f"{path}: the file has no rows")
+            _add_feature_columns(con, path, campaign, kinds)
+            con.execute(sql("ingest", "delete_partition", table="rct_events"), [campaign, day])
+            loaded = int(con.execute(sql("ingest", "insert_valid", columns=stored, rows=rows), [campaign, day, str(path)]).fetchone()[0])
+            n_rejected = n_rows - loaded
+            if n_rejected:
+                con.execute(sql("ingest", "stage_rejected", rows=rows), [str(path)])
+                problems = _problems(con)
+        except duckdb.Error as exc:
+            raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0]}") from None
+        failed = n_rejected / n_rows > config.max_rejected_fraction
+        if failed:  # undo the partition replace; stage the refused rows again to record them
+            con.execute("ROLLBACK")
+            con.execute("BEGIN TRANSACTION")
+            con.execute(sql("ingest", "stage_rejected", rows=rows), [str(path)])
+        con.execute(sql("ingest", "delete_partition", table="rejected_events"), [campaign, day])
+        message = None
+        if n_rejected:
+            con.execute(sql("ingest", "insert_rejected"), params)
         if failed:
             message = (
                 f"{n_rejected} of {n_rows} rows rejected (max_rejected_fraction={config.max_rejected_fraction:g}); "
@@ -289,25 +320,9 @@ def ingest_events_day(
                 + format_problems(path, problems)
                 + ". The rejected rows and their reasons are in the warehouse table rejected_events."
             )
-        else:
-            existing = table_columns(con, "rct_events")
-            for col, kind in kinds.items():
-                want = "DOUBLE" if kind == "numeric" else "VARCHAR"
-                if col in existing and existing[col] != want:
-                    raise IngestError(
-                        f"{path}: feature column '{col}' is {kind} but rct_events stores it as {existing[col]}"
-                    )
-                con.execute(sql("ingest", "add_feature_column", column=quote_ident(col), dtype=want))
-                con.execute(sql("ingest", "insert_campaign_feature"), [campaign, col, kind])
-            con.execute(sql("ingest", "delete_partition", table="rct_events"), [campaign, day])
-            con.execute(sql("ingest", "insert_valid", columns=stored, rows=rows), params + [str(path)])
-            message = None
-        con.execute(sql("ingest", "delete_partition", table="rejected_events"), [campaign, day])
-        if n_rejected:
-            con.execute(sql("ingest", "insert_rejected"), params)
         con.execute(
             sql("ingest", "insert_ingest_log"),
-            [campaign, day, "rct_events", str(path), 0 if failed else n_rows - n_rejected, n_rejected,
+            [campaign, day, "rct_events", str(path), 0 if failed else loaded, n_rejected,
              "failed" if failed else "loaded", message],
         )
         con.execute("COMMIT")
@@ -317,7 +332,7 @@ def ingest_events_day(
     if failed:
         raise IngestError(message)
     counts = dict(con.execute(sql("ingest", "level_counts"), [campaign, day]).fetchall())
-    return IngestResult(campaign, day, str(path), n_rows - n_rejected, n_rejected, counts, problems, kinds)
+    return IngestResult(campaign, day, str(path), loaded, n_rejected, counts, problems, kinds)
 
 
 # --------------------------------------------------------------------------------------------
