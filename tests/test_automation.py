@@ -92,3 +92,18 @@ def test_downstream_refresh_requests_the_campaign_after_the_last_ingestion(landi
         )
         request = downstream_refresh(context)
         assert isinstance(request, dg.RunRequest) and request.partition_key == "c1"
+
+
+def test_simulate_demo_job_fills_an_empty_landing_folder_only(promo_env):
+    from promo_assets.definitions import defs
+    from promo_assets.ingestion import day_files
+
+    job = defs.resolve_job_def("simulate_demo_job")
+    config = {"ops": {"simulate_campaign": {"config": {"days": 3, "users": 200}}}}
+    with dg.instance_for_test() as instance:
+        assert job.execute_in_process(run_config=config, instance=instance).success
+        assert len(day_files(promo_env["landing"], "demo")) == 3
+        assert instance.get_dynamic_partitions("campaign") == ["demo"]
+        config["ops"]["simulate_campaign"]["config"].update(campaign="other")
+        assert job.execute_in_process(run_config=config, instance=instance).success
+        assert not (promo_env["landing"] / "other").exists()  # only_if_empty: the folder was not empty
