@@ -189,19 +189,64 @@ def test_joint_allocation_and_decision_rule(trained, camp):
     model, _, _ = trained
     vc, cc = model.predict_customers()
     vm, cm = model.predict_merchants()
-    a = joint_allocation(vc, cc, vm, cm, 40.0)
-    assert a.cost <= 40.0 * a.value * (1 + 1e-6) + cc.max() + cm.max()  # at most one rounded user over
-    # Eq. 19-20 with lambda* reproduce the solver's choice (up to ties / the one fractional user)
+    norm = model.merchant_normalizer
+    a = joint_allocation(vc, cc, vm, cm, 40.0, merchant_normalizer=norm)
+    vmn, cmn = vm / norm[:, None], cm / norm[:, None]
+    assert a.cost <= 40.0 * a.value * (1 + 1e-6) + cc.max() + cmn.max()  # at most one rounded user over
+    # the normalizer is the paper's f^m = count / previous shares, applied to values and costs alike
+    b = joint_allocation(vc, cc, vmn, cmn, 40.0)
+    np.testing.assert_array_equal(a.merchant_levels, b.merchant_levels)
+    assert a.value == pytest.approx(b.value) and a.merchant_value == pytest.approx(vmn[np.arange(len(vmn)), a.merchant_levels].sum())
+    # Eq. 19-20 (same form on both sides) with lambda* reproduce the solver's choice (up to the fractional user)
     lam = a.lambda_
     same_c = decide(vc, cc, lam, 40.0) == a.customer_levels
-    same_m = decide(vm, cm, lam, 40.0) == a.merchant_levels
+    same_m = decide(vmn, cmn, lam, 40.0) == a.merchant_levels
     assert (~same_c).sum() + (~same_m).sum() <= 1
     ct = truth_matrix(camp.customer_truth, "user_id", model.customer_ids, 5)
     mt = truth_matrix(camp.merchant_truth, "merchant_id", model.merchant_ids, 5)
-    r = allocation_truth(a, ct, mt)
+    r = allocation_truth(a, ct, mt, norm)
     assert r["true_value"] > 0 and r["true_cost"] > 0
-    cmp = compare_joint_independent(vc, cc, vm, cm, 40.0, ct, mt)
-    # on the true curves the joint LP optimum dominates the independent one (integral rounding:
-    # at most one user per solve differs from the LP)
-    slack = ct[0].max() + mt[0].max()
-    assert cmp["oracle_joint"]["true_value"] >= cmp["oracle_independent"]["true_value"] - slack
+    rows = np.arange(len(vm))
+    assert r["true_merchant_count"] == pytest.approx(mt[0][rows, a.merchant_levels].sum())
+    assert r["true_merchant_value"] == pytest.approx((mt[0][rows, a.merchant_levels] / norm).sum())
+    assert r["true_spend"] == pytest.approx(ct[1][np.arange(len(vc)), a.customer_levels].sum() + mt[1][rows, a.merchant_levels].sum())
+    for normalizer in (norm, None):
+        cmp = compare_joint_independent(vc, cc, vm, cm, 40.0, ct, mt, merchant_normalizer=normalizer)
+        scale = np.ones(len(vm)) if normalizer is None else normalizer
+        for source, (tc, tm) in (("predicted", (cc, cm)), ("oracle", (ct[1], mt[1]))):
+            j, i = cmp[f"{source}_joint"], cmp[f"{source}_independent"]
+            one_user = tc.max() + (tm / scale[:, None]).max()
+            # same total predicted budget (each of the two budget solves may round one user up)
+            assert abs(j["predicted_cost"] - i["predicted_cost"]) <= 2 * one_user
+            # on what it optimizes, the joint LP optimum beats any split of the same total
+            slack = ct[0].max() + (mt[0] / scale[:, None]).max()
+            assert j["predicted_value"] >= i["predicted_value"] - 2 * slack
+            assert 0 < i["customer_share"] < 1
+        assert cmp["predicted_independent_same_ratio"]["true_value"] > 0
+
+
+def test_joint_beats_a_bad_split_and_rejects_bad_input():
+    from promo_assets.graph.joint import JointAllocationError, independent_allocation, joint_allocation
+
+    rng = np.random.default_rng(0)
+    amounts = np.array([0.0, 10.0, 20.0])
+    # customers: steep cheap gains; merchants: flat curves whose own ratio-B solution still spends
+    vc = np.sort(rng.uniform(0.0, 1.0, (200, 3)), axis=1) * np.array([0.1, 1.0, 1.2])
+    vm = np.sort(rng.uniform(0.5, 1.0, (200, 3)), axis=1) * np.array([1.0, 1.02, 1.04])
+    cc, cm = vc * amounts, vm * amounts
+    j = joint_allocation(vc, cc, vm, cm, 10.0)
+    i = independent_allocation(vc, cc, vm, cm, 10.0)  # total_cost defaults to the joint policy's cost
+    assert i.info["total_cost"] == pytest.approx(j.cost)
+    assert abs(i.cost - j.cost) <= 2 * max(cc.max(), cm.max())
+    assert i.info["customer_budget"] + i.info["merchant_budget"] == pytest.approx(j.cost)
+    assert j.value > i.value  # the fixed proportional split leaves value on the table here
+    fixed = independent_allocation(vc, cc, vm, cm, 10.0, total_cost=1000.0)
+    assert fixed.cost <= 1000.0 + 2 * max(cc.max(), cm.max())
+    with pytest.raises(JointAllocationError, match="merchant_normalizer"):
+        joint_allocation(vc, cc, vm, cm, 10.0, merchant_normalizer=np.ones(3))
+    with pytest.raises(JointAllocationError, match="merchant_normalizer"):
+        joint_allocation(vc, cc, vm, cm, 10.0, merchant_normalizer=np.zeros(200))
+    with pytest.raises(JointAllocationError, match="total_cost"):
+        independent_allocation(vc, cc, vm, cm, 10.0, total_cost=-1.0)
+    with pytest.raises(JointAllocationError, match="costs"):
+        joint_allocation(vc, cc[:, :2], vm, cm, 10.0)

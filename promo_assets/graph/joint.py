@@ -1,20 +1,39 @@
 """Joint allocation of customer coupons and merchant commissions under a ratio budget (Eq. 11–20).
 
-Customers i get one coupon level, merchants one commission level (Eq. 12–15); the objective is the
-total response — expected redemptions of customers plus expected sharing counts of merchants
-(Eq. 11; we use the merchants' de-normalized counts so that both sides count redeemed incentives);
-the budget (Eq. 16) bounds the average incentive paid per response:
+Customers i get one coupon level, merchants one commission level (Eq. 12–15). The objective (Eq. 11)
+is the sum of the customers' response scores f^c (redemption probabilities) and the merchants'
+response scores f^m; the paper puts both on one scale by *normalizing* f^m: the predicted sharing
+count divided by the shares the merchant received in the previous days (``merchant_normalizer``,
+the model's ``merchant_normalizer``, floored at 1). Pass it to follow the paper; without it the raw
+predicted counts are used (both sides then count redeemed incentives and costs are money).
 
-    sum c^c x^c + sum c^m x^m  <=  B * (sum f^c x^c + sum f^m x^m),   c = amount x f.
+The ratio budget (Eq. 16) bounds the average incentive per unit of response,
 
-This is one MCKP with the shifted costs c - B f, solved by `promo_assets.allocation.solve_ratio`.
-The per-request decision rule for a given multiplier lambda* (Eq. 19–20) is
-argmax_j f_ij - lambda* (c_ij - B f_ij) = argmin_j f_ij (lambda* r_j - lambda* B - 1) when
-c_ij = r_j f_ij. (Eq. 20 as printed drops the f^m factor on lambda (r_j - B), as does Eq. 17; we keep
-it on both sides so that the merchant terms obey Eq. 16.)
+    sum r_j f^c x^c + sum r_j f^m x^m  <=  B * (sum f^c x^c + sum f^m x^m),
 
-"Independent" allocation solves the two sides separately, each under the same ratio B; its choices
-are feasible for the joint problem, so the joint optimum is at least as good on the same curves.
+with the *same* f^m (normalized when a normalizer is given) in numerator and denominator, so the
+merchant cost column is ``commission x f^m``, i.e. the money cost divided by the normalizer. This is
+one MCKP with the shifted costs c - B f, solved exactly (LP + one rounded user) by
+`promo_assets.allocation.solve_ratio`. The per-request decision rule for the multiplier lambda*
+(Eq. 19–20) is
+
+    argmax_j f_ij - lambda* (c_ij - B f_ij)  =  argmin_j f_ij (lambda* r_j - lambda* B - 1)   (c = r f)
+
+for both sides. Departure from the print: Eq. 17–18 and hence Eq. 20 drop the factor f^m on the
+merchants' lambda (r_j - B) term (argmin_j lambda* r_j - lambda* B - f^m), which is not the
+Lagrangian of Eq. 16 as printed; we keep f^m so that the merchant terms obey Eq. 16, i.e. Eq. 20 is
+implemented in the same form as Eq. 19.
+
+"Independent under the same total budget" (`independent_allocation`): the shared total is the
+predicted Eq. 16 numerator (total incentive cost, in the units above) of the joint ratio-B policy,
+C_J. Each side is first solved on its own under the same ratio B (`solve_ratio`), giving side costs
+C_c^B and C_m^B; the total C_J is split in those proportions, b_c = C_J C_c^B / (C_c^B + C_m^B) and
+b_m = C_J - b_c, and each side is then solved alone under its absolute budget (`allocation.solve`).
+Both policies thus spend the same predicted total (up to the one rounded user per solve); the joint
+one chooses the split between the sides, the independent one fixes it beforehand. On the LP of the
+predicted curves the joint ratio-B optimum lies on the value-cost frontier (its Lagrangian is
+f - lambda*/(1 + lambda* B) c), so it is at least as good as any split of C_J; whether that survives
+on the *true* curves is what `compare_joint_independent` measures.
 """
 
 from __future__ import annotations
@@ -31,9 +50,13 @@ class JointAllocationError(ValueError):
 
 @dataclass
 class JointAllocation:
-    """Levels per customer and per merchant with the (predicted) totals of the allocation."""
+    """Levels per customer and per merchant with the (predicted) totals of the allocation.
 
-    kind: str  # "joint" | "independent"
+    `value`, `cost`, `merchant_value` are in the units the allocation optimized (merchant side
+    divided by `merchant_normalizer` when one was given, see the module docstring).
+    """
+
+    kind: str  # "joint" | "independent" | "independent_same_ratio"
     ratio: float
     customer_levels: np.ndarray
     merchant_levels: np.ndarray
@@ -54,6 +77,26 @@ def _check(name: str, values: np.ndarray, costs: np.ndarray) -> tuple[np.ndarray
     return v, c
 
 
+def _normalizer(merchant_normalizer, n: int) -> np.ndarray | None:
+    if merchant_normalizer is None:
+        return None
+    norm = np.asarray(merchant_normalizer, dtype=np.float64)
+    if norm.shape != (n,):
+        raise JointAllocationError(f"merchant_normalizer must have one entry per merchant ({n}), got shape {norm.shape}")
+    if not (np.isfinite(norm).all() and (norm > 0).all()):
+        raise JointAllocationError("merchant_normalizer must be finite and > 0 (shares in the previous days, floored at 1)")
+    return norm
+
+
+def _inputs(customer_values, customer_costs, merchant_values, merchant_costs, merchant_normalizer):
+    vc, cc = _check("customer", customer_values, customer_costs)
+    vm, cm = _check("merchant", merchant_values, merchant_costs)
+    norm = _normalizer(merchant_normalizer, vm.shape[0])
+    if norm is not None:  # the paper's f^m: count / previous shares; cost r_j f^m scales alike
+        vm, cm = vm / norm[:, None], cm / norm[:, None]
+    return vc, cc, vm, cm
+
+
 def _pad(a: np.ndarray, k: int) -> np.ndarray:
     """Pad to k columns by repeating level 0 (a copy of a level is never strictly better)."""
     if a.shape[1] == k:
@@ -62,7 +105,12 @@ def _pad(a: np.ndarray, k: int) -> np.ndarray:
 
 
 def decide(values: np.ndarray, costs: np.ndarray, lambda_: float, ratio: float) -> np.ndarray:
-    """Eq. 19–20: per-row level argmax_j v_ij - lambda_ * (c_ij - ratio * v_ij) (first on ties)."""
+    """Eq. 19–20: per-row level argmax_j v_ij - lambda_ (c_ij - ratio v_ij) (first on ties).
+
+    With c_ij = r_j v_ij this is argmin_j v_ij (lambda_ r_j - lambda_ ratio - 1), Eq. 19, used for the
+    merchants too (Eq. 20 with its f^m factor restored, see the module docstring). For merchants pass
+    the same (normalized) values and costs the allocation used. Returns an int array of levels.
+    """
     v, c = _check("decision", values, costs)
     return np.argmax(v - lambda_ * (c - ratio * v), axis=1)
 
@@ -74,14 +122,20 @@ def joint_allocation(
     merchant_costs: np.ndarray,
     ratio: float,
     *,
+    merchant_normalizer: np.ndarray | None = None,
     seed: int = 0,
     log: Callable[[str], None] | None = None,
 ) -> JointAllocation:
-    """Solve Eq. 11–16 for both sides at once (one ratio constraint); returns a JointAllocation."""
+    """Solve Eq. 11–16 for both sides at once (one ratio constraint, one lambda*).
+
+    Takes predicted (values, costs) N_c x K_c for customers and N_m x K_m for merchants (raw sharing
+    counts and money costs; divided here by `merchant_normalizer`, length N_m, when given, the
+    paper's normalization) and the ratio budget B. Returns a JointAllocation (kind "joint") whose
+    `value`/`cost` are the predicted Eq. 11 objective and Eq. 16 numerator.
+    """
     from promo_assets import allocation
 
-    vc, cc = _check("customer", customer_values, customer_costs)
-    vm, cm = _check("merchant", merchant_values, merchant_costs)
+    vc, cc, vm, cm = _inputs(customer_values, customer_costs, merchant_values, merchant_costs, merchant_normalizer)
     k = max(vc.shape[1], vm.shape[1])
     values = np.concatenate([_pad(vc, k), _pad(vm, k)])
     costs = np.concatenate([_pad(cc, k), _pad(cm, k)])
@@ -90,7 +144,8 @@ def joint_allocation(
     lc, lm = levels[: len(vc)].copy(), levels[len(vc):].copy()
     lc[lc >= vc.shape[1]] = 0
     lm[lm >= vm.shape[1]] = 0
-    return _result("joint", ratio, lc, lm, float(a.lambda_), vc, cc, vm, cm, {"allocation": a.summary()})
+    info = {"allocation": a.summary(), "normalized_merchants": merchant_normalizer is not None}
+    return _result("joint", ratio, lc, lm, float(a.lambda_), vc, cc, vm, cm, info)
 
 
 def independent_allocation(
@@ -100,19 +155,82 @@ def independent_allocation(
     merchant_costs: np.ndarray,
     ratio: float,
     *,
+    total_cost: float | None = None,
+    merchant_normalizer: np.ndarray | None = None,
     seed: int = 0,
     log: Callable[[str], None] | None = None,
 ) -> JointAllocation:
-    """Each side on its own under the same ratio B; lambda_ is (customer λ*, merchant λ*)."""
+    """Each side allocated on its own, under the same total budget as the joint policy.
+
+    Takes the same inputs as `joint_allocation`, plus `total_cost`: the shared total (Eq. 16
+    numerator, same units as the allocation); None means the predicted cost of
+    `joint_allocation(..., ratio)` on these inputs. The total is split between the sides in
+    proportion to the costs each side's own ratio-B solution spends (`solve_ratio` per side), and
+    each side is solved alone under its share with `allocation.solve` (see the module docstring).
+    Returns a JointAllocation (kind "independent") with `lambda_` = (customer, merchant) multipliers
+    of the budget solves and `info` holding the split.
+
+    Raises JointAllocationError for a negative or non-finite `total_cost`, or when a side's share is
+    below the cheapest allocation of that side.
+    """
     from promo_assets import allocation
 
-    vc, cc = _check("customer", customer_values, customer_costs)
-    vm, cm = _check("merchant", merchant_values, merchant_costs)
+    vc, cc, vm, cm = _inputs(customer_values, customer_costs, merchant_values, merchant_costs, merchant_normalizer)
+    if total_cost is None:
+        total_cost = joint_allocation(vc, cc, vm, cm, ratio, seed=seed, log=log).cost
+    total = float(total_cost)
+    if not np.isfinite(total) or total < 0:
+        raise JointAllocationError(f"total_cost must be finite and >= 0, got {total_cost!r}")
+    rc = allocation.solve_ratio(vc, cc, ratio, seed=seed, log=log)
+    rm = allocation.solve_ratio(vm, cm, ratio, seed=seed, log=log)
+    side_ratio_costs = max(rc.cost, 0.0) + max(rm.cost, 0.0)
+    share_c = max(rc.cost, 0.0) / side_ratio_costs if side_ratio_costs > 0 else len(vc) / (len(vc) + len(vm))
+    budgets = (total * share_c, total * (1.0 - share_c))
+    out = []
+    for name, v, c, b in (("customer", vc, cc, budgets[0]), ("merchant", vm, cm, budgets[1])):
+        try:
+            out.append(allocation.solve(v, c, b, seed=seed, log=log))
+        except allocation.InfeasibleBudgetError as exc:
+            raise JointAllocationError(f"{name} share {b:.6g} of the total {total:.6g} is infeasible: {exc}") from exc
+    ac, am = out
+    info = {
+        "total_cost": total,
+        "customer_share": share_c,
+        "customer_budget": budgets[0],
+        "merchant_budget": budgets[1],
+        "customer_ratio_cost": float(rc.cost),
+        "merchant_ratio_cost": float(rm.cost),
+        "customer_allocation": ac.summary(),
+        "merchant_allocation": am.summary(),
+        "normalized_merchants": merchant_normalizer is not None,
+    }
+    return _result("independent", ratio, np.asarray(ac.levels), np.asarray(am.levels),
+                   (float(ac.lambda_), float(am.lambda_)), vc, cc, vm, cm, info)
+
+
+def independent_same_ratio_allocation(
+    customer_values: np.ndarray,
+    customer_costs: np.ndarray,
+    merchant_values: np.ndarray,
+    merchant_costs: np.ndarray,
+    ratio: float,
+    *,
+    merchant_normalizer: np.ndarray | None = None,
+    seed: int = 0,
+    log: Callable[[str], None] | None = None,
+) -> JointAllocation:
+    """Each side alone under the same *ratio* B (`solve_ratio` per side); its total cost generally
+    differs from the joint policy's, so it is reported for context only (kind "independent_same_ratio")."""
+    from promo_assets import allocation
+
+    vc, cc, vm, cm = _inputs(customer_values, customer_costs, merchant_values, merchant_costs, merchant_normalizer)
     ac = allocation.solve_ratio(vc, cc, ratio, seed=seed, log=log)
     am = allocation.solve_ratio(vm, cm, ratio, seed=seed, log=log)
     return _result(
-        "independent", ratio, np.asarray(ac.levels), np.asarray(am.levels), (float(ac.lambda_), float(am.lambda_)),
-        vc, cc, vm, cm, {"customer_allocation": ac.summary(), "merchant_allocation": am.summary()},
+        "independent_same_ratio", ratio, np.asarray(ac.levels), np.asarray(am.levels),
+        (float(ac.lambda_), float(am.lambda_)), vc, cc, vm, cm,
+        {"customer_allocation": ac.summary(), "merchant_allocation": am.summary(),
+         "normalized_merchants": merchant_normalizer is not None},
     )
 
 
@@ -127,21 +245,34 @@ def allocation_truth(
     alloc: JointAllocation,
     customer_truth: tuple[np.ndarray, np.ndarray],
     merchant_truth: tuple[np.ndarray, np.ndarray],
+    merchant_normalizer: np.ndarray | None = None,
 ) -> dict[str, float]:
-    """True totals of an allocation: value (expected redemptions + expected shares), cost, and the
-    achieved ratio cost / value, from (expected_response, expected_cost) N x K arrays per side."""
+    """True totals of an allocation from (expected_response, expected_cost) N x K arrays per side.
+
+    Returns `true_value` (Eq. 11 objective: expected redemptions + expected merchant responses,
+    the latter divided by `merchant_normalizer` when given, as in the allocation), its customer /
+    merchant parts, `true_cost` (Eq. 16 numerator in the same units), `true_ratio` = cost / value,
+    and the un-normalized money figures `true_spend` (coupons + commissions paid) and
+    `true_merchant_count` (expected sharing count).
+    """
     (tvc, tcc), (tvm, tcm) = customer_truth, merchant_truth
     if tvc.shape[0] != len(alloc.customer_levels) or tvm.shape[0] != len(alloc.merchant_levels):
         raise JointAllocationError("truth arrays and allocation cover different numbers of customers/merchants")
+    norm = _normalizer(merchant_normalizer, tvm.shape[0])
+    norm = np.ones(tvm.shape[0]) if norm is None else norm
     rc, rm = np.arange(tvc.shape[0]), np.arange(tvm.shape[0])
-    cv, mv = float(tvc[rc, alloc.customer_levels].sum()), float(tvm[rm, alloc.merchant_levels].sum())
-    cost = float(tcc[rc, alloc.customer_levels].sum() + tcm[rm, alloc.merchant_levels].sum())
+    lc, lm = alloc.customer_levels, alloc.merchant_levels
+    cv, cc = float(tvc[rc, lc].sum()), float(tcc[rc, lc].sum())
+    m_count, m_spend = tvm[rm, lm], tcm[rm, lm]
+    mv, mc = float((m_count / norm).sum()), float((m_spend / norm).sum())
     return {
         "true_value": cv + mv,
         "true_customer_value": cv,
         "true_merchant_value": mv,
-        "true_cost": cost,
-        "true_ratio": cost / (cv + mv) if cv + mv > 0 else float("nan"),
+        "true_cost": cc + mc,
+        "true_ratio": (cc + mc) / (cv + mv) if cv + mv > 0 else float("nan"),
+        "true_spend": cc + float(m_spend.sum()),
+        "true_merchant_count": float(m_count.sum()),
     }
 
 
@@ -154,21 +285,31 @@ def compare_joint_independent(
     customer_truth: tuple[np.ndarray, np.ndarray],
     merchant_truth: tuple[np.ndarray, np.ndarray],
     *,
+    merchant_normalizer: np.ndarray | None = None,
     seed: int = 0,
 ) -> dict[str, Any]:
-    """Joint vs independent allocation under the same ratio budget B, scored on the truth.
+    """Joint vs independent allocation at the same total predicted budget, scored on the truth.
 
-    Allocates from the predicted coefficients, then reports each policy's true value, cost and
-    achieved ratio, plus the same two policies computed on the true curves (the oracle bounds).
+    For `source` in ("predicted" — the model's coefficients, "oracle" — the true curves): the joint
+    ratio-B policy, the independent policy given the joint policy's predicted total cost
+    (`independent_allocation(total_cost=joint.cost)`), and, for context, each side under the same
+    ratio B (`independent_same_ratio`). Returns {"ratio": B, f"{source}_{kind}": row}, each row the
+    `allocation_truth` figures plus `predicted_value` / `predicted_cost` (what the allocation saw).
+    All values and costs use `merchant_normalizer` (the paper's scale) when given, raw counts otherwise.
     """
-    out: dict[str, Any] = {"ratio": float(ratio)}
+    out: dict[str, Any] = {"ratio": float(ratio), "normalized_merchants": merchant_normalizer is not None}
     for source, (vc, cc, vm, cm) in (
         ("predicted", (customer_values, customer_costs, merchant_values, merchant_costs)),
         ("oracle", (*customer_truth, *merchant_truth)),
     ):
-        for fn in (joint_allocation, independent_allocation):
-            a = fn(vc, cc, vm, cm, ratio, seed=seed)
-            row = allocation_truth(a, customer_truth, merchant_truth)
+        kw = {"merchant_normalizer": merchant_normalizer, "seed": seed}
+        j = joint_allocation(vc, cc, vm, cm, ratio, **kw)
+        allocs = (j, independent_allocation(vc, cc, vm, cm, ratio, total_cost=j.cost, **kw),
+                  independent_same_ratio_allocation(vc, cc, vm, cm, ratio, **kw))
+        for a in allocs:
+            row = allocation_truth(a, customer_truth, merchant_truth, merchant_normalizer)
             row.update({"predicted_value": a.value, "predicted_cost": a.cost})
+            if a.kind == "independent":
+                row["customer_share"] = a.info["customer_share"]
             out[f"{source}_{a.kind}"] = row
     return out
