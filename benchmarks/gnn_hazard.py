@@ -4,11 +4,14 @@ Prints, averaged over seeds (mean ± std), tables shaped like the paper's Table 
 DNN, all with the hazard head) and Table 3 (hazard vs SBBM vs Cox, all on the GNN), the predicted
 vs true average response per coupon level (the change point), the Fig. 4 sensitivity-quintile
 uplift (PNG written to benchmarks/results/), the joint-vs-independent allocation's true value under
-the same ratio budget, and the time of one full-graph training epoch at 200k customers + 50k
+the same total budget (`promo_assets.graph.joint`: the independent policy splits the joint ratio-B
+policy's predicted total cost between the sides in proportion to each side's own ratio-B spend;
+merchants on the paper's normalized scale, and also on raw counts / money), and the time of one full-graph training epoch at 200k customers + 50k
 merchants + ~1M edges. Everything measured is also printed as one JSON object at the end.
 
     .venv/bin/python benchmarks/gnn_hazard.py                      # 3 seeds, 20k customers
     .venv/bin/python benchmarks/gnn_hazard.py --seeds 0 --users 5000 --skip-epoch-time
+    .venv/bin/python benchmarks/gnn_hazard.py --joint-only     # trains GNN+hazard only; joint vs independent
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ def run_seed(seed: int, args, workdir: Path) -> dict:
     out: dict = {"seed": seed, "models": {}, "curves": {}}
     trained = {}
     for name, (enc, head) in MODELS.items():
+        if args.joint_only and name != "GNN+hazard":
+            continue
         cfg = GraphTrainConfig(encoder=enc, head=head, seed=seed, max_epochs=args.max_epochs)
         m = train_graph_model(graph, camp.customer_events, camp.merchant_events, camp.incentives,
                               camp.commissions, cfg, save=False)
@@ -62,6 +67,30 @@ def run_seed(seed: int, args, workdir: Path) -> dict:
               f"mae_c_truth {tm['mae_c_truth']:.4f} mae_m {m.metrics['mae_m']:.4f} epochs {m.metrics['epochs']} "
               f"({m.metrics['seconds']:.1f}s)", flush=True)
 
+    if not args.joint_only:
+        fig4(seed, out, graph, camp, ct, trained)
+    out["joint"] = joint_vs_independent(trained["GNN+hazard"], ct, mt, args.ratios, seed)
+    return out
+
+
+def joint_vs_independent(m, ct, mt, ratios, seed) -> dict:
+    """Joint vs independent at the same total predicted budget (GNN+hazard coefficients), with the
+    merchants on the paper's normalized scale ("normalized") and on raw counts ("raw")."""
+    out: dict = {}
+    for scale, norm in (("normalized", m.merchant_normalizer), ("raw", None)):
+        out[scale] = {}
+        for ratio in ratios:
+            out[scale][str(ratio)] = compare_joint_independent(
+                *m.predict_customers(), *m.predict_merchants(), ratio, ct, mt, merchant_normalizer=norm, seed=seed)
+            r = out[scale][str(ratio)]
+            pj, pi = r["predicted_joint"], r["predicted_independent"]
+            print(f"  seed {seed} {scale:10s} B={ratio:g}: joint true {pj['true_value']:.1f} vs independent "
+                  f"{pi['true_value']:.1f} ({pj['true_value'] / pi['true_value'] - 1:+.2%}); predicted cost "
+                  f"{pj['predicted_cost']:.1f} vs {pi['predicted_cost']:.1f}", flush=True)
+    return out
+
+
+def fig4(seed, out, graph, camp, ct, trained) -> None:
     # Fig. 4 on the holdout RCT customers (node-level random split of the training call)
     rng = np.random.default_rng([seed, 1])
     ids = graph["customer"].ids
@@ -80,14 +109,6 @@ def run_seed(seed: int, args, workdir: Path) -> dict:
         tables[name] = t
         out["uplift"][name] = t.to_dict("list")
     out["uplift_png"] = plot_uplift_quintiles(tables)
-
-    # joint vs independent allocation under the same ratio budget (GNN+hazard coefficients)
-    m = trained["GNN+hazard"]
-    out["joint"] = {}
-    for ratio in args.ratios:
-        out["joint"][str(ratio)] = compare_joint_independent(*m.predict_customers(), *m.predict_merchants(),
-                                                             ratio, ct, mt, seed=seed)
-    return out
 
 
 def pd_index(ids):
@@ -130,42 +151,8 @@ def mean_std(values) -> str:
     return f"{a.mean():.4f} ± {a.std():.4f}"
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    p.add_argument("--users", type=int, default=20_000)
-    p.add_argument("--merchants", type=int, default=5_000)
-    p.add_argument("--days", type=int, default=3)
-    p.add_argument("--max-epochs", type=int, default=300)
-    p.add_argument("--ratios", type=float, nargs="+", default=[20.0, 40.0, 60.0])
-    p.add_argument("--epoch-users", type=int, default=200_000)
-    p.add_argument("--epoch-merchants", type=int, default=50_000)
-    p.add_argument("--epoch-edges-per-customer", type=float, default=5.2)
-    p.add_argument("--epochs-timed", type=int, default=3)
-    p.add_argument("--skip-epoch-time", action="store_true")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--results", type=Path, default=Path(__file__).parent / "results")
-    args = p.parse_args()
-    torch.set_num_threads(args.threads)
-    args.results.mkdir(parents=True, exist_ok=True)
-    report: dict = {"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-                    "machine": {"python": platform.python_version(), "torch": torch.__version__,
-                                "threads": torch.get_num_threads()}}
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        runs = []
-        for seed in args.seeds:
-            runs.append(run_seed(seed, args, tmp))
-        if not args.skip_epoch_time:
-            print("timing one epoch at the large scale ...", flush=True)
-            report["epoch_time"] = epoch_time(args, tmp)
-
-    png = runs[0].pop("uplift_png")
-    (args.results / "gnn_hazard_uplift_quintiles.png").write_bytes(png)
-    for r in runs[1:]:
-        r.pop("uplift_png")
-    report["runs"] = runs
-
+def model_tables(report: dict, runs: list, args) -> None:
+    """Tables 2-3, the per-level curves and Fig. 4 (full run only); fills `report`."""
     def table(title, names):
         print(f"\n{title}  ({len(runs)} seeds, holdout labels; *_truth: vs simulated expected response, all users x levels)")
         print(f"{'metric':13s}" + "".join(f"{n:>22s}" for n in names))
@@ -200,23 +187,96 @@ def main() -> None:
         print(f"{g + 1:5d}" + "".join(f"{c:26.4f}" for c in cells))
     print(f"(plot: {args.results / 'gnn_hazard_uplift_quintiles.png'})")
 
-    print("\nJoint vs independent allocation, same ratio budget (GNN+hazard coefficients; true values)")
-    print(f"{'ratio':>6s}{'joint value':>14s}{'indep. value':>14s}{'joint/indep':>12s}{'joint ratio':>12s}"
-          f"{'indep. ratio':>13s}{'oracle joint':>14s}{'oracle indep':>14s}")
-    joint_summary = {}
-    for ratio in args.ratios:
-        key = str(ratio)
-        jv = [r["joint"][key]["predicted_joint"]["true_value"] for r in runs]
-        iv = [r["joint"][key]["predicted_independent"]["true_value"] for r in runs]
-        jr = [r["joint"][key]["predicted_joint"]["true_ratio"] for r in runs]
-        ir = [r["joint"][key]["predicted_independent"]["true_ratio"] for r in runs]
-        oj = [r["joint"][key]["oracle_joint"]["true_value"] for r in runs]
-        oi = [r["joint"][key]["oracle_independent"]["true_value"] for r in runs]
-        joint_summary[key] = {"joint": float(np.mean(jv)), "independent": float(np.mean(iv)),
-                              "joint_ge_independent_all_seeds": bool(all(a >= b for a, b in zip(jv, iv)))}
-        print(f"{ratio:6.0f}{np.mean(jv):14.1f}{np.mean(iv):14.1f}{np.mean(jv) / np.mean(iv):12.4f}"
-              f"{np.mean(jr):12.2f}{np.mean(ir):13.2f}{np.mean(oj):14.1f}{np.mean(oi):14.1f}")
-    report["joint_summary"] = joint_summary
+
+JOINT_KINDS = ("joint", "independent", "independent_same_ratio")
+
+
+def joint_table(runs: list, ratios) -> dict:
+    """Per seed and seed-averaged true values of joint vs independent (same total predicted budget)."""
+    summary: dict = {}
+    for scale, title in (("normalized", "merchants normalized by previous shares (paper Eq. 11/16 scale)"),
+                         ("raw", "merchants as raw sharing counts, costs in money")):
+        print(f"\nJoint vs independent at the same total predicted budget, {title}; GNN+hazard coefficients, true values")
+        print(f"{'B':>4s}{'seed':>6s}{'joint':>11s}{'indep.':>11s}{'joint/ind':>10s}{'pred cost J':>13s}"
+              f"{'pred cost I':>13s}{'true cost J':>13s}{'true cost I':>13s}{'cust share I':>13s}{'same-ratio':>11s}"
+              f"{'oracle J/I':>11s}")
+        summary[scale] = {}
+        for ratio in ratios:
+            key = str(ratio)
+            rows = [r["joint"][scale][key] for r in runs]
+            for r, row in zip(runs, rows):
+                pj, pi, ps = (row[f"predicted_{k}"] for k in JOINT_KINDS)
+                print(f"{ratio:4.0f}{r['seed']:6d}{pj['true_value']:11.1f}{pi['true_value']:11.1f}"
+                      f"{pj['true_value'] / pi['true_value']:10.4f}{pj['predicted_cost']:13.1f}{pi['predicted_cost']:13.1f}"
+                      f"{pj['true_cost']:13.1f}{pi['true_cost']:13.1f}{pi['customer_share']:13.3f}{ps['true_value']:11.1f}"
+                      f"{row['oracle_joint']['true_value'] / row['oracle_independent']['true_value']:11.4f}")
+            col = {f"{s}_{k}": [row[f"{s}_{k}"] for row in rows] for s in ("predicted", "oracle") for k in JOINT_KINDS}
+            jv = [x["true_value"] for x in col["predicted_joint"]]
+            iv = [x["true_value"] for x in col["predicted_independent"]]
+            sv = [x["true_value"] for x in col["predicted_independent_same_ratio"]]
+            oj = [x["true_value"] for x in col["oracle_joint"]]
+            oi = [x["true_value"] for x in col["oracle_independent"]]
+            pjc = [x["predicted_cost"] for x in col["predicted_joint"]]
+            pic = [x["predicted_cost"] for x in col["predicted_independent"]]
+            tjc = [x["true_cost"] for x in col["predicted_joint"]]
+            tic = [x["true_cost"] for x in col["predicted_independent"]]
+            print(f"{ratio:4.0f}{'mean':>6s}{np.mean(jv):11.1f}{np.mean(iv):11.1f}{np.mean(jv) / np.mean(iv):10.4f}"
+                  f"{np.mean(pjc):13.1f}{np.mean(pic):13.1f}{np.mean(tjc):13.1f}{np.mean(tic):13.1f}{'':>13s}"
+                  f"{np.mean(sv):11.1f}{np.mean(oj) / np.mean(oi):11.4f}")
+            summary[scale][key] = {
+                "joint": float(np.mean(jv)), "independent": float(np.mean(iv)),
+                "joint_over_independent": float(np.mean(jv) / np.mean(iv)),
+                "joint_over_independent_per_seed": [float(a / b) for a, b in zip(jv, iv)],
+                "joint_ge_independent_all_seeds": bool(all(a >= b for a, b in zip(jv, iv))),
+                "independent_same_ratio": float(np.mean(sv)),
+                "predicted_cost_joint": float(np.mean(pjc)), "predicted_cost_independent": float(np.mean(pic)),
+                "true_cost_joint": float(np.mean(tjc)), "true_cost_independent": float(np.mean(tic)),
+                "oracle_joint": float(np.mean(oj)), "oracle_independent": float(np.mean(oi)),
+            }
+    return summary
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--users", type=int, default=20_000)
+    p.add_argument("--merchants", type=int, default=5_000)
+    p.add_argument("--days", type=int, default=3)
+    p.add_argument("--max-epochs", type=int, default=300)
+    p.add_argument("--ratios", type=float, nargs="+", default=[20.0, 40.0, 60.0])
+    p.add_argument("--epoch-users", type=int, default=200_000)
+    p.add_argument("--epoch-merchants", type=int, default=50_000)
+    p.add_argument("--epoch-edges-per-customer", type=float, default=5.2)
+    p.add_argument("--epochs-timed", type=int, default=3)
+    p.add_argument("--skip-epoch-time", action="store_true")
+    p.add_argument("--joint-only", action="store_true",
+                   help="train GNN+hazard only (same config) and run only joint vs independent (no epoch timing)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--results", type=Path, default=Path(__file__).parent / "results")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    args.results.mkdir(parents=True, exist_ok=True)
+    report: dict = {"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+                    "machine": {"python": platform.python_version(), "torch": torch.__version__,
+                                "threads": torch.get_num_threads()}}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        runs = []
+        for seed in args.seeds:
+            runs.append(run_seed(seed, args, tmp))
+        if not args.skip_epoch_time and not args.joint_only:
+            print("timing one epoch at the large scale ...", flush=True)
+            report["epoch_time"] = epoch_time(args, tmp)
+
+    if not args.joint_only:
+        png = runs[0].pop("uplift_png")
+        (args.results / "gnn_hazard_uplift_quintiles.png").write_bytes(png)
+        for r in runs[1:]:
+            r.pop("uplift_png")
+    report["runs"] = runs
+    if not args.joint_only:
+        model_tables(report, runs, args)
+    report["joint_summary"] = joint_table(runs, args.ratios)
 
     if "epoch_time" in report:
         e = report["epoch_time"]
@@ -224,19 +284,22 @@ def main() -> None:
               f"{e['torch_threads']} threads: mean {e['epoch_seconds_mean']}s, max {e['epoch_seconds_max']}s "
               f"per full-graph epoch (build_graph {e['build_graph_seconds']}s)")
 
-    t2, t3 = report["table2"], report["table3"]
-    report["must_show"] = {
-        "gnn_beats_dnn_and_dnn_h_auc_c": t2["auc_c"]["GNN+hazard"] > max(t2["auc_c"]["DNN-H"], t2["auc_c"]["DNN"]),
-        "gnn_beats_dnn_and_dnn_h_mae_c": t2["mae_c"]["GNN+hazard"] < min(t2["mae_c"]["DNN-H"], t2["mae_c"]["DNN"]),
-        "gnn_beats_dnn_and_dnn_h_mae_c_truth": t2["mae_c_truth"]["GNN+hazard"] < min(t2["mae_c_truth"]["DNN-H"], t2["mae_c_truth"]["DNN"]),
-        "hazard_beats_cox_and_sbbm_mae_c": t3["mae_c"]["GNN+hazard"] < min(t3["mae_c"]["SBBM"], t3["mae_c"]["Cox"]),
-        "hazard_beats_cox_and_sbbm_mae_c_truth": t3["mae_c_truth"]["GNN+hazard"] < min(t3["mae_c_truth"]["SBBM"], t3["mae_c_truth"]["Cox"]),
-        "joint_ge_independent": all(v["joint"] >= v["independent"] for v in joint_summary.values()),
-        "epoch_le_60s": report.get("epoch_time", {}).get("epoch_seconds_max", float("nan")) <= 60,
-    }
+    report["must_show"] = {"joint_ge_independent": {
+        scale: all(v["joint"] >= v["independent"] for v in rows.values()) for scale, rows in report["joint_summary"].items()}}
+    if not args.joint_only:
+        t2, t3 = report["table2"], report["table3"]
+        report["must_show"] |= {
+            "gnn_beats_dnn_and_dnn_h_auc_c": t2["auc_c"]["GNN+hazard"] > max(t2["auc_c"]["DNN-H"], t2["auc_c"]["DNN"]),
+            "gnn_beats_dnn_and_dnn_h_mae_c": t2["mae_c"]["GNN+hazard"] < min(t2["mae_c"]["DNN-H"], t2["mae_c"]["DNN"]),
+            "gnn_beats_dnn_and_dnn_h_mae_c_truth": t2["mae_c_truth"]["GNN+hazard"] < min(t2["mae_c_truth"]["DNN-H"], t2["mae_c_truth"]["DNN"]),
+            "hazard_beats_cox_and_sbbm_mae_c": t3["mae_c"]["GNN+hazard"] < min(t3["mae_c"]["SBBM"], t3["mae_c"]["Cox"]),
+            "hazard_beats_cox_and_sbbm_mae_c_truth": t3["mae_c_truth"]["GNN+hazard"] < min(t3["mae_c_truth"]["SBBM"], t3["mae_c_truth"]["Cox"]),
+            "epoch_le_60s": report.get("epoch_time", {}).get("epoch_seconds_max", float("nan")) <= 60,
+        }
     print("\nmust-show:", json.dumps(report["must_show"]))
-    (args.results / "gnn_hazard.json").write_text(json.dumps(report, default=float, indent=1))
-    print(json.dumps({k: report[k] for k in ("table2", "table3", "joint_summary", "must_show")}
+    name = "gnn_hazard_joint.json" if args.joint_only else "gnn_hazard.json"
+    (args.results / name).write_text(json.dumps(report, default=float, indent=1))
+    print(json.dumps({k: report[k] for k in ("table2", "table3", "joint_summary", "must_show") if k in report}
                      | ({"epoch_time": report["epoch_time"]} if "epoch_time" in report else {}), default=float))
 
 
