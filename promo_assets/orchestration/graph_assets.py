@@ -500,12 +500,13 @@ def _ratio_budgets(config) -> list[float]:
 @dg.asset(
     **GRAPH,
     deps=["merchant_coefficients", "response_coefficients"],
-    code_version="1",
+    code_version="2",
     kinds={"duckdb"},
     description="Joint allocation of customer coupons and merchant commissions under each ratio budget of "
     "campaign.yaml (ratio_budget: average incentive paid per response, GNN/hazard paper Eq. 11–16, "
-    "decision rule Eq. 19–20) from the gnn_hazard coefficients, next to the independent allocation "
-    "(each side alone under the same ratio). Tables joint_allocation (levels) and "
+    "decision rule Eq. 19–20; merchants normalized by their previous shares as in the paper) from the "
+    "gnn_hazard coefficients, next to the independent allocation under the same total predicted budget "
+    "(the joint policy's cost split between the sides as each side's own ratio-B solution spends). Tables joint_allocation (levels) and "
     "joint_allocation_evaluation (predicted and, for simulated campaigns, true value and cost; history kept).",
 )
 def joint_allocation(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
@@ -531,6 +532,11 @@ def joint_allocation(context: dg.AssetExecutionContext, warehouse: DuckDBResourc
         raise dg.Failure(f"no merchant_coefficients for gnn_hazard {version}: materialize merchant_coefficients first")
     merchants = m["merchant_id"].to_numpy()[::km]
     vm, cm = m["value"].to_numpy().reshape(-1, km), m["cost"].to_numpy().reshape(-1, km)
+    model = load_graph_model(version)  # the paper's merchant normalizer (previous shares), per merchant
+    norm_idx = pd.Index(model.merchant_ids).get_indexer(merchants)
+    if (norm_idx < 0).any():
+        raise dg.Failure(f"merchant_coefficients list merchants that gnn_hazard {version} does not know")
+    norm = np.asarray(model.merchant_normalizer, dtype=float)[norm_idx]
     ratios = _ratio_budgets(config)
     if not ratios:
         return dg.MaterializeResult(metadata={"skipped": True, "note": "campaign.yaml has no ratio_budget"})
@@ -549,8 +555,9 @@ def joint_allocation(context: dg.AssetExecutionContext, warehouse: DuckDBResourc
         row = {"campaign": campaign, "model_version": version, "ratio_budget": ratio, "n_customers": len(users),
                "n_merchants": len(merchants), "run_id": context.run_id, "note": None}
         try:
-            allocs = {a.kind: a for a in (solve_joint(vc, cc, vm, cm, ratio, log=_log(context)),
-                                          independent_allocation(vc, cc, vm, cm, ratio))}
+            joint = solve_joint(vc, cc, vm, cm, ratio, merchant_normalizer=norm, log=_log(context))
+            allocs = {"joint": joint, "independent": independent_allocation(
+                vc, cc, vm, cm, ratio, total_cost=joint.cost, merchant_normalizer=norm)}
         except ValueError as exc:
             row["note"] = str(exc)
             rows.append(row)
@@ -560,7 +567,7 @@ def joint_allocation(context: dg.AssetExecutionContext, warehouse: DuckDBResourc
         for kind, a in allocs.items():
             row[f"{kind}_value"], row[f"{kind}_cost"] = a.value, a.cost
             if ct is not None:
-                t = allocation_truth(a, ct, mt)
+                t = allocation_truth(a, ct, mt, norm)
                 row[f"{kind}_true_value"], row[f"{kind}_true_cost"] = t["true_value"], t["true_cost"]
             for side, ids, lv, amounts in (("customer", users, a.customer_levels, incentives),
                                            ("merchant", merchants, a.merchant_levels, mconf.commissions)):
