@@ -14,7 +14,13 @@ propensities. Reported per model, averaged over seeds:
   and read the true per-capita response and cost of that allocation from the truth files; the
   oracle is the same allocator on the true curves;
 - training seconds per epoch (DIPN: the uplift phase, which sees all samples like the S-learner;
-  the bias phase sees the lowest level only and is reported separately).
+  the bias phase sees the lowest level only and is reported separately);
+- two references that put "% of oracle" on a scale: `flat`, the best single level for everyone within
+  the budget (read from the truth: no personalization), and `isotonic`, a per-feature-combination
+  isotonic regression of the train labels on the level (sklearn; possible here only because the
+  features are three categoricals, so every user's curve is its combination's curve).
+  benchmarks/dipn_ceiling.py adds a correctly specified parametric fit (the generator's own family)
+  as a ceiling for what the 5,000 training samples can support.
 
 Prints a table shaped like the paper's Tables 2-3, then one JSON object.
 
@@ -36,6 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _model_frames import load_events, load_population  # noqa: E402
 
+from sklearn.isotonic import IsotonicRegression  # noqa: E402
+
 from promo_assets.allocation import solve  # noqa: E402
 from promo_assets.causal import ips_weights  # noqa: E402
 from promo_assets.evaluation.curve_metrics import curve_metrics  # noqa: E402
@@ -45,6 +53,22 @@ from promo_assets.simulation import simulate, truth_arrays  # noqa: E402
 MODELS = ("s_learner", "dipn")
 LABELS = {"s_learner": "DNN (S-learner)", "dipn": "DIPN"}
 METRICS = ("logloss", "auc", "rpr", "epr", "mlss", "future_response", "future_cost", "seconds_per_epoch")
+
+
+def isotonic_curves(train, population, categorical: list[str], k: int) -> np.ndarray:
+    """Per-combination isotonic regression of the train responses on the level (N_population x K);
+    combinations without train rows get the pooled fit."""
+    def fit(levels, y):
+        iso = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=True, out_of_bounds="clip")
+        return iso.fit(levels.astype(float), y.astype(float)).predict(np.arange(k, dtype=float))
+
+    tr_keys = train[categorical].astype(str).agg("|".join, axis=1).to_numpy()
+    pop_keys = population[categorical].astype(str).agg("|".join, axis=1).to_numpy()
+    lv, y = train["level"].to_numpy(), train["response"].to_numpy(dtype=float)
+    pooled = fit(lv, y)
+    curves = {key: (fit(lv[tr_keys == key], y[tr_keys == key]) if (tr_keys == key).any() else pooled)
+              for key in np.unique(pop_keys)}
+    return np.stack([curves[key] for key in pop_keys])
 
 
 def run_one(preset: str, seed: int, args, root: Path) -> dict:
@@ -69,6 +93,15 @@ def run_one(preset: str, seed: int, args, root: Path) -> dict:
     out = {"preset": preset, "seed": seed, "events": int(len(frame)), "population": int(len(population)),
            "oracle_future_response": float(true_values[rows, oracle].mean()),
            "oracle_future_cost": float(true_costs[rows, oracle].mean())}
+    within = [k for k in range(true_values.shape[1]) if true_costs[:, k].mean() <= args.budget]
+    flat_level = max(within, key=lambda k: true_values[:, k].mean())
+    out["flat_future_response"] = float(true_values[:, flat_level].mean())
+    out["flat_level"] = int(flat_level)
+    iso = isotonic_curves(frame[frame["split"] == "train"], population, categorical, true_values.shape[1])
+    iso_levels = np.asarray(solve(iso, iso * np.asarray(config.incentives)[None, :], args.budget,
+                                  per_capita=True, seed=seed).levels)
+    out["isotonic_future_response"] = float(true_values[rows, iso_levels].mean())
+    out["isotonic_future_cost"] = float(true_costs[rows, iso_levels].mean())
     for name in MODELS:
         kw = {"hidden": tuple(args.hidden)}
         if name == "s_learner":
@@ -103,6 +136,9 @@ def summarize(runs: list[dict], preset: str) -> dict:
     sel = [r for r in runs if r["preset"] == preset]
     s = {"seeds": [r["seed"] for r in sel],
          "oracle_future_response": float(np.mean([r["oracle_future_response"] for r in sel]))}
+    for ref in ("flat", "isotonic"):
+        s[f"{ref}_future_response"] = float(np.mean([r[f"{ref}_future_response"] for r in sel]))
+        s[f"{ref}_share_of_oracle"] = s[f"{ref}_future_response"] / s["oracle_future_response"]
     for name in MODELS:
         s[name] = {k: float(np.mean([r[name][k] for r in sel])) for k in (*METRICS, "curve_mae", "train_seconds")}
         s[name]["rpr_max_over_seeds"] = float(max(r[name]["rpr"] for r in sel))
@@ -124,6 +160,9 @@ def print_table(preset: str, s: dict, budget: float) -> None:
     for label, key, nd in rows:
         print(f"{label:32}{s['s_learner'][key]:>18.{nd}f}{s['dipn'][key]:>12.{nd}f}")
     print(f"{'Oracle future response':32}{s['oracle_future_response']:>18.4f}")
+    print(f"References: best single level {s['flat_future_response']:.4f} ({100 * s['flat_share_of_oracle']:.1f}% "
+          f"of oracle), per-combination isotonic {s['isotonic_future_response']:.4f} "
+          f"({100 * s['isotonic_share_of_oracle']:.1f}%)")
     print(f"DIPN: {100 * s['dipn']['share_of_oracle']:.1f}% of oracle (DNN {100 * s['s_learner']['share_of_oracle']:.1f}%), "
           f"max RPR over seeds {s['dipn']['rpr_max_over_seeds']:g}, future response >= DNN on "
           f"{s['dipn_future_response_ge_dnn_seeds']}/{len(s['seeds'])} seeds, time/epoch ratio "
