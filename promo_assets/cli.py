@@ -35,7 +35,7 @@ def _date(text: str) -> dt.date:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     from promo_assets import settings
-    from promo_assets.simulation import PRESETS, simulate
+    from promo_assets.simulation import PRESETS, SimulationError, simulate
 
     if args.preset not in PRESETS:
         print(f"promo simulate: unknown preset {args.preset!r}; choose one of {', '.join(PRESETS)}", file=sys.stderr)
@@ -45,7 +45,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.logging:
         options["logging"] = args.logging
     start = time.perf_counter()
-    summary = simulate(args.preset, args.campaign, landing, args.days, args.users, args.seed, start=args.start, **options)
+    try:
+        summary = simulate(args.preset, args.campaign, landing, args.days, args.users, args.seed, start=args.start,
+                           overwrite=args.overwrite, **options)
+    except SimulationError as exc:
+        print(f"promo simulate: {exc} (command line: --overwrite)" if "overwrite" in str(exc) else f"promo simulate: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     print(f"wrote {args.preset} campaign '{args.campaign}' to {landing / args.campaign} in {time.perf_counter() - start:.1f}s")
     print(f"  {summary}")
     return EXIT_OK
@@ -211,6 +216,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--start", type=_date, default=None, help="first day YYYY-MM-DD [today - days]")
     p.add_argument("--logging", default=None, help="demo only: rct (default) | confounded")
     p.add_argument("--landing", default=None, help="landing root [PROMO_LANDING_DIR or data/landing]")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an existing simulated campaign of the same name (its day files and truth)")
     p.set_defaults(func=cmd_simulate)
 
     p = sub.add_parser("run", help="materialize the whole asset graph for the landing folder's campaigns")
