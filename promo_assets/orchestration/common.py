@@ -43,11 +43,16 @@ def make_resources() -> dict:
 
 @contextmanager
 def connect(warehouse: DuckDBResource) -> Iterator:
-    """A warehouse connection with the schema in place."""
+    """A warehouse connection with the schema in place, closed however the block ends
+    (DuckDBResource.get_connection closes it only on a clean exit, and a connection left open
+    keeps the file locked for every other process)."""
     Path(warehouse.database).parent.mkdir(parents=True, exist_ok=True)
     with warehouse.get_connection() as con:
-        ensure_schema(con)
-        yield con
+        try:
+            ensure_schema(con)
+            yield con
+        finally:
+            con.close()
 
 
 def day_and_campaign(context: dg.AssetExecutionContext) -> tuple[str, str]:
