@@ -26,6 +26,9 @@ JOIN training_frame t USING (campaign, event_date, source_row)
 WHERE e.campaign = ?
 ORDER BY e.event_date, e.source_row;
 
+-- name: frame_version
+SELECT any_value(frame_version) FROM training_frame WHERE campaign = ?;
+
 -- name: insert_model
 INSERT INTO model_registry VALUES (?, ?, ?, ?, ?, now());
 

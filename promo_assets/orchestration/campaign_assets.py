@@ -198,6 +198,25 @@ def _model_metadata(trained, seconds: float) -> dict:
     return meta
 
 
+def _train_asset(context, warehouse: DuckDBResource, landing: LandingResource, train) -> dg.MaterializeResult:
+    """Read the campaign's training frame, call `train(frame, config, numeric, categorical, seed=,
+    max_epochs=, log=)`, store the content-addressed artefact and register it with the version of
+    the training frame it learned from."""
+    campaign = context.partition_key
+    config = load_config(landing.path, campaign)
+    with connect(warehouse) as con:
+        frame, numeric, categorical = read_training_frame(con, campaign)
+        frame_version = con.execute(sql("frames", "frame_version"), [campaign]).fetchone()[0]
+    start = time.perf_counter()
+    trained = train(frame, config, numeric, categorical, seed=0, max_epochs=settings.max_epochs(), log=_log(context))
+    seconds = time.perf_counter() - start
+    with connect(warehouse) as con:
+        _register(con, campaign, trained, frame_version)
+    meta = _model_metadata(trained, seconds)
+    meta["frame_version"] = frame_version
+    return dg.MaterializeResult(metadata=meta, data_version=dg.DataVersion(trained.version))
+
+
 @dg.asset(
     **COMMON,
     deps=["training_frame"],
@@ -208,19 +227,9 @@ def _model_metadata(trained, seconds: float) -> dict:
     "IPS-weighted losses, early stopping on the validation split. Content-addressed artefact.",
 )
 def s_learner(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
-    from promo_assets.models import train_model
+    from promo_assets.models import train_s_learner
 
-    campaign = context.partition_key
-    config = load_config(landing.path, campaign)
-    with connect(warehouse) as con:
-        frame, numeric, categorical = read_training_frame(con, campaign)
-    start = time.perf_counter()
-    trained = train_model("s_learner", frame, config, numeric, categorical, weighted=True, seed=0,
-                          max_epochs=settings.max_epochs(), log=_log(context))
-    seconds = time.perf_counter() - start
-    with connect(warehouse) as con:
-        _register(con, campaign, trained, None)
-    return dg.MaterializeResult(metadata=_model_metadata(trained, seconds), data_version=dg.DataVersion(trained.version))
+    return _train_asset(context, warehouse, landing, train_s_learner)
 
 
 @dg.asset(
@@ -234,16 +243,7 @@ def s_learner(context: dg.AssetExecutionContext, warehouse: DuckDBResource, land
 def dipn_bias_net(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
     from promo_assets.models import train_dipn_bias
 
-    campaign = context.partition_key
-    config = load_config(landing.path, campaign)
-    with connect(warehouse) as con:
-        frame, numeric, categorical = read_training_frame(con, campaign)
-    start = time.perf_counter()
-    trained = train_dipn_bias(frame, config, numeric, categorical, seed=0, max_epochs=settings.max_epochs(), log=_log(context))
-    seconds = time.perf_counter() - start
-    with connect(warehouse) as con:
-        _register(con, campaign, trained, None)
-    return dg.MaterializeResult(metadata=_model_metadata(trained, seconds), data_version=dg.DataVersion(trained.version))
+    return _train_asset(context, warehouse, landing, train_dipn_bias)
 
 
 @dg.asset(
@@ -259,21 +259,17 @@ def dipn_uplift_net(context: dg.AssetExecutionContext, warehouse: DuckDBResource
     from promo_assets.models import load_model, train_dipn_uplift
 
     campaign = context.partition_key
-    config = load_config(landing.path, campaign)
     with connect(warehouse) as con:
-        frame, _, _ = read_training_frame(con, campaign)
         row = con.execute(sql("frames", "latest_models"), [campaign, ["dipn_bias"]]).fetchone()
     if row is None:
         raise dg.Failure(f"no trained dipn_bias_net for campaign '{campaign}': materialize dipn_bias_net first")
     bias = load_model(row[1])
-    start = time.perf_counter()
-    trained = train_dipn_uplift(bias, frame, seed=0, max_epochs=settings.max_epochs(), log=_log(context))
-    seconds = time.perf_counter() - start
-    with connect(warehouse) as con:
-        _register(con, campaign, trained, None)
-    meta = _model_metadata(trained, seconds)
-    meta["bias_net_version"] = bias.version
-    return dg.MaterializeResult(metadata=meta, data_version=dg.DataVersion(trained.version))
+    result = _train_asset(
+        context, warehouse, landing,
+        lambda frame, config, numeric, categorical, **kw: train_dipn_uplift(bias, frame, **kw),
+    )
+    result.metadata["bias_net_version"] = dg.MetadataValue.text(bias.version)
+    return result
 
 
 # --------------------------------------------------------------------------------------------
