@@ -6,7 +6,6 @@ import datetime as dt
 import json
 
 import dagster as dg
-import pandas as pd
 import pytest
 
 from tests.test_ingestion import good_frame, write_campaign

@@ -175,7 +175,7 @@ def _events_query(con, config: CampaignConfig, path: Path) -> tuple[dict[str, st
         [[i, label, inc] for i, (label, inc) in enumerate(zip(config.labels, config.incentives))],
     )
     if config.ordered:
-        grid_join = f"TRY_CAST(src.\"treatment\" AS DOUBLE) = g.incentive"
+        grid_join = "TRY_CAST(src.\"treatment\" AS DOUBLE) = g.incentive"
     else:
         grid_join = "trim(CAST(src.\"treatment\" AS VARCHAR)) = g.label"
 
