@@ -9,9 +9,7 @@ budget_dual → allocation → policy_evaluation) under the model name "gnn_haza
 
 
 import datetime as dt
-import io
 import time
-from pathlib import Path
 
 import dagster as dg
 import numpy as np
@@ -20,7 +18,10 @@ from dagster_duckdb import DuckDBResource
 
 from promo_assets import settings
 from promo_assets.artifacts import content_version
-from promo_assets.ingestion import IngestError, day_files, format_problems, load_config
+from promo_assets.campaign import CampaignConfig, CampaignConfigError
+from promo_assets.ingestion import IngestError, day_files
+from promo_assets.ingestion import merchants as ingest_merchants
+from promo_assets.ingestion.merchants import MerchantConfig
 from promo_assets.orchestration.campaign_assets import (
     _jsonable,
     _model_metadata,
@@ -43,78 +44,23 @@ from promo_assets.warehouse import quote_ident, sql
 
 MODEL_NAME = "gnn_hazard"  # model_registry / response_coefficients name of the GNN + hazard model
 GRAPH = dict(partitions_def=campaign_partitions, pool=WAREHOUSE_POOL, group_name="graph")
-MERCHANT_REQUIRED = ("merchant_id", "treatment", "response")
-MERCHANT_RESERVED = (*MERCHANT_REQUIRED, "cost", "propensity", "event_date", "event_time", "__source_row")
 
 
 # --------------------------------------------------------------------------------------------
 # helpers
 
 
-class MerchantConfig:
-    """The `merchants:` block of a bipartite campaign.yaml (commission levels, cost rule, files)."""
-
-    def __init__(self, config, path: Path):
-        block = config.extra.get("merchants")
-        self.present = isinstance(block, dict)
-        block = block if self.present else {}
-        levels = (block.get("treatments") or {}).get("levels") if isinstance(block.get("treatments"), dict) else None
-        self.commissions: np.ndarray | None = None
-        if self.present:
-            try:
-                arr = np.asarray(levels, dtype=float)
-            except (TypeError, ValueError):
-                arr = np.asarray([])
-            if arr.ndim != 1 or arr.size < 2 or not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(np.diff(arr) <= 0):
-                raise dg.Failure(f"{path}: merchants.treatments.levels must be >= 2 ascending non-negative amounts, got {levels!r}")
-            self.commissions = arr
-        self.cost = block.get("cost", "redeemed")
-        if self.cost not in ("redeemed", "assigned", "column"):
-            raise dg.Failure(f"{path}: merchants.cost must be redeemed, assigned or column, got {self.cost!r}")
-        self.normalizer = block.get("normalizer", "prev_shares")
-        self.truth = block.get("truth", "truth/merchant_response.parquet")
-
-
-def merchant_config(landing: LandingResource, campaign: str) -> tuple:
-    config = load_config(landing.path, campaign)
-    return config, MerchantConfig(config, landing.path / campaign / "campaign.yaml")
-
-
-def _latest_file(landing: LandingResource, campaign: str, kind: str) -> tuple[pd.DataFrame | None, str | None]:
-    files = day_files(landing.path, campaign, kind)
-    if not files:
-        return None, None
-    path = files[max(files)]
-    return (pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)), str(path)
-
-
-def features_json(frame: pd.DataFrame, id_col: str) -> list[str]:
-    """One JSON object per row holding the row's feature columns (every column but `id_col`)."""
-    cols = [c for c in frame.columns if c != id_col]
-    if not cols or frame.empty:
-        return ["{}"] * len(frame)
-    return frame[cols].to_json(orient="records", lines=True, date_format="iso", double_precision=15).splitlines()
-
-
-def features_frame(ids: pd.Series, features: pd.Series, id_col: str) -> pd.DataFrame:
-    """Inverse of `features_json`: id column + one column per feature."""
-    parsed = pd.read_json(io.StringIO("\n".join(features)), lines=True, dtype=False, convert_dates=False) \
-        if len(features) else pd.DataFrame()
-    parsed.index = range(len(ids))
-    return pd.concat([pd.DataFrame({id_col: ids.astype(str).to_numpy()}), parsed], axis=1)
+def merchant_config(landing: LandingResource, campaign: str) -> tuple[CampaignConfig, MerchantConfig]:
+    """`promo_assets.ingestion.merchants.merchant_config`; a bad campaign.yaml fails the asset."""
+    try:
+        return ingest_merchants.merchant_config(landing.path, campaign)
+    except CampaignConfigError as exc:
+        raise dg.Failure(str(exc)) from None
 
 
 def latest_model_version(con, campaign: str) -> str | None:
     row = con.execute(sql("frames", "latest_models"), [campaign, [MODEL_NAME]]).fetchone()
     return row[1] if row else None
-
-
-def _truth(landing: LandingResource, campaign: str, mconf: MerchantConfig):
-    c_path = landing.path / campaign / "truth" / "response.parquet"
-    m_path = landing.path / campaign / mconf.truth
-    c = pd.read_parquet(c_path) if c_path.exists() else None
-    m = pd.read_parquet(m_path) if m_path.exists() else None
-    return c, m
 
 
 def _log(context):
@@ -123,41 +69,6 @@ def _log(context):
 
 # --------------------------------------------------------------------------------------------
 # ingestion
-
-
-def _stage_merchants(con, path: Path, fmt: str, mconf: MerchantConfig) -> list[str]:
-    """Stage one merchants/ day file typed against the commission grid (temp table typed_merchants);
-    returns its feature columns. IngestError names a missing column."""
-    columns = [r[0] for r in con.execute(sql("meta", f"describe_{fmt}"), [str(path)]).fetchall()]
-    missing = [c for c in MERCHANT_REQUIRED if c not in columns]
-    if missing:
-        raise IngestError(f"{path}: missing required column(s) {', '.join(map(repr, missing))} "
-                          f"(required: {', '.join(MERCHANT_REQUIRED)}; found: {', '.join(columns) or 'none'})")
-    if mconf.cost == "column" and "cost" not in columns:
-        raise IngestError(f"{path}: missing column 'cost' (campaign.yaml says merchants.cost: column)")
-    features = [c for c in columns if c not in MERCHANT_RESERVED]
-    cost = {"redeemed": 'g.incentive * TRY_CAST(s."response" AS DOUBLE)', "assigned": "g.incentive",
-            "column": 'TRY_CAST(s."cost" AS DOUBLE)'}[mconf.cost]
-    propensity = 'TRY_CAST(s."propensity" AS DOUBLE)' if "propensity" in columns else "CAST(NULL AS DOUBLE)"
-    feats = ("CAST(to_json(struct_pack(" + ", ".join(f"{quote_ident(c)} := s.{quote_ident(c)}" for c in features)
-             + ")) AS VARCHAR)") if features else "'{}'"
-    con.execute(sql("graph", "create_commission_grid"))
-    con.executemany(sql("graph", "insert_commission_grid"), [[i, float(x)] for i, x in enumerate(mconf.commissions)])
-    con.execute(sql("graph", f"stage_merchants_{fmt}"), [str(path)])
-    con.execute(sql("graph", "type_merchants", cost=cost, propensity=propensity, features=feats))
-    return features
-
-
-def _replace_partition(con, campaign: str, day: str, path: Path, n: int) -> None:
-    con.execute("BEGIN TRANSACTION")
-    try:
-        con.execute(sql("graph", "delete_merchant_partition"), [campaign, day])
-        con.execute(sql("graph", "insert_merchant_events"), [campaign, day, str(path)])
-        con.execute(sql("ingest", "insert_ingest_log"), [campaign, day, "merchant_events", str(path), n, 0, "loaded", None])
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
 
 
 @dg.asset(
@@ -178,63 +89,29 @@ def merchant_events(context: dg.AssetExecutionContext, warehouse: DuckDBResource
     path = day_files(landing.path, campaign, "merchants").get(dt.date.fromisoformat(day))
     if path is None:
         with connect(warehouse) as con:
-            con.execute(sql("graph", "delete_merchant_partition"), [campaign, day])
+            ingest_merchants.clear_merchants_day(con, campaign, day)
         context.log.info(f"{campaign} {day}: no merchants file; empty partition")
         return dg.MaterializeResult(metadata={"rows_loaded": 0, "note": "no merchants/ file for this day"})
-    if not mconf.present:
-        raise dg.Failure(f"{path}: merchant events found but campaign.yaml of '{campaign}' has no merchants: block "
-                         "(merchants.treatments.levels lists the commission amounts)")
-    fmt = "parquet" if path.suffix == ".parquet" else "csv"
-    # errors are raised after the connection is closed (DuckDBResource closes it only on a clean exit)
-    error, features, n, counts, problems = None, [], 0, [], []
     with connect(warehouse) as con:
         try:
-            features = _stage_merchants(con, path, fmt, mconf)
+            result = ingest_merchants.ingest_merchants_day(con, campaign, day, path, mconf)
         except IngestError as exc:
-            error = str(exc)
-        except Exception as exc:  # duckdb errors: unreadable file, bad types
-            error = f"{path}: cannot be read as merchant events: {str(exc).splitlines()[0]}"
-        if error is None:
-            problems = [
-                {"column": c, "problem": p, "rows": int(k), "first_row": int(r), "example": e}
-                for c, p, k, r, e in con.execute(sql("graph", "merchant_problems")).fetchall()
-            ]
-            n = con.execute(sql("graph", "count_typed_merchants")).fetchone()[0]
-            if problems or n == 0:
-                error = (format_problems(path, problems) if problems else f"{path}: the file has no rows") + \
-                    f"; nothing was loaded for campaign '{campaign}' day {day}"
-            else:
-                _replace_partition(con, campaign, day, path, n)
-                counts = con.execute(sql("graph", "merchant_level_counts"), [campaign, day]).fetchall()
-        if error is not None:
-            con.execute(sql("ingest", "insert_ingest_log"), [campaign, day, "merchant_events", str(path), 0,
-                                                            sum(p["rows"] for p in problems), "failed", error])
-    if error is not None:
-        raise dg.Failure(error)
-    context.log.info(f"{campaign} {day}: loaded {n} merchant rows from {path}")
+            raise dg.Failure(str(exc)) from None
+    context.log.info(f"{campaign} {day}: loaded {result.rows_loaded} merchant rows from {path}")
     return dg.MaterializeResult(
         metadata={
-            "rows_loaded": n,
+            "rows_loaded": result.rows_loaded,
             "source_file": dg.MetadataValue.path(str(path)),
             "commission_distribution": md_table(
-                [{"level": lvl, "commission": float(mconf.commissions[lvl]), "rows": k} for lvl, k in counts]),
-            "features": dg.MetadataValue.json(features),
+                [{"level": lvl, "commission": float(mconf.commissions[lvl]), "rows": k}
+                 for lvl, k in sorted(result.level_counts.items())]),
+            "features": dg.MetadataValue.json(list(result.features)),
         }
     )
 
 
 # --------------------------------------------------------------------------------------------
 # graph
-
-
-def _node_table(ids: np.ndarray, id_col: str, *sources: pd.DataFrame | None) -> pd.DataFrame:
-    """One row per id with the features of the first source that knows it (later ones fill gaps)."""
-    table = pd.DataFrame({id_col: ids}).set_index(id_col)
-    for src in sources:
-        if src is not None and not src.empty:
-            src = src.assign(**{id_col: src[id_col].astype(str)}).drop_duplicates(id_col, keep="last").set_index(id_col)
-            table = table.combine_first(src) if len(table.columns) else table.join(src, how="left")
-    return table.reindex(ids).reset_index()
 
 
 @dg.asset(
@@ -250,10 +127,11 @@ def _node_table(ids: np.ndarray, id_col: str, *sources: pd.DataFrame | None) -> 
 )
 def customer_merchant_graph(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
     from promo_assets.graph import aggregate_edges
+    from promo_assets.graph.warehouse_io import features_frame, latest_landing_file, node_stats, node_table
 
     campaign = context.partition_key
-    population, pop_source = _latest_file(landing, campaign, "population")
-    merchant_pop, mpop_source = _latest_file(landing, campaign, "merchant_population")
+    population, pop_source = latest_landing_file(landing.path, campaign, "population")
+    merchant_pop, mpop_source = latest_landing_file(landing.path, campaign, "merchant_population")
     with connect(warehouse) as con:
         raw_edges = con.execute(sql("graph", "campaign_edges"), [campaign]).df()
         m_events = con.execute(sql("graph", "campaign_merchant_events"), [campaign]).df()
@@ -274,22 +152,11 @@ def customer_merchant_graph(context: dg.AssetExecutionContext, warehouse: DuckDB
                                       [] if population is None else population["user_id"].astype(str).to_numpy()]))
     m_ids = np.unique(np.concatenate([edges["merchant_id"].to_numpy(dtype=str), m_events["merchant_id"].to_numpy(dtype=str),
                                       [] if merchant_pop is None else merchant_pop["merchant_id"].astype(str).to_numpy()]))
-    customers = _node_table(c_ids, "user_id", population, rct_features)
-    merchants = _node_table(m_ids, "merchant_id", merchant_pop, m_feats)
+    customers = node_table(c_ids, "user_id", population, rct_features)
+    merchants = node_table(m_ids, "merchant_id", merchant_pop, m_feats)
 
-    def stats(table, id_col, events):
-        by = edges.groupby(id_col).agg(degree=("n_payments", "size"), n_payments=("n_payments", "sum"))
-        counts = events.groupby(id_col).size() if "n_events" not in events else events.set_index(id_col)["n_events"]
-        return pd.DataFrame({
-            id_col: table[id_col],
-            "degree": by["degree"].reindex(table[id_col]).fillna(0).astype(np.int64).to_numpy(),
-            "n_payments": by["n_payments"].reindex(table[id_col]).fillna(0.0).to_numpy(),
-            "n_events": counts.reindex(table[id_col]).fillna(0).astype(np.int64).to_numpy(),
-            "features": features_json(table, id_col),
-        })
-
-    c_nodes = stats(customers, "user_id", n_events)
-    m_nodes = stats(merchants, "merchant_id", m_events)
+    c_nodes = node_stats(customers, "user_id", edges, n_events)
+    m_nodes = node_stats(merchants, "merchant_id", edges, m_events)
     version = content_version(
         pd.util.hash_pandas_object(edges, index=False).to_numpy().tobytes()
         + "\n".join(c_nodes["features"]).encode() + "\n".join(m_nodes["features"]).encode()
@@ -331,6 +198,7 @@ def customer_merchant_graph(context: dg.AssetExecutionContext, warehouse: DuckDB
 def read_graph(con, campaign: str, normalizer: str | None):
     """The stored graph as PyG HeteroData (None when the campaign has no graph) and its version."""
     from promo_assets.graph import build_graph
+    from promo_assets.graph.warehouse_io import features_frame
 
     c = con.execute(sql("graph", "graph_customers"), [campaign]).df()
     if c.empty:
@@ -388,6 +256,7 @@ def _uplift_plot(trained, frame: pd.DataFrame, customer_truth: np.ndarray | None
 )
 def gnn_hazard_model(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
     from promo_assets.graph import level_curve, train_gnn_hazard, truth_matrix, truth_metrics
+    from promo_assets.graph.warehouse_io import read_truth
 
     campaign = context.partition_key
     config, mconf = merchant_config(landing, campaign)
@@ -410,7 +279,7 @@ def gnn_hazard_model(context: dg.AssetExecutionContext, warehouse: DuckDBResourc
     except ValueError as exc:
         raise dg.Failure(f"gnn_hazard for campaign '{campaign}': {exc}") from None
     seconds = time.perf_counter() - start
-    c_truth_df, m_truth_df = _truth(landing, campaign, mconf)
+    c_truth_df, m_truth_df = read_truth(landing.path, campaign, mconf.truth)
     ct = mt = None
     if c_truth_df is not None and m_truth_df is not None:
         try:
@@ -513,6 +382,7 @@ def joint_allocation(context: dg.AssetExecutionContext, warehouse: DuckDBResourc
     from promo_assets.graph import (
         allocation_truth, independent_allocation, joint_allocation as solve_joint, load_graph_model, truth_matrix,
     )
+    from promo_assets.graph.warehouse_io import read_truth
 
     campaign = context.partition_key
     config, mconf = merchant_config(landing, campaign)
@@ -540,7 +410,7 @@ def joint_allocation(context: dg.AssetExecutionContext, warehouse: DuckDBResourc
     ratios = _ratio_budgets(config)
     if not ratios:
         return dg.MaterializeResult(metadata={"skipped": True, "note": "campaign.yaml has no ratio_budget"})
-    c_truth_df, m_truth_df = _truth(landing, campaign, mconf)
+    c_truth_df, m_truth_df = read_truth(landing.path, campaign, mconf.truth)
     ct = mt = None
     if c_truth_df is not None and m_truth_df is not None:
         try:

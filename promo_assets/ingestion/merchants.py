@@ -1,0 +1,160 @@
+"""Merchant-side RCT files of a bipartite campaign: the `merchants:` block of campaign.yaml and the
+validated, atomic load of one `merchants/<YYYY-MM-DD>.parquet|.csv` file into `merchant_events`.
+
+Loading a day file:
+
+1. reads its columns (a missing required column fails the file with a message naming it);
+2. stages the rows typed against the commission grid (temp table `typed_merchants`; the cost
+   follows `merchants.cost`; the feature columns become one JSON object per row);
+3. summarizes the problems (unknown commission, bad response / cost / propensity, missing
+   merchant_id) — any problem, or an empty file, fails the whole file: nothing is loaded, the
+   failure is recorded in `ingest_log` and `IngestError` names the file, column and first row;
+4. otherwise replaces exactly that (campaign, day) partition in one transaction (so re-loading
+   never duplicates) and records the load in `ingest_log`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import duckdb
+import numpy as np
+
+from promo_assets.campaign import CampaignConfig, CampaignConfigError
+from promo_assets.ingestion import IngestError, IngestResult, format_problems, load_config
+from promo_assets.warehouse import quote_ident, sql
+
+MERCHANT_REQUIRED = ("merchant_id", "treatment", "response")
+MERCHANT_RESERVED = (*MERCHANT_REQUIRED, "cost", "propensity", "event_date", "event_time", "__source_row")
+MERCHANT_COST_RULES = ("redeemed", "assigned", "column")
+
+
+class MerchantConfig:
+    """The `merchants:` block of a bipartite campaign.yaml.
+
+    Takes the parsed `CampaignConfig` (the block lives in `config.extra["merchants"]`) and the
+    campaign.yaml path (for messages). Attributes: `present` (the block exists), `commissions`
+    (float array of the commission amounts per level, None without the block), `cost`
+    ('redeemed' | 'assigned' | 'column'), `normalizer` (merchant normalizer name, default
+    'prev_shares'), `truth` (path of the simulated merchant truth file, relative to the campaign
+    folder). Raises CampaignConfigError for levels that are not >= 2 ascending non-negative
+    amounts or an unknown cost rule.
+    """
+
+    def __init__(self, config: CampaignConfig, path: Path):
+        block = config.extra.get("merchants")
+        self.present = isinstance(block, dict)
+        block = block if self.present else {}
+        levels = (block.get("treatments") or {}).get("levels") if isinstance(block.get("treatments"), dict) else None
+        self.commissions: np.ndarray | None = None
+        if self.present:
+            try:
+                arr = np.asarray(levels, dtype=float)
+            except (TypeError, ValueError):
+                arr = np.asarray([])
+            if arr.ndim != 1 or arr.size < 2 or not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(np.diff(arr) <= 0):
+                raise CampaignConfigError(
+                    f"{path}: merchants.treatments.levels must be >= 2 ascending non-negative amounts, got {levels!r}")
+            self.commissions = arr
+        self.cost = block.get("cost", "redeemed")
+        if self.cost not in MERCHANT_COST_RULES:
+            raise CampaignConfigError(f"{path}: merchants.cost must be redeemed, assigned or column, got {self.cost!r}")
+        self.normalizer = block.get("normalizer", "prev_shares")
+        self.truth = block.get("truth", "truth/merchant_response.parquet")
+
+
+def merchant_config(landing_dir: Path, campaign: str) -> tuple[CampaignConfig, MerchantConfig]:
+    """(CampaignConfig, MerchantConfig) of `<landing_dir>/<campaign>/campaign.yaml`; raises
+    CampaignConfigError for a missing or invalid file or `merchants:` block."""
+    landing_dir = Path(landing_dir)
+    config = load_config(landing_dir, campaign)
+    return config, MerchantConfig(config, landing_dir / campaign / "campaign.yaml")
+
+
+def _stage_merchants(con: duckdb.DuckDBPyConnection, path: Path, mconf: MerchantConfig) -> dict[str, str]:
+    """Stage one merchants/ day file typed against the commission grid (temp table
+    typed_merchants); returns its feature columns with their source types, in file order.
+    IngestError names a missing column."""
+    fmt = "parquet" if path.suffix == ".parquet" else "csv"
+    source = {r[0]: r[1] for r in con.execute(sql("meta", f"describe_{fmt}"), [str(path)]).fetchall()}
+    missing = [c for c in MERCHANT_REQUIRED if c not in source]
+    if missing:
+        raise IngestError(f"{path}: missing required column(s) {', '.join(map(repr, missing))} "
+                          f"(required: {', '.join(MERCHANT_REQUIRED)}; found: {', '.join(source) or 'none'})")
+    if mconf.cost == "column" and "cost" not in source:
+        raise IngestError(f"{path}: missing column 'cost' (campaign.yaml says merchants.cost: column)")
+    features = {c: t for c, t in source.items() if c not in MERCHANT_RESERVED}
+    cost = {"redeemed": 'g.incentive * TRY_CAST(s."response" AS DOUBLE)', "assigned": "g.incentive",
+            "column": 'TRY_CAST(s."cost" AS DOUBLE)'}[mconf.cost]
+    propensity = 'TRY_CAST(s."propensity" AS DOUBLE)' if "propensity" in source else "CAST(NULL AS DOUBLE)"
+    feats = ("CAST(to_json(struct_pack(" + ", ".join(f"{quote_ident(c)} := s.{quote_ident(c)}" for c in features)
+             + ")) AS VARCHAR)") if features else "'{}'"
+    con.execute(sql("graph", "create_commission_grid"))
+    con.executemany(sql("graph", "insert_commission_grid"), [[i, float(x)] for i, x in enumerate(mconf.commissions)])
+    con.execute(sql("graph", f"stage_merchants_{fmt}"), [str(path)])
+    con.execute(sql("graph", "type_merchants", cost=cost, propensity=propensity, features=feats))
+    return features
+
+
+def _replace_partition(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date, path: Path, n: int) -> None:
+    """Delete + insert the (campaign, day) partition from typed_merchants and log it, in one transaction."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute(sql("graph", "delete_merchant_partition"), [campaign, day])
+        con.execute(sql("graph", "insert_merchant_events"), [campaign, day, str(path)])
+        con.execute(sql("ingest", "insert_ingest_log"), [campaign, day, "merchant_events", str(path), n, 0, "loaded", None])
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def _as_date(day: dt.date | str) -> dt.date:
+    return day if isinstance(day, dt.date) else dt.date.fromisoformat(str(day))
+
+
+def clear_merchants_day(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date | str) -> None:
+    """Empty the (campaign, day) partition of merchant_events (a day without a merchants/ file)."""
+    con.execute(sql("graph", "delete_merchant_partition"), [campaign, _as_date(day)])
+
+
+def ingest_merchants_day(
+    con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date | str, path: Path, mconf: MerchantConfig
+) -> IngestResult:
+    """Load one `merchants/<day>` file into `merchant_events`, replacing that (campaign, day) partition.
+
+    Takes an open warehouse connection (schema in place), the campaign id, the day, the file and the
+    campaign's `MerchantConfig`. Returns an IngestResult (rows_loaded, level_counts {level: rows},
+    features {column: source type}; rows_rejected 0). Raises IngestError, with merchant_events
+    unchanged, when the campaign has no `merchants:` block, the file is unreadable or lacks a
+    column, has no rows, or has any bad row (the message names the file, column, problem, first row
+    and an example); except for the missing block, the failure is first recorded in ingest_log.
+    """
+    path, day = Path(path), _as_date(day)
+    if not mconf.present:
+        raise IngestError(f"{path}: merchant events found but campaign.yaml of '{campaign}' has no merchants: block "
+                          "(merchants.treatments.levels lists the commission amounts)")
+    error, features, problems = None, {}, []
+    try:
+        features = _stage_merchants(con, path, mconf)
+    except IngestError as exc:
+        error = str(exc)
+    except Exception as exc:  # duckdb errors: unreadable file, bad types
+        error = f"{path}: cannot be read as merchant events: {str(exc).splitlines()[0]}"
+    if error is None:
+        problems = [
+            {"column": c, "problem": p, "rows": int(k), "first_row": int(r), "example": e}
+            for c, p, k, r, e in con.execute(sql("graph", "merchant_problems")).fetchall()
+        ]
+        n = con.execute(sql("graph", "count_typed_merchants")).fetchone()[0]
+        if problems or n == 0:
+            error = (format_problems(path, problems) if problems else f"{path}: the file has no rows") + \
+                f"; nothing was loaded for campaign '{campaign}' day {day}"
+    if error is not None:
+        con.execute(sql("ingest", "insert_ingest_log"), [campaign, day, "merchant_events", str(path), 0,
+                                                        sum(p["rows"] for p in problems), "failed", error])
+        raise IngestError(error)
+    _replace_partition(con, campaign, day, path, n)
+    counts = dict(con.execute(sql("graph", "merchant_level_counts"), [campaign, day]).fetchall())
+    return IngestResult(campaign, day, str(path), int(n), 0, counts, [], features)
