@@ -39,9 +39,9 @@ def feature_spec(con, campaign: str) -> tuple[list[str], list[str]]:
     return [f for f, k in rows if k == "numeric"], [f for f, k in rows if k == "categorical"]
 
 
-def _columns(numeric: list[str], categorical: list[str]) -> str:
-    cols = numeric + categorical
-    return "".join(f", e.{quote_ident(c)}" for c in cols)
+def _columns(numeric: list[str], categorical: list[str], prefix: str = "e.") -> str:
+    """', <prefix>"feature"' for every feature column, appended to a SELECT list."""
+    return "".join(f", {prefix}{quote_ident(c)}" for c in numeric + categorical)
 
 
 def read_training_frame(con, campaign: str) -> tuple[pd.DataFrame, list[str], list[str]]:
@@ -82,7 +82,7 @@ def propensity(context: dg.AssetExecutionContext, warehouse: DuckDBResource, lan
     with connect(warehouse) as con:
         numeric, categorical = feature_spec(con, campaign)
         events = con.execute(
-            sql("frames", "events", columns=_columns(numeric, categorical).replace("e.", "")), [campaign]
+            sql("frames", "events", columns=_columns(numeric, categorical, prefix="")), [campaign]
         ).df()
         if events.empty:
             raise dg.Failure(f"no rct_events for campaign '{campaign}'")
