@@ -14,7 +14,9 @@ propensities. Reported per model, averaged over seeds:
   and read the true per-capita response and cost of that allocation from the truth files; the
   oracle is the same allocator on the true curves;
 - training seconds per epoch (DIPN: the uplift phase, which sees all samples like the S-learner;
-  the bias phase sees the lowest level only and is reported separately);
+  the bias phase sees the lowest level only and is reported separately), measured apart from the
+  quality runs on each preset's first seed: a warm-up run per model, then `--timing-repeats`
+  alternating runs of `--timing-epochs` epochs with early stopping off, median per model;
 - two references that put "% of oracle" on a scale: `flat`, the best single level for everyone within
   the budget (read from the truth: no personalization), and `isotonic`, a per-feature-combination
   isotonic regression of the train labels on the level (sklearn; possible here only because the
@@ -71,13 +73,14 @@ def isotonic_curves(train, population, categorical: list[str], k: int) -> np.nda
     return np.stack([curves[key] for key in pop_keys])
 
 
-def run_one(preset: str, seed: int, args, root: Path) -> dict:
+def split_frame(preset: str, seed: int, args, root: Path):
+    """Simulate one day with every pool user active and split its events at random into the
+    train / validation / test sizes; IPS weights from the logged propensities."""
     n_train, n_val, n_test = args.train_size, args.validation_size, args.test_size
     campaign = f"{preset}_{seed}"
     simulate(preset, campaign, root, days=1, users=n_train + n_val + n_test, seed=seed, daily_active=1.0,
              overwrite=True)
-    cdir = root / campaign
-    frame, config, numeric, categorical = load_events(cdir)
+    frame, config, numeric, categorical = load_events(root / campaign)
     order = np.random.default_rng(seed).permutation(len(frame))
     split = np.empty(len(frame), dtype=object)
     split[order[:n_train]] = "train"
@@ -85,6 +88,12 @@ def run_one(preset: str, seed: int, args, root: Path) -> dict:
     split[order[n_train + n_val:]] = "holdout"
     frame["split"] = split
     frame["ips_weight"] = ips_weights(frame["propensity"].to_numpy(), clip=config.ips_clip)
+    return frame, config, numeric, categorical
+
+
+def run_one(preset: str, seed: int, args, root: Path) -> dict:
+    frame, config, numeric, categorical = split_frame(preset, seed, args, root)
+    cdir = root / f"{preset}_{seed}"
     test = frame[frame["split"] == "holdout"]
     population = load_population(cdir)
     true_values, true_costs = truth_arrays(cdir, population["user_id"].to_numpy())
@@ -132,6 +141,29 @@ def run_one(preset: str, seed: int, args, root: Path) -> dict:
     return out
 
 
+def time_epochs(preset: str, args, root: Path) -> dict:
+    """Training seconds per epoch of both models on one frame (the preset's first seed), measured
+    apart from the quality runs: one warm-up run each (imports, numba's compiled kernel), then
+    `--timing-repeats` runs of `--timing-epochs` epochs each with early stopping off, alternating
+    DNN and DIPN so that machine noise hits both alike; the median per model is reported."""
+    seed = args.seeds[0]
+    frame, config, numeric, categorical = split_frame(preset, seed, args, root)
+    per_model: dict[str, list[float]] = {name: [] for name in MODELS}
+    for repeat in range(-1, args.timing_repeats):
+        for name in MODELS:
+            kw = {"hidden": tuple(args.hidden), "patience": args.timing_epochs}
+            if name == "s_learner":
+                kw["head_hidden"] = 0
+            model = train_model(name, frame, config, numeric, categorical, seed=seed,
+                                max_epochs=1 if repeat < 0 else args.timing_epochs, **kw)
+            if repeat >= 0:
+                per_model[name].append(float(model.metrics["seconds_per_epoch"]))
+    med = {name: float(np.median(v)) for name, v in per_model.items()}
+    return {"epochs": args.timing_epochs, "repeats": args.timing_repeats, "seconds_per_epoch": per_model,
+            "median_seconds_per_epoch": med, "ratio_of_medians": med["dipn"] / med["s_learner"],
+            "ratio_per_repeat": [d / s for d, s in zip(per_model["dipn"], per_model["s_learner"])]}
+
+
 def summarize(runs: list[dict], preset: str) -> dict:
     sel = [r for r in runs if r["preset"] == preset]
     s = {"seeds": [r["seed"] for r in sel],
@@ -143,8 +175,8 @@ def summarize(runs: list[dict], preset: str) -> dict:
         s[name] = {k: float(np.mean([r[name][k] for r in sel])) for k in (*METRICS, "curve_mae", "train_seconds")}
         s[name]["rpr_max_over_seeds"] = float(max(r[name]["rpr"] for r in sel))
         s[name]["share_of_oracle"] = s[name]["future_response"] / s["oracle_future_response"]
-    s["dipn_time_ratio"] = s["dipn"]["seconds_per_epoch"] / s["s_learner"]["seconds_per_epoch"]
-    s["time_ratio_per_seed"] = [r["dipn"]["seconds_per_epoch"] / r["s_learner"]["seconds_per_epoch"] for r in sel]
+    # context only: the quality runs' own per-epoch means (early stopping, the first run pays the warm-up)
+    s["quality_runs_time_ratio"] = s["dipn"]["seconds_per_epoch"] / s["s_learner"]["seconds_per_epoch"]
     s["dipn_future_response_ge_dnn_seeds"] = int(sum(r["dipn"]["future_response"] >= r["s_learner"]["future_response"]
                                                     for r in sel))
     return s
@@ -165,8 +197,13 @@ def print_table(preset: str, s: dict, budget: float) -> None:
           f"({100 * s['isotonic_share_of_oracle']:.1f}%)")
     print(f"DIPN: {100 * s['dipn']['share_of_oracle']:.1f}% of oracle (DNN {100 * s['s_learner']['share_of_oracle']:.1f}%), "
           f"max RPR over seeds {s['dipn']['rpr_max_over_seeds']:g}, future response >= DNN on "
-          f"{s['dipn_future_response_ge_dnn_seeds']}/{len(s['seeds'])} seeds, time/epoch ratio "
-          f"{s['dipn_time_ratio']:.2f}")
+          f"{s['dipn_future_response_ge_dnn_seeds']}/{len(s['seeds'])} seeds")
+    t = s.get("timing")
+    if t:
+        med = t["median_seconds_per_epoch"]
+        print(f"Training seconds per epoch (median of {t['repeats']} alternating runs of {t['epochs']} epochs, "
+              f"after a warm-up): DNN {med['s_learner']:.4f}, DIPN {med['dipn']:.4f}, DIPN/DNN "
+              f"{t['ratio_of_medians']:.2f} (per run {', '.join(f'{r:.2f}' for r in t['ratio_per_repeat'])})")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -179,13 +216,17 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--budget", type=float, default=11.0, help="per-capita cost constraint")
     ap.add_argument("--hidden", type=int, nargs="+", default=[64, 32], help="equal hidden sizes of both models")
     ap.add_argument("--max-epochs", type=int, default=None)
+    ap.add_argument("--timing-epochs", type=int, default=20, help="epochs per timing run (early stopping off)")
+    ap.add_argument("--timing-repeats", type=int, default=7, help="alternating timing runs per model")
     ap.add_argument("--quick", action="store_true", help="2 seeds, at most 25 epochs")
     args = ap.parse_args(argv)
     if args.quick:
         args.seeds, args.max_epochs = args.seeds[:2], args.max_epochs or 25
-    runs = []
+    runs, timing = [], {}
     with tempfile.TemporaryDirectory(prefix="dipn_bench_") as tmp:
         for preset in args.presets:
+            timing[preset] = time_epochs(preset, args, Path(tmp))
+            print(f"{preset}: DIPN/DNN seconds per epoch {timing[preset]['ratio_of_medians']:.2f}", flush=True)
             for seed in args.seeds:
                 runs.append(run_one(preset, seed, args, Path(tmp)))
                 r = runs[-1]
@@ -194,7 +235,8 @@ def main(argv: list[str] | None = None) -> dict:
                       f"RPR DIPN {r['dipn']['rpr']:g}", flush=True)
     summary = {"benchmark": "dipn_paper", "budget_per_capita": args.budget, "hidden": args.hidden,
                "train_size": args.train_size, "validation_size": args.validation_size, "test_size": args.test_size,
-               "max_epochs": args.max_epochs, "presets": {p: summarize(runs, p) for p in args.presets}, "runs": runs}
+               "max_epochs": args.max_epochs, "presets": {p: {**summarize(runs, p), "timing": timing[p]}
+                                                          for p in args.presets}, "runs": runs}
     for p in args.presets:
         print_table(p, summary["presets"][p], args.budget)
     print(json.dumps(summary))

@@ -11,9 +11,12 @@ Architecture (Figure 5), over the campaign's K ordered levels d_0 < ... < d_{K-1
   phase) -> an MLP with `hidden` layers (hidden=() is the paper's single FC layer; the benchmark uses
   the S-learner's hidden sizes for an equal-size comparison) -> K pre-activations z_j(x). The uplift
   weights are chained, each fed into the next:  q_0 = ReLU(z_0),  q_j = ReLU(z_j + u_j q_{j-1})
-  (`ChainedReLU`, a hand-written autograd op), and w_j = unit * q_j with the constant unit =
+  (with `signed_offset` the chain starts at j = 1), and w_j = unit * q_j with the constant unit =
   uplift_scale / K (q is O(1), so Adam's steps stay small relative to the weights; without it the
   O(1/K) weights of a 100-level grid die at their first ReLU zero). Every w_j(x) >= 0 for j >= 1.
+  The chain, the isotonic sum of Eq. 12 and the smoothness loss run in one compiled pass per user,
+  forward and backward (`promo_assets.models.isotonic_kernel`, numba; measured reason there). The
+  frozen bias b(x) is computed once per row for the whole uplift phase, not per step.
 - Our documented deviation, `signed_offset=True` (default): w_0 = unit * z_0 is left unconstrained.
   Its digit e_0 is on at every level, so w_0 is an offset of the whole curve, never an uplift, and
   its sign cannot break monotonicity (Eq. 11 only sums w_j, j >= 1). It lets the uplift phase move
@@ -64,6 +67,7 @@ from promo_assets.models.base import (
     response_loss, summed_embedding_input,
 )
 from promo_assets.models.errors import ModelInputError
+from promo_assets.models.isotonic_kernel import isotonic_chain
 from promo_assets.models.s_learner import initial_link, mlp
 from promo_assets.models.training import TrainingConfig, fit_torch_model, seeded
 
@@ -87,53 +91,10 @@ UPLIFT_DEFAULTS: dict[str, Any] = {
     "alpha_decay": None,     # gamma of Eq. 17 (per optimizer step); None: from alpha_decay_epochs
     "alpha_decay_epochs": 10,  # gamma = (alpha_u - alpha_l) / (this many epochs' optimizer steps)
     "smooth_eps": 0.05,
-    "activation": "relu",
-    "chain_init": 0.0,
+    "chain_init": 0.0,       # initial carry factor u_j of the uplift chain
     "signed_offset": True,
     "uplift_scale": 4.0,
 }
-
-
-class ChainedReLU(torch.autograd.Function):
-    """q_0 = ReLU(z_0), q_j = ReLU(z_j + u_j q_{j-1}) for j = 1..K-1 (each uplift weight fed into the
-    next, DIPN Figure 5), with a hand-written backward pass.
-
-    The recurrence is sequential in j; autograd would record ~3K tiny ops per batch. Here forward and
-    backward are each one numpy loop over the K rows of a level-major (K x N) copy (CPU tensors), about
-    5x faster than the autograd loop for K = 100. `tests/test_models.py` checks it against autograd (gradcheck)."""
-
-    @staticmethod
-    def forward(ctx, z: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-        zt = np.ascontiguousarray(z.detach().numpy().T)          # K x N, level-major
-        ud = u.detach().numpy()
-        q = np.empty_like(zt)
-        np.maximum(zt[0], 0, out=q[0])
-        for j in range(1, zt.shape[0]):
-            np.multiply(q[j - 1], ud[j], out=q[j])
-            q[j] += zt[j]
-            np.maximum(q[j], 0, out=q[j])
-        qt = torch.from_numpy(q)
-        ctx.save_for_backward(qt, u)
-        return qt.t()
-
-    @staticmethod
-    def backward(ctx, grad_q: torch.Tensor):
-        qt, u = ctx.saved_tensors
-        q = qt.numpy()
-        ud = u.detach().numpy()
-        g = np.ascontiguousarray(grad_q.detach().numpy().T)
-        gz = np.empty_like(g)
-        gu = np.zeros_like(ud)
-        carry = np.zeros_like(g[0])
-        active = q > 0
-        for j in range(g.shape[0] - 1, -1, -1):
-            gj = gz[j]
-            np.add(g[j], carry, out=gj)
-            gj *= active[j]
-            if j > 0:
-                gu[j] = gj @ q[j - 1]
-                carry = gj * ud[j]
-        return torch.from_numpy(gz).t(), torch.from_numpy(gu)
 
 
 class SummedEmbedding(nn.Module):
@@ -161,7 +122,7 @@ class DIPNNet(nn.Module):
     def __init__(self, n_numeric: int, cardinalities: list[int], incentives: list[float], hidden=(64, 32),
                  bias_embedding_dim: int = 8, uplift_embedding_dim: int = 8, leaky_slope: float = 0.1,
                  cost_head: bool = False, phase: str = "bias", bias_init: float = 0.0, chain_init: float = 0.0,
-                 signed_offset: bool = False, uplift_scale: float = 4.0, activation: str = "relu"):
+                 signed_offset: bool = False, uplift_scale: float = 4.0):
         super().__init__()
         if phase not in ("bias", "full"):
             raise ModelInputError(f"DIPN phase must be 'bias' or 'full', got {phase!r}")
@@ -170,7 +131,8 @@ class DIPNNet(nn.Module):
         gaps = np.diff(np.asarray(incentives, dtype=np.float64))
         if (gaps <= 0).any():
             raise ModelInputError("DIPN needs strictly ascending incentive levels")
-        self.register_buffer("gaps", torch.as_tensor(gaps, dtype=torch.float32), persistent=False)
+        # slope factor per level (Eq. 16 on uplift per mean gap; all ones for equally spaced levels)
+        self.slope_factor = np.concatenate([[1.0], gaps.mean() / gaps]).astype(np.float32)
         self.leaky_slope = float(leaky_slope)
         # bias net: summed embeddings + dense -> one FC -> leaky ReLU logit
         self.bias_embedding = SummedEmbedding(list(cardinalities), bias_embedding_dim)
@@ -184,13 +146,11 @@ class DIPNNet(nn.Module):
         self.uplift_trunk, h = mlp(uplift_embedding_dim + n_numeric + 1, tuple(hidden))
         self.uplift_out = nn.Linear(h, self.n_levels)
         self.signed_offset = bool(signed_offset)
+        # carry factors u_j of the uplift chain q_j = ReLU(z_j + u_j q_{j-1}) (u_0 unused), any sign
         self.chain = nn.Parameter(torch.full((self.n_levels,), float(chain_init)))
         # w_j = unit * q_j with q_j the chained ReLU outputs: q is O(1), so Adam's steps are small
         # relative to it (a constant positive factor keeps w_j >= 0 and the ReLU activation)
         self.unit = float(uplift_scale) / self.n_levels
-        if activation not in ("relu", "softplus"):
-            raise ModelInputError(f"DIPN activation must be 'relu' or 'softplus', got {activation!r}")
-        self.act = torch.relu if activation == "relu" else F.softplus
         with torch.no_grad():
             # start from a straight, live logit curve: q_j = 0.5 for every level
             self.uplift_out.weight.mul_(0.1)
@@ -213,48 +173,41 @@ class DIPNNet(nn.Module):
         z = self.bias_fc(torch.cat([self.bias_embedding(x_cat), x_num], dim=1)).squeeze(1)
         return F.leaky_relu(z, self.leaky_slope)
 
-    def uplift(self, x_num: torch.Tensor, x_cat: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(uplift weights w(x) >= 0 (N x K), trunk representation h)."""
+    def _chain(self, x_num: torch.Tensor, x_cat: torch.Tensor, bias: torch.Tensor, smooth_eps: float | None):
+        """(q, cumsum_j q_j, smoothness, h): the chained uplift weights in units of `unit` (w = unit q),
+        their isotonic sum, the Eq. 16 loss (models.isotonic_kernel; NaN when `smooth_eps` is None)
+        and the trunk output."""
         h = self.uplift_trunk(torch.cat([self.uplift_embedding(x_cat), x_num, bias.unsqueeze(1)], dim=1))
         z = self.uplift_out(h)
-        if self.act is torch.relu:
-            q = ChainedReLU.apply(z, self.chain)
-            if self.signed_offset:
-                q = torch.cat([z[:, :1], q[:, 1:]], dim=1)
-            return q * self.unit, h
-        prev = self.act(z[:, 0])
-        ws = [z[:, 0] if self.signed_offset else prev]
-        for j in range(1, self.n_levels):
-            prev = self.act(z[:, j] + self.chain[j] * prev)
-            ws.append(prev)
-        return torch.stack(ws, dim=1) * self.unit, h
+        q, cum, smooth = isotonic_chain(z, self.chain, self.slope_factor, self.signed_offset, smooth_eps)
+        return q, cum, smooth, h
 
-    def forward_all(self, x_num: torch.Tensor, x_cat: torch.Tensor):
-        """(response logits N x K, cost raw N x K or None, uplift weights N x K or None)."""
-        b = self.bias_logit(x_num, x_cat)
+    def uplift(self, x_num: torch.Tensor, x_cat: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(uplift weights w(x) (N x K), trunk representation h); w_j >= 0 for j >= 1, and for j = 0
+        too unless `signed_offset`."""
+        q, _, _, h = self._chain(x_num, x_cat, bias, None)
+        return q * self.unit, h
+
+    def forward_all(self, x_num: torch.Tensor, x_cat: torch.Tensor, bias: torch.Tensor | None = None,
+                    smooth_eps: float | None = None):
+        """(response logits N x K, cost raw N x K or None, smoothness loss (Eq. 16) or None). `bias`:
+        the frozen bias net's b(x) when the caller has it already (the uplift phase computes it once);
+        `smooth_eps`: compute the smoothness loss with this eps (None: skip it, as for scoring)."""
+        b = self.bias_logit(x_num, x_cat) if bias is None else bias
         if self.phase == "bias":
             return b.unsqueeze(1).expand(-1, self.n_levels), None, None
-        w, h = self.uplift(x_num, x_cat, b.detach())
-        logits = b.unsqueeze(1) + torch.cumsum(w, dim=1)     # Eq. 12 with e_j(d_l) = [j <= l]
+        _, cum, smooth, h = self._chain(x_num, x_cat, b.detach(), smooth_eps)
+        smooth = None if smooth_eps is None else smooth
+        logits = cum * self.unit + b.unsqueeze(1)          # Eq. 12 with e_j(d_l) = [j <= l]
         cost = None
         if self.has_cost_head:
             c = self.cost_out(h)
             cost = c[:, :1] + torch.cumsum(torch.relu(c[:, 1:]), dim=1)
-        return logits, cost, w
+        return logits, cost, smooth
 
     def curves(self, x_num: torch.Tensor, x_cat: torch.Tensor):
         logits, cost, _ = self.forward_all(x_num, x_cat)
         return logits, cost
-
-    def smoothness(self, w: torch.Tensor, eps: float = 0.05) -> torch.Tensor:
-        """Eq. 16 on uplift slopes s_j = w_j / (d_j - d_{j-1}), j >= 1; mean over users."""
-        if self.n_levels < 3:
-            return w.new_zeros(())
-        # slopes in units of the uplift unit per mean gap: the ratio is scale-free, only eps sees the unit
-        s = (w[:, 1:] / self.unit) * (self.gaps.mean() / self.gaps)
-        ratio = (s[:, 1:] - s[:, :-1]) ** 2 / (s[:, 1:] * s[:, :-1] + eps)
-        return ratio.sum(1).mean() / self.n_levels
-
 
 def isotonic_embedding(levels: np.ndarray | torch.Tensor, n_levels: int) -> torch.Tensor:
     """Eq. 9 over level indices: e_j(l) = 1 if j <= l else 0 (N x K float)."""
@@ -359,7 +312,7 @@ def train_dipn_uplift(bias_model: TrainedModel, frame: pd.DataFrame, weighted: b
     has_cost = config.cost == "column"
     arch_kwargs = {**bias_model.arch_kwargs, "phase": "full", "chain_init": float(hp["chain_init"]),
                    "signed_offset": bool(hp["signed_offset"]),
-                   "uplift_scale": float(hp["uplift_scale"]), "activation": str(hp["activation"])}
+                   "uplift_scale": float(hp["uplift_scale"])}
     with seeded(seed):
         net = DIPNNet(**arch_kwargs)
     # the bias net comes from the bias phase; the uplift net is drawn fresh with this phase's seed
@@ -370,6 +323,13 @@ def train_dipn_uplift(bias_model: TrainedModel, frame: pd.DataFrame, weighted: b
         raise ModelInputError(f"bias model state does not fit the DIPN net: {missing.unexpected_keys}")
     for p in net.bias_parameters():
         p.requires_grad_(False)
+    # the bias net is frozen, so b(x) is a constant of this phase: computed once per row, not per step
+    with torch.no_grad():
+        for part in (prep.train, prep.validation):
+            if part["x_num"].shape[0]:
+                part["bias"] = net.bias_logit(part["x_num"], part["x_cat"])
+            else:
+                part["bias"] = part["x_num"].new_zeros(0)
     a_u, a_l, eps = float(hp["alpha_upper"]), float(hp["alpha_lower"]), float(hp["smooth_eps"])
     if hp["alpha_decay"] is not None:
         gamma = float(hp["alpha_decay"])
@@ -379,14 +339,16 @@ def train_dipn_uplift(bias_model: TrainedModel, frame: pd.DataFrame, weighted: b
     hp["alpha_decay"] = gamma
 
     def loss_fn(module: DIPNNet, batch, step):
-        logits, cost, w = module.forward_all(batch["x_num"], batch["x_cat"])
+        training = step is not None
+        logits, cost, smooth = module.forward_all(batch["x_num"], batch["x_cat"], bias=batch["bias"],
+                                                  smooth_eps=eps if training else None)
         lvl = batch["level"].unsqueeze(1)
         loss = response_loss(logits.gather(1, lvl).squeeze(1), batch["response"], kind)
         if has_cost:
             loss = loss + cost_loss(cost.gather(1, lvl).squeeze(1), batch["cost"])
         penalty = None
-        if step is not None:
-            penalty = alpha_at(step, a_u, a_l, gamma) * module.smoothness(w, eps)
+        if training:
+            penalty = alpha_at(step, a_u, a_l, gamma) * smooth
         return loss, penalty
 
     tc = TrainingConfig(max_epochs=epochs, batch_size=int(hp["batch_size"]), lr=float(hp["lr"]),
