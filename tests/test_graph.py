@@ -250,3 +250,38 @@ def test_joint_beats_a_bad_split_and_rejects_bad_input():
         independent_allocation(vc, cc, vm, cm, 10.0, total_cost=-1.0)
     with pytest.raises(JointAllocationError, match="costs"):
         joint_allocation(vc, cc[:, :2], vm, cm, 10.0)
+
+
+def test_ratio_budgets_and_allocate_ratio_budgets():
+    from promo_assets.graph.joint import (
+        JointAllocationError, allocate_ratio_budgets, allocation_truth, joint_allocation, ratio_budgets,
+    )
+
+    assert ratio_budgets(None) == [] and ratio_budgets(20) == [20.0] and ratio_budgets([10, "30"]) == [10.0, 30.0]
+    for bad in (["x"], [-1.0], float("nan"), {"a": 1}):
+        with pytest.raises(JointAllocationError, match="ratio_budget"):
+            ratio_budgets(bad)
+    rng = np.random.default_rng(1)
+    amounts = np.array([0.0, 10.0, 20.0])
+    vc = np.sort(rng.uniform(0.0, 1.0, (50, 3)), axis=1)
+    vm = np.sort(rng.uniform(0.5, 2.0, (20, 3)), axis=1)
+    cc, cm = vc * amounts, vm * amounts
+    truth = ((vc * 0.9, cc * 0.9), (vm * 1.1, cm * 1.1))
+    ids_c, ids_m = np.array([f"u{i}" for i in range(50)]), np.array([f"m{i}" for i in range(20)])
+    rows, levels = allocate_ratio_budgets(vc, cc, vm, cm, [5.0, 10.0], customer_ids=ids_c, merchant_ids=ids_m,
+                                          incentives=amounts, commissions=amounts * 2, truth=truth)
+    assert [r["ratio_budget"] for r in rows] == [5.0, 10.0] and all(r["note"] is None for r in rows)
+    j = joint_allocation(vc, cc, vm, cm, 10.0)
+    assert rows[1]["joint_value"] == pytest.approx(j.value)
+    assert rows[1]["joint_true_value"] == pytest.approx(allocation_truth(j, *truth)["true_value"])
+    assert rows[1]["independent_cost"] == pytest.approx(j.cost, abs=2 * max(cc.max(), cm.max()))
+    assert len(levels) == 2 * 2 * 2                     # ratios x kinds x sides
+    merchant_joint = next(f for f in levels if (f["ratio_budget"] == 10.0).all() and (f["kind"] == "joint").all()
+                          and (f["side"] == "merchant").all())
+    assert list(merchant_joint["node_id"]) == list(ids_m)
+    assert (merchant_joint["incentive"].to_numpy() == (amounts * 2)[j.merchant_levels]).all()
+    # a ratio the solver refuses gives a row with a note, not an exception
+    rows, levels = allocate_ratio_budgets(vc, cc, vm, cm, [10.0], customer_ids=ids_c, merchant_ids=ids_m,
+                                          incentives=amounts, commissions=amounts,
+                                          merchant_normalizer=np.zeros(20))
+    assert rows[0]["note"] and "merchant_normalizer" in rows[0]["note"] and levels == []

@@ -10,13 +10,13 @@ from promo_assets.graph.data import (
     CUSTOMER, EDGE, MERCHANT, REV_EDGE, GraphDataError, aggregate_edges, build_graph, normalized_adjacency,
 )
 from promo_assets.graph.joint import (
-    JointAllocation, JointAllocationError, allocation_truth, compare_joint_independent, decide,
-    independent_allocation, joint_allocation,
+    JointAllocation, JointAllocationError, allocate_ratio_budgets, allocation_truth, compare_joint_independent,
+    decide, independent_allocation, joint_allocation, ratio_budgets,
 )
 from promo_assets.graph.landing import BipartiteCampaign, BipartiteLandingError, load_bipartite_campaign
 from promo_assets.graph.metrics import (
-    customer_metrics, level_curve, merchant_metrics, plot_uplift_quintiles, sensitivity_quintile_uplift,
-    truth_matrix, truth_metrics,
+    customer_metrics, holdout_uplift_quintiles, level_curve, merchant_metrics, plot_uplift_quintiles,
+    sensitivity_quintile_uplift, truth_matrix, truth_metrics,
 )
 from promo_assets.graph.train import (
     GraphTrainConfig, GraphTrainingError, TrainedGraphModel, load_graph_model, train_gnn_hazard, train_graph_model,
@@ -26,6 +26,7 @@ __all__ = [
     "CUSTOMER", "MERCHANT", "EDGE", "REV_EDGE", "GraphDataError", "aggregate_edges", "build_graph",
     "normalized_adjacency", "JointAllocation", "JointAllocationError", "allocation_truth",
     "compare_joint_independent", "decide", "independent_allocation", "joint_allocation",
+    "allocate_ratio_budgets", "ratio_budgets", "holdout_uplift_quintiles",
     "BipartiteCampaign", "BipartiteLandingError", "load_bipartite_campaign", "customer_metrics",
     "level_curve", "merchant_metrics", "plot_uplift_quintiles", "sensitivity_quintile_uplift",
     "truth_matrix", "truth_metrics", "GraphTrainConfig", "GraphTrainingError", "TrainedGraphModel",

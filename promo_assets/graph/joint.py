@@ -313,3 +313,73 @@ def compare_joint_independent(
                 row["customer_share"] = a.info["customer_share"]
             out[f"{source}_{a.kind}"] = row
     return out
+
+
+def ratio_budgets(raw: Any) -> list[float]:
+    """The ratio budgets of campaign.yaml's `ratio_budget` (a number or a list of numbers; absent:
+    none). Raises JointAllocationError for anything that is not a finite number >= 0."""
+    if raw is None:
+        return []
+    items = raw if isinstance(raw, list) else [raw]
+    try:
+        out = [float(r) for r in items]
+    except (TypeError, ValueError):
+        raise JointAllocationError(f"ratio_budget must be a number or a list of numbers, got {raw!r}") from None
+    if any(not np.isfinite(r) or r < 0 for r in out):
+        raise JointAllocationError(f"ratio_budget must be finite and >= 0, got {raw!r}")
+    return out
+
+
+def allocate_ratio_budgets(
+    customer_values: np.ndarray,
+    customer_costs: np.ndarray,
+    merchant_values: np.ndarray,
+    merchant_costs: np.ndarray,
+    ratios: list[float],
+    *,
+    customer_ids: np.ndarray,
+    merchant_ids: np.ndarray,
+    incentives: np.ndarray,
+    commissions: np.ndarray,
+    merchant_normalizer: np.ndarray | None = None,
+    truth: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> tuple[list[dict[str, Any]], list[Any]]:
+    """For every ratio budget: the joint allocation and the independent one under the joint
+    policy's predicted total cost (`independent_allocation(total_cost=joint.cost)`).
+
+    Returns (rows, level frames): one row per ratio with `ratio_budget`, `joint_lambda`,
+    `{kind}_value` / `{kind}_cost` (predicted) and, with `truth` ((customer values, costs), (merchant
+    values, costs)) over the same nodes, `{kind}_true_value` / `{kind}_true_cost`; a ratio the solver
+    refuses gets a row with its `note` instead. Each level frame holds ratio_budget, kind, side,
+    node_id, level, incentive for one side of one allocation."""
+    import pandas as pd
+
+    rows: list[dict[str, Any]] = []
+    levels: list[Any] = []
+    for ratio in ratios:
+        row: dict[str, Any] = {"ratio_budget": ratio, "note": None}
+        try:
+            joint = joint_allocation(customer_values, customer_costs, merchant_values, merchant_costs, ratio,
+                                     merchant_normalizer=merchant_normalizer, log=log)
+            allocs = {"joint": joint, "independent": independent_allocation(
+                customer_values, customer_costs, merchant_values, merchant_costs, ratio, total_cost=joint.cost,
+                merchant_normalizer=merchant_normalizer)}
+        except ValueError as exc:
+            row["note"] = str(exc)
+            rows.append(row)
+            if log is not None:
+                log(f"ratio {ratio}: {exc}")
+            continue
+        row["joint_lambda"] = float(joint.lambda_)
+        for kind, a in allocs.items():
+            row[f"{kind}_value"], row[f"{kind}_cost"] = a.value, a.cost
+            if truth is not None:
+                t = allocation_truth(a, truth[0], truth[1], merchant_normalizer)
+                row[f"{kind}_true_value"], row[f"{kind}_true_cost"] = t["true_value"], t["true_cost"]
+            for side, ids, lv, amounts in (("customer", customer_ids, a.customer_levels, incentives),
+                                           ("merchant", merchant_ids, a.merchant_levels, commissions)):
+                levels.append(pd.DataFrame({"ratio_budget": ratio, "kind": kind, "side": side, "node_id": ids,
+                                            "level": lv.astype(np.int32), "incentive": np.asarray(amounts)[lv]}))
+        rows.append(row)
+    return rows, levels

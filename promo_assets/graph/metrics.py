@@ -165,3 +165,35 @@ def level_curve(
         out["true"] = customer_truth.mean(axis=0)
         out["true_step"] = out["true"].diff()
     return out
+
+
+def holdout_uplift_quintiles(
+    customer_ids: Sequence[str],
+    sensitivity: np.ndarray,
+    frame: pd.DataFrame,
+    customer_truth: np.ndarray | None,
+    n_levels: int,
+) -> tuple[bytes | None, list[dict] | str]:
+    """Fig. 4 on the holdout RCT customers of a training frame (the validation rows when there is no
+    holdout): uplift of the two highest over the two lowest levels (one each when K < 4) per quintile
+    of the model's predicted sensitivity (`sensitivity`, per customer in `customer_ids` order),
+    observed and, with `customer_truth` (N x K over the same customers), true.
+
+    Returns (PNG bytes, table rows) or (None, a note saying why there is no figure)."""
+    holdout = frame["split"] == "holdout"
+    ev = frame[holdout] if holdout.any() else frame[frame["split"] == "validation"]
+    node = pd.Index(customer_ids).get_indexer(ev["user_id"].astype(str))
+    k = int(n_levels)
+    high, low = ([k - 2, k - 1], [0, 1]) if k >= 4 else ([k - 1], [0])
+    true_uplift = None if customer_truth is None else customer_truth[:, high].mean(1) - customer_truth[:, low].mean(1)
+    try:
+        table = sensitivity_quintile_uplift(
+            sensitivity[node], ev["level"].to_numpy(), ev["response"].to_numpy(), high, low,
+            true_uplift=None if true_uplift is None else true_uplift[node],
+        )
+    except ValueError as exc:
+        return None, f"no Fig. 4: {exc}"
+    series = {"observed (RCT holdout)": table.assign(uplift=table["observed_uplift"])}
+    if true_uplift is not None:
+        series["true"] = table.assign(uplift=table["true_uplift"])
+    return plot_uplift_quintiles(series, column="uplift"), table.to_dict("records")

@@ -218,29 +218,6 @@ def read_graph(con, campaign: str, normalizer: str | None):
     return graph, str(c["graph_version"].iloc[0])
 
 
-def _uplift_plot(trained, frame: pd.DataFrame, customer_truth: np.ndarray | None, k: int):
-    """Fig. 4 on the holdout RCT customers: (markdown image, table rows) or (None, note)."""
-    from promo_assets.graph import plot_uplift_quintiles, sensitivity_quintile_uplift
-
-    ev = frame[frame["split"] == "holdout"] if (frame["split"] == "holdout").any() else frame[frame["split"] == "validation"]
-    node = pd.Index(trained.customer_ids).get_indexer(ev["user_id"].astype(str))
-    high, low = ([k - 2, k - 1], [0, 1]) if k >= 4 else ([k - 1], [0])
-    true_uplift = None if customer_truth is None else customer_truth[:, high].mean(1) - customer_truth[:, low].mean(1)
-    try:
-        table = sensitivity_quintile_uplift(
-            trained.customer_sensitivity()[node], ev["level"].to_numpy(), ev["response"].to_numpy(), high, low,
-            true_uplift=None if true_uplift is None else true_uplift[node],
-        )
-    except ValueError as exc:
-        return None, f"no Fig. 4: {exc}"
-    series = {"observed (RCT holdout)": table.assign(uplift=table["observed_uplift"])}
-    if true_uplift is not None:
-        series["true"] = table.assign(uplift=table["true_uplift"])
-    png = plot_uplift_quintiles(series, column="uplift")
-    title = f"Uplift (levels {high} minus {low}) per predicted-sensitivity quintile, {len(ev)} holdout customers"
-    return png_md(png, title), table.to_dict("records")
-
-
 @dg.asset(
     **GRAPH,
     deps=["customer_merchant_graph", "training_frame"],
@@ -255,7 +232,9 @@ def _uplift_plot(trained, frame: pd.DataFrame, customer_truth: np.ndarray | None
     "A campaign without a graph is skipped with a note.",
 )
 def gnn_hazard_model(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
-    from promo_assets.graph import level_curve, train_gnn_hazard, truth_matrix, truth_metrics
+    from promo_assets.graph import (
+        holdout_uplift_quintiles, level_curve, train_gnn_hazard, truth_matrix, truth_metrics,
+    )
     from promo_assets.graph.warehouse_io import read_truth
 
     campaign = context.partition_key
@@ -293,7 +272,8 @@ def gnn_hazard_model(context: dg.AssetExecutionContext, warehouse: DuckDBResourc
     with connect(warehouse) as con:
         _register(con, campaign, trained, graph_version)
     curve = level_curve(trained.customer_values, None if ct is None else ct[0], config.incentives)
-    plot, uplift = _uplift_plot(trained, frame, None if ct is None else ct[0], config.n_levels)
+    png, uplift = holdout_uplift_quintiles(trained.customer_ids, trained.customer_sensitivity(), frame,
+                                           None if ct is None else ct[0], config.n_levels)
     headline = ["auc_c", "mae_c", "mse_c", "mae_m", "mse_m", "mae_c_truth", "mse_c_truth", "mae_m_truth", "mse_m_truth"]
     meta = _model_metadata(trained, seconds)
     meta.update({
@@ -307,8 +287,9 @@ def gnn_hazard_model(context: dg.AssetExecutionContext, warehouse: DuckDBResourc
             for j in range(len(mconf.commissions))]),
         "ground_truth": ct is not None,
     })
-    if plot is not None:
-        meta["uplift_quintiles_plot"] = dg.MetadataValue.md(plot)
+    if png is not None:
+        title = "Uplift (two highest minus two lowest levels) per predicted-sensitivity quintile, holdout customers"
+        meta["uplift_quintiles_plot"] = dg.MetadataValue.md(png_md(png, title))
         meta["uplift_quintiles"] = md_table(_jsonable(uplift))
     else:
         meta["uplift_quintiles"] = uplift
@@ -352,20 +333,6 @@ def merchant_coefficients(context: dg.AssetExecutionContext, warehouse: DuckDBRe
     )
 
 
-def _ratio_budgets(config) -> list[float]:
-    raw = config.extra.get("ratio_budget")
-    if raw is None:
-        return []
-    raw = raw if isinstance(raw, list) else [raw]
-    try:
-        out = [float(r) for r in raw]
-    except (TypeError, ValueError):
-        raise dg.Failure(f"campaign '{config.campaign}': ratio_budget must be a number or a list of numbers, got {raw!r}") from None
-    if any(not np.isfinite(r) or r < 0 for r in out):
-        raise dg.Failure(f"campaign '{config.campaign}': ratio_budget must be finite and >= 0, got {raw!r}")
-    return out
-
-
 @dg.asset(
     **GRAPH,
     deps=["merchant_coefficients", "response_coefficients"],
@@ -379,9 +346,7 @@ def _ratio_budgets(config) -> list[float]:
     "joint_allocation_evaluation (predicted and, for simulated campaigns, true value and cost; history kept).",
 )
 def joint_allocation(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
-    from promo_assets.graph import (
-        allocation_truth, independent_allocation, joint_allocation as solve_joint, load_graph_model, truth_matrix,
-    )
+    from promo_assets.graph import allocate_ratio_budgets, load_graph_model, ratio_budgets, truth_matrix
     from promo_assets.graph.warehouse_io import read_truth
 
     campaign = context.partition_key
@@ -407,43 +372,28 @@ def joint_allocation(context: dg.AssetExecutionContext, warehouse: DuckDBResourc
     if (norm_idx < 0).any():
         raise dg.Failure(f"merchant_coefficients list merchants that gnn_hazard {version} does not know")
     norm = np.asarray(model.merchant_normalizer, dtype=float)[norm_idx]
-    ratios = _ratio_budgets(config)
+    try:
+        ratios = ratio_budgets(config.extra.get("ratio_budget"))
+    except ValueError as exc:
+        raise dg.Failure(f"campaign '{campaign}': {exc}") from None
     if not ratios:
         return dg.MaterializeResult(metadata={"skipped": True, "note": "campaign.yaml has no ratio_budget"})
     c_truth_df, m_truth_df = read_truth(landing.path, campaign, mconf.truth)
-    ct = mt = None
+    truth = None
     if c_truth_df is not None and m_truth_df is not None:
         try:
-            ct = truth_matrix(c_truth_df, "user_id", users, config.n_levels)
-            mt = truth_matrix(m_truth_df, "merchant_id", merchants, km)
+            truth = (truth_matrix(c_truth_df, "user_id", users, config.n_levels),
+                     truth_matrix(m_truth_df, "merchant_id", merchants, km))
         except ValueError as exc:
             context.log.warning(f"truth files do not cover the allocated nodes; no true values: {exc}")
-            ct = mt = None
-    rows, levels = [], []
-    incentives = np.asarray(config.incentives)
-    for ratio in ratios:
-        row = {"campaign": campaign, "model_version": version, "ratio_budget": ratio, "n_customers": len(users),
-               "n_merchants": len(merchants), "run_id": context.run_id, "note": None}
-        try:
-            joint = solve_joint(vc, cc, vm, cm, ratio, merchant_normalizer=norm, log=_log(context))
-            allocs = {"joint": joint, "independent": independent_allocation(
-                vc, cc, vm, cm, ratio, total_cost=joint.cost, merchant_normalizer=norm)}
-        except ValueError as exc:
-            row["note"] = str(exc)
-            rows.append(row)
-            context.log.warning(f"ratio {ratio}: {exc}")
-            continue
-        row["joint_lambda"] = float(allocs["joint"].lambda_)
-        for kind, a in allocs.items():
-            row[f"{kind}_value"], row[f"{kind}_cost"] = a.value, a.cost
-            if ct is not None:
-                t = allocation_truth(a, ct, mt, norm)
-                row[f"{kind}_true_value"], row[f"{kind}_true_cost"] = t["true_value"], t["true_cost"]
-            for side, ids, lv, amounts in (("customer", users, a.customer_levels, incentives),
-                                           ("merchant", merchants, a.merchant_levels, mconf.commissions)):
-                levels.append(pd.DataFrame({"ratio_budget": ratio, "kind": kind, "side": side, "node_id": ids,
-                                            "level": lv.astype(np.int32), "incentive": amounts[lv]}))
-        rows.append(row)
+    rows, levels = allocate_ratio_budgets(
+        vc, cc, vm, cm, ratios, customer_ids=users, merchant_ids=merchants, incentives=np.asarray(config.incentives),
+        commissions=np.asarray(mconf.commissions), merchant_normalizer=norm, truth=truth, log=_log(context))
+    for row in rows:
+        row.update({"campaign": campaign, "model_version": version, "n_customers": len(users),
+                    "n_merchants": len(merchants), "run_id": context.run_id})
+        if row["note"]:
+            context.log.warning(f"ratio {row['ratio_budget']}: {row['note']}")
     eval_df = pd.DataFrame(rows)  # noqa: F841 (read by DuckDB's replacement scan)
     with connect(warehouse) as con:
         con.execute("BEGIN TRANSACTION")
@@ -462,7 +412,7 @@ def joint_allocation(context: dg.AssetExecutionContext, warehouse: DuckDBResourc
             "customers": len(users),
             "merchants": len(merchants),
             "customer_coefficients_from": customer_source,
-            "ground_truth": ct is not None,
+            "ground_truth": truth is not None,
             "run_id": context.run_id,
         }
     )
