@@ -46,7 +46,8 @@ METRICS = ("auc_c", "mae_c", "mse_c", "mae_m", "mse_m", "mae_c_truth", "mse_c_tr
 
 def run_seed(seed: int, args, workdir: Path) -> dict:
     d = workdir / f"seed{seed}"
-    simulate_bipartite(d, args.days, args.users, seed, merchants=args.merchants)
+    simulate_bipartite(d, args.days, args.users, seed, merchants=args.merchants,
+                       merchant_exponent=args.merchant_exponent)
     camp = load_bipartite_campaign(d)
     graph = build_graph(camp.edges, camp.customers, camp.merchants)
     ct = truth_matrix(camp.customer_truth, "user_id", graph["customer"].ids, len(camp.incentives))
@@ -251,6 +252,8 @@ def main() -> None:
     p.add_argument("--skip-epoch-time", action="store_true")
     p.add_argument("--joint-only", action="store_true",
                    help="train GNN+hazard only (same config) and run only joint vs independent (no epoch timing)")
+    p.add_argument("--merchant-exponent", type=float, default=0.8,
+                   help="simulator: merchants' expected sharing count is v (1 + s (c/100)^e)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--results", type=Path, default=Path(__file__).parent / "results")
     args = p.parse_args()

@@ -100,3 +100,19 @@ def test_bad_arguments(tmp_path):
         simulate_bipartite(tmp_path, 1, 10, 0, colour="red")
     with pytest.raises(BipartiteSimulationError, match="edges_per_customer"):
         simulate_bipartite(tmp_path, 1, 10, 0, edges_per_customer=0.5)
+    with pytest.raises(BipartiteSimulationError, match="merchant_exponent"):
+        simulate_bipartite(tmp_path, 1, 10, 0, merchant_exponent=0.0)
+
+
+@pytest.mark.parametrize("exponent", [0.8, 1.0])
+def test_merchant_response_shape_follows_the_exponent(tmp_path, exponent):
+    """Expected sharing count v (1 + s (c/100)^e): its increments over equally spaced commissions
+    shrink for e < 1 (concave) and are equal for e = 1 (the linear head's own form)."""
+    d = tmp_path / "m"
+    simulate_bipartite(d, 1, 300, 5, merchants=60, merchant_exponent=exponent)
+    m = pd.read_parquet(d / "truth" / "merchant_response.parquet")
+    steps = np.diff(m.pivot(index="merchant_id", columns="level", values="expected_response").to_numpy(), axis=1)
+    if exponent == 1.0:
+        np.testing.assert_allclose(steps, steps[:, :1].repeat(steps.shape[1], axis=1), rtol=1e-9)
+    else:
+        assert (np.diff(steps, axis=1) < 0).all()

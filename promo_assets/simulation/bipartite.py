@@ -18,7 +18,9 @@ The generative story (all numbers are our choices; the paper publishes no genera
   logistic curve cannot follow). base/low/high/tail depend on *different* features, so the curves
   are not proportional across customers (Cox's assumption fails). Expected response at level j:
   ``1 - exp(-Lambda_u(r_j))`` with ``Lambda_u`` the cumulative hazard (the paper's Eq. 10 form).
-* Merchants' expected sharing count at commission c: ``v_m * (1 + s_m * (c / 100) ** 0.8)``, with a
+* Merchants' expected sharing count at commission c: ``v_m * (1 + s_m * (c / 100) ** e)``, e =
+  ``merchant_exponent`` (default 0.8: concave, so the paper's linear merchant head is misspecified; 1.0:
+  linear), with a
   volume v_m and a slope s_m that grows with enthusiasm; the RCT count is Poisson. ``prev_shares``
   (shares in the days before the campaign, at no commission) is a merchant feature and the paper's
   normalizer of the merchant label.
@@ -117,6 +119,7 @@ def simulate_bipartite(
     rct_fraction: float = 0.5,
     merchant_rct_fraction: float = 0.8,
     influence: float = 1.0,
+    merchant_exponent: float = 0.8,
     log: Callable[[str], None] | None = None,
     **unknown: Any,
 ) -> dict[str, Any]:
@@ -129,13 +132,17 @@ def simulate_bipartite(
     amounts: coupons and commissions), `change_point` / `jump_width` (customers are much more
     sensitive to coupon amounts in [change_point, change_point + jump_width)), `rct_fraction` /
     `merchant_rct_fraction` (share of customers / merchants in the randomized experiment, uniform over levels), `influence` (strength of the merchant ->
-    customer influence; 0 switches the bipartite influence off).
+    customer influence; 0 switches the bipartite influence off), `merchant_exponent` (e in the
+    merchants' expected sharing count v (1 + s (c/100)^e): 0.8 concave by default, 1.0 linear as the
+    paper's linear mapping head assumes; must be > 0).
 
     Returns a dict with the counts written (customers, merchants, edges, events, merchant_events),
     the dates, file paths, and the true mean response per level for both sides.
     """
     if unknown:
         raise BipartiteSimulationError(f"unknown option(s) for the bipartite preset: {sorted(unknown)}")
+    if not (np.isfinite(merchant_exponent) and merchant_exponent > 0):
+        raise BipartiteSimulationError(f"merchant_exponent must be a finite number > 0, got {merchant_exponent!r}")
     if days < 1:
         raise BipartiteSimulationError(f"days must be >= 1, got {days}")
     if users < 2:
@@ -203,7 +210,7 @@ def simulate_bipartite(
     cust_resp_of_m = np.where(np.bincount(e_merch, minlength=n_merch) > 0, cust_resp_of_m, c_resp_mean.mean())
     volume = np.exp(1.6 + 0.4 * m_x[:, 0] + 0.2 * enthusiasm + influence * 2.0 * (cust_resp_of_m - c_resp_mean.mean()))
     slope = np.exp(-0.6 + 0.7 * enthusiasm + 0.3 * m_x[:, 2])
-    m_expected = volume[:, None] * (1.0 + slope[:, None] * (m_levels[None, :] / 100.0) ** 0.8)
+    m_expected = volume[:, None] * (1.0 + slope[:, None] * (m_levels[None, :] / 100.0) ** merchant_exponent)
     prev_shares = rng.poisson(volume).astype(float)
 
     # --- identifiers and feature frames ----------------------------------------------------
