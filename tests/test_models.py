@@ -331,6 +331,11 @@ def test_save_load_round_trip_and_stable_version(name, tmp_path, monkeypatch):
     assert again.version == version
     other = train_model(name, frame, config, NUMERIC, CATEGORICAL, max_epochs=3, seed=12, **kw)
     assert other.version != version
+    # an artefact written by another version of the architecture's code is refused, by name
+    from promo_assets.models.base import TrainedModel
+    stale = {**model.payload(), "architecture_version": model.payload()["architecture_version"] + 1}
+    with pytest.raises(ModelInputError, match="re-materialize"):
+        TrainedModel.from_payload(stale)
 
 
 def test_max_epochs_setting_caps_training(monkeypatch):

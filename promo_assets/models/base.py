@@ -249,6 +249,7 @@ class TrainedModel:
             "format": PAYLOAD_FORMAT,
             "name": self.name,
             "architecture": self.module.architecture,
+            "architecture_version": int(getattr(type(self.module), "architecture_version", 1)),
             "arch_kwargs": self.arch_kwargs,
             "state_dict": {k: v.detach().clone() for k, v in self.module.state_dict().items()},
             "encoder": self.encoder.to_state(),
@@ -282,6 +283,11 @@ class TrainedModel:
         arch = payload["architecture"]
         if arch not in ARCHITECTURES:
             raise ModelInputError(f"unknown model architecture {arch!r} in artefact")
+        saved, current = int(payload.get("architecture_version", 1)), int(getattr(ARCHITECTURES[arch], "architecture_version", 1))
+        if saved != current:
+            raise ModelInputError(
+                f"model artefact {payload.get('name')!r} was saved by version {saved} of the {arch!r} architecture; "
+                f"this code reads version {current}: re-materialize the model's asset (or retrain the model)")
         module = ARCHITECTURES[arch](**payload["arch_kwargs"])
         module.load_state_dict(payload["state_dict"])
         cfg_dict = dict(payload["config"])

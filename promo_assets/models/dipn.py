@@ -119,6 +119,9 @@ class DIPNNet(nn.Module):
     """Bias net + uplift net + isotonic layer. `phase` 'bias' predicts b(x) at every level (the
     BLP model); 'full' predicts Eq. 12."""
 
+    # 2: compiled chain (models.isotonic_kernel); with signed_offset the chain starts at j = 1
+    architecture_version = 2
+
     def __init__(self, n_numeric: int, cardinalities: list[int], incentives: list[float], hidden=(64, 32),
                  bias_embedding_dim: int = 8, uplift_embedding_dim: int = 8, leaky_slope: float = 0.1,
                  cost_head: bool = False, phase: str = "bias", bias_init: float = 0.0, chain_init: float = 0.0,

@@ -235,7 +235,7 @@ def s_learner(context: dg.AssetExecutionContext, warehouse: DuckDBResource, land
 @dg.asset(
     **COMMON,
     deps=["training_frame"],
-    code_version="1",
+    code_version="2",
     group_name="models",
     kinds={"pytorch"},
     description="DIPN phase 1 (bias-net learning): the bias net trained on the lowest-level samples only.",
@@ -249,7 +249,7 @@ def dipn_bias_net(context: dg.AssetExecutionContext, warehouse: DuckDBResource, 
 @dg.asset(
     **COMMON,
     deps=["dipn_bias_net", "training_frame"],
-    code_version="1",
+    code_version="2",
     group_name="models",
     kinds={"pytorch"},
     description="DIPN phase 2 (uplift-net learning): all samples, bias net frozen; isotonic embedding, "
