@@ -6,7 +6,8 @@ vs true average response per coupon level (the change point), the Fig. 4 sensiti
 uplift (PNG written to benchmarks/results/), the joint-vs-independent allocation's true value under
 the same total budget (`promo_assets.graph.joint`: the independent policy splits the joint ratio-B
 policy's predicted total cost between the sides in proportion to each side's own ratio-B spend;
-merchants on the paper's normalized scale, and also on raw counts / money), and the time of one full-graph training epoch at 200k customers + 50k
+merchants on the paper's normalized scale, and also on raw counts / money), how much the split of
+that total between the sides is worth (`split_scan`: true value of every customer share of it), and the time of one full-graph training epoch at 200k customers + 50k
 merchants + ~1M edges. Everything measured is also printed as one JSON object at the end.
 
     .venv/bin/python benchmarks/gnn_hazard.py                      # 3 seeds, 20k customers
@@ -27,8 +28,9 @@ import numpy as np
 import torch
 
 from promo_assets.graph import (
-    GraphTrainConfig, build_graph, compare_joint_independent, level_curve, load_bipartite_campaign,
-    plot_uplift_quintiles, sensitivity_quintile_uplift, train_graph_model, truth_matrix, truth_metrics,
+    GraphTrainConfig, build_graph, compare_joint_independent, independent_allocation, joint_allocation, level_curve,
+    load_bipartite_campaign, plot_uplift_quintiles, sensitivity_quintile_uplift, split_scan, train_graph_model,
+    truth_matrix, truth_metrics,
 )
 from promo_assets.simulation.bipartite import simulate_bipartite
 
@@ -88,6 +90,57 @@ def joint_vs_independent(m, ct, mt, ratios, seed) -> dict:
             print(f"  seed {seed} {scale:10s} B={ratio:g}: joint true {pj['true_value']:.1f} vs independent "
                   f"{pi['true_value']:.1f} ({pj['true_value'] / pi['true_value'] - 1:+.2%}); predicted cost "
                   f"{pj['predicted_cost']:.1f} vs {pi['predicted_cost']:.1f}", flush=True)
+    out["split"] = {str(ratio): split_of(m, ct, mt, ratio) for ratio in ratios}
+    return out
+
+
+SHARES = np.round(np.arange(0.0, 0.801, 0.05), 2)
+
+
+def split_of(m, ct, mt, ratio) -> dict:
+    """Where the joint and independent policies split the joint policy's predicted total between
+    customers and merchants (normalized scale), and the true value of every split of that total on
+    the model's per-side frontiers (`split_scan`), with the true curves' scan for comparison."""
+    (vc, cc), (vm, cm), norm = m.predict_customers(), m.predict_merchants(), m.merchant_normalizer
+    j = joint_allocation(vc, cc, vm, cm, ratio, merchant_normalizer=norm)
+    i = independent_allocation(vc, cc, vm, cm, ratio, total_cost=j.cost, merchant_normalizer=norm)
+    joint_share = float(cc[np.arange(len(vc)), j.customer_levels].sum() / j.cost)
+    pred = split_scan(vc, cc, vm, cm, j.cost, SHARES, ct, mt, merchant_normalizer=norm)
+    oj = joint_allocation(*ct, *mt, ratio, merchant_normalizer=norm)
+    true = split_scan(*ct, *mt, oj.cost, SHARES, ct, mt, merchant_normalizer=norm)
+    return {"joint_share": joint_share, "independent_share": float(i.info["customer_share"]),
+            "oracle_joint_share": float(ct[1][np.arange(len(vc)), oj.customer_levels].sum() / oj.cost),
+            "shares": SHARES.tolist(), "true_value": pred["true_value"].tolist(),
+            "customer_slope": pred["customer_slope"].tolist(), "merchant_slope": pred["merchant_slope"].tolist(),
+            "oracle_true_value": true["true_value"].tolist(), "oracle_customer_slope": true["customer_slope"].tolist(),
+            "oracle_merchant_slope": true["merchant_slope"].tolist()}
+
+
+def split_table(runs: list, ratios) -> dict:
+    """How much the split between the sides is worth (normalized scale): per seed, the customer share
+    of the joint and independent policies and of the best scanned split, the true value at the
+    joint's and the independent's share (interpolated on the scan) and the worst scanned share, each
+    relative to the best, for the model and for the true curves."""
+    print("\nSplit of the joint policy's predicted total between customers and merchants (normalized scale): customer "
+          "share chosen by joint / independent / best of the scan on the model's frontiers, and the true value over "
+          f"shares {SHARES[0]:g}..{SHARES[-1]:g} (scan; joint and independent interpolated on it) relative to its best")
+    print(f"{'B':>4s}{'seed':>6s}{'joint s':>9s}{'indep s':>9s}{'best s':>8s}{'joint/best':>11s}{'indep/best':>11s}"
+          f"{'worst/best':>11s}{'oracle: joint s':>16s}{'worst/best':>11s}   predicted slope c / m at s={SHARES[1]:g} | {SHARES[-1]:g}")
+    out: dict = {}
+    for ratio in ratios:
+        key = str(ratio)
+        spreads = []
+        for r in runs:
+            sp = r["joint"]["split"][key]
+            tv, otv = np.asarray(sp["true_value"]), np.asarray(sp["oracle_true_value"])
+            spreads.append(float(tv.min() / tv.max()))
+            at_j, at_i = (float(np.interp(sp[k], SHARES, tv) / tv.max()) for k in ("joint_share", "independent_share"))
+            print(f"{ratio:4.0f}{r['seed']:6d}{sp['joint_share']:9.3f}{sp['independent_share']:9.3f}"
+                  f"{SHARES[int(np.argmax(tv))]:8.2f}{at_j:11.4f}{at_i:11.4f}{tv.min() / tv.max():11.4f}"
+                  f"{sp['oracle_joint_share']:16.3f}{otv.min() / otv.max():11.4f}   "
+                  f"{sp['customer_slope'][1]:.5f} / {sp['merchant_slope'][1]:.5f} | "
+                  f"{sp['customer_slope'][-1]:.5f} / {sp['merchant_slope'][-1]:.5f}")
+        out[key] = {"worst_over_best_per_seed": spreads}
     return out
 
 
@@ -280,6 +333,7 @@ def main() -> None:
     if not args.joint_only:
         model_tables(report, runs, args)
     report["joint_summary"] = joint_table(runs, args.ratios)
+    report["split_summary"] = split_table(runs, args.ratios)
 
     if "epoch_time" in report:
         e = report["epoch_time"]

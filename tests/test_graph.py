@@ -252,6 +252,38 @@ def test_joint_beats_a_bad_split_and_rejects_bad_input():
         joint_allocation(vc, cc[:, :2], vm, cm, 10.0)
 
 
+def test_split_scan_peaks_at_the_joint_split_on_exact_curves():
+    from promo_assets.graph.joint import JointAllocationError, joint_allocation, split_scan
+
+    rng = np.random.default_rng(1)
+    amounts = np.array([0.0, 10.0, 20.0])
+    vc = np.cumsum(rng.uniform(0.0, 0.3, (300, 3)), axis=1)
+    vm = np.cumsum(rng.uniform(0.0, 0.6, (100, 3)), axis=1) + 1.0
+    cc, cm = vc * amounts, vm * amounts
+    j = joint_allocation(vc, cc, vm, cm, 8.0)
+    shares = np.linspace(0.0, 1.0, 41)
+    # predictions equal to the truth: the scan's true value is the LP value of each split
+    scan = split_scan(vc, cc, vm, cm, j.cost, shares, (vc, cc), (vm, cm))
+    assert set(scan) == {"share", "true_value", "true_cost", "customer_slope", "merchant_slope"}
+    # every split spends the total (each side's LP may round one user up or down)
+    np.testing.assert_allclose(scan["true_cost"], j.cost, atol=2 * max(cc.max(), cm.max()))
+    slack = 2 * max(vc.max(), vm.max())  # value of the users each LP may round
+    joint_share = (cc[np.arange(300), j.customer_levels]).sum() / j.cost
+    near = int(np.argmin(np.abs(shares - joint_share)))
+    # the joint split is the best split (up to rounding), and the split matters here
+    assert scan["true_value"][near] >= scan["true_value"].max() - slack
+    assert j.value >= scan["true_value"].max() - slack
+    assert scan["true_value"].max() - scan["true_value"][0] > 5 * slack
+    # the predicted slopes cross at the joint split: customers' falls, merchants' rises with the share
+    diff = scan["customer_slope"] - scan["merchant_slope"]
+    assert diff[0] > 0 > diff[-1]
+    assert abs(shares[np.argmin(np.abs(diff))] - joint_share) <= 0.05
+    with pytest.raises(JointAllocationError, match="shares"):
+        split_scan(vc, cc, vm, cm, j.cost, [0.5, 1.5], (vc, cc), (vm, cm))
+    with pytest.raises(JointAllocationError, match="infeasible"):
+        split_scan(vc, cc + 1.0, vm, cm, 10.0, [0.0], (vc, cc), (vm, cm))
+
+
 def test_ratio_budgets_and_allocate_ratio_budgets():
     from promo_assets.graph.joint import (
         JointAllocationError, allocate_ratio_budgets, allocation_truth, joint_allocation, ratio_budgets,

@@ -11,7 +11,7 @@ from promo_assets.graph.data import (
 )
 from promo_assets.graph.joint import (
     JointAllocation, JointAllocationError, allocate_ratio_budgets, allocation_truth, compare_joint_independent,
-    decide, independent_allocation, joint_allocation, ratio_budgets,
+    decide, independent_allocation, joint_allocation, ratio_budgets, split_scan,
 )
 from promo_assets.graph.landing import BipartiteCampaign, BipartiteLandingError, load_bipartite_campaign
 from promo_assets.graph.metrics import (
@@ -26,7 +26,7 @@ __all__ = [
     "CUSTOMER", "MERCHANT", "EDGE", "REV_EDGE", "GraphDataError", "aggregate_edges", "build_graph",
     "normalized_adjacency", "JointAllocation", "JointAllocationError", "allocation_truth",
     "compare_joint_independent", "decide", "independent_allocation", "joint_allocation",
-    "allocate_ratio_budgets", "ratio_budgets", "holdout_uplift_quintiles",
+    "allocate_ratio_budgets", "ratio_budgets", "split_scan", "holdout_uplift_quintiles",
     "BipartiteCampaign", "BipartiteLandingError", "load_bipartite_campaign", "customer_metrics",
     "level_curve", "merchant_metrics", "plot_uplift_quintiles", "sensitivity_quintile_uplift",
     "truth_matrix", "truth_metrics", "GraphTrainConfig", "GraphTrainingError", "TrainedGraphModel",

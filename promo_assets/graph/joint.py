@@ -56,7 +56,7 @@ class JointAllocation:
     divided by `merchant_normalizer` when one was given, see the module docstring).
     """
 
-    kind: str  # "joint" | "independent" | "independent_same_ratio"
+    kind: str  # "joint" | "independent" | "independent_same_ratio" | "split" (split_scan)
     ratio: float
     customer_levels: np.ndarray
     merchant_levels: np.ndarray
@@ -383,3 +383,54 @@ def allocate_ratio_budgets(
                                             "level": lv.astype(np.int32), "incentive": np.asarray(amounts)[lv]}))
         rows.append(row)
     return rows, levels
+
+
+def split_scan(
+    customer_values: np.ndarray,
+    customer_costs: np.ndarray,
+    merchant_values: np.ndarray,
+    merchant_costs: np.ndarray,
+    total_cost: float,
+    shares: np.ndarray,
+    customer_truth: tuple[np.ndarray, np.ndarray],
+    merchant_truth: tuple[np.ndarray, np.ndarray],
+    *,
+    merchant_normalizer: np.ndarray | None = None,
+) -> dict[str, np.ndarray]:
+    """How the true value depends on the split of one total budget between the sides.
+
+    For each customer share s in `shares` (fractions in [0, 1]), each side is allocated alone on its
+    predicted LP frontier (`allocation.frontier`) under s * `total_cost` (customers) and
+    (1 - s) * `total_cost` (merchants), the units of the allocation (merchants divided by
+    `merchant_normalizer` when given), and the pair is scored on the truth. The joint ratio-B policy
+    is one point of this family (the split where the two sides' predicted frontier slopes meet),
+    the independent policy another (its fixed split); this curve shows how much the choice of split
+    is worth, and how far the predicted slopes are from crossing where the true value peaks.
+
+    Returns arrays over the shares: `share`, `true_value`, `true_cost` (same units), and
+    `customer_slope` / `merchant_slope`, the predicted frontier slopes (d value / d cost) of each
+    side at its part of the budget. Raises JointAllocationError for shares outside [0, 1] or a
+    share whose part is below a side's cheapest allocation.
+    """
+    from promo_assets import allocation
+
+    vc, cc, vm, cm = _inputs(customer_values, customer_costs, merchant_values, merchant_costs, merchant_normalizer)
+    s = np.asarray(shares, dtype=np.float64).ravel()
+    if s.size == 0 or not np.isfinite(s).all() or (s < 0).any() or (s > 1).any():
+        raise JointAllocationError(f"shares must be fractions in [0, 1], got {shares!r}")
+    total = float(total_cost)
+    if not np.isfinite(total) or total < 0:
+        raise JointAllocationError(f"total_cost must be finite and >= 0, got {total_cost!r}")
+    fc, fm = allocation.frontier(vc, cc), allocation.frontier(vm, cm)
+    out = {k: np.empty(s.size) for k in ("true_value", "true_cost", "customer_slope", "merchant_slope")}
+    for i, share in enumerate(s):
+        bc, bm = total * share, total * (1.0 - share)
+        try:
+            lc, lm = np.asarray(fc.allocation(bc).levels), np.asarray(fm.allocation(bm).levels)
+        except allocation.InfeasibleBudgetError as exc:
+            raise JointAllocationError(f"customer share {share:.4g} of {total:.6g} is infeasible: {exc}") from exc
+        split = _result("split", float("nan"), lc, lm, float("nan"), vc, cc, vm, cm, {"customer_share": float(share)})
+        t = allocation_truth(split, customer_truth, merchant_truth, merchant_normalizer)
+        out["true_value"][i], out["true_cost"][i] = t["true_value"], t["true_cost"]
+        out["customer_slope"][i], out["merchant_slope"][i] = fc.lambda_at(bc), fm.lambda_at(bm)
+    return {"share": s, **out}
