@@ -178,7 +178,7 @@ def _schema_messages(exc: ValidationError) -> list[str]:
     for err in exc.errors():
         loc = err["loc"]
         model: type[BaseModel] | None = CampaignYaml
-        parent_fields = list(CampaignYaml.model_fields)
+        parent_fields: list[str] = []
         path, expected = "", None
         for item in loc:
             if isinstance(item, int):
@@ -186,10 +186,10 @@ def _schema_messages(exc: ValidationError) -> list[str]:
                 continue
             path = f"{path}.{item}" if path else str(item)
             fields = model.model_fields if model is not None else {}
+            parent_fields = list(fields) or parent_fields  # the keys valid where `item` stands
             if item in fields:
                 info = fields[item]
                 expected = info.description or expected
-                parent_fields = list(fields)
                 model = _submodel(info.annotation)
             else:
                 model = None
