@@ -1,24 +1,244 @@
-"""`campaign.yaml`: what a campaign's treatments, cost rule, response type and budgets are.
+"""`campaign.yaml`: what a campaign's treatments, cost rule, response type and budgets are, and the
+one rule for campaign names.
 
 A campaign is a folder under the landing root (see DESIGN.md, "Data contract"). This module only
 parses and validates its configuration; it never touches the warehouse.
+
+The file is checked against one typed schema (pydantic models, strict: no coercion) before anything
+runs: an unknown key is refused naming the closest valid key ("did you mean 'holdout_days'?"), a
+wrong type or an out-of-range value naming the key, the value and what is expected. A string is
+never read as a number or a boolean, a float never truncated to an integer. Every problem of the
+file is reported at once, in one `CampaignConfigError`.
 """
 
 from __future__ import annotations
 
+import difflib
+import logging
 import math
-from dataclasses import dataclass, field, asdict
+import re
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import yaml
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 COST_RULES = ("redeemed", "assigned", "column")
 RESPONSE_TYPES = ("binary", "count", "continuous")
+FEATURE_KINDS = ("numeric", "categorical")
+DUPLICATE_RULES = ("reject", "warn")
+
+log = logging.getLogger(__name__)
 
 
 class CampaignConfigError(ValueError):
     """campaign.yaml is missing, unreadable or says something impossible."""
+
+
+class CampaignNameError(CampaignConfigError):
+    """A campaign name (landing folder name, --campaign) breaks CAMPAIGN_NAME_RULE."""
+
+
+# --------------------------------------------------------------------------------------------
+# campaign names
+
+CAMPAIGN_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}"
+CAMPAIGN_NAME_RULE = (
+    "1 to 64 characters, only letters A-Z a-z, digits, '_', '.' and '-', starting with a letter or digit "
+    "(no spaces, quotes, path separators or '|')"
+)
+_CAMPAIGN_NAME = re.compile(CAMPAIGN_NAME_PATTERN)
+
+
+def check_campaign_name(name: Any) -> str:
+    """`name` when it follows CAMPAIGN_NAME_RULE (the one rule for campaign ids: landing folder
+    names, `promo simulate/run --campaign`, Dagster partition keys); otherwise CampaignNameError
+    naming the value and the rule."""
+    if not isinstance(name, str) or not _CAMPAIGN_NAME.fullmatch(name):
+        shown = repr(name) if not isinstance(name, str) or len(name) <= 80 else f"{name[:60]!r}… ({len(name)} characters)"
+        raise CampaignNameError(f"invalid campaign name {shown}: a campaign name must be {CAMPAIGN_NAME_RULE}")
+    return name
+
+
+def usable_campaign_folder(folder: Path) -> bool:
+    """True when the landing folder's name is a valid campaign name; otherwise logs a warning
+    naming the folder and the rule (discovery skips it; the other campaigns proceed)."""
+    try:
+        check_campaign_name(folder.name)
+    except CampaignNameError as exc:
+        log.warning("%s: skipped: %s", folder, exc)
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------------------------
+# the campaign.yaml schema
+
+class _Block(BaseModel):
+    """Strict: no unknown keys, no coercion (a string is not a number or a boolean, 2.7 is not an
+    integer), finite numbers only."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+def _one_or_more(value: Any) -> Any:
+    """A single number stands for a one-element list."""
+    return [value] if isinstance(value, (int, float)) and not isinstance(value, bool) else value
+
+
+def _text_keys(value: Any) -> Any:
+    """Arm labels written as numbers (`arms: {0: 0, 1: 1}`) are labels '0', '1'."""
+    if isinstance(value, dict):
+        return {(str(k) if isinstance(k, (int, float)) and not isinstance(k, bool) else k): v for k, v in value.items()}
+    return value
+
+
+def _ascending(levels: list[float]) -> list[float]:
+    if any(b <= a for a, b in zip(levels, levels[1:])):
+        raise ValueError("the levels must be strictly ascending")
+    return levels
+
+
+Amount = Annotated[float, Field(ge=0)]
+Levels = Annotated[list[Amount], Field(min_length=2), AfterValidator(_ascending)]
+Budgets = Annotated[list[Annotated[float, Field(gt=0)]], BeforeValidator(_one_or_more), Field(min_length=1)]
+LEVELS = "a list of at least 2 amounts (numbers >= 0), strictly ascending"
+
+
+class TreatmentsBlock(_Block):
+    levels: Levels | None = Field(None, description=LEVELS)
+    arms: Annotated[dict[str, Amount] | None, BeforeValidator(_text_keys)] = Field(
+        None, min_length=2, description="a mapping of at least 2 arm labels to a unit cost (a number >= 0)")
+
+    @model_validator(mode="after")
+    def _levels_or_arms(self) -> "TreatmentsBlock":
+        if (self.levels is None) == (self.arms is None):
+            raise ValueError("give exactly one of 'levels: [amounts...]' or 'arms: {label: unit_cost}'")
+        return self
+
+
+class MerchantTreatmentsBlock(_Block):
+    levels: Levels = Field(description=LEVELS)
+
+
+class MerchantsBlock(_Block):
+    treatments: MerchantTreatmentsBlock = Field(description="a mapping with 'levels: [commission amounts...]'")
+    response: Literal[RESPONSE_TYPES] = Field("count", description=" | ".join(RESPONSE_TYPES))
+    cost: Literal[COST_RULES] = Field("redeemed", description=" | ".join(COST_RULES))
+    normalizer: str | None = Field("prev_shares", description="a merchant column name (or null)")
+    events: str = Field("merchants/", description="a folder name")
+    population: str = Field("merchant_population/", description="a folder name")
+    truth: str = Field("truth/merchant_response.parquet", description="a file path inside the campaign folder")
+
+
+class GraphBlock(_Block):
+    edges: str = Field("edges/", description="a folder name")
+    weight: Literal["weight", "n_payments", "amount"] = Field("n_payments", description="weight | n_payments | amount")
+
+
+class DataQualityBlock(_Block):
+    duplicates: Literal[DUPLICATE_RULES] = Field(
+        "reject", description="reject (exact duplicate / contradictory rows go to rejected_events) | warn")
+
+
+class CampaignYaml(_Block):
+    """The whole of campaign.yaml. Every key, its type, range and default."""
+
+    treatments: TreatmentsBlock = Field(
+        description="a mapping with 'levels: [amounts...]' or 'arms: {label: unit_cost}'")
+    cost: Literal[COST_RULES] = Field("redeemed", description=" | ".join(COST_RULES))
+    randomized: bool = Field(True, description="true or false (a YAML boolean, not a quoted string)")
+    response: Literal[RESPONSE_TYPES] = Field("binary", description=" | ".join(RESPONSE_TYPES))
+    budget_per_capita: Budgets | None = Field(
+        None, description="a number > 0 or a non-empty list of numbers > 0")
+    holdout_days: int = Field(1, ge=1, description="an integer >= 1")
+    validation_fraction: float = Field(0.2, ge=0, lt=1, description="a number in [0, 1)")
+    ips_clip: float = Field(20.0, ge=1, description="a number >= 1 (the cap on 1 / propensity)")
+    max_rejected_fraction: float = Field(0.0, ge=0, le=1, description="a number in [0, 1]")
+    min_holdout_users: int = Field(100, ge=1, description="an integer >= 1")
+    features: dict[str, Literal[FEATURE_KINDS]] | None = Field(
+        None, description="a mapping of column name to 'numeric' or 'categorical'")
+    data_quality: DataQualityBlock = Field(default_factory=DataQualityBlock, description="a mapping with 'duplicates: reject | warn'")
+    ratio_budget: Budgets | None = Field(
+        None, description="a number > 0 or a non-empty list of numbers > 0 (average incentive per response)")
+    merchants: MerchantsBlock | None = Field(None, description="a mapping (the merchant side of a bipartite campaign)")
+    graph: GraphBlock | None = Field(None, description="a mapping with 'edges' and 'weight'")
+    simulation: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
+    simulator: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
+
+
+# keys of campaign.yaml that CampaignConfig keeps in `.extra` (validated, defaults filled in)
+EXTRA_KEYS = ("features", "data_quality", "ratio_budget", "merchants", "graph", "simulation", "simulator")
+
+
+def _schema_messages(exc: ValidationError) -> list[str]:
+    """One message per schema violation: the key (dotted path), the value, what is expected."""
+    out = []
+    for err in exc.errors():
+        loc = err["loc"]
+        model: type[BaseModel] | None = CampaignYaml
+        parent_fields: list[str] = []
+        path, expected = "", None
+        for item in loc:
+            if isinstance(item, int):
+                path += f"[{item}]"
+                continue
+            path = f"{path}.{item}" if path else str(item)
+            fields = model.model_fields if model is not None else {}
+            parent_fields = list(fields) or parent_fields  # the keys valid where `item` stands
+            if item in fields:
+                info = fields[item]
+                expected = info.description or expected
+                model = _submodel(info.annotation)
+            else:
+                model = None
+        value = err.get("input")
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            parent = path.rsplit(".", 1)[0] if "." in path else ""
+            name = str(loc[-1])
+            close = difflib.get_close_matches(name, parent_fields, n=1, cutoff=0.6)
+            where = f" under '{parent}'" if parent else ""
+            hint = f"did you mean '{close[0]}'?" if close else f"valid keys{where}: {', '.join(parent_fields)}"
+            out.append(f"unknown key '{path}' ({hint})")
+        elif kind == "missing":
+            out.append(f"missing required key '{path}': expected {expected}")
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+            shown = f"{value!r}" if not isinstance(value, (dict, list)) or len(repr(value)) <= 120 else f"{repr(value)[:117]}..."
+            typ = type(value).__name__
+            target = f"'{path}'" if path else "the top level"
+            out.append(f"{target} = {shown} ({typ}): {msg[0].lower() + msg[1:]}; expected {expected}")
+    return out
+
+
+def _submodel(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside an annotation (`Model`, `Model | None`), else None."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg
+    return None
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is given twice", key_node.start_mark)
+            seen.add(key) if isinstance(key, (str, int, float, bool)) else None
+        return super().construct_mapping(node, deep=deep)
+
+
+# --------------------------------------------------------------------------------------------
+# CampaignConfig
 
 
 @dataclass(frozen=True)
@@ -28,6 +248,8 @@ class CampaignConfig:
     `incentives[level]` is the amount of incentive level `level` (for unordered arms: the arm's unit
     cost); `labels[level]` is how the treatment is written in the events' `treatment` column.
     Levels are indexed 0..K-1; level 0 is the lowest incentive (the control when it is 0).
+    `extra` holds the validated optional blocks (EXTRA_KEYS present in the file, plus
+    `data_quality` always, defaults filled in).
     """
 
     campaign: str
@@ -43,6 +265,7 @@ class CampaignConfig:
     ips_clip: float = 20.0
     max_rejected_fraction: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    min_holdout_users: int = 100
 
     @property
     def n_levels(self) -> int:
@@ -67,91 +290,62 @@ class CampaignConfig:
         if not path.exists():
             raise CampaignConfigError(f"{path}: campaign.yaml not found")
         try:
-            raw = yaml.safe_load(path.read_text()) or {}
+            raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
         except yaml.YAMLError as exc:
             raise CampaignConfigError(f"{path}: not valid YAML: {exc}") from exc
-        if not isinstance(raw, dict):
-            raise CampaignConfigError(f"{path}: expected a mapping at the top level")
-        return cls.from_dict(raw, campaign=campaign or path.parent.name, source=str(path))
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CampaignConfigError(f"{path}: cannot be read as UTF-8 text: {exc}") from exc
+        return cls.from_dict({} if raw is None else raw, campaign=campaign or path.parent.name, source=str(path))
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any], campaign: str, source: str = "campaign.yaml") -> "CampaignConfig":
-        def fail(msg: str) -> CampaignConfigError:
-            return CampaignConfigError(f"{source}: {msg}")
-
-        treatments = raw.get("treatments")
-        if not isinstance(treatments, dict) or not ({"levels", "arms"} & set(treatments)):
-            raise fail("'treatments' must have 'levels: [amounts...]' or 'arms: {label: unit_cost}'")
-        if "levels" in treatments:
-            levels = treatments["levels"]
-            if not isinstance(levels, list) or len(levels) < 2:
-                raise fail("'treatments.levels' must be a list of at least two amounts")
-            try:
-                incentives = tuple(float(x) for x in levels)
-            except (TypeError, ValueError):
-                raise fail(f"'treatments.levels' must be numbers, got {levels!r}") from None
-            if any(not math.isfinite(x) or x < 0 for x in incentives):
-                raise fail(f"'treatments.levels' must be finite and >= 0, got {levels!r}")
-            if any(b <= a for a, b in zip(incentives, incentives[1:])):
-                raise fail(f"'treatments.levels' must be strictly ascending, got {levels!r}")
+    def from_dict(cls, raw: Any, campaign: str, source: str = "campaign.yaml") -> "CampaignConfig":
+        """Validate a parsed campaign.yaml against `CampaignYaml`; CampaignConfigError names every
+        problem (key, value, expected type or range; the closest valid key for an unknown one)."""
+        try:
+            check_campaign_name(campaign)
+        except CampaignNameError as exc:
+            raise CampaignNameError(f"{source}: {exc}") from None
+        if not isinstance(raw, dict):
+            raise CampaignConfigError(
+                f"{source}: expected a mapping of keys (treatments:, cost:, ...) at the top level, "
+                f"got a {type(raw).__name__}: {str(raw)[:80]!r}")
+        bad_keys = [k for k in raw if not isinstance(k, str)]
+        if bad_keys:
+            raise CampaignConfigError(f"{source}: top-level keys must be text, got {bad_keys[0]!r}")
+        try:
+            doc = CampaignYaml.model_validate(raw)
+        except ValidationError as exc:
+            problems = _schema_messages(exc)
+            head = f"{len(problems)} problems: " if len(problems) > 1 else ""
+            raise CampaignConfigError(f"{source}: {head}" + "; ".join(problems)) from None
+        t = doc.treatments
+        if t.levels is not None:
+            incentives = tuple(float(x) for x in t.levels)
             labels = tuple(_label(x) for x in incentives)
             ordered = True
         else:
-            arms = treatments["arms"]
-            if not isinstance(arms, dict) or len(arms) < 2:
-                raise fail("'treatments.arms' must map at least two arm labels to a unit cost")
-            try:
-                incentives = tuple(float(v) for v in arms.values())
-            except (TypeError, ValueError):
-                raise fail(f"'treatments.arms' unit costs must be numbers, got {arms!r}") from None
-            if any(not math.isfinite(x) or x < 0 for x in incentives):
-                raise fail(f"'treatments.arms' unit costs must be finite and >= 0, got {arms!r}")
-            labels = tuple(str(k) for k in arms)
+            incentives = tuple(float(v) for v in t.arms.values())
+            labels = tuple(str(k) for k in t.arms)
             ordered = False
-
-        cost = raw.get("cost", "redeemed")
-        if cost not in COST_RULES:
-            raise fail(f"'cost' must be one of {COST_RULES}, got {cost!r}")
-        response = raw.get("response", "binary")
-        if response not in RESPONSE_TYPES:
-            raise fail(f"'response' must be one of {RESPONSE_TYPES}, got {response!r}")
-        budgets = raw.get("budget_per_capita", [])
-        budgets = budgets if isinstance(budgets, list) else [budgets]
-        try:
-            budgets_t = tuple(float(b) for b in budgets)
-        except (TypeError, ValueError):
-            raise fail(f"'budget_per_capita' must be a number or a list of numbers, got {budgets!r}") from None
-        if any(not math.isfinite(b) or b < 0 for b in budgets_t):
-            raise fail(f"'budget_per_capita' must be finite and >= 0, got {budgets!r}")
-
-        known = {
-            "treatments", "cost", "randomized", "response", "budget_per_capita", "holdout_days",
-            "validation_fraction", "ips_clip", "max_rejected_fraction",
-        }
-        cfg = cls(
+        dumped = doc.model_dump()
+        extra = {k: dumped[k] for k in EXTRA_KEYS if k in doc.model_fields_set}
+        extra["data_quality"] = dumped["data_quality"]
+        return cls(
             campaign=campaign,
             incentives=incentives,
             labels=labels,
             ordered=ordered,
-            cost=cost,
-            randomized=bool(raw.get("randomized", True)),
-            response=response,
-            budgets_per_capita=budgets_t,
-            holdout_days=int(raw.get("holdout_days", 1)),
-            validation_fraction=float(raw.get("validation_fraction", 0.2)),
-            ips_clip=float(raw.get("ips_clip", 20.0)),
-            max_rejected_fraction=float(raw.get("max_rejected_fraction", 0.0)),
-            extra={k: v for k, v in raw.items() if k not in known},
+            cost=doc.cost,
+            randomized=doc.randomized,
+            response=doc.response,
+            budgets_per_capita=tuple(doc.budget_per_capita or ()),
+            holdout_days=doc.holdout_days,
+            validation_fraction=doc.validation_fraction,
+            ips_clip=doc.ips_clip,
+            max_rejected_fraction=doc.max_rejected_fraction,
+            extra=extra,
+            min_holdout_users=doc.min_holdout_users,
         )
-        if cfg.holdout_days < 1:
-            raise fail("'holdout_days' must be >= 1")
-        if not 0.0 <= cfg.validation_fraction < 1.0:
-            raise fail("'validation_fraction' must be in [0, 1)")
-        if cfg.ips_clip < 1.0:
-            raise fail("'ips_clip' must be >= 1 (it caps the inverse propensity)")
-        if not 0.0 <= cfg.max_rejected_fraction <= 1.0:
-            raise fail("'max_rejected_fraction' must be in [0, 1]")
-        return cfg
 
 
 def _label(value: Any) -> str:

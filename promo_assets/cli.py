@@ -51,7 +51,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     except SimulationError as exc:
         print(f"promo simulate: {exc} (command line: --overwrite)" if "overwrite" in str(exc) else f"promo simulate: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    print(f"wrote {args.preset} campaign '{args.campaign}' to {landing / args.campaign} in {time.perf_counter() - start:.1f}s")
+    except OSError as exc:
+        print(f"promo simulate: cannot write campaign {args.campaign!r} under {landing}: {exc.strerror or exc}"
+              f"{f' ({exc.filename})' if exc.filename else ''}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"wrote {args.preset} campaign '{summary.campaign}' to {summary.campaign_dir} in {time.perf_counter() - start:.1f}s")
     print(f"  {summary}")
     return EXIT_OK
 
@@ -81,12 +85,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from promo_assets import settings
-    from promo_assets.campaign import CampaignConfigError
+    from promo_assets.campaign import CampaignConfigError, check_campaign_name
     from promo_assets.definitions import defs
     from promo_assets.ingestion import IngestError, day_files, discover_campaigns, load_config
     from promo_assets.orchestration.automation import partition_key
 
     landing = settings.landing_dir()
+    try:
+        for name in args.campaign or []:
+            check_campaign_name(name)
+    except CampaignConfigError as exc:
+        print(f"promo run: --campaign: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     campaigns = discover_campaigns(landing)
     if args.campaign:
         missing = [c for c in args.campaign if c not in campaigns]
@@ -99,6 +109,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.date_from and args.date_to and args.date_from > args.date_to:
         print(f"promo run: --from {args.date_from} is after --to {args.date_to}", file=sys.stderr)
+        return EXIT_USAGE
+
+    bad_configs = []
+    for campaign in campaigns:  # every campaign.yaml is checked before anything runs
+        try:
+            load_config(landing, campaign)
+        except CampaignConfigError as exc:
+            bad_configs.append(str(exc))
+    if bad_configs:
+        print("promo run: nothing was run: " + "\n  ".join(bad_configs), file=sys.stderr)
         return EXIT_USAGE
 
     instance = dg.DagsterInstance.get()

@@ -164,6 +164,11 @@ CREATE TABLE IF NOT EXISTS policy_evaluation (
     evaluated_at      TIMESTAMP NOT NULL
 );
 
+-- name: add_policy_evaluation_too_small
+-- true when the holdout had fewer users than campaign.yaml's min_holdout_users ("too small to
+-- evaluate"); added by ALTER so that warehouses created before the column get it too.
+ALTER TABLE policy_evaluation ADD COLUMN IF NOT EXISTS too_small BOOLEAN;
+
 -- name: create_merchant_events
 -- Merchant-side RCT rows of bipartite campaigns (<landing>/<campaign>/merchants/<day>): the
 -- commission level, its amount (incentive), the sharing count (response) and its cost; the

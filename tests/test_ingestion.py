@@ -169,7 +169,7 @@ def test_unreadable_file_and_bad_config(tmp_path):
         load(landing, tmp_path / "w.duckdb", DAY1, path)
     with pytest.raises(CampaignConfigError, match="strictly ascending"):
         CampaignConfig.from_dict({"treatments": {"levels": [0, 2, 1]}}, campaign="x")
-    with pytest.raises(CampaignConfigError, match=">= 0"):
+    with pytest.raises(CampaignConfigError, match="budget_per_capita.*greater than 0"):
         CampaignConfig.from_dict({"treatments": {"levels": [0, 1]}, "budget_per_capita": -1}, campaign="x")
 
 

@@ -47,8 +47,9 @@ POLICY_EVALUATION_COLUMNS = [
     "eom_value", "eom_cost", "eom_ci_low", "eom_ci_high", "q_value",
     "true_value", "true_cost", "oracle_value", "oracle_cost", "aucc",
     *CURVE_METRIC_NAMES,  # logloss, auc, rmse, rpr, epr, mlss
-    "n_users", "n_matched", "evaluated_at",
+    "n_users", "n_matched", "too_small", "evaluated_at",
 ]
+TOO_SMALL = "too small to evaluate"
 
 
 def evaluate_policies(
@@ -70,6 +71,7 @@ def evaluate_policies(
     with_q: bool = True,
     evaluated_at: dt.datetime | None = None,
     log: Callable[[str], None] | None = None,
+    min_holdout_users: int | None = None,
 ) -> pd.DataFrame:
     """Rows of the warehouse table `policy_evaluation` for one campaign.
 
@@ -82,7 +84,9 @@ def evaluate_policies(
       incentives, ordered, binary: passed to `curve_metrics` (RPR/EPR/MLSS need ordered levels).
       n_boot, seed: bootstrap replicates and seed (also seeds the random policy);
       with_q: also compute Q(v, c) at each budget (Algorithm 1); evaluated_at: timestamp (default
-      now, UTC, naive); log: progress callback, one line per model.
+      now, UTC, naive); log: progress callback, one line per model;
+      min_holdout_users: a holdout with fewer users is "too small to evaluate": every row is still
+      computed but carries too_small = True, and the leaderboard says so instead of a % of the oracle.
     For every model and budget the allocator (`solve`) allocates the holdout users on the model's
     coefficients; EOM gives eom_value / eom_cost (self-normalized IPW), `bootstrap_eom` the 95%
     interval of eom_value; true_value / true_cost come from the truth, oracle_value / oracle_cost
@@ -128,6 +132,9 @@ def evaluate_policies(
         raise EvaluationError(f"logged has level {t.max()} but there are only {k} levels")
     if evaluated_at is None:
         evaluated_at = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    too_small = min_holdout_users is not None and n < min_holdout_users
+    if too_small and log:
+        log(f"the holdout has {n} users, fewer than min_holdout_users = {min_holdout_users}: {TOO_SMALL}")
 
     from promo_assets.allocation.errors import InfeasibleBudgetError
 
@@ -149,7 +156,7 @@ def evaluate_policies(
     def base_row(model: str, version: str, b: float) -> dict:
         row = {col: np.nan for col in POLICY_EVALUATION_COLUMNS}
         row.update(campaign=campaign, model=model, model_version=version, budget_per_capita=b,
-                   n_users=n, evaluated_at=evaluated_at)
+                   n_users=n, too_small=too_small, evaluated_at=evaluated_at)
         if b in oracle:
             row["oracle_value"], row["oracle_cost"] = oracle[b]
         return row
@@ -201,6 +208,7 @@ def evaluate_policies(
     frame = pd.DataFrame(rows, columns=POLICY_EVALUATION_COLUMNS)
     frame["n_matched"] = frame["n_matched"].astype("Int64")
     frame["n_users"] = frame["n_users"].astype("int64")
+    frame["too_small"] = frame["too_small"].astype(bool)
     return frame
 
 
@@ -219,6 +227,7 @@ _BOARD = [
     ("true cost", "true_cost", "{:.4g}"),
     ("oracle", "oracle_value", "{:.4f}"),
     ("% oracle", None, None),
+    ("note", None, None),
     ("AUCC", "aucc", "{:.4f}"),
     ("LogLoss", "logloss", "{:.4f}"),
     ("AUC", "auc", "{:.4f}"),
@@ -246,8 +255,9 @@ def leaderboard(df: pd.DataFrame) -> pd.DataFrame:
     Takes `policy_evaluation` rows (possibly with history); keeps the latest `evaluated_at` per
     (campaign, model, budget); reads the curve metrics from a JSON `metrics` column when the
     frame has one instead of separate columns; sorts by campaign, budget and true value (EOM value when the truth
-    is unknown), best first; drops columns that are empty for every row. Returns one row per
-    (campaign, model, budget).
+    is unknown), best first; a row evaluated on a holdout that was too small (`too_small`) gets no
+    "% oracle" but the note "too small to evaluate (N holdout users)"; drops columns that are empty
+    for every row. Returns one row per (campaign, model, budget).
     """
     missing = {"campaign", "model", "model_version", "budget_per_capita", "eom_value"} - set(df.columns)
     if missing:
@@ -267,6 +277,7 @@ def leaderboard(df: pd.DataFrame) -> pd.DataFrame:
     key = d["true_value"].where(d["true_value"].notna(), d["eom_value"])
     d = d.assign(_key=key).sort_values(["campaign", "budget_per_capita", "_key"],
                                        ascending=[True, True, False], na_position="last")
+    small = [False if pd.isna(x) else bool(x) for x in d["too_small"]]
 
     def fmt(x, pattern):
         if x is None or (isinstance(x, float) and math.isnan(x)) or x is pd.NA:
@@ -282,9 +293,11 @@ def leaderboard(df: pd.DataFrame) -> pd.DataFrame:
             ]
         elif title == "% oracle":
             out[title] = [
-                "" if pd.isna(tv) or pd.isna(ov) or ov == 0 else f"{100 * tv / ov:.1f}%"
-                for tv, ov in zip(d["true_value"], d["oracle_value"])
+                "" if sm or pd.isna(tv) or pd.isna(ov) or ov == 0 else f"{100 * tv / ov:.1f}%"
+                for tv, ov, sm in zip(d["true_value"], d["oracle_value"], small)
             ]
+        elif title == "note":
+            out[title] = [f"{TOO_SMALL} ({int(n)} holdout users)" if sm else "" for n, sm in zip(d["n_users"], small)]
         elif title == "version":
             out[title] = [str(x)[:16] for x in d[src]]
         else:
@@ -295,13 +308,23 @@ def leaderboard(df: pd.DataFrame) -> pd.DataFrame:
     return board[keep].reset_index(drop=True)
 
 
+def _too_small_warning(board: pd.DataFrame) -> str:
+    """One line under the board when some of its rows were evaluated on a too small holdout."""
+    if "note" not in board.columns or not (board["note"] != "").any():
+        return ""
+    campaigns = sorted(set(board.loc[board["note"] != "", "campaign"]))
+    return (f"holdout {TOO_SMALL} for campaign(s) {', '.join(map(repr, campaigns))}: fewer users than "
+            "campaign.yaml's min_holdout_users; the figures of those rows are not reliable\n")
+
+
 def leaderboard_markdown(df: pd.DataFrame) -> str:
     """The leaderboard as a GitHub-flavoured markdown table (for Dagster's MetadataValue.md)."""
     board = leaderboard(df)
     head = "| " + " | ".join(board.columns) + " |"
-    sep = "| " + " | ".join("---" if c in ("campaign", "model", "version") else "---:" for c in board.columns) + " |"
+    sep = "| " + " | ".join("---" if c in ("campaign", "model", "version", "note") else "---:" for c in board.columns) + " |"
     body = ["| " + " | ".join(str(v).replace("|", "\\|") for v in r) + " |" for r in board.itertuples(index=False)]
-    return "\n".join([head, sep, *body]) + "\n"
+    warning = _too_small_warning(board)
+    return "\n".join([head, sep, *body]) + "\n" + (f"\n**{warning.strip()}**\n" if warning else "")
 
 
 def format_leaderboard(df: pd.DataFrame) -> str:
@@ -311,7 +334,7 @@ def format_leaderboard(df: pd.DataFrame) -> str:
         return "(no policy evaluations)\n"
     cols = list(board.columns)
     widths = [max(len(c), *(len(str(v)) for v in board[c])) for c in cols]
-    left = {"campaign", "model", "version"}
+    left = {"campaign", "model", "version", "note"}
 
     def line(values):
         return "  ".join(str(v).ljust(w) if c in left else str(v).rjust(w)
@@ -319,4 +342,4 @@ def format_leaderboard(df: pd.DataFrame) -> str:
 
     out = [line(cols), line(["-" * w for w in widths])]
     out += [line(r) for r in board.itertuples(index=False)]
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\n" + _too_small_warning(board)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import duckdb
 
-from promo_assets.campaign import CampaignConfig
+from promo_assets.campaign import CampaignConfig, usable_campaign_folder
 from promo_assets.warehouse import quote_ident, sql, table_columns
 
 REQUIRED = ("user_id", "treatment", "response")
@@ -58,10 +58,12 @@ class IngestResult:
 
 
 def discover_campaigns(landing: Path) -> list[str]:
-    """Campaign ids: sub-folders of the landing root holding a campaign.yaml, sorted."""
+    """Campaign ids: sub-folders of the landing root holding a campaign.yaml, sorted; a folder whose
+    name breaks the campaign-name rule is skipped with a warning naming it (`usable_campaign_folder`)."""
     if not landing.exists():
         return []
-    return sorted(p.name for p in landing.iterdir() if p.is_dir() and (p / "campaign.yaml").exists())
+    return sorted(p.name for p in landing.iterdir()
+                  if p.is_dir() and (p / "campaign.yaml").exists() and usable_campaign_folder(p))
 
 
 def day_files(landing: Path, campaign: str, kind: str = "events") -> dict[dt.date, Path]:

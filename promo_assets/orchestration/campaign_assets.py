@@ -505,6 +505,7 @@ def policy_evaluation(context: dg.AssetExecutionContext, warehouse: DuckDBResour
         specs, logged, response, cost, prop, budgets=_budgets(config), campaign=campaign,
         true_values=true_values, true_costs=true_costs, incentives=list(config.incentives),
         ordered=config.ordered, binary=config.response == "binary", log=_log(context),
+        min_holdout_users=config.min_holdout_users,
     )
     rows["run_id"] = context.run_id
     curves = policy_curves(specs, logged, response, cost, prop, true_values=true_values, true_costs=true_costs,

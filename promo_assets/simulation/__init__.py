@@ -25,6 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
+from promo_assets.campaign import CampaignNameError, check_campaign_name
 from promo_assets.simulation import demo as _demo
 from promo_assets.simulation import dipn as _dipn
 from promo_assets.simulation import e2e as _e2e
@@ -97,7 +98,8 @@ def simulate(
 ) -> SimulationSummary:
     """Simulate a campaign into ``<landing_dir>/<campaign>/`` and return what was written.
 
-    preset: a key of PRESETS; campaign: folder name (default: the preset's name); landing_dir:
+    preset: a key of PRESETS; campaign: folder name (None: the preset's name; it must follow
+    promo_assets.campaign.CAMPAIGN_NAME_RULE, an empty or invalid name is refused); landing_dir:
     default settings.landing_dir(); days: number of daily event files; users: size of the user pool
     (each day a `daily_active` fraction of it gets one RCT event); seed: same arguments => byte-identical
     files; start: first day (default: today - days, so the last day is yesterday); overwrite: clear
@@ -105,7 +107,7 @@ def simulate(
     into an existing simulated campaign is refused, while the same pool may be extended by more
     days); log: progress callback (one line per day file); options: preset options (see
     PRESETS[preset].defaults), e.g. ``daily_active=0.5``, ``logging="confounded"``.
-    Raises SimulationError (a ValueError) for an unknown preset/option or bad sizes.
+    Raises SimulationError (a ValueError) for an unknown preset/option, an invalid campaign name or bad sizes.
     Returns a SimulationSummary for every preset (a runner's own dict report lands in `.details`).
     """
     if preset not in PRESETS:
@@ -115,9 +117,11 @@ def simulate(
         from promo_assets import settings
 
         landing_dir = settings.landing_dir()
-    campaign = campaign or preset
-    if not campaign or "/" in campaign or campaign.startswith("."):
-        raise SimulationError(f"campaign must be a plain folder name, got {campaign!r}")
+    campaign = preset if campaign is None else campaign
+    try:
+        check_campaign_name(campaign)
+    except CampaignNameError as exc:
+        raise SimulationError(str(exc)) from None
     if start is None:
         start = dt.date.today() - dt.timedelta(days=int(days))
     elif isinstance(start, dt.datetime):
