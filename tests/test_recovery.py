@@ -185,3 +185,114 @@ def test_bad_busy_seconds_setting_is_named(promo_env, monkeypatch, capsys, value
     duckdb.connect(str(promo_env["warehouse"])).close()
     assert cli.main(["report"]) == cli.EXIT_USAGE
     assert "PROMO_WAREHOUSE_BUSY_SECONDS" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# the domain error's own message in `promo run`'s failure list (item 11, CLI part)
+
+def _domain_errors():
+    from promo_assets.allocation.errors import InfeasibleBudgetError
+    from promo_assets.models.errors import ModelInputError
+    from promo_assets.simulation.truth import TruthError
+
+    return [
+        InfeasibleBudgetError("budget 0.01 per capita is below the cheapest allocation (0.5 per capita)", 0.5),
+        ModelInputError("no rows with split == 'train' for campaign 'c1'"),
+        TruthError("truth/ has no response for 12 holdout users of campaign 'c1'"),
+        duckdb.ConstraintException("Constraint Error: NOT NULL constraint failed: response_coefficients.value"),
+    ]
+
+
+def test_failure_messages_show_every_failed_steps_own_error(promo_env):
+    errors = _domain_errors()
+
+    def failing(name, exc, wrap):
+        @dg.op(name=name)
+        def _op():
+            if wrap:  # a domain error raised while handling a lower-level one
+                try:
+                    raise KeyError("split")
+                except KeyError as low:
+                    raise exc from low
+            raise exc
+        return _op
+
+    ops = [failing(f"step_{i}", exc, wrap=i % 2 == 0) for i, exc in enumerate(errors)]
+
+    @dg.op
+    def step_failure():
+        raise dg.Failure("nothing was loaded for campaign 'c1' day 2026-01-02")
+
+    @dg.job
+    def many():
+        for op in ops:
+            op()
+        step_failure()
+
+    result = many.execute_in_process(raise_on_error=False)
+    messages = cli._failure_messages(result)
+    assert len(messages) == len(errors) + 1
+    for i, exc in enumerate(errors):
+        own = str(exc).removeprefix("Constraint Error: ")
+        assert any(m.startswith(f"step_{i}: ") and own in m for m in messages), (own, messages)
+    assert "step_0: " in messages[0] and "(caused by KeyError: 'split')" in messages[0]
+    assert "step_failure: nothing was loaded for campaign 'c1' day 2026-01-02" in messages
+    assert not any("Error occurred while executing op" in m for m in messages)
+
+
+def test_promo_run_ingest_failure_line_has_the_domain_error(promo_env, monkeypatch, capsys):
+    import promo_assets.orchestration.ingest_assets as ingest_assets
+    from promo_assets.simulation import simulate
+    from promo_assets.simulation.truth import TruthError
+
+    simulate("demo", "c1", promo_env["landing"], 1, 100, 0)
+    day = next((promo_env["landing"] / "c1" / "events").iterdir()).stem
+
+    def ingest(con, config, day, path):
+        raise TruthError(f"truth file of campaign 'c1' day {day} has 3 users twice")
+
+    monkeypatch.setattr(ingest_assets, "ingest_events_day", ingest)
+    assert cli.main(["run", "--no-progress", "--ingest-only"]) == cli.EXIT_FAILED
+    out, err = capsys.readouterr()
+    assert f"FAILED c1 {day}: rct_events: truth file of campaign 'c1' day {day} has 3 users twice" in out
+    assert f"  c1 {day}: rct_events: truth file of campaign 'c1' day {day} has 3 users twice" in err
+    assert "Error occurred while executing op" not in out + err
+
+
+@pytest.mark.slow  # ~15 s alone, ~40 s on a busy 2-core machine
+def test_promo_run_prints_the_domain_errors_of_every_failed_step(promo_env, monkeypatch, capsys):
+    """An ingestion day and two models fail with domain errors: each message reaches the output."""
+    import promo_assets.models as models
+    import promo_assets.orchestration.ingest_assets as ingest_assets
+    from promo_assets.models.errors import ModelInputError
+    from promo_assets.simulation import simulate
+
+    summary = simulate("demo", "c1", promo_env["landing"], 2, 200, 0)
+    assert "2 day(s)" in str(summary)
+    days = sorted(p.stem for p in (promo_env["landing"] / "c1" / "events").iterdir())
+    real_ingest = ingest_assets.ingest_events_day
+
+    def ingest(con, config, day, path):
+        if day.isoformat() == days[0]:
+            raise duckdb.ConstraintException("Constraint Error: NOT NULL constraint failed: rct_events.response")
+        return real_ingest(con, config, day, path)
+
+    def no_train(*args, **kwargs):
+        raise ModelInputError("no rows with split == 'train' for campaign 'c1'")
+
+    def bad_features(*args, **kwargs):
+        raise ModelInputError("feature columns missing: 'age'")
+
+    monkeypatch.setattr(ingest_assets, "ingest_events_day", ingest)
+    monkeypatch.setattr(models, "train_s_learner", no_train)
+    monkeypatch.setattr(models, "train_dipn_bias", bad_features)
+
+    assert cli.main(["run", "--no-progress"]) == cli.EXIT_FAILED
+    captured = capsys.readouterr()
+    out, err = captured.out, captured.err
+    assert f"FAILED c1 {days[0]}: rct_events: Constraint Error: NOT NULL constraint failed: rct_events.response" in out
+    failures = err[err.index("failures:"):]
+    assert f"c1 {days[0]}: rct_events: Constraint Error: NOT NULL constraint failed: rct_events.response" in failures
+    assert "c1: s_learner: no rows with split == 'train' for campaign 'c1'" in failures
+    assert "c1: dipn_bias_net: feature columns missing: 'age'" in failures
+    assert "Error occurred while executing op" not in out + err
