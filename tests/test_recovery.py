@@ -3,6 +3,7 @@ domain error's own message in the CLI's failure list (issue #12 items 4, 13, 11-
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -296,3 +297,26 @@ def test_promo_run_prints_the_domain_errors_of_every_failed_step(promo_env, monk
     assert "c1: s_learner: no rows with split == 'train' for campaign 'c1'" in failures
     assert "c1: dipn_bias_net: feature columns missing: 'age'" in failures
     assert "Error occurred while executing op" not in out + err
+
+
+# ---------------------------------------------------------------------------------------------
+# kill -9 during ingestion, then `promo run` (item 4, end to end)
+
+
+@pytest.mark.slow  # two `promo run` subprocesses: ~40 s alone, longer on a busy machine
+def test_promo_run_after_kill_during_ingestion_completes(tmp_path):
+    """benchmarks/kill_recovery.py kills `promo run` in its rct_events step; the next run must
+    complete (the script gives up on it after --timeout: a hang fails this test, never blocks it)."""
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "kill_recovery.py"), "--phases", "ingestion", "--no-baseline",
+         "--days", "2", "--users", "150", "--epochs", "1", "--timeout", "300", "--json"],
+        capture_output=True, text=True, timeout=900, env={**os.environ, "TMPDIR": str(tmp_path)},
+        start_new_session=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    row = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("{")))
+    assert row["marker"] and "rct_events" in row["marker"]  # killed inside the ingestion step
+    assert row["recovered"], row.get("output_tail")
+    assert list(row["dead_runs"].values()) == ["ingest_job FAILURE"]
+    assert any("its process is gone; marked failed, pool slot freed" in line for line in row["recovered_runs"])
+    assert row["pool_slots_left"] == 0
