@@ -1,7 +1,7 @@
 """`promo`: simulate campaigns, materialize the asset graph in-process, print the leaderboard.
 
 Exit codes: 0 success; 1 some partitions or assets failed (each is named); 2 bad usage or
-configuration (unknown campaign, bad dates, unreadable campaign.yaml).
+configuration (unknown campaign, bad dates, unreadable campaign.yaml), or the warehouse stayed busy.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -24,6 +25,10 @@ def _default_dagster_home() -> None:
     home_path = Path(home).expanduser().resolve()
     home_path.mkdir(parents=True, exist_ok=True)
     os.environ["DAGSTER_HOME"] = str(home_path)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def _date(text: str) -> dt.date:
@@ -67,16 +72,46 @@ def _quiet_run_config(verbose: bool, progress: bool = False) -> dict:
     return {"loggers": {"progress": {"config": {"log_level": "INFO" if progress else "WARNING"}}}}
 
 
-def _failure_message(result) -> str:
+def _error_text(err) -> str:
+    """'Class: message' of a SerializableErrorInfo without the module path ('pkg.mod.Class: ...')."""
+    text = (err.message or "").strip()
+    head, sep, rest = text.partition(": ")
+    if sep and head.split(".")[-1] == err.cls_name:
+        text = rest.strip()
+    return text or err.cls_name
+
+
+def _is_framework_error(err) -> bool:
+    """Dagster's own wrappers ('Error occurred while executing op ...'); dagster.Failure is ours."""
+    return err.message.startswith("dagster.") and err.cls_name != "Failure"
+
+
+def _cause_message(err) -> str:
+    """The domain error's own message: skip Dagster's wrappers down the cause (else context) chain;
+    a lower-level cause of the domain error is appended on one line."""
+    while _is_framework_error(err) and (err.cause or err.context) is not None:
+        err = err.cause or err.context
+    text = _error_text(err)
+    root = err
+    while root.cause is not None:
+        root = root.cause
+    if root is not err:
+        text += f" (caused by {root.cls_name}: {_error_text(root).splitlines()[0] if _error_text(root) else ''})"
+    return text
+
+
+def _failure_messages(result) -> list[str]:
+    """'step: message' for every failed step of a run (the run's own error when no step failed);
+    continuation lines of a multi-line message are indented."""
+    out: list[str] = []
     for event in result.all_events:
-        if event.event_type_value == "STEP_FAILURE":
-            data = event.event_specific_data
-            err = getattr(data, "error", None)
-            if err is not None:
-                # dagster.Failure carries our message as its description
-                msg = err.message.strip().splitlines()
-                return f"{event.step_key}: " + (msg[-1] if msg else "failed")
-    return "failed"
+        if event.event_type_value in ("STEP_FAILURE", "RUN_FAILURE"):
+            err = getattr(event.event_specific_data, "error", None)
+            if err is None or (event.event_type_value == "RUN_FAILURE" and out):
+                continue
+            label = event.step_key or "run"
+            out.append(f"{label}: " + _cause_message(err).replace("\n", "\n    "))
+    return out or ["failed"]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -89,6 +124,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from promo_assets.definitions import defs
     from promo_assets.ingestion import IngestError, day_files, discover_campaigns, load_config
     from promo_assets.orchestration.automation import partition_key
+    from promo_assets.orchestration.recovery import process_tags, wait_for_pool
 
     landing = settings.landing_dir()
     try:
@@ -121,8 +157,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("promo run: nothing was run: " + "\n  ".join(bad_configs), file=sys.stderr)
         return EXIT_USAGE
 
+    signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops a waiting `promo run` like Ctrl-C
     instance = dg.DagsterInstance.get()
     instance.add_dynamic_partitions("campaign", campaigns)
+    tags = {"promo/trigger": "cli", **process_tags()}  # host/pid: a later run can tell this one died
     ingest_job = defs.resolve_job_def("ingest_job")
     campaign_job = defs.resolve_job_def("campaign_job")
     run_config = _quiet_run_config(args.verbose)
@@ -142,15 +180,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"{campaign}: ingesting {len(days)} day(s) {days[0]} … {days[-1]}")
         ok_days = 0
         for day in tqdm(days, desc=f"{campaign} rct_events", unit="day", disable=args.no_progress):
+            wait_for_pool(instance, tqdm.write)
             result = ingest_job.execute_in_process(
                 partition_key=partition_key(day.isoformat(), campaign), instance=instance,
-                run_config=run_config, raise_on_error=False, tags={"promo/trigger": "cli"},
+                run_config=run_config, raise_on_error=False, tags=tags,
             )
             if result.success:
                 ok_days += 1
             else:
-                failures.append(f"{campaign} {day}: {_failure_message(result)}")
-                tqdm.write(f"  FAILED {campaign} {day}: {_failure_message(result)}")
+                for message in _failure_messages(result):
+                    failures.append(f"{campaign} {day}: {message}")
+                    tqdm.write(f"  FAILED {campaign} {day}: {message}")
         if args.ingest_only:
             continue
         if ok_days == 0:
@@ -158,9 +198,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             continue
         print(f"{campaign}: materializing models, coefficients, allocations and evaluation …")
         start = time.perf_counter()
-        result = _run_campaign_job(campaign_job, campaign, instance, args.verbose)
+        wait_for_pool(instance, print)
+        result = _run_campaign_job(campaign_job, campaign, instance, args.verbose, tags)
         if not result.success:
-            failures.append(f"{campaign}: {_failure_message(result)}")
+            failures.extend(f"{campaign}: {message}" for message in _failure_messages(result))
         print(f"{campaign}: downstream {'done' if result.success else 'FAILED'} in {time.perf_counter() - start:.0f}s")
         if result.success:
             _print_leaderboard(campaign)
@@ -173,13 +214,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _run_campaign_job(job, campaign, instance, verbose: bool):
+def _run_campaign_job(job, campaign, instance, verbose: bool, tags: dict[str, str]):
     """Run the campaign job; asset log lines (epochs, scoring chunks) are printed as they come."""
     return job.execute_in_process(
         partition_key=campaign,
         instance=instance,
         raise_on_error=False,
-        tags={"promo/trigger": "cli"},
+        tags=tags,
         run_config=_quiet_run_config(verbose, progress=True),
     )
 
@@ -256,9 +297,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from promo_assets.settings import SettingsError
+    from promo_assets.warehouse import WarehouseBusyError
+
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
+    except (WarehouseBusyError, SettingsError) as exc:  # e.g. `promo report` while a run writes
+        print(f"promo {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

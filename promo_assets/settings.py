@@ -37,3 +37,22 @@ def max_epochs() -> int | None:
     """Optional cap on training epochs for every model (PROMO_MAX_EPOCHS); None = model default."""
     value = os.environ.get("PROMO_MAX_EPOCHS")
     return int(value) if value else None
+
+
+class SettingsError(ValueError):
+    """An environment setting with a value of the wrong kind (names the variable and the value)."""
+
+
+def warehouse_busy_seconds() -> float:
+    """How long opening the warehouse retries while another process holds its lock
+    (PROMO_WAREHOUSE_BUSY_SECONDS, default 10) before saying it is busy."""
+    value = os.environ.get("PROMO_WAREHOUSE_BUSY_SECONDS")
+    if not value:
+        return 10.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise SettingsError(f"PROMO_WAREHOUSE_BUSY_SECONDS={value!r}: expected a number of seconds >= 0")
+    return seconds

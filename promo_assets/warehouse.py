@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -58,15 +59,47 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(statement)
 
 
+class WarehouseBusyError(RuntimeError):
+    """Another process holds the warehouse file's lock for longer than PROMO_WAREHOUSE_BUSY_SECONDS."""
+
+
+def _open(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """duckdb.connect, retried with backoff (50 ms doubling to 1 s) while another process holds the
+    file's lock (DuckDB: one writing process, or readers only), up to PROMO_WAREHOUSE_BUSY_SECONDS."""
+    budget = settings.warehouse_busy_seconds()
+    start = time.monotonic()
+    delay = 0.05
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if "could not set lock" not in str(exc).lower():
+                raise
+            waited = time.monotonic() - start
+            if waited + delay > budget:
+                holder = _LOCK_HOLDER.search(str(exc))
+                raise WarehouseBusyError(
+                    f"the warehouse is busy (a run is writing it); try again. {path} stayed locked for "
+                    f"{waited:.1f}s (PROMO_WAREHOUSE_BUSY_SECONDS={budget:g})"
+                    + (f"; held by {holder.group(1)}" if holder else "")) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
+_LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.*?\(PID \d+\))")
+
+
 @contextmanager
 def connect(path: Path | str | None = None, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-    """Open the warehouse (creating it and its schema when writing) and close it afterwards."""
+    """Open the warehouse (creating it and its schema when writing) and close it afterwards. While
+    another process holds the file it retries briefly, then raises WarehouseBusyError. Used by the
+    CLI and by every asset (orchestration.common.connect)."""
     path = Path(path) if path is not None else settings.warehouse_path()
     if read_only and not path.exists():
         raise FileNotFoundError(f"warehouse {path} does not exist yet: run `promo run` (or materialize rct_events) first")
     if not read_only:
         path.parent.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(str(path), read_only=read_only)
+    con = _open(path, read_only)
     try:
         if not read_only:
             ensure_schema(con)

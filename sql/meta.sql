@@ -9,3 +9,7 @@ SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM read_parquet(?));
 
 -- name: describe_csv
 SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM read_csv(?, header = true));
+
+-- name: rows_of_run
+-- Rows a run wrote into a results table that records its run id (benchmarks/kill_recovery.py).
+SELECT count(*) FROM {table} WHERE run_id = ?;

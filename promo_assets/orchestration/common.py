@@ -10,7 +10,7 @@ import dagster as dg
 from dagster_duckdb import DuckDBResource
 
 from promo_assets import settings
-from promo_assets.warehouse import ensure_schema
+from promo_assets.warehouse import connect as warehouse_connect
 
 WAREHOUSE_POOL = "warehouse"  # every asset that touches the DuckDB file; limit 1 in dagster.yaml
 PARTITIONS_START = os.environ.get("PROMO_PARTITIONS_START", "2024-01-01")
@@ -43,16 +43,11 @@ def make_resources() -> dict:
 
 @contextmanager
 def connect(warehouse: DuckDBResource) -> Iterator:
-    """A warehouse connection with the schema in place, closed however the block ends
-    (DuckDBResource.get_connection closes it only on a clean exit, and a connection left open
-    keeps the file locked for every other process)."""
-    Path(warehouse.database).parent.mkdir(parents=True, exist_ok=True)
-    with warehouse.get_connection() as con:
-        try:
-            ensure_schema(con)
-            yield con
-        finally:
-            con.close()
+    """A connection to the resource's warehouse through `warehouse.connect` (schema in place; retried
+    briefly while another process holds the file, then WarehouseBusyError), closed however the
+    block ends (a connection left open keeps the file locked for every other process)."""
+    with warehouse_connect(warehouse.database) as con:
+        yield con
 
 
 def day_and_campaign(context: dg.AssetExecutionContext) -> tuple[str, str]:
