@@ -37,3 +37,17 @@ def max_epochs() -> int | None:
     """Optional cap on training epochs for every model (PROMO_MAX_EPOCHS); None = model default."""
     value = os.environ.get("PROMO_MAX_EPOCHS")
     return int(value) if value else None
+
+
+def partitions_start():
+    """Optional first day to load (PROMO_PARTITIONS_START, YYYY-MM-DD): day files dated before it
+    are skipped with a warning. Unset (the default): no lower bound."""
+    import datetime as dt
+
+    value = os.environ.get("PROMO_PARTITIONS_START")
+    if not value:
+        return None
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"PROMO_PARTITIONS_START={value!r} is not a date (YYYY-MM-DD)") from None
