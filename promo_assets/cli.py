@@ -83,7 +83,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from promo_assets import settings
     from promo_assets.campaign import CampaignConfigError
     from promo_assets.definitions import defs
-    from promo_assets.ingestion import IngestError, discover_campaigns, load_config, scan_day_files
+    from promo_assets.ingestion import IngestError, discover_campaigns, load_config, scan_day_files, skipped_side_files
     from promo_assets.orchestration.common import partition_key, register_partitions
 
     landing = settings.landing_dir()
@@ -121,7 +121,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         except (CampaignConfigError, IngestError) as exc:
             print(f"promo run: {exc}", file=sys.stderr)
             return EXIT_USAGE
-        for skipped in scan.skipped:
+        for skipped in scan.skipped + skipped_side_files(landing, campaign):
             print(f"{campaign}: skipped {skipped}", file=sys.stderr)
         _forget_removed_days(instance, landing, campaign, scan)
         days = sorted(scan.files)

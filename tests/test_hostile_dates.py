@@ -144,6 +144,23 @@ def test_sensor_warns_once_per_skipped_file_and_about_removed_files(promo_env, c
     assert second.run_requests == [] and "1 landing file(s) skipped" in second.skip_reason.skip_message
 
 
+@pytest.mark.hostile
+@pytest.mark.parametrize("kind", ["edges", "population"], ids=["error-bad-edges-file-name", "error-bad-population-file-name"])
+def test_bad_file_names_in_other_folders_are_named_too(promo_env, capfd, kind):
+    from promo_assets.orchestration.automation import landing_sensor
+
+    folder = write_campaign(promo_env["landing"], "c1")
+    write_day(folder, f"{DAY1}.parquet")
+    (folder / kind).mkdir()
+    (folder / kind / "2026-3-1.parquet").write_text("x")
+    with dg.instance_for_test() as instance:
+        landing_sensor(dg.build_sensor_context(instance=instance))
+    assert f"skipped landing file {folder / kind / '2026-3-1.parquet'}: not a day file" in capfd.readouterr().err
+    assert main(["run", "--ingest-only", "--no-progress"]) == 0
+    assert f"c1: skipped {folder / kind / '2026-3-1.parquet'}: not a day file" in capfd.readouterr().err
+    assert rct_days(promo_env) == [("c1", DAY1)]
+
+
 def test_sensor_reads_a_cursor_of_the_earlier_format(promo_env):
     from promo_assets.ingestion import landing_inventory
     from promo_assets.orchestration.automation import landing_sensor
@@ -327,3 +344,17 @@ def test_feature_on_one_day_only_then_deleted_keeps_the_campaign_running(promo_e
     with duckdb.connect(str(promo_env["warehouse"]), read_only=True) as con:
         assert con.execute("SELECT count(DISTINCT event_date) FROM rct_events").fetchone()[0] == 3
     assert "extra" not in latest_s_learner_features(promo_env)
+
+
+def test_a_date_range_of_the_dynamic_days_selects_those_days():
+    """What a UI backfill over a date range selects: the registered days between the two ends."""
+    from dagster._core.definitions.partitions.context import partition_loading_context
+
+    from promo_assets.orchestration.common import day_campaign_partitions, register_partitions
+
+    with dg.instance_for_test() as instance:
+        register_partitions(instance, campaigns=["c1", "c2"], days=["2026-03-04", "2026-03-02", "2026-03-01", "2026-03-03"])
+        assert instance.get_dynamic_partitions("day") == ["2026-03-01", "2026-03-02", "2026-03-03", "2026-03-04"]
+        with partition_loading_context(dynamic_partitions_store=instance):
+            keys = day_campaign_partitions.get_partition_keys_in_range(dg.PartitionKeyRange("c1|2026-03-02", "c1|2026-03-04"))
+    assert keys == ["c1|2026-03-02", "c1|2026-03-03", "c1|2026-03-04"]

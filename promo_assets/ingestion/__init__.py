@@ -129,6 +129,11 @@ def scan_day_files(landing: Path, campaign: str, kind: str = "events", today: dt
     return scan
 
 
+def skipped_side_files(landing: Path, campaign: str) -> list[SkippedFile]:
+    """The skipped files of a campaign's folders other than events/ (edges/, population/, ...)."""
+    return [s for kind in KINDS if kind != "events" for s in scan_day_files(landing, campaign, kind).skipped]
+
+
 def day_files(landing: Path, campaign: str, kind: str = "events") -> dict[dt.date, Path]:
     """{day: file} of one campaign's loadable `<kind>/<YYYY-MM-DD>.parquet|.csv` files
     (`scan_day_files` says which files are skipped and why)."""
@@ -425,7 +430,7 @@ def landing_scan(landing: Path) -> tuple[dict[str, dict[str, str]], list[Skipped
     skipped: list[SkippedFile] = []
     for campaign in discover_campaigns(landing):
         scan = scan_day_files(landing, campaign, "events")
-        skipped += scan.skipped
+        skipped += scan.skipped + skipped_side_files(landing, campaign)
         days = {}
         for day, path in scan.files.items():
             try:
