@@ -212,6 +212,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
     from promo_assets import settings, warehouse
     from promo_assets.ingestion import loaded_days, scan_day_files
+    from promo_assets.orchestration.common import partition_key
 
     landing = settings.landing_dir()
     if not settings.warehouse_path().exists():
@@ -229,8 +230,6 @@ def cmd_forget(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     instance = dg.DagsterInstance.get()
     materialized = instance.get_materialized_partitions(dg.AssetKey("rct_events"))
-    from promo_assets.orchestration.common import partition_key
-
     unknown = [d for d in days if d not in loaded and str(partition_key(d.isoformat(), args.campaign)) not in materialized]
     if unknown:
         print(f"promo forget: campaign '{args.campaign}' has nothing loaded for {', '.join(map(str, unknown))} "
