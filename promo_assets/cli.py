@@ -122,8 +122,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from promo_assets import settings
     from promo_assets.campaign import CampaignConfigError, check_campaign_name
     from promo_assets.definitions import defs
-    from promo_assets.ingestion import IngestError, day_files, discover_campaigns, load_config
-    from promo_assets.orchestration.automation import partition_key
+    from promo_assets.ingestion import IngestError, discover_campaigns, load_config, scan_day_files, skipped_side_files
+    from promo_assets.orchestration.common import partition_key, register_partitions
     from promo_assets.orchestration.recovery import process_tags, wait_for_pool
 
     landing = settings.landing_dir()
@@ -157,9 +157,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("promo run: nothing was run: " + "\n  ".join(bad_configs), file=sys.stderr)
         return EXIT_USAGE
 
+    try:
+        settings.partitions_start()
+    except ValueError as exc:
+        print(f"promo run: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
     signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops a waiting `promo run` like Ctrl-C
     instance = dg.DagsterInstance.get()
-    instance.add_dynamic_partitions("campaign", campaigns)
+    register_partitions(instance, campaigns=campaigns)
     tags = {"promo/trigger": "cli", **process_tags()}  # host/pid: a later run can tell this one died
     ingest_job = defs.resolve_job_def("ingest_job")
     campaign_job = defs.resolve_job_def("campaign_job")
@@ -169,11 +175,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     for campaign in campaigns:
         try:
             load_config(landing, campaign)
-            days = sorted(day_files(landing, campaign, "events"))
+            scan = scan_day_files(landing, campaign, "events")
         except (CampaignConfigError, IngestError) as exc:
             print(f"promo run: {exc}", file=sys.stderr)
             return EXIT_USAGE
+        for skipped in scan.skipped + skipped_side_files(landing, campaign):
+            print(f"{campaign}: skipped {skipped}", file=sys.stderr)
+        _forget_removed_days(instance, landing, campaign, scan)
+        days = sorted(scan.files)
         days = [d for d in days if (not args.date_from or d >= args.date_from) and (not args.date_to or d <= args.date_to)]
+        register_partitions(instance, days=[d.isoformat() for d in days])
         if not days:
             print(f"{campaign}: no events day files in the chosen range; skipped")
             continue
@@ -211,6 +222,91 @@ def cmd_run(args: argparse.Namespace) -> int:
         for f in failures:
             print(f"  {f}", file=sys.stderr)
         return EXIT_FAILED
+    return EXIT_OK
+
+
+def _forget_days(instance, landing: Path, campaign: str, days: list, reason: str) -> list[str]:
+    """Remove (campaign, day) partitions from the warehouse (one transaction each) and show them as
+    not materialized in Dagster; prints one line per day. Returns notes on what stayed."""
+    from promo_assets import warehouse
+    from promo_assets.ingestion import discover_campaigns, forget_partition, scan_day_files
+    from promo_assets.orchestration.common import unmaterialize_partition
+
+    others = [c for c in discover_campaigns(landing) if c != campaign]
+    notes = []
+    with warehouse.connect() as con:
+        for day in days:
+            removed = forget_partition(con, campaign, day, reason)
+            keep_day = any(day in scan_day_files(landing, c, "events").files for c in others)
+            notes += unmaterialize_partition(instance, campaign, day.isoformat(), keep_day=keep_day)
+            print(f"{campaign}: forgot {day} ({reason}): removed " + ", ".join(f"{n} {t}" for t, n in removed.items()))
+    return notes
+
+
+def _forget_removed_days(instance, landing: Path, campaign: str, scan) -> None:
+    """Loaded days whose events file is gone from the landing folder (a skipped file of that day
+    still counts as there) are forgotten: the warehouse mirrors the landing folder."""
+    from promo_assets import settings, warehouse
+    from promo_assets.ingestion import loaded_days
+
+    if not settings.warehouse_path().exists():
+        return
+    with warehouse.connect() as con:
+        loaded = loaded_days(con, campaign)
+    present = set(scan.files) | {_file_day(s.path) for s in scan.skipped}
+    gone = [d for d in loaded if d not in present]
+    if gone:
+        for note in _forget_days(instance, landing, campaign, gone, "its events file is gone from the landing folder"):
+            print(f"{campaign}: {note}", file=sys.stderr)
+
+
+def _file_day(path: Path):
+    try:
+        return dt.date.fromisoformat(path.name.split(".")[0])
+    except ValueError:
+        return None
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    _default_dagster_home()
+    import dagster as dg
+
+    from promo_assets import settings, warehouse
+    from promo_assets.ingestion import loaded_days, scan_day_files
+    from promo_assets.orchestration.common import partition_key
+
+    from promo_assets.campaign import CampaignConfigError, check_campaign_name
+
+    try:
+        check_campaign_name(args.campaign)
+    except CampaignConfigError as exc:
+        print(f"promo forget: --campaign: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    landing = settings.landing_dir()
+    if not settings.warehouse_path().exists():
+        print(f"promo forget: no warehouse at {settings.warehouse_path()}: nothing to forget", file=sys.stderr)
+        return EXIT_USAGE
+    with warehouse.connect() as con:
+        loaded = set(loaded_days(con, args.campaign))
+    days = sorted(set(args.day))
+    scan = scan_day_files(landing, args.campaign, "events")
+    for day in days:
+        still = [str(p) for p in [scan.files.get(day)] + [s.path for s in scan.skipped if _file_day(s.path) == day] if p]
+        if still:
+            print(f"promo forget: {', '.join(still)} is still in the landing folder; delete or move it first "
+                  f"(otherwise the next `promo run` loads day {day} of campaign '{args.campaign}' again)", file=sys.stderr)
+            return EXIT_USAGE
+    instance = dg.DagsterInstance.get()
+    materialized = instance.get_materialized_partitions(dg.AssetKey("rct_events"))
+    unknown = [d for d in days if d not in loaded and str(partition_key(d.isoformat(), args.campaign)) not in materialized]
+    if unknown:
+        print(f"promo forget: campaign '{args.campaign}' has nothing loaded for {', '.join(map(str, unknown))} "
+              f"(loaded days: {', '.join(map(str, sorted(loaded))) or 'none'})", file=sys.stderr)
+        return EXIT_USAGE
+    notes = _forget_days(instance, landing, args.campaign, days, "promo forget")
+    for note in notes:
+        print(f"promo forget: {note}", file=sys.stderr)
+    print(f"run `promo run --campaign {args.campaign}` to refresh its models and decisions")
     return EXIT_OK
 
 
@@ -289,6 +385,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verbose", action="store_true", help="show Dagster's own log lines")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("forget", help="remove loaded day partitions whose landing file was deleted")
+    p.add_argument("--campaign", required=True, help="campaign id")
+    p.add_argument("--day", type=_date, action="append", required=True, help="day YYYY-MM-DD (repeatable)")
+    p.set_defaults(func=cmd_forget)
 
     p = sub.add_parser("report", help="print the policy-evaluation leaderboard")
     p.add_argument("--campaign", action="append", help="only this campaign (repeatable) [all]")

@@ -56,3 +56,17 @@ def warehouse_busy_seconds() -> float:
     if not 0 <= seconds < float("inf"):
         raise SettingsError(f"PROMO_WAREHOUSE_BUSY_SECONDS={value!r}: expected a number of seconds >= 0")
     return seconds
+
+
+def partitions_start():
+    """Optional first day to load (PROMO_PARTITIONS_START, YYYY-MM-DD): day files dated before it
+    are skipped with a warning. Unset (the default): no lower bound."""
+    import datetime as dt
+
+    value = os.environ.get("PROMO_PARTITIONS_START")
+    if not value:
+        return None
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise SettingsError(f"PROMO_PARTITIONS_START={value!r} is not a date (YYYY-MM-DD)") from None

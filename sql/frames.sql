@@ -1,8 +1,5 @@
 -- Reading campaign data back for the models. {columns} is the quoted feature column list.
 
--- name: feature_kinds
-SELECT feature, kind FROM campaign_features WHERE campaign = ? ORDER BY feature;
-
 -- name: events
 SELECT event_date, source_row, user_id, level, incentive, response, cost, propensity {columns}
 FROM rct_events WHERE campaign = ? ORDER BY event_date, source_row;

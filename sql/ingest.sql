@@ -66,6 +66,23 @@ SELECT feature, kind, campaign FROM campaign_features;
 -- name: insert_campaign_feature
 INSERT OR IGNORE INTO campaign_features VALUES (?, ?, ?);
 
+-- name: column_value_counts
+-- Non-NULL values per column of rct_events (in table order) in one campaign's loaded partitions:
+-- which registered feature columns the campaign's loaded days actually use.
+SELECT count(COLUMNS(*)) FROM rct_events WHERE campaign = ?;
+
+-- name: delete_campaign_features
+DELETE FROM campaign_features WHERE campaign = ? AND list_contains(?::VARCHAR[], feature);
+
+-- name: loaded_days
+-- Days with rows of one campaign in any per-day table.
+SELECT DISTINCT event_date FROM (
+    SELECT event_date FROM rct_events WHERE campaign = $1
+    UNION ALL SELECT event_date FROM rejected_events WHERE campaign = $1
+    UNION ALL SELECT event_date FROM payment_edges WHERE campaign = $1
+    UNION ALL SELECT event_date FROM merchant_events WHERE campaign = $1
+) ORDER BY event_date;
+
 -- name: insert_ingest_log
 INSERT INTO ingest_log VALUES (?, CAST(? AS DATE), ?, ?, ?, ?, ?, ?, now());
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import duckdb
 
+from promo_assets import settings
 from promo_assets.campaign import CampaignConfig, usable_campaign_folder
 from promo_assets.warehouse import quote_ident, sql, table_columns
 
@@ -66,26 +67,79 @@ def discover_campaigns(landing: Path) -> list[str]:
                   if p.is_dir() and (p / "campaign.yaml").exists() and usable_campaign_folder(p))
 
 
-def day_files(landing: Path, campaign: str, kind: str = "events") -> dict[dt.date, Path]:
-    """{day: file} of one campaign's `<kind>/<YYYY-MM-DD>.parquet|.csv` files."""
+@dataclass(frozen=True)
+class SkippedFile:
+    """A file of a campaign's `<kind>/` folder that is not loaded, and why (the rule it breaks)."""
+
+    path: Path
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+@dataclass
+class DayScan:
+    files: dict[dt.date, Path] = field(default_factory=dict)  # {day: file} of the loadable day files
+    skipped: list[SkippedFile] = field(default_factory=list)
+
+
+def today_utc() -> dt.date:
+    return dt.datetime.now(dt.timezone.utc).date()
+
+
+def scan_day_files(landing: Path, campaign: str, kind: str = "events", today: dt.date | None = None) -> DayScan:
+    """The loadable `<kind>/<YYYY-MM-DD>.parquet|.csv` files of one campaign, and every other file with
+    the rule it breaks (README, "Day files"). Skipped, each on its own, the other days unaffected:
+    a name that is not `YYYY-MM-DD.parquet|.csv` (e.g. `notadate.csv`), a name that is not a real
+    date (`2026-13-45.parquet`), a day after today (UTC: no events can have been logged yet), a day
+    before PROMO_PARTITIONS_START when that is set, and both files of a day that has two
+    (`<day>.csv` and `<day>.parquet`). Hidden files (names starting with '.') and folders are ignored."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     folder = landing / campaign / kind
-    out: dict[dt.date, Path] = {}
-    if not folder.exists():
-        return out
+    scan = DayScan()
+    if not folder.is_dir():
+        return scan
+    today = today or today_utc()
+    start = settings.partitions_start()
+    found: dict[dt.date, list[Path]] = {}
     for path in sorted(folder.iterdir()):
+        if path.name.startswith(".") or path.is_dir():
+            continue
         m = _DAY_FILE.match(path.name)
         if not m:
+            scan.skipped.append(SkippedFile(path, "not a day file (expected YYYY-MM-DD.parquet or YYYY-MM-DD.csv)"))
             continue
         try:
             day = dt.date.fromisoformat(m.group(1))
         except ValueError:
-            raise IngestError(f"{path}: file name is not a valid date (expected YYYY-MM-DD.parquet|csv)") from None
-        if day in out:
-            raise IngestError(f"{folder}: two files for {day}: {out[day].name} and {path.name}; keep one")
-        out[day] = path
-    return out
+            scan.skipped.append(SkippedFile(path, f"'{m.group(1)}' is not a valid date (expected YYYY-MM-DD)"))
+            continue
+        if day > today:
+            scan.skipped.append(SkippedFile(path, f"dated in the future (today is {today}, UTC); loaded once that day has come"))
+        elif start is not None and day < start:
+            scan.skipped.append(SkippedFile(path, f"dated before PROMO_PARTITIONS_START={start}"))
+        else:
+            found.setdefault(day, []).append(path)
+    for day, paths in sorted(found.items()):
+        if len(paths) == 1:
+            scan.files[day] = paths[0]
+        else:
+            names = " and ".join(p.name for p in paths)
+            scan.skipped.extend(SkippedFile(p, f"two files for {day} ({names}); keep one, the day is skipped") for p in paths)
+    return scan
+
+
+def skipped_side_files(landing: Path, campaign: str) -> list[SkippedFile]:
+    """The skipped files of a campaign's folders other than events/ (edges/, population/, ...)."""
+    return [s for kind in KINDS if kind != "events" for s in scan_day_files(landing, campaign, kind).skipped]
+
+
+def day_files(landing: Path, campaign: str, kind: str = "events") -> dict[dt.date, Path]:
+    """{day: file} of one campaign's loadable `<kind>/<YYYY-MM-DD>.parquet|.csv` files
+    (`scan_day_files` says which files are skipped and why)."""
+    return scan_day_files(landing, campaign, kind).files
 
 
 def load_config(landing: Path, campaign: str) -> CampaignConfig:
@@ -133,10 +187,10 @@ def _response_rules(response_type: str) -> list[tuple[str, str]]:
 def _feature_kinds(
     con: duckdb.DuckDBPyConnection, config: CampaignConfig, source: dict[str, str], path: Path
 ) -> dict[str, str]:
-    """numeric/categorical per feature column: declared in campaign.yaml `features:`, else as first
-    loaded for this campaign, else from the file's column type. Conflicts raise IngestError."""
+    """numeric/categorical per feature column: declared in campaign.yaml `features:`, else as in the
+    campaign's loaded days, else from the file's column type. Conflicts raise IngestError."""
     declared = config.extra.get("features") or {}
-    known = dict(con.execute(sql("ingest", "campaign_feature_kinds"), [config.campaign]).fetchall())
+    known = loaded_features(con, config.campaign)
     others = {}
     for feature, kind, campaign in con.execute(sql("ingest", "all_feature_kinds")).fetchall():
         if campaign != config.campaign:
@@ -371,16 +425,33 @@ def ingest_edges_day(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date
 # change detection (used by the landing sensor and the daily schedule)
 
 
-def landing_inventory(landing: Path) -> dict[str, dict[str, str]]:
-    """{campaign: {day: fingerprint}} of every events day file; a fingerprint changes when the
-    file is rewritten (size and modification time)."""
+def landing_scan(landing: Path) -> tuple[dict[str, dict[str, str]], list[SkippedFile]]:
+    """({campaign: {day: fingerprint}} of every loadable events day file, the skipped files).
+    A fingerprint changes when the file is rewritten (size and modification time)."""
     out: dict[str, dict[str, str]] = {}
+    skipped: list[SkippedFile] = []
     for campaign in discover_campaigns(landing):
-        files = day_files(landing, campaign, "events")
-        out[campaign] = {
-            day.isoformat(): f"{path.stat().st_size}-{path.stat().st_mtime_ns}" for day, path in files.items()
-        }
-    return out
+        scan = scan_day_files(landing, campaign, "events")
+        skipped += scan.skipped + skipped_side_files(landing, campaign)
+        days = {}
+        for day, path in scan.files.items():
+            try:
+                stat = path.stat()
+            except FileNotFoundError:  # deleted while we looked: next time
+                continue
+            days[day.isoformat()] = f"{stat.st_size}-{stat.st_mtime_ns}"
+        out[campaign] = days
+    return out, skipped
+
+
+def landing_inventory(landing: Path) -> dict[str, dict[str, str]]:
+    """{campaign: {day: fingerprint}} of every loadable events day file (see `landing_scan`)."""
+    return landing_scan(landing)[0]
+
+
+def landing_removed(before: dict[str, dict[str, str]], now: dict[str, dict[str, str]]) -> list[tuple[str, str]]:
+    """[(campaign, day)] of events day files present in `before` and gone (or skipped) in `now`."""
+    return sorted((c, d) for c, days in before.items() for d in days if d not in now.get(c, {}))
 
 
 def landing_changes(
@@ -395,3 +466,53 @@ def landing_changes(
         if before.get(campaign, {}).get(day) != fp
     )
     return new_campaigns, changed
+
+
+# --------------------------------------------------------------------------------------------
+# what is loaded: the feature set and the partitions of a campaign, and forgetting a partition
+
+PARTITION_TABLES = ("rct_events", "rejected_events", "payment_edges", "merchant_events")  # keyed by (campaign, event_date)
+
+
+def loaded_features(con: duckdb.DuckDBPyConnection, campaign: str) -> dict[str, str]:
+    """{feature: kind} of the campaign's registered feature columns that hold at least one value in
+    its currently loaded rct_events partitions, sorted by name. A feature whose days were all
+    forgotten or reloaded without it drops out; on a loaded day without the column it is NULL."""
+    registered = dict(con.execute(sql("ingest", "campaign_feature_kinds"), [campaign]).fetchall())
+    if not registered:
+        return {}
+    names = list(table_columns(con, "rct_events"))
+    counts = con.execute(sql("ingest", "column_value_counts"), [campaign]).fetchone()
+    present = {name for name, n in zip(names, counts) if n}
+    return {f: kind for f, kind in sorted(registered.items()) if f in present}
+
+
+def loaded_days(con: duckdb.DuckDBPyConnection, campaign: str) -> list[dt.date]:
+    """Days with rows of the campaign in any per-day table (rct_events, rejected_events, ...)."""
+    return [r[0] for r in con.execute(sql("ingest", "loaded_days"), [campaign]).fetchall()]
+
+
+def forget_partition(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date, reason: str) -> dict[str, int]:
+    """Remove one (campaign, day) partition from every per-day table in one transaction, drop the
+    campaign's feature registrations that no loaded day uses any more, and record the removal in
+    ingest_log (status 'forgotten', `reason` as its message). Returns {table: rows removed}."""
+    removed: dict[str, int] = {}
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for table in PARTITION_TABLES:
+            removed[table] = int(con.execute(sql("ingest", "delete_partition", table=table), [campaign, day]).fetchone()[0])
+        registered = [f for f, _ in con.execute(sql("ingest", "campaign_feature_kinds"), [campaign]).fetchall()]
+        gone = sorted(set(registered) - set(loaded_features(con, campaign)))
+        if gone:
+            con.execute(sql("ingest", "delete_campaign_features"), [campaign, gone])
+        con.execute(
+            sql("ingest", "insert_ingest_log"),
+            [campaign, day, "rct_events", "", 0, 0, "forgotten",
+             f"{reason}; removed " + ", ".join(f"{n} {t}" for t, n in removed.items())
+             + (f"; features no longer loaded: {', '.join(gone)}" if gone else "")],
+        )
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    return removed

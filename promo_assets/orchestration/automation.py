@@ -7,8 +7,14 @@ import json
 import dagster as dg
 
 from promo_assets import settings
-from promo_assets.ingestion import day_files, discover_campaigns, landing_changes, landing_inventory
-from promo_assets.orchestration.common import campaign_partitions, day_campaign_partitions
+from promo_assets.ingestion import day_files, discover_campaigns, landing_changes, landing_removed, landing_scan
+from promo_assets.orchestration.common import (
+    campaign_partitions,
+    day_campaign_partitions,
+    day_partitions,
+    partition_key,
+    register_partitions,
+)
 
 ingest_job = dg.define_asset_job(
     "ingest_job",
@@ -24,10 +30,6 @@ campaign_job = dg.define_asset_job(
     description="Re-materialize everything downstream of ingestion for one campaign: propensities, "
     "training frame, models, coefficients, duals, allocations and the policy evaluation.",
 )
-
-
-def partition_key(day: str, campaign: str) -> dg.MultiPartitionKey:
-    return dg.MultiPartitionKey({"date": day, "campaign": campaign})
 
 
 @dg.schedule(
@@ -46,6 +48,7 @@ def daily_campaign_refresh(context: dg.ScheduleEvaluationContext):
         if campaign not in registered:
             missing.append(f"{campaign} (not registered yet: the landing sensor adds it)")
         elif day in day_files(landing, campaign, "events"):
+            register_partitions(context.instance, days=[day.isoformat()])
             requests.append(
                 dg.RunRequest(
                     run_key=f"daily:{campaign}:{day.isoformat()}",
@@ -64,12 +67,24 @@ def daily_campaign_refresh(context: dg.ScheduleEvaluationContext):
     job=ingest_job,
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Notices new campaigns (adds their partition) and new or rewritten landing day files "
-    "(requests their ingestion).",
+    description="Notices new campaigns and days (adds their partitions) and new or rewritten landing "
+    "day files (requests their ingestion); warns once about each skipped file (bad name, future "
+    "date, ...) and each removed day file (`promo run` or `promo forget` removes its rows).",
 )
 def landing_sensor(context: dg.SensorEvaluationContext):
-    before = json.loads(context.cursor) if context.cursor else None
-    now = landing_inventory(settings.landing_dir())
+    state = json.loads(context.cursor) if context.cursor else None
+    if state is not None and "files" not in state:  # cursor of an earlier version: the inventory only
+        state = {"files": state, "skipped": []}
+    before = state["files"] if state else None
+    now, skipped = landing_scan(settings.landing_dir())
+    skipped_now = sorted(str(f) for f in skipped)
+    for line in sorted(set(skipped_now) - set(state["skipped"] if state else [])):
+        context.log.warning(f"skipped landing file {line}")
+    for campaign, day in landing_removed(before or {}, now):
+        context.log.warning(
+            f"landing file of campaign '{campaign}' day {day} is gone; its loaded rows stay until "
+            f"`promo run` or `promo forget --campaign {campaign} --day {day}`"
+        )
     new_campaigns, changed = landing_changes(before or {}, now)
     if before is None:
         # First tick: files whose partition is already materialized (e.g. by `promo run`) are
@@ -78,9 +93,10 @@ def landing_sensor(context: dg.SensorEvaluationContext):
         changed = [(c, d) for c, d in changed if str(partition_key(d, c)) not in done]
         registered = set(context.instance.get_dynamic_partitions(campaign_partitions.name))
         new_campaigns = [c for c in new_campaigns if c not in registered]
-    cursor = json.dumps(now, sort_keys=True)
+    cursor = json.dumps({"files": now, "skipped": skipped_now}, sort_keys=True)
     if not new_campaigns and not changed:
-        return dg.SensorResult(skip_reason="no new or changed landing files", cursor=cursor)
+        note = f"; {len(skipped_now)} landing file(s) skipped (see the tick's log)" if skipped_now else ""
+        return dg.SensorResult(skip_reason=f"no new or changed landing files{note}", cursor=cursor)
     runs = [
         dg.RunRequest(
             run_key=f"landing:{campaign}:{day}:{now[campaign][day]}",
@@ -89,11 +105,14 @@ def landing_sensor(context: dg.SensorEvaluationContext):
         )
         for campaign, day in changed
     ]
-    return dg.SensorResult(
-        run_requests=runs,
-        dynamic_partitions_requests=[campaign_partitions.build_add_request(new_campaigns)] if new_campaigns else [],
-        cursor=cursor,
-    )
+    registered_days = set(context.instance.get_dynamic_partitions(day_partitions.name))
+    new_days = sorted({day for _, day in changed} - registered_days)
+    requests = []
+    if new_campaigns:
+        requests.append(campaign_partitions.build_add_request(new_campaigns))
+    if new_days:
+        requests.append(day_partitions.build_add_request(new_days))
+    return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=requests, cursor=cursor)
 
 
 @dg.run_status_sensor(

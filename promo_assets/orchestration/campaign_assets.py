@@ -14,7 +14,7 @@ from dagster_duckdb import DuckDBResource
 
 from promo_assets import settings
 from promo_assets.artifacts import content_version
-from promo_assets.ingestion import day_files, load_config
+from promo_assets.ingestion import day_files, load_config, loaded_features
 from promo_assets.orchestration.common import (
     WAREHOUSE_POOL,
     LandingResource,
@@ -35,8 +35,9 @@ COMMON = dict(partitions_def=campaign_partitions, pool=WAREHOUSE_POOL)
 
 
 def feature_spec(con, campaign: str) -> tuple[list[str], list[str]]:
-    rows = con.execute(sql("frames", "feature_kinds"), [campaign]).fetchall()
-    return [f for f, k in rows if k == "numeric"], [f for f, k in rows if k == "categorical"]
+    """(numeric, categorical) feature columns of the campaign's currently loaded partitions."""
+    kinds = loaded_features(con, campaign)
+    return [f for f, k in kinds.items() if k == "numeric"], [f for f, k in kinds.items() if k == "categorical"]
 
 
 def _columns(numeric: list[str], categorical: list[str], prefix: str = "e.") -> str:
@@ -338,6 +339,10 @@ def response_coefficients(context: dg.AssetExecutionContext, warehouse: DuckDBRe
         holdout_users = holdout.drop_duplicates("user_id", keep="first")
         if population is None:
             population = holdout_users
+        absent = [c for c in numeric + categorical if c not in population.columns]
+        if absent:  # a feature of some loaded days only: NULL for these users, like on the days without it
+            context.log.warning(f"{population_source}: no column {', '.join(map(repr, absent))}; NULL for every user")
+            population = population.assign(**{c: np.nan for c in absent})
         for model_name, version in latest_models(con, campaign):
             model = load_graph_model(version) if model_name == "gnn_hazard" else load_model(version)
             con.execute("BEGIN TRANSACTION")

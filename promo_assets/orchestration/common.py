@@ -13,11 +13,51 @@ from promo_assets import settings
 from promo_assets.warehouse import connect as warehouse_connect
 
 WAREHOUSE_POOL = "warehouse"  # every asset that touches the DuckDB file; limit 1 in dagster.yaml
-PARTITIONS_START = os.environ.get("PROMO_PARTITIONS_START", "2024-01-01")
+INGESTION_ASSETS = ("rct_events", "payment_edges", "merchant_events")  # the date x campaign assets
 
+# Both dimensions are dynamic: a campaign or a day exists once a landing file for it does (the
+# landing sensor, the daily schedule and `promo run` register them), so the partitions start where
+# the landing data starts and the UI lists only days that have files (README, "Partitions").
 campaign_partitions = dg.DynamicPartitionsDefinition(name="campaign")
-daily_partitions = dg.DailyPartitionsDefinition(start_date=PARTITIONS_START)
-day_campaign_partitions = dg.MultiPartitionsDefinition({"date": daily_partitions, "campaign": campaign_partitions})
+day_partitions = dg.DynamicPartitionsDefinition(name="day")
+day_campaign_partitions = dg.MultiPartitionsDefinition({"date": day_partitions, "campaign": campaign_partitions})
+
+
+def partition_key(day: str, campaign: str) -> dg.MultiPartitionKey:
+    return dg.MultiPartitionKey({"date": day, "campaign": campaign})
+
+
+def register_partitions(instance: dg.DagsterInstance, campaigns: list[str] = (), days: list[str] = ()) -> None:
+    """Add campaigns and days (YYYY-MM-DD) to the dynamic partitions (idempotent; days sorted, so
+    the UI's date picker lists them in order when they arrive in order)."""
+    if campaigns:
+        instance.add_dynamic_partitions(campaign_partitions.name, sorted(set(campaigns)))
+    if days:
+        instance.add_dynamic_partitions(day_partitions.name, sorted(set(days)))
+
+
+def unmaterialize_partition(instance: dg.DagsterInstance, campaign: str, day: str, keep_day: bool) -> list[str]:
+    """Make the date|campaign partition of the ingestion assets show as not materialized: delete the
+    finished runs of that partition (with their events: OSS Dagster has no per-partition wipe,
+    `wipe_asset_partitions` raises NotImplementedError outside Dagster+), refresh the assets'
+    cached partition status, and drop the day from the day partitions unless `keep_day` (another
+    campaign still has a file for it). Returns notes on what could not be undone."""
+    key = str(partition_key(day, campaign))
+    notes = []
+    runs = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/partition": key}))
+    for run in runs:
+        if not run.is_finished:
+            notes.append(f"run {run.run_id} of partition {key} is still {run.status.value}: not deleted")
+            continue
+        instance.delete_run(run.run_id)
+    asset_keys = [dg.AssetKey(a) for a in INGESTION_ASSETS]
+    instance.wipe_asset_cached_status(asset_keys)
+    for asset_key in asset_keys:
+        if key in instance.get_materialized_partitions(asset_key):
+            notes.append(f"{asset_key.to_user_string()} {key} still has a materialization outside a run of that partition")
+    if not keep_day:
+        instance.delete_dynamic_partition(day_partitions.name, day)
+    return notes
 
 
 class LandingResource(dg.ConfigurableResource):
