@@ -37,3 +37,21 @@ def max_epochs() -> int | None:
     """Optional cap on training epochs for every model (PROMO_MAX_EPOCHS); None = model default."""
     value = os.environ.get("PROMO_MAX_EPOCHS")
     return int(value) if value else None
+
+
+DEFAULT_KEEP_RUNS = 3
+
+
+def keep_runs() -> int:
+    """How many runs' results each results table keeps per campaign (PROMO_KEEP_RUNS, default 3):
+    the latest succeeded runs, the current run counted among them (see promo_assets.results)."""
+    text = os.environ.get("PROMO_KEEP_RUNS", "").strip()
+    if not text:
+        return DEFAULT_KEEP_RUNS
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"PROMO_KEEP_RUNS={text!r}: expected a whole number of runs >= 1 (default {DEFAULT_KEEP_RUNS})")
+    return value
