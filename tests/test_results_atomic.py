@@ -293,7 +293,7 @@ def test_retention_current_budgets_history_and_an_infeasible_budget(promo_env, m
     infeasible = _query(promo_env, "SELECT model, budget_per_capita, minimum_budget, message FROM infeasible_budget "
                         "WHERE run_id = ? ORDER BY model", [second])
     assert [(m, b) for m, b, _, _ in infeasible] == [("dipn", 0.25), ("s_learner", 0.25)]
-    assert all(mb > 0.25 and "budget 0.25 per capita" in msg and "minimum feasible budget" in msg
+    assert all(mb > 0.25 and "budget per capita 0.25" in msg and "minimum feasible budget" in msg
                for _, _, mb, msg in infeasible)
     for table in ("budget_dual", "allocation"):
         assert _query(promo_env, f"SELECT DISTINCT budget_per_capita FROM {table} WHERE run_id = ? ORDER BY 1",
