@@ -311,14 +311,24 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 
 def _run_campaign_job(job, campaign, instance, verbose: bool, tags: dict[str, str]):
-    """Run the campaign job; asset log lines (epochs, scoring chunks) are printed as they come."""
-    return job.execute_in_process(
+    """Run the campaign job; asset log lines (epochs, scoring chunks) are printed as they come. Its
+    results rows then count (succeeded) or are deleted (failed): promo_assets.results."""
+    result = job.execute_in_process(
         partition_key=campaign,
         instance=instance,
         raise_on_error=False,
         tags=tags,
         run_config=_quiet_run_config(verbose, progress=True),
     )
+    _finish_results(campaign, result.run_id, result.success)
+    return result
+
+
+def _finish_results(campaign: str, run_id: str, succeeded: bool) -> None:
+    from promo_assets import results, warehouse
+
+    with warehouse.connect() as con, warehouse.transaction(con):
+        results.finish(con, campaign, run_id, succeeded)
 
 
 def _print_leaderboard(campaign: str) -> None:
@@ -334,30 +344,98 @@ def _print_leaderboard(campaign: str) -> None:
         print(format_leaderboard(board))
 
 
-def cmd_report(args: argparse.Namespace) -> int:
+def _finished_in_dagster(con) -> list[str]:
+    """Runs marked 'started' in the warehouse that Dagster's run storage says succeeded (a UI or
+    daemon run not yet marked by a later results write); [] when there are none or no instance."""
+    from promo_assets import warehouse
+
+    started = [r[1] for r in con.execute(warehouse.sql("results", "all_started_runs")).fetchall()]
+    if not started:
+        return []
+    try:
+        _default_dagster_home()
+        import dagster as dg
+
+        instance = dg.DagsterInstance.get()
+        runs = {rid: instance.get_run_by_id(rid) for rid in started}
+    except Exception:  # no usable Dagster instance: those runs simply stay hidden
+        return []
+    return [rid for rid, run in runs.items() if run is not None and run.status == dg.DagsterRunStatus.SUCCESS]
+
+
+def _current_budgets(campaign: str) -> tuple[list[float] | None, str]:
+    from promo_assets import settings
+    from promo_assets.ingestion import load_config
+
+    try:
+        return [float(b) for b in load_config(settings.landing_dir(), campaign).budgets_per_capita], ""
+    except Exception as exc:  # noqa: BLE001 (any reason the campaign.yaml cannot be read is reported)
+        return None, f"campaign.yaml not readable ({exc}); showing every budget of the run"
+
+
+def _campaign_report(con, campaign: str, finished: list[str], history: bool) -> tuple[list[str], bool]:
+    """The report lines of one campaign and whether it had an evaluation."""
     from promo_assets import settings, warehouse
     from promo_assets.evaluation import format_leaderboard
 
+    runs = con.execute(warehouse.sql("results", "succeeded_runs"), [campaign, finished]).fetchall()
+    if not runs:
+        return [f"== {campaign}", f"   no evaluation of a succeeded run for campaign '{campaign}'"], False
+    budgets, note = _current_budgets(campaign)
+    lines = []
+    for i, (run_id, started_at) in enumerate(runs if history else runs[:1]):
+        board = con.execute(warehouse.sql("results", "run_evaluation"), [campaign, run_id]).df()
+        infeasible = con.execute(warehouse.sql("results", "run_infeasible"), [campaign, run_id]).fetchall()
+        stored = sorted(set(board["budget_per_capita"].astype(float)))
+        others = [b for b in stored if budgets is not None and b not in budgets]
+        if not history:
+            board = board[board["budget_per_capita"].isin(budgets)] if budgets is not None else board
+            infeasible = [r for r in infeasible if budgets is None or r[1] in budgets]
+        title = "latest succeeded run" if i == 0 else "earlier run"
+        lines.append(f"== {campaign}: {title} {run_id} (started {started_at:%Y-%m-%d %H:%M:%S})")
+        if note:
+            lines.append(f"   {note}")
+        lines.append(format_leaderboard(board).rstrip("\n") if not board.empty
+                     else "   (none of its budgets is in campaign.yaml now)")
+        for model, b, minimum, message in infeasible:
+            lines.append(f"   budget {b:g} per capita not allocated for {model}: {message}")
+        if others:
+            shown = ", ".join(f"{b:g}" for b in others)
+            lines.append(f"   budgets not in campaign.yaml now: {shown}"
+                         + ("" if history else " (shown by `promo report --history`)"))
+    if history:
+        lines.append(f"   {len(runs)} succeeded run(s) kept (PROMO_KEEP_RUNS={settings.keep_runs()})")
+    elif len(runs) > 1:
+        lines.append(f"   {len(runs) - 1} earlier run(s) kept: `promo report --history`")
+    return lines, True
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    import duckdb
+
+    from promo_assets import settings, warehouse
+
     try:
         with warehouse.connect(read_only=True) as con:
-            campaigns = args.campaign or [r[0] for r in con.execute(
-                "SELECT DISTINCT campaign FROM policy_evaluation ORDER BY campaign").fetchall()]
-            boards = {c: con.execute(warehouse.sql("frames", "leaderboard"), [c]).df() for c in campaigns}
-    except FileNotFoundError as exc:
+            if not warehouse.table_columns(con, "result_runs"):
+                print(f"promo report: {settings.warehouse_path()} has no run bookkeeping yet (written by an older "
+                      "version): run `promo run` first", file=sys.stderr)
+                return EXIT_USAGE
+            campaigns = args.campaign or [r[0] for r in con.execute(warehouse.sql("results", "report_campaigns")).fetchall()]
+            finished = _finished_in_dagster(con)
+            reports = [_campaign_report(con, c, finished, args.history) for c in campaigns]
+    except (FileNotFoundError, ValueError) as exc:
         print(f"promo report: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if not boards:
+    except duckdb.Error as exc:
+        print(f"promo report: cannot read {settings.warehouse_path()}: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return EXIT_FAILED
+    if not reports:
         print(f"promo report: no policy evaluation in {settings.warehouse_path()} yet: run `promo run`", file=sys.stderr)
         return EXIT_USAGE
-    status = EXIT_OK
-    for campaign, board in boards.items():
-        print(f"== {campaign}")
-        if board.empty:
-            print(f"   no evaluation for campaign '{campaign}'")
-            status = EXIT_USAGE
-        else:
-            print(format_leaderboard(board))
-    return status
+    for lines, _ in reports:
+        print("\n".join(lines))
+    return EXIT_OK if all(ok for _, ok in reports) else EXIT_USAGE
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -393,6 +471,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="print the policy-evaluation leaderboard")
     p.add_argument("--campaign", action="append", help="only this campaign (repeatable) [all]")
+    p.add_argument("--history", action="store_true",
+                   help="every kept run (PROMO_KEEP_RUNS) and every budget, not only the latest succeeded run's "
+                   "evaluation of the budgets in campaign.yaml now")
     p.set_defaults(func=cmd_report)
     return parser
 

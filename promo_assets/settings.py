@@ -70,3 +70,21 @@ def partitions_start():
         return dt.date.fromisoformat(value)
     except ValueError:
         raise SettingsError(f"PROMO_PARTITIONS_START={value!r} is not a date (YYYY-MM-DD)") from None
+
+
+DEFAULT_KEEP_RUNS = 3
+
+
+def keep_runs() -> int:
+    """How many runs' results each results table keeps per campaign (PROMO_KEEP_RUNS, default 3):
+    the latest succeeded runs, the current run counted among them (see promo_assets.results)."""
+    text = os.environ.get("PROMO_KEEP_RUNS", "").strip()
+    if not text:
+        return DEFAULT_KEEP_RUNS
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise SettingsError(f"PROMO_KEEP_RUNS={text!r}: expected a whole number of runs >= 1 (default {DEFAULT_KEEP_RUNS})")
+    return value

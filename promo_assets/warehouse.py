@@ -13,11 +13,14 @@ import re
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import duckdb
 
 from promo_assets import settings
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SQL_DIR = Path(os.environ.get("PROMO_SQL_DIR") or Path(__file__).resolve().parents[1] / "sql")
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
@@ -55,6 +58,7 @@ def quote_ident(name: str) -> str:
 
 
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
+    no_replacement_scans(con)
     for statement in statements("schema"):
         con.execute(statement)
 
@@ -89,6 +93,36 @@ def _open(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.*?\(PID \d+\))")
 
 
+def no_replacement_scans(con: duckdb.DuckDBPyConnection) -> None:
+    """Turn off DuckDB's replacement scans of Python locals: a statement reads a DataFrame only when
+    it was handed over explicitly with `registered` (a local that happens to share a table's name
+    can never be read instead of, or into, the warehouse)."""
+    con.execute("SET python_enable_replacements = false")
+
+
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """BEGIN … COMMIT around the block; ROLLBACK on any exception (KeyboardInterrupt included), so a
+    block's writes are all stored or none. The one place promo_assets opens a transaction."""
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+
+
+@contextmanager
+def registered(con: duckdb.DuckDBPyConnection, name: str, frame: pd.DataFrame) -> Iterator[str]:
+    """`frame` visible to SQL as the view `name` for the block (con.register / con.unregister)."""
+    con.register(name, frame)
+    try:
+        yield name
+    finally:
+        con.unregister(name)
+
+
 @contextmanager
 def connect(path: Path | str | None = None, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
     """Open the warehouse (creating it and its schema when writing) and close it afterwards. While
@@ -101,6 +135,7 @@ def connect(path: Path | str | None = None, read_only: bool = False) -> Iterator
         path.parent.mkdir(parents=True, exist_ok=True)
     con = _open(path, read_only)
     try:
+        no_replacement_scans(con)
         if not read_only:
             ensure_schema(con)
         yield con

@@ -8,6 +8,7 @@ FROM rct_events WHERE campaign = ? ORDER BY event_date, source_row;
 DELETE FROM {table} WHERE campaign = ?;
 
 -- name: insert_propensity
+-- frame_df: the DataFrame handed over with warehouse.registered (as chunk_df, alloc_df, eval_df below).
 INSERT INTO propensity SELECT ?, ?, event_date, source_row, propensity, source, now() FROM frame_df;
 
 -- name: insert_training_frame
@@ -27,12 +28,15 @@ ORDER BY e.event_date, e.source_row;
 SELECT any_value(frame_version) FROM training_frame WHERE campaign = ?;
 
 -- name: insert_model
-INSERT INTO model_registry VALUES (?, ?, ?, ?, ?, now());
+INSERT INTO model_registry (campaign, model, model_version, data_version, metrics, trained_at, run_id)
+VALUES (?, ?, ?, ?, ?, now(), ?);
 
 -- name: latest_models
--- The latest trained version of each model of a campaign.
+-- The latest trained version of each model of a campaign, among the models registered by a
+-- succeeded run or by the run ? itself (a failed or unfinished run's models are never used).
 SELECT model, arg_max(model_version, trained_at) AS model_version
 FROM model_registry WHERE campaign = ? AND model IN (SELECT unnest(?::VARCHAR[]))
+AND (run_id = ? OR run_id IN (SELECT run_id FROM result_runs WHERE campaign = ? AND status = 'succeeded'))
 GROUP BY model ORDER BY model;
 
 -- name: delete_coefficients
@@ -57,11 +61,14 @@ INSERT INTO allocation SELECT ?, ?, ?, ?, user_id, level, incentive, ?, now() FR
 INSERT INTO policy_evaluation BY NAME SELECT * FROM eval_df;
 
 -- name: leaderboard
--- The latest evaluation of each (model, budget) of a campaign.
-SELECT * EXCLUDE (rn) FROM (
-    SELECT *, row_number() OVER (PARTITION BY model, budget_per_capita ORDER BY evaluated_at DESC) AS rn
-    FROM policy_evaluation WHERE campaign = ?
-) WHERE rn = 1
+-- The policy evaluation of the campaign's latest succeeded run (result_runs).
+SELECT p.* FROM policy_evaluation AS p
+WHERE p.campaign = ? AND p.run_id = (
+    SELECT q.run_id FROM policy_evaluation AS q
+    JOIN result_runs AS r ON r.campaign = q.campaign AND r.run_id = q.run_id
+    WHERE q.campaign = p.campaign AND r.status = 'succeeded'
+    ORDER BY r.started_at DESC LIMIT 1
+)
 ORDER BY budget_per_capita, true_value DESC NULLS LAST, eom_value DESC;
 
 -- name: holdout_events

@@ -276,3 +276,35 @@ CREATE TABLE IF NOT EXISTS joint_allocation_evaluation (
     run_id                  VARCHAR NOT NULL,
     evaluated_at            TIMESTAMP NOT NULL
 );
+
+-- name: create_result_runs
+-- Every Dagster run that wrote results of a campaign: 'started' at its first results write,
+-- 'succeeded' or 'failed' when it ends (promo run marks its own runs; the next results write marks
+-- the others from Dagster's run status). Results of a run are read only once it has succeeded; a
+-- failed run's rows are deleted. See promo_assets/results.py.
+CREATE TABLE IF NOT EXISTS result_runs (
+    campaign     VARCHAR   NOT NULL,
+    run_id       VARCHAR   NOT NULL,
+    status       VARCHAR   NOT NULL,   -- 'started' | 'succeeded' | 'failed'
+    started_at   TIMESTAMP NOT NULL,
+    finished_at  TIMESTAMP,
+    PRIMARY KEY (campaign, run_id)
+);
+
+-- name: add_model_registry_run_id
+-- The run that trained (registered) the model; NULL for rows written before run bookkeeping.
+ALTER TABLE model_registry ADD COLUMN IF NOT EXISTS run_id VARCHAR;
+
+-- name: create_infeasible_budget
+-- A configured budget below a model's cheapest allocation: not solved or allocated for that model
+-- (the other budgets are); the solver's message names the minimum feasible budget.
+CREATE TABLE IF NOT EXISTS infeasible_budget (
+    campaign          VARCHAR NOT NULL,
+    model             VARCHAR NOT NULL,
+    model_version     VARCHAR NOT NULL,
+    budget_per_capita DOUBLE  NOT NULL,
+    minimum_budget    DOUBLE  NOT NULL,   -- per capita
+    message           VARCHAR NOT NULL,
+    run_id            VARCHAR NOT NULL,
+    checked_at        TIMESTAMP NOT NULL
+);

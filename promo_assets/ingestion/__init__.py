@@ -27,7 +27,7 @@ import duckdb
 
 from promo_assets import settings
 from promo_assets.campaign import CampaignConfig, usable_campaign_folder
-from promo_assets.warehouse import quote_ident, sql, table_columns
+from promo_assets.warehouse import quote_ident, sql, table_columns, transaction
 
 REQUIRED = ("user_id", "treatment", "response")
 OPTIONAL = ("cost", "propensity", "merchant_id", "event_time")
@@ -409,15 +409,10 @@ def ingest_edges_day(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date
     if bad:
         raise IngestError(f"{path}: {bad} edge rows with a missing id or a missing, NaN or negative weight")
     n = con.execute("SELECT count(*) FROM staged_edges").fetchone()[0]
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         con.execute(sql("ingest", "delete_partition", table="payment_edges"), [campaign, day])
         con.execute(sql("ingest", "insert_edges"), [campaign, day, str(path)])
         con.execute(sql("ingest", "insert_ingest_log"), [campaign, day, "payment_edges", str(path), n, 0, "loaded", None])
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     return IngestResult(campaign, day, str(path), n, 0)
 
 

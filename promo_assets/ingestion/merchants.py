@@ -23,7 +23,7 @@ import numpy as np
 
 from promo_assets.campaign import CampaignConfig, CampaignConfigError
 from promo_assets.ingestion import IngestError, IngestResult, format_problems, load_config
-from promo_assets.warehouse import quote_ident, sql
+from promo_assets.warehouse import quote_ident, sql, transaction
 
 MERCHANT_REQUIRED = ("merchant_id", "treatment", "response")
 MERCHANT_RESERVED = (*MERCHANT_REQUIRED, "cost", "propensity", "event_date", "event_time", "__source_row")
@@ -99,15 +99,10 @@ def _stage_merchants(con: duckdb.DuckDBPyConnection, path: Path, mconf: Merchant
 
 def _replace_partition(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date, path: Path, n: int) -> None:
     """Delete + insert the (campaign, day) partition from typed_merchants and log it, in one transaction."""
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         con.execute(sql("graph", "delete_merchant_partition"), [campaign, day])
         con.execute(sql("graph", "insert_merchant_events"), [campaign, day, str(path)])
         con.execute(sql("ingest", "insert_ingest_log"), [campaign, day, "merchant_events", str(path), n, 0, "loaded", None])
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
 
 
 def _as_date(day: dt.date | str) -> dt.date:

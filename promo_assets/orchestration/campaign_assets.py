@@ -6,13 +6,14 @@ the logic lives in the domain packages."""
 import base64
 import json
 import time
+from contextlib import contextmanager
 
 import dagster as dg
 import numpy as np
 import pandas as pd
 from dagster_duckdb import DuckDBResource
 
-from promo_assets import settings
+from promo_assets import results, settings
 from promo_assets.artifacts import content_version
 from promo_assets.ingestion import day_files, load_config, loaded_features
 from promo_assets.orchestration.common import (
@@ -22,7 +23,7 @@ from promo_assets.orchestration.common import (
     connect,
     md_table,
 )
-from promo_assets.warehouse import quote_ident, sql
+from promo_assets.warehouse import quote_ident, registered, sql, transaction
 
 MODEL_ASSETS = ("s_learner", "dipn_uplift_net", "gnn_hazard_model")  # assets whose trained model is scored and allocated
 MODEL_NAMES = {"dipn_uplift_net": "dipn", "gnn_hazard_model": "gnn_hazard"}  # asset -> model_registry name (default: same)
@@ -59,6 +60,36 @@ def png_md(png: bytes, title: str) -> str:
 
 def _log(context):
     return lambda msg: context.log.info(msg)
+
+
+_RUN_ENDED = {dg.DagsterRunStatus.SUCCESS: True, dg.DagsterRunStatus.FAILURE: False, dg.DagsterRunStatus.CANCELED: False}
+
+
+def ended_runs(instance: dg.DagsterInstance, run_ids) -> dict[str, bool]:
+    """Dagster's own verdict on runs: run id -> succeeded, for the runs that have ended (a run this
+    instance does not know counts as failed); runs still queued or in progress are left out."""
+    out = {}
+    for run_id in run_ids:
+        run = instance.get_run_by_id(run_id)
+        if run is None or run.status in _RUN_ENDED:
+            out[run_id] = run is not None and _RUN_ENDED[run.status]
+    return out
+
+
+@contextmanager
+def results_write(context, con, campaign: str, *tables: str):
+    """One transaction for all of an asset's results rows (all or none): the campaign's earlier runs
+    that have ended are marked from their Dagster status (a failed run's rows deleted), this run is
+    recorded in result_runs, and the retention rule (PROMO_KEEP_RUNS) is applied to `tables`."""
+    try:
+        keep = settings.keep_runs()
+    except ValueError as exc:
+        raise dg.Failure(str(exc)) from None
+    with transaction(con):
+        results.reconcile(con, campaign, ended_runs(context.instance, results.unfinished(con, campaign, context.run_id)))
+        results.start(con, campaign, context.run_id)
+        yield con
+        results.retain(con, campaign, context.run_id, tables, keep)
 
 
 # --------------------------------------------------------------------------------------------
@@ -101,10 +132,9 @@ def propensity(context: dg.AssetExecutionContext, warehouse: DuckDBResource, lan
             {"event_date": events["event_date"], "source_row": events["source_row"], "propensity": p, "source": source}
         )
         version = content_version(frame_df[["propensity"]].to_numpy().tobytes())
-        con.execute("BEGIN TRANSACTION")
-        con.execute(sql("frames", "delete_campaign", table="propensity"), [campaign])
-        con.execute(sql("frames", "insert_propensity"), [campaign, version])
-        con.execute("COMMIT")
+        with transaction(con), registered(con, "frame_df", frame_df):
+            con.execute(sql("frames", "delete_campaign", table="propensity"), [campaign])
+            con.execute(sql("frames", "insert_propensity"), [campaign, version])
     if proba is not None:
         from promo_assets.causal import ips_weights
 
@@ -151,10 +181,9 @@ def training_frame(context: dg.AssetExecutionContext, warehouse: DuckDBResource,
             {"event_date": events["event_date"], "source_row": events["source_row"], "split": split, "ips_weight": weights}
         )
         version = content_version(frame_df[["ips_weight"]].to_numpy().tobytes() + "".join(split).encode())
-        con.execute("BEGIN TRANSACTION")
-        con.execute(sql("frames", "delete_campaign", table="training_frame"), [campaign])
-        con.execute(sql("frames", "insert_training_frame"), [campaign, version])
-        con.execute("COMMIT")
+        with transaction(con), registered(con, "frame_df", frame_df):
+            con.execute(sql("frames", "delete_campaign", table="training_frame"), [campaign])
+            con.execute(sql("frames", "insert_training_frame"), [campaign, version])
     counts = pd.Series(split).value_counts().to_dict()
     ess = float(weights.sum() ** 2 / np.square(weights).sum())
     days = sorted(set(events["event_date"].astype(str)))
@@ -179,12 +208,14 @@ def _jsonable(obj):
 # models
 
 
-def _register(con, campaign: str, trained, data_version: str | None) -> None:
+def _register(context, con, campaign: str, trained, data_version: str | None) -> None:
+    """Save the content-addressed artefact and register it for this run (one transaction)."""
     trained.save()  # content-addressed: the same weights always get the same version
-    con.execute(
-        sql("frames", "insert_model"),
-        [campaign, trained.name, trained.version, data_version, json.dumps(_jsonable(trained.metrics))],
-    )
+    with results_write(context, con, campaign, "model_registry"):
+        con.execute(
+            sql("frames", "insert_model"),
+            [campaign, trained.name, trained.version, data_version, json.dumps(_jsonable(trained.metrics)), context.run_id],
+        )
 
 
 def _model_metadata(trained, seconds: float) -> dict:
@@ -212,7 +243,7 @@ def _train_asset(context, warehouse: DuckDBResource, landing: LandingResource, t
     trained = train(frame, config, numeric, categorical, seed=0, max_epochs=settings.max_epochs(), log=_log(context))
     seconds = time.perf_counter() - start
     with connect(warehouse) as con:
-        _register(con, campaign, trained, frame_version)
+        _register(context, con, campaign, trained, frame_version)
     meta = _model_metadata(trained, seconds)
     meta["frame_version"] = frame_version
     return dg.MaterializeResult(metadata=meta, data_version=dg.DataVersion(trained.version))
@@ -261,7 +292,7 @@ def dipn_uplift_net(context: dg.AssetExecutionContext, warehouse: DuckDBResource
 
     campaign = context.partition_key
     with connect(warehouse) as con:
-        row = con.execute(sql("frames", "latest_models"), [campaign, ["dipn_bias"]]).fetchone()
+        row = con.execute(sql("frames", "latest_models"), [campaign, ["dipn_bias"], context.run_id, campaign]).fetchone()
     if row is None:
         raise dg.Failure(f"no trained dipn_bias_net for campaign '{campaign}': materialize dipn_bias_net first")
     bias = load_model(row[1])
@@ -297,7 +328,7 @@ def _score(con, context, campaign: str, model_name: str, model, target: str, use
     for start in range(0, n, SCORING_CHUNK):
         part = users.iloc[start:start + SCORING_CHUNK]
         values, costs = model.predict(part)
-        chunk_df = pd.DataFrame(  # noqa: F841 (read by DuckDB's replacement scan)
+        chunk_df = pd.DataFrame(
             {
                 "user_id": np.repeat(part["user_id"].to_numpy(), k),
                 "level": np.tile(np.arange(k, dtype=np.int32), len(part)),
@@ -305,14 +336,16 @@ def _score(con, context, campaign: str, model_name: str, model, target: str, use
                 "cost": np.asarray(costs, dtype=np.float64).ravel(),
             }
         )
-        con.execute(sql("frames", "insert_coefficients"), [campaign, model_name, model.version, target])
+        with registered(con, "chunk_df", chunk_df):
+            con.execute(sql("frames", "insert_coefficients"), [campaign, model_name, model.version, target])
         context.log.info(f"{model_name} [{target}]: scored {min(start + SCORING_CHUNK, n)}/{n} users")
     return n
 
 
-def latest_models(con, campaign: str) -> list[tuple[str, str]]:
+def latest_models(con, campaign: str, run_id: str) -> list[tuple[str, str]]:
+    """The latest version of every scored model, registered by a succeeded run or by `run_id`."""
     names = [MODEL_NAMES.get(m, m) for m in MODEL_ASSETS]
-    return con.execute(sql("frames", "latest_models"), [campaign, names]).fetchall()
+    return con.execute(sql("frames", "latest_models"), [campaign, names, run_id, campaign]).fetchall()
 
 
 @dg.asset(
@@ -343,21 +376,20 @@ def response_coefficients(context: dg.AssetExecutionContext, warehouse: DuckDBRe
         if absent:  # a feature of some loaded days only: NULL for these users, like on the days without it
             context.log.warning(f"{population_source}: no column {', '.join(map(repr, absent))}; NULL for every user")
             population = population.assign(**{c: np.nan for c in absent})
-        for model_name, version in latest_models(con, campaign):
-            model = load_graph_model(version) if model_name == "gnn_hazard" else load_model(version)
-            con.execute("BEGIN TRANSACTION")
-            n_pop = _score(con, context, campaign, model_name, model, "population", population, config.n_levels)
-            n_hold = _score(con, context, campaign, model_name, model, "holdout", holdout_users, config.n_levels)
-            con.execute("COMMIT")
-            mean = con.execute(
-                "SELECT level, avg(value), avg(cost) FROM response_coefficients WHERE campaign = ? AND model = ? "
-                "AND model_version = ? AND target = 'population' GROUP BY level ORDER BY level",
-                [campaign, model_name, version],
-            ).fetchall()
-            rows.append({"model": model_name, "model_version": version, "population_users": n_pop, "holdout_users": n_hold,
-                         "mean_value_per_level": [round(v, 4) for _, v, _ in mean]})
-    if not rows:
-        raise dg.Failure(f"no trained model for campaign '{campaign}'")
+        with results_write(context, con, campaign, "response_coefficients"):  # every model's rows, or none
+            for model_name, version in latest_models(con, campaign, context.run_id):
+                model = load_graph_model(version) if model_name == "gnn_hazard" else load_model(version)
+                n_pop = _score(con, context, campaign, model_name, model, "population", population, config.n_levels)
+                n_hold = _score(con, context, campaign, model_name, model, "holdout", holdout_users, config.n_levels)
+                mean = con.execute(
+                    "SELECT level, avg(value), avg(cost) FROM response_coefficients WHERE campaign = ? AND model = ? "
+                    "AND model_version = ? AND target = 'population' GROUP BY level ORDER BY level",
+                    [campaign, model_name, version],
+                ).fetchall()
+                rows.append({"model": model_name, "model_version": version, "population_users": n_pop,
+                             "holdout_users": n_hold, "mean_value_per_level": [round(v, 4) for _, v, _ in mean]})
+            if not rows:
+                raise dg.Failure(f"no trained model for campaign '{campaign}'")
     return dg.MaterializeResult(
         metadata={"models": md_table(rows), "population_source": population_source, "levels": config.n_levels}
     )
@@ -380,6 +412,25 @@ def _budgets(config) -> list[float]:
     return list(config.budgets_per_capita)
 
 
+def solve_budgets(context, model: str, values, costs, budgets: list[float]) -> list[tuple[float, object]]:
+    """(budget, solution) for every budget; a budget below the model's cheapest allocation gives
+    (budget, InfeasibleBudgetError) and a warning instead of failing the other budgets."""
+    from promo_assets.allocation import InfeasibleBudgetError, solve
+
+    out = []
+    for b in budgets:
+        try:
+            out.append((b, solve(values, costs, b, per_capita=True)))
+        except InfeasibleBudgetError as exc:
+            context.log.warning(f"{model}: budget_per_capita {b:g} skipped: {exc}; the other budgets are solved")
+            out.append((b, exc))
+    return out
+
+
+def _infeasible_metadata(infeasible: list[dict]) -> dict:
+    return {"infeasible_budgets": md_table(infeasible)} if infeasible else {}
+
+
 @dg.asset(
     **COMMON,
     deps=["response_coefficients"],
@@ -388,16 +439,18 @@ def _budgets(config) -> list[float]:
     kinds={"duckdb"},
     description="λ* of the multiple-choice knapsack for every model × configured per-capita budget on "
     "the target population (exact LP optimum), with the dual bound and the budget–value frontier. Table "
-    "budget_dual (history kept by run).",
+    "budget_dual (history kept by run, PROMO_KEEP_RUNS). A budget below a model's cheapest allocation is "
+    "skipped with a warning and recorded in infeasible_budget (metadata infeasible_budgets); the other "
+    "budgets are solved.",
 )
 def budget_dual(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
-    from promo_assets.allocation import frontier, solve
+    from promo_assets.allocation import frontier
 
     campaign = context.partition_key
     config = load_config(landing.path, campaign)
-    rows, curves = [], {}
-    with connect(warehouse) as con:
-        for model, version in latest_models(con, campaign):
+    rows, curves, infeasible = [], {}, []
+    with connect(warehouse) as con, results_write(context, con, campaign, "budget_dual", "infeasible_budget"):
+        for model, version in latest_models(con, campaign, context.run_id):
             _, values, costs = coefficient_arrays(con, campaign, model, version, "population", config.n_levels)
             n = len(values)
             fr = frontier(values, costs)
@@ -406,8 +459,10 @@ def budget_dual(context: dg.AssetExecutionContext, warehouse: DuckDBResource, la
                 curves.setdefault(model, []).append(
                     {"lambda_": float(fr.lambdas[i]), "cost_per_capita": float(fr.costs[i]) / n,
                      "value_per_capita": float(fr.values[i]) / n})
-            for b in _budgets(config):
-                res = solve(values, costs, b, per_capita=True)
+            for b, res in solve_budgets(context, model, values, costs, _budgets(config)):
+                if isinstance(res, Exception):
+                    infeasible.append(results.record_infeasible(con, campaign, model, version, b, res, context.run_id))
+                    continue
                 con.execute(sql("frames", "insert_dual"), [campaign, model, version, b, float(res.lambda_), float(res.value),
                                                            float(res.cost), float(res.dual_bound), n, context.run_id])
                 rows.append({"model": model, "budget_per_capita": b, "lambda_": float(res.lambda_),
@@ -417,6 +472,7 @@ def budget_dual(context: dg.AssetExecutionContext, warehouse: DuckDBResource, la
         metadata={
             "duals": md_table(rows),
             **{f"frontier_{model}": md_table(points) for model, points in curves.items()},
+            **_infeasible_metadata(infeasible),
         }
     )
 
@@ -428,27 +484,31 @@ def budget_dual(context: dg.AssetExecutionContext, warehouse: DuckDBResource, la
     group_name="decisions",
     kinds={"duckdb"},
     description="The incentive level of every target user for every model × budget (the allocation at "
-    "λ*; the one fractional user resolved by seeded sampling). Table allocation (history kept by run).",
+    "λ*; the one fractional user resolved by seeded sampling). Table allocation (history kept by run, "
+    "PROMO_KEEP_RUNS), written in one transaction: every model × budget or nothing. An infeasible budget "
+    "is skipped with a warning (metadata infeasible_budgets).",
 )
 def allocation(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
-    from promo_assets.allocation import solve
-
     campaign = context.partition_key
     config = load_config(landing.path, campaign)
-    rows = []
+    rows, infeasible = [], []
     incentives = np.asarray(config.incentives)
-    with connect(warehouse) as con:
-        for model, version in latest_models(con, campaign):
+    with connect(warehouse) as con, results_write(context, con, campaign, "allocation"):
+        for model, version in latest_models(con, campaign, context.run_id):
             users, values, costs = coefficient_arrays(con, campaign, model, version, "population", config.n_levels)
-            for b in _budgets(config):
-                res = solve(values, costs, b, per_capita=True)
-                alloc_df = pd.DataFrame({"user_id": users, "level": res.levels.astype(np.int32), "incentive": incentives[res.levels]})  # noqa: F841
-                con.execute(sql("frames", "insert_allocation"), [campaign, model, version, b, context.run_id])
+            for b, res in solve_budgets(context, model, values, costs, _budgets(config)):
+                if isinstance(res, Exception):
+                    infeasible.append({"model": model, "budget_per_capita": b, "message": str(res)})
+                    continue
+                alloc_df = pd.DataFrame({"user_id": users, "level": res.levels.astype(np.int32), "incentive": incentives[res.levels]})
+                with registered(con, "alloc_df", alloc_df):
+                    con.execute(sql("frames", "insert_allocation"), [campaign, model, version, b, context.run_id])
                 share = np.bincount(res.levels, minlength=config.n_levels) / len(users)
                 rows.append({"model": model, "budget_per_capita": b, "users": len(users),
                              "cost_per_capita": res.cost / len(users),
                              "share_per_level": [round(s, 3) for s in share]})
-    return dg.MaterializeResult(metadata={"allocations": md_table(rows), "run_id": context.run_id})
+    return dg.MaterializeResult(
+        metadata={"allocations": md_table(rows), "run_id": context.run_id, **_infeasible_metadata(infeasible)})
 
 
 # --------------------------------------------------------------------------------------------
@@ -495,7 +555,7 @@ def policy_evaluation(context: dg.AssetExecutionContext, warehouse: DuckDBResour
     campaign = context.partition_key
     config = load_config(landing.path, campaign)
     with connect(warehouse) as con:
-        models = latest_models(con, campaign)
+        models = latest_models(con, campaign, context.run_id)
         if not models:
             raise dg.Failure(f"no trained model for campaign '{campaign}'")
         holdout, specs = _holdout_arrays(con, campaign, config, models)
@@ -515,8 +575,8 @@ def policy_evaluation(context: dg.AssetExecutionContext, warehouse: DuckDBResour
     rows["run_id"] = context.run_id
     curves = policy_curves(specs, logged, response, cost, prop, true_values=true_values, true_costs=true_costs,
                            log=_log(context))
-    with connect(warehouse) as con:
-        eval_df = rows  # noqa: F841 (read by DuckDB's replacement scan)
+    with connect(warehouse) as con, results_write(context, con, campaign, "policy_evaluation"), \
+            registered(con, "eval_df", rows):
         con.execute(sql("frames", "insert_evaluation"))
     frontier_png = plot_frontier(curves, rows, title=f"{campaign}: cost–response frontier on the holdout days")
     levels_png = plot_response_by_level(

@@ -30,6 +30,7 @@ from promo_assets.orchestration.campaign_assets import (
     feature_spec,
     png_md,
     read_training_frame,
+    results_write,
 )
 from promo_assets.orchestration.common import (
     WAREHOUSE_POOL,
@@ -40,7 +41,7 @@ from promo_assets.orchestration.common import (
     day_campaign_partitions,
     md_table,
 )
-from promo_assets.warehouse import quote_ident, sql
+from promo_assets.warehouse import quote_ident, registered, sql, transaction
 
 MODEL_NAME = "gnn_hazard"  # model_registry / response_coefficients name of the GNN + hazard model
 GRAPH = dict(partitions_def=campaign_partitions, pool=WAREHOUSE_POOL, group_name="graph")
@@ -58,8 +59,9 @@ def merchant_config(landing: LandingResource, campaign: str) -> tuple[CampaignCo
         raise dg.Failure(str(exc)) from None
 
 
-def latest_model_version(con, campaign: str) -> str | None:
-    row = con.execute(sql("frames", "latest_models"), [campaign, [MODEL_NAME]]).fetchone()
+def latest_model_version(con, campaign: str, run_id: str) -> str | None:
+    """The latest gnn_hazard version registered by a succeeded run or by `run_id`."""
+    row = con.execute(sql("frames", "latest_models"), [campaign, [MODEL_NAME], run_id, campaign]).fetchone()
     return row[1] if row else None
 
 
@@ -136,8 +138,9 @@ def customer_merchant_graph(context: dg.AssetExecutionContext, warehouse: DuckDB
         raw_edges = con.execute(sql("graph", "campaign_edges"), [campaign]).df()
         m_events = con.execute(sql("graph", "campaign_merchant_events"), [campaign]).df()
         if raw_edges.empty or m_events.empty:
-            for table in ("graph_edges", "graph_customers", "graph_merchants"):
-                con.execute(sql("graph", "delete_graph", table=table), [campaign])
+            with transaction(con):
+                for table in ("graph_edges", "graph_customers", "graph_merchants"):
+                    con.execute(sql("graph", "delete_graph", table=table), [campaign])
             note = f"campaign '{campaign}' has no " + ("payment edges" if raw_edges.empty else "merchant events") + \
                 "; no graph (not a bipartite campaign)"
             context.log.info(note)
@@ -161,17 +164,15 @@ def customer_merchant_graph(context: dg.AssetExecutionContext, warehouse: DuckDB
         pd.util.hash_pandas_object(edges, index=False).to_numpy().tobytes()
         + "\n".join(c_nodes["features"]).encode() + "\n".join(m_nodes["features"]).encode()
     )
-    with connect(warehouse) as con:
-        con.execute("BEGIN TRANSACTION")
+    with connect(warehouse) as con, transaction(con):
         for table in ("graph_edges", "graph_customers", "graph_merchants"):
             con.execute(sql("graph", "delete_graph", table=table), [campaign])
-        edges_df = edges  # noqa: F841 (read by DuckDB's replacement scan)
-        con.execute(sql("graph", "insert_graph_edges"), [campaign, version])
-        nodes_df = c_nodes  # noqa: F841
-        con.execute(sql("graph", "insert_graph_customers"), [campaign, version])
-        nodes_df = m_nodes  # noqa: F841
-        con.execute(sql("graph", "insert_graph_merchants"), [campaign, version])
-        con.execute("COMMIT")
+        with registered(con, "edges_df", edges):
+            con.execute(sql("graph", "insert_graph_edges"), [campaign, version])
+        with registered(con, "nodes_df", c_nodes):
+            con.execute(sql("graph", "insert_graph_customers"), [campaign, version])
+        with registered(con, "nodes_df", m_nodes):
+            con.execute(sql("graph", "insert_graph_merchants"), [campaign, version])
     context.log.info(f"{campaign}: graph {version}: {len(c_nodes)} customers, {len(m_nodes)} merchants, {len(edges)} edges")
     return dg.MaterializeResult(
         metadata={
@@ -270,7 +271,7 @@ def gnn_hazard_model(context: dg.AssetExecutionContext, warehouse: DuckDBResourc
             context.log.warning(f"truth files do not cover the graph; no truth metrics: {exc}")
             ct = mt = None
     with connect(warehouse) as con:
-        _register(con, campaign, trained, graph_version)
+        _register(context, con, campaign, trained, graph_version)
     curve = level_curve(trained.customer_values, None if ct is None else ct[0], config.incentives)
     png, uplift = holdout_uplift_quintiles(trained.customer_ids, trained.customer_sensitivity(), frame,
                                            None if ct is None else ct[0], config.n_levels)
@@ -314,15 +315,14 @@ def merchant_coefficients(context: dg.AssetExecutionContext, warehouse: DuckDBRe
 
     campaign = context.partition_key
     with connect(warehouse) as con:
-        version = latest_model_version(con, campaign)
+        version = latest_model_version(con, campaign, context.run_id)
         if version is None:
             return dg.MaterializeResult(metadata={"skipped": True, "note": f"no gnn_hazard model for campaign '{campaign}'"})
         model = load_graph_model(version)
         coef_df = model.coefficients("merchant")
-        con.execute("BEGIN TRANSACTION")
-        con.execute(sql("graph", "delete_merchant_coefficients"), [campaign, MODEL_NAME, version])
-        con.execute(sql("graph", "insert_merchant_coefficients"), [campaign, MODEL_NAME, version])
-        con.execute("COMMIT")
+        with results_write(context, con, campaign, "merchant_coefficients"), registered(con, "coef_df", coef_df):
+            con.execute(sql("graph", "delete_merchant_coefficients"), [campaign, MODEL_NAME, version])
+            con.execute(sql("graph", "insert_merchant_coefficients"), [campaign, MODEL_NAME, version])
     per_level = coef_df.groupby(["level", "incentive"], as_index=False)[["response", "cost"]].mean()
     return dg.MaterializeResult(
         metadata={
@@ -352,7 +352,7 @@ def joint_allocation(context: dg.AssetExecutionContext, warehouse: DuckDBResourc
     campaign = context.partition_key
     config, mconf = merchant_config(landing, campaign)
     with connect(warehouse) as con:
-        version = latest_model_version(con, campaign)
+        version = latest_model_version(con, campaign, context.run_id)
         if version is None:
             return dg.MaterializeResult(metadata={"skipped": True, "note": f"no gnn_hazard model for campaign '{campaign}'"})
         users, vc, cc = coefficient_arrays(con, campaign, MODEL_NAME, version, "population", config.n_levels)
@@ -394,14 +394,14 @@ def joint_allocation(context: dg.AssetExecutionContext, warehouse: DuckDBResourc
                     "n_merchants": len(merchants), "run_id": context.run_id})
         if row["note"]:
             context.log.warning(f"ratio {row['ratio_budget']}: {row['note']}")
-    eval_df = pd.DataFrame(rows)  # noqa: F841 (read by DuckDB's replacement scan)
-    with connect(warehouse) as con:
-        con.execute("BEGIN TRANSACTION")
-        if levels:
-            alloc_df = pd.concat(levels, ignore_index=True)  # noqa: F841
-            con.execute(sql("graph", "insert_joint_allocation"), [campaign, version, context.run_id])
-        con.execute(sql("graph", "insert_joint_evaluation"))
-        con.execute("COMMIT")
+    eval_df = pd.DataFrame(rows)
+    alloc_df = pd.concat(levels, ignore_index=True) if levels else None
+    with connect(warehouse) as con, results_write(context, con, campaign, "joint_allocation", "joint_allocation_evaluation"):
+        if alloc_df is not None:
+            with registered(con, "alloc_df", alloc_df):
+                con.execute(sql("graph", "insert_joint_allocation"), [campaign, version, context.run_id])
+        with registered(con, "eval_df", eval_df):
+            con.execute(sql("graph", "insert_joint_evaluation"))
     shown = ["ratio_budget", "joint_value", "independent_value", "joint_cost", "independent_cost",
              "joint_true_value", "independent_true_value", "joint_true_cost", "independent_true_cost"]
     table = [{k: r.get(k) for k in shown if k in r} for r in rows]

@@ -1,0 +1,334 @@
+"""Results are written atomically and by run (issue #12 items 5, 7, 11-budget): a failed or killed
+run leaves none of its rows, retention keeps PROMO_KEEP_RUNS runs, `promo report` shows the latest
+succeeded run's evaluation of the budgets in campaign.yaml now (`--history` the rest), and an
+infeasible budget is skipped alone."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import pandas as pd
+import pytest
+import yaml
+
+from promo_assets import results, settings, warehouse
+from promo_assets.cli import main
+
+START = dt.date(2026, 3, 1)
+RUN_TABLES_WITH_ROWS = ("model_registry", "budget_dual", "allocation", "policy_evaluation")
+
+
+# --------------------------------------------------------------------------------------------
+# warehouse.transaction / registered (no Dagster)
+
+
+@pytest.mark.parametrize("error", [RuntimeError("boom"), KeyboardInterrupt()], ids=["exception", "interrupt"])
+def test_transaction_rolls_back_every_write_of_the_block(error):
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (a INTEGER)")
+    con.execute("INSERT INTO t VALUES (1)")
+    with pytest.raises(type(error)):
+        with warehouse.transaction(con):
+            con.execute("INSERT INTO t VALUES (2)")
+            con.execute("DELETE FROM t WHERE a = 1")
+            raise error
+    assert con.execute("SELECT a FROM t").fetchall() == [(1,)]
+    with warehouse.transaction(con):
+        con.execute("INSERT INTO t VALUES (3)")
+    assert con.execute("SELECT a FROM t ORDER BY a").fetchall() == [(1,), (3,)]
+
+
+def test_dataframes_are_read_only_when_registered(tmp_path):
+    with warehouse.connect(tmp_path / "w.duckdb") as con:
+        frame_df = pd.DataFrame({"a": [7]})  # a local named like the frames.sql views
+        with pytest.raises(duckdb.CatalogException, match="frame_df"):
+            con.execute("SELECT * FROM frame_df")  # no replacement scan of Python locals
+        with warehouse.registered(con, "frame_df", frame_df):
+            assert con.execute("SELECT a FROM frame_df").fetchall() == [(7,)]
+        with pytest.raises(duckdb.CatalogException):
+            con.execute("SELECT * FROM frame_df")
+
+
+# --------------------------------------------------------------------------------------------
+# results: run bookkeeping and retention (no Dagster)
+
+
+def _write_run(con, campaign: str, run_id: str, rows: int = 2) -> None:
+    results.start(con, campaign, run_id)
+    for i in range(rows):
+        con.execute("INSERT INTO allocation VALUES (?, 'm', 'v1', 1.0, ?, 0, 0.0, ?, now())", [campaign, f"u{i}", run_id])
+
+
+def _runs_in(con, table: str, campaign: str = "c") -> list[str]:
+    return [r[0] for r in con.execute(
+        f"SELECT DISTINCT run_id FROM {table} WHERE campaign = ? ORDER BY run_id", [campaign]).fetchall()]
+
+
+@pytest.mark.parametrize("keep, kept", [(1, ["r4", "r5"]), (2, ["r4", "r5"]), (3, ["r3", "r4", "r5"]),
+                                        (10, ["r0", "r1", "r2", "r3", "r4", "r5"])])
+def test_retention_keeps_the_last_runs(tmp_path, keep, kept):
+    with warehouse.connect(tmp_path / "w.duckdb") as con:
+        for i in range(5):  # r0 … r4 succeeded, one after the other
+            with warehouse.transaction(con):
+                _write_run(con, "c", f"r{i}")
+            with warehouse.transaction(con):
+                results.finish(con, "c", f"r{i}", succeeded=True)
+        _write_run(con, "other", "o1")  # another campaign is never touched
+        with warehouse.transaction(con):
+            _write_run(con, "c", "r5")
+            results.retain(con, "c", "r5", ["allocation"], keep)
+        assert _runs_in(con, "allocation") == kept
+        assert _runs_in(con, "allocation", "other") == ["o1"]
+
+
+def test_retention_spares_runs_in_progress_and_drops_rows_without_run(tmp_path):
+    with warehouse.connect(tmp_path / "w.duckdb") as con:
+        for run_id in ("old", "new"):
+            with warehouse.transaction(con):
+                _write_run(con, "c", run_id)
+                results.finish(con, "c", run_id, succeeded=True)
+        with warehouse.transaction(con):
+            _write_run(con, "c", "busy")  # another run of the campaign, still going
+        con.execute("INSERT INTO allocation VALUES ('c', 'm', 'v1', 1.0, 'u9', 0, 0.0, 'legacy', now())")
+        with warehouse.transaction(con):
+            _write_run(con, "c", "mine")
+            results.retain(con, "c", "mine", ["allocation"], keep=2)
+        assert _runs_in(con, "allocation") == ["busy", "mine", "new"]
+
+
+def test_a_failed_run_loses_every_row_and_a_succeeded_one_keeps_them(tmp_path):
+    with warehouse.connect(tmp_path / "w.duckdb") as con:
+        for run_id in ("good", "bad"):
+            with warehouse.transaction(con):
+                _write_run(con, "c", run_id)
+                con.execute("INSERT INTO budget_dual VALUES ('c', 'm', 'v1', 1.0, 0.1, 1, 1, 1, 2, ?, now())", [run_id])
+                con.execute("INSERT INTO model_registry (campaign, model, model_version, trained_at, run_id) "
+                            "VALUES ('c', 'm', ?, now(), ?)", [f"v-{run_id}", run_id])
+                con.execute("INSERT INTO response_coefficients VALUES ('c', 'm', ?, 'population', 'u', 0, 1, 0, now())",
+                            [f"v-{run_id}"])
+        with warehouse.transaction(con):
+            results.finish(con, "c", "good", succeeded=True)
+            results.finish(con, "c", "bad", succeeded=False)
+            results.finish(con, "c", "bad", succeeded=True)  # already marked: no effect
+        for table in ("allocation", "budget_dual", "model_registry"):
+            assert _runs_in(con, table) == ["good"], table
+        assert con.execute("SELECT DISTINCT model_version FROM response_coefficients").fetchall() == [("v-good",)]
+        assert dict(con.execute("SELECT run_id, status FROM result_runs").fetchall()) == {"good": "succeeded", "bad": "failed"}
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("value", ["0", "-2", "two", "1.5", "3 runs"],
+                         ids=["error-zero", "error-negative", "error-word", "error-fraction", "error-unit"])
+def test_bad_keep_runs_setting_is_refused(monkeypatch, value):
+    monkeypatch.setenv("PROMO_KEEP_RUNS", value)
+    with pytest.raises(ValueError) as info:
+        settings.keep_runs()
+    assert "PROMO_KEEP_RUNS" in str(info.value) and repr(value) in str(info.value) and ">= 1" in str(info.value)
+
+
+def test_keep_runs_default_and_value(monkeypatch):
+    monkeypatch.delenv("PROMO_KEEP_RUNS", raising=False)
+    assert settings.keep_runs() == 3
+    monkeypatch.setenv("PROMO_KEEP_RUNS", "5")
+    assert settings.keep_runs() == 5
+
+
+# --------------------------------------------------------------------------------------------
+# end to end through `promo run` / `promo report`
+
+
+def _simulate(users: int = 250) -> None:
+    assert main(["simulate", "--preset", "demo", "--campaign", "demo", "--days", "3", "--users", str(users),
+                 "--seed", "1", "--start", START.isoformat()]) == 0
+
+
+def _query(env, statement: str, params=None):
+    with duckdb.connect(str(env["warehouse"]), read_only=True) as con:
+        return con.execute(statement, params or []).fetchall()
+
+
+def _run_ids(env) -> list[str]:
+    return [r[0] for r in _query(env, "SELECT run_id FROM result_runs ORDER BY started_at")]
+
+
+def _rows_of(env, run_id: str) -> dict[str, int]:
+    return {t: _query(env, f"SELECT count(*) FROM {t} WHERE run_id = ?", [run_id])[0][0] for t in RUN_TABLES_WITH_ROWS}
+
+
+def _budgets(env) -> list[float]:
+    return yaml.safe_load((env["landing"] / "demo" / "campaign.yaml").read_text())["budget_per_capita"]
+
+
+def _set_budgets(env, budgets: list[float]) -> None:
+    path = env["landing"] / "demo" / "campaign.yaml"
+    config = yaml.safe_load(path.read_text())
+    config["budget_per_capita"] = budgets
+    path.write_text(yaml.safe_dump(config))
+
+
+def _failing_solver(monkeypatch, fail_at_call: int, action):
+    """promo_assets.allocation.solve that calls `action()` on its `fail_at_call`-th call; returns
+    the real one."""
+    import promo_assets.allocation as allocation
+
+    real, calls = allocation.solve, [0]
+
+    def solve(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == fail_at_call:
+            action()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(allocation, "solve", solve)
+    return real
+
+
+KILL_SCRIPT = textwrap.dedent("""
+    import os, sys
+    import promo_assets.allocation as allocation
+    real, calls = allocation.solve, [0]
+    def solve(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == int(sys.argv[1]):
+            os._exit(9)  # as kill -9: no cleanup, no rollback, no run status
+        return real(*args, **kwargs)
+    allocation.solve = solve
+    from promo_assets.cli import main
+    main(["run", "--campaign", "demo", "--no-progress"])
+""")
+
+
+@pytest.mark.slow
+def test_failed_and_killed_runs_leave_no_rows_and_the_report_keeps_the_previous_run(promo_env, monkeypatch, capsys):
+    _simulate()
+    n_budgets = len(_budgets(promo_env))
+    assert main(["run", "--no-progress"]) == 0
+    (good,) = _run_ids(promo_env)
+    before = _rows_of(promo_env, good)
+    assert all(before.values()), before
+
+    # an exception in allocation on the 2nd model (dipn, s_learner): budget_dual solved 2 x B budgets,
+    # allocation then wrote the first model's B budgets into its transaction
+    def boom():
+        raise RuntimeError("solver exploded on the second model")
+
+    real_solve = _failing_solver(monkeypatch, 3 * n_budgets + 1, boom)
+    assert main(["run", "--no-progress"]) == 1
+    assert "allocation" in capsys.readouterr().err  # (the domain message itself: item 11's CLI failure list)
+    failed = _run_ids(promo_env)[-1]
+    assert failed != good
+    assert _rows_of(promo_env, failed) == dict.fromkeys(RUN_TABLES_WITH_ROWS, 0)  # its budget_dual rows too
+    assert _query(promo_env, "SELECT status FROM result_runs WHERE run_id = ?", [failed]) == [("failed",)]
+    assert _rows_of(promo_env, good) == before
+    import promo_assets.allocation as allocation
+
+    monkeypatch.setattr(allocation, "solve", real_solve)
+    assert main(["report", "--campaign", "demo"]) == 0
+    out = capsys.readouterr().out
+    assert good in out and failed not in out and "dipn" in out and "s_learner" in out
+
+    # kill -9 during the allocation transaction (a separate process)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(3 * n_budgets + 1)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        assert proc.wait(timeout=600) == 9
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    killed = _run_ids(promo_env)[-1]
+    assert killed not in (good, failed)
+    assert _query(promo_env, "SELECT count(*) FROM allocation WHERE run_id = ?", [killed]) == [(0,)]  # rolled back
+    assert _query(promo_env, "SELECT status FROM result_runs WHERE run_id = ?", [killed]) == [("started",)]
+    assert main(["report", "--campaign", "demo"]) == 0  # the dead run's budget_dual / models are not shown
+    out = capsys.readouterr().out
+    assert good in out and killed not in out
+
+    # the dead run is marked failed and its warehouse-pool slot freed (what issue #12 item 4's run
+    # monitoring does; done by hand here); the next run's first results write deletes its rows
+    instance = dg.DagsterInstance.get()
+    instance.report_run_failed(instance.get_run_by_id(killed))
+    instance.event_log_storage.free_concurrency_slots_for_run(killed)
+    assert main(["run", "--no-progress"]) == 0
+    latest = _run_ids(promo_env)[-1]
+    assert _rows_of(promo_env, killed) == dict.fromkeys(RUN_TABLES_WITH_ROWS, 0)
+    assert _query(promo_env, "SELECT status FROM result_runs WHERE run_id = ?", [killed]) == [("failed",)]
+    assert all(_rows_of(promo_env, latest).values())
+    assert _rows_of(promo_env, good) == before  # PROMO_KEEP_RUNS=3: still kept
+    capsys.readouterr()
+    assert main(["report", "--campaign", "demo"]) == 0
+    out = capsys.readouterr().out
+    assert latest in out and good not in out and "1 earlier run(s) kept" in out
+
+
+@pytest.mark.slow
+def test_retention_current_budgets_history_and_an_infeasible_budget(promo_env, monkeypatch, capsys):
+    monkeypatch.setenv("PROMO_KEEP_RUNS", "2")
+    _simulate()
+    old_budgets = _budgets(promo_env)
+    assert main(["run", "--no-progress"]) == 0
+    (first,) = _run_ids(promo_env)
+
+    # new budgets; 0.25 is made infeasible for every model: its costs + 1 per user
+    _set_budgets(promo_env, [0.25, 1.0, 2.0])
+    import promo_assets.allocation as allocation
+
+    real = allocation.solve
+
+    def solve(values, costs, budget, *args, **kwargs):
+        return real(values, costs + (1.0 if budget == 0.25 else 0.0), budget, *args, **kwargs)
+
+    monkeypatch.setattr(allocation, "solve", solve)
+    assert main(["run", "--no-progress"]) == 0  # the feasible budgets are solved, allocated and evaluated
+    capsys.readouterr()
+    second = _run_ids(promo_env)[-1]
+    infeasible = _query(promo_env, "SELECT model, budget_per_capita, minimum_budget, message FROM infeasible_budget "
+                        "WHERE run_id = ? ORDER BY model", [second])
+    assert [(m, b) for m, b, _, _ in infeasible] == [("dipn", 0.25), ("s_learner", 0.25)]
+    assert all(mb > 0.25 and "budget per capita 0.25" in msg and "minimum feasible budget" in msg
+               for _, _, mb, msg in infeasible)
+    for table in ("budget_dual", "allocation"):
+        assert _query(promo_env, f"SELECT DISTINCT budget_per_capita FROM {table} WHERE run_id = ? ORDER BY 1",
+                      [second]) == [(1.0,), (2.0,)], table
+    evaluated = _query(promo_env, "SELECT model, budget_per_capita, eom_value IS NULL FROM policy_evaluation "
+                       "WHERE run_id = ? AND model <> 'random' ORDER BY 1, 2", [second])
+    assert evaluated == [(m, b, b == 0.25) for m in ("dipn", "s_learner") for b in (0.25, 1.0, 2.0)]
+    meta = dg.DagsterInstance.get().get_latest_materialization_event(
+        dg.AssetKey("budget_dual")).asset_materialization.metadata
+    assert "0.25" in meta["infeasible_budgets"].value and "minimum feasible budget" in meta["infeasible_budgets"].value
+
+    # the report: the latest run, only the budgets of campaign.yaml now, and the infeasible one named
+    assert main(["report", "--campaign", "demo"]) == 0
+    out = capsys.readouterr().out
+    board = [line.split() for line in out.splitlines() if line.startswith("demo ")]
+    assert {row[1] for row in board} == {"0.25", "1", "2"}
+    assert second in out and first not in out
+    assert "budget 0.25 per capita not allocated for dipn" in out and "minimum feasible budget" in out
+    gone = [f"{b:g}" for b in old_budgets if b not in (0.25, 1.0, 2.0)]
+    assert f"budgets not in campaign.yaml now: {', '.join(gone)}" not in out  # the latest run has none of them
+    assert main(["report", "--campaign", "demo", "--history"]) == 0
+    out = capsys.readouterr().out
+    assert first in out and second in out and f"budgets not in campaign.yaml now: {', '.join(gone)}" in out
+    history_budgets = {line.split()[1] for line in out.splitlines() if line.startswith("demo ")}
+    assert history_budgets >= {f"{b:g}" for b in old_budgets} | {"0.25", "1", "2"}
+
+    # a third run: PROMO_KEEP_RUNS=2 keeps the last two runs' results, in every results table
+    monkeypatch.setattr(allocation, "solve", real)
+    assert main(["run", "--no-progress"]) == 0
+    third = _run_ids(promo_env)[-1]
+    for table in ("budget_dual", "allocation", "policy_evaluation", "model_registry"):
+        assert {r[0] for r in _query(promo_env, f"SELECT DISTINCT run_id FROM {table}")} == {second, third}, table
+    versions = {r[0] for r in _query(promo_env, "SELECT DISTINCT model_version FROM response_coefficients")}
+    assert versions <= {r[0] for r in _query(promo_env, "SELECT model_version FROM model_registry")}
+    capsys.readouterr()
+    assert main(["report", "--campaign", "demo", "--history"]) == 0
+    out = capsys.readouterr().out
+    assert third in out and second in out and first not in out and "2 succeeded run(s) kept (PROMO_KEEP_RUNS=2)" in out
