@@ -13,7 +13,7 @@ import duckdb
 import numpy as np
 import pytest
 
-from promo_assets import warehouse
+from promo_assets import results, warehouse
 from promo_assets.campaign import (
     CAMPAIGN_NAME_RULE,
     CampaignConfig,
@@ -305,9 +305,10 @@ def test_warehouse_gets_the_too_small_column_also_when_it_existed_before(tmp_pat
         con.execute("ALTER TABLE policy_evaluation DROP COLUMN too_small")  # a warehouse from before
     with warehouse.connect(path) as con:
         assert warehouse.table_columns(con, "policy_evaluation")["too_small"] == "BOOLEAN"
-        con.register("eval_df", _evaluation(40, min_users=100).assign(run_id="r1"))
-        con.execute(warehouse.sql("frames", "insert_evaluation"))
-        con.unregister("eval_df")
+        results.start(con, "c1", "r1")
+        with warehouse.registered(con, "eval_df", _evaluation(40, min_users=100).assign(run_id="r1")):
+            con.execute(warehouse.sql("frames", "insert_evaluation"))
+        results.finish(con, "c1", "r1", succeeded=True)  # the leaderboard shows succeeded runs only
         board = con.execute(warehouse.sql("frames", "leaderboard"), ["c1"]).df()
     assert "too small to evaluate (40 holdout users)" in format_leaderboard(board)
     with duckdb.connect(str(path), read_only=True) as con:
