@@ -9,3 +9,6 @@ SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM read_parquet(?));
 
 -- name: describe_csv
 SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM read_csv(?, header = true));
+
+-- name: all_columns
+SELECT DISTINCT column_name FROM information_schema.columns ORDER BY column_name;
