@@ -32,8 +32,10 @@ def _family(family: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for i, m in enumerate(marks):
         end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
-        # trailing comment lines (a note on the next block) would swallow what follows a fragment
-        out[m.group(1)] = re.sub(r"(\n\s*--[^\n]*)+\s*$", "", text[m.end():end].strip()).strip()
+        # comment lines are for the reader: dropped, so that a placeholder named in a comment is not
+        # filled there and a comment can never swallow what follows a fragment pasted into a statement
+        lines = [line for line in text[m.end():end].splitlines() if not line.lstrip().startswith("--")]
+        out[m.group(1)] = "\n".join(lines).strip()
     return out
 
 

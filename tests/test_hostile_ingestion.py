@@ -377,3 +377,35 @@ def test_control_characters_in_a_column_name(env, name):
     df = frame()
     df[name] = 1.0
     refused(env, write(env, df), f"column {name!r} has a control character")
+
+
+# ------------------------------------------------------------------------------------------------
+# the same header rules for merchant files (bipartite campaigns)
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize(
+    "header, named",
+    [("merchant_id,treatment,response,region,region", "column 'region' appears twice"),
+     ("merchant_id,treatment,response,__source_row", "column '__source_row' is a reserved name"),
+     ("merchant_id,treatment,response,file_row_number", "column 'file_row_number' is a reserved name"),
+     ("merchant_id,treatment,response,Response", "appears twice")],
+    ids=["error-merchant-duplicated-header", "error-merchant-reserved-source-row",
+         "error-merchant-reserved-file-row-number", "error-merchant-case-duplicate"],
+)
+def test_merchant_file_header_rules(tmp_path, header, named):
+    from promo_assets.ingestion.merchants import ingest_merchants_day, merchant_config
+
+    folder = tmp_path / "landing" / "shop"
+    (folder / "merchants").mkdir(parents=True)
+    (folder / "campaign.yaml").write_text(
+        "treatments:\n  levels: [0, 1]\nmerchants:\n  treatments:\n    levels: [0, 25, 50]\n")
+    path = folder / "merchants" / f"{DAY}.csv"
+    extra = header.count(",") - 2
+    path.write_text(header + "\n" + "".join(f"m{i},25,2" + ",7" * extra + "\n" for i in range(3)))
+    _, mconf = merchant_config(tmp_path / "landing", "shop")
+    with warehouse.connect(tmp_path / "w.duckdb") as con:
+        with pytest.raises(IngestError) as err:
+            ingest_merchants_day(con, "shop", DAY, path, mconf)
+        assert con.execute("SELECT count(*) FROM merchant_events").fetchone()[0] == 0
+    assert str(path) in str(err.value) and named in str(err.value), str(err.value)

@@ -193,20 +193,11 @@ def _feature_kinds(
     return kinds
 
 
-@dataclass
-class _EventsQuery:
-    """The typed-rows-with-reasons query of one file and what goes with it."""
-
-    kinds: dict[str, str]  # feature column -> numeric | categorical
-    source: str  # the file's rows (file_parquet / file_csv); parameter: the file
-    raw_fields: str  # struct_pack fields of every column of the file
-    rows: str  # typed_rows
-    params: list  # the parameters of `rows`, in order
-    stored: str  # the rct_events columns `rows` fills (quoted)
-
-
-def _events_query(con, config: CampaignConfig, day: dt.date, path: Path) -> _EventsQuery:
-    """Check the file's columns and build the query typing and validating its rows.
+def _events_query(con, config: CampaignConfig, day: dt.date, path: Path) -> tuple[dict[str, str], str, str, str, list, str]:
+    """Check the file's columns and build the query typing and validating its rows: (feature kinds
+    {column: numeric | categorical}, the file's rows (file_parquet / file_csv; parameter: the
+    file), the struct_pack fields of all its columns, the typed-rows query, that query's
+    parameters in order, the rct_events columns it fills).
 
     No name from the file becomes SQL text other than through `quote_ident`; a feature's name in a
     rejection reason is a bound parameter."""
@@ -258,16 +249,16 @@ def _events_query(con, config: CampaignConfig, day: dt.date, path: Path) -> _Eve
         "ingest", "typed_rows", typed=", ".join(typed), reasons=", ".join(reasons), raw_fields=raw_fields,
         source=src, grid_join=sql("ingest", "grid_join_levels" if config.ordered else "grid_join_arms"),
     )
-    return _EventsQuery(kinds, src, raw_fields, rows, [*params, str(path)], ", ".join(map(quote_ident, stored)))
+    return kinds, src, raw_fields, rows, [*params, str(path)], ", ".join(map(quote_ident, stored))
 
 
-def _stage_repeated_rows(con, query: _EventsQuery, path: Path) -> None:
+def _stage_repeated_rows(con, source: str, raw_fields: str, path: Path) -> None:
     """Temp table repeated_rows (source_row, reason): exact duplicate rows and rows of a user whose
     rows of the day disagree on treatment or response. One pass over user_id finds the repeated
     users; only when there are some are their rows compared."""
-    con.execute(sql("ingest", "repeated_users", source=query.source), [str(path)])
+    con.execute(sql("ingest", "repeated_users", source=source), [str(path)])
     if con.execute(sql("ingest", "count_repeated_users")).fetchone()[0]:
-        con.execute(sql("ingest", "repeated_rows", source=query.source, raw_fields=query.raw_fields), [str(path)])
+        con.execute(sql("ingest", "repeated_rows", source=source, raw_fields=raw_fields), [str(path)])
     else:
         con.execute(sql("ingest", "no_repeated_rows"))
 
@@ -323,26 +314,25 @@ def ingest_events_day(
     """
     path = Path(path)
     campaign = config.campaign
-    query = _events_query(con, config, day, path)
-    rows, kinds = query.rows, query.kinds
+    kinds, source, raw_fields, rows, query_params, stored = _events_query(con, config, day, path)
     params = [campaign, day, str(path)]
     problems: list[dict] = []
     try:
-        _stage_repeated_rows(con, query, path)  # temp tables: outside the transaction, kept by a rollback
+        _stage_repeated_rows(con, source, raw_fields, path)  # temp tables: outside the transaction, kept by a rollback
     except duckdb.Error as exc:
         raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0]}") from None
     con.execute("BEGIN TRANSACTION")
     try:
         try:
-            n_rows = _row_count(con, path, query.source)
+            n_rows = _row_count(con, path, source)
             if n_rows == 0:
                 raise IngestError(f"{path}: the file has no rows")
             _add_feature_columns(con, path, campaign, kinds)
             con.execute(sql("ingest", "delete_partition", table="rct_events"), [campaign, day])
-            loaded = int(con.execute(sql("ingest", "insert_valid", columns=query.stored, rows=rows), [campaign, day, *query.params]).fetchone()[0])
+            loaded = int(con.execute(sql("ingest", "insert_valid", columns=stored, rows=rows), [campaign, day, *query_params]).fetchone()[0])
             n_rejected = n_rows - loaded
             if n_rejected:
-                con.execute(sql("ingest", "stage_rejected", rows=rows), query.params)
+                con.execute(sql("ingest", "stage_rejected", rows=rows), query_params)
                 problems = _problems(con, [*LANDING_COLUMNS, *kinds])
         except duckdb.Error as exc:
             raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0]}") from None
@@ -350,7 +340,7 @@ def ingest_events_day(
         if failed:  # undo the partition replace; stage the refused rows again to record them
             con.execute("ROLLBACK")
             con.execute("BEGIN TRANSACTION")
-            con.execute(sql("ingest", "stage_rejected", rows=rows), query.params)
+            con.execute(sql("ingest", "stage_rejected", rows=rows), query_params)
         con.execute(sql("ingest", "delete_partition", table="rejected_events"), [campaign, day])
         message = None
         if n_rejected:
@@ -388,7 +378,8 @@ def ingest_edges_day(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date
     missing = [c for c in ("user_id", "merchant_id") if c not in source]
     if missing:
         raise IngestError(f"{path}: missing required column(s) {', '.join(repr(c) for c in missing)} (required: user_id, merchant_id)")
-    weight = next((quote_ident(c) for c in ("weight", "n_payments", "amount") if c in source), "1.0")
+    weight_column = next((c for c in ("weight", "n_payments", "amount") if c in source), None)
+    weight = quote_ident(weight_column) if weight_column else "1.0"
     fmt = "parquet" if path.suffix == ".parquet" else "csv"
     con.execute(sql("ingest", f"stage_edges_{fmt}", weight=weight), [str(path)])
     bad = con.execute(sql("ingest", "bad_edges")).fetchone()[0]
