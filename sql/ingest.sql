@@ -28,11 +28,11 @@ SELECT * FROM read_csv(?, header = false, all_varchar = true) LIMIT 1;
 -- the reasons of a row are separated by chr(30) (no column name holds it), shown as '; '.
 -- Filled with lists of the fragments below (typed_*, check_*, raw_field: over the file's quoted
 -- columns) and file_parquet or file_csv. Parameters, in order: those of the checks, then the file.
-SELECT {typed}, concat_ws(chr(30), {reasons}, rep.reason) AS __reason,
+SELECT {typed}, concat_ws(chr(30), {reasons}) AS __reason,
        CASE WHEN __reason <> '' THEN CAST(to_json(struct_pack({raw_fields})) AS VARCHAR) END AS __raw
 FROM ({source}) AS src
 LEFT JOIN treatment_grid AS g ON {grid_join}
-LEFT JOIN repeated_rows AS rep ON rep.source_row = src.__source_row
+{repeated_join}
 
 -- name: grid_join_levels
 -- Fragments of typed_rows (col: one column name, quoted by quote_ident).
@@ -119,16 +119,15 @@ CAST(? AS VARCHAR) || ': ' || CASE WHEN src.{col} IS NULL THEN NULL
      WHEN NOT isfinite(TRY_CAST(src.{col} AS DOUBLE)) THEN 'NaN or infinite (' || CAST(src.{col} AS VARCHAR) || ')'
      WHEN abs(TRY_CAST(src.{col} AS DOUBLE)) > 1e15 THEN 'absurd value, |x| > 1e15 (' || CAST(src.{col} AS VARCHAR) || ')' END
 
+-- name: count_repeats
+-- Rows beyond the first of each user (compared by a 64-bit hash of the trimmed user_id: 0 proves
+-- that every user appears once, the usual case; otherwise the next statements look closer).
+SELECT count(*) - count(DISTINCT hash(trim(CAST(src."user_id" AS VARCHAR)))) FROM ({source}) AS src;
+
 -- name: repeated_users
--- Users with more than one row in the file (usually none: then the next statement is skipped).
+-- Users with more than one row in the file.
 CREATE OR REPLACE TEMP TABLE repeated_users AS
 SELECT trim(CAST(src."user_id" AS VARCHAR)) AS user_id FROM ({source}) AS src GROUP BY ALL HAVING count(*) > 1;
-
--- name: count_repeated_users
-SELECT count(*) FROM repeated_users;
-
--- name: no_repeated_rows
-CREATE OR REPLACE TEMP TABLE repeated_rows (source_row BIGINT, reason VARCHAR);
 
 -- name: repeated_rows
 -- The rows of repeated users that are refused: an exact copy of an earlier row (every column
@@ -156,6 +155,13 @@ WITH r AS (
     FROM r JOIN per_user AS u USING (user_id)
 )
 SELECT source_row, reason FROM flagged WHERE reason <> '';
+
+-- name: check_repeated
+-- With repeated_join, added only when repeated_rows has rows.
+rep.reason
+
+-- name: repeated_join
+LEFT JOIN repeated_rows AS rep ON rep.source_row = src.__source_row
 
 -- name: parquet_rows
 SELECT sum(num_rows) FROM parquet_file_metadata(?);

@@ -193,11 +193,12 @@ def _feature_kinds(
     return kinds
 
 
-def _events_query(con, config: CampaignConfig, day: dt.date, path: Path) -> tuple[dict[str, str], str, str, str, list, str]:
+def _events_query(con, config: CampaignConfig, day: dt.date, path: Path) -> tuple[dict[str, str], str, str, list, str]:
     """Check the file's columns and build the query typing and validating its rows: (feature kinds
     {column: numeric | categorical}, the file's rows (file_parquet / file_csv; parameter: the
-    file), the struct_pack fields of all its columns, the typed-rows query, that query's
-    parameters in order, the rct_events columns it fills).
+    file), the typed-rows query, that query's parameters in order, the rct_events columns it
+    fills). Temp tables it stages (treatment_grid, repeated_rows) live outside the load's
+    transaction, so a rollback keeps them.
 
     No name from the file becomes SQL text other than through `quote_ident`; a feature's name in a
     rejection reason is a bound parameter."""
@@ -221,8 +222,17 @@ def _events_query(con, config: CampaignConfig, day: dt.date, path: Path) -> tupl
     typed = [sql("ingest", "typed_required"), sql("ingest", f"typed_cost_{config.cost}")]
     stored = ["source_row", "user_id", "level", "incentive", "response", "cost"]
     rule = {"binary": "response_rule_binary", "count": "response_rule_count"}.get(config.response)
+    fmt = "parquet" if path.suffix == ".parquet" else "csv"
+    src = sql("ingest", f"file_{fmt}")
+    raw_fields = ", ".join(sql("ingest", "raw_field", col=quote_ident(c)) for c in source)
     reasons = [sql("ingest", "check_required"),
                sql("ingest", "check_response", response_rule=sql("ingest", rule) if rule else "")]
+    try:
+        repeated = _stage_repeated_rows(con, src, raw_fields, path)
+    except duckdb.Error as exc:
+        raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0]}") from None
+    if repeated:
+        reasons.append(sql("ingest", "check_repeated"))
     params: list = []
     if "cost" in source:
         reasons.append(sql("ingest", "check_cost"))
@@ -242,25 +252,23 @@ def _events_query(con, config: CampaignConfig, day: dt.date, path: Path) -> tupl
             reasons.append(sql("ingest", "check_numeric_feature", col=quote_ident(col)))
             params.append(col)
 
-    fmt = "parquet" if path.suffix == ".parquet" else "csv"
-    src = sql("ingest", f"file_{fmt}")
-    raw_fields = ", ".join(sql("ingest", "raw_field", col=quote_ident(c)) for c in source)
     rows = sql(
         "ingest", "typed_rows", typed=", ".join(typed), reasons=", ".join(reasons), raw_fields=raw_fields,
         source=src, grid_join=sql("ingest", "grid_join_levels" if config.ordered else "grid_join_arms"),
+        repeated_join=sql("ingest", "repeated_join") if repeated else "",
     )
-    return kinds, src, raw_fields, rows, [*params, str(path)], ", ".join(map(quote_ident, stored))
+    return kinds, src, rows, [*params, str(path)], ", ".join(map(quote_ident, stored))
 
 
-def _stage_repeated_rows(con, source: str, raw_fields: str, path: Path) -> None:
-    """Temp table repeated_rows (source_row, reason): exact duplicate rows and rows of a user whose
-    rows of the day disagree on treatment or response. One pass over user_id finds the repeated
-    users; only when there are some are their rows compared."""
+def _stage_repeated_rows(con, source: str, raw_fields: str, path: Path) -> bool:
+    """Stage temp table repeated_rows (source_row, reason): exact duplicate rows and the rows of a
+    user whose rows of the day disagree on treatment or response. False (nothing staged) when every
+    user appears once: one pass over user_id proves that; only when users repeat are rows compared."""
+    if not con.execute(sql("ingest", "count_repeats", source=source), [str(path)]).fetchone()[0]:
+        return False
     con.execute(sql("ingest", "repeated_users", source=source), [str(path)])
-    if con.execute(sql("ingest", "count_repeated_users")).fetchone()[0]:
-        con.execute(sql("ingest", "repeated_rows", source=source, raw_fields=raw_fields), [str(path)])
-    else:
-        con.execute(sql("ingest", "no_repeated_rows"))
+    con.execute(sql("ingest", "repeated_rows", source=source, raw_fields=raw_fields), [str(path)])
+    return True
 
 
 def _problems(con, labels) -> list[dict]:
@@ -314,13 +322,9 @@ def ingest_events_day(
     """
     path = Path(path)
     campaign = config.campaign
-    kinds, source, raw_fields, rows, query_params, stored = _events_query(con, config, day, path)
+    kinds, source, rows, query_params, stored = _events_query(con, config, day, path)
     params = [campaign, day, str(path)]
     problems: list[dict] = []
-    try:
-        _stage_repeated_rows(con, source, raw_fields, path)  # temp tables: outside the transaction, kept by a rollback
-    except duckdb.Error as exc:
-        raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0]}") from None
     con.execute("BEGIN TRANSACTION")
     try:
         try:
