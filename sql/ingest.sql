@@ -119,10 +119,11 @@ CAST(? AS VARCHAR) || ': ' || CASE WHEN src.{col} IS NULL THEN NULL
      WHEN NOT isfinite(TRY_CAST(src.{col} AS DOUBLE)) THEN 'NaN or infinite (' || CAST(src.{col} AS VARCHAR) || ')'
      WHEN abs(TRY_CAST(src.{col} AS DOUBLE)) > 1e15 THEN 'absurd value, |x| > 1e15 (' || CAST(src.{col} AS VARCHAR) || ')' END
 
--- name: count_repeats
--- Rows beyond the first of each user (compared by a 64-bit hash of the trimmed user_id: 0 proves
--- that every user appears once, the usual case; otherwise the next statements look closer).
-SELECT count(*) - count(DISTINCT hash(trim(CAST(src."user_id" AS VARCHAR)))) FROM ({source}) AS src;
+-- name: count_repeats_loaded
+-- Rows beyond the first of each user among the rows just loaded into a partition (by a 64-bit hash
+-- of user_id: 0 proves that every user appears once, the usual case; otherwise the load is redone
+-- with repeated_users / repeated_rows).
+SELECT count(*) - count(DISTINCT hash(user_id)) FROM rct_events WHERE campaign = ? AND event_date = ?;
 
 -- name: repeated_users
 -- Users with more than one row in the file.

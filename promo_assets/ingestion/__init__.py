@@ -193,12 +193,15 @@ def _feature_kinds(
     return kinds
 
 
-def _events_query(con, config: CampaignConfig, day: dt.date, path: Path) -> tuple[dict[str, str], str, str, list, str]:
+def _events_query(
+    con, config: CampaignConfig, day: dt.date, path: Path, repeated: bool = False
+) -> tuple[dict[str, str], str, str, list, str]:
     """Check the file's columns and build the query typing and validating its rows: (feature kinds
     {column: numeric | categorical}, the file's rows (file_parquet / file_csv; parameter: the
     file), the typed-rows query, that query's parameters in order, the rct_events columns it
-    fills). Temp tables it stages (treatment_grid, repeated_rows) live outside the load's
-    transaction, so a rollback keeps them.
+    fills). With `repeated`, the rows of users that occur more than once are compared first (temp
+    table repeated_rows) and the query refuses exact copies and contradicting rows. Temp tables
+    it stages (treatment_grid, repeated_rows) live outside the load's transaction.
 
     No name from the file becomes SQL text other than through `quote_ident`; a feature's name in a
     rejection reason is a bound parameter."""
@@ -227,11 +230,11 @@ def _events_query(con, config: CampaignConfig, day: dt.date, path: Path) -> tupl
     raw_fields = ", ".join(sql("ingest", "raw_field", col=quote_ident(c)) for c in source)
     reasons = [sql("ingest", "check_required"),
                sql("ingest", "check_response", response_rule=sql("ingest", rule) if rule else "")]
-    try:
-        repeated = _stage_repeated_rows(con, src, raw_fields, path)
-    except duckdb.Error as exc:
-        raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0]}") from None
     if repeated:
+        try:
+            _stage_repeated_rows(con, src, raw_fields, path)
+        except duckdb.Error as exc:
+            raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0]}") from None
         reasons.append(sql("ingest", "check_repeated"))
     params: list = []
     if "cost" in source:
@@ -260,15 +263,11 @@ def _events_query(con, config: CampaignConfig, day: dt.date, path: Path) -> tupl
     return kinds, src, rows, [*params, str(path)], ", ".join(map(quote_ident, stored))
 
 
-def _stage_repeated_rows(con, source: str, raw_fields: str, path: Path) -> bool:
+def _stage_repeated_rows(con, source: str, raw_fields: str, path: Path) -> None:
     """Stage temp table repeated_rows (source_row, reason): exact duplicate rows and the rows of a
-    user whose rows of the day disagree on treatment or response. False (nothing staged) when every
-    user appears once: one pass over user_id proves that; only when users repeat are rows compared."""
-    if not con.execute(sql("ingest", "count_repeats", source=source), [str(path)]).fetchone()[0]:
-        return False
+    user whose rows of the day disagree on treatment or response."""
     con.execute(sql("ingest", "repeated_users", source=source), [str(path)])
     con.execute(sql("ingest", "repeated_rows", source=source, raw_fields=raw_fields), [str(path)])
-    return True
 
 
 def _problems(con, labels) -> list[dict]:
@@ -322,24 +321,37 @@ def ingest_events_day(
     """
     path = Path(path)
     campaign = config.campaign
-    kinds, source, rows, query_params, stored = _events_query(con, config, day, path)
     params = [campaign, day, str(path)]
     problems: list[dict] = []
-    con.execute("BEGIN TRANSACTION")
-    try:
+    # Users are nearly always unique in a day file: the first attempt loads without comparing rows,
+    # then counts repeated users among the loaded rows (cheaper than a pass over the file); only when
+    # there are some is the load rolled back and redone with the rows of those users compared.
+    for repeated in (False, True):
+        kinds, source, rows, query_params, stored = _events_query(con, config, day, path, repeated)
+        con.execute("BEGIN TRANSACTION")
         try:
-            n_rows = _row_count(con, path, source)
-            if n_rows == 0:
-                raise IngestError(f"{path}: the file has no rows")
-            _add_feature_columns(con, path, campaign, kinds)
-            con.execute(sql("ingest", "delete_partition", table="rct_events"), [campaign, day])
-            loaded = int(con.execute(sql("ingest", "insert_valid", columns=stored, rows=rows), [campaign, day, *query_params]).fetchone()[0])
-            n_rejected = n_rows - loaded
-            if n_rejected:
-                con.execute(sql("ingest", "stage_rejected", rows=rows), query_params)
-                problems = _problems(con, [*LANDING_COLUMNS, *kinds])
-        except duckdb.Error as exc:
-            raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0]}") from None
+            try:
+                n_rows = _row_count(con, path, source)
+                if n_rows == 0:
+                    raise IngestError(f"{path}: the file has no rows")
+                _add_feature_columns(con, path, campaign, kinds)
+                con.execute(sql("ingest", "delete_partition", table="rct_events"), [campaign, day])
+                loaded = int(con.execute(sql("ingest", "insert_valid", columns=stored, rows=rows),
+                                         [campaign, day, *query_params]).fetchone()[0])
+                if not repeated and con.execute(sql("ingest", "count_repeats_loaded"), [campaign, day]).fetchone()[0]:
+                    con.execute("ROLLBACK")
+                    continue
+                n_rejected = n_rows - loaded
+                if n_rejected:
+                    con.execute(sql("ingest", "stage_rejected", rows=rows), query_params)
+                    problems = _problems(con, [*LANDING_COLUMNS, *kinds])
+            except duckdb.Error as exc:
+                raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0]}") from None
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        break
+    try:
         failed = n_rejected / n_rows > config.max_rejected_fraction
         if failed:  # undo the partition replace; stage the refused rows again to record them
             con.execute("ROLLBACK")
