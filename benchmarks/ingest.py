@@ -45,7 +45,7 @@ def main() -> None:
     simulate("demo", "bench", tmp / "landing", days=1, users=args.rows, seed=0, start=day, daily_active=1.0)
     print(f"simulated {args.rows} rows in {time.perf_counter() - t:.1f}s", file=sys.stderr)
     path = day_files(tmp / "landing", "bench")[day]
-    n_rows = duckdb.sql(f"SELECT count(*) FROM read_parquet('{path}')").fetchone()[0]
+    n_rows = duckdb.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchone()[0]
     config = load_config(tmp / "landing", "bench")
 
     def bare() -> float:

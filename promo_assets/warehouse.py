@@ -36,7 +36,10 @@ def _family(family: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for i, m in enumerate(marks):
         end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
-        out[m.group(1)] = text[m.end():end].strip()
+        # comment lines are for the reader: dropped, so that a placeholder named in a comment is not
+        # filled there and a comment can never swallow what follows a fragment pasted into a statement
+        lines = [line for line in text[m.end():end].splitlines() if not line.lstrip().startswith("--")]
+        out[m.group(1)] = "\n".join(lines).strip()
     return out
 
 
@@ -54,7 +57,22 @@ def statements(family: str) -> list[str]:
 
 
 def quote_ident(name: str) -> str:
+    """The one audited way a name (a column of a landing file, a table) becomes SQL text: a DuckDB
+    quoted identifier, inner double quotes doubled. Quotes, `--`, `;` and newlines in the name stay
+    part of the name. Values never go through here: they are `?` parameters."""
     return '"' + str(name).replace('"', '""') + '"'
+
+
+@functools.cache
+def schema_columns() -> frozenset[str]:
+    """Every column name of every table of sql/schema.sql (read by creating the schema in an
+    in-memory database, so the list follows the DDL)."""
+    con = duckdb.connect(":memory:")
+    try:
+        ensure_schema(con)
+        return frozenset(r[0] for r in con.execute(sql("meta", "all_columns")).fetchall())
+    finally:
+        con.close()
 
 
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:

@@ -10,6 +10,31 @@ SELECT *, file_row_number + 1 AS __source_row FROM read_parquet(?, file_row_numb
 CREATE OR REPLACE TEMP TABLE staged_merchants AS
 SELECT *, row_number() OVER () AS __source_row FROM read_csv(?, header = true);
 
+-- name: merchant_cost_redeemed
+-- Fragments of type_merchants: the cost rule (campaign.yaml merchants.cost), the propensity, the features.
+g.incentive * TRY_CAST(s."response" AS DOUBLE)
+
+-- name: merchant_cost_assigned
+g.incentive
+
+-- name: merchant_cost_column
+TRY_CAST(s."cost" AS DOUBLE)
+
+-- name: merchant_propensity
+TRY_CAST(s."propensity" AS DOUBLE)
+
+-- name: merchant_no_propensity
+CAST(NULL AS DOUBLE)
+
+-- name: merchant_features
+CAST(to_json(struct_pack({fields})) AS VARCHAR)
+
+-- name: merchant_no_features
+'{}'
+
+-- name: merchant_feature_field
+{col} := s.{col}
+
 -- name: create_commission_grid
 CREATE OR REPLACE TEMP TABLE commission_grid (level INTEGER, incentive DOUBLE);
 

@@ -7,35 +7,191 @@ CREATE OR REPLACE TEMP TABLE treatment_grid (level INTEGER, label VARCHAR, incen
 -- name: insert_grid
 INSERT INTO treatment_grid VALUES (?, ?, ?);
 
--- name: read_parquet
--- The typed rows of one file with each row's rejection reason ('' when valid), computed in one pass.
-SELECT {typed}, concat_ws('; ', {reasons}) AS __reason, {raw} AS __raw
-FROM (SELECT *, file_row_number + 1 AS __source_row FROM read_parquet(?, file_row_number = true)) AS src
-LEFT JOIN treatment_grid AS g ON {grid_join}
+-- name: file_parquet
+-- The rows of one file with their 1-based row number (? = the file).
+SELECT *, file_row_number + 1 AS __source_row FROM read_parquet(?, file_row_number = true)
 
--- name: read_csv
-SELECT {typed}, concat_ws('; ', {reasons}) AS __reason, {raw} AS __raw
-FROM (SELECT *, row_number() OVER () AS __source_row FROM read_csv(?, header = true)) AS src
+-- name: file_csv
+SELECT *, row_number() OVER () AS __source_row FROM read_csv(?, header = true)
+
+-- name: csv_skipped_lines
+-- Lines before the header that DuckDB's CSV sniffer would skip (a ragged or garbled file start).
+SELECT SkipRows FROM sniff_csv(?);
+
+-- name: csv_header
+-- The header line of a CSV file as written (DuckDB renames a repeated name to name_1 when it reads
+-- with header = true, so the names are read as the values of the first line).
+SELECT * FROM read_csv(?, header = false, all_varchar = true) LIMIT 1;
+
+-- name: typed_rows
+-- The typed rows of one file with each row's rejection reason ('' when valid), computed in one pass;
+-- the reasons of a row are separated by chr(30) (no column name holds it), shown as '; '.
+-- Filled with lists of the fragments below (typed_*, check_*, raw_field: over the file's quoted
+-- columns) and file_parquet or file_csv. Parameters, in order: those of the checks, then the file.
+SELECT {typed}, concat_ws(chr(30), {reasons}) AS __reason,
+       CASE WHEN __reason <> '' THEN CAST(to_json(struct_pack({raw_fields})) AS VARCHAR) END AS __raw
+FROM ({source}) AS src
 LEFT JOIN treatment_grid AS g ON {grid_join}
+{repeated_join}
+
+-- name: grid_join_levels
+-- Fragments of typed_rows (col: one column name, quoted by quote_ident).
+TRY_CAST(src."treatment" AS DOUBLE) = g.incentive
+
+-- name: grid_join_arms
+trim(CAST(src."treatment" AS VARCHAR)) = g.label
+
+-- name: typed_required
+src.__source_row AS source_row, trim(CAST(src."user_id" AS VARCHAR)) AS user_id, g.level AS level,
+g.incentive AS incentive, TRY_CAST(src."response" AS DOUBLE) AS response
+
+-- name: typed_cost_redeemed
+g.incentive * TRY_CAST(src."response" AS DOUBLE) AS cost
+
+-- name: typed_cost_assigned
+g.incentive AS cost
+
+-- name: typed_cost_column
+TRY_CAST(src."cost" AS DOUBLE) AS cost
+
+-- name: typed_propensity
+TRY_CAST(src."propensity" AS DOUBLE) AS propensity
+
+-- name: typed_merchant_id
+CAST(src."merchant_id" AS VARCHAR) AS merchant_id
+
+-- name: typed_event_time
+TRY_CAST(src."event_time" AS TIMESTAMP) AS event_time
+
+-- name: typed_numeric
+TRY_CAST(src.{col} AS DOUBLE) AS {col}
+
+-- name: typed_categorical
+CAST(src.{col} AS VARCHAR) AS {col}
+
+-- name: raw_field
+{col} := src.{col}
+
+-- name: check_required
+-- The checks: each gives 'column: problem (value)' or NULL. One rule for every number (response,
+-- cost, numeric features): finite and |x| <= 1e15 (NaN, inf and absurd values such as 1e308 are refused).
+CASE WHEN src."user_id" IS NULL OR trim(CAST(src."user_id" AS VARCHAR)) = '' THEN 'user_id: missing' END,
+CASE WHEN g.level IS NULL THEN 'treatment: unknown treatment (' || coalesce(CAST(src."treatment" AS VARCHAR), 'NULL') || ')' END
+
+-- name: check_response
+CASE WHEN src."response" IS NULL THEN 'response: missing'
+     WHEN TRY_CAST(src."response" AS DOUBLE) IS NULL THEN 'response: not a number (' || CAST(src."response" AS VARCHAR) || ')'
+     WHEN NOT isfinite(TRY_CAST(src."response" AS DOUBLE)) THEN 'response: NaN or infinite (' || CAST(src."response" AS VARCHAR) || ')'
+     WHEN abs(TRY_CAST(src."response" AS DOUBLE)) > 1e15 THEN 'response: absurd value, |x| > 1e15 (' || CAST(src."response" AS VARCHAR) || ')'
+     {response_rule} END
+
+-- name: response_rule_binary
+WHEN TRY_CAST(src."response" AS DOUBLE) NOT IN (0, 1) THEN 'response: not 0 or 1 for a binary response (' || CAST(src."response" AS VARCHAR) || ')'
+
+-- name: response_rule_count
+WHEN TRY_CAST(src."response" AS DOUBLE) < 0 OR TRY_CAST(src."response" AS DOUBLE) <> floor(TRY_CAST(src."response" AS DOUBLE))
+THEN 'response: not a non-negative whole number for a count response (' || CAST(src."response" AS VARCHAR) || ')'
+
+-- name: check_cost
+CASE WHEN src."cost" IS NULL THEN 'cost: missing'
+     WHEN TRY_CAST(src."cost" AS DOUBLE) IS NULL THEN 'cost: not a number (' || CAST(src."cost" AS VARCHAR) || ')'
+     WHEN NOT isfinite(TRY_CAST(src."cost" AS DOUBLE)) THEN 'cost: NaN or infinite (' || CAST(src."cost" AS VARCHAR) || ')'
+     WHEN abs(TRY_CAST(src."cost" AS DOUBLE)) > 1e15 THEN 'cost: absurd value, |x| > 1e15 (' || CAST(src."cost" AS VARCHAR) || ')'
+     WHEN TRY_CAST(src."cost" AS DOUBLE) < 0 THEN 'cost: negative (' || CAST(src."cost" AS VARCHAR) || ')' END
+
+-- name: check_propensity
+CASE WHEN src."propensity" IS NULL THEN NULL
+     WHEN TRY_CAST(src."propensity" AS DOUBLE) IS NULL OR isnan(TRY_CAST(src."propensity" AS DOUBLE))
+          OR TRY_CAST(src."propensity" AS DOUBLE) <= 0 OR TRY_CAST(src."propensity" AS DOUBLE) > 1
+     THEN 'propensity: outside 0 < p <= 1 (' || CAST(src."propensity" AS VARCHAR) || ')' END
+
+-- name: check_event_time
+-- ? = the file's day: an event_time must fall on it.
+CASE WHEN src."event_time" IS NULL THEN NULL
+     WHEN TRY_CAST(src."event_time" AS TIMESTAMP) IS NULL THEN 'event_time: not a timestamp (' || CAST(src."event_time" AS VARCHAR) || ')'
+     WHEN CAST(TRY_CAST(src."event_time" AS TIMESTAMP) AS DATE) <> CAST(? AS DATE)
+     THEN 'event_time: outside the file''s day (' || CAST(src."event_time" AS VARCHAR) || ')' END
+
+-- name: check_numeric_feature
+-- ? = the feature's name: a bound value, so that no name from a file becomes SQL text.
+CAST(? AS VARCHAR) || ': ' || CASE WHEN src.{col} IS NULL THEN NULL
+     WHEN TRY_CAST(src.{col} AS DOUBLE) IS NULL THEN 'not a number (' || CAST(src.{col} AS VARCHAR) || ')'
+     WHEN NOT isfinite(TRY_CAST(src.{col} AS DOUBLE)) THEN 'NaN or infinite (' || CAST(src.{col} AS VARCHAR) || ')'
+     WHEN abs(TRY_CAST(src.{col} AS DOUBLE)) > 1e15 THEN 'absurd value, |x| > 1e15 (' || CAST(src.{col} AS VARCHAR) || ')' END
+
+-- name: count_repeats_loaded
+-- Rows beyond the first of each user among the rows just loaded into a partition (by a 64-bit hash
+-- of user_id: 0 proves that every user appears once, the usual case; otherwise the load is redone
+-- with repeated_users / repeated_rows).
+SELECT count(*) - count(DISTINCT hash(user_id)) FROM rct_events WHERE campaign = ? AND event_date = ?;
+
+-- name: repeated_users
+-- Users with more than one row in the file.
+CREATE OR REPLACE TEMP TABLE repeated_users AS
+SELECT trim(CAST(src."user_id" AS VARCHAR)) AS user_id FROM ({source}) AS src GROUP BY ALL HAVING count(*) > 1;
+
+-- name: repeated_rows
+-- The rows of repeated users that are refused: an exact copy of an earlier row (every column
+-- equal), and every row of a user whose rows disagree on treatment or response.
+-- raw_fields: every column of the file; ? = the file.
+CREATE OR REPLACE TEMP TABLE repeated_rows AS
+WITH r AS (
+    SELECT src.__source_row AS source_row, trim(CAST(src."user_id" AS VARCHAR)) AS user_id,
+           CAST(src."treatment" AS VARCHAR) AS treatment, CAST(src."response" AS VARCHAR) AS response,
+           struct_pack({raw_fields}) AS row_values
+    FROM ({source}) AS src
+    WHERE trim(CAST(src."user_id" AS VARCHAR)) IN (SELECT user_id FROM repeated_users)
+), per_user AS (
+    SELECT user_id, count(DISTINCT (treatment, response)) AS n_versions,
+           string_agg(CAST(source_row AS VARCHAR), ', ' ORDER BY source_row) AS row_list
+    FROM r GROUP BY user_id
+), flagged AS (
+    SELECT r.source_row, concat_ws(chr(30),
+        CASE WHEN r.source_row > min(r.source_row) OVER (PARTITION BY r.row_values)
+             THEN 'user_id: exact duplicate of an earlier row (' || r.user_id || ' as in row '
+                  || min(r.source_row) OVER (PARTITION BY r.row_values) || ')' END,
+        CASE WHEN u.n_versions > 1
+             THEN 'user_id: same user and day with a different treatment or response (' || r.user_id
+                  || ' in rows ' || u.row_list || ')' END) AS reason
+    FROM r JOIN per_user AS u USING (user_id)
+)
+SELECT source_row, reason FROM flagged WHERE reason <> '';
+
+-- name: check_repeated
+-- With repeated_join, added only when repeated_rows has rows.
+rep.reason
+
+-- name: repeated_join
+LEFT JOIN repeated_rows AS rep ON rep.source_row = src.__source_row
 
 -- name: parquet_rows
 SELECT sum(num_rows) FROM parquet_file_metadata(?);
 
 -- name: scan_counts
--- Count rows and rejections without storing anything (CSV files have no row count in a footer).
-SELECT count(*) AS n_rows, count(*) FILTER (WHERE __reason <> '') AS n_rejected FROM ({rows});
+-- Count the rows of a CSV file (it has no row count in a footer).
+SELECT count(*) AS n_rows FROM ({source});
 
 -- name: stage_rejected
 CREATE OR REPLACE TEMP TABLE staged AS SELECT * FROM ({rows}) WHERE __reason <> '';
 
 -- name: rejection_summary
 -- One row per (column, problem): how many rows, the first row, and an example value.
-SELECT split_part(part, ':', 1) AS column_name,
-       trim(regexp_replace(split_part(part, ':', 2), '\s*\(.*\)$', '')) AS problem,
+-- ? = the names a reason can start with, longest first (a column's name may itself hold ': ').
+WITH parts AS (
+    SELECT source_row, unnest(string_split(__reason, chr(30))) AS part FROM staged
+), labelled AS (
+    SELECT source_row, label, substr(part, length(label) + 3) AS rest
+    FROM (SELECT source_row, part,
+                 coalesce(list_filter(CAST(? AS VARCHAR[]), l -> starts_with(part, l || ': '))[1],
+                          split_part(part, ':', 1)) AS label
+          FROM parts)
+)
+SELECT label AS column_name,
+       trim(regexp_replace(rest, '\s*\(.*\)$', '')) AS problem,
        count(*) AS n_rows,
        min(source_row) AS first_row,
-       arg_min(regexp_extract(part, '\((.*)\)$', 1), source_row) AS example
-FROM (SELECT source_row, unnest(string_split(__reason, '; ')) AS part FROM staged)
+       arg_min(regexp_extract(rest, '\((.*)\)$', 1), source_row) AS example
+FROM labelled
 GROUP BY ALL
 ORDER BY n_rows DESC, first_row
 LIMIT 20;
@@ -51,7 +207,7 @@ FROM ({rows}) WHERE __reason = '';
 
 -- name: insert_rejected
 INSERT INTO rejected_events
-SELECT ?, CAST(? AS DATE), ?, source_row, __reason, __raw, now()
+SELECT ?, CAST(? AS DATE), ?, source_row, replace(__reason, chr(30), '; '), __raw, now()
 FROM staged;
 
 -- name: add_feature_column

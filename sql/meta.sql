@@ -13,3 +13,6 @@ SELECT column_name, column_type FROM (DESCRIBE SELECT * FROM read_csv(?, header 
 -- name: rows_of_run
 -- Rows a run wrote into a results table that records its run id (benchmarks/kill_recovery.py).
 SELECT count(*) FROM {table} WHERE run_id = ?;
+
+-- name: all_columns
+SELECT DISTINCT column_name FROM information_schema.columns ORDER BY column_name;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -53,13 +54,263 @@ def test_domain_packages_import_without_dagster(monkeypatch):
         sys.modules.update(saved)
 
 
-def test_sql_is_not_formatted_with_values():
-    """Statements come from sql/ by name; Python code does not build SQL from values with f-strings
-    around execute() (identifiers go through quote_ident)."""
+# --------------------------------------------------------------------------------------------
+# SQL is never built from strings in Python
+#
+# SQL text lives in sql/*.sql and is fetched with warehouse.sql(family, name, **placeholders). The
+# only text Python may put into a statement is a name quoted by warehouse.quote_ident, another
+# sql(...) fragment, a string constant of the code, or a join of those; values are `?` parameters.
+# The checker below reads every module of promo_assets and flags:
+#   - string building (f-strings, `%`, `+`, `.format`) whose literal text is SQL, or which pastes
+#     anything but quote_ident(...) / sql(...) / constants next to a quoted name or fragment;
+#   - SQL-taking calls (execute, executemany, sql/query/from_query on a connection or duckdb, the
+#     placeholders of warehouse.sql) given anything but a constant, quote_ident(...), sql(...),
+#     statements(...), a join of those, or a local name only ever bound to such values.
+
+SQL_WORDS = re.compile(
+    r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|ALTER|DROP|FROM|WHERE|JOIN|CASE|WHEN|THEN|CAST|TRY_CAST|VALUES|"
+    r"UNION|ATTACH|COPY|PRAGMA|EXCLUDE|struct_pack|read_text|read_csv|read_parquet)\b|:=|\|\|"
+)
+SAFE_CALLS = {"quote_ident", "sql", "statements"}
+SQL_TAKING = {"execute", "executemany", "query", "from_query"}
+
+
+def _call_name(node: ast.AST) -> str:
+    if isinstance(node, ast.Call):
+        f = node.func
+        return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+    return ""
+
+
+def _is_warehouse_sql(node: ast.Call) -> bool:
+    """warehouse.sql(family, name, ...) (a bare `sql(...)` or `warehouse.sql(...)`), not DuckDB's con.sql(text)."""
+    f = node.func
+    return (isinstance(f, ast.Name) and f.id == "sql") or (
+        isinstance(f, ast.Attribute) and f.attr == "sql" and isinstance(f.value, ast.Name) and f.value.id == "warehouse")
+
+
+class SqlBuildChecker:
+    def __init__(self, source: str, filename: str = "<code>"):
+        self.tree = ast.parse(source)
+        self.filename = filename
+        self.offenders: list[str] = []
+        self.parents = {c: p for p in ast.walk(self.tree) for c in ast.iter_child_nodes(p)}
+
+    # -- where names come from
+    def _scope(self, node):
+        while node in self.parents:
+            node = self.parents[node]
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                return node
+        return self.tree
+
+    def _bindings(self, name: str, scope) -> list[tuple[str, ast.AST, int]]:
+        """How `name` is bound in `scope`: ("value", expr, -1), ("unpack", expr, index of the
+        tuple target) or ("item", iterable, -1) for a loop / comprehension variable."""
+        out: list[tuple[str, ast.AST, int]] = []
+        for node in ast.walk(scope):
+            targets, value = [], None
+            if isinstance(node, ast.Assign):
+                targets, value = node.targets, node.value
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+                targets, value = [node.target], node.value
+            elif isinstance(node, (ast.For, ast.comprehension)):
+                if any(isinstance(t, ast.Name) and t.id == name for t in ast.walk(node.target)):
+                    out.append(("item", node.iter, -1))
+                continue
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in ("append", "extend", "insert") \
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == name:
+                kind = "item" if node.func.attr == "extend" else "value"
+                out.extend((kind, a, -1) for a in node.args[-1:])
+                continue
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id == name:
+                    out.append(("value", value, -1))
+                elif isinstance(target, ast.Tuple):
+                    for i, elt in enumerate(target.elts):
+                        if isinstance(elt, ast.Name) and elt.id == name:
+                            out.append(("unpack", value, i))
+        return out
+
+    def _function(self, name: str):
+        return next((n for n in ast.walk(self.tree) if isinstance(n, ast.FunctionDef) and n.name == name), None)
+
+    def _returns_safe(self, call: ast.Call, index: int, depth: int) -> bool:
+        """A call of a function of this module whose return values (element `index` of a returned
+        tuple when >= 0) are all safe."""
+        func = self._function(_call_name(call)) if isinstance(call, ast.Call) else None
+        if func is None:
+            return False
+        values = [r.value for r in ast.walk(func) if isinstance(r, ast.Return) and r.value is not None]
+        if index >= 0:
+            values = [v.elts[index] if isinstance(v, ast.Tuple) and index < len(v.elts) else None for v in values]
+        return bool(values) and all(v is not None and self.safe(v, depth) for v in values)
+
+    def _parameter_safe(self, func, name: str, depth: int) -> bool:
+        """Every call of `func` in this module passes a safe value for parameter `name`."""
+        args = [a.arg for a in func.args.args]
+        calls = [n for n in ast.walk(self.tree) if isinstance(n, ast.Call) and _call_name(n) == func.name]
+        if not calls:
+            return False
+        for call in calls:
+            passed = [k.value for k in call.keywords if k.arg == name]
+            if not passed and name in args and args.index(name) < len(call.args):
+                passed = [call.args[args.index(name)]]
+            if not passed:  # the default value
+                defaults = dict(zip(args[len(args) - len(func.args.defaults):], func.args.defaults))
+                passed = [defaults[name]] if name in defaults else []
+            if not passed or not all(self.safe(v, depth) for v in passed):
+                return False
+        return True
+
+    def safe(self, node, depth: int = 0) -> bool:
+        """Whether `node` can only hold code constants, quoted names and sql/ fragments."""
+        if depth > 12:
+            return False
+        d = depth + 1
+        if isinstance(node, ast.Constant):
+            return True
+        if isinstance(node, ast.Call):
+            name = _call_name(node)
+            if name in SAFE_CALLS:
+                return True
+            if name == "join" and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Constant):
+                return all(self.safe_items(a, d) for a in node.args)
+            return isinstance(node.func, ast.Name) and self._returns_safe(node, -1, d)
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            return all(self.safe(e, d) for e in node.elts)
+        if isinstance(node, ast.Starred):
+            return self.safe_items(node.value, d)
+        if isinstance(node, ast.IfExp):
+            return self.safe(node.body, d) and self.safe(node.orelse, d)
+        if isinstance(node, (ast.JoinedStr, ast.BinOp)):
+            texts, values = self._pieces(node)
+            return not any(SQL_WORDS.search(x) for x in texts) and all(self.safe(v, d) for v in values)
+        if isinstance(node, ast.Name):
+            scope = self._scope(node)
+            if isinstance(scope, ast.FunctionDef) and node.id in {a.arg for a in scope.args.args + scope.args.kwonlyargs}:
+                return self._parameter_safe(scope, node.id, d)
+            bound = self._bindings(node.id, scope)
+            return bool(bound) and all(
+                self.safe_items(v, d) if kind == "item" else
+                self._returns_safe(v, i, d) if kind == "unpack" else self.safe(v, d)
+                for kind, v, i in bound)
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Dict):
+            return all(self.safe(v, d) for v in node.value.values)
+        return False
+
+    def safe_items(self, node, depth: int) -> bool:
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+            return self.safe(node.elt, depth)
+        if isinstance(node, ast.Call) and _call_name(node) == "map" and len(node.args) == 2:
+            return isinstance(node.args[0], ast.Name) and node.args[0].id in SAFE_CALLS
+        return self.safe(node, depth)
+
+    # -- string building
+    def _pieces(self, node) -> tuple[list[str], list[ast.AST]]:
+        """(literal texts, interpolated expressions) of an f-string / % / + / .format expression."""
+        if isinstance(node, ast.JoinedStr):
+            texts = [v.value for v in node.values if isinstance(v, ast.Constant)]
+            return texts, [v.value for v in node.values if isinstance(v, ast.FormattedValue)]
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            lt, lv = self._pieces(node.left)
+            rt, rv = self._pieces(node.right)
+            return lt + rt, lv + rv
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant) \
+                and isinstance(node.left.value, str):
+            args = node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
+            return [node.left.value], list(args)
+        if isinstance(node, ast.Call) and _call_name(node) == "format" and isinstance(node.func.value, ast.Constant):
+            return [str(node.func.value.value)], list(node.args) + [k.value for k in node.keywords]
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return [node.value], []
+        return [], [node]
+
+    def string_build_problem(self, node) -> str | None:
+        texts, values = self._pieces(node)
+        if not texts and isinstance(node, ast.BinOp) and not isinstance(node.op, ast.Mod):
+            if not any(_call_name(v) in SAFE_CALLS for v in values):
+                return None  # numbers, or strings of other kinds
+        sql_text = any(SQL_WORDS.search(t) for t in texts)
+        builds_sql = sql_text or any(_call_name(v) in SAFE_CALLS for v in values)
+        if not builds_sql:
+            return None
+        if sql_text:
+            return "SQL text built in Python (put it in sql/*.sql)"
+        bad = [v for v in values if not self.safe(v)]
+        return f"pastes {ast.unparse(bad[0])!r} into SQL (use quote_ident or a ? parameter)" if bad else None
+
+    def run(self) -> list[str]:
+        for node in ast.walk(self.tree):
+            where = f"{self.filename}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, (ast.JoinedStr, ast.BinOp)) or (
+                    isinstance(node, ast.Call) and _call_name(node) == "format"):
+                if self.parents.get(node) is not None and isinstance(self.parents[node], (ast.BinOp, ast.JoinedStr)):
+                    continue  # judged as part of the enclosing expression
+                problem = self.string_build_problem(node) if not isinstance(node, ast.Call) or isinstance(
+                    node.func.value, ast.Constant) else None
+                if problem:
+                    self.offenders.append(f"{where}: {problem}")
+            if isinstance(node, ast.Call):
+                name = _call_name(node)
+                if _is_warehouse_sql(node):
+                    for kw in node.keywords:
+                        if not self.safe(kw.value):
+                            self.offenders.append(f"{where}: sql() placeholder {kw.arg}= is not quote_ident/sql()/a constant")
+                elif (name in SQL_TAKING or name == "sql") and node.args and not self.safe(node.args[0]):
+                    if name in ("execute", "executemany", "sql", "query", "from_query"):
+                        self.offenders.append(f"{where}: {name}() gets SQL that is not a constant or sql(...)")
+        return self.offenders
+
+
+def check_sql_building(source: str, filename: str = "<code>") -> list[str]:
+    return SqlBuildChecker(source, filename).run()
+
+
+BAD_SNIPPETS = {
+    "fstring-into-execute": "def f(con, col):\n    con.execute(f\"SELECT {col} FROM t\")\n",
+    "fstring-literal-reason": "def f(col):\n    return f\"WHEN x IS NULL THEN '{col}: missing'\"\n",
+    "helper-returning-sql": "def num(col):\n    return 'TRY_CAST(src.' + col + ' AS DOUBLE)'\n",
+    "percent-format": "def f(con, t):\n    q = 'DELETE FROM %s' % t\n    con.execute(q)\n",
+    "dot-format": "def f(con, t):\n    con.execute('SELECT * FROM {}'.format(t))\n",
+    "concat-into-execute": "def f(con, t):\n    con.execute('SELECT * FROM ' + t)\n",
+    "raw-name-into-placeholder": "def f(con, cols):\n    con.execute(sql('frames', 'events', columns=', '.join(cols)))\n",
+    "fstring-placeholder": "def f(con, c):\n    con.execute(sql('ingest', 'x', col=f'src.{c}'))\n",
+    "name-beside-quoted-name": "def f(prefix, c):\n    return f'{prefix}{quote_ident(c)}'\n",
+    "duckdb-sql-variable": "import duckdb\ndef f(path):\n    q = 'SELECT * FROM ' + repr(path)\n    return duckdb.sql(q)\n",
+    "loop-variable-query": "def f(con, qs):\n    for q in qs:\n        con.execute(q)\n",
+    "old-exploitable-ingestion": (
+        "def checks(col):\n    q = f'src.{quote_ident(col)}'\n"
+        "    return 'CASE ' + ' '.join([f\"WHEN {q} IS NULL THEN '{col}: missing'\"]) + ' END'\n"),
+}
+GOOD_SNIPPETS = {
+    "constant-statement": "def f(con):\n    con.execute('BEGIN TRANSACTION')\n",
+    "named-statement": "def f(con, c, d):\n    con.execute(sql('ingest', 'delete_partition', table='rct_events'), [c, d])\n",
+    "quoted-placeholders": ("def f(con, cols):\n    con.execute(sql('frames', 'events', columns=''.join(', ' + quote_ident(c) "
+                            "for c in cols)))\n"),
+    "fragment-list": ("def f(con, kinds):\n    typed = [sql('ingest', 'typed_required')]\n    for c, k in kinds.items():\n"
+                      "        typed.append(sql('ingest', 'typed_numeric', col=quote_ident(c)))\n"
+                      "    con.execute(sql('ingest', 'typed_rows', typed=', '.join(typed)))\n"),
+    "statements-loop": "def f(con):\n    for s in statements('schema'):\n        con.execute(s)\n",
+    "messages-and-numbers": "def f(path, n, i):\n    return f'{path}: {n} rows', n % 2, i + 1, 'a' + 'b'\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_SNIPPETS))
+def test_sql_building_checker_catches(name):
+    assert check_sql_building(BAD_SNIPPETS[name]), f"the checker misses {name}"
+
+
+@pytest.mark.parametrize("name", sorted(GOOD_SNIPPETS))
+def test_sql_building_checker_allows(name):
+    assert check_sql_building(GOOD_SNIPPETS[name]) == []
+
+
+def test_sql_is_never_built_from_strings():
+    """No module of promo_assets builds SQL text from strings: statements come from sql/ by name and
+    only quote_ident(...) names, sql(...) fragments and constants fill their placeholders."""
     offenders = []
-    for path in ROOT.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("execute", "sql") and node.args:
-                if isinstance(node.args[0], ast.JoinedStr):
-                    offenders.append(f"{path.name}:{node.lineno}")
-    assert not offenders, f"f-string SQL passed to execute(): {offenders}"
+    for path in sorted(ROOT.rglob("*.py")):
+        offenders += check_sql_building(path.read_text(), str(path.relative_to(ROOT)))
+    assert not offenders, "SQL built from strings:\n" + "\n".join(offenders)

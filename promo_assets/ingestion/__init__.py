@@ -19,18 +19,25 @@ file, the columns and the problems.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from promo_assets import settings
 from promo_assets.campaign import CampaignConfig, usable_campaign_folder
-from promo_assets.warehouse import quote_ident, sql, table_columns, transaction
+from promo_assets.warehouse import quote_ident, schema_columns, sql, table_columns, transaction
 
 REQUIRED = ("user_id", "treatment", "response")
 OPTIONAL = ("cost", "propensity", "merchant_id", "event_time")
+LANDING_COLUMNS = (*REQUIRED, *OPTIONAL)
+# Names the loading queries add to a file's rows (sql/ingest.sql, sql/graph.sql); with every
+# warehouse column they make up `reserved_columns()`. Names starting with '__' are reserved too.
+INTERNAL_COLUMNS = ("file_row_number", "__source_row", "__reason", "__raw")
 KINDS = ("events", "edges", "population", "merchants", "merchant_population")
 _NUMERIC_TYPES = re.compile(
     r"^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|UHUGEINT|FLOAT|DOUBLE|REAL|DECIMAL.*)$"
@@ -151,37 +158,67 @@ def load_config(landing: Path, campaign: str) -> CampaignConfig:
 
 
 def _source_columns(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str]:
+    """{column: DuckDB type} of a landing file, after checking its header: a name written twice
+    (case-insensitively, as DuckDB compares names) fails the file with an IngestError naming it."""
     fmt = "parquet" if path.suffix == ".parquet" else "csv"
     try:
         rows = con.execute(sql("meta", f"describe_{fmt}"), [str(path)]).fetchall()
-    except duckdb.Error as exc:
+        if fmt == "csv":  # the header line as written: DuckDB renames a repeated name to name_1
+            skipped = con.execute(sql("ingest", "csv_skipped_lines"), [str(path)]).fetchone()[0]
+            if skipped:
+                raise IngestError(
+                    f"{path}: line(s) 1 to {skipped} do not fit the rest of the file (DuckDB's CSV sniffer would "
+                    "skip them): the header must be the first line and every line needs the same number of fields"
+                )
+            header = [str(v) for v in (con.execute(sql("ingest", "csv_header"), [str(path)]).fetchone() or [])]
+        else:
+            header = pq.read_schema(path).names
+    except (duckdb.Error, OSError, pa.ArrowException) as exc:
         raise IngestError(f"{path}: cannot be read as {fmt}: {str(exc).splitlines()[0]}") from None
+    seen: dict[str, str] = {}
+    for name in header:
+        if name.lower() in seen:
+            twice = name if name == seen[name.lower()] else f"{seen[name.lower()]}' and '{name}"
+            raise IngestError(
+                f"{path}: column '{twice}' appears twice in the header (column names are compared "
+                f"case-insensitively); every column needs its own name"
+            )
+        seen[name.lower()] = name
     return {name: dtype for name, dtype in rows}
 
 
-def _num(col: str) -> str:
-    return f"TRY_CAST(src.{quote_ident(col)} AS DOUBLE)"
+@functools.cache
+def reserved_columns() -> frozenset[str]:
+    """Lower-cased names a landing file may not use for a feature column: every column of every
+    warehouse table (sql/schema.sql: campaign, level, split, ips_weight, model_version, ...) and the
+    names the loading queries add (`file_row_number`, anything starting with `__`), except the
+    landing columns themselves (user_id, treatment, response, cost, ...)."""
+    names = {n.lower() for n in schema_columns()} | set(INTERNAL_COLUMNS)
+    return frozenset(names - set(LANDING_COLUMNS))
 
 
-def _numeric_checks(col: str, extra: list[tuple[str, str]]) -> str:
-    """CASE expression giving '<col>: <problem> (<value>)' or NULL for one numeric column."""
-    q, v = f"src.{quote_ident(col)}", _num(col)
-    raw = f"CAST({q} AS VARCHAR)"
-    arms = [
-        f"WHEN {q} IS NULL THEN '{col}: missing'",
-        f"WHEN {v} IS NULL THEN '{col}: not a number (' || {raw} || ')'",
-        f"WHEN isnan({v}) OR isinf({v}) THEN '{col}: NaN or infinite (' || {raw} || ')'",
-    ]
-    arms += [f"WHEN {cond.format(v=v)} THEN '{col}: {problem} (' || {raw} || ')'" for cond, problem in extra]
-    return "CASE " + " ".join(arms) + " END"
-
-
-def _response_rules(response_type: str) -> list[tuple[str, str]]:
-    if response_type == "binary":
-        return [("{v} NOT IN (0, 1)", "not 0 or 1 for a binary response")]
-    if response_type == "count":
-        return [("{v} < 0 OR {v} <> floor({v})", "not a non-negative whole number for a count response")]
-    return []
+def check_column_names(path: Path, source: dict[str, str], landing: tuple[str, ...] = LANDING_COLUMNS,
+                       reserved: frozenset[str] | None = None) -> None:
+    """IngestError naming the first column of `source` that is reserved: a name of `reserved`
+    (default `reserved_columns()`), one starting with '__', or one that differs only in case from a
+    landing column (DuckDB compares names case-insensitively)."""
+    reserved = reserved_columns() if reserved is None else reserved
+    lowered = {c.lower(): c for c in landing}
+    for col in source:
+        if any(ord(ch) < 32 or ord(ch) == 127 for ch in col):
+            raise IngestError(f"{path}: column {col!r} has a control character (newline, tab, ...) in its name; rename it")
+        if col in landing:
+            continue
+        low = col.lower()
+        if low in lowered:
+            raise IngestError(f"{path}: column '{col}' differs only in case from the column '{lowered[low]}'; "
+                              f"rename it (column names are compared case-insensitively)")
+        if low in reserved or low.startswith("__"):
+            raise IngestError(
+                f"{path}: column '{col}' is a reserved name (the pipeline uses it internally); rename it. "
+                "Reserved: every column of the warehouse tables and names starting with '__' "
+                "(README: Bringing your own campaign)"
+            )
 
 
 def _feature_kinds(
@@ -197,7 +234,7 @@ def _feature_kinds(
             others.setdefault(feature, (kind, campaign))
     kinds = {}
     for col, dtype in source.items():
-        if col in REQUIRED or col in OPTIONAL:
+        if col in LANDING_COLUMNS:
             continue
         kind = declared.get(col) or known.get(col) or ("numeric" if _NUMERIC_TYPES.match(dtype) else "categorical")
         if kind not in ("numeric", "categorical"):
@@ -212,8 +249,18 @@ def _feature_kinds(
     return kinds
 
 
-def _events_query(con, config: CampaignConfig, path: Path) -> tuple[dict[str, str], str, str]:
-    """(feature kinds, the typed-rows-with-reasons query of the file, the stored column list)."""
+def _events_query(
+    con, config: CampaignConfig, day: dt.date, path: Path, repeated: bool = False
+) -> tuple[dict[str, str], str, str, list, str]:
+    """Check the file's columns and build the query typing and validating its rows: (feature kinds
+    {column: numeric | categorical}, the file's rows (file_parquet / file_csv; parameter: the
+    file), the typed-rows query, that query's parameters in order, the rct_events columns it
+    fills). With `repeated`, the rows of users that occur more than once are compared first (temp
+    table repeated_rows) and the query refuses exact copies and contradicting rows. Temp tables
+    it stages (treatment_grid, repeated_rows) live outside the load's transaction.
+
+    No name from the file becomes SQL text other than through `quote_ident`; a feature's name in a
+    rejection reason is a bound parameter."""
     source = _source_columns(con, path)
     missing = [c for c in REQUIRED if c not in source]
     if missing:
@@ -223,6 +270,7 @@ def _events_query(con, config: CampaignConfig, path: Path) -> tuple[dict[str, st
         )
     if config.cost == "column" and "cost" not in source:
         raise IngestError(f"{path}: missing column 'cost' (campaign.yaml says cost: column)")
+    check_column_names(path, source)
     kinds = _feature_kinds(con, config, source, path)
 
     con.execute(sql("ingest", "create_grid"))
@@ -230,71 +278,58 @@ def _events_query(con, config: CampaignConfig, path: Path) -> tuple[dict[str, st
         sql("ingest", "insert_grid"),
         [[i, label, inc] for i, (label, inc) in enumerate(zip(config.labels, config.incentives))],
     )
-    if config.ordered:
-        grid_join = "TRY_CAST(src.\"treatment\" AS DOUBLE) = g.incentive"
-    else:
-        grid_join = "trim(CAST(src.\"treatment\" AS VARCHAR)) = g.label"
-
-    uid = 'src."user_id"'
-    typed = [
-        "src.__source_row AS source_row",
-        f"trim(CAST({uid} AS VARCHAR)) AS user_id",
-        "g.level AS level",
-        "g.incentive AS incentive",
-        f"{_num('response')} AS response",
-    ]
-    reasons = [
-        f"CASE WHEN {uid} IS NULL OR trim(CAST({uid} AS VARCHAR)) = '' THEN 'user_id: missing' END",
-        "CASE WHEN g.level IS NULL THEN 'treatment: unknown treatment (' || coalesce(CAST(src.\"treatment\" AS VARCHAR), 'NULL') || ')' END",
-        _numeric_checks("response", _response_rules(config.response)),
-    ]
+    typed = [sql("ingest", "typed_required"), sql("ingest", f"typed_cost_{config.cost}")]
+    stored = ["source_row", "user_id", "level", "incentive", "response", "cost"]
+    rule = {"binary": "response_rule_binary", "count": "response_rule_count"}.get(config.response)
+    fmt = "parquet" if path.suffix == ".parquet" else "csv"
+    src = sql("ingest", f"file_{fmt}")
+    raw_fields = ", ".join(sql("ingest", "raw_field", col=quote_ident(c)) for c in source)
+    reasons = [sql("ingest", "check_required"),
+               sql("ingest", "check_response", response_rule=sql("ingest", rule) if rule else "")]
+    if repeated:
+        try:
+            _stage_repeated_rows(con, src, raw_fields, path)
+        except duckdb.Error as exc:
+            raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0]}") from None
+        reasons.append(sql("ingest", "check_repeated"))
+    params: list = []
     if "cost" in source:
-        reasons.append(_numeric_checks("cost", [("{v} < 0", "negative")]))
-    if config.cost == "redeemed":
-        typed.append(f"g.incentive * {_num('response')} AS cost")
-    elif config.cost == "assigned":
-        typed.append("g.incentive AS cost")
-    else:
-        typed.append(f"{_num('cost')} AS cost")
+        reasons.append(sql("ingest", "check_cost"))
+    for col in ("propensity", "merchant_id", "event_time"):
+        if col in source:
+            typed.append(sql("ingest", f"typed_{col}"))
+            stored.append(col)
     if "propensity" in source:
-        p, q = _num("propensity"), 'src."propensity"'
-        typed.append(f"{p} AS propensity")
-        reasons.append(
-            f"CASE WHEN {q} IS NULL THEN NULL WHEN {p} IS NULL OR isnan({p}) OR {p} <= 0 OR {p} > 1 "
-            f"THEN 'propensity: outside 0 < p <= 1 (' || CAST({q} AS VARCHAR) || ')' END"
-        )
-    if "merchant_id" in source:
-        typed.append('CAST(src."merchant_id" AS VARCHAR) AS merchant_id')
+        reasons.append(sql("ingest", "check_propensity"))
     if "event_time" in source:
-        t, q = 'TRY_CAST(src."event_time" AS TIMESTAMP)', 'src."event_time"'
-        typed.append(f"{t} AS event_time")
-        reasons.append(f"CASE WHEN {q} IS NOT NULL AND {t} IS NULL THEN 'event_time: not a timestamp (' || CAST({q} AS VARCHAR) || ')' END")
+        reasons.append(sql("ingest", "check_event_time"))
+        params.append(day)
     for col, kind in kinds.items():
-        q = f"src.{quote_ident(col)}"
+        typed.append(sql("ingest", f"typed_{kind}", col=quote_ident(col)))
+        stored.append(col)
         if kind == "numeric":
-            typed.append(f"{_num(col)} AS {quote_ident(col)}")
-            reasons.append(
-                f"CASE WHEN {q} IS NOT NULL AND {_num(col)} IS NULL "
-                f"THEN '{col}: not a number (' || CAST({q} AS VARCHAR) || ')' END"
-            )
-        else:
-            typed.append(f"CAST({q} AS VARCHAR) AS {quote_ident(col)}")
+            reasons.append(sql("ingest", "check_numeric_feature", col=quote_ident(col)))
+            params.append(col)
 
-    raw_cols = ", ".join(f"{quote_ident(c)} := src.{quote_ident(c)}" for c in source)
     rows = sql(
-        "ingest",
-        "read_parquet" if path.suffix == ".parquet" else "read_csv",
-        typed=", ".join(typed),
-        reasons=", ".join(reasons),
-        raw=f"CASE WHEN __reason <> '' THEN CAST(to_json(struct_pack({raw_cols})) AS VARCHAR) END",
-        grid_join=grid_join,
+        "ingest", "typed_rows", typed=", ".join(typed), reasons=", ".join(reasons), raw_fields=raw_fields,
+        source=src, grid_join=sql("ingest", "grid_join_levels" if config.ordered else "grid_join_arms"),
+        repeated_join=sql("ingest", "repeated_join") if repeated else "",
     )
-    stored = ", ".join(c.split(" AS ")[-1] for c in typed)
-    return kinds, rows, stored
+    return kinds, src, rows, [*params, str(path)], ", ".join(map(quote_ident, stored))
 
 
-def _problems(con) -> list[dict]:
-    rows = con.execute(sql("ingest", "rejection_summary")).fetchall()
+def _stage_repeated_rows(con, source: str, raw_fields: str, path: Path) -> None:
+    """Stage temp table repeated_rows (source_row, reason): exact duplicate rows and the rows of a
+    user whose rows of the day disagree on treatment or response."""
+    con.execute(sql("ingest", "repeated_users", source=source), [str(path)])
+    con.execute(sql("ingest", "repeated_rows", source=source, raw_fields=raw_fields), [str(path)])
+
+
+def _problems(con, labels) -> list[dict]:
+    """The staged rejections summarized per (column, problem); `labels`: every column name a reason
+    can start with."""
+    rows = con.execute(sql("ingest", "rejection_summary"), [sorted(labels, key=len, reverse=True)]).fetchall()
     return [
         {"column": c, "problem": p, "rows": int(n), "first_row": int(r), "example": e}
         for c, p, n, r, e in rows
@@ -312,11 +347,11 @@ def format_problems(path: Path | str, problems: list[dict]) -> str:
     return f"{path}: " + "; ".join(parts)
 
 
-def _row_count(con, path: Path, rows: str) -> int:
+def _row_count(con, path: Path, source: str) -> int:
     """Rows in the file: from the Parquet footer (no scan), else by counting."""
     if path.suffix == ".parquet":
         return int(con.execute(sql("ingest", "parquet_rows"), [str(path)]).fetchone()[0] or 0)
-    return int(con.execute(sql("ingest", "scan_counts", rows=rows), [str(path)]).fetchone()[0])
+    return int(con.execute(sql("ingest", "scan_counts", source=source), [str(path)]).fetchone()[0])
 
 
 def _add_feature_columns(con, path: Path, campaign: str, kinds: dict[str, str]) -> None:
@@ -342,29 +377,42 @@ def ingest_events_day(
     """
     path = Path(path)
     campaign = config.campaign
-    kinds, rows, stored = _events_query(con, config, path)
     params = [campaign, day, str(path)]
     problems: list[dict] = []
-    con.execute("BEGIN TRANSACTION")
-    try:
+    # Users are nearly always unique in a day file: the first attempt loads without comparing rows,
+    # then counts repeated users among the loaded rows (cheaper than a pass over the file); only when
+    # there are some is the load rolled back and redone with the rows of those users compared.
+    for repeated in (False, True):
+        kinds, source, rows, query_params, stored = _events_query(con, config, day, path, repeated)
+        con.execute("BEGIN TRANSACTION")
         try:
-            n_rows = _row_count(con, path, rows)
-            if n_rows == 0:
-                raise IngestError(f"{path}: the file has no rows")
-            _add_feature_columns(con, path, campaign, kinds)
-            con.execute(sql("ingest", "delete_partition", table="rct_events"), [campaign, day])
-            loaded = int(con.execute(sql("ingest", "insert_valid", columns=stored, rows=rows), [campaign, day, str(path)]).fetchone()[0])
-            n_rejected = n_rows - loaded
-            if n_rejected:
-                con.execute(sql("ingest", "stage_rejected", rows=rows), [str(path)])
-                problems = _problems(con)
-        except duckdb.Error as exc:
-            raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0]}") from None
+            try:
+                n_rows = _row_count(con, path, source)
+                if n_rows == 0:
+                    raise IngestError(f"{path}: the file has no rows")
+                _add_feature_columns(con, path, campaign, kinds)
+                con.execute(sql("ingest", "delete_partition", table="rct_events"), [campaign, day])
+                loaded = int(con.execute(sql("ingest", "insert_valid", columns=stored, rows=rows),
+                                         [campaign, day, *query_params]).fetchone()[0])
+                if not repeated and con.execute(sql("ingest", "count_repeats_loaded"), [campaign, day]).fetchone()[0]:
+                    con.execute("ROLLBACK")
+                    continue
+                n_rejected = n_rows - loaded
+                if n_rejected:
+                    con.execute(sql("ingest", "stage_rejected", rows=rows), query_params)
+                    problems = _problems(con, [*LANDING_COLUMNS, *kinds])
+            except duckdb.Error as exc:
+                raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0]}") from None
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        break
+    try:
         failed = n_rejected / n_rows > config.max_rejected_fraction
         if failed:  # undo the partition replace; stage the refused rows again to record them
             con.execute("ROLLBACK")
             con.execute("BEGIN TRANSACTION")
-            con.execute(sql("ingest", "stage_rejected", rows=rows), [str(path)])
+            con.execute(sql("ingest", "stage_rejected", rows=rows), query_params)
         con.execute(sql("ingest", "delete_partition", table="rejected_events"), [campaign, day])
         message = None
         if n_rejected:
@@ -402,7 +450,8 @@ def ingest_edges_day(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date
     missing = [c for c in ("user_id", "merchant_id") if c not in source]
     if missing:
         raise IngestError(f"{path}: missing required column(s) {', '.join(repr(c) for c in missing)} (required: user_id, merchant_id)")
-    weight = next((quote_ident(c) for c in ("weight", "n_payments", "amount") if c in source), "1.0")
+    weight_column = next((c for c in ("weight", "n_payments", "amount") if c in source), None)
+    weight = quote_ident(weight_column) if weight_column else "1.0"
     fmt = "parquet" if path.suffix == ".parquet" else "csv"
     con.execute(sql("ingest", f"stage_edges_{fmt}", weight=weight), [str(path)])
     bad = con.execute(sql("ingest", "bad_edges")).fetchone()[0]

@@ -22,11 +22,19 @@ import duckdb
 import numpy as np
 
 from promo_assets.campaign import CampaignConfig, CampaignConfigError
-from promo_assets.ingestion import IngestError, IngestResult, format_problems, load_config
+from promo_assets.ingestion import (
+    INTERNAL_COLUMNS,
+    IngestError,
+    IngestResult,
+    _source_columns,
+    check_column_names,
+    format_problems,
+    load_config,
+)
 from promo_assets.warehouse import quote_ident, sql, transaction
 
 MERCHANT_REQUIRED = ("merchant_id", "treatment", "response")
-MERCHANT_RESERVED = (*MERCHANT_REQUIRED, "cost", "propensity", "event_date", "event_time", "__source_row")
+MERCHANT_COLUMNS = (*MERCHANT_REQUIRED, "cost", "propensity", "event_date", "event_time")
 MERCHANT_COST_RULES = ("redeemed", "assigned", "column")
 
 
@@ -77,19 +85,20 @@ def _stage_merchants(con: duckdb.DuckDBPyConnection, path: Path, mconf: Merchant
     typed_merchants); returns its feature columns with their source types, in file order.
     IngestError names a missing column."""
     fmt = "parquet" if path.suffix == ".parquet" else "csv"
-    source = {r[0]: r[1] for r in con.execute(sql("meta", f"describe_{fmt}"), [str(path)]).fetchall()}
+    source = _source_columns(con, path)
     missing = [c for c in MERCHANT_REQUIRED if c not in source]
     if missing:
         raise IngestError(f"{path}: missing required column(s) {', '.join(map(repr, missing))} "
                           f"(required: {', '.join(MERCHANT_REQUIRED)}; found: {', '.join(source) or 'none'})")
     if mconf.cost == "column" and "cost" not in source:
         raise IngestError(f"{path}: missing column 'cost' (campaign.yaml says merchants.cost: column)")
-    features = {c: t for c, t in source.items() if c not in MERCHANT_RESERVED}
-    cost = {"redeemed": 'g.incentive * TRY_CAST(s."response" AS DOUBLE)', "assigned": "g.incentive",
-            "column": 'TRY_CAST(s."cost" AS DOUBLE)'}[mconf.cost]
-    propensity = 'TRY_CAST(s."propensity" AS DOUBLE)' if "propensity" in source else "CAST(NULL AS DOUBLE)"
-    feats = ("CAST(to_json(struct_pack(" + ", ".join(f"{quote_ident(c)} := s.{quote_ident(c)}" for c in features)
-             + ")) AS VARCHAR)") if features else "'{}'"
+    # features are stored as one JSON object, so only the staging query's own names are reserved
+    check_column_names(path, source, landing=MERCHANT_COLUMNS, reserved=frozenset(INTERNAL_COLUMNS))
+    features = {c: t for c, t in source.items() if c not in MERCHANT_COLUMNS}
+    cost = sql("graph", f"merchant_cost_{mconf.cost}")
+    propensity = sql("graph", "merchant_propensity" if "propensity" in source else "merchant_no_propensity")
+    fields = ", ".join(sql("graph", "merchant_feature_field", col=quote_ident(c)) for c in features)
+    feats = sql("graph", "merchant_features", fields=fields) if features else sql("graph", "merchant_no_features")
     con.execute(sql("graph", "create_commission_grid"))
     con.executemany(sql("graph", "insert_commission_grid"), [[i, float(x)] for i, x in enumerate(mconf.commissions)])
     con.execute(sql("graph", f"stage_merchants_{fmt}"), [str(path)])
