@@ -364,6 +364,27 @@ def _add_feature_columns(con, path: Path, campaign: str, kinds: dict[str, str]) 
         con.execute(sql("ingest", "insert_campaign_feature"), [campaign, col, kind])
 
 
+class _RepeatedUsers(Exception):
+    """A user appears twice among the loaded rows: roll back and load again, comparing their rows."""
+
+
+class _Refused(Exception):
+    """More rows refused than max_rejected_fraction allows: roll the load back, then record them."""
+
+
+def _record_rejections(con, params: list, n_rejected: int, loaded: int, message: str | None) -> None:
+    """Replace the day's rejected_events with the staged refused rows and log the load (inside the
+    caller's transaction). `message` is None for a load, the refusal's text for a failed file."""
+    campaign, day, path = params
+    con.execute(sql("ingest", "delete_partition", table="rejected_events"), [campaign, day])
+    if n_rejected:
+        con.execute(sql("ingest", "insert_rejected"), params)
+    con.execute(
+        sql("ingest", "insert_ingest_log"),
+        [campaign, day, "rct_events", path, loaded, n_rejected, "loaded" if message is None else "failed", message],
+    )
+
+
 def ingest_events_day(
     con: duckdb.DuckDBPyConnection, config: CampaignConfig, day: dt.date, path: Path
 ) -> IngestResult:
@@ -384,56 +405,43 @@ def ingest_events_day(
     # there are some is the load rolled back and redone with the rows of those users compared.
     for repeated in (False, True):
         kinds, source, rows, query_params, stored = _events_query(con, config, day, path, repeated)
-        con.execute("BEGIN TRANSACTION")
         try:
-            try:
-                n_rows = _row_count(con, path, source)
-                if n_rows == 0:
-                    raise IngestError(f"{path}: the file has no rows")
-                _add_feature_columns(con, path, campaign, kinds)
-                con.execute(sql("ingest", "delete_partition", table="rct_events"), [campaign, day])
-                loaded = int(con.execute(sql("ingest", "insert_valid", columns=stored, rows=rows),
-                                         [campaign, day, *query_params]).fetchone()[0])
-                if not repeated and con.execute(sql("ingest", "count_repeats_loaded"), [campaign, day]).fetchone()[0]:
-                    con.execute("ROLLBACK")
-                    continue
-                n_rejected = n_rows - loaded
-                if n_rejected:
-                    con.execute(sql("ingest", "stage_rejected", rows=rows), query_params)
-                    problems = _problems(con, [*LANDING_COLUMNS, *kinds])
-            except duckdb.Error as exc:
-                raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0]}") from None
-        except BaseException:
-            con.execute("ROLLBACK")
-            raise
+            with transaction(con):  # the partition replaced and the refused rows recorded, or nothing
+                try:
+                    n_rows = _row_count(con, path, source)
+                    if n_rows == 0:
+                        raise IngestError(f"{path}: the file has no rows")
+                    _add_feature_columns(con, path, campaign, kinds)
+                    con.execute(sql("ingest", "delete_partition", table="rct_events"), [campaign, day])
+                    loaded = int(con.execute(sql("ingest", "insert_valid", columns=stored, rows=rows),
+                                             [campaign, day, *query_params]).fetchone()[0])
+                    if not repeated and con.execute(sql("ingest", "count_repeats_loaded"), [campaign, day]).fetchone()[0]:
+                        raise _RepeatedUsers
+                    n_rejected = n_rows - loaded
+                    if n_rejected:
+                        con.execute(sql("ingest", "stage_rejected", rows=rows), query_params)
+                        problems = _problems(con, [*LANDING_COLUMNS, *kinds])
+                except duckdb.Error as exc:
+                    raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0]}") from None
+                failed = n_rejected / n_rows > config.max_rejected_fraction
+                if failed:
+                    raise _Refused  # roll the partition replace back
+                _record_rejections(con, params, n_rejected, loaded, None)
+        except _RepeatedUsers:
+            continue  # rolled back: load again, comparing the rows of the repeated users
+        except _Refused:
+            pass
         break
-    try:
-        failed = n_rejected / n_rows > config.max_rejected_fraction
-        if failed:  # undo the partition replace; stage the refused rows again to record them
-            con.execute("ROLLBACK")
-            con.execute("BEGIN TRANSACTION")
-            con.execute(sql("ingest", "stage_rejected", rows=rows), query_params)
-        con.execute(sql("ingest", "delete_partition", table="rejected_events"), [campaign, day])
-        message = None
-        if n_rejected:
-            con.execute(sql("ingest", "insert_rejected"), params)
-        if failed:
-            message = (
-                f"{n_rejected} of {n_rows} rows rejected (max_rejected_fraction={config.max_rejected_fraction:g}); "
-                f"nothing was loaded for campaign '{campaign}' day {day}. "
-                + format_problems(path, problems)
-                + ". The rejected rows and their reasons are in the warehouse table rejected_events."
-            )
-        con.execute(
-            sql("ingest", "insert_ingest_log"),
-            [campaign, day, "rct_events", str(path), 0 if failed else loaded, n_rejected,
-             "failed" if failed else "loaded", message],
+    if failed:  # the partition replace was rolled back; stage the refused rows again to record them
+        message = (
+            f"{n_rejected} of {n_rows} rows rejected (max_rejected_fraction={config.max_rejected_fraction:g}); "
+            f"nothing was loaded for campaign '{campaign}' day {day}. "
+            + format_problems(path, problems)
+            + ". The rejected rows and their reasons are in the warehouse table rejected_events."
         )
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
-    if failed:
+        with transaction(con):
+            con.execute(sql("ingest", "stage_rejected", rows=rows), query_params)
+            _record_rejections(con, params, n_rejected, 0, message)
         raise IngestError(message)
     counts = dict(con.execute(sql("ingest", "level_counts"), [campaign, day]).fetchall())
     return IngestResult(campaign, day, str(path), loaded, n_rejected, counts, problems, kinds)
@@ -541,10 +549,10 @@ def forget_partition(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date
     campaign's feature registrations that no loaded day uses any more, and record the removal in
     ingest_log (status 'forgotten', `reason` as its message). Returns {table: rows removed}."""
     removed: dict[str, int] = {}
-    con.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(con):
         for table in PARTITION_TABLES:
-            removed[table] = int(con.execute(sql("ingest", "delete_partition", table=table), [campaign, day]).fetchone()[0])
+            removed[table] = int(con.execute(sql("ingest", "delete_partition", table=quote_ident(table)),
+                                             [campaign, day]).fetchone()[0])
         registered = [f for f, _ in con.execute(sql("ingest", "campaign_feature_kinds"), [campaign]).fetchall()]
         gone = sorted(set(registered) - set(loaded_features(con, campaign)))
         if gone:
@@ -555,8 +563,4 @@ def forget_partition(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date
              f"{reason}; removed " + ", ".join(f"{n} {t}" for t, n in removed.items())
              + (f"; features no longer loaded: {', '.join(gone)}" if gone else "")],
         )
-        con.execute("COMMIT")
-    except BaseException:
-        con.execute("ROLLBACK")
-        raise
     return removed
