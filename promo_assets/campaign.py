@@ -27,7 +27,6 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 COST_RULES = ("redeemed", "assigned", "column")
 RESPONSE_TYPES = ("binary", "count", "continuous")
 FEATURE_KINDS = ("numeric", "categorical")
-DUPLICATE_RULES = ("reject", "warn")
 
 log = logging.getLogger(__name__)
 
@@ -137,11 +136,6 @@ class GraphBlock(_Block):
     weight: Literal["weight", "n_payments", "amount"] = Field("n_payments", description="weight | n_payments | amount")
 
 
-class DataQualityBlock(_Block):
-    duplicates: Literal[DUPLICATE_RULES] = Field(
-        "reject", description="reject (exact duplicate / contradictory rows go to rejected_events) | warn")
-
-
 class CampaignYaml(_Block):
     """The whole of campaign.yaml. Every key, its type, range and default."""
 
@@ -159,7 +153,6 @@ class CampaignYaml(_Block):
     min_holdout_users: int = Field(100, ge=1, description="an integer >= 1")
     features: dict[str, Literal[FEATURE_KINDS]] | None = Field(
         None, description="a mapping of column name to 'numeric' or 'categorical'")
-    data_quality: DataQualityBlock = Field(default_factory=DataQualityBlock, description="a mapping with 'duplicates: reject | warn'")
     ratio_budget: Budgets | None = Field(
         None, description="a number > 0 or a non-empty list of numbers > 0 (average incentive per response)")
     merchants: MerchantsBlock | None = Field(None, description="a mapping (the merchant side of a bipartite campaign)")
@@ -169,7 +162,7 @@ class CampaignYaml(_Block):
 
 
 # keys of campaign.yaml that CampaignConfig keeps in `.extra` (validated, defaults filled in)
-EXTRA_KEYS = ("features", "data_quality", "ratio_budget", "merchants", "graph", "simulation", "simulator")
+EXTRA_KEYS = ("features", "ratio_budget", "merchants", "graph", "simulation", "simulator")
 
 
 def _schema_messages(exc: ValidationError) -> list[str]:
@@ -248,8 +241,7 @@ class CampaignConfig:
     `incentives[level]` is the amount of incentive level `level` (for unordered arms: the arm's unit
     cost); `labels[level]` is how the treatment is written in the events' `treatment` column.
     Levels are indexed 0..K-1; level 0 is the lowest incentive (the control when it is 0).
-    `extra` holds the validated optional blocks (EXTRA_KEYS present in the file, plus
-    `data_quality` always, defaults filled in).
+    `extra` holds the validated optional blocks (EXTRA_KEYS present in the file, defaults filled in).
     """
 
     campaign: str
@@ -329,7 +321,6 @@ class CampaignConfig:
             ordered = False
         dumped = doc.model_dump()
         extra = {k: dumped[k] for k in EXTRA_KEYS if k in doc.model_fields_set}
-        extra["data_quality"] = dumped["data_quality"]
         return cls(
             campaign=campaign,
             incentives=incentives,

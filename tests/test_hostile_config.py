@@ -67,8 +67,7 @@ BAD_CONFIGS = {
     "error-levels-text": ("treatments:\n  levels: [0, one]\n", ["'treatments.levels[1]'", "'one'"]),
     "error-arms-cost-text": ("treatments:\n  arms: {a: 0, b: cheap}\n", ["'treatments.arms.b'", "'cheap'"]),
     "error-graph-weight": (BASE + "graph:\n  weight: clicks\n", ["'graph.weight'", "'clicks'", "n_payments"]),
-    "error-data_quality-duplicates": (BASE + "data_quality:\n  duplicates: ignore\n",
-                                      ["'data_quality.duplicates'", "'ignore'", "reject", "warn"]),
+    "error-data_quality-unknown-block": (BASE + "data_quality:\n  duplicates: warn\n", ["'data_quality'"]),
     # out of range
     "error-holdout_days-zero": (BASE + "holdout_days: 0\n", ["'holdout_days'", "0", "an integer >= 1"]),
     "error-validation_fraction-one": (BASE + "validation_fraction: 1.0\n", ["'validation_fraction'", "1.0", "[0, 1)"]),
@@ -159,11 +158,9 @@ def test_defaults_and_typed_blocks_in_extra(tmp_path):
     assert config.extra["ratio_budget"] == [20.0]
     assert config.extra["merchants"]["treatments"]["levels"] == [0.0, 25.0, 50.0]
     assert config.extra["merchants"]["cost"] == "redeemed"  # default filled in
-    assert config.extra["data_quality"] == {"duplicates": "reject"}
     assert "graph" not in config.extra  # absent blocks stay absent
-    explicit = load_yaml(tmp_path, BASE + "min_holdout_users: 30\nrandomized: false\ndata_quality:\n  duplicates: warn\n")
+    explicit = load_yaml(tmp_path, BASE + "min_holdout_users: 30\nrandomized: false\n")
     assert explicit.min_holdout_users == 30 and explicit.randomized is False
-    assert explicit.extra["data_quality"]["duplicates"] == "warn"
 
 
 def test_every_simulator_preset_writes_a_valid_campaign_yaml(tmp_path):
