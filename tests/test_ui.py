@@ -65,3 +65,24 @@ def test_every_description_renders_as_written():
         if visible_text(text) != expected_text(text)
     ]
     assert not broken, "\n".join(broken)
+
+
+def test_runs_execute_in_process_and_warehouse_steps_stay_single_writer():
+    """Runs the UI / daemon launch execute every step in the run's process (no process per step),
+    and the single-writer guarantee of the DuckDB file holds: every asset is in the `warehouse`
+    pool, whose limit the instance sets to 1 per step (granularity op, so `promo run`'s in-process
+    runs and the daemon's runs exclude each other step by step)."""
+    from pathlib import Path
+
+    import yaml
+
+    from promo_assets.definitions import defs
+
+    jobs = {job.name: job for job in defs.resolve_all_job_defs()}
+    for name in ("campaign_job", "ingest_job", "simulate_demo_job", "__ASSET_JOB"):
+        assert jobs[name].executor_def.name == "in_process", f"{name} runs with {jobs[name].executor_def.name}"
+    graph = defs.resolve_asset_graph()
+    outside = [k.to_user_string() for k in graph.get_all_asset_keys() if graph.get(k).pools != {"warehouse"}]
+    assert not outside, f"assets outside the warehouse pool: {outside}"
+    instance = yaml.safe_load((Path(__file__).resolve().parents[1] / "dagster_home" / "dagster.yaml").read_text())
+    assert instance["concurrency"]["pools"] == {"default_limit": 1, "granularity": "op"}
