@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from promo_assets.devserver import DagsterDev  # noqa: E402
+from promo_assets.devserver import DagsterDev, demo_env, promo  # noqa: E402
 
 
 def main() -> None:
@@ -41,23 +40,12 @@ def main() -> None:
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="promo-ui-bench-"))
-    home = tmp / "dagster_home"
-    home.mkdir()
-    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", home)
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-        "PROMO_LANDING_DIR": str(tmp / "landing"), "PROMO_WAREHOUSE": str(tmp / "warehouse.duckdb"),
-        "PROMO_ARTIFACTS_DIR": str(tmp / "artifacts"), "DAGSTER_HOME": str(home),
-        "PROMO_MAX_EPOCHS": str(args.epochs),
-    }
-    cli = [sys.executable, "-m", "promo_assets.cli"]
-    subprocess.run([*cli, "simulate", "--preset", "demo", "--campaign", "demo", "--days", str(args.days),
-                    "--users", str(args.users), "--seed", "0"], env=env, cwd=tmp, check=True, capture_output=True)
+    env = demo_env(tmp, ROOT, args.epochs)
+    promo(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", str(args.days),
+          "--users", str(args.users), "--seed", "0")
 
     start = time.perf_counter()
-    subprocess.run([*cli, "run", "--campaign", "demo", "--no-progress"], env=env, cwd=tmp, check=True,
-                   capture_output=True)
+    promo(env, "run", "--campaign", "demo", "--no-progress")
     promo_run = time.perf_counter() - start
     print(f"promo run: {promo_run:.1f} s", file=sys.stderr)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -20,6 +21,30 @@ from pathlib import Path
 
 LOCATION = "promo_assets"          # workspace.yaml's location_name
 REPOSITORY = "__repository__"      # the repository name Dagster gives a Definitions object
+
+
+def demo_env(tmp: Path, repo_root: Path, max_epochs: int = 3) -> dict[str, str]:
+    """Environment of a throw-away instance under `tmp`: its own landing folder, warehouse, artefact
+    store and DAGSTER_HOME (with the repository's dagster.yaml), and `repo_root` first on the path."""
+    home = Path(tmp) / "dagster_home"
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copy(Path(repo_root) / "dagster_home" / "dagster.yaml", home)
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(repo_root), os.environ.get("PYTHONPATH")])),
+        "PROMO_LANDING_DIR": str(Path(tmp) / "landing"), "PROMO_WAREHOUSE": str(Path(tmp) / "warehouse.duckdb"),
+        "PROMO_ARTIFACTS_DIR": str(Path(tmp) / "artifacts"), "DAGSTER_HOME": str(home),
+        "PROMO_MAX_EPOCHS": str(max_epochs),
+    }
+
+
+def promo(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    """`promo ARGS` (python -m promo_assets.cli) in `env`; a failure raises with the command's output."""
+    done = subprocess.run([sys.executable, "-m", "promo_assets.cli", *args], env=env, cwd=Path(env["DAGSTER_HOME"]).parent,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise DevServerError(f"promo {' '.join(args)} exited {done.returncode}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+    return done
 
 
 def free_port() -> int:
