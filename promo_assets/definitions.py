@@ -15,4 +15,9 @@ defs = dg.Definitions(
     sensors=[automation.landing_sensor, automation.downstream_refresh],
     resources=make_resources(),
     loggers={"console": dg.colored_console_logger, "progress": progress_logger},
+    # Every job (campaign_job, ingest_job, the UI's materializations and backfills) runs its steps in
+    # the run's own process: the default multiprocess executor started one process per step (each
+    # importing torch, ~5-10 s) only for the steps to queue on the `warehouse` pool (limit 1) anyway.
+    # README "The Dagster UI" has the measured times.
+    executor=dg.in_process_executor,
 )

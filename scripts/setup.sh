@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Create (or refresh) the project's virtual environment in .venv: torch's CPU build first, then the
 # package with its pinned dependencies and the test tools. Safe to run again: it reinstalls only
-# when pyproject.toml changed.
+# when pyproject.toml (or the extras asked for) changed.
+# PROMO_UI_TESTS=1 also installs what the browser test of the UI needs (tests/test_ui_browser.py):
+# Debian's chromium through apt-get (as root, or with sudo) and the `ui-test` extra (the playwright
+# wheel). Playwright drives that chromium; it never downloads a browser of its own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -9,13 +12,27 @@ if [[ ! -x .venv/bin/python ]]; then
   echo "[setup] creating .venv with $($PYTHON --version)"
   "$PYTHON" -m venv .venv
 fi
+extras=dev
+if [[ ${PROMO_UI_TESTS:-0} == 1 ]]; then
+  extras=dev,ui-test
+  if ! command -v chromium >/dev/null; then
+    echo "[setup] PROMO_UI_TESTS=1: installing Debian's chromium with apt-get (about 1-2 minutes; log: .venv/chromium.log)"
+    sudo=; [[ $(id -u) == 0 ]] || sudo=sudo
+    if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium; } >.venv/chromium.log 2>&1; then
+      echo "[setup] FAILED: apt-get install chromium (needs root or sudo and Debian's package lists)" >&2
+      tail -20 .venv/chromium.log >&2
+      exit 1
+    fi
+  fi
+  echo "[setup] $(chromium --version 2>/dev/null | head -1)"
+fi
 stamp=.venv/.promo-installed
-want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+want="$(sha256sum pyproject.toml | cut -d' ' -f1) $extras"
 if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then
   echo "[setup] .venv is up to date"
   exit 0
 fi
-echo "[setup] installing torch==2.13.0 (CPU build) and promo_assets[dev] into .venv (about 2 minutes; log: .venv/setup.log)"
+echo "[setup] installing torch==2.13.0 (CPU build) and promo_assets[$extras] into .venv (about 2 minutes; log: .venv/setup.log)"
 log=.venv/setup.log
 install() {
   if ! .venv/bin/python -m pip install --quiet "$@" >>"$log" 2>&1; then
@@ -27,7 +44,8 @@ install() {
 : > "$log"
 install --upgrade pip
 install torch==2.13.0          # first: the CPU build; any other torch requirement would pull CUDA
-install -e '.[dev]'
+install -e ".[$extras]"
 .venv/bin/python -c "import torch, dagster, duckdb, promo_assets.cli" # fails loudly if the install did not work
+if [[ $extras == *ui-test* ]]; then .venv/bin/python -c "import playwright.sync_api"; fi
 echo "$want" > "$stamp"
 echo "[setup] done"

@@ -120,6 +120,7 @@ def landing_sensor(context: dg.SensorEvaluationContext):
     monitored_jobs=[ingest_job],
     request_job=campaign_job,
     default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=10,  # Dagster's default 30 s would add up to 30 s to every refresh
     description="After an ingestion run succeeds, refresh that campaign downstream — once the "
     "campaign has no other ingestion run queued or in progress (a backfill triggers one refresh).",
 )

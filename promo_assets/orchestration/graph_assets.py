@@ -80,10 +80,10 @@ def _log(context):
     group_name="ingestion",
     kinds={"duckdb"},
     description="Merchant-side RCT rows of a bipartite campaign and day (commission level, sharing count, "
-    "cost, features as JSON), loaded from <landing>/<campaign>/merchants/<day>.parquet|csv into the table "
-    "merchant_events. The partition is replaced in one transaction; a file with any bad row (unknown "
-    "commission, bad response/cost/propensity, missing merchant_id) loads nothing and the error names the "
-    "file, column and first row. A campaign without merchants/ files materializes an empty partition.",
+    "cost, features as JSON), loaded from `<landing>/<campaign>/merchants/<day>.parquet|csv` into the table "
+    "`merchant_events`. The partition is replaced in one transaction; a file with any bad row (unknown "
+    "commission, bad response/cost/propensity, missing `merchant_id`) loads nothing and the error names the "
+    "file, column and first row. A campaign without `merchants/` files materializes an empty partition.",
 )
 def merchant_events(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
     day, campaign = day_and_campaign(context)

@@ -26,7 +26,7 @@ from promo_assets.orchestration.common import (
 CHECKS = [
     dg.AssetCheckSpec("row_count", asset="rct_events", description="the partition holds at least one event"),
     dg.AssetCheckSpec("treatment_on_grid", asset="rct_events", description="every level is on the campaign's grid and its incentive matches"),
-    dg.AssetCheckSpec("response_and_cost_range", asset="rct_events", description="responses fit the response type; costs are finite and >= 0"),
+    dg.AssetCheckSpec("response_and_cost_range", asset="rct_events", description="responses fit the response type; costs are finite and ≥ 0"),
     dg.AssetCheckSpec("propensity_range", asset="rct_events", description="logged propensities lie in (0, 1]"),
 ]
 
@@ -62,9 +62,9 @@ def _checks(con, config, campaign: str, day: str) -> list[dg.AssetCheckResult]:
     kinds={"duckdb"},
     check_specs=CHECKS,
     description=(
-        "Validated RCT events of one campaign and day, loaded from <landing>/<campaign>/events/<day>.parquet|csv "
-        "into the warehouse table rct_events. Re-materializing replaces exactly that partition; rejected rows "
-        "go to rejected_events with their reason."
+        "Validated RCT events of one campaign and day, loaded from `<landing>/<campaign>/events/<day>.parquet|csv` "
+        "into the warehouse table `rct_events`. Re-materializing replaces exactly that partition; rejected rows "
+        "go to `rejected_events` with their reason."
     ),
 )
 def rct_events(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
@@ -104,8 +104,8 @@ def rct_events(context: dg.AssetExecutionContext, warehouse: DuckDBResource, lan
     code_version="1",
     group_name="ingestion",
     kinds={"duckdb"},
-    description="Customer–merchant payment edges of one campaign and day (<landing>/<campaign>/edges/<day>), "
-    "table payment_edges. A campaign without edge files materializes an empty partition.",
+    description="Customer–merchant payment edges of one campaign and day (`<landing>/<campaign>/edges/<day>`), "
+    "table `payment_edges`. A campaign without edge files materializes an empty partition.",
 )
 def payment_edges(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
     day, campaign = day_and_campaign(context)
