@@ -157,10 +157,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("promo run: nothing was run: " + "\n  ".join(bad_configs), file=sys.stderr)
         return EXIT_USAGE
 
-    try:
-        settings.partitions_start()
-    except ValueError as exc:
-        print(f"promo run: {exc}", file=sys.stderr)
+    bad_settings = settings.check()  # PROMO_KEEP_RUNS etc.: refused before anything runs, not in every step
+    if bad_settings:
+        print("promo run: nothing was run: " + "\n  ".join(bad_settings), file=sys.stderr)
         return EXIT_USAGE
 
     signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops a waiting `promo run` like Ctrl-C

@@ -332,3 +332,21 @@ def test_retention_current_budgets_history_and_an_infeasible_budget(promo_env, m
     assert main(["report", "--campaign", "demo", "--history"]) == 0
     out = capsys.readouterr().out
     assert third in out and second in out and first not in out and "2 succeeded run(s) kept (PROMO_KEEP_RUNS=2)" in out
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("var, value", [("PROMO_KEEP_RUNS", "two"), ("PROMO_MAX_EPOCHS", "many"),
+                                        ("PROMO_WAREHOUSE_BUSY_SECONDS", "-1")],
+                         ids=["error-run-keep-runs", "error-run-max-epochs", "error-run-busy-seconds"])
+def test_promo_run_checks_settings_before_anything_runs(promo_env, monkeypatch, capsys, var, value):
+    from promo_assets import cli
+
+    monkeypatch.setenv(var, value)
+    assert settings.check() and var in settings.check()[0]
+    landing = promo_env["landing"]
+    (landing / "c1" / "events").mkdir(parents=True)
+    (landing / "c1" / "campaign.yaml").write_text("treatments: {levels: [0, 1]}\nbudget_per_capita: 0.5\n")
+    assert cli.main(["run", "--no-progress"]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "nothing was run" in err and f"{var}={value!r}" in err
+    assert not promo_env["warehouse"].exists()
