@@ -252,18 +252,11 @@ def _forget_removed_days(instance, landing: Path, campaign: str, scan) -> None:
         return
     with warehouse.connect() as con:
         loaded = loaded_days(con, campaign)
-    present = set(scan.files) | {_file_day(s.path) for s in scan.skipped}
+    present = set(scan.files) | {s.day for s in scan.skipped}
     gone = [d for d in loaded if d not in present]
     if gone:
         for note in _forget_days(instance, landing, campaign, gone, "its events file is gone from the landing folder"):
             print(f"{campaign}: {note}", file=sys.stderr)
-
-
-def _file_day(path: Path):
-    try:
-        return dt.date.fromisoformat(path.name.split(".")[0])
-    except ValueError:
-        return None
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
@@ -290,7 +283,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
     days = sorted(set(args.day))
     scan = scan_day_files(landing, args.campaign, "events")
     for day in days:
-        still = [str(p) for p in [scan.files.get(day)] + [s.path for s in scan.skipped if _file_day(s.path) == day] if p]
+        still = [str(p) for p in [scan.files.get(day)] + [s.path for s in scan.skipped if s.day == day] if p]
         if still:
             print(f"promo forget: {', '.join(still)} is still in the landing folder; delete or move it first "
                   f"(otherwise the next `promo run` loads day {day} of campaign '{args.campaign}' again)", file=sys.stderr)
