@@ -180,6 +180,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         for skipped in scan.skipped + skipped_side_files(landing, campaign):
             print(f"{campaign}: skipped {skipped}", file=sys.stderr)
+        wait_for_pool(instance, print)  # forgetting writes the warehouse: not while another run holds the pool
         _forget_removed_days(instance, landing, campaign, scan)
         days = sorted(scan.files)
         days = [d for d in days if (not args.date_from or d >= args.date_from) and (not args.date_to or d <= args.date_to)]
