@@ -407,7 +407,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     import duckdb
 
     from promo_assets import settings, warehouse
+    from promo_assets.campaign import CampaignConfigError, check_campaign_name
 
+    try:
+        for name in args.campaign or []:
+            check_campaign_name(name)
+    except CampaignConfigError as exc:
+        print(f"promo report: --campaign: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         with warehouse.connect(read_only=True) as con:
             if not warehouse.table_columns(con, "result_runs"):
