@@ -157,10 +157,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("promo run: nothing was run: " + "\n  ".join(bad_configs), file=sys.stderr)
         return EXIT_USAGE
 
-    try:
-        settings.partitions_start()
-    except ValueError as exc:
-        print(f"promo run: {exc}", file=sys.stderr)
+    bad_settings = settings.check()  # PROMO_KEEP_RUNS etc.: refused before anything runs, not in every step
+    if bad_settings:
+        print("promo run: nothing was run: " + "\n  ".join(bad_settings), file=sys.stderr)
         return EXIT_USAGE
 
     signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops a waiting `promo run` like Ctrl-C
@@ -181,6 +180,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         for skipped in scan.skipped + skipped_side_files(landing, campaign):
             print(f"{campaign}: skipped {skipped}", file=sys.stderr)
+        wait_for_pool(instance, print)  # forgetting writes the warehouse: not while another run holds the pool
         _forget_removed_days(instance, landing, campaign, scan)
         days = sorted(scan.files)
         days = [d for d in days if (not args.date_from or d >= args.date_from) and (not args.date_to or d <= args.date_to)]
@@ -253,18 +253,11 @@ def _forget_removed_days(instance, landing: Path, campaign: str, scan) -> None:
         return
     with warehouse.connect() as con:
         loaded = loaded_days(con, campaign)
-    present = set(scan.files) | {_file_day(s.path) for s in scan.skipped}
+    present = set(scan.files) | {s.day for s in scan.skipped}
     gone = [d for d in loaded if d not in present]
     if gone:
         for note in _forget_days(instance, landing, campaign, gone, "its events file is gone from the landing folder"):
             print(f"{campaign}: {note}", file=sys.stderr)
-
-
-def _file_day(path: Path):
-    try:
-        return dt.date.fromisoformat(path.name.split(".")[0])
-    except ValueError:
-        return None
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
@@ -291,7 +284,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
     days = sorted(set(args.day))
     scan = scan_day_files(landing, args.campaign, "events")
     for day in days:
-        still = [str(p) for p in [scan.files.get(day)] + [s.path for s in scan.skipped if _file_day(s.path) == day] if p]
+        still = [str(p) for p in [scan.files.get(day)] + [s.path for s in scan.skipped if s.day == day] if p]
         if still:
             print(f"promo forget: {', '.join(still)} is still in the landing folder; delete or move it first "
                   f"(otherwise the next `promo run` loads day {day} of campaign '{args.campaign}' again)", file=sys.stderr)
@@ -414,7 +407,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     import duckdb
 
     from promo_assets import settings, warehouse
+    from promo_assets.campaign import CampaignConfigError, check_campaign_name
 
+    try:
+        for name in args.campaign or []:
+            check_campaign_name(name)
+    except CampaignConfigError as exc:
+        print(f"promo report: --campaign: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         with warehouse.connect(read_only=True) as con:
             if not warehouse.table_columns(con, "result_runs"):

@@ -11,7 +11,8 @@ nothing of Dagster).
 Retention (`retain`), in the same transaction as each write: a results table keeps, per campaign,
 the rows of its latest `keep - 1` succeeded runs (at least the latest one, so that a run that then
 fails never leaves the campaign without results), of the writing run, and of runs still marked
-'started'; coefficients are kept for the model versions still in model_registry.
+'started' (model_registry counts the runs per model: a run that trained only some models never drops
+another model's last registration); coefficients are kept for the model versions still in model_registry.
 """
 
 from __future__ import annotations
@@ -67,6 +68,10 @@ def retain(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str, tables: I
             continue
         if table not in RUN_TABLES:
             raise ValueError(f"{table!r} is not a results table with runs ({', '.join(RUN_TABLES)})")
+        if table == "model_registry":  # per model: see sql/results.sql retain_model_runs
+            con.execute(sql("results", "retain_model_runs"),
+                        [campaign, run_id, campaign, campaign, run_id, max(keep - 1, 1)])
+            continue
         con.execute(sql("results", "retain_runs", table=quote_ident(table)),
                     [campaign, campaign, run_id, max(keep - 1, 1), run_id, campaign])
     _retain_versions(con, campaign, [t for t in tables if t in VERSION_TABLES])

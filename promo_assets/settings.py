@@ -6,8 +6,12 @@ Relative paths are resolved against the current working directory at the time of
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from pathlib import Path
+from typing import Callable, TypeVar
+
+T = TypeVar("T")
 
 DEFAULT_LANDING_DIR = "data/landing"
 DEFAULT_WAREHOUSE = "data/warehouse.duckdb"
@@ -33,43 +37,47 @@ def artifacts_dir() -> Path:
     return _path("PROMO_ARTIFACTS_DIR", DEFAULT_ARTIFACTS_DIR)
 
 
-def max_epochs() -> int | None:
-    """Optional cap on training epochs for every model (PROMO_MAX_EPOCHS); None = model default."""
-    value = os.environ.get("PROMO_MAX_EPOCHS")
-    return int(value) if value else None
-
-
 class SettingsError(ValueError):
     """An environment setting with a value of the wrong kind (names the variable and the value)."""
+
+
+def _env(var: str, parse: Callable[[str], T], problem: str) -> T | None:
+    """The value of environment variable `var` parsed by `parse` (None when unset or empty); a value
+    `parse` refuses (ValueError) raises SettingsError "<var>='<value>'<problem>"."""
+    text = os.environ.get(var, "").strip()
+    if not text:
+        return None
+    try:
+        return parse(text)
+    except ValueError:
+        raise SettingsError(f"{var}={text!r}{problem}") from None
+
+
+def _at_least(minimum: float, convert: Callable[[str], T]) -> Callable[[str], T]:
+    def parse(text: str) -> T:
+        value = convert(text)
+        if not minimum <= value < float("inf"):
+            raise ValueError(text)
+        return value
+    return parse
+
+
+def max_epochs() -> int | None:
+    """Optional cap on training epochs for every model (PROMO_MAX_EPOCHS); None = model default."""
+    return _env("PROMO_MAX_EPOCHS", _at_least(1, int), ": expected a whole number of epochs >= 1")
 
 
 def warehouse_busy_seconds() -> float:
     """How long opening the warehouse retries while another process holds its lock
     (PROMO_WAREHOUSE_BUSY_SECONDS, default 10) before saying it is busy."""
-    value = os.environ.get("PROMO_WAREHOUSE_BUSY_SECONDS")
-    if not value:
-        return 10.0
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < float("inf"):
-        raise SettingsError(f"PROMO_WAREHOUSE_BUSY_SECONDS={value!r}: expected a number of seconds >= 0")
-    return seconds
+    seconds = _env("PROMO_WAREHOUSE_BUSY_SECONDS", _at_least(0, float), ": expected a number of seconds >= 0")
+    return 10.0 if seconds is None else seconds
 
 
-def partitions_start():
+def partitions_start() -> dt.date | None:
     """Optional first day to load (PROMO_PARTITIONS_START, YYYY-MM-DD): day files dated before it
     are skipped with a warning. Unset (the default): no lower bound."""
-    import datetime as dt
-
-    value = os.environ.get("PROMO_PARTITIONS_START")
-    if not value:
-        return None
-    try:
-        return dt.date.fromisoformat(value)
-    except ValueError:
-        raise SettingsError(f"PROMO_PARTITIONS_START={value!r} is not a date (YYYY-MM-DD)") from None
+    return _env("PROMO_PARTITIONS_START", dt.date.fromisoformat, " is not a date (YYYY-MM-DD)")
 
 
 DEFAULT_KEEP_RUNS = 3
@@ -78,13 +86,17 @@ DEFAULT_KEEP_RUNS = 3
 def keep_runs() -> int:
     """How many runs' results each results table keeps per campaign (PROMO_KEEP_RUNS, default 3):
     the latest succeeded runs, the current run counted among them (see promo_assets.results)."""
-    text = os.environ.get("PROMO_KEEP_RUNS", "").strip()
-    if not text:
-        return DEFAULT_KEEP_RUNS
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise SettingsError(f"PROMO_KEEP_RUNS={text!r}: expected a whole number of runs >= 1 (default {DEFAULT_KEEP_RUNS})")
-    return value
+    value = _env("PROMO_KEEP_RUNS", _at_least(1, int), f": expected a whole number of runs >= 1 (default {DEFAULT_KEEP_RUNS})")
+    return DEFAULT_KEEP_RUNS if value is None else value
+
+
+def check() -> list[str]:
+    """Every setting with a value of the wrong kind, one message each ([] when all are fine): what
+    `promo run` checks before anything runs."""
+    problems = []
+    for read in (max_epochs, warehouse_busy_seconds, partitions_start, keep_runs):
+        try:
+            read()
+        except SettingsError as exc:
+            problems.append(str(exc))
+    return problems

@@ -32,6 +32,23 @@ DELETE FROM {table} WHERE campaign = ? AND (run_id IS NULL OR run_id NOT IN (
     UNION ALL SELECT run_id FROM result_runs WHERE campaign = ? AND status = 'started'
 ));
 
+-- name: retain_model_runs
+-- model_registry: like retain_runs, but per model: each model keeps the rows of the latest ? succeeded
+-- runs that registered it (besides run ?), so that runs materializing only some models (the UI) never
+-- push the last good registration of another model out.
+DELETE FROM model_registry AS m WHERE m.campaign = ? AND (m.run_id IS NULL OR (
+    m.run_id <> ?
+    AND m.run_id NOT IN (SELECT run_id FROM result_runs WHERE campaign = ? AND status = 'started')
+    AND NOT EXISTS (
+        SELECT 1 FROM (
+            SELECT t.model, t.run_id,
+                   row_number() OVER (PARTITION BY t.model ORDER BY max(r.started_at) DESC) AS rn
+            FROM model_registry AS t JOIN result_runs AS r ON r.campaign = t.campaign AND r.run_id = t.run_id
+            WHERE t.campaign = ? AND r.status = 'succeeded' AND t.run_id <> ?
+            GROUP BY t.model, t.run_id
+        ) AS k WHERE k.rn <= ? AND k.model = m.model AND k.run_id = m.run_id)
+));
+
 -- name: retain_model_versions
 -- Coefficients ({table}) only for the model versions still registered for the campaign.
 DELETE FROM {table} WHERE campaign = ?

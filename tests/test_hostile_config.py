@@ -329,3 +329,12 @@ def test_promo_run_flags_a_too_small_holdout_in_report_and_ui(promo_env, capsys,
 
     event = dg.DagsterInstance.get().get_latest_materialization_event(dg.AssetKey("policy_evaluation"))
     assert "too small to evaluate" in event.asset_materialization.metadata["leaderboard"].value
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("command", ["report", "forget"], ids=["error-report-name", "error-forget-name"])
+def test_report_and_forget_refuse_a_bad_campaign_name(promo_env, capsys, command):
+    extra = ["--day", "2026-01-01"] if command == "forget" else []
+    assert main([command, "--campaign", "a|b", *extra]) == 2
+    err = capsys.readouterr().err
+    assert "--campaign: invalid campaign name 'a|b'" in err and "Traceback" not in err

@@ -332,3 +332,47 @@ def test_retention_current_budgets_history_and_an_infeasible_budget(promo_env, m
     assert main(["report", "--campaign", "demo", "--history"]) == 0
     out = capsys.readouterr().out
     assert third in out and second in out and first not in out and "2 succeeded run(s) kept (PROMO_KEEP_RUNS=2)" in out
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("var, value", [("PROMO_KEEP_RUNS", "two"), ("PROMO_MAX_EPOCHS", "many"),
+                                        ("PROMO_WAREHOUSE_BUSY_SECONDS", "-1")],
+                         ids=["error-run-keep-runs", "error-run-max-epochs", "error-run-busy-seconds"])
+def test_promo_run_checks_settings_before_anything_runs(promo_env, monkeypatch, capsys, var, value):
+    from promo_assets import cli
+
+    monkeypatch.setenv(var, value)
+    assert settings.check() and var in settings.check()[0]
+    landing = promo_env["landing"]
+    (landing / "c1" / "events").mkdir(parents=True)
+    (landing / "c1" / "campaign.yaml").write_text("treatments: {levels: [0, 1]}\nbudget_per_capita: 0.5\n")
+    assert cli.main(["run", "--no-progress"]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "nothing was run" in err and f"{var}={value!r}" in err
+    assert not promo_env["warehouse"].exists()
+
+
+def test_model_registry_retention_counts_runs_per_model(tmp_path):
+    """Runs that train only one model (materialized alone from the UI) never drop another model's
+    last good registration, nor its coefficients."""
+    def register(con, run_id, *models):
+        with warehouse.transaction(con):
+            results.start(con, "c", run_id)
+            for model in models:
+                con.execute(warehouse.sql("frames", "insert_model"), ["c", model, f"{model}-{run_id}", None, "{}", run_id])
+                con.execute("INSERT INTO response_coefficients VALUES ('c', ?, ?, 'population', 'u1', 0, 0.5, 0.0, now())",
+                            [model, f"{model}-{run_id}"])
+            results.retain(con, "c", run_id, ["model_registry", "response_coefficients"], keep=2)
+        with warehouse.transaction(con):
+            results.finish(con, "c", run_id, succeeded=True)
+
+    with warehouse.connect(tmp_path / "w.duckdb") as con:
+        register(con, "full", "s_learner", "dipn")
+        for i in range(3):
+            register(con, f"only{i}", "s_learner")
+        kept = con.execute("SELECT model, run_id FROM model_registry ORDER BY model, run_id").fetchall()
+        assert kept == [("dipn", "full"), ("s_learner", "only1"), ("s_learner", "only2")]
+        assert con.execute(warehouse.sql("frames", "latest_models"), ["c", ["dipn", "s_learner"], "x", "c"]).fetchall() == [
+            ("dipn", "dipn-full"), ("s_learner", "s_learner-only2")]
+        versions = {r[0] for r in con.execute("SELECT DISTINCT model_version FROM response_coefficients").fetchall()}
+        assert versions == {"dipn-full", "s_learner-only1", "s_learner-only2"}

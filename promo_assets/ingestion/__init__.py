@@ -80,6 +80,7 @@ class SkippedFile:
 
     path: Path
     reason: str
+    day: dt.date | None = None  # the day its name gives, when it is a valid YYYY-MM-DD day file name
 
     def __str__(self) -> str:
         return f"{self.path}: {self.reason}"
@@ -124,9 +125,9 @@ def scan_day_files(landing: Path, campaign: str, kind: str = "events", today: dt
             scan.skipped.append(SkippedFile(path, f"'{m.group(1)}' is not a valid date (expected YYYY-MM-DD)"))
             continue
         if day > today:
-            scan.skipped.append(SkippedFile(path, f"dated in the future (today is {today}, UTC); loaded once that day has come"))
+            scan.skipped.append(SkippedFile(path, f"dated in the future (today is {today}, UTC); loaded once that day has come", day))
         elif start is not None and day < start:
-            scan.skipped.append(SkippedFile(path, f"dated before PROMO_PARTITIONS_START={start}"))
+            scan.skipped.append(SkippedFile(path, f"dated before PROMO_PARTITIONS_START={start}", day))
         else:
             found.setdefault(day, []).append(path)
     for day, paths in sorted(found.items()):
@@ -134,7 +135,8 @@ def scan_day_files(landing: Path, campaign: str, kind: str = "events", today: dt
             scan.files[day] = paths[0]
         else:
             names = " and ".join(p.name for p in paths)
-            scan.skipped.extend(SkippedFile(p, f"two files for {day} ({names}); keep one, the day is skipped") for p in paths)
+            scan.skipped.extend(SkippedFile(p, f"two files for {day} ({names}); keep one, the day is skipped", day)
+                                for p in paths)
     return scan
 
 
