@@ -126,13 +126,18 @@ class MerchantsBlock(_Block):
     response: Literal[RESPONSE_TYPES] = Field("count", description=" | ".join(RESPONSE_TYPES))
     cost: Literal[COST_RULES] = Field("redeemed", description=" | ".join(COST_RULES))
     normalizer: str | None = Field("prev_shares", description="a merchant column name (or null)")
-    events: str = Field("merchants/", description="a folder name")
-    population: str = Field("merchant_population/", description="a folder name")
+    # the folder layout is fixed (README, "Bringing your own campaign"); `promo simulate` writes it down
+    events: Literal["merchants/"] = Field("merchants/", description="'merchants/' (the folder is fixed)")
+    population: Literal["merchant_population/"] = Field(
+        "merchant_population/", description="'merchant_population/' (the folder is fixed)")
     truth: str = Field("truth/merchant_response.parquet", description="a file path inside the campaign folder")
 
 
 class GraphBlock(_Block):
-    edges: str = Field("edges/", description="a folder name")
+    """Written by `promo simulate` as a record of the layout; edges are read from `edges/` and their
+    weight from the first of the columns weight | n_payments | amount that the file has."""
+
+    edges: Literal["edges/"] = Field("edges/", description="'edges/' (the folder is fixed)")
     weight: Literal["weight", "n_payments", "amount"] = Field("n_payments", description="weight | n_payments | amount")
 
 
