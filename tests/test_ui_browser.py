@@ -142,6 +142,31 @@ def test_policy_evaluation_leaderboard_and_plot(ui, page):
     shot(page, "policy-evaluation-frontier-plot")
 
 
+def _pick_partitions(page, dialog, dimension: str, other: str, keys: list[str], listed: int) -> None:
+    """Tick `keys` in the multi-select partition picker of `dimension` in the launch dialog.
+
+    Each dimension of a multi-partitioned asset whose dimension is dynamic gets a "Select a
+    partition or create one" picker: a popover menu with a filter box, "Add partition", "Select all"
+    and one checkbox item per key; the chosen keys show as chips in the picker. `listed`: how many
+    keys the menu must offer ("Select all (n)").
+    """
+    section = (dialog.locator("div")
+               .filter(has=page.get_by_text(dimension, exact=True))
+               .filter(has_not=page.get_by_text(other, exact=True))
+               .filter(has=page.locator("[aria-haspopup]"))
+               .first)
+    picker = section.locator("[aria-haspopup]").first
+    picker.click()
+    menu = page.get_by_role("menu").filter(has=page.get_by_placeholder("Filter partitions")).first
+    menu.wait_for()
+    menu.get_by_role("menuitem").filter(has=page.get_by_text(f"Select all ({listed})", exact=True)).wait_for()
+    for key in keys:
+        menu.get_by_role("menuitem").filter(has=page.get_by_text(key, exact=True)).click()
+    shot(page, f"rct-events-backfill-{dimension}-picker")
+    dialog.get_by_text("Launch runs to materialize", exact=False).first.click()  # a click outside closes the menu
+    menu.wait_for(state="hidden")
+
+
 def test_backfill_of_three_days_from_rct_events_page(ui, page):
     server, days = ui
     picked = days[-3:]
@@ -149,12 +174,11 @@ def test_backfill_of_three_days_from_rct_events_page(ui, page):
     page.get_by_role("button", name="Materialize…").first.click()
     dialog = page.get_by_role("dialog").filter(has_text="Launch runs to materialize rct_events")
     dialog.wait_for()
-    dialog.get_by_text("Select a partition or create one").first.click()
-    page.get_by_role("menuitem").filter(has=page.get_by_text("demo", exact=True)).first.click()
-    dates = dialog.get_by_placeholder("ex: ", exact=False)
-    dates.fill(f"[{picked[0]}...{picked[-1]}]")
-    dates.press("Enter")
-    dialog.get_by_text("3 partitions").wait_for()
+    # both dimensions are dynamic (README "Partitions"): a multi-select of keys each, no date range box;
+    # the day picker offers exactly the days that have a landing file
+    _pick_partitions(page, dialog, "campaign", "date", ["demo"], listed=1)
+    _pick_partitions(page, dialog, "date", "campaign", picked, listed=len(days))
+    dialog.get_by_text("3 partitions", exact=True).wait_for()
     shot(page, "rct-events-backfill-dialog")
     before = time.time()
     dialog.get_by_role("button", name="Launch backfill").click()
