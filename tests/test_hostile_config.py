@@ -330,4 +330,4 @@ def test_promo_run_flags_a_too_small_holdout_in_report_and_ui(promo_env, capsys,
     import dagster as dg
 
     event = dg.DagsterInstance.get().get_latest_materialization_event(dg.AssetKey("policy_evaluation"))
-    assert "too small to evaluate" in event.asset_materialization.metadata["leaderboard"].value
+    assert "too small to evaluate" in event.asset_materialization.metadata["leaderboard_markdown"].value
