@@ -131,9 +131,11 @@ def evaluate_policies(
     the oracle's (the allocator on the truth; its LP optimum where that is larger, so pct_oracle
     <= 1). overspend: true cost (or, without truth, EOM cost) > budget x 1.01. area_ratio_eom
     (DR curve when given, else IPW) and area_ratio_true: `area_ratio` of the model's frontier.
-    The `random` row is the random reference mix (`random_mix`) scaled until its EOM cost equals the
-    budget (q_value = eom_value there); its DR figures at the same mix, dr_q_value with the mix scaled
-    on the DR cost, its matched true value with the mix scaled on the true cost.
+    The `random` row is the random reference mix (`random_mix`, levels ordered by their logged mean
+    cost) scaled until its EOM cost equals the budget (q_value = eom_value there); its DR figures at
+    the same mix, dr_q_value with the mix scaled on the DR cost (levels ordered by the outcome
+    model's mean cost), its matched true value with the mix scaled on the true cost (levels ordered
+    by their true mean cost).
     A budget below a model's (or the truth's) cheapest allocation, or a policy whose levels no
     holdout event received, leaves that row's figures NaN with the reason in `note` (and logged),
     instead of failing the whole evaluation.
@@ -340,7 +342,7 @@ def _random_row(row, b, t, y, z, propensity, level_costs, tv, tc, my, mz, *, n_b
     row["eom_ci_low"], row["eom_ci_high"] = bootstrap_dr(mix, t, y, z, propensity, is_mix=True, n_boot=n_boot, seed=seed)
     if tv is not None:
         row["true_value"], row["true_cost"] = mix_true_value(mix, tv, tc)
-        tmix, _, tcost, tnote = match_mix(lambda m: mix_true_value(m, tv, tc)[1], level_costs, b, what="true")
+        tmix, _, _, tnote = match_mix(lambda m: mix_true_value(m, tv, tc)[1], tc.mean(axis=0), b, what="true")
         add_note(row, RANDOM_MODEL, tnote)
         if tmix is not None:
             row["matched_true_value"], row["matched_true_cost"] = mix_true_value(tmix, tv, tc)
@@ -348,7 +350,8 @@ def _random_row(row, b, t, y, z, propensity, level_costs, tv, tc, my, mz, *, n_b
         row["dr_value"], row["dr_cost"], _ = dr_mix(mix, t, y, z, propensity, my, mz)
         row["dr_ci_low"], row["dr_ci_high"] = bootstrap_dr(mix, t, y, z, propensity, my, mz, is_mix=True,
                                                            n_boot=n_boot, seed=seed)
-        dmix, _, _, dnote = match_mix(lambda m: dr_mix(m, t, y, z, propensity, my, mz)[1], level_costs, b, what="DR")
+        dmix, _, _, dnote = match_mix(lambda m: dr_mix(m, t, y, z, propensity, my, mz)[1], mz.mean(axis=0), b,
+                                      what="DR")
         add_note(row, RANDOM_MODEL, dnote)
         if dmix is not None:
             row["dr_q_value"], row["dr_q_cost"], _ = dr_mix(dmix, t, y, z, propensity, my, mz)
