@@ -60,6 +60,8 @@ def main() -> None:
         for seed in args.seeds:
             if saved is not None:
                 rows = saved[(saved["preset"] == preset) & (saved["seed"] == seed)]
+                if rows.empty:
+                    continue
                 info = {"preset": preset, "seed": seed, "holdout_events": int(rows["n_users"].max()),
                         "levels": "?", "from": str(args.rows)}
             else:
@@ -72,7 +74,8 @@ def main() -> None:
             print(f"{preset} seed {seed}: " + "; ".join(
                 f"{e} {v['inside']}/{v['pairs']} inside, mean width {v['mean_width']:.4f}" for e, v in c.items())
                 + f"  [{info['holdout_events']} holdout events, K = {info['levels']}]", flush=True)
-        results[preset] = coverage(pd.concat(frames, ignore_index=True))
+        if frames:
+            results[preset] = coverage(pd.concat(frames, ignore_index=True))
     print(f"{'preset':18}{'estimator':>10}{'coverage':>14}{'mean width':>12}{'mean |err|':>12}")
     for preset, res in results.items():
         for e, v in res.items():

@@ -85,13 +85,13 @@ def main() -> None:
                                            max_epochs=args.max_epochs, n_boot=args.n_boot)
             frames.append(rows)
             runs.append(info)
+            if args.save_rows:  # after every campaign, so that an interrupted run keeps what it did
+                args.save_rows.parent.mkdir(parents=True, exist_ok=True)
+                pd.concat(frames, ignore_index=True).drop(columns=["evaluated_at"]).to_parquet(args.save_rows)
             print(f"{preset} seed {seed}: " + ", ".join(
                 f"{r.model}@{r.budget_per_capita:g} {100 * r.pct_oracle:.1f}% (spend {r.spend_ratio:.3f})"
                 for r in rows.itertuples()) + f"  [{info}]", flush=True)
     rows = pd.concat(frames, ignore_index=True)
-    if args.save_rows:
-        args.save_rows.parent.mkdir(parents=True, exist_ok=True)
-        rows.drop(columns=["evaluated_at"]).to_parquet(args.save_rows)
     summary = summarize(rows)
     print_table(summary, args.presets)
     print(json.dumps({"benchmark": "leaderboard", "seeds": args.seeds, "presets": args.presets,
