@@ -103,9 +103,12 @@ def test_matched_true_value_by_hand():
     c = np.tile([0.0, 1.0], (n, 1))
     tc = np.tile([0.0, 2.0], (n, 1))
     # as made at budget 0.6: 6 users upgraded -> true cost 1.2 per capita, spend ratio 2
-    m = matched_true_value(v, c, v, tc, 0.6)
+    m = matched_true_value(v, c, v, tc, 0.6, rel_tol=1e-9)
     # matched: 3 users (true cost 0.6), the 3 best: (1 + 0.9 + 0.8) / 10
     assert m.cost == pytest.approx(0.6) and m.value == pytest.approx(0.27) and m.converged and m.note == ""
+    # the default tolerance (0.1 %) stops from below, the LP's split user counted by its share
+    m2 = matched_true_value(v, c, v, tc, 0.6)
+    assert 0.6 * 0.999 <= m2.cost <= 0.6 and m2.value == pytest.approx(0.27 - (0.6 - m2.cost) * 0.4) and m2.converged
     assert m.budget_given == pytest.approx(0.3, abs=0.1)
     assert spend_ratio(1.2, 0.6) == pytest.approx(2.0)
     assert pct_oracle(m.value, 0.27) == pytest.approx(1.0)

@@ -104,7 +104,10 @@ def matched_true_value(values, costs, true_values, true_costs, budget_per_capita
     Bisects the per-capita budget B given to the allocator (its allocation at B is
     `frontier.allocation(B)`, the same as `solve(values, costs, B)`) between the model's cheapest
     and its unconstrained allocation, keeping the largest B whose true cost is <= b, until that cost
-    is >= b (1 - rel_tol). When even the unconstrained allocation costs less than b in truth, that
+    is >= b (1 - rel_tol). The allocator's LP optimum splits at most one user between two levels;
+    that user counts by its LP share (the expectation of the allocator's seeded rounding), so the
+    true cost moves continuously with B and small holdouts are matched as closely as large ones
+    (`levels` is the allocation with that user rounded down). When even the unconstrained allocation costs less than b in truth, that
     one is returned (the closest the frontier allows; `converged` False, `note` says so); when the
     cheapest allocation already costs more than b in truth, the result is empty (NaN, `note`).
     """
@@ -122,8 +125,14 @@ def matched_true_value(values, costs, true_values, true_costs, budget_per_capita
     rows = np.arange(n)
 
     def at(budget: float):
-        lv = np.asarray(fr.allocation(budget, per_capita=True, seed=seed).levels, dtype=np.int64)
-        return lv, float(tv[rows, lv].mean()), float(tc[rows, lv].mean())
+        res = fr.allocation(budget, per_capita=True, seed=seed, rounding="down")
+        lv = np.asarray(res.levels, dtype=np.int64)
+        val, cst = float(tv[rows, lv].mean()), float(tc[rows, lv].mean())
+        if res.fractional_user is not None and res.fraction > 0:  # the LP's one split user, by its share
+            u, (low, up) = int(res.fractional_user), res.fractional_levels
+            val += res.fraction * float(tv[u, up] - tv[u, low]) / n
+            cst += res.fraction * float(tc[u, up] - tc[u, low]) / n
+        return lv, val, cst
 
     lo = float(fr.costs[0]) / n
     hi = float(fr.costs[-1]) / n
