@@ -78,3 +78,12 @@ JOIN propensity p USING (campaign, event_date, source_row)
 JOIN training_frame t USING (campaign, event_date, source_row)
 WHERE e.campaign = ? AND t.split = 'holdout'
 ORDER BY e.event_date, e.source_row;
+
+-- name: outcome_training_events
+-- Training-day events (the train and validation splits, never the holdout) for the direct-method
+-- outcome model of the doubly robust EOM (promo_assets.evaluation.outcome).
+SELECT e.level, e.response, e.cost {columns}
+FROM rct_events e
+JOIN training_frame t USING (campaign, event_date, source_row)
+WHERE e.campaign = ? AND t.split <> 'holdout'
+ORDER BY e.event_date, e.source_row;

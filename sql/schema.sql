@@ -169,6 +169,31 @@ CREATE TABLE IF NOT EXISTS policy_evaluation (
 -- evaluate"); added by ALTER so that warehouses created before the column get it too.
 ALTER TABLE policy_evaluation ADD COLUMN IF NOT EXISTS too_small BOOLEAN;
 
+-- name: add_policy_evaluation_equal_spend
+-- Issue #13, comparisons at equal spend (promo_assets.evaluation.honest); added by ALTER so that
+-- warehouses created before get them too. q_cost: EOM cost at Q(v, c); spend_ratio: true cost /
+-- budget of the allocation as made; matched_*: the allocation whose true cost equals the budget
+-- (matched_budget: the budget given to the allocator); pct_oracle: matched value / oracle's;
+-- dr_*: doubly robust EOM (value, cost, bootstrap 95 % interval) and dr_q_*: at DR cost = budget;
+-- area_ratio_*: frontier area over the random reference's (AUCC generalized to K > 2);
+-- overspend: true (else EOM) cost > budget x 1.01; note: why a row is (partly) empty.
+ALTER TABLE policy_evaluation ADD COLUMN IF NOT EXISTS q_cost DOUBLE;
+ALTER TABLE policy_evaluation ADD COLUMN IF NOT EXISTS spend_ratio DOUBLE;
+ALTER TABLE policy_evaluation ADD COLUMN IF NOT EXISTS matched_true_value DOUBLE;
+ALTER TABLE policy_evaluation ADD COLUMN IF NOT EXISTS matched_true_cost DOUBLE;
+ALTER TABLE policy_evaluation ADD COLUMN IF NOT EXISTS matched_budget DOUBLE;
+ALTER TABLE policy_evaluation ADD COLUMN IF NOT EXISTS pct_oracle DOUBLE;
+ALTER TABLE policy_evaluation ADD COLUMN IF NOT EXISTS dr_value DOUBLE;
+ALTER TABLE policy_evaluation ADD COLUMN IF NOT EXISTS dr_cost DOUBLE;
+ALTER TABLE policy_evaluation ADD COLUMN IF NOT EXISTS dr_ci_low DOUBLE;
+ALTER TABLE policy_evaluation ADD COLUMN IF NOT EXISTS dr_ci_high DOUBLE;
+ALTER TABLE policy_evaluation ADD COLUMN IF NOT EXISTS dr_q_value DOUBLE;
+ALTER TABLE policy_evaluation ADD COLUMN IF NOT EXISTS dr_q_cost DOUBLE;
+ALTER TABLE policy_evaluation ADD COLUMN IF NOT EXISTS area_ratio_eom DOUBLE;
+ALTER TABLE policy_evaluation ADD COLUMN IF NOT EXISTS area_ratio_true DOUBLE;
+ALTER TABLE policy_evaluation ADD COLUMN IF NOT EXISTS overspend BOOLEAN;
+ALTER TABLE policy_evaluation ADD COLUMN IF NOT EXISTS note VARCHAR;
+
 -- name: create_merchant_events
 -- Merchant-side RCT rows of bipartite campaigns (<landing>/<campaign>/merchants/<day>): the
 -- commission level, its amount (incentive), the sharing count (response) and its cost; the

@@ -72,7 +72,9 @@ def test_policy_evaluation_rows(campaign, evaluation):
     assert (noisy["true_value"] > rev["true_value"]).all()
     assert (noisy["true_value"] > rnd["true_value"]).all()
     assert (noisy["rpr"] == 0).all() and (rev["rpr"] > 0.9).all()
-    assert rnd["logloss"].isna().all() and rnd["q_value"].isna().all()
+    assert rnd["logloss"].isna().all()
+    # the random reference is cost-matched: its EOM cost is the budget, its Q(v, c) its EOM value
+    assert np.allclose(rnd["eom_cost"], rnd.index, rtol=1e-6) and np.allclose(rnd["q_value"], rnd["eom_value"])
     # the model rows' EOM is the EOM of the allocator's allocation
     d = campaign
     lv = np.asarray(allocation.solve(d["models"]["noisy"][1], d["c"], 2.0, per_capita=True).levels)
@@ -121,11 +123,12 @@ def test_two_arm_campaign_gets_aucc():
 def test_leaderboard_has_one_row_per_model_and_budget(evaluation):
     text = format_leaderboard(evaluation)
     lines = text.strip().splitlines()
-    assert len(lines) == 2 + 6  # header, rule, 3 policies x 2 budgets
+    assert len(lines) == 2 + 6 + 2  # header, rule, 3 policies x 2 budgets, what it is ranked by, the spend caveat
+    assert lines[-2] == "toy: ranked by % of the oracle at matched true spend."
     assert sum("random" in ln for ln in lines) == 2
     md = leaderboard_markdown(evaluation)
     md_lines = md.strip().splitlines()
-    assert md_lines[0].startswith("| campaign") and len(md_lines) == 2 + 6
+    assert md_lines[0].startswith("| campaign") and sum(ln.startswith("| ") for ln in md_lines) == 2 + 6
     # history: an older evaluation of the same (model, budget) is not shown twice
     old = evaluation.assign(evaluated_at=evaluation["evaluated_at"] - pd.Timedelta(days=1), eom_value=0.0)
     assert format_leaderboard(pd.concat([old, evaluation])) == text

@@ -92,7 +92,7 @@ def test_promo_run_fills_the_leaderboard_for_every_model(promo_env, capsys):
     instance = dg.DagsterInstance.get()
     event = instance.get_latest_materialization_event(dg.AssetKey("policy_evaluation"))
     meta = event.asset_materialization.metadata
-    board = meta["leaderboard"].value
+    board = meta["leaderboard_markdown"].value
     assert board.startswith("| ") and all(m in board for m in ("dipn", "s_learner", "random"))
     for key in ("frontier_plot", "response_per_level_plot"):
         data = meta[key].value.split("data:image/png;base64,")[1].rstrip(")")

@@ -5,7 +5,11 @@ Domain code: never imports dagster. Main entry points:
   true_policy_value, oracle_policy, random_policy           (promo_assets.evaluation.truth)
   eom_curve, policy_curves                                  (promo_assets.evaluation.curves)
   curve_metrics                                             (promo_assets.evaluation.curve_metrics)
-  evaluate_policies, leaderboard_markdown, format_leaderboard (promo_assets.evaluation.report)
+  matched_true_value, spend_ratio, pct_oracle, random_mix, match_mix, dr_batch, dr_mix,
+  bootstrap_dr, dr_q_at_budget, area_ratio                  (promo_assets.evaluation.honest)
+  fit_outcome_model                                         (promo_assets.evaluation.outcome)
+  evaluate_policies, leaderboard_markdown, leaderboard_table, format_leaderboard
+                                                            (promo_assets.evaluation.report)
   plot_frontier, plot_response_by_level                     (promo_assets.evaluation.plots)
 """
 
@@ -38,8 +42,14 @@ from promo_assets.evaluation.eom import (
     levels_at_lambdas,
     q_at_budget,
     q_at_budget_bisection,
+    q_search,
     roi_score,
 )
+from promo_assets.evaluation.honest import (  # noqa: I001 (comparisons at equal spend, issue #13)
+    MATCH_REL_TOL, MatchedSpend, area_ratio, bootstrap_dr, dr_batch, dr_mix, dr_q_at_budget, frontier_area,
+    ipw_mix, match_mix, matched_true_value, mix_true_value, pct_oracle, random_mix, spend_ratio,
+)
+from promo_assets.evaluation.outcome import OUTCOME_MODEL_KINDS, OutcomeModel, fit_outcome_model
 from promo_assets.evaluation.plots import PNG_SIGNATURE, plot_frontier, plot_response_by_level
 from promo_assets.evaluation.report import (
     POLICY_EVALUATION_COLUMNS,
@@ -48,10 +58,15 @@ from promo_assets.evaluation.report import (
     format_leaderboard,
     leaderboard,
     leaderboard_markdown,
+    leaderboard_table,
 )
 from promo_assets.evaluation.truth import allocate, oracle_policy, random_policy, true_policy_value
 
 __all__ = [
+    "MATCH_REL_TOL", "MatchedSpend", "OUTCOME_MODEL_KINDS", "OutcomeModel", "area_ratio", "bootstrap_dr",
+    "dr_batch", "dr_mix", "dr_q_at_budget", "fit_outcome_model", "frontier_area", "ipw_mix",
+    "leaderboard_table", "match_mix", "matched_true_value", "mix_true_value", "pct_oracle", "q_search",
+    "random_mix", "spend_ratio",
     "CURVE_COLUMNS", "CURVE_METRIC_NAMES", "CurveMetricsError", "EvaluationError", "PNG_SIGNATURE",
     "POLICY_EVALUATION_COLUMNS", "QResult", "RANDOM_MODEL", "allocate", "aucc", "bootstrap_eom",
     "bootstrap_eom_samples", "cost_curve", "curve_metrics", "eom", "eom_batch", "eom_curve",

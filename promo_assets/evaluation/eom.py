@@ -47,6 +47,7 @@ __all__ = [
     "lambda_upper_bound",
     "q_at_budget",
     "q_at_budget_bisection",
+    "q_search",
     "bootstrap_eom",
     "bootstrap_eom_samples",
     "roi_score",
@@ -309,17 +310,34 @@ def q_at_budget(values, costs, logged, response, cost, propensity, budget_per_ca
                                             budget_per_capita)
     if max_iter is None:
         max_iter = int(math.ceil(50 / math.log2(arity)))
+    hi = float(lambda_max if lambda_max is not None else lambda_upper_bound(v, c))
+    return q_search(lambda lams: _eom_at(v, c, t, y, z, ipw, lams), hi, b, arity=arity, max_iter=max_iter,
+                    tol=tol)
+
+
+def q_search(evaluate, lambda_max: float, budget_per_capita: float, *, arity: int = 8, max_iter: int = 17,
+             tol: float = 1e-4) -> QResult:
+    """The n-ary multiplier search behind `q_at_budget`, for any per-capita estimator.
+
+    Takes `evaluate(lambdas) -> (values, costs, n_matched)` (three arrays, one entry per multiplier;
+    e.g. the IPW EOM or the doubly robust estimate of the KKT allocation at each multiplier), the
+    upper end of the search interval, the budget, the arity, the iteration cap and the tolerance.
+    Splits [0, lambda_max] into `arity` parts per iteration, keeps the interval between the last
+    multiplier whose cost is above the budget and the first one at or below it, stops when some
+    |C - b| <= tol. Returns the QResult of the point of the last iteration closest in cost to b.
+    """
     if max_iter < 1:
         raise EvaluationError("max_iter must be >= 1")
-    lo, hi = 0.0, float(lambda_max if lambda_max is not None else lambda_upper_bound(v, c))
+    b = float(budget_per_capita)
+    lo, hi = 0.0, float(lambda_max)
     fractions = np.arange(1, arity) / arity
     best = (float("nan"), float("nan"), float("nan"), 0)
     it, converged = 0, False
     while it < max_iter:
         it += 1
         lams = lo + (hi - lo) * fractions
-        Vs, Cs, ms = _eom_at(v, c, t, y, z, ipw, lams)
-        err = np.abs(Cs - b)
+        Vs, Cs, ms = evaluate(lams)
+        err = np.abs(np.asarray(Cs, dtype=np.float64) - b)
         err = np.where(np.isnan(err), np.inf, err)
         j = int(np.argmin(err))
         best = (float(Vs[j]), float(Cs[j]), float(lams[j]), int(ms[j]))

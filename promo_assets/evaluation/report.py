@@ -2,9 +2,13 @@
 
 `evaluate_policies` scores every model's allocation at every budget on the holdout RCT users:
 EOM value and cost with a bootstrap interval, Q(v, c) at the same budget (end-to-end paper
-Algorithm 1), the true value and cost and the oracle's value when the truth is known, AUCC for
-two-arm campaigns and the response-curve metrics; it always adds the `random` reference policy.
-`leaderboard_markdown` / `format_leaderboard` render the result for the Dagster UI / a terminal.
+Algorithm 1), the doubly robust EOM (value, cost, interval, matched value) when an outcome model's
+predictions are given, the true value and cost, the spend ratio, the value at matched true spend and
+its share of the oracle's when the truth is known, the frontier area ratio (AUCC generalized to
+K > 2), AUCC for two-arm campaigns and the response-curve metrics; it always adds the cost-matched
+`random` reference policy (see `promo_assets.evaluation.honest`).
+`leaderboard_markdown` / `format_leaderboard` / `leaderboard_table` render the result for the
+Dagster UI / a terminal: ranked at equal spend.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from promo_assets.evaluation.curve_metrics import CURVE_METRIC_NAMES, curve_metrics
-from promo_assets.evaluation.curves import logged_level_costs
+from promo_assets.evaluation.curves import frontier_lambdas, logged_level_costs
 from promo_assets.evaluation.eom import (
     EvaluationError,
     _as_matrix,
@@ -26,30 +30,54 @@ from promo_assets.evaluation.eom import (
     aucc,
     bootstrap_eom,
     eom_batch,
+    levels_at_lambdas,
     q_at_budget,
     roi_score,
 )
-from promo_assets.evaluation.truth import allocate, random_policy, true_policy_value
+from promo_assets.evaluation.honest import (
+    area_ratio,
+    bootstrap_dr,
+    dr_batch,
+    dr_mix,
+    dr_q_at_budget,
+    ipw_mix,
+    match_mix,
+    matched_true_value,
+    mix_true_value,
+    pct_oracle,
+    random_mix,
+    spend_ratio,
+)
+from promo_assets.evaluation.truth import allocate, true_policy_value
 
 __all__ = [
     "POLICY_EVALUATION_COLUMNS",
     "RANDOM_MODEL",
+    "OVERSPEND_TOLERANCE",
     "evaluate_policies",
     "leaderboard",
     "leaderboard_markdown",
+    "leaderboard_table",
     "format_leaderboard",
 ]
 
 RANDOM_MODEL = "random"
+RANDOM_VERSION = "cost-matched-mix"
+OVERSPEND_TOLERANCE = 0.01  # a policy spending > 1 % above the budget (truth, else EOM) is flagged
 
 POLICY_EVALUATION_COLUMNS = [
     "campaign", "model", "model_version", "budget_per_capita",
     "eom_value", "eom_cost", "eom_ci_low", "eom_ci_high", "q_value",
     "true_value", "true_cost", "oracle_value", "oracle_cost", "aucc",
     *CURVE_METRIC_NAMES,  # logloss, auc, rmse, rpr, epr, mlss
-    "n_users", "n_matched", "too_small", "evaluated_at",
+    "n_users", "n_matched", "too_small",
+    "q_cost", "spend_ratio", "matched_true_value", "matched_true_cost", "matched_budget", "pct_oracle",
+    "dr_value", "dr_cost", "dr_ci_low", "dr_ci_high", "dr_q_value", "dr_q_cost",
+    "area_ratio_eom", "area_ratio_true", "overspend", "note",
+    "evaluated_at",
 ]
 TOO_SMALL = "too small to evaluate"
+_CURVE_SHARES = np.linspace(0.0, 1.0, 21)  # the random reference's curve: cheapest .. uniformly random
 
 
 def evaluate_policies(
@@ -63,12 +91,15 @@ def evaluate_policies(
     campaign: str,
     true_values=None,
     true_costs=None,
+    dm_values=None,
+    dm_costs=None,
     incentives: Sequence[float] | None = None,
     ordered: bool = True,
     binary: bool | None = None,
     n_boot: int = 200,
     seed: int = 0,
     with_q: bool = True,
+    with_area: bool = True,
     evaluated_at: dt.datetime | None = None,
     log: Callable[[str], None] | None = None,
     min_holdout_users: int | None = None,
@@ -81,20 +112,33 @@ def evaluate_policies(
       logged, response, cost, propensity: the holdout RCT records (see `eom`).
       budgets: per-capita budgets; campaign: the campaign id.
       true_values, true_costs: N x K truth for simulated campaigns (optional, both or neither).
+      dm_values, dm_costs: N x K predictions of the direct-method outcome model for the holdout
+        events (`fit_outcome_model(...).predict`, fitted on the training days only); with them the
+        doubly robust columns are filled (optional, both or neither).
       incentives, ordered, binary: passed to `curve_metrics` (RPR/EPR/MLSS need ordered levels).
-      n_boot, seed: bootstrap replicates and seed (also seeds the random policy);
-      with_q: also compute Q(v, c) at each budget (Algorithm 1); evaluated_at: timestamp (default
-      now, UTC, naive); log: progress callback, one line per model;
+      n_boot, seed: bootstrap replicates and seed (also seeds the allocator's rounding);
+      with_q: also compute Q(v, c) (IPW, and DR when given) at each budget; with_area: the frontier
+      area ratios; evaluated_at: timestamp (default now, UTC, naive); log: progress callback;
       min_holdout_users: a holdout with fewer users is "too small to evaluate": every row is still
       computed but carries too_small = True, and the leaderboard says so instead of a % of the oracle.
     For every model and budget the allocator (`solve`) allocates the holdout users on the model's
-    coefficients; EOM gives eom_value / eom_cost (self-normalized IPW), `bootstrap_eom` the 95%
-    interval of eom_value; true_value / true_cost come from the truth, oracle_value / oracle_cost
-    from the allocator run on the truth at the same budget; aucc (two-level campaigns only) ranks
-    by `roi_score`; the curve metrics are computed on the observed level's prediction.
-    The `random` row per budget uses `random_policy` scaled with the logged per-level mean costs.
-    A budget below a model's (or the truth's) cheapest allocation leaves that row's policy figures
-    NaN (logged), instead of failing the whole evaluation.
+    coefficients ("as made"): eom_value / eom_cost (self-normalized IPW) with `bootstrap_eom`'s 95%
+    interval, dr_value / dr_cost with `bootstrap_dr`'s, true_value / true_cost and spend_ratio
+    (true cost / budget); then at equal spend: q_value / q_cost (KKT multiplier searched until the
+    EOM cost = budget, Algorithm 1), dr_q_value / dr_q_cost (the same on the DR cost),
+    matched_true_value / matched_true_cost / matched_budget (`matched_true_value`: the allocator's
+    budget bisected until the TRUE cost = budget within 0.1 %) and pct_oracle = matched value /
+    the oracle's (the allocator on the truth; its LP optimum where that is larger, so pct_oracle
+    <= 1). overspend: true cost (or, without truth, EOM cost) > budget x 1.01. area_ratio_eom
+    (DR curve when given, else IPW) and area_ratio_true: `area_ratio` of the model's frontier.
+    The `random` row is the random reference mix (`random_mix`, levels ordered by their logged mean
+    cost) scaled until its EOM cost equals the budget (q_value = eom_value there); its DR figures at
+    the same mix, dr_q_value with the mix scaled on the DR cost (levels ordered by the outcome
+    model's mean cost), its matched true value with the mix scaled on the true cost (levels ordered
+    by their true mean cost).
+    A budget below a model's (or the truth's) cheapest allocation, or a policy whose levels no
+    holdout event received, leaves that row's figures NaN with the reason in `note` (and logged),
+    instead of failing the whole evaluation.
     Returns a DataFrame with POLICY_EVALUATION_COLUMNS (NaN where a figure does not apply).
     """
     t, y, z, _ = _logged_arrays(logged, response, cost, propensity)
@@ -108,6 +152,8 @@ def evaluate_policies(
         raise EvaluationError(f"budgets must be finite and >= 0, got {budgets}")
     if (true_values is None) != (true_costs is None):
         raise EvaluationError("give both true_values and true_costs, or neither")
+    if (dm_values is None) != (dm_costs is None):
+        raise EvaluationError("give both dm_values and dm_costs (the outcome model's predictions), or neither")
     k = None
     checked: dict[str, tuple[str, np.ndarray, np.ndarray]] = {}
     for name, spec in models.items():
@@ -120,12 +166,21 @@ def evaluate_policies(
             raise EvaluationError(f"model {name} has {v.shape[1]} levels, the others {k}")
         k = v.shape[1]
         checked[name] = (str(version), v, c)
+    tv = tc = my = mz = None
+
+    def pair(a, b, what: str, names: tuple[str, str]):
+        nonlocal k
+        first = _as_matrix(a, names[0], n)
+        second = _as_matrix(b, names[1], n, first.shape[1])
+        if k is not None and first.shape[1] != k:
+            raise EvaluationError(f"{what} has {first.shape[1]} levels, the models {k}")
+        k = first.shape[1]
+        return first, second
+
     if true_values is not None:
-        tv = _as_matrix(true_values, "true_values", n)
-        tc = _as_matrix(true_costs, "true_costs", n, tv.shape[1])
-        if k is not None and tv.shape[1] != k:
-            raise EvaluationError(f"the truth has {tv.shape[1]} levels, the models {k}")
-        k = tv.shape[1]
+        tv, tc = pair(true_values, true_costs, "the truth", ("true_values", "true_costs"))
+    if dm_values is not None:
+        my, mz = pair(dm_values, dm_costs, "the outcome model", ("dm_values", "dm_costs"))
     if k is None:
         k = int(t.max()) + 1
     if t.max() >= k:
@@ -136,38 +191,75 @@ def evaluate_policies(
     if too_small and log:
         log(f"the holdout has {n} users, fewer than min_holdout_users = {min_holdout_users}: {TOO_SMALL}")
 
+    from promo_assets.allocation import frontier
     from promo_assets.allocation.errors import InfeasibleBudgetError
 
-    def allocation_or_none(who: str, v: np.ndarray, c: np.ndarray, b: float) -> np.ndarray | None:
-        try:
-            return np.asarray(allocate(v, c, b, seed=seed).levels, dtype=np.int64)
-        except InfeasibleBudgetError as exc:
-            if log:
-                log(f"{who}: budget {b:g} per capita cannot be met ({exc}); its row stays empty")
-            return None
+    def say(msg: str) -> None:
+        if log:
+            log(msg)
 
-    oracle: dict[float, tuple[float, float]] = {}
-    if true_values is not None:
+    def allocation_or_none(who: str, v: np.ndarray, c: np.ndarray, b: float):
+        try:
+            return allocate(v, c, b, seed=seed), ""
+        except InfeasibleBudgetError as exc:
+            note = f"budget {b:g} per capita cannot be met: {exc}"
+            say(f"{who}: {note}; its row stays empty")
+            return None, note
+
+    oracle: dict[float, tuple[float, float, float]] = {}
+    if tv is not None:
         for b in budgets:
-            lv = allocation_or_none("oracle", tv, tc, b)
-            if lv is not None:
-                oracle[b] = true_policy_value(lv, tv, tc)
+            res, _ = allocation_or_none("oracle", tv, tc, b)
+            if res is not None:
+                ov, oc = true_policy_value(np.asarray(res.levels, dtype=np.int64), tv, tc)
+                oracle[b] = (ov, oc, max(ov, float(res.lp_value) / n))
 
     def base_row(model: str, version: str, b: float) -> dict:
         row = {col: np.nan for col in POLICY_EVALUATION_COLUMNS}
         row.update(campaign=campaign, model=model, model_version=version, budget_per_capita=b,
-                   n_users=n, too_small=too_small, evaluated_at=evaluated_at)
+                   n_users=n, too_small=too_small, evaluated_at=evaluated_at, note="", overspend=None)
         if b in oracle:
-            row["oracle_value"], row["oracle_cost"] = oracle[b]
+            row["oracle_value"], row["oracle_cost"] = oracle[b][:2]
         return row
 
-    def add_policy(row: dict, assigned: np.ndarray) -> None:
-        ev, ec, nm = eom_batch(assigned, t, y, z, propensity)
-        row["eom_value"], row["eom_cost"], row["n_matched"] = float(ev[0]), float(ec[0]), int(nm[0])
-        row["eom_ci_low"], row["eom_ci_high"] = bootstrap_eom(assigned, t, y, z, propensity,
-                                                              n_boot=n_boot, seed=seed)
-        if true_values is not None:
-            row["true_value"], row["true_cost"] = true_policy_value(assigned, tv, tc)
+    def finish(row: dict, b: float) -> None:
+        if tv is not None:
+            row["spend_ratio"] = spend_ratio(row["true_cost"], b)
+            if b in oracle:
+                row["pct_oracle"] = pct_oracle(row["matched_true_value"], oracle[b][2])
+            spent = row["spend_ratio"]
+        else:
+            spent = spend_ratio(row["eom_cost"], b)
+        row["overspend"] = None if math.isnan(spent) else bool(spent > 1 + OVERSPEND_TOLERANCE)
+
+    def add_note(row: dict, who: str, note: str) -> None:
+        if note:
+            row["note"] = "; ".join(x for x in (row["note"], note) if x)
+            say(f"{who}: {note}")
+
+    # the random reference's curve (shares 0..1): the budget range and base of the area ratios
+    level_costs = logged_level_costs(t, z, propensity, k)
+    mixes = [random_mix(level_costs, s) for s in _CURVE_SHARES]
+    est_mix = (lambda m: dr_mix(m, t, y, z, propensity, my, mz)) if my is not None else (
+        lambda m: ipw_mix(m, t, y, z, propensity))
+    rand_curve = np.array([est_mix(m)[:2] for m in mixes])  # (cost, value) below
+    rand_curve = rand_curve[:, ::-1]
+    rand_true = np.array([mix_true_value(m, tv, tc)[::-1] for m in mixes]) if tv is not None else None
+
+    def areas(v: np.ndarray, c: np.ndarray) -> tuple[float, float]:
+        lams = frontier_lambdas(v, c, 40)
+        assigned = levels_at_lambdas(v, c, lams)
+        if my is not None:
+            ev, ec, _ = dr_batch(assigned, t, y, z, propensity, my, mz)
+        else:
+            ev, ec, _ = eom_batch(assigned, t, y, z, propensity)
+        a_eom = area_ratio(ec, ev, rand_curve[:, 0], rand_curve[:, 1])
+        a_true = np.nan
+        if tv is not None:
+            rows_ = np.arange(n)[None]
+            a_true = area_ratio(tc[rows_, assigned].mean(axis=1), tv[rows_, assigned].mean(axis=1),
+                                rand_true[:, 0], rand_true[:, 1])
+        return a_eom, a_true
 
     rows = []
     for name, (version, v, c) in checked.items():
@@ -177,64 +269,138 @@ def evaluate_policies(
             try:
                 model_aucc = aucc(roi_score(v, c), t, y, z, propensity)
             except EvaluationError as exc:  # e.g. no positive overall uplift on this holdout
-                if log:
-                    log(f"{name}: AUCC not computed: {exc}")
+                say(f"{name}: AUCC not computed: {exc}")
+        a_eom, a_true = areas(v, c) if with_area else (np.nan, np.nan)
+        model_frontier = frontier(v, c) if tv is not None else None
         for b in budgets:
             row = base_row(name, version, b)
             row.update(metrics)
-            row["aucc"] = model_aucc
-            assigned = allocation_or_none(name, v, c, b)
-            if assigned is None:
+            row.update(aucc=model_aucc, area_ratio_eom=a_eom, area_ratio_true=a_true)
+            res, note = allocation_or_none(name, v, c, b)
+            if res is None:
+                row["note"] = note
                 rows.append(row)
                 continue
-            add_policy(row, assigned)
-            if with_q:
-                row["q_value"] = q_at_budget(v, c, t, y, z, propensity, b).value
+            assigned = np.asarray(res.levels, dtype=np.int64)
+            ev, ec, nm = eom_batch(assigned, t, y, z, propensity)
+            row["n_matched"] = int(nm[0])
+            if tv is not None:
+                row["true_value"], row["true_cost"] = true_policy_value(assigned, tv, tc)
+                if b > 0:
+                    m = matched_true_value(v, c, tv, tc, b, seed=seed, frontier=model_frontier)
+                    row.update(matched_true_value=m.value, matched_true_cost=m.cost, matched_budget=m.budget_given)
+                    add_note(row, name, m.note)
+            if nm[0] == 0:
+                add_note(row, name, f"no holdout event was logged at the levels this policy assigns at budget {b:g} "
+                         f"(0 of {n} match): EOM undefined")
+            else:
+                row["eom_value"], row["eom_cost"] = float(ev[0]), float(ec[0])
+                row["eom_ci_low"], row["eom_ci_high"] = bootstrap_eom(assigned, t, y, z, propensity,
+                                                                      n_boot=n_boot, seed=seed)
+                if with_q:
+                    q = q_at_budget(v, c, t, y, z, propensity, b)
+                    row["q_value"], row["q_cost"] = q.value, q.cost
+                if my is not None:
+                    dv, dc, _ = dr_batch(assigned, t, y, z, propensity, my, mz)
+                    row["dr_value"], row["dr_cost"] = float(dv[0]), float(dc[0])
+                    row["dr_ci_low"], row["dr_ci_high"] = bootstrap_dr(assigned, t, y, z, propensity, my, mz,
+                                                                       n_boot=n_boot, seed=seed)
+                    if with_q:
+                        dq = dr_q_at_budget(v, c, t, y, z, propensity, my, mz, b)
+                        row["dr_q_value"], row["dr_q_cost"] = dq.value, dq.cost
+            finish(row, b)
             rows.append(row)
-        if log:
-            log(f"evaluated {name} ({version}) at {len(budgets)} budget(s)")
-    level_costs = logged_level_costs(t, z, propensity, k)
+        say(f"evaluated {name} ({version}) at {len(budgets)} budget(s)")
     for b in budgets:
-        row = base_row(RANDOM_MODEL, f"uniform-seed{seed}", b)
-        if b < level_costs.min() - 1e-12:
-            if log:
-                log(f"random: budget {b:g} per capita is below the cheapest level's logged mean cost "
-                    f"{level_costs.min():.4g}; its row stays empty")
-        else:
-            add_policy(row, random_policy(n, k, level_costs, b, seed=seed))
-        rows.append(row)
-    if log:
-        log(f"evaluated the random policy at {len(budgets)} budget(s)")
+        rows.append(_random_row(base_row(RANDOM_MODEL, RANDOM_VERSION, b), b, t, y, z, propensity, level_costs,
+                                tv, tc, my, mz, n_boot=n_boot, seed=seed, add_note=add_note, finish=finish))
+    say(f"evaluated the cost-matched random reference at {len(budgets)} budget(s)")
     frame = pd.DataFrame(rows, columns=POLICY_EVALUATION_COLUMNS)
     frame["n_matched"] = frame["n_matched"].astype("Int64")
     frame["n_users"] = frame["n_users"].astype("int64")
     frame["too_small"] = frame["too_small"].astype(bool)
+    frame["overspend"] = frame["overspend"].astype("boolean")
+    frame["note"] = frame["note"].astype(str)
+    if with_area:
+        frame.loc[frame["model"] == RANDOM_MODEL, "area_ratio_eom"] = 1.0
+        if tv is not None:
+            frame.loc[frame["model"] == RANDOM_MODEL, "area_ratio_true"] = 1.0
     return frame
+
+
+def _random_row(row, b, t, y, z, propensity, level_costs, tv, tc, my, mz, *, n_boot, seed, add_note, finish):
+    """The cost-matched random reference at budget b (see `evaluate_policies`)."""
+    if b <= 0:
+        add_note(row, RANDOM_MODEL, f"budget {b:g} per capita: nothing to match")
+        return row
+    mix, share, _, note = match_mix(lambda m: ipw_mix(m, t, y, z, propensity)[1], level_costs, b, what="EOM")
+    add_note(row, RANDOM_MODEL, note)
+    if mix is None:
+        return row
+    ev, ec, nm = ipw_mix(mix, t, y, z, propensity)
+    row.update(eom_value=ev, eom_cost=ec, q_value=ev, q_cost=ec, n_matched=nm)
+    row["eom_ci_low"], row["eom_ci_high"] = bootstrap_dr(mix, t, y, z, propensity, is_mix=True, n_boot=n_boot, seed=seed)
+    if tv is not None:
+        row["true_value"], row["true_cost"] = mix_true_value(mix, tv, tc)
+        tmix, _, _, tnote = match_mix(lambda m: mix_true_value(m, tv, tc)[1], tc.mean(axis=0), b, what="true")
+        add_note(row, RANDOM_MODEL, tnote)
+        if tmix is not None:
+            row["matched_true_value"], row["matched_true_cost"] = mix_true_value(tmix, tv, tc)
+    if my is not None:
+        row["dr_value"], row["dr_cost"], _ = dr_mix(mix, t, y, z, propensity, my, mz)
+        row["dr_ci_low"], row["dr_ci_high"] = bootstrap_dr(mix, t, y, z, propensity, my, mz, is_mix=True,
+                                                           n_boot=n_boot, seed=seed)
+        dmix, _, _, dnote = match_mix(lambda m: dr_mix(m, t, y, z, propensity, my, mz)[1], mz.mean(axis=0), b,
+                                      what="DR")
+        add_note(row, RANDOM_MODEL, dnote)
+        if dmix is not None:
+            row["dr_q_value"], row["dr_q_cost"], _ = dr_mix(dmix, t, y, z, propensity, my, mz)
+    row["model_version"] = f"{RANDOM_VERSION} (share {share:.3f})"
+    finish(row, b)
+    return row
 
 
 # ------------------------------------------------------------------------------------ leaderboard
 _BOARD = [
-    # (column in the board, source column or callable, format)
+    # (column in the board, source column or None (computed), format)
     ("campaign", "campaign", "{}"),
     ("budget", "budget_per_capita", "{:.4g}"),
+    ("rank", None, None),
     ("model", "model", "{}"),
     ("version", "model_version", "{}"),
+    ("% oracle", None, None),
+    ("matched value", "matched_true_value", "{:.4f}"),
+    ("spend ratio", None, None),
+    ("DR Q", "dr_q_value", "{:.4f}"),
+    ("DR value", "dr_value", "{:.4f}"),
+    ("DR 95% CI", None, None),
+    ("DR cost", "dr_cost", "{:.4g}"),
+    ("Q(v,c)", "q_value", "{:.4f}"),
     ("EOM value", "eom_value", "{:.4f}"),
     ("95% CI", None, None),
     ("EOM cost", "eom_cost", "{:.4g}"),
-    ("Q(v,c)", "q_value", "{:.4f}"),
     ("true value", "true_value", "{:.4f}"),
     ("true cost", "true_cost", "{:.4g}"),
     ("oracle", "oracle_value", "{:.4f}"),
-    ("% oracle", None, None),
-    ("note", None, None),
+    ("area ratio", "area_ratio_eom", "{:.3f}"),
+    ("area ratio (true)", "area_ratio_true", "{:.3f}"),
     ("AUCC", "aucc", "{:.4f}"),
     ("LogLoss", "logloss", "{:.4f}"),
     ("AUC", "auc", "{:.4f}"),
     ("RPR", "rpr", "{:.3f}"),
     ("EPR", "epr", "{:.3f}"),
     ("MLSS", "mlss", "{:.4f}"),
+    ("note", None, None),
 ]
+_LEFT = {"campaign", "model", "version", "note"}
+# what a campaign's rows are ranked by, first column with a value for the campaign wins
+_RANK_KEYS = ("pct_oracle", "dr_q_value", "q_value", "eom_value")
+_RANK_TEXT = {
+    "pct_oracle": "% of the oracle at matched true spend",
+    "dr_q_value": "the doubly robust value at DR cost = budget (DR Q)",
+    "q_value": "Q(v,c), the EOM value at EOM cost = budget",
+    "eom_value": "the EOM value of each allocation as made (NOT at equal spend)",
+}
 
 
 def _metrics_dict(m) -> dict:
@@ -249,16 +415,11 @@ def _metrics_dict(m) -> dict:
     return {}
 
 
-def leaderboard(df: pd.DataFrame) -> pd.DataFrame:
-    """The leaderboard as a DataFrame of formatted strings.
+def _missing(x) -> bool:
+    return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
 
-    Takes `policy_evaluation` rows (possibly with history); keeps the latest `evaluated_at` per
-    (campaign, model, budget); reads the curve metrics from a JSON `metrics` column when the
-    frame has one instead of separate columns; sorts by campaign, budget and true value (EOM value when the truth
-    is unknown), best first; a row evaluated on a holdout that was too small (`too_small`) gets no
-    "% oracle" but the note "too small to evaluate (N holdout users)"; drops columns that are empty
-    for every row. Returns one row per (campaign, model, budget).
-    """
+
+def _latest_rows(df: pd.DataFrame) -> pd.DataFrame:
     missing = {"campaign", "model", "model_version", "budget_per_capita", "eom_value"} - set(df.columns)
     if missing:
         raise EvaluationError(f"not policy_evaluation rows: missing columns {sorted(missing)}")
@@ -274,30 +435,79 @@ def leaderboard(df: pd.DataFrame) -> pd.DataFrame:
     for col in POLICY_EVALUATION_COLUMNS:
         if col not in d.columns:
             d[col] = np.nan
-    key = d["true_value"].where(d["true_value"].notna(), d["eom_value"])
+    return d
+
+
+def _rank_basis(d: pd.DataFrame) -> dict[str, str]:
+    """campaign -> the column its rows are ranked by (see _RANK_KEYS)."""
+    basis = {}
+    for campaign, g in d.groupby("campaign", sort=False):
+        basis[campaign] = next((c for c in _RANK_KEYS if pd.to_numeric(g[c], errors="coerce").notna().any()),
+                               "eom_value")
+    return basis
+
+
+def leaderboard(df: pd.DataFrame) -> pd.DataFrame:
+    """The leaderboard as a DataFrame of formatted strings, ranked at equal spend.
+
+    Takes `policy_evaluation` rows (possibly with history); keeps the latest `evaluated_at` per
+    (campaign, model, budget); reads the curve metrics from a JSON `metrics` column when the frame
+    has one. Within each (campaign, budget) the rows are ranked (`rank`, best first) by pct_oracle
+    where the campaign has truth, else by the doubly robust matched value (dr_q_value), else Q(v,c),
+    else (older rows) the EOM value. `% oracle` is pct_oracle (the value at matched true spend over
+    the oracle's), `spend ratio` the true cost over the budget (or the EOM cost, marked "EOM",
+    without truth); `note` flags a policy whose allocation as made overspends the budget by more
+    than 1 %, says "too small to evaluate (N holdout users)" (and hides `% oracle`) for a too small
+    holdout, and carries the row's stored note (e.g. why it is empty). Drops columns that are empty
+    for every row. Returns one row per (campaign, model, budget).
+    """
+    d = _latest_rows(df)
+    basis = _rank_basis(d)
+    key = pd.Series([pd.to_numeric(pd.Series([r[basis[r["campaign"]]]]), errors="coerce").iloc[0]
+                     for _, r in d.iterrows()], index=d.index, dtype=float)
     d = d.assign(_key=key).sort_values(["campaign", "budget_per_capita", "_key"],
                                        ascending=[True, True, False], na_position="last")
-    small = [False if pd.isna(x) else bool(x) for x in d["too_small"]]
+    ranks = d.groupby(["campaign", "budget_per_capita"], sort=False)["_key"].rank(method="min", ascending=False)
+    small = [False if _missing(x) else bool(x) for x in d["too_small"]]
 
     def fmt(x, pattern):
-        if x is None or (isinstance(x, float) and math.isnan(x)) or x is pd.NA:
-            return ""
-        return pattern.format(x)
+        return "" if _missing(x) else pattern.format(x)
 
+    def ci(lo_col, hi_col):
+        return ["" if _missing(lo) or _missing(hi) else f"[{lo:.4f}, {hi:.4f}]" for lo, hi in zip(d[lo_col], d[hi_col])]
+
+    def spend(row) -> tuple[str, str]:
+        b = row["budget_per_capita"]
+        truth = not _missing(row["true_cost"])
+        ratio = spend_ratio(row["true_cost"] if truth else row["eom_cost"], b)
+        if math.isnan(ratio):
+            return "", ""
+        text = f"{ratio:.3f}" + ("" if truth else " (EOM)")
+        flag = ""
+        if ratio > 1 + OVERSPEND_TOLERANCE:
+            flag = f"OVERSPENDS the budget by {100 * (ratio - 1):.1f}% {'in truth' if truth else 'on EOM'} as made"
+        return text, flag
+
+    spends = [spend(r) for _, r in d.iterrows()]
     out = {}
     for title, src, pattern in _BOARD:
-        if title == "95% CI":
-            out[title] = [
-                "" if pd.isna(lo) or pd.isna(hi) else f"[{lo:.4f}, {hi:.4f}]"
-                for lo, hi in zip(d["eom_ci_low"], d["eom_ci_high"])
-            ]
+        if title == "rank":
+            out[title] = ["" if _missing(r) else str(int(r)) for r in ranks]
         elif title == "% oracle":
-            out[title] = [
-                "" if sm or pd.isna(tv) or pd.isna(ov) or ov == 0 else f"{100 * tv / ov:.1f}%"
-                for tv, ov, sm in zip(d["true_value"], d["oracle_value"], small)
-            ]
+            out[title] = ["" if sm or _missing(p) else f"{100 * p:.1f}%" for p, sm in zip(d["pct_oracle"], small)]
+        elif title == "spend ratio":
+            out[title] = [s for s, _ in spends]
+        elif title == "DR 95% CI":
+            out[title] = ci("dr_ci_low", "dr_ci_high")
+        elif title == "95% CI":
+            out[title] = ci("eom_ci_low", "eom_ci_high")
         elif title == "note":
-            out[title] = [f"{TOO_SMALL} ({int(n)} holdout users)" if sm else "" for n, sm in zip(d["n_users"], small)]
+            notes = []
+            for (_, flag), n_users, sm, stored in zip(spends, d["n_users"], small, d["note"]):
+                parts = [f"{TOO_SMALL} ({int(n_users)} holdout users)" if sm else "", flag,
+                         "" if _missing(stored) else str(stored)]
+                notes.append("; ".join(p for p in parts if p))
+            out[title] = notes
         elif title == "version":
             out[title] = [str(x)[:16] for x in d[src]]
         else:
@@ -305,26 +515,48 @@ def leaderboard(df: pd.DataFrame) -> pd.DataFrame:
     board = pd.DataFrame(out)
     keep = [c for c in board.columns if c in ("campaign", "budget", "model", "version", "EOM value")
             or (board[c] != "").any()]
-    return board[keep].reset_index(drop=True)
+    board = board[keep].reset_index(drop=True)
+    board.attrs["rank_basis"] = basis
+    return board
 
 
-def _too_small_warning(board: pd.DataFrame) -> str:
-    """One line under the board when some of its rows were evaluated on a too small holdout."""
-    if "note" not in board.columns or not (board["note"] != "").any():
-        return ""
-    campaigns = sorted(set(board.loc[board["note"] != "", "campaign"]))
-    return (f"holdout {TOO_SMALL} for campaign(s) {', '.join(map(repr, campaigns))}: fewer users than "
-            "campaign.yaml's min_holdout_users; the figures of those rows are not reliable\n")
+def _footer(board: pd.DataFrame) -> list[str]:
+    """The lines under the board: what it is ranked by, the spend caveat, a too small holdout."""
+    lines = []
+    for campaign, col in board.attrs.get("rank_basis", {}).items():
+        lines.append(f"{campaign}: ranked by {_RANK_TEXT[col]}.")
+    if any(c in board.columns for c in ("EOM value", "true value", "DR value")):
+        lines.append("EOM value / DR value / true value / spend ratio are each allocation as made, at its own spend; "
+                     "% oracle, DR Q and Q(v,c) compare at equal spend (= the budget).")
+    if "note" in board.columns and board["note"].str.contains(TOO_SMALL, regex=False).any():
+        campaigns = sorted(set(board.loc[board["note"].str.contains(TOO_SMALL, regex=False), "campaign"]))
+        lines.append(f"holdout {TOO_SMALL} for campaign(s) {', '.join(map(repr, campaigns))}: fewer users than "
+                     "campaign.yaml's min_holdout_users; the figures of those rows are not reliable")
+    return lines
 
 
 def leaderboard_markdown(df: pd.DataFrame) -> str:
     """The leaderboard as a GitHub-flavoured markdown table (for Dagster's MetadataValue.md)."""
     board = leaderboard(df)
     head = "| " + " | ".join(board.columns) + " |"
-    sep = "| " + " | ".join("---" if c in ("campaign", "model", "version", "note") else "---:" for c in board.columns) + " |"
+    sep = "| " + " | ".join("---" if c in _LEFT else "---:" for c in board.columns) + " |"
     body = ["| " + " | ".join(str(v).replace("|", "\\|") for v in r) + " |" for r in board.itertuples(index=False)]
-    warning = _too_small_warning(board)
-    return "\n".join([head, sep, *body]) + "\n" + (f"\n**{warning.strip()}**\n" if warning else "")
+    footer = _footer(board)
+    return "\n".join([head, sep, *body]) + "\n" + ("\n" + "\n\n".join(f"*{x}*" for x in footer) + "\n" if footer else "")
+
+
+def leaderboard_table(df: pd.DataFrame) -> tuple[list[tuple[str, str]], list[dict]]:
+    """The leaderboard for Dagster's table metadata (`MetadataValue.table`), without dagster.
+
+    Returns (columns, records): columns = [(name, type)] with type "int" for `rank` and "string"
+    otherwise (the formatted figures of `leaderboard`), records = one dict of plain Python values
+    per row (rank None when the row has no ranking figure).
+    """
+    board = leaderboard(df)
+    columns = [(c, "int" if c == "rank" else "string") for c in board.columns]
+    records = [{c: (int(v) if v else None) if c == "rank" else str(v) for c, v in zip(board.columns, r)}
+               for r in board.itertuples(index=False)]
+    return columns, records
 
 
 def format_leaderboard(df: pd.DataFrame) -> str:
@@ -334,12 +566,11 @@ def format_leaderboard(df: pd.DataFrame) -> str:
         return "(no policy evaluations)\n"
     cols = list(board.columns)
     widths = [max(len(c), *(len(str(v)) for v in board[c])) for c in cols]
-    left = {"campaign", "model", "version", "note"}
 
     def line(values):
-        return "  ".join(str(v).ljust(w) if c in left else str(v).rjust(w)
+        return "  ".join(str(v).ljust(w) if c in _LEFT else str(v).rjust(w)
                          for c, v, w in zip(cols, values, widths)).rstrip()
 
     out = [line(cols), line(["-" * w for w in widths])]
     out += [line(r) for r in board.itertuples(index=False)]
-    return "\n".join(out) + "\n" + _too_small_warning(board)
+    return "\n".join(out) + "\n" + "".join(x + "\n" for x in _footer(board))

@@ -505,8 +505,8 @@ def allocation(context: dg.AssetExecutionContext, warehouse: DuckDBResource, lan
                     con.execute(sql("frames", "insert_allocation"), [campaign, model, version, b, context.run_id])
                 share = np.bincount(res.levels, minlength=config.n_levels) / len(users)
                 rows.append({"model": model, "budget_per_capita": b, "users": len(users),
-                             "cost_per_capita": res.cost / len(users),
-                             "share_per_level": [round(s, 3) for s in share]})
+                             "cost_per_capita": float(res.cost) / len(users),
+                             "share_per_level": {str(lab): round(float(s), 3) for lab, s in zip(config.labels, share)}})
     return dg.MaterializeResult(
         metadata={"allocations": md_table(rows), "run_id": context.run_id, **_infeasible_metadata(infeasible)})
 
@@ -515,9 +515,10 @@ def allocation(context: dg.AssetExecutionContext, warehouse: DuckDBResource, lan
 # evaluation
 
 
-def _holdout_arrays(con, campaign: str, config, models: list[tuple[str, str]]):
-    """Holdout events joined with every model's holdout coefficients, aligned row by row."""
-    holdout = con.execute(sql("frames", "holdout_events", columns=""), [campaign]).df()
+def _holdout_arrays(con, campaign: str, config, models: list[tuple[str, str]], columns: str = ""):
+    """Holdout events (with the feature `columns`) joined with every model's holdout coefficients,
+    aligned row by row."""
+    holdout = con.execute(sql("frames", "holdout_events", columns=columns), [campaign]).df()
     specs = {}
     for model, version in models:
         users, values, costs = coefficient_arrays(con, campaign, model, version, "holdout", config.n_levels)
@@ -530,22 +531,49 @@ def _holdout_arrays(con, campaign: str, config, models: list[tuple[str, str]]):
     return holdout, specs
 
 
+def _outcome_predictions(context, config, train: pd.DataFrame, holdout: pd.DataFrame, numeric, categorical):
+    """The DR outcome model fitted on the training days, its predictions for the holdout events
+    (N x K each, or None when it cannot be fitted: the DR columns then stay empty) and metadata."""
+    from promo_assets.evaluation import EvaluationError, fit_outcome_model
+
+    try:
+        model = fit_outcome_model(train, numeric, categorical, config.n_levels, ordered=config.ordered,
+                                  incentives=list(config.incentives), cost_rule=config.cost, seed=0)
+        dm_values, dm_costs = model.predict(holdout)
+    except EvaluationError as exc:
+        context.log.warning(f"doubly robust EOM skipped: {exc}")
+        return None, None, {"fitted": False, "reason": str(exc)}
+    context.log.info(f"outcome model ({model.kind}) fitted on {model.n_train} training-day events")
+    return dm_values, dm_costs, {"fitted": True, "kind": model.kind, "training_events": int(model.n_train)}
+
+
+def _table(columns: list[tuple[str, str]], records: list[dict]) -> dg.MetadataValue:
+    """Dagster table metadata (renders inline in the UI) from plain columns and records."""
+    return dg.MetadataValue.table(
+        records=[dg.TableRecord(r) for r in records],
+        schema=dg.TableSchema(columns=[dg.TableColumn(name, type_) for name, type_ in columns]),
+    )
+
+
 @dg.asset(
     **COMMON,
     deps=["allocation"],
-    code_version="1",
+    code_version="2",
     group_name="evaluation",
-    kinds={"duckdb", "matplotlib"},
-    description="Offline policy evaluation on the holdout RCT days: for every model × budget the EOM "
-    "per-capita response and cost of its allocation (self-normalized IPW, bootstrap 95% interval), "
-    "Q(v, c), AUCC for two-arm campaigns, the response-curve metrics, and for simulated campaigns the "
-    "true value and the oracle's. A uniformly random policy at the same budget is always included. "
-    "Table policy_evaluation (history kept); plots and leaderboard in the metadata.",
+    kinds={"duckdb", "matplotlib", "sklearn"},
+    description="Offline policy evaluation on the holdout RCT days, every policy compared at equal spend: "
+    "for every model × budget the EOM and the doubly robust EOM (outcome model fitted on the training "
+    "days) of its allocation with bootstrap 95% intervals, Q(v, c) and the DR value at cost = budget, "
+    "the frontier area ratio (AUCC for K > 2; AUCC for two-arm campaigns), the response-curve metrics, "
+    "and for simulated campaigns the true value, the spend ratio, the true value at matched true spend "
+    "and its % of the oracle. A cost-matched random reference is always included. Table "
+    "policy_evaluation (the last PROMO_KEEP_RUNS runs kept); the leaderboard (a table) and plots in the metadata.",
 )
 def policy_evaluation(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
     from promo_assets.evaluation import (
         evaluate_policies,
         leaderboard_markdown,
+        leaderboard_table,
         plot_frontier,
         plot_response_by_level,
         policy_curves,
@@ -558,7 +586,11 @@ def policy_evaluation(context: dg.AssetExecutionContext, warehouse: DuckDBResour
         models = latest_models(con, campaign, context.run_id)
         if not models:
             raise dg.Failure(f"no trained model for campaign '{campaign}'")
-        holdout, specs = _holdout_arrays(con, campaign, config, models)
+        numeric, categorical = feature_spec(con, campaign)
+        columns = _columns(numeric, categorical)
+        holdout, specs = _holdout_arrays(con, campaign, config, models, columns)
+        train = con.execute(sql("frames", "outcome_training_events", columns=columns), [campaign]).df()
+    dm_values, dm_costs, outcome_meta = _outcome_predictions(context, config, train, holdout, numeric, categorical)
     truth_dir = landing.path / campaign
     true_values = true_costs = None
     if (truth_dir / "truth" / "response.parquet").exists():
@@ -568,7 +600,8 @@ def policy_evaluation(context: dg.AssetExecutionContext, warehouse: DuckDBResour
     response, cost, prop = (holdout[c].to_numpy(dtype=float) for c in ("response", "cost", "propensity"))
     rows = evaluate_policies(
         specs, logged, response, cost, prop, budgets=_budgets(config), campaign=campaign,
-        true_values=true_values, true_costs=true_costs, incentives=list(config.incentives),
+        true_values=true_values, true_costs=true_costs, dm_values=dm_values, dm_costs=dm_costs,
+        incentives=list(config.incentives),
         ordered=config.ordered, binary=config.response == "binary", log=_log(context),
         min_holdout_users=config.min_holdout_users,
     )
@@ -586,7 +619,9 @@ def policy_evaluation(context: dg.AssetExecutionContext, warehouse: DuckDBResour
     )
     return dg.MaterializeResult(
         metadata={
-            "leaderboard": dg.MetadataValue.md(leaderboard_markdown(rows)),
+            "leaderboard": _table(*leaderboard_table(rows)),
+            "leaderboard_markdown": dg.MetadataValue.md(leaderboard_markdown(rows)),
+            "outcome_model": dg.MetadataValue.json(outcome_meta),
             "frontier_plot": dg.MetadataValue.md(png_md(frontier_png, "Cost–response frontier (EOM on holdout; truth where simulated)")),
             "response_per_level_plot": dg.MetadataValue.md(png_md(levels_png, "Average response per level: models vs truth")),
             "holdout_events": len(holdout),
