@@ -68,9 +68,10 @@ def main() -> None:
     import dagster as dg
 
     from promo_assets.definitions import defs
+    from promo_assets.orchestration.common import register_partitions
 
     instance = dg.DagsterInstance.get()
-    instance.add_dynamic_partitions("campaign", ["bench"])
+    register_partitions(instance, campaigns=["bench"], days=[day.isoformat()])
     job = defs.resolve_job_def("ingest_job").get_subset(asset_selection={dg.AssetKey("rct_events")})
 
     def asset() -> float:

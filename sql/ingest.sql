@@ -27,8 +27,9 @@ SELECT * FROM read_csv(?, header = false, all_varchar = true) LIMIT 1;
 -- The typed rows of one file with each row's rejection reason ('' when valid), computed in one pass;
 -- the reasons of a row are separated by chr(30) (no column name holds it), shown as '; '.
 -- Filled with lists of the fragments below (typed_*, check_*, raw_field: over the file's quoted
--- columns) and file_parquet or file_csv. Parameters, in order: those of the checks, then the file.
-SELECT {typed}, concat_ws(chr(30), {reasons}) AS __reason,
+-- columns) and file_parquet or file_csv. Parameters, in order: those of the valid_* conditions, those of the checks, then the file.
+-- {valid}: the checks' conditions for a valid row, AND-ed; a row passing them skips the reasons.
+SELECT {typed}, CASE WHEN {valid} THEN '' ELSE concat_ws(chr(30), {reasons}) END AS __reason,
        CASE WHEN __reason <> '' THEN CAST(to_json(struct_pack({raw_fields})) AS VARCHAR) END AS __raw
 FROM ({source}) AS src
 LEFT JOIN treatment_grid AS g ON {grid_join}
@@ -75,15 +76,49 @@ CAST(src.{col} AS VARCHAR) AS {col}
 -- name: check_required
 -- The checks: each gives 'column: problem (value)' or NULL. One rule for every number (response,
 -- cost, numeric features): finite and |x| <= 1e15 (NaN, inf and absurd values such as 1e308 are refused).
+-- A valid row is recognized by the valid_* conditions alone (typed_rows' {valid}; DuckDB compares NaN
+-- above every number, so abs(x) <= 1e15 is false for NaN and inf) and skips the tests naming a problem.
 CASE WHEN src."user_id" IS NULL OR trim(CAST(src."user_id" AS VARCHAR)) = '' THEN 'user_id: missing' END,
 CASE WHEN g.level IS NULL THEN 'treatment: unknown treatment (' || coalesce(CAST(src."treatment" AS VARCHAR), 'NULL') || ')' END
 
 -- name: check_response
+-- {response_ok}: the common valid case decided first, so that a valid row evaluates one test.
 CASE WHEN src."response" IS NULL THEN 'response: missing'
+     WHEN {response_ok} THEN NULL
      WHEN TRY_CAST(src."response" AS DOUBLE) IS NULL THEN 'response: not a number (' || CAST(src."response" AS VARCHAR) || ')'
      WHEN NOT isfinite(TRY_CAST(src."response" AS DOUBLE)) THEN 'response: NaN or infinite (' || CAST(src."response" AS VARCHAR) || ')'
      WHEN abs(TRY_CAST(src."response" AS DOUBLE)) > 1e15 THEN 'response: absurd value, |x| > 1e15 (' || CAST(src."response" AS VARCHAR) || ')'
      {response_rule} END
+
+-- name: response_ok_binary
+-- The valid_* conditions: true for a valid value (NULL or false otherwise, then the check names the problem).
+TRY_CAST(src."response" AS DOUBLE) IN (0, 1)
+
+-- name: response_ok_count
+abs(TRY_CAST(src."response" AS DOUBLE)) <= 1e15 AND TRY_CAST(src."response" AS DOUBLE) >= 0
+     AND TRY_CAST(src."response" AS DOUBLE) = floor(TRY_CAST(src."response" AS DOUBLE))
+
+-- name: response_ok_continuous
+abs(TRY_CAST(src."response" AS DOUBLE)) <= 1e15
+
+-- name: valid_required
+src."user_id" IS NOT NULL AND trim(CAST(src."user_id" AS VARCHAR)) <> '' AND g.level IS NOT NULL
+
+-- name: valid_cost
+abs(TRY_CAST(src."cost" AS DOUBLE)) <= 1e15 AND TRY_CAST(src."cost" AS DOUBLE) >= 0
+
+-- name: valid_propensity
+(src."propensity" IS NULL OR (TRY_CAST(src."propensity" AS DOUBLE) > 0 AND TRY_CAST(src."propensity" AS DOUBLE) <= 1))
+
+-- name: valid_event_time
+-- ? = the file's day.
+(src."event_time" IS NULL OR CAST(TRY_CAST(src."event_time" AS TIMESTAMP) AS DATE) = CAST(? AS DATE))
+
+-- name: valid_numeric_feature
+(src.{col} IS NULL OR abs(TRY_CAST(src.{col} AS DOUBLE)) <= 1e15)
+
+-- name: valid_repeated
+rep.reason IS NULL
 
 -- name: response_rule_binary
 WHEN TRY_CAST(src."response" AS DOUBLE) NOT IN (0, 1) THEN 'response: not 0 or 1 for a binary response (' || CAST(src."response" AS VARCHAR) || ')'
@@ -94,6 +129,7 @@ THEN 'response: not a non-negative whole number for a count response (' || CAST(
 
 -- name: check_cost
 CASE WHEN src."cost" IS NULL THEN 'cost: missing'
+     WHEN {valid_cost} THEN NULL
      WHEN TRY_CAST(src."cost" AS DOUBLE) IS NULL THEN 'cost: not a number (' || CAST(src."cost" AS VARCHAR) || ')'
      WHEN NOT isfinite(TRY_CAST(src."cost" AS DOUBLE)) THEN 'cost: NaN or infinite (' || CAST(src."cost" AS VARCHAR) || ')'
      WHEN abs(TRY_CAST(src."cost" AS DOUBLE)) > 1e15 THEN 'cost: absurd value, |x| > 1e15 (' || CAST(src."cost" AS VARCHAR) || ')'

@@ -286,39 +286,50 @@ def _events_query(
     fmt = "parquet" if path.suffix == ".parquet" else "csv"
     src = sql("ingest", f"file_{fmt}")
     raw_fields = ", ".join(sql("ingest", "raw_field", col=quote_ident(c)) for c in source)
+    response_ok = sql("ingest", f"response_ok_{config.response}")
     reasons = [sql("ingest", "check_required"),
-               sql("ingest", "check_response", response_rule=sql("ingest", rule) if rule else "")]
+               sql("ingest", "check_response", response_rule=sql("ingest", rule) if rule else "",
+                   response_ok=response_ok)]
+    valid = [sql("ingest", "valid_required"), response_ok]  # a row passing these skips the reasons
+    valid_params: list = []
     if repeated:
         try:
             _stage_repeated_rows(con, src, raw_fields, path)
         except duckdb.Error as exc:
             raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0]}") from None
         reasons.append(sql("ingest", "check_repeated"))
+        valid.append(sql("ingest", "valid_repeated"))
     params: list = []
     if "cost" in source:
-        reasons.append(sql("ingest", "check_cost"))
+        reasons.append(sql("ingest", "check_cost", valid_cost=sql("ingest", "valid_cost")))
+        valid.append(sql("ingest", "valid_cost"))
     for col in ("propensity", "merchant_id", "event_time"):
         if col in source:
             typed.append(sql("ingest", f"typed_{col}"))
             stored.append(col)
     if "propensity" in source:
         reasons.append(sql("ingest", "check_propensity"))
+        valid.append(sql("ingest", "valid_propensity"))
     if "event_time" in source:
         reasons.append(sql("ingest", "check_event_time"))
         params.append(day)
+        valid.append(sql("ingest", "valid_event_time"))
+        valid_params.append(day)
     for col, kind in kinds.items():
         typed.append(sql("ingest", f"typed_{kind}", col=quote_ident(col)))
         stored.append(col)
         if kind == "numeric":
             reasons.append(sql("ingest", "check_numeric_feature", col=quote_ident(col)))
             params.append(col)
+            valid.append(sql("ingest", "valid_numeric_feature", col=quote_ident(col)))
 
     rows = sql(
-        "ingest", "typed_rows", typed=", ".join(typed), reasons=", ".join(reasons), raw_fields=raw_fields,
+        "ingest", "typed_rows", typed=", ".join(typed), valid=" AND ".join(valid), reasons=", ".join(reasons),
+        raw_fields=raw_fields,
         source=src, grid_join=sql("ingest", "grid_join_levels" if config.ordered else "grid_join_arms"),
         repeated_join=sql("ingest", "repeated_join") if repeated else "",
     )
-    return kinds, src, rows, [*params, str(path)], ", ".join(map(quote_ident, stored))
+    return kinds, src, rows, [*valid_params, *params, str(path)], ", ".join(map(quote_ident, stored))
 
 
 def _stage_repeated_rows(con, source: str, raw_fields: str, path: Path) -> None:
