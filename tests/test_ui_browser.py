@@ -122,16 +122,18 @@ def _open_metadata_markdown(page, key: str):
 def test_policy_evaluation_leaderboard_and_plot(ui, page):
     server, _ = ui
     page.goto(f"{server.url}/assets/policy_evaluation?partition=demo")
-    board = _open_metadata_markdown(page, "leaderboard")
-    table = board.locator("table")
+    # the leaderboard is table metadata (MetadataValue.table): it renders inline in its metadata row
+    row = page.locator("tr").filter(has=page.get_by_text("leaderboard", exact=True)).first
+    table = row.locator("table").first
     table.wait_for()
-    header = table.locator("th").all_inner_texts()
-    for column in ("budget", "model", "EOM value", "95% CI", "% oracle"):
+    header = [h.strip() for h in table.locator("th").all_inner_texts()]
+    for column in ("budget", "rank", "model", "% oracle", "spend ratio"):
         assert column in header, f"leaderboard column {column!r} missing from {header}"
-    models = {row.locator("td").nth(header.index("model")).inner_text() for row in table.locator("tbody tr").all()}
+    models = {r.locator("td").nth(header.index("model")).inner_text().strip() for r in table.locator("tbody tr").all()}
     assert {"s_learner", "dipn", "random"} <= models, models
+    ranks = [r.locator("td").nth(header.index("rank")).inner_text().strip() for r in table.locator("tbody tr").all()]
+    assert "1" in ranks, ranks
     shot(page, "policy-evaluation-leaderboard")
-    board.get_by_role("button", name="Close").click()
 
     plot = _open_metadata_markdown(page, "frontier_plot")
     image = plot.locator("img[src^='data:image/png']")
