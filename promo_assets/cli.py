@@ -114,24 +114,33 @@ def _failure_messages(result) -> list[str]:
     return out or ["failed"]
 
 
+def _campaign_names_ok(command: str, names: list[str]) -> bool:
+    """--campaign values follow the one campaign-name rule; else print why (the caller exits 2)."""
+    from promo_assets.campaign import CampaignConfigError, check_campaign_name
+
+    try:
+        for name in names:
+            check_campaign_name(name)
+    except CampaignConfigError as exc:
+        print(f"promo {command}: --campaign: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     _default_dagster_home()
     import dagster as dg
     from tqdm import tqdm
 
     from promo_assets import settings
-    from promo_assets.campaign import CampaignConfigError, check_campaign_name
+    from promo_assets.campaign import CampaignConfigError
     from promo_assets.definitions import defs
     from promo_assets.ingestion import IngestError, discover_campaigns, load_config, scan_day_files, skipped_side_files
     from promo_assets.orchestration.common import partition_key, register_partitions
     from promo_assets.orchestration.recovery import process_tags, wait_for_pool
 
     landing = settings.landing_dir()
-    try:
-        for name in args.campaign or []:
-            check_campaign_name(name)
-    except CampaignConfigError as exc:
-        print(f"promo run: --campaign: {exc}", file=sys.stderr)
+    if not _campaign_names_ok("run", args.campaign or []):
         return EXIT_USAGE
     campaigns = discover_campaigns(landing)
     if args.campaign:
@@ -268,12 +277,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
     from promo_assets.ingestion import loaded_days, scan_day_files
     from promo_assets.orchestration.common import partition_key
 
-    from promo_assets.campaign import CampaignConfigError, check_campaign_name
-
-    try:
-        check_campaign_name(args.campaign)
-    except CampaignConfigError as exc:
-        print(f"promo forget: --campaign: {exc}", file=sys.stderr)
+    if not _campaign_names_ok("forget", [args.campaign]):
         return EXIT_USAGE
     landing = settings.landing_dir()
     if not settings.warehouse_path().exists():
@@ -407,13 +411,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     import duckdb
 
     from promo_assets import settings, warehouse
-    from promo_assets.campaign import CampaignConfigError, check_campaign_name
 
-    try:
-        for name in args.campaign or []:
-            check_campaign_name(name)
-    except CampaignConfigError as exc:
-        print(f"promo report: --campaign: {exc}", file=sys.stderr)
+    if not _campaign_names_ok("report", args.campaign or []):
         return EXIT_USAGE
     try:
         with warehouse.connect(read_only=True) as con:
