@@ -153,9 +153,10 @@ def connect(path: Path | str | None = None, read_only: bool = False) -> Iterator
         path.parent.mkdir(parents=True, exist_ok=True)
     con = _open(path, read_only)
     try:
-        no_replacement_scans(con)
-        if not read_only:
-            ensure_schema(con)
+        if read_only:
+            no_replacement_scans(con)
+        else:
+            ensure_schema(con)  # turns replacement scans off too
         yield con
     finally:
         con.close()
