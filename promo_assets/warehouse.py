@@ -179,10 +179,11 @@ def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
 
 def _execute(con: duckdb.DuckDBPyConnection, statement: str, params, family: str, name: str) -> duckdb.DuckDBPyConnection:
     """Run `statement` (statement `name` of sql/<family>.sql) with `params` bound; a missing table or
-    column, or parameters that do not fit, raise WarehouseError naming the statement."""
+    column, parameters that do not fit, a value the column's type or constraint refuses raise
+    WarehouseError naming the statement and DuckDB's reason."""
     try:
         return con.execute(statement, list(params))
-    except (duckdb.CatalogException, duckdb.BinderException, duckdb.InvalidInputException) as exc:
+    except (duckdb.ProgrammingError, duckdb.DataError, duckdb.IntegrityError) as exc:
         reason = str(exc).splitlines()[0]
         raise WarehouseError(f"sql/{family}.sql {name}: {reason}") from None
 

@@ -24,3 +24,7 @@ SELECT count(*) FROM (
     UNION ALL
     SELECT view_name FROM duckdb_views() WHERE NOT internal
 ) WHERE lower(name) = lower(?);
+
+-- name: campaign_rows
+-- Every row of one campaign in a table that has a campaign column (tests, inspection).
+SELECT * FROM {table} WHERE campaign = ? ORDER BY ALL;
