@@ -131,9 +131,19 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
     con.execute("COMMIT")
 
 
+class WarehouseError(RuntimeError):
+    """A statement of sql/ the warehouse refused, or a data frame that cannot be handed over: the
+    message names the statement (`sql/<family>.sql <name>`) or the frame name, and DuckDB's reason."""
+
+
 @contextmanager
 def registered(con: duckdb.DuckDBPyConnection, name: str, frame: pd.DataFrame) -> Iterator[str]:
-    """`frame` visible to SQL as the view `name` for the block (con.register / con.unregister)."""
+    """`frame` visible to SQL as the view `name` for the block (con.register / con.unregister). A
+    name that a table or view already has is refused (a registered frame would shadow the table)."""
+    if con.execute(sql("meta", "relation_exists"), [name]).fetchone()[0]:
+        raise WarehouseError(
+            f"cannot register a data frame as {name!r}: the warehouse already has a table or view of that "
+            "name (a frame registered under it would hide it); choose another frame name")
     con.register(name, frame)
     try:
         yield name
@@ -165,3 +175,34 @@ def connect(path: Path | str | None = None, read_only: bool = False) -> Iterator
 def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
     rows = con.execute(sql("meta", "table_columns"), [table]).fetchall()
     return {name: dtype for name, dtype in rows}
+
+
+def _execute(con: duckdb.DuckDBPyConnection, statement: str, params, family: str, name: str) -> duckdb.DuckDBPyConnection:
+    """Run `statement` (statement `name` of sql/<family>.sql) with `params` bound; a missing table or
+    column, parameters that do not fit, a value the column's type or constraint refuses raise
+    WarehouseError naming the statement and DuckDB's reason."""
+    try:
+        return con.execute(statement, list(params))
+    except (duckdb.ProgrammingError, duckdb.DataError, duckdb.IntegrityError) as exc:
+        reason = str(exc).splitlines()[0]
+        raise WarehouseError(f"sql/{family}.sql {name}: {reason}") from None
+
+
+def read_df(con: duckdb.DuckDBPyConnection, family: str, name: str, params=(), **identifiers: str) -> pd.DataFrame:
+    """The result of statement `name` of sql/<family>.sql as a DataFrame (values bound from `params`;
+    `identifiers` fill its placeholders, quoted with quote_ident by the caller)."""
+    return _execute(con, sql(family, name, **identifiers), params, family, name).df()
+
+
+def read_rows(con: duckdb.DuckDBPyConnection, family: str, name: str, params=(), **identifiers: str) -> list[tuple]:
+    """The result of statement `name` of sql/<family>.sql as a list of tuples."""
+    return _execute(con, sql(family, name, **identifiers), params, family, name).fetchall()
+
+
+def write_df(con: duckdb.DuckDBPyConnection, family: str, name: str, frame: pd.DataFrame, params=(),
+             frame_name: str = "frame_df", **identifiers: str) -> None:
+    """Run statement `name` of sql/<family>.sql with `frame` registered as the view `frame_name` (the
+    statement reads it by that name; never a Python local). Wrap in `transaction` to group writes."""
+    statement = sql(family, name, **identifiers)
+    with registered(con, frame_name, frame):
+        _execute(con, statement, params, family, name)

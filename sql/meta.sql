@@ -16,3 +16,15 @@ SELECT count(*) FROM {table} WHERE run_id = ?;
 
 -- name: all_columns
 SELECT DISTINCT column_name FROM information_schema.columns ORDER BY column_name;
+
+-- name: relation_exists
+-- Whether a table or view (a data frame registered on this connection included) has this name.
+SELECT count(*) FROM (
+    SELECT table_name AS name FROM duckdb_tables()
+    UNION ALL
+    SELECT view_name FROM duckdb_views() WHERE NOT internal
+) WHERE lower(name) = lower(?);
+
+-- name: campaign_rows
+-- Every row of one campaign in a table that has a campaign column (tests, inspection).
+SELECT * FROM {table} WHERE campaign = ? ORDER BY ALL;

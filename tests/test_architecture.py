@@ -74,6 +74,11 @@ SQL_WORDS = re.compile(
 )
 SAFE_CALLS = {"quote_ident", "sql", "statements"}
 SQL_TAKING = {"execute", "executemany", "query", "from_query"}
+# warehouse.read_df / read_rows / write_df and the WarehouseResource methods of the same names take
+# (family, name, ..., **identifiers) like sql(): their keyword arguments are placeholders, checked
+# at every call, except these, which are values, the frame or the connection.
+SQL_WRAPPERS = {"read_df", "read_rows", "write_df"}
+WRAPPER_VALUE_ARGS = {"con", "params", "frame", "frame_name"}
 
 
 def _call_name(node: ast.AST) -> str:
@@ -208,6 +213,18 @@ class SqlBuildChecker:
             return isinstance(node.args[0], ast.Name) and node.args[0].id in SAFE_CALLS
         return self.safe(node, depth)
 
+    def forwarded_placeholders(self, node) -> bool:
+        """`**identifiers` passed on inside a wrapper of SQL_WRAPPERS whose own `**identifiers` they
+        are: the wrapper's callers are checked instead."""
+        if not isinstance(node, ast.Name):
+            return False
+        scope = node
+        while scope in self.parents:
+            scope = self.parents[scope]
+            if isinstance(scope, ast.FunctionDef):
+                return scope.name in SQL_WRAPPERS and scope.args.kwarg is not None and scope.args.kwarg.arg == node.id
+        return False
+
     # -- string building
     def _pieces(self, node) -> tuple[list[str], list[ast.AST]]:
         """(literal texts, interpolated expressions) of an f-string / % / + / .format expression."""
@@ -255,10 +272,14 @@ class SqlBuildChecker:
                     self.offenders.append(f"{where}: {problem}")
             if isinstance(node, ast.Call):
                 name = _call_name(node)
-                if _is_warehouse_sql(node):
+                if _is_warehouse_sql(node) or name in SQL_WRAPPERS:
                     for kw in node.keywords:
+                        if name in SQL_WRAPPERS and kw.arg in WRAPPER_VALUE_ARGS:
+                            continue
+                        if kw.arg is None and self.forwarded_placeholders(kw.value):
+                            continue
                         if not self.safe(kw.value):
-                            self.offenders.append(f"{where}: sql() placeholder {kw.arg}= is not quote_ident/sql()/a constant")
+                            self.offenders.append(f"{where}: {name}() placeholder {kw.arg}= is not quote_ident/sql()/a constant")
                 elif (name in SQL_TAKING or name == "sql") and node.args and not self.safe(node.args[0]):
                     if name in ("execute", "executemany", "sql", "query", "from_query"):
                         self.offenders.append(f"{where}: {name}() gets SQL that is not a constant or sql(...)")
@@ -281,6 +302,9 @@ BAD_SNIPPETS = {
     "name-beside-quoted-name": "def f(prefix, c):\n    return f'{prefix}{quote_ident(c)}'\n",
     "duckdb-sql-variable": "import duckdb\ndef f(path):\n    q = 'SELECT * FROM ' + repr(path)\n    return duckdb.sql(q)\n",
     "loop-variable-query": "def f(con, qs):\n    for q in qs:\n        con.execute(q)\n",
+    "raw-name-into-read-wrapper": "def f(con, c):\n    return read_df(con, 'frames', 'x', col=c)\n",
+    "raw-name-into-resource-write": "def f(warehouse, df, t):\n    warehouse.write_df('results', 'x', df, table=t)\n",
+    "forwarded-kwargs-outside-a-wrapper": "def g(con, **ids):\n    con.execute(sql('frames', 'x', **ids))\n",
     "old-exploitable-ingestion": (
         "def checks(col):\n    q = f'src.{quote_ident(col)}'\n"
         "    return 'CASE ' + ' '.join([f\"WHEN {q} IS NULL THEN '{col}: missing'\"]) + ' END'\n"),
@@ -294,6 +318,12 @@ GOOD_SNIPPETS = {
                       "        typed.append(sql('ingest', 'typed_numeric', col=quote_ident(c)))\n"
                       "    con.execute(sql('ingest', 'typed_rows', typed=', '.join(typed)))\n"),
     "statements-loop": "def f(con):\n    for s in statements('schema'):\n        con.execute(s)\n",
+    "wrapper-forwarding-its-placeholders": (
+        "def read_rows(con, family, name, params=(), **identifiers):\n"
+        "    return con.execute(sql(family, name, **identifiers), params).fetchall()\n"),
+    "quoted-name-into-wrapper": ("def f(warehouse, df, con, t):\n"
+                                 "    warehouse.write_df('results', 'x', df, [1], frame_name='eval_df', con=con, "
+                                 "table=quote_ident(t))\n"),
     "messages-and-numbers": "def f(path, n, i):\n    return f'{path}: {n} rows', n % 2, i + 1, 'a' + 'b'\n",
 }
 
@@ -320,16 +350,36 @@ def test_sql_is_never_built_from_strings():
 TRANSACTION_WORDS = re.compile(r"^\s*(BEGIN|COMMIT|ROLLBACK|START\s+TRANSACTION|ABORT)\b", re.IGNORECASE)
 
 
+TRANSACTION_METHODS = {"begin", "commit", "rollback"}  # DuckDBPyConnection's own
+
+
+def hand_written_transactions(source: str) -> list[tuple[int, str]]:
+    """(line, what) for each transaction statement as text and each con.begin()/commit()/rollback()."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and TRANSACTION_WORDS.match(node.value):
+            found.append((node.lineno, repr(node.value)))
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in TRANSACTION_METHODS \
+                and not node.args and not node.keywords:
+            found.append((node.lineno, f".{node.func.attr}()"))
+    return found
+
+
+@pytest.mark.parametrize("snippet", ["con.execute('BEGIN TRANSACTION')", "con.execute('commit')",
+                                     "con.execute('  ROLLBACK')", "con.begin()", "con.commit()", "con.rollback()"])
+def test_transaction_checker_catches(snippet):
+    assert hand_written_transactions(f"def f(con):\n    {snippet}\n")
+
+
 def test_transactions_only_through_warehouse_transaction():
-    """No module but warehouse.py (`warehouse.transaction`) and no sql/ statement opens or ends a
-    transaction by hand."""
+    """No module but warehouse.py (`warehouse.transaction`), no benchmark and no sql/ statement
+    opens or ends a transaction by hand (as SQL text or with the connection's begin/commit/rollback)."""
     offenders = []
-    for path in sorted(ROOT.rglob("*.py")):
+    code = sorted(ROOT.rglob("*.py")) + sorted((ROOT.parent / "benchmarks").rglob("*.py"))
+    for path in code:
         if path == ROOT / "warehouse.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str) and TRANSACTION_WORDS.match(node.value):
-                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}")
+        offenders += [f"{path.relative_to(ROOT.parent)}:{line}: {what}" for line, what in hand_written_transactions(path.read_text())]
     for path in sorted((ROOT.parent / "sql").glob("*.sql")):
         for i, line in enumerate(path.read_text().splitlines(), 1):
             if TRANSACTION_WORDS.match(line):
@@ -343,3 +393,68 @@ def test_dataframes_reach_sql_only_through_registered():
     offenders = [f"{p.relative_to(ROOT)}:{i}" for p in sorted(ROOT.rglob("*.py"))
                  for i, line in enumerate(p.read_text().splitlines(), 1) if "replacement scan" in line and "noqa" in line]
     assert not offenders, "DataFrames read by name from Python locals:\n" + "\n".join(offenders)
+
+
+# --------------------------------------------------------------------------------------------
+# Importing the code location changes no environment variable: resources read their settings when a
+# run or tick starts (promo_assets/orchestration/resources.py), so a module never writes os.environ
+# at its top level.
+
+ENVIRON_WRITES = {"setdefault", "update", "pop", "popitem", "clear", "__setitem__", "__delitem__"}
+
+
+def environ_writes_at_import(source: str) -> list[int]:
+    """Lines of the module's top level (outside function bodies) that write os.environ: item
+    assignment or deletion, its mutating methods, os.putenv / os.unsetenv."""
+    def is_environ(node) -> bool:
+        return (isinstance(node, ast.Attribute) and node.attr == "environ") or (isinstance(node, ast.Name) and node.id == "environ")
+
+    lines = []
+    pending = list(ast.parse(source).body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue  # runs when called, not at import (a call at top level is caught by the runtime test)
+        if isinstance(node, ast.Subscript) and is_environ(node.value) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+                (node.func.attr in ENVIRON_WRITES and is_environ(node.func.value)) or node.func.attr in ("putenv", "unsetenv")):
+            lines.append(node.lineno)
+        pending.extend(ast.iter_child_nodes(node))
+    return sorted(lines)
+
+
+@pytest.mark.parametrize("snippet", [
+    "import os\nos.environ.setdefault('PROMO_WAREHOUSE', 'x')\n", "import os\nos.environ['A'] = '1'\n",
+    "from os import environ\nenviron.update(A='1')\n", "import os\ndel os.environ['A']\n",
+    "import os\nos.putenv('A', '1')\n", "import os\nif True:\n    os.environ.pop('A', None)\n",
+    "import os\nclass C:\n    os.environ['A'] = '1'\n",
+])
+def test_environ_checker_catches(snippet):
+    assert environ_writes_at_import(snippet)
+
+
+def test_environ_checker_allows_reads_and_writes_inside_functions():
+    source = "import os\nX = os.environ.get('A')\ndef f():\n    os.environ['DAGSTER_HOME'] = 'x'\n"
+    assert environ_writes_at_import(source) == []
+
+
+def test_no_module_writes_os_environ_at_import():
+    offenders = [f"{p.relative_to(ROOT)}:{line}" for p in sorted(ROOT.rglob("*.py")) for line in environ_writes_at_import(p.read_text())]
+    assert not offenders, "os.environ written at import (read settings when a run starts instead):\n" + "\n".join(offenders)
+
+
+def test_importing_the_code_location_leaves_the_environment_as_it_was():
+    """What `dagster dev` and `promo` import (promo_assets.definitions, with the resources built)
+    sets no variable, PROMO_* ones included, even when none is set."""
+    import os
+    import subprocess
+    import sys
+
+    probe = ("import os, json; before = dict(os.environ); import promo_assets.definitions; "
+             "print(json.dumps(sorted(k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k))))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROMO_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT.parent), env.get("PYTHONPATH")]))
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300, cwd=ROOT.parent)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]", f"variables changed by the import: {out.stdout}"

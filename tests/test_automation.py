@@ -8,7 +8,13 @@ import json
 import dagster as dg
 import pytest
 
+from promo_assets.orchestration.common import LandingResource
 from tests.test_ingestion import good_frame, write_campaign
+
+
+def landing_resource(root) -> dict:
+    """The `landing` resource the sensor and the schedule take, on the test's landing folder."""
+    return {"landing": LandingResource(root=str(root))}
 
 
 @pytest.fixture
@@ -29,16 +35,16 @@ def test_landing_sensor_adds_campaigns_and_requests_new_files(landing):
     from promo_assets.orchestration.automation import landing_sensor
 
     with dg.instance_for_test() as instance:
-        result = landing_sensor(dg.build_sensor_context(instance=instance))
+        result = landing_sensor(dg.build_sensor_context(resources=landing_resource(landing), instance=instance))
         assert keys(result.run_requests) == [("c1", "2026-03-01"), ("c1", "2026-03-02"), ("c2", "2026-03-01")]
         assert sorted(result.dynamic_partitions_requests[0].partition_keys) == ["c1", "c2"]
         assert result.dynamic_partitions_requests[1].partition_keys == ["2026-03-01", "2026-03-02"]  # the days
         # nothing changed: skip
-        again = landing_sensor(dg.build_sensor_context(instance=instance, cursor=result.cursor))
+        again = landing_sensor(dg.build_sensor_context(resources=landing_resource(landing), instance=instance, cursor=result.cursor))
         assert again.run_requests == [] and again.skip_reason is not None
         # a new day file for c2 only
         good_frame(seed=9).to_parquet(landing / "c2" / "events" / "2026-03-02.parquet")
-        third = landing_sensor(dg.build_sensor_context(instance=instance, cursor=result.cursor))
+        third = landing_sensor(dg.build_sensor_context(resources=landing_resource(landing), instance=instance, cursor=result.cursor))
         assert keys(third.run_requests) == [("c2", "2026-03-02")]
         assert third.dynamic_partitions_requests[0].partition_keys == ["2026-03-02"]  # not added to the instance here
         assert json.loads(third.cursor)["files"]["c2"].keys() == {"2026-03-01", "2026-03-02"}
@@ -54,7 +60,7 @@ def test_landing_sensor_first_tick_skips_partitions_already_materialized(landing
         job = defs.resolve_job_def("ingest_job")
         key = dg.MultiPartitionKey({"date": "2026-03-01", "campaign": "c1"})
         assert job.execute_in_process(partition_key=key, instance=instance).success
-        result = landing_sensor(dg.build_sensor_context(instance=instance))
+        result = landing_sensor(dg.build_sensor_context(resources=landing_resource(landing), instance=instance))
         assert keys(result.run_requests) == [("c1", "2026-03-02"), ("c2", "2026-03-01")]
         assert result.dynamic_partitions_requests[0].partition_keys == ["c2"]
         assert result.dynamic_partitions_requests[1].partition_keys == ["2026-03-02"]  # 03-01 is registered
@@ -66,14 +72,14 @@ def test_daily_schedule_requests_yesterday_for_registered_campaigns(landing):
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("campaign", ["c1", "c2"])
         when = dt.datetime(2026, 3, 3, 3, 0, tzinfo=dt.timezone.utc)
-        requests = daily_campaign_refresh(dg.build_schedule_context(instance=instance, scheduled_execution_time=when))
+        requests = daily_campaign_refresh(dg.build_schedule_context(resources=landing_resource(landing), instance=instance, scheduled_execution_time=when))
         assert keys(requests) == [("c1", "2026-03-02")]  # c2 has no file for 2026-03-02
         assert instance.get_dynamic_partitions("day") == ["2026-03-02"]  # the schedule registers the day
         when = dt.datetime(2026, 3, 2, 3, 0, tzinfo=dt.timezone.utc)
-        requests = daily_campaign_refresh(dg.build_schedule_context(instance=instance, scheduled_execution_time=when))
+        requests = daily_campaign_refresh(dg.build_schedule_context(resources=landing_resource(landing), instance=instance, scheduled_execution_time=when))
         assert keys(requests) == [("c1", "2026-03-01"), ("c2", "2026-03-01")]
         when = dt.datetime(2026, 4, 1, 3, 0, tzinfo=dt.timezone.utc)
-        skipped = daily_campaign_refresh(dg.build_schedule_context(instance=instance, scheduled_execution_time=when))
+        skipped = daily_campaign_refresh(dg.build_schedule_context(resources=landing_resource(landing), instance=instance, scheduled_execution_time=when))
         assert isinstance(skipped, dg.SkipReason) and "2026-03-31" in skipped.skip_message
 
 

@@ -15,7 +15,13 @@ import pytest
 
 from promo_assets.cli import main
 from promo_assets.ingestion import scan_day_files, today_utc
+from promo_assets.orchestration.common import LandingResource
 from tests.test_ingestion import good_frame, write_campaign
+
+
+def landing_resource(root) -> dict:
+    """The `landing` resource the sensor and the schedule take, on the test's landing folder."""
+    return {"landing": LandingResource(root=str(root))}
 
 DAY1, DAY2 = "2026-03-01", "2026-03-02"
 TODAY = today_utc()
@@ -73,7 +79,7 @@ def test_bad_day_file_is_skipped_by_name_and_the_rest_proceeds(two_campaigns, pr
 
     # the landing sensor does not raise, requests every good day of both campaigns and warns by name
     with dg.instance_for_test() as instance:
-        result = landing_sensor(dg.build_sensor_context(instance=instance))
+        result = landing_sensor(dg.build_sensor_context(resources=landing_resource(promo_env["landing"]), instance=instance))
     assert sorted(str(r.partition_key) for r in result.run_requests) == [f"c1|{DAY1}", f"c2|{DAY1}"]
     assert [r.partition_keys for r in result.dynamic_partitions_requests] == [["c1", "c2"], [DAY1]]
     assert f"WARNING - skipped landing file {two_campaigns / 'events' / name}: " in capfd.readouterr().err
@@ -134,10 +140,10 @@ def test_sensor_warns_once_per_skipped_file_and_about_removed_files(promo_env, c
     write_day(folder, f"{DAY2}.parquet")
     (folder / "events" / "notadate.csv").write_text("x\n")
     with dg.instance_for_test() as instance:
-        first = landing_sensor(dg.build_sensor_context(instance=instance))
+        first = landing_sensor(dg.build_sensor_context(resources=landing_resource(promo_env["landing"]), instance=instance))
         assert capfd.readouterr().err.count("notadate.csv") == 1
         (folder / "events" / f"{DAY2}.parquet").unlink()
-        second = landing_sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor))
+        second = landing_sensor(dg.build_sensor_context(resources=landing_resource(promo_env["landing"]), instance=instance, cursor=first.cursor))
     err = capfd.readouterr().err
     assert "notadate.csv" not in err  # already reported
     assert f"campaign 'c1' day {DAY2} is gone" in err and f"promo forget --campaign c1 --day {DAY2}" in err
@@ -154,7 +160,7 @@ def test_bad_file_names_in_other_folders_are_named_too(promo_env, capfd, kind):
     (folder / kind).mkdir()
     (folder / kind / "2026-3-1.parquet").write_text("x")
     with dg.instance_for_test() as instance:
-        landing_sensor(dg.build_sensor_context(instance=instance))
+        landing_sensor(dg.build_sensor_context(resources=landing_resource(promo_env["landing"]), instance=instance))
     assert f"skipped landing file {folder / kind / '2026-3-1.parquet'}: not a day file" in capfd.readouterr().err
     assert main(["run", "--ingest-only", "--no-progress"]) == 0
     assert f"c1: skipped {folder / kind / '2026-3-1.parquet'}: not a day file" in capfd.readouterr().err
@@ -172,7 +178,7 @@ def test_sensor_reads_a_cursor_of_the_earlier_format(promo_env):
     old_cursor = json.dumps(landing_inventory(promo_env["landing"]))
     write_day(folder, f"{DAY2}.parquet")
     with dg.instance_for_test() as instance:
-        result = landing_sensor(dg.build_sensor_context(instance=instance, cursor=old_cursor))
+        result = landing_sensor(dg.build_sensor_context(resources=landing_resource(promo_env["landing"]), instance=instance, cursor=old_cursor))
     assert [str(r.partition_key) for r in result.run_requests] == [f"c1|{DAY2}"]
 
 

@@ -6,9 +6,9 @@ import json
 
 import dagster as dg
 
-from promo_assets import settings
 from promo_assets.ingestion import day_files, discover_campaigns, landing_changes, landing_removed, landing_scan
 from promo_assets.orchestration.common import (
+    LandingResource,
     campaign_partitions,
     day_campaign_partitions,
     day_partitions,
@@ -39,9 +39,9 @@ campaign_job = dg.define_asset_job(
     description="Every day at 03:00 UTC: ingest yesterday's landing file of every campaign; the "
     "downstream_refresh sensor then refreshes each campaign's models and decisions.",
 )
-def daily_campaign_refresh(context: dg.ScheduleEvaluationContext):
+def daily_campaign_refresh(context: dg.ScheduleEvaluationContext, landing: LandingResource):
     day = (context.scheduled_execution_time.date() - dt.timedelta(days=1))
-    landing = settings.landing_dir()
+    landing = landing.path
     requests, missing = [], []
     registered = set(context.instance.get_dynamic_partitions(campaign_partitions.name))
     for campaign in discover_campaigns(landing):
@@ -71,12 +71,12 @@ def daily_campaign_refresh(context: dg.ScheduleEvaluationContext):
     "day files (requests their ingestion); warns once about each skipped file (bad name, future "
     "date, ...) and each removed day file (`promo run` or `promo forget` removes its rows).",
 )
-def landing_sensor(context: dg.SensorEvaluationContext):
+def landing_sensor(context: dg.SensorEvaluationContext, landing: LandingResource):
     state = json.loads(context.cursor) if context.cursor else None
     if state is not None and "files" not in state:  # cursor of an earlier version: the inventory only
         state = {"files": state, "skipped": []}
     before = state["files"] if state else None
-    now, skipped = landing_scan(settings.landing_dir())
+    now, skipped = landing_scan(landing.path)
     skipped_now = sorted(str(f) for f in skipped)
     for line in sorted(set(skipped_now) - set(state["skipped"] if state else [])):
         context.log.warning(f"skipped landing file {line}")

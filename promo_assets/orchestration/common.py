@@ -1,16 +1,18 @@
 """Partitions, resources and small helpers shared by the asset modules (Dagster wiring only)."""
 
 
-import os
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Iterator
 
 import dagster as dg
-from dagster_duckdb import DuckDBResource
+import duckdb
 
-from promo_assets import settings
-from promo_assets.warehouse import connect as warehouse_connect
+from promo_assets.orchestration.resources import (  # noqa: F401  (imported from here by the asset modules)
+    ArtifactStoreResource,
+    LandingResource,
+    WarehouseResource,
+    make_resources,
+)
 
 WAREHOUSE_POOL = "warehouse"  # every asset that touches the DuckDB file; limit 1 in dagster.yaml
 INGESTION_ASSETS = ("rct_events", "payment_edges", "merchant_events")  # the date x campaign assets
@@ -60,33 +62,12 @@ def unmaterialize_partition(instance: dg.DagsterInstance, campaign: str, day: st
     return notes
 
 
-class LandingResource(dg.ConfigurableResource):
-    """The landing folder (PROMO_LANDING_DIR): one sub-folder per campaign."""
-
-    root: str
-
-    @property
-    def path(self) -> Path:
-        return Path(self.root).expanduser().resolve()
-
-
-def make_resources() -> dict:
-    """Resources read PROMO_WAREHOUSE / PROMO_LANDING_DIR when a run starts (dg.EnvVar), not when
-    the code location loads; unset variables get the documented defaults."""
-    os.environ.setdefault("PROMO_WAREHOUSE", settings.DEFAULT_WAREHOUSE)
-    os.environ.setdefault("PROMO_LANDING_DIR", settings.DEFAULT_LANDING_DIR)
-    return {
-        "warehouse": DuckDBResource(database=dg.EnvVar("PROMO_WAREHOUSE")),
-        "landing": LandingResource(root=dg.EnvVar("PROMO_LANDING_DIR")),
-    }
-
-
 @contextmanager
-def connect(warehouse: DuckDBResource) -> Iterator:
-    """A connection to the resource's warehouse through `warehouse.connect` (schema in place; retried
+def connect(warehouse: WarehouseResource) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection to the resource's warehouse (`WarehouseResource.connect`: schema in place; retried
     briefly while another process holds the file, then WarehouseBusyError), closed however the
     block ends (a connection left open keeps the file locked for every other process)."""
-    with warehouse_connect(warehouse.database) as con:
+    with warehouse.connect() as con:
         yield con
 
 

@@ -4,7 +4,6 @@
 import datetime as dt
 
 import dagster as dg
-from dagster_duckdb import DuckDBResource
 
 from promo_assets.ingestion import (
     IngestError,
@@ -13,11 +12,10 @@ from promo_assets.ingestion import (
     ingest_events_day,
     load_config,
 )
-from promo_assets.warehouse import sql
 from promo_assets.orchestration.common import (
     WAREHOUSE_POOL,
     LandingResource,
-    connect,
+    WarehouseResource,
     day_and_campaign,
     day_campaign_partitions,
     md_table,
@@ -31,12 +29,11 @@ CHECKS = [
 ]
 
 
-def _checks(con, config, campaign: str, day: str) -> list[dg.AssetCheckResult]:
-    stats = con.execute(sql("checks", "rct_events_partition"), [len(config.incentives), campaign, day]).fetchone()
+def _checks(warehouse: WarehouseResource, con, config, campaign: str, day: str) -> list[dg.AssetCheckResult]:
+    [stats] = warehouse.read_rows("checks", "rct_events_partition", [len(config.incentives), campaign, day], con=con)
     n, off_grid, bad_resp_binary, bad_resp_count, bad_resp, bad_cost, bad_prop = stats
-    wrong_incentive = con.execute(
-        sql("checks", "incentive_mismatch"), [list(range(config.n_levels)), list(config.incentives), campaign, day]
-    ).fetchone()[0]
+    [(wrong_incentive,)] = warehouse.read_rows(
+        "checks", "incentive_mismatch", [list(range(config.n_levels)), list(config.incentives), campaign, day], con=con)
     bad_response = bad_resp + (bad_resp_binary if config.response == "binary" else 0) + (
         bad_resp_count if config.response == "count" else 0
     )
@@ -67,19 +64,19 @@ def _checks(con, config, campaign: str, day: str) -> list[dg.AssetCheckResult]:
         "go to `rejected_events` with their reason."
     ),
 )
-def rct_events(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
+def rct_events(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
     day, campaign = day_and_campaign(context)
     config = load_config(landing.path, campaign)
     files = day_files(landing.path, campaign, "events")
     path = files.get(dt.date.fromisoformat(day))
     if path is None:
         raise dg.Failure(f"no events file for campaign '{campaign}' on {day} under {landing.path / campaign / 'events'}")
-    with connect(warehouse) as con:
+    with warehouse.connect() as con:
         try:
             result = ingest_events_day(con, config, dt.date.fromisoformat(day), path)
         except IngestError as exc:
             raise dg.Failure(str(exc)) from None
-        checks = _checks(con, config, campaign, day)
+        checks = _checks(warehouse, con, config, campaign, day)
     context.log.info(f"{campaign} {day}: loaded {result.rows_loaded} rows, rejected {result.rows_rejected} from {path}")
     distribution = [
         {"level": lvl, "incentive": config.incentives[lvl], "label": config.labels[lvl], "rows": n}
@@ -107,13 +104,13 @@ def rct_events(context: dg.AssetExecutionContext, warehouse: DuckDBResource, lan
     description="Customer–merchant payment edges of one campaign and day (`<landing>/<campaign>/edges/<day>`), "
     "table `payment_edges`. A campaign without edge files materializes an empty partition.",
 )
-def payment_edges(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
+def payment_edges(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
     day, campaign = day_and_campaign(context)
     path = day_files(landing.path, campaign, "edges").get(dt.date.fromisoformat(day))
     if path is None:
         context.log.info(f"{campaign} {day}: no edges file; nothing to load")
         return dg.MaterializeResult(metadata={"rows_loaded": 0})
-    with connect(warehouse) as con:
+    with warehouse.connect() as con:
         try:
             result = ingest_edges_day(con, campaign, dt.date.fromisoformat(day), path)
         except IngestError as exc:

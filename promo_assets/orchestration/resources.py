@@ -1,0 +1,160 @@
+"""The code location's resources: the warehouse, the landing folder and the artefact store.
+
+Each has an optional location field; left unset, it is resolved from the settings (PROMO_WAREHOUSE,
+PROMO_LANDING_DIR, PROMO_ARTIFACTS_DIR, with their documented defaults) when a run, sensor tick or
+schedule tick starts (`setup_for_execution`), never when the code location is imported, and nothing
+here changes `os.environ`. The work itself is done by the domain modules (`promo_assets.warehouse`,
+`promo_assets.artifacts`); these classes only carry the location into Dagster.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
+
+import dagster as dg
+from pydantic import Field, PrivateAttr
+
+from promo_assets import settings, warehouse
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas as pd
+
+
+class _LocatedResource(dg.ConfigurableResource):
+    """A resource whose location is its configured field, or a setting read when a run starts."""
+
+    _resolved: Optional[Path] = PrivateAttr(default=None)
+
+    def _configured(self) -> Optional[str]:
+        raise NotImplementedError
+
+    def _default(self) -> Path:
+        raise NotImplementedError
+
+    def _locate(self) -> Path:
+        configured = self._configured()
+        return Path(configured).expanduser().resolve() if configured else self._default()
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self._resolved = self._locate()  # fixed for the run: a setting changed mid-run does not move it
+
+    @property
+    def location(self) -> Path:
+        return self._resolved or self._locate()
+
+
+class WarehouseResource(_LocatedResource):
+    """The DuckDB warehouse (resource key `warehouse`): connections through `warehouse.connect`
+    (schema in place, lock retry), one transaction per block, typed reads and writes of the named
+    statements of sql/. Data frames reach SQL only registered under an explicit name."""
+
+    path: Optional[str] = Field(
+        default=None, description="The warehouse file; unset: PROMO_WAREHOUSE (default data/warehouse.duckdb) "
+        "read when the run starts.")
+
+    def _configured(self) -> Optional[str]:
+        return self.path
+
+    def _default(self) -> Path:
+        return settings.warehouse_path()
+
+    @property
+    def database(self) -> str:
+        """The warehouse file as a string (what DuckDBResource called `database`)."""
+        return str(self.location)
+
+    @contextmanager
+    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+        """An open connection for the block, closed however the block ends (see warehouse.connect)."""
+        with warehouse.connect(self.location, read_only=read_only) as con:
+            yield con
+
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A connection whose statements in the block are one transaction: all stored, or, when the
+        block raises, none (rolled back)."""
+        with self.connect() as con, warehouse.transaction(con):
+            yield con
+
+    def _on(self, con: Optional[duckdb.DuckDBPyConnection], work: Callable[[duckdb.DuckDBPyConnection], Any],
+            read_only: bool) -> Any:
+        if con is not None:
+            return work(con)
+        if read_only:
+            with self.connect() as own:
+                return work(own)
+        with self.transaction() as own:
+            return work(own)
+
+    def read_df(self, family: str, name: str, params: Sequence = (), *,
+                con: Optional[duckdb.DuckDBPyConnection] = None, **identifiers: str) -> pd.DataFrame:
+        """Statement `name` of sql/<family>.sql as a DataFrame, on `con` or on a connection of its own."""
+        return self._on(con, lambda c: warehouse.read_df(c, family, name, params, **identifiers), read_only=True)
+
+    def read_rows(self, family: str, name: str, params: Sequence = (), *,
+                  con: Optional[duckdb.DuckDBPyConnection] = None, **identifiers: str) -> list[tuple]:
+        """Statement `name` of sql/<family>.sql as a list of tuples."""
+        return self._on(con, lambda c: warehouse.read_rows(c, family, name, params, **identifiers), read_only=True)
+
+    def write_df(self, family: str, name: str, frame: pd.DataFrame, params: Sequence = (), *,
+                 frame_name: str = "frame_df", con: Optional[duckdb.DuckDBPyConnection] = None,
+                 **identifiers: str) -> None:
+        """Run statement `name` of sql/<family>.sql, which reads `frame` as the view `frame_name`; in
+        a transaction of its own unless `con` is given (then in the caller's)."""
+        self._on(con, lambda c: warehouse.write_df(c, family, name, frame, params, frame_name, **identifiers),
+                 read_only=False)
+
+
+class _FolderResource(_LocatedResource):
+    root: Optional[str] = Field(
+        default=None, description="The folder; unset: the setting (PROMO_LANDING_DIR, default data/landing, for "
+        "`landing`; PROMO_ARTIFACTS_DIR, default data/artifacts, for `artifacts`) read when the run or tick starts.")
+
+    def _configured(self) -> Optional[str]:
+        return self.root
+
+    @property
+    def path(self) -> Path:
+        return self.location
+
+
+class LandingResource(_FolderResource):
+    """The landing folder (resource key `landing`): one sub-folder per campaign."""
+
+    def _default(self) -> Path:
+        return settings.landing_dir()
+
+
+class ArtifactStoreResource(_FolderResource):
+    """The content-addressed artefact store (resource key `artifacts`, see promo_assets.artifacts):
+    trained models and encoders written once under their hash."""
+
+    def _default(self) -> Path:
+        return settings.artifacts_dir()
+
+    # promo_assets.artifacts imports torch: imported when first used, so that sensors and the
+    # ingestion assets do not pay for it
+    def save_bytes(self, data: bytes, kind: str) -> tuple[str, Path]:
+        from promo_assets import artifacts
+        return artifacts.save_bytes(data, kind, self.location)
+
+    def load_bytes(self, kind: str, version: str) -> bytes:
+        from promo_assets import artifacts
+        return artifacts.load_bytes(kind, version, self.location)
+
+    def save_object(self, obj: Any, kind: str) -> tuple[str, Path]:
+        from promo_assets import artifacts
+        return artifacts.save_object(obj, kind, self.location)
+
+    def load_object(self, kind: str, version: str) -> Any:
+        from promo_assets import artifacts
+        return artifacts.load_object(kind, version, self.location)
+
+
+def make_resources() -> dict[str, dg.ConfigurableResource]:
+    """The resources of the Definitions; locations unset, so each follows the settings of the
+    process that runs it (README "Settings" and "Resources")."""
+    return {"warehouse": WarehouseResource(), "landing": LandingResource(), "artifacts": ArtifactStoreResource()}
