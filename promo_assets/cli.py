@@ -138,6 +138,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from promo_assets.ingestion import IngestError, discover_campaigns, load_config, scan_day_files, skipped_side_files
     from promo_assets.orchestration.common import partition_key, register_partitions
     from promo_assets.orchestration.recovery import process_tags, wait_for_pool
+    from promo_assets.orchestration.conditions import REFRESHED_BY_CLI
 
     landing = settings.landing_dir()
     if not _campaign_names_ok("run", args.campaign or []):
@@ -175,6 +176,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     instance = dg.DagsterInstance.get()
     register_partitions(instance, campaigns=campaigns)
     tags = {"promo/trigger": "cli", **process_tags()}  # host/pid: a later run can tell this one died
+    if not args.ingest_only:  # this call refreshes downstream itself: the automation sensor leaves it alone
+        tags.update(REFRESHED_BY_CLI)
     ingest_job = defs.resolve_job_def("ingest_job")
     campaign_job = defs.resolve_job_def("campaign_job")
     run_config = _quiet_run_config(args.verbose)

@@ -12,7 +12,7 @@ defs = dg.Definitions(
     asset_checks=dg.load_asset_checks_from_modules([campaign_assets, graph_assets]),
     jobs=[automation.ingest_job, automation.campaign_job, simulate_job.simulate_demo_job],
     schedules=[automation.daily_campaign_refresh],
-    sensors=[automation.landing_sensor, automation.downstream_refresh],
+    sensors=[automation.landing_sensor, automation.automation_sensor],
     resources=make_resources(),
     loggers={"console": dg.colored_console_logger, "progress": progress_logger},
     # Every job (campaign_job, ingest_job, the UI's materializations and backfills) runs its steps in

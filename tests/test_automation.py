@@ -1,4 +1,5 @@
-"""The daily schedule, the landing sensor and the downstream-refresh sensor, evaluated directly."""
+"""The daily schedule and the landing sensor evaluated directly; the automation conditions evaluated
+with `dg.evaluate_automation_conditions` (what the `automation` sensor runs in the daemon)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,7 @@ import json
 import dagster as dg
 import pytest
 
-from promo_assets.orchestration.common import LandingResource
 from tests.test_ingestion import good_frame, write_campaign
-
-
-def landing_resource(root) -> dict:
-    """The `landing` resource the sensor and the schedule take, on the test's landing folder."""
-    return {"landing": LandingResource(root=str(root))}
 
 
 @pytest.fixture
@@ -27,6 +22,20 @@ def landing(promo_env):
     return promo_env["landing"]
 
 
+def sensor_context(instance, landing, cursor=None):
+    from promo_assets.orchestration.common import LandingResource
+
+    return dg.build_sensor_context(instance=instance, cursor=cursor, resources={"landing": LandingResource(root=str(landing))})
+
+
+def schedule_context(instance, landing, when):
+    from promo_assets.orchestration.common import LandingResource
+
+    return dg.build_schedule_context(
+        instance=instance, scheduled_execution_time=when, resources={"landing": LandingResource(root=str(landing))}
+    )
+
+
 def keys(requests):
     return sorted((r.partition_key.keys_by_dimension["campaign"], r.partition_key.keys_by_dimension["date"]) for r in requests)
 
@@ -35,16 +44,16 @@ def test_landing_sensor_adds_campaigns_and_requests_new_files(landing):
     from promo_assets.orchestration.automation import landing_sensor
 
     with dg.instance_for_test() as instance:
-        result = landing_sensor(dg.build_sensor_context(resources=landing_resource(landing), instance=instance))
+        result = landing_sensor(sensor_context(instance, landing))
         assert keys(result.run_requests) == [("c1", "2026-03-01"), ("c1", "2026-03-02"), ("c2", "2026-03-01")]
         assert sorted(result.dynamic_partitions_requests[0].partition_keys) == ["c1", "c2"]
         assert result.dynamic_partitions_requests[1].partition_keys == ["2026-03-01", "2026-03-02"]  # the days
         # nothing changed: skip
-        again = landing_sensor(dg.build_sensor_context(resources=landing_resource(landing), instance=instance, cursor=result.cursor))
+        again = landing_sensor(sensor_context(instance, landing, result.cursor))
         assert again.run_requests == [] and again.skip_reason is not None
         # a new day file for c2 only
         good_frame(seed=9).to_parquet(landing / "c2" / "events" / "2026-03-02.parquet")
-        third = landing_sensor(dg.build_sensor_context(resources=landing_resource(landing), instance=instance, cursor=result.cursor))
+        third = landing_sensor(sensor_context(instance, landing, result.cursor))
         assert keys(third.run_requests) == [("c2", "2026-03-02")]
         assert third.dynamic_partitions_requests[0].partition_keys == ["2026-03-02"]  # not added to the instance here
         assert json.loads(third.cursor)["files"]["c2"].keys() == {"2026-03-01", "2026-03-02"}
@@ -60,7 +69,7 @@ def test_landing_sensor_first_tick_skips_partitions_already_materialized(landing
         job = defs.resolve_job_def("ingest_job")
         key = dg.MultiPartitionKey({"date": "2026-03-01", "campaign": "c1"})
         assert job.execute_in_process(partition_key=key, instance=instance).success
-        result = landing_sensor(dg.build_sensor_context(resources=landing_resource(landing), instance=instance))
+        result = landing_sensor(sensor_context(instance, landing))
         assert keys(result.run_requests) == [("c1", "2026-03-02"), ("c2", "2026-03-01")]
         assert result.dynamic_partitions_requests[0].partition_keys == ["c2"]
         assert result.dynamic_partitions_requests[1].partition_keys == ["2026-03-02"]  # 03-01 is registered
@@ -72,36 +81,15 @@ def test_daily_schedule_requests_yesterday_for_registered_campaigns(landing):
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("campaign", ["c1", "c2"])
         when = dt.datetime(2026, 3, 3, 3, 0, tzinfo=dt.timezone.utc)
-        requests = daily_campaign_refresh(dg.build_schedule_context(resources=landing_resource(landing), instance=instance, scheduled_execution_time=when))
+        requests = daily_campaign_refresh(schedule_context(instance, landing, when))
         assert keys(requests) == [("c1", "2026-03-02")]  # c2 has no file for 2026-03-02
         assert instance.get_dynamic_partitions("day") == ["2026-03-02"]  # the schedule registers the day
         when = dt.datetime(2026, 3, 2, 3, 0, tzinfo=dt.timezone.utc)
-        requests = daily_campaign_refresh(dg.build_schedule_context(resources=landing_resource(landing), instance=instance, scheduled_execution_time=when))
+        requests = daily_campaign_refresh(schedule_context(instance, landing, when))
         assert keys(requests) == [("c1", "2026-03-01"), ("c2", "2026-03-01")]
         when = dt.datetime(2026, 4, 1, 3, 0, tzinfo=dt.timezone.utc)
-        skipped = daily_campaign_refresh(dg.build_schedule_context(resources=landing_resource(landing), instance=instance, scheduled_execution_time=when))
+        skipped = daily_campaign_refresh(schedule_context(instance, landing, when))
         assert isinstance(skipped, dg.SkipReason) and "2026-03-31" in skipped.skip_message
-
-
-def test_downstream_refresh_requests_the_campaign_after_the_last_ingestion(landing):
-    from promo_assets.definitions import defs
-    from promo_assets.orchestration.automation import downstream_refresh
-
-    with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions("campaign", ["c1"])
-        instance.add_dynamic_partitions("day", ["2026-03-01"])
-        job = defs.resolve_job_def("ingest_job")
-        result = job.execute_in_process(
-            partition_key=dg.MultiPartitionKey({"date": "2026-03-01", "campaign": "c1"}), instance=instance
-        )
-        assert result.success
-        run = instance.get_run_by_id(result.run_id)
-        success_event = next(e for e in result.all_events if e.event_type_value == "PIPELINE_SUCCESS")
-        context = dg.build_run_status_sensor_context(
-            sensor_name="downstream_refresh", dagster_event=success_event, dagster_instance=instance, dagster_run=run
-        )
-        request = downstream_refresh(context)
-        assert isinstance(request, dg.RunRequest) and request.partition_key == "c1"
 
 
 def test_simulate_demo_job_fills_an_empty_landing_folder_only(promo_env):
@@ -117,3 +105,188 @@ def test_simulate_demo_job_fills_an_empty_landing_folder_only(promo_env):
         config["ops"]["simulate_campaign"]["config"].update(campaign="other")
         assert job.execute_in_process(run_config=config, instance=instance).success
         assert not (promo_env["landing"] / "other").exists()  # only_if_empty: the folder was not empty
+
+
+# --------------------------------------------------------------------------------------------
+# declarative automation (promo_assets/orchestration/conditions.py)
+
+DAYS = ("2026-03-01", "2026-03-02", "2026-03-03")
+INGESTION = {"rct_events", "payment_edges", "merchant_events"}
+
+
+@pytest.fixture
+def three_days(promo_env):
+    import pandas as pd
+
+    folder = write_campaign(promo_env["landing"], "c1")
+    (folder / "edges").mkdir()
+    for i, day in enumerate(DAYS):
+        good_frame(seed=i).to_parquet(folder / "events" / f"{day}.parquet")
+        pd.DataFrame({"user_id": ["u0000", "u0001"], "merchant_id": ["m1", "m2"], "weight": [1.0, 2.0]}).to_parquet(
+            folder / "edges" / f"{day}.parquet"
+        )
+    return promo_env
+
+
+def pkey(day: str, campaign: str = "c1") -> dg.MultiPartitionKey:
+    return dg.MultiPartitionKey({"date": day, "campaign": campaign})
+
+
+class Ticks:
+    """The automation sensor's ticks, evaluated in the test (cursor carried from tick to tick)."""
+
+    def __init__(self, defs, instance):
+        self.defs, self.instance, self.cursor = defs, instance, None
+
+    def __call__(self) -> dict[str, set[str]]:
+        result = dg.evaluate_automation_conditions(defs=self.defs, instance=self.instance, cursor=self.cursor)
+        self.cursor = result.cursor
+        graph = self.defs.resolve_asset_graph()
+        return {
+            key.to_user_string(): set(result.get_requested_partitions(key))
+            for key in graph.get_all_asset_keys()
+            if result.get_num_requested(key)
+        }
+
+
+def materialize(defs, instance, names, partition_key, tags=None):
+    assets = [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)]
+    selection = [dg.AssetKey(n) for n in names]
+    result = dg.materialize(
+        assets, selection=selection, partition_key=partition_key, instance=instance,
+        resources=defs.resources, tags=tags or {}, raise_on_error=False,
+    )
+    assert result.success, [e.message for e in result.all_events if e.is_failure]
+    return result
+
+
+def row_counts(warehouse) -> dict[str, int]:
+    import duckdb
+
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        return {
+            table: con.execute(f"select count(*) from {table} where campaign = 'c1'").fetchone()[0]
+            for table in ("rct_events", "rejected_events", "payment_edges")
+        }
+
+
+@pytest.mark.slow  # 12 ingestion runs and 6 evaluations of the whole graph: about a minute on an idle machine
+def test_backfill_of_three_days_from_the_asset_page_refreshes_the_campaign_once(three_days):
+    """Catalog → rct_events → Materialize… → campaign c1 + 3 days → Launch backfill: the UI creates an
+    asset backfill of rct_events alone, whose runs materialize one date|c1 partition each. The
+    automation then reloads payment_edges / merchant_events of those 3 days and requests every
+    campaign-level asset for c1 exactly once, after the backfill's last day; nothing while a day is
+    still in progress; no duplicated rows."""
+    from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+
+    from promo_assets.definitions import defs
+    from promo_assets.orchestration.conditions import REFRESHED_BY_CLI
+
+    campaign_assets = {
+        k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()
+    } - INGESTION
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("campaign", ["c1"])
+        instance.add_dynamic_partitions("day", list(DAYS))
+        tick = Ticks(defs, instance)
+        materialize(defs, instance, INGESTION, pkey(DAYS[0]), tags=REFRESHED_BY_CLI)
+        assert tick() == {}  # first evaluation: nothing (Dagster's initial_evaluation)
+        for day in DAYS[1:]:  # `promo run` ingests (and then refreshes the campaign itself)
+            materialize(defs, instance, INGESTION, pkey(day), tags=REFRESHED_BY_CLI)
+        assert tick() == {}, "promo run's own ingestion must not trigger a second refresh"
+        before = row_counts(three_days["warehouse"])
+        assert before["rct_events"] == 150 and before["payment_edges"] == 6
+
+        backfill = PartitionBackfill.from_asset_partitions(
+            backfill_id="uibackfill", asset_graph=defs.resolve_asset_graph(),
+            partition_names=[str(pkey(d)) for d in DAYS], asset_selection=[dg.AssetKey("rct_events")],
+            backfill_timestamp=0.0, tags={}, dynamic_partitions_store=instance, all_partitions=False,
+            title=None, description=None, run_config=None,
+        )
+        instance.add_backfill(backfill)
+        materialize(defs, instance, ["rct_events"], pkey(DAYS[0]), tags={"dagster/backfill": "uibackfill"})
+        assert tick() == {}, "the backfill's other days are in progress: nothing yet"
+        for day in DAYS[1:]:
+            materialize(defs, instance, ["rct_events"], pkey(day), tags={"dagster/backfill": "uibackfill"})
+        instance.update_backfill(backfill.with_status(BulkActionStatus.COMPLETED_SUCCESS))
+
+        requested = tick()
+        same_days = {str(pkey(d)) for d in DAYS}
+        assert requested.pop("payment_edges") == same_days
+        assert requested.pop("merchant_events") == same_days
+        assert requested == {name: {"c1"} for name in campaign_assets}  # the whole campaign, once
+        assert tick() == {}  # requested: not again on the next tick
+
+        # The tick's backfill runs: the reloads of the side files first (the graph assets read them),
+        # then the campaign's assets; theirs are recorded here, not computed (the assets themselves
+        # are tested in test_pipeline / test_graph_pipeline).
+        for day in DAYS:
+            materialize(defs, instance, ["payment_edges", "merchant_events"], pkey(day))
+        for name in sorted(campaign_assets):
+            instance.report_runless_asset_event(dg.AssetMaterialization(name, partition="c1"))
+        assert tick() == {}, "the reloads were requested with the refresh: no second refresh"
+        assert row_counts(three_days["warehouse"]) == before  # partitions replaced, nothing duplicated
+
+
+def test_ingestion_of_another_campaign_requests_only_that_campaign(three_days):
+    from promo_assets.definitions import defs
+
+    folder = write_campaign(three_days["landing"], "c2")
+    good_frame().to_parquet(folder / "events" / f"{DAYS[0]}.parquet")
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("campaign", ["c1", "c2"])
+        instance.add_dynamic_partitions("day", list(DAYS))
+        tick = Ticks(defs, instance)
+        tick()
+        job = defs.resolve_job_def("ingest_job")  # the daily schedule / landing sensor's job: all three assets
+        assert job.execute_in_process(partition_key=pkey(DAYS[0], "c2"), instance=instance).success
+        requested = tick()
+        assert not INGESTION & set(requested)  # loaded together: no reload
+        assert set(requested) and all(parts == {"c2"} for parts in requested.values())
+
+
+def test_an_asset_gathering_chains_refreshes_when_another_chain_failed():
+    """The campaign's leaderboard gathers every model's evaluation: when one model's chain fails in the
+    refresh run, the run skips the leaderboard; the next tick requests it alone (once), and a failed
+    model itself is not retried. Toy assets with the same condition, no warehouse."""
+    from promo_assets.orchestration.conditions import CAMPAIGN_CONDITION, REFRESHED_BY_CLI
+
+    parts = dg.StaticPartitionsDefinition(["c1"])
+
+    @dg.asset(partitions_def=parts)
+    def frame(): ...
+
+    @dg.asset(deps=[frame], partitions_def=parts, automation_condition=CAMPAIGN_CONDITION)
+    def good_model(): ...
+
+    @dg.asset(deps=[frame], partitions_def=parts, automation_condition=CAMPAIGN_CONDITION)
+    def bad_model():
+        raise dg.Failure("bad_model: domain error")
+
+    @dg.asset(deps=[good_model, bad_model], partitions_def=parts, automation_condition=CAMPAIGN_CONDITION)
+    def leaderboard(): ...
+
+    assets = [frame, good_model, bad_model, leaderboard]
+    defs = dg.Definitions(assets=assets)
+
+    def run(selection, tags=None):
+        return dg.materialize(assets, selection=selection, partition_key="c1", instance=instance,
+                              raise_on_error=False, tags=tags or {})
+
+    with dg.instance_for_test() as instance:
+        run([frame])
+        tick = Ticks(defs, instance)
+        assert tick() == {}
+        run([frame])
+        assert tick() == {"good_model": {"c1"}, "bad_model": {"c1"}, "leaderboard": {"c1"}}
+        assert not run([good_model, bad_model, leaderboard]).success  # the refresh run: bad_model fails
+        assert tick() == {"leaderboard": {"c1"}}  # the skipped leaderboard, alone; bad_model not retried
+        assert tick() == {}
+        assert run([leaderboard]).success
+        assert tick() == {}
+        # promo run: its runs (tagged) trigger nothing, also between its model runs and its leaderboard run
+        run([frame], REFRESHED_BY_CLI)
+        run([good_model], REFRESHED_BY_CLI)
+        assert tick() == {}
+        run([leaderboard], REFRESHED_BY_CLI)
+        assert tick() == {}

@@ -86,8 +86,11 @@ def test_runs_execute_in_process_and_warehouse_steps_stay_single_writer():
     assert not outside, f"assets outside the warehouse pool: {outside}"
     instance = yaml.safe_load((Path(__file__).resolve().parents[1] / "dagster_home" / "dagster.yaml").read_text())
     assert instance["concurrency"]["pools"] == {"default_limit": 1, "granularity": "op"}
-    # a refresh starts within 10 s of the last ingestion run, not Dagster's default 30 s
-    from promo_assets.orchestration.automation import downstream_refresh
+    # the automation sensor (declarative automation) runs in the daemon, on by default, every 30 s
+    import dagster as dg
 
-    assert downstream_refresh.minimum_interval_seconds == 10
+    from promo_assets.orchestration.automation import automation_sensor
+
+    assert automation_sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    assert automation_sensor.minimum_interval_seconds == 30
 

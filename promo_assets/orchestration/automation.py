@@ -1,4 +1,4 @@
-"""Jobs, the daily schedule, the landing sensor and the downstream-refresh sensor."""
+"""Jobs, the daily schedule, the landing sensor and the automation sensor (conditions.py)."""
 
 
 import datetime as dt
@@ -37,7 +37,7 @@ campaign_job = dg.define_asset_job(
     job=ingest_job,
     execution_timezone="UTC",
     description="Every day at 03:00 UTC: ingest yesterday's landing file of every campaign; the "
-    "downstream_refresh sensor then refreshes each campaign's models and decisions.",
+    "automation sensor then refreshes each campaign's models and decisions.",
 )
 def daily_campaign_refresh(context: dg.ScheduleEvaluationContext, landing: LandingResource):
     day = (context.scheduled_execution_time.date() - dt.timedelta(days=1))
@@ -115,28 +115,16 @@ def landing_sensor(context: dg.SensorEvaluationContext, landing: LandingResource
     return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=requests, cursor=cursor)
 
 
-@dg.run_status_sensor(
-    run_status=dg.DagsterRunStatus.SUCCESS,
-    monitored_jobs=[ingest_job],
-    request_job=campaign_job,
+automation_sensor = dg.AutomationConditionSensorDefinition(
+    "automation",
+    target=dg.AssetSelection.all(),
     default_status=dg.DefaultSensorStatus.RUNNING,
-    minimum_interval_seconds=10,  # Dagster's default 30 s would add up to 30 s to every refresh
-    description="After an ingestion run succeeds, refresh that campaign downstream — once the "
-    "campaign has no other ingestion run queued or in progress (a backfill triggers one refresh).",
+    minimum_interval_seconds=30,
+    # One backfill per tick when it requests several partitions: Dagster then runs a campaign's
+    # assets after the same tick's payment_edges / merchant_events reloads they read.
+    emit_backfills=True,
+    description="Evaluates the assets' automation conditions (promo_assets/orchestration/conditions.py): "
+    "payment_edges / merchant_events are reloaded with rct_events of the same date|campaign, and a "
+    "campaign is refreshed downstream once after any ingestion of it (promo run, schedule, landing "
+    "sensor, backfill), when none of its upstream partitions is in progress.",
 )
-def downstream_refresh(context: dg.RunStatusSensorContext):
-    run = context.dagster_run
-    key = run.tags.get("dagster/partition/campaign") or run.tags.get("promo/campaign")
-    if key is None:
-        return dg.SkipReason(f"run {run.run_id} has no campaign partition")
-    pending = context.instance.get_runs(
-        filters=dg.RunsFilter(
-            job_name=ingest_job.name,
-            statuses=[dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED],
-            tags={"dagster/partition/campaign": key},
-        )
-    )
-    pending = [r for r in pending if r.run_id != run.run_id]
-    if pending:
-        return dg.SkipReason(f"{len(pending)} more ingestion run(s) of campaign {key} pending; refreshing after the last")
-    return dg.RunRequest(run_key=f"refresh:{key}:{run.run_id}", partition_key=key, tags={"promo/trigger": "downstream_refresh"})

@@ -23,12 +23,13 @@ from promo_assets.orchestration.common import (
     connect,
     md_table,
 )
+from promo_assets.orchestration.conditions import CAMPAIGN_CONDITION
 from promo_assets.warehouse import quote_ident, registered, sql, transaction
 
 MODEL_ASSETS = ("s_learner", "dipn_uplift_net", "gnn_hazard_model")  # assets whose trained model is scored and allocated
 MODEL_NAMES = {"dipn_uplift_net": "dipn", "gnn_hazard_model": "gnn_hazard"}  # asset -> model_registry name (default: same)
 SCORING_CHUNK = 50_000
-COMMON = dict(partitions_def=campaign_partitions, pool=WAREHOUSE_POOL)
+COMMON = dict(partitions_def=campaign_partitions, pool=WAREHOUSE_POOL, automation_condition=CAMPAIGN_CONDITION)
 
 
 # --------------------------------------------------------------------------------------------

@@ -41,10 +41,11 @@ from promo_assets.orchestration.common import (
     day_campaign_partitions,
     md_table,
 )
+from promo_assets.orchestration.conditions import CAMPAIGN_CONDITION, INGESTION_CONDITION
 from promo_assets.warehouse import quote_ident, registered, sql, transaction
 
 MODEL_NAME = "gnn_hazard"  # model_registry / response_coefficients name of the GNN + hazard model
-GRAPH = dict(partitions_def=campaign_partitions, pool=WAREHOUSE_POOL, group_name="graph")
+GRAPH = dict(partitions_def=campaign_partitions, pool=WAREHOUSE_POOL, group_name="graph", automation_condition=CAMPAIGN_CONDITION)
 
 
 # --------------------------------------------------------------------------------------------
@@ -79,6 +80,8 @@ def _log(context):
     code_version="1",
     group_name="ingestion",
     kinds={"duckdb"},
+    deps=["rct_events"],  # reloaded with the same date|campaign of rct_events (conditions.py)
+    automation_condition=INGESTION_CONDITION,
     description="Merchant-side RCT rows of a bipartite campaign and day (commission level, sharing count, "
     "cost, features as JSON), loaded from `<landing>/<campaign>/merchants/<day>.parquet|csv` into the table "
     "`merchant_events`. The partition is replaced in one transaction; a file with any bad row (unknown "

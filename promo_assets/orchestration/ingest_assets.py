@@ -12,6 +12,7 @@ from promo_assets.ingestion import (
     ingest_events_day,
     load_config,
 )
+from promo_assets.orchestration.conditions import INGESTION_CONDITION
 from promo_assets.orchestration.common import (
     WAREHOUSE_POOL,
     LandingResource,
@@ -101,6 +102,8 @@ def rct_events(context: dg.AssetExecutionContext, warehouse: WarehouseResource, 
     code_version="1",
     group_name="ingestion",
     kinds={"duckdb"},
+    deps=["rct_events"],  # reloaded with the same date|campaign of rct_events (conditions.py)
+    automation_condition=INGESTION_CONDITION,
     description="Customer–merchant payment edges of one campaign and day (`<landing>/<campaign>/edges/<day>`), "
     "table `payment_edges`. A campaign without edge files materializes an empty partition.",
 )
