@@ -47,6 +47,22 @@ def add_arguments(ap, presets) -> None:
     ap.add_argument("--n-boot", type=int, default=200)
 
 
+def simulated_events(preset: str, seed: int, landing: str, days: int, users: int):
+    """Simulate campaign '<preset>-<seed>' into the folder `landing`; return (campaign, its folder,
+    events, config, numeric, categorical), the events with the propensity, split and IPS weight
+    columns as the `propensity` and `training_frame` assets compute them."""
+    campaign = f"{preset}_{seed}".replace("_", "-")
+    simulate(preset, campaign=campaign, landing_dir=landing, days=days, users=users, seed=seed,
+             start=dt.date(2026, 1, 1))
+    cdir = Path(landing) / campaign
+    events, config, numeric, categorical = load_events(cdir)
+    events["propensity"] = randomized_propensity(events, config.n_levels)
+    events["split"] = assign_split(events, holdout_days=config.holdout_days,
+                                   validation_fraction=config.validation_fraction).to_numpy()
+    events["ips_weight"] = ips_weights(events["propensity"].to_numpy(), clip=config.ips_clip)
+    return campaign, cdir, events, config, numeric, categorical
+
+
 def evaluate_campaign(preset: str, seed: int, *, days: int | None = None, users: int | None = None,
                       max_epochs: int | None = 20, n_boot: int = 200, models=MODEL_NAMES,
                       log=None) -> tuple[pd.DataFrame, dict]:
@@ -56,15 +72,7 @@ def evaluate_campaign(preset: str, seed: int, *, days: int | None = None, users:
     days, users = days or d0, users or u0
     info = {"preset": preset, "seed": seed, "days": days, "users": users}
     with tempfile.TemporaryDirectory(prefix=f"honest-{preset}-{seed}-") as tmp:
-        campaign = f"{preset}_{seed}".replace("_", "-")
-        simulate(preset, campaign=campaign, landing_dir=tmp, days=days, users=users, seed=seed,
-                 start=dt.date(2026, 1, 1))
-        cdir = Path(tmp) / campaign
-        events, config, numeric, categorical = load_events(cdir)
-        events["propensity"] = randomized_propensity(events, config.n_levels)
-        events["split"] = assign_split(events, holdout_days=config.holdout_days,
-                                       validation_fraction=config.validation_fraction).to_numpy()
-        events["ips_weight"] = ips_weights(events["propensity"].to_numpy(), clip=config.ips_clip)
+        campaign, cdir, events, config, numeric, categorical = simulated_events(preset, seed, tmp, days, users)
         holdout = events[events["split"] == "holdout"].reset_index(drop=True)
         train = events[events["split"] != "holdout"].reset_index(drop=True)
         info.update(holdout_events=len(holdout), training_events=len(train), levels=config.n_levels)

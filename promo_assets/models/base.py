@@ -168,6 +168,18 @@ def _tensors(part: pd.DataFrame, config: CampaignConfig, encoder: FeatureEncoder
     return out
 
 
+def rule_costs(config: CampaignConfig, values: np.ndarray, cost_model: Callable[[], np.ndarray]) -> np.ndarray:
+    """Expected cost per user x level (float64 N x K) by the campaign's cost rule, from the expected
+    responses `values`: 'redeemed' incentive x response, 'assigned' the level's incentive, 'column'
+    what `cost_model()` predicts (called only for that rule)."""
+    incentives = np.asarray(config.incentives, dtype=np.float64)[None, :]
+    if config.cost == "redeemed":
+        return values * incentives
+    if config.cost == "assigned":
+        return np.broadcast_to(incentives, values.shape).copy()
+    return cost_model()
+
+
 # ---------------------------------------------------------------------------- trained model
 class TrainedModel:
     """A trained response model with its encoder: `predict(frame) -> (values N x K, costs N x K)`.
@@ -230,16 +242,10 @@ class TrainedModel:
         kind = self.config.response
         values = response_mean(torch.from_numpy(raw), kind).numpy().astype(np.float64)
         values = values * self.targets["response_scale"] + self.targets["response_mean"]
-        incentives = np.asarray(self.config.incentives, dtype=np.float64)[None, :]
-        if self.config.cost == "redeemed":
-            costs = values * incentives
-        elif self.config.cost == "assigned":
-            costs = np.broadcast_to(incentives, values.shape).copy()
-        else:
-            if cost_raw is None:
-                raise ModelInputError(f"model {self.name!r} has no cost head but the campaign's cost rule is 'column'")
-            costs = F.softplus(torch.from_numpy(cost_raw)).numpy().astype(np.float64) * self.targets["cost_scale"]
-        return values, costs
+        if self.config.cost == "column" and cost_raw is None:
+            raise ModelInputError(f"model {self.name!r} has no cost head but the campaign's cost rule is 'column'")
+        return values, rule_costs(self.config, values, lambda: F.softplus(torch.from_numpy(cost_raw)).numpy()
+                                  .astype(np.float64) * self.targets["cost_scale"])
 
     # -------------------------------------------------------------- artefact
     def payload(self) -> dict[str, Any]:

@@ -16,7 +16,11 @@ from promo_assets.models.errors import ModelInputError
 from promo_assets.models.protocol import ResponseModel
 
 # name -> "module:Class", in leaderboard order
-BUILTIN: dict[str, str] = {}
+BUILTIN: dict[str, str] = {
+    "lgbm_s": "promo_assets.models.lgbm:LGBMSLearner",
+    "lgbm_s_mono": "promo_assets.models.lgbm:LGBMSLearnerMonotone",
+    "lgbm_t": "promo_assets.models.lgbm:LGBMTLearner",
+}
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 _extra: dict[str, str] = {}  # registered at run time (tests, plug-ins): register()

@@ -1,0 +1,357 @@
+"""LightGBM baselines (issue #14, item 7): the peer baselines users compare the project's models with.
+
+Three registered models, one gradient-boosted tree model (LightGBM) each, trained on the 'train' rows
+of the training frame with the IPS weights (`ips_weight`) as sample weights and early-stopped on the
+'validation' rows:
+
+- `lgbm_s` (S-learner): one model over the user features plus the level. Ordered campaigns (`levels:`)
+  give the level's incentive amount as a numeric feature; arms campaigns (`arms:`) the arm as a
+  categorical feature.
+- `lgbm_s_mono`: the same with a monotone-increasing constraint on the level (LightGBM's
+  `monotone_constraints`): every user's predicted response never decreases with the incentive.
+  Ordered campaigns only; for an arms campaign `applies_to` gives the reason.
+- `lgbm_t` (T-learner): one model per level or arm, each on the rows logged at that level.
+
+Objective by `config.response`: 'binary' -> cross-entropy (labels in [0, 1]), 'count' -> Poisson,
+'continuous' -> squared error. Costs follow the campaign's cost rule exactly as
+`models.base.TrainedModel.predict`: 'redeemed' incentive x predicted response, 'assigned' the
+incentive, 'column' a LightGBM regressor (squared error, clipped at 0) on the cost column, built the
+same way as the response model (S: one model with the level as a feature, unconstrained; T: one per
+level).
+
+Features go through the project's `FeatureEncoder` (fitted on the 'train' rows): numeric columns
+standardized, a missing value at the training mean plus a 0/1 missing indicator; categorical
+columns as vocabulary codes (0 = the unknown bucket for missing and never-seen values) handled by
+LightGBM's categorical splits. So NaN features and categories unseen at training predict like a
+missing value. LightGBM sees the columns as f0, f1, ... (data column names never reach it).
+
+Defaults (`DEFAULTS`; campaign.yaml has no per-model settings, so these are fixed): learning rate
+0.05, 15 leaves, at least 40 rows per leaf, L2 0.1, up to 1000 rounds with early stopping after 30
+rounds without improvement of the weighted validation loss (200 fixed rounds when there are no
+validation rows), 63 bins, one thread, `deterministic=True`, the seed given to `fit`. Training
+rounds are not epochs: `max_epochs` / PROMO_MAX_EPOCHS do not apply.
+
+Artefact: one JSON document (the booster texts from `model_to_string` at the best iteration, the
+encoder state, what prediction needs of the campaign config, the parameters, metrics and history),
+stored in the content-addressed store under kind 'model'; `version` is its content hash, which
+includes `ARCHITECTURE_VERSION`. lightgbm is imported only inside fit / predict / load.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from promo_assets import artifacts
+from promo_assets.campaign import CampaignConfig
+from promo_assets.models.base import TIMING_KEYS, check_frame, rule_costs
+from promo_assets.models.encoder import FeatureEncoder
+from promo_assets.models.errors import ModelInputError
+from promo_assets.models.protocol import Fitted, Log, ModelSkipped, ResponseModel, TrainingData
+
+ARTEFACT_FORMAT = "promo_assets.lgbm"
+ARCHITECTURE = "lightgbm"
+ARCHITECTURE_VERSION = 1
+
+DEFAULTS: dict[str, Any] = {
+    "learning_rate": 0.05,
+    "num_leaves": 15,
+    "min_data_in_leaf": 40,
+    "lambda_l2": 0.1,
+    "max_bin": 63,
+    "num_boost_round": 1000,
+    "early_stopping_rounds": 30,
+    "rounds_without_validation": 200,
+    "num_threads": 1,
+}
+OBJECTIVES = {"binary": ("cross_entropy", "cross_entropy"), "count": ("poisson", "poisson"),
+              "continuous": ("regression", "l2")}
+PREDICT_ROWS = 1 << 20  # rows (users x levels) scored per LightGBM call
+ORDERED_ONLY = "needs ordered incentive levels (a monotone constraint on the level); campaign {c!r} has unordered arms"
+
+
+# ------------------------------------------------------------------------------------ the models
+class _LGBMModel(ResponseModel):
+    variant: ClassVar[str]  # 's', 's_mono' or 't'
+    source = "baseline"
+    kinds = frozenset({"lightgbm"})
+
+    def fit(self, data: TrainingData, config: CampaignConfig, *, phase: str = "model",
+            previous: Fitted | None = None, seed: int = 0, max_epochs: int | None = None,
+            log: Log | None = None) -> "LGBMFitted":
+        reason = self.applies_to(config)
+        if reason:
+            raise ModelSkipped(reason)
+        return _train(self.name, self.variant, data, config, seed=seed, log=log)
+
+    def load(self, version: str) -> "LGBMFitted":
+        return load_lgbm(version, expect=self.name)
+
+
+class LGBMSLearner(_LGBMModel):
+    name = "lgbm_s"
+    title = "LightGBM S-learner: one model over the features and the level (or arm)"
+    variant = "s"
+
+
+class LGBMSLearnerMonotone(_LGBMModel):
+    name = "lgbm_s_mono"
+    title = "LightGBM S-learner with a monotone-increasing constraint on the level (ordered levels only)"
+    variant = "s_mono"
+
+    def applies_to(self, config: CampaignConfig) -> str | None:
+        return None if config.ordered else ORDERED_ONLY.format(c=config.campaign)
+
+
+class LGBMTLearner(_LGBMModel):
+    name = "lgbm_t"
+    title = "LightGBM T-learner: one model per level (or arm)"
+    variant = "t"
+
+
+# ------------------------------------------------------------------------------------ fitted
+@dataclass(repr=False, eq=False)
+class LGBMFitted:
+    """A fitted LightGBM baseline: `predict(users) -> (values N x K, costs N x K)` (float64), `save()`,
+    `version` (content hash of the artefact), `metrics`, `history`, `config`, `encoder`, `boosters`
+    (role -> LightGBM model text: 'response' / 'cost' for S, 'response/<k>' / 'cost/<k>' for T)."""
+
+    name: str
+    variant: str
+    config: CampaignConfig
+    encoder: FeatureEncoder
+    boosters: dict[str, str]
+    params: dict[str, Any]
+    metrics: dict[str, Any]
+    history: list[dict[str, Any]]
+    _live: dict[str, Any] = field(default_factory=dict)
+    _version: str | None = None
+
+    # -------------------------------------------------------------- scoring
+    def _booster(self, role: str):
+        if role not in self._live:
+            import lightgbm as lgb
+
+            self._live[role] = lgb.Booster(model_str=self.boosters[role])
+        return self._live[role]
+
+    def _score(self, part: str, x: np.ndarray) -> np.ndarray:
+        """N x K predictions of the `part` ('response' or 'cost') models: S scores each user at every
+        level with its one model, T each level with that level's model."""
+        k, n = self.config.n_levels, x.shape[0]
+        out = np.zeros((n, k), dtype=np.float64)
+        if n == 0:
+            return out
+        threads = int(self.params["num_threads"])
+        if self.variant == "t":
+            for lv in range(k):
+                out[:, lv] = self._booster(f"{part}/{lv}").predict(x, num_threads=threads)
+            return out
+        booster = self._booster(part)
+        level_values = _level_feature(self.config, np.arange(k))
+        step = max(1, PREDICT_ROWS // k)
+        for s in range(0, n, step):
+            xb = x[s:s + step]
+            grid = np.column_stack([np.repeat(xb, k, axis=0), np.tile(level_values, len(xb))])
+            out[s:s + len(xb)] = booster.predict(grid, num_threads=threads).reshape(len(xb), k)
+        return out
+
+    def predict(self, users: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        """Expected response and expected cost per user x level (float64 N x K each) for the users of
+        `users` (the raw feature columns; NaN / unseen categories are scored as missing)."""
+        x = _features(self.encoder, users)
+        values = self._score("response", x)
+        return values, rule_costs(self.config, values, lambda: np.clip(self._score("cost", x), 0.0, None))
+
+    # -------------------------------------------------------------- artefact
+    def payload(self) -> dict[str, Any]:
+        """The artefact's content (plain JSON); wall-clock timings are left out so that the version
+        depends only on what was learned."""
+        c = self.config
+        return {
+            "format": ARTEFACT_FORMAT,
+            "architecture": ARCHITECTURE,
+            "architecture_version": ARCHITECTURE_VERSION,
+            "name": self.name,
+            "variant": self.variant,
+            "config": {"campaign": c.campaign, "incentives": list(c.incentives), "labels": list(c.labels),
+                       "ordered": c.ordered, "cost": c.cost, "response": c.response},
+            "encoder": self.encoder.to_state(),
+            "boosters": self.boosters,
+            "params": self.params,
+            "metrics": {k: v for k, v in self.metrics.items() if k not in TIMING_KEYS},
+            "history": [{k: v for k, v in h.items() if k not in TIMING_KEYS} for h in self.history],
+        }
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(self.payload(), sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+
+    @property
+    def version(self) -> str:
+        """Content hash of the artefact (the version `save()` stores it under)."""
+        if self._version is None:
+            self._version = artifacts.content_version(self.to_bytes())
+        return self._version
+
+    def save(self, root=None) -> str:
+        """Store the artefact (kind 'model') in the content-addressed store; return its version."""
+        self._version, _ = artifacts.save_bytes(self.to_bytes(), "model", root)
+        return self._version
+
+    def __repr__(self) -> str:
+        return f"LGBMFitted(name={self.name!r}, campaign={self.config.campaign!r}, K={self.config.n_levels})"
+
+
+def load_lgbm(version: str, root=None, expect: str | None = None) -> LGBMFitted:
+    """The LightGBM baseline stored under `version` (kind 'model'); ModelInputError naming the artefact
+    when it is missing, not a LightGBM baseline, saved by another architecture version, or (with
+    `expect`) another model's."""
+    where = f"model artefact {version!r}"
+    try:
+        data = artifacts.load_bytes("model", version, root)
+    except FileNotFoundError as exc:
+        raise ModelInputError(f"{where} not found ({exc}): re-materialize the model's asset") from None
+    try:
+        payload = json.loads(data)
+    except (UnicodeDecodeError, ValueError):
+        payload = None
+    if not isinstance(payload, dict) or payload.get("format") != ARTEFACT_FORMAT:
+        raise ModelInputError(f"{where} is not a LightGBM baseline artefact"
+                              + (f" (model {expect!r} cannot load it)" if expect else ""))
+    saved = payload.get("architecture_version")
+    if saved != ARCHITECTURE_VERSION:
+        raise ModelInputError(
+            f"{where} ({payload.get('name')!r}) was saved by version {saved} of the {ARCHITECTURE!r} architecture; "
+            f"this code reads version {ARCHITECTURE_VERSION}: re-materialize the model's asset (or retrain the model)")
+    if expect is not None and payload.get("name") != expect:
+        raise ModelInputError(f"{where} holds model {payload.get('name')!r}, not {expect!r}")
+    c = payload["config"]
+    config = CampaignConfig(campaign=c["campaign"], incentives=tuple(c["incentives"]), labels=tuple(c["labels"]),
+                            ordered=c["ordered"], cost=c["cost"], response=c["response"])
+    model = LGBMFitted(payload["name"], payload["variant"], config, FeatureEncoder.from_state(payload["encoder"]),
+                       payload["boosters"], payload["params"], payload["metrics"], payload["history"])
+    model._version = version
+    return model
+
+
+# ------------------------------------------------------------------------------------ training
+def _level_feature(config: CampaignConfig, levels: np.ndarray) -> np.ndarray:
+    """The level as LightGBM sees it: the incentive amount (ordered) or the arm index (categorical)."""
+    levels = np.asarray(levels, dtype=np.int64)
+    if config.ordered:
+        return np.asarray(config.incentives, dtype=np.float64)[levels]
+    return levels.astype(np.float64)
+
+
+def _finite(v) -> float | None:
+    """A float for the artefact's JSON: None when missing or not finite."""
+    return None if v is None or not math.isfinite(float(v)) else float(v)
+
+
+def _features(encoder: FeatureEncoder, frame: pd.DataFrame) -> np.ndarray:
+    """Encoded user features as one float64 matrix: numeric (+ missing indicators), then the codes."""
+    x_num, x_cat = encoder.transform(frame)
+    return np.hstack([x_num.astype(np.float64), x_cat.astype(np.float64)])
+
+
+def _boost(params: dict[str, Any], x, y, w, xv, yv, wv, categorical: list[int], monotone: list[int] | None,
+           objective: tuple[str, str], seed: int) -> tuple[str, dict[str, Any]]:
+    """Train one LightGBM model; returns (model text at the best iteration, summary)."""
+    import lightgbm as lgb
+
+    obj, metric = objective
+    p = {"objective": obj, "metric": metric, "learning_rate": params["learning_rate"],
+         "num_leaves": params["num_leaves"], "min_data_in_leaf": params["min_data_in_leaf"],
+         "lambda_l2": params["lambda_l2"], "max_bin": params["max_bin"], "num_threads": params["num_threads"],
+         "seed": seed, "deterministic": True, "force_row_wise": True, "verbosity": -1,
+         "feature_pre_filter": False}
+    if monotone is not None:
+        p["monotone_constraints"] = monotone
+        p["monotone_constraints_method"] = "basic"
+    names = [f"f{j}" for j in range(x.shape[1])]
+    train = lgb.Dataset(x, y, weight=w, feature_name=names, categorical_feature=categorical or "auto",
+                        free_raw_data=True, params={"max_bin": params["max_bin"], "verbosity": -1})
+    evals: dict[str, Any] = {}
+    if len(yv):
+        valid = lgb.Dataset(xv, yv, weight=wv, reference=train)
+        booster = lgb.train(p, train, num_boost_round=params["num_boost_round"], valid_sets=[valid],
+                            valid_names=["validation"],
+                            callbacks=[lgb.early_stopping(params["early_stopping_rounds"], verbose=False),
+                                       lgb.record_evaluation(evals)])
+        best = int(booster.best_iteration) or booster.current_iteration()
+        curve = evals["validation"][metric]
+        loss = float(curve[best - 1])
+    else:
+        booster = lgb.train(p, train, num_boost_round=params["rounds_without_validation"])
+        best, curve, loss = booster.current_iteration(), [], None
+    return booster.model_to_string(num_iteration=best), {"rounds": best, "validation_loss": loss, "curve": curve}
+
+
+def _train(name: str, variant: str, data: TrainingData, config: CampaignConfig, *, seed: int,
+           log: Log | None) -> LGBMFitted:
+    frame = data.frame
+    check_frame(frame, config, weighted=True)
+    split = frame["split"].astype(str).to_numpy()
+    tr, va = frame.loc[split == "train"], frame.loc[split == "validation"]
+    if tr.empty:
+        raise ModelInputError(f"{name}: the training frame of campaign {config.campaign!r} has no rows with "
+                              "split == 'train'")
+    t0 = time.perf_counter()
+    encoder = FeatureEncoder(list(data.numeric), list(data.categorical)).fit(tr)
+    x, xv = _features(encoder, tr), _features(encoder, va)
+    lv, lvv = tr["level"].to_numpy(dtype=np.int64), va["level"].to_numpy(dtype=np.int64)
+    w, wv = (p["ips_weight"].to_numpy(dtype=np.float64) for p in (tr, va))
+    targets = {"response": (OBJECTIVES[config.response], tr["response"], va["response"])}
+    if config.cost == "column":
+        targets["cost"] = (("regression", "l2"), tr["cost"], va["cost"])
+    params = dict(DEFAULTS)
+    n_cat = len(encoder.categorical)
+    cat_cols = list(range(x.shape[1] - n_cat, x.shape[1]))
+    boosters, history, rounds = {}, [], {}
+    for part, (objective, y_tr, y_va) in targets.items():
+        y, yv = y_tr.to_numpy(dtype=np.float64), y_va.to_numpy(dtype=np.float64)
+        if variant == "t":
+            for k in range(config.n_levels):
+                m, mv = lv == k, lvv == k
+                if not m.any():
+                    raise ModelInputError(f"{name}: level {config.labels[k]!r} (index {k}) of campaign "
+                                          f"{config.campaign!r} has no training rows; a T-learner needs every level")
+                text, info = _boost(params, x[m], y[m], w[m], xv[mv], yv[mv], wv[mv], cat_cols, None, objective, seed)
+                boosters[f"{part}/{k}"] = text
+                rounds[f"{part}/{k}"] = info["rounds"]
+                history.append({"model": f"{part}/{k}", "rounds": info["rounds"],
+                                "validation_loss": _finite(info["validation_loss"])})
+            continue
+        xs = np.column_stack([x, _level_feature(config, lv)])
+        xsv = np.column_stack([xv, _level_feature(config, lvv)]) if len(xv) else xv.reshape(0, x.shape[1] + 1)
+        cats = cat_cols + ([x.shape[1]] if not config.ordered else [])
+        mono = ([0] * x.shape[1] + [1]) if variant == "s_mono" and part == "response" else None
+        text, info = _boost(params, xs, y, w, xsv, yv, wv, cats, mono, objective, seed)
+        boosters[part] = text
+        rounds[part] = info["rounds"]
+        history.extend({"model": part, "round": i + 1, "validation_loss": _finite(v)} for i, v in enumerate(info["curve"]))
+        if part == "response":
+            best_loss = info["validation_loss"]
+    seconds = time.perf_counter() - t0
+    if variant == "t":
+        losses = [h["validation_loss"] for h in history if h["model"].startswith("response/")]
+        best_loss = (None if any(v is None for v in losses) else
+                     float(np.average(losses, weights=[(lvv == k).sum() for k in range(config.n_levels)]))
+                     if len(va) else None)
+    metric = OBJECTIVES[config.response][1]
+    metrics = {"validation_loss": _finite(best_loss),
+               "validation_metric": metric, "rounds": rounds, "n_train": int(len(tr)),
+               "n_validation": int(len(va)), "n_features": int(x.shape[1]), "train_seconds": seconds}
+    fitted = LGBMFitted(name, variant, config, encoder, boosters, params, metrics, history)
+    if log is not None:
+        total = sum(rounds.values())
+        log(f"{name}: {len(boosters)} LightGBM model(s), {total} rounds in all, validation {metric} "
+            f"{metrics['validation_loss'] if metrics['validation_loss'] is not None else '-'}, "
+            f"{len(tr)} training rows, {seconds:.1f} s")
+    return fitted
