@@ -16,7 +16,11 @@ from promo_assets.models.errors import ModelInputError
 from promo_assets.models.protocol import ResponseModel
 
 # name -> "module:Class", in leaderboard order
-BUILTIN: dict[str, str] = {}
+BUILTIN: dict[str, str] = {
+    "s_learner": "promo_assets.models.s_learner:SLearner",
+    "dipn": "promo_assets.models.dipn:DIPN",
+    "gnn_hazard": "promo_assets.models.gnn_hazard:GnnHazard",
+}
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 _extra: dict[str, str] = {}  # registered at run time (tests, plug-ins): register()
@@ -44,6 +48,13 @@ def get(name: str) -> ResponseModel:
 
 def models() -> list[ResponseModel]:
     return [get(n) for n in names()]
+
+
+def import_all() -> None:
+    """Import every registered model's module (their torch architectures register themselves on
+    import: what `models.base` needs to rebuild a stored artefact)."""
+    for name in names():
+        get(name)
 
 
 def register(name: str, path: str) -> None:
