@@ -462,6 +462,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK if all(ok for _, ok in reports) else EXIT_USAGE
 
 
+def cmd_models(args: argparse.Namespace) -> int:
+    from promo_assets.models import registry
+
+    print(registry.table_markdown(), end="")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="promo", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -499,6 +506,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="every kept run (PROMO_KEEP_RUNS) and every budget, not only the latest succeeded run's "
                    "evaluation of the budgets in campaign.yaml now")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("models", help="print the registered models (README's model table)")
+    p.set_defaults(func=cmd_models)
     return parser
 
 

@@ -413,6 +413,7 @@ class DIPN(ResponseModel):
     title = "DIPN: bias net, then uplift net with isotonic embedding (monotone in the level), smoothness loss"
     source = "DIPN paper §4 (two-phase training §4.4)"
     phases = ("bias_net", "uplift_net")
+    applies = "ordered incentive levels (`treatments: levels`)"
 
     def applies_to(self, config: CampaignConfig) -> str | None:
         if config.ordered:

@@ -25,6 +25,7 @@ class GnnHazard(ResponseModel):
     title = "GNN + piecewise hazard: heterogeneous GraphSAGE over the customer–merchant graph, fused-lasso hazard head"
     source = "GNN/hazard paper Eq. 7–10"
     needs_graph = True
+    applies = "customer–merchant campaigns (`merchants:` block, payment edges and merchant events)"
 
     def applies_to(self, config: CampaignConfig) -> str | None:
         if isinstance(config.extra.get("merchants"), dict):

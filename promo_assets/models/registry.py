@@ -50,6 +50,16 @@ def models() -> list[ResponseModel]:
     return [get(n) for n in names()]
 
 
+def table_markdown() -> str:
+    """The model table of README "Adding a model" (`promo models` prints it), one row per model."""
+    lines = ["| model | assets (key prefix = model) | applies to | source | what it is |", "|---|---|---|---|---|"]
+    for m in models():
+        phases = ["model"] if len(m.phases) == 1 else list(m.phases)
+        assets = " → ".join(f"`{m.name}/{p}`" for p in phases) + " → coefficients, dual, allocation, evaluation"
+        lines.append(f"| `{m.name}` | {assets} | {m.applies} | {m.source} | {m.title} |")
+    return "\n".join(lines) + "\n"
+
+
 def import_all() -> None:
     """Import every registered model's module (their torch architectures register themselves on
     import: what `models.base` needs to rebuild a stored artefact)."""
