@@ -95,7 +95,7 @@ def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
     @dg.asset(key="leaderboard", deps=[dg.AssetKey([n, "policy_evaluation"]) for n in names] + ["outcome_model"],
               group_name="evaluation", code_version="1", kinds={"duckdb", "matplotlib"}, **COMMON,
               description="Every model at equal spend: the latest evaluation of each registered model (its "
-              "<model>/policy_evaluation materialization) and the cost-matched random reference (rows 'random'), "
+              "`<model>/policy_evaluation` materialization) and the cost-matched random reference (rows 'random'), "
               "ranked; the leaderboard (a table), the frontier and response-per-level plots, and the models "
               "skipped (with the reason) or without an evaluation. Tables policy_evaluation (random rows) and "
               "leaderboard_entries (which evaluation of each model it assembled).")
