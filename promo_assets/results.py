@@ -89,7 +89,7 @@ def retain(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str, tables: I
             raise ValueError(f"{table!r} is not a results table with runs ({', '.join(RUN_TABLES)})")
         if table in MODEL_TABLES:  # per model: see sql/results.sql retain_model_runs
             con.execute(sql("results", "retain_model_runs", table=quote_ident(table)),
-                        [campaign, run_id, campaign, campaign, run_id, max(keep - 1, 1)])
+                        [campaign, campaign, run_id, run_id, campaign, campaign, run_id, max(keep - 1, 1)])
             continue
         con.execute(sql("results", "retain_runs", table=quote_ident(table)),
                     [campaign, campaign, run_id, max(keep - 1, 1), run_id, campaign])

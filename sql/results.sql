@@ -40,8 +40,10 @@ DELETE FROM {table} WHERE campaign = ? AND (run_id IS NULL OR run_id NOT IN (
 -- A per-model table ({table}: model_registry, budget_dual, allocation, policy_evaluation, ...): like
 -- retain_runs, but per model: each model keeps the rows of the latest ? succeeded runs that wrote it
 -- (besides run ?), so that runs materializing only some models' chains (the UI) never push the last
--- good results of another model out.
-DELETE FROM {table} AS m WHERE m.campaign = ? AND (m.run_id IS NULL OR (
+-- good results of another model out; only the models run ? writes are retained by its write.
+DELETE FROM {table} AS m WHERE m.campaign = ?
+AND m.model IN (SELECT w.model FROM {table} AS w WHERE w.campaign = ? AND w.run_id = ?)
+AND (m.run_id IS NULL OR (
     m.run_id <> ?
     AND m.run_id NOT IN (SELECT run_id FROM result_runs WHERE campaign = ? AND status = 'started')
     AND NOT EXISTS (

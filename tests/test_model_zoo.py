@@ -50,7 +50,7 @@ def test_definitions_have_one_chain_per_registered_model():
             assert dg.AssetKey.from_user_string(up) in graph.get(dg.AssetKey.from_user_string(down)).parent_keys
     board = graph.get(dg.AssetKey("leaderboard")).parent_keys
     assert {dg.AssetKey([n, "policy_evaluation"]) for n in registry.names()} <= board
-    assert dg.AssetKey(["gnn_hazard", "model"]) in graph.get(dg.AssetKey("merchant_coefficients")).parent_keys
+    assert dg.AssetKey(["gnn_hazard", "model"]) in graph.get(dg.AssetKey(["gnn_hazard", "merchant_coefficients"])).parent_keys
 
 
 def _arms_campaign(landing: Path, days: int = 3, users: int = 300, seed: int = 0) -> None:

@@ -6,7 +6,8 @@ materializes the graph with a note and no rows, so the demo path is unaffected. 
 model itself is the registered model `gnn_hazard` (promo_assets.models.gnn_hazard): its chain
 (gnn_hazard/model → response_coefficients → budget_dual → allocation → policy_evaluation) comes from
 the model factory (model_assets.py) and is skipped, with the reason, for a campaign without a graph;
-merchant_coefficients and joint_allocation read that chain (and are skipped with it).
+gnn_hazard/merchant_coefficients and gnn_hazard/joint_allocation extend that chain (key prefix
+gnn_hazard, group graph: they succeed, skip or fail with it).
 """
 
 
@@ -230,6 +231,7 @@ def graph_inputs(con, landing: LandingResource, campaign: str):
 
 @dg.asset(
     **GRAPH,
+    key=[MODEL_NAME, "merchant_coefficients"],
     deps=[MODEL_KEY],
     code_version="2",
     kinds={"duckdb"},
@@ -263,7 +265,8 @@ def merchant_coefficients(context: dg.AssetExecutionContext, warehouse: DuckDBRe
 
 @dg.asset(
     **GRAPH,
-    deps=["merchant_coefficients", COEFFICIENTS_KEY],
+    key=[MODEL_NAME, "joint_allocation"],
+    deps=[dg.AssetKey([MODEL_NAME, "merchant_coefficients"]), COEFFICIENTS_KEY],
     code_version="3",
     kinds={"duckdb"},
     description="Joint allocation of customer coupons and merchant commissions under each ratio budget of "

@@ -100,8 +100,7 @@ def record_skip(context, warehouse: DuckDBResource, model: str, reason: str) -> 
 
 
 def register_model(context, warehouse: DuckDBResource, fitted, data_version: str | None) -> None:
-    """Save the content-addressed artefact and register it for this run (one transaction)."""
-    fitted.save()  # content-addressed: the same weights always get the same version
+    """Register the saved artefact for this run (one transaction)."""
     campaign = context.partition_key
     with connect(warehouse) as con, results_write(context, con, campaign, "model_registry"):
         con.execute(sql("frames", "insert_model"), [campaign, fitted.name, fitted.version, data_version,
@@ -138,6 +137,7 @@ def fit_phase(context, warehouse, landing, model: ResponseModel, phase: str, pre
     try:
         fitted = model.fit(data, config, phase=phase, previous=previous, seed=0, max_epochs=settings.max_epochs(),
                            log=_log(context))
+        fitted.save()  # content-addressed: the same weights always get the same version
     except ModelSkipped as exc:
         return None, str(exc)
     except DOMAIN_ERRORS as exc:
