@@ -263,6 +263,59 @@ def merchant_coefficients(context: dg.AssetExecutionContext, warehouse: DuckDBRe
     )
 
 
+def _joint_inputs(warehouse: DuckDBResource, campaign: str, config, mconf, version: str):
+    """Customer and merchant coefficients of gnn_hazard `version` and the merchants' normalizer."""
+    from promo_assets.graph import load_graph_model
+
+    with connect(warehouse) as con:
+        users, vc, cc = coefficient_arrays(con, campaign, MODEL_NAME, version, "population", config.n_levels)
+        m = con.execute(sql("graph", "merchant_coefficients"), [campaign, MODEL_NAME, version]).df()
+    model = load_graph_model(version)
+    source = "response_coefficients (population)"
+    if len(users) == 0:  # response_coefficients did not score gnn_hazard: every graph customer from the model
+        users, (vc, cc) = model.customer_ids, model.predict_customers()
+        source = "gnn_hazard model (all graph customers)"
+    km = len(mconf.commissions)
+    if m.empty:
+        raise dg.Failure(f"no merchant_coefficients for gnn_hazard {version}: materialize merchant_coefficients first")
+    merchants = m["merchant_id"].to_numpy()[::km]
+    norm_idx = pd.Index(model.merchant_ids).get_indexer(merchants)  # the paper's normalizer (previous shares)
+    if (norm_idx < 0).any():
+        raise dg.Failure(f"merchant_coefficients list merchants that gnn_hazard {version} does not know")
+    norm = np.asarray(model.merchant_normalizer, dtype=float)[norm_idx]
+    return users, vc, cc, merchants, m["value"].to_numpy().reshape(-1, km), m["cost"].to_numpy().reshape(-1, km), norm, source
+
+
+def _joint_truth(context, landing: LandingResource, campaign: str, config, mconf, users, merchants):
+    from promo_assets.graph import truth_matrix
+    from promo_assets.graph.warehouse_io import read_truth
+
+    c_truth_df, m_truth_df = read_truth(landing.path, campaign, mconf.truth)
+    if c_truth_df is None or m_truth_df is None:
+        return None
+    try:
+        return (truth_matrix(c_truth_df, "user_id", users, config.n_levels),
+                truth_matrix(m_truth_df, "merchant_id", merchants, len(mconf.commissions)))
+    except ValueError as exc:
+        context.log.warning(f"truth files do not cover the allocated nodes; no true values: {exc}")
+        return None
+
+
+def _write_joint(context, warehouse: DuckDBResource, campaign: str, version: str, rows: list[dict], levels) -> None:
+    eval_df = pd.DataFrame(rows)
+    alloc_df = pd.concat(levels, ignore_index=True) if levels else None
+    with connect(warehouse) as con, results_write(context, con, campaign, "joint_allocation", "joint_allocation_evaluation"):
+        if alloc_df is not None:
+            with registered(con, "alloc_df", alloc_df):
+                con.execute(sql("graph", "insert_joint_allocation"), [campaign, version, context.run_id])
+        with registered(con, "eval_df", eval_df):
+            con.execute(sql("graph", "insert_joint_evaluation"))
+
+
+JOINT_SHOWN = ["ratio_budget", "joint_value", "independent_value", "joint_cost", "independent_cost",
+               "joint_true_value", "independent_true_value", "joint_true_cost", "independent_true_cost"]
+
+
 @dg.asset(
     **GRAPH,
     key=[MODEL_NAME, "joint_allocation"],
@@ -277,45 +330,20 @@ def merchant_coefficients(context: dg.AssetExecutionContext, warehouse: DuckDBRe
     "joint_allocation_evaluation (predicted and, for simulated campaigns, true value and cost; history kept).",
 )
 def joint_allocation(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
-    from promo_assets.graph import allocate_ratio_budgets, load_graph_model, ratio_budgets, truth_matrix
-    from promo_assets.graph.warehouse_io import read_truth
+    from promo_assets.graph import allocate_ratio_budgets, ratio_budgets
 
     campaign = context.partition_key
     config, mconf = merchant_config(landing, campaign)
     _, meta, _ = upstream(context, COEFFICIENTS_KEY)
     version = meta["model_version"]
-    with connect(warehouse) as con:
-        users, vc, cc = coefficient_arrays(con, campaign, MODEL_NAME, version, "population", config.n_levels)
-        m = con.execute(sql("graph", "merchant_coefficients"), [campaign, MODEL_NAME, version]).df()
-    customer_source = "response_coefficients (population)"
-    if len(users) == 0:  # response_coefficients did not score gnn_hazard: every graph customer from the model
-        model = load_graph_model(version)
-        users, (vc, cc) = model.customer_ids, model.predict_customers()
-        customer_source = "gnn_hazard model (all graph customers)"
-    km = len(mconf.commissions)
-    if m.empty:
-        raise dg.Failure(f"no merchant_coefficients for gnn_hazard {version}: materialize merchant_coefficients first")
-    merchants = m["merchant_id"].to_numpy()[::km]
-    vm, cm = m["value"].to_numpy().reshape(-1, km), m["cost"].to_numpy().reshape(-1, km)
-    model = load_graph_model(version)  # the paper's merchant normalizer (previous shares), per merchant
-    norm_idx = pd.Index(model.merchant_ids).get_indexer(merchants)
-    if (norm_idx < 0).any():
-        raise dg.Failure(f"merchant_coefficients list merchants that gnn_hazard {version} does not know")
-    norm = np.asarray(model.merchant_normalizer, dtype=float)[norm_idx]
+    users, vc, cc, merchants, vm, cm, norm, source = _joint_inputs(warehouse, campaign, config, mconf, version)
     try:
         ratios = ratio_budgets(config.extra.get("ratio_budget"))
     except ValueError as exc:
         raise dg.Failure(f"campaign '{campaign}': {exc}") from None
     if not ratios:
         return dg.MaterializeResult(metadata={"skipped": True, "note": "campaign.yaml has no ratio_budget"})
-    c_truth_df, m_truth_df = read_truth(landing.path, campaign, mconf.truth)
-    truth = None
-    if c_truth_df is not None and m_truth_df is not None:
-        try:
-            truth = (truth_matrix(c_truth_df, "user_id", users, config.n_levels),
-                     truth_matrix(m_truth_df, "merchant_id", merchants, km))
-        except ValueError as exc:
-            context.log.warning(f"truth files do not cover the allocated nodes; no true values: {exc}")
+    truth = _joint_truth(context, landing, campaign, config, mconf, users, merchants)
     rows, levels = allocate_ratio_budgets(
         vc, cc, vm, cm, ratios, customer_ids=users, merchant_ids=merchants, incentives=np.asarray(config.incentives),
         commissions=np.asarray(mconf.commissions), merchant_normalizer=norm, truth=truth, log=_log(context))
@@ -324,25 +352,9 @@ def joint_allocation(context: dg.AssetExecutionContext, warehouse: DuckDBResourc
                     "n_merchants": len(merchants), "run_id": context.run_id})
         if row["note"]:
             context.log.warning(f"ratio {row['ratio_budget']}: {row['note']}")
-    eval_df = pd.DataFrame(rows)
-    alloc_df = pd.concat(levels, ignore_index=True) if levels else None
-    with connect(warehouse) as con, results_write(context, con, campaign, "joint_allocation", "joint_allocation_evaluation"):
-        if alloc_df is not None:
-            with registered(con, "alloc_df", alloc_df):
-                con.execute(sql("graph", "insert_joint_allocation"), [campaign, version, context.run_id])
-        with registered(con, "eval_df", eval_df):
-            con.execute(sql("graph", "insert_joint_evaluation"))
-    shown = ["ratio_budget", "joint_value", "independent_value", "joint_cost", "independent_cost",
-             "joint_true_value", "independent_true_value", "joint_true_cost", "independent_true_cost"]
-    table = [{k: r.get(k) for k in shown if k in r} for r in rows]
-    return dg.MaterializeResult(
-        metadata={
-            "model_version": version,
-            "joint_vs_independent": md_table(_jsonable(table)),
-            "customers": len(users),
-            "merchants": len(merchants),
-            "customer_coefficients_from": customer_source,
-            "ground_truth": truth is not None,
-            "run_id": context.run_id,
-        }
-    )
+    _write_joint(context, warehouse, campaign, version, rows, levels)
+    table = [{k: r.get(k) for k in JOINT_SHOWN if k in r} for r in rows]
+    return dg.MaterializeResult(metadata={
+        "model_version": version, "joint_vs_independent": md_table(_jsonable(table)), "customers": len(users),
+        "merchants": len(merchants), "customer_coefficients_from": source, "ground_truth": truth is not None,
+        "run_id": context.run_id}, data_version=dg.DataVersion(version))

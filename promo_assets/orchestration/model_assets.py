@@ -37,7 +37,6 @@ from promo_assets.orchestration.campaign_assets import (
     _jsonable,
     _log,
     _model_metadata,
-    _table,
     coefficient_arrays,
     evaluation_inputs,
     feature_spec,
