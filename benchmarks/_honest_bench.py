@@ -4,7 +4,7 @@ the library path of the pipeline, down to its `policy_evaluation` rows.
 simulate (the preset's landing files) -> events read as the warehouse's rct_events shape
 (`_model_frames.load_events`) -> propensities (`randomized_propensity`), the train / validation /
 holdout split (`assign_split`) and IPS weights, as the `propensity` and `training_frame` assets
-compute them -> every registered model (`promo_assets.models.MODEL_NAMES`) trained on the training
+compute them -> every registered model without a graph (`promo_assets.models.registry`) trained on the training
 days and scored on the holdout events -> the DR outcome model fitted on the training days ->
 `evaluate_policies` with the truth and the outcome model's predictions, exactly as the
 `policy_evaluation` asset calls it. No Dagster run (faster on a shared 2-core machine).
@@ -26,8 +26,10 @@ from _model_frames import load_events  # noqa: E402
 
 from promo_assets.causal import assign_split, ips_weights, randomized_propensity  # noqa: E402
 from promo_assets.evaluation import evaluate_policies, fit_outcome_model  # noqa: E402
-from promo_assets.models import MODEL_NAMES, train_model  # noqa: E402
+from promo_assets.models import registry, train_model  # noqa: E402
 from promo_assets.simulation import simulate, truth_arrays  # noqa: E402
+
+MODEL_NAMES = tuple(n for n in registry.names() if not registry.get(n).needs_graph)  # registered models without a graph
 
 PRESET_SIZES = {  # (days, users): a holdout day of ~2,500 events (5,000 for K = 100)
     "demo": (8, 5000),

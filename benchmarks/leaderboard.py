@@ -3,7 +3,7 @@ equal spend, on `demo`, `dipn_synthetic_2`, `e2e_synthetic` and `bipartite` (cus
 
 Each (preset, seed) goes through the library path of the pipeline (`_honest_bench.evaluate_campaign`:
 simulate -> events -> propensity / split / IPS weights -> every model in
-`promo_assets.models.MODEL_NAMES` trained on the training days -> DR outcome model ->
+`promo_assets.models.registry` trained on the training days -> DR outcome model ->
 `evaluate_policies`, as the `policy_evaluation` asset calls it). Prints:
 
 - one table: mean pct_oracle (true value at matched true spend / the oracle's) and mean spend ratio

@@ -109,7 +109,7 @@ def _failure_messages(result) -> list[str]:
             err = getattr(event.event_specific_data, "error", None)
             if err is None or (event.event_type_value == "RUN_FAILURE" and out):
                 continue
-            label = event.step_key or "run"
+            label = (event.step_key or "run").replace("__", "/")  # '<model>/<asset>' for a model's chain
             out.append(f"{label}: " + _cause_message(err).replace("\n", "\n    "))
     return out or ["failed"]
 
@@ -134,7 +134,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from promo_assets import settings
     from promo_assets.campaign import CampaignConfigError
-    from promo_assets.definitions import defs
+    from promo_assets.definitions import build_defs
     from promo_assets.ingestion import IngestError, discover_campaigns, load_config, scan_day_files, skipped_side_files
     from promo_assets.orchestration.common import partition_key, register_partitions
     from promo_assets.orchestration.recovery import process_tags, wait_for_pool
@@ -176,10 +176,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     instance = dg.DagsterInstance.get()
     register_partitions(instance, campaigns=campaigns)
     tags = {"promo/trigger": "cli", **process_tags()}  # host/pid: a later run can tell this one died
+    defs = build_defs()  # from the model registry as it is now (a model registered by a test included)
     if not args.ingest_only:  # this call refreshes downstream itself: the automation sensor leaves it alone
         tags.update(REFRESHED_BY_CLI)
     ingest_job = defs.resolve_job_def("ingest_job")
     campaign_job = defs.resolve_job_def("campaign_job")
+    leaderboard_job = defs.resolve_job_def("leaderboard_job")
     run_config = _quiet_run_config(args.verbose)
     failures: list[str] = []
     t0 = time.perf_counter()
@@ -221,13 +223,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             continue
         print(f"{campaign}: materializing models, coefficients, allocations and evaluation …")
         start = time.perf_counter()
-        wait_for_pool(instance, print)
-        result = _run_campaign_job(campaign_job, campaign, instance, args.verbose, tags)
-        if not result.success:
-            failures.extend(f"{campaign}: {message}" for message in _failure_messages(result))
-        print(f"{campaign}: downstream {'done' if result.success else 'FAILED'} in {time.perf_counter() - start:.0f}s")
-        if result.success:
-            _print_leaderboard(campaign)
+        downstream = _run_downstream(campaign_job, leaderboard_job, campaign, instance, args.verbose, tags)
+        failures += downstream
+        print(f"{campaign}: downstream {'FAILED' if downstream else 'done'} in {time.perf_counter() - start:.0f}s")
     print(f"finished in {time.perf_counter() - t0:.0f}s; warehouse: {settings.warehouse_path()}; DAGSTER_HOME: {os.environ['DAGSTER_HOME']}")
     if failures:
         print("failures:", file=sys.stderr)
@@ -310,9 +308,30 @@ def cmd_forget(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _run_campaign_job(job, campaign, instance, verbose: bool, tags: dict[str, str]):
-    """Run the campaign job; asset log lines (epochs, scoring chunks) are printed as they come. Its
-    results rows then count (succeeded) or are deleted (failed): promo_assets.results."""
+def _run_downstream(campaign_job, leaderboard_job, campaign, instance, verbose: bool, tags: dict[str, str]) -> list[str]:
+    """The campaign job (every model's chain: each succeeds, is skipped or fails on its own), then the
+    leaderboard job (whatever the chains did: in one run Dagster would not execute it after a failed
+    or skipped chain); prints the skipped models and the leaderboard. Returns the failure lines."""
+    from promo_assets.orchestration.recovery import wait_for_pool
+
+    failures = []
+    for job in (campaign_job, leaderboard_job):
+        wait_for_pool(instance, print)
+        result = _run_job(job, campaign, instance, verbose, tags)
+        failures += [f"{campaign}: {message}" for message in ([] if result.success else _failure_messages(result))]
+        if job is campaign_job:
+            for model, reason in _skipped_models(campaign, result.run_id):
+                print(f"{campaign}: {model} skipped: {reason}")
+    _print_leaderboard(campaign)
+    return failures
+
+
+def _run_job(job, campaign, instance, verbose: bool, tags: dict[str, str]):
+    """Run a campaign-partitioned job; asset log lines (epochs, scoring chunks) are printed as they
+    come. Its results rows then count (succeeded; the other models' rows when only some models'
+    chains failed) or are deleted (failed): promo_assets.results."""
+    from promo_assets.orchestration.campaign_assets import failed_models
+
     result = job.execute_in_process(
         partition_key=campaign,
         instance=instance,
@@ -320,28 +339,32 @@ def _run_campaign_job(job, campaign, instance, verbose: bool, tags: dict[str, st
         tags=tags,
         run_config=_quiet_run_config(verbose, progress=True),
     )
-    _finish_results(campaign, result.run_id, result.success)
+    failed_steps = [e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    _finish_results(campaign, result.run_id, result.success, failed_models(failed_steps) if failed_steps else None)
     return result
 
 
-def _finish_results(campaign: str, run_id: str, succeeded: bool) -> None:
+def _finish_results(campaign: str, run_id: str, succeeded: bool, failed_models: list[str] | None = None) -> None:
     from promo_assets import results, warehouse
 
     with warehouse.connect() as con, warehouse.transaction(con):
-        results.finish(con, campaign, run_id, succeeded)
+        results.finish(con, campaign, run_id, succeeded, failed_models)
+
+
+def _skipped_models(campaign: str, run_id: str) -> list[tuple[str, str]]:
+    from promo_assets import warehouse
+
+    with warehouse.connect(read_only=True) as con:
+        return con.execute(warehouse.sql("frames", "run_skips"), [campaign, run_id]).fetchall()
 
 
 def _print_leaderboard(campaign: str) -> None:
     from promo_assets import warehouse
 
-    try:
-        from promo_assets.evaluation import format_leaderboard
-    except ImportError:
-        return
     with warehouse.connect(read_only=True) as con:
-        board = con.execute(warehouse.sql("frames", "leaderboard"), [campaign]).df()
-    if not board.empty:
-        print(format_leaderboard(board))
+        lines, ok = _campaign_report(con, campaign, [], history=False)
+    if ok:
+        print("\n".join(lines[1:]))
 
 
 def _finished_in_dagster(con) -> list[str]:
@@ -399,6 +422,8 @@ def _campaign_report(con, campaign: str, finished: list[str], history: bool) -> 
                      else "   (none of its budgets is in campaign.yaml now)")
         for model, b, minimum, message in infeasible:
             lines.append(f"   budget {b:g} per capita not allocated for {model}: {message}")
+        for model, status, reason in con.execute(warehouse.sql("results", "run_not_evaluated"), [campaign, run_id]).fetchall():
+            lines.append(f"   {model} {'skipped' if status == 'skipped' else 'not evaluated'}: {reason}")
         if others:
             shown = ", ".join(f"{b:g}" for b in others)
             lines.append(f"   budgets not in campaign.yaml now: {shown}"
@@ -440,6 +465,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK if all(ok for _, ok in reports) else EXIT_USAGE
 
 
+def cmd_models(args: argparse.Namespace) -> int:
+    from promo_assets.models import registry
+
+    print(registry.table_markdown(), end="")
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="promo", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -477,6 +509,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="every kept run (PROMO_KEEP_RUNS) and every budget, not only the latest succeeded run's "
                    "evaluation of the budgets in campaign.yaml now")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("models", help="print the registered models (README's model table)")
+    p.set_defaults(func=cmd_models)
     return parser
 
 

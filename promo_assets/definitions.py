@@ -1,4 +1,9 @@
-"""The one Definitions object of the promo_assets code location (loaded by the UI and by `promo`)."""
+"""The one Definitions object of the promo_assets code location (loaded by the UI and by `promo`).
+
+`build_defs()` builds it from the model registry (one chain of assets per registered model), so a
+model registered at run time (a test model, a plug-in) before the call is part of it; `defs` is what
+the UI's workspace loads.
+"""
 
 from __future__ import annotations
 
@@ -6,18 +11,24 @@ import dagster as dg
 
 from promo_assets.orchestration import automation, campaign_assets, graph_assets, ingest_assets, simulate_job
 from promo_assets.orchestration.common import make_resources, progress_logger
+from promo_assets.orchestration.model_assets import model_assets
 
-defs = dg.Definitions(
-    assets=dg.load_assets_from_modules([ingest_assets, campaign_assets, graph_assets]),
-    asset_checks=dg.load_asset_checks_from_modules([campaign_assets, graph_assets]),
-    jobs=[automation.ingest_job, automation.campaign_job, simulate_job.simulate_demo_job],
-    schedules=[automation.daily_campaign_refresh],
-    sensors=[automation.landing_sensor, automation.automation_sensor],
-    resources=make_resources(),
-    loggers={"console": dg.colored_console_logger, "progress": progress_logger},
-    # Every job (campaign_job, ingest_job, the UI's materializations and backfills) runs its steps in
-    # the run's own process: the default multiprocess executor started one process per step (each
-    # importing torch, ~5-10 s) only for the steps to queue on the `warehouse` pool (limit 1) anyway.
-    # README "The Dagster UI" has the measured times.
-    executor=dg.in_process_executor,
-)
+
+def build_defs() -> dg.Definitions:
+    return dg.Definitions(
+        assets=[*dg.load_assets_from_modules([ingest_assets, campaign_assets, graph_assets]), *model_assets()],
+        asset_checks=dg.load_asset_checks_from_modules([campaign_assets, graph_assets]),
+        jobs=[automation.ingest_job, automation.campaign_job, automation.leaderboard_job, simulate_job.simulate_demo_job],
+        schedules=[automation.daily_campaign_refresh],
+        sensors=[automation.landing_sensor, automation.automation_sensor],
+        resources=make_resources(),
+        loggers={"console": dg.colored_console_logger, "progress": progress_logger},
+        # Every job (campaign_job, ingest_job, the UI's materializations and backfills) runs its steps in
+        # the run's own process: the default multiprocess executor started one process per step (each
+        # importing torch, ~5-10 s) only for the steps to queue on the `warehouse` pool (limit 1) anyway.
+        # README "The Dagster UI" has the measured times.
+        executor=dg.in_process_executor,
+    )
+
+
+defs = build_defs()

@@ -31,14 +31,6 @@ SELECT any_value(frame_version) FROM training_frame WHERE campaign = ?;
 INSERT INTO model_registry (campaign, model, model_version, data_version, metrics, trained_at, run_id)
 VALUES (?, ?, ?, ?, ?, now(), ?);
 
--- name: latest_models
--- The latest trained version of each model of a campaign, among the models registered by a
--- succeeded run or by the run ? itself (a failed or unfinished run's models are never used).
-SELECT model, arg_max(model_version, trained_at) AS model_version
-FROM model_registry WHERE campaign = ? AND model IN (SELECT unnest(?::VARCHAR[]))
-AND (run_id = ? OR run_id IN (SELECT run_id FROM result_runs WHERE campaign = ? AND status = 'succeeded'))
-GROUP BY model ORDER BY model;
-
 -- name: delete_coefficients
 DELETE FROM response_coefficients WHERE campaign = ? AND model = ? AND model_version = ? AND target = ?;
 
@@ -52,7 +44,24 @@ WHERE campaign = ? AND model = ? AND model_version = ? AND target = ?
 ORDER BY user_id, level;
 
 -- name: insert_dual
-INSERT INTO budget_dual VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now());
+INSERT INTO budget_dual (campaign, model, model_version, budget_per_capita, lambda_, value, cost, dual_bound,
+                         n_users, run_id, solved_at, tie_share)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now(), ?);
+
+-- name: duals_of_run
+-- The λ* (and tie share) per budget that one budget_dual materialization (its run) stored for a model version.
+SELECT budget_per_capita, lambda_, coalesce(tie_share, 0.0) AS tie_share FROM budget_dual
+WHERE campaign = ? AND model = ? AND model_version = ? AND run_id = ? ORDER BY budget_per_capita;
+
+-- name: infeasible_of_run
+SELECT budget_per_capita, message FROM infeasible_budget
+WHERE campaign = ? AND model = ? AND model_version = ? AND run_id = ? ORDER BY budget_per_capita;
+
+-- name: insert_skip
+INSERT INTO model_skips VALUES (?, ?, ?, ?, now());
+
+-- name: run_skips
+SELECT model, reason FROM model_skips WHERE campaign = ? AND run_id = ? ORDER BY model;
 
 -- name: insert_allocation
 INSERT INTO allocation SELECT ?, ?, ?, ?, user_id, level, incentive, ?, now() FROM alloc_df;
@@ -60,19 +69,25 @@ INSERT INTO allocation SELECT ?, ?, ?, ?, user_id, level, incentive, ?, now() FR
 -- name: insert_evaluation
 INSERT INTO policy_evaluation BY NAME SELECT * FROM eval_df;
 
--- name: leaderboard
--- The policy evaluation of the campaign's latest succeeded run (result_runs).
-SELECT p.* FROM policy_evaluation AS p
-WHERE p.campaign = ? AND p.run_id = (
-    SELECT q.run_id FROM policy_evaluation AS q
-    JOIN result_runs AS r ON r.campaign = q.campaign AND r.run_id = q.run_id
-    WHERE q.campaign = p.campaign AND r.status = 'succeeded'
-    ORDER BY r.started_at DESC LIMIT 1
-)
-ORDER BY budget_per_capita, true_value DESC NULLS LAST, eom_value DESC;
+-- name: model_evaluation
+-- The policy_evaluation rows of one model written by one run (the leaderboard reads the run that
+-- Dagster recorded as the model's latest policy_evaluation materialization).
+SELECT * FROM policy_evaluation WHERE campaign = ? AND model = ? AND run_id = ? ORDER BY budget_per_capita;
+
+-- name: insert_leaderboard_entry
+INSERT INTO leaderboard_entries VALUES (?, ?, ?, ?, ?, ?, ?, now());
+
+-- name: insert_outcome_predictions
+-- outcome_df: one row per holdout event x level (event_date, source_row, level, value, cost).
+INSERT INTO outcome_predictions SELECT ?, ?, event_date, source_row, level, value, cost FROM outcome_df;
+
+-- name: outcome_predictions
+-- The outcome model's predictions in the order of holdout_events (event_date, source_row), then level.
+SELECT frame_version, value, cost FROM outcome_predictions WHERE campaign = ?
+ORDER BY event_date, source_row, level;
 
 -- name: holdout_events
-SELECT e.user_id, e.level, e.response, e.cost, p.propensity {columns}
+SELECT e.event_date, e.source_row, e.user_id, e.level, e.response, e.cost, p.propensity {columns}
 FROM rct_events e
 JOIN propensity p USING (campaign, event_date, source_row)
 JOIN training_frame t USING (campaign, event_date, source_row)

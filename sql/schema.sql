@@ -333,3 +333,48 @@ CREATE TABLE IF NOT EXISTS infeasible_budget (
     run_id            VARCHAR NOT NULL,
     checked_at        TIMESTAMP NOT NULL
 );
+
+-- name: add_budget_dual_tie_share
+-- Issue #14, real lineage: the share of the users tied at lambda_ (indifferent between a cheaper and a
+-- dearer level) whose dearer level the LP optimum takes; allocation and policy_evaluation apply
+-- (lambda_, tie_share) with promo_assets.allocation.decide_at instead of solving again.
+ALTER TABLE budget_dual ADD COLUMN IF NOT EXISTS tie_share DOUBLE;
+
+-- name: create_model_skips
+-- A model that does not apply to a campaign (ResponseModel.applies_to, or ModelSkipped from fit):
+-- its chain of assets is skipped with this reason (history kept per model, PROMO_KEEP_RUNS).
+CREATE TABLE IF NOT EXISTS model_skips (
+    campaign    VARCHAR   NOT NULL,
+    model       VARCHAR   NOT NULL,
+    reason      VARCHAR   NOT NULL,
+    run_id      VARCHAR   NOT NULL,
+    skipped_at  TIMESTAMP NOT NULL
+);
+
+-- name: create_outcome_predictions
+-- The doubly robust EOM's outcome model (fitted on the training days), its predicted response and
+-- cost for every holdout event x level (campaign-level asset outcome_model; current state only).
+CREATE TABLE IF NOT EXISTS outcome_predictions (
+    campaign       VARCHAR NOT NULL,
+    frame_version  VARCHAR NOT NULL,
+    event_date     DATE    NOT NULL,
+    source_row     BIGINT  NOT NULL,
+    level          INTEGER NOT NULL,
+    value          DOUBLE  NOT NULL,
+    cost           DOUBLE  NOT NULL
+);
+
+-- name: create_leaderboard_entries
+-- What each materialization of the leaderboard asset assembled: per model the evaluation run it took
+-- (status 'evaluated'), or 'skipped' / 'missing' with the reason; the random reference is the row
+-- model = 'random' (its policy_evaluation rows are written by the leaderboard run itself).
+CREATE TABLE IF NOT EXISTS leaderboard_entries (
+    campaign           VARCHAR   NOT NULL,
+    run_id             VARCHAR   NOT NULL,
+    model              VARCHAR   NOT NULL,
+    model_version      VARCHAR,
+    evaluation_run_id  VARCHAR,
+    status             VARCHAR   NOT NULL,   -- 'evaluated' | 'skipped' | 'missing'
+    reason             VARCHAR,
+    assembled_at       TIMESTAMP NOT NULL
+);

@@ -370,3 +370,31 @@ def test_non_finite_entries_are_reported_exactly(n, k, data, which, bad, dtype):
              rf"level {first[1]}")
     with pytest.raises(AllocationInputError, match=match):
         solve(arrays["values"], arrays["costs"], 1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# the decision at a stored λ* (what budget_dual hands to allocation and policy_evaluation)
+
+
+@pytest.mark.parametrize("tied", [False, True], ids=["distinct-users", "many-identical-users"])
+def test_decide_at_the_stored_lambda_reproduces_the_lp_optimum(tied):
+    """Applying (λ*, tie share) gives the solver's value and cost at the budget, also when many users
+    are tied at λ* (identical users: `decide` alone would leave them all at the cheaper level)."""
+    from promo_assets.allocation import decide, decide_at, tie_share
+
+    rng = np.random.default_rng(3)
+    n, k = 4000, 5
+    v = rng.random((20, k)).cumsum(axis=1)[rng.integers(0, 20, n)] if tied else rng.random((n, k)).cumsum(axis=1)
+    c = np.tile([0.0, 1, 2, 5, 10], (n, 1))
+    rows = np.arange(n)
+    for budget in (0.5, 2.0):
+        res = solve(v, c, budget, per_capita=True)
+        share = tie_share(v, c, res.lambda_, budget * n)
+        levels = decide_at(v, c, res.lambda_, share, seed=0)
+        assert 0.0 <= share <= 1.0
+        assert c[rows, levels].sum() <= budget * n + c.max()  # within the one fractional user
+        assert abs(v[rows, levels].sum() - res.lp_value) <= v.max()
+        if tied:
+            plain = decide(v, c, res.lambda_ * (1 + 1e-9))
+            assert c[rows, plain].sum() < c[rows, levels].sum() - 100  # why the tie share is stored
+        assert np.array_equal(levels, decide_at(v, c, res.lambda_, share, seed=0))  # deterministic

@@ -93,7 +93,7 @@ def test_promo_run_trains_gnn_hazard_and_allocates_jointly(promo_env, capsys):
     assert query(promo_env, "SELECT count(DISTINCT user_id) FROM response_coefficients WHERE campaign = 'shop' "
                  "AND model = 'gnn_hazard' AND target = 'population'") == [(1500,)]
 
-    # the common chain evaluates gnn_hazard like any model
+    # its own chain evaluates gnn_hazard like any model
     models = [r[0] for r in query(promo_env, "SELECT DISTINCT model FROM policy_evaluation WHERE campaign = 'shop' ORDER BY 1")]
     assert models == ["dipn", "gnn_hazard", "random", "s_learner"]
 
@@ -111,7 +111,7 @@ def test_promo_run_trains_gnn_hazard_and_allocates_jointly(promo_env, capsys):
     # the model's materialization carries the Fig. 4 plot and the per-level curve
     instance = dg.DagsterInstance.get()
     records = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=dg.AssetKey("gnn_hazard_model"), asset_partitions=["shop"]), limit=1).records
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(["gnn_hazard", "model"]), asset_partitions=["shop"]), limit=1).records
     meta = records[0].asset_materialization.metadata
     png = base64.b64decode(meta["uplift_quintiles_plot"].value.split("data:image/png;base64,")[1].rstrip(")"))
     assert png[:8] == b"\x89PNG\r\n\x1a\n"

@@ -9,7 +9,7 @@ import torch
 
 from promo_assets.campaign import CampaignConfig
 from promo_assets.models import (
-    DIPNNet, FeatureEncoder, ModelInputError, TrainingConfig, fit_torch_model, load_model, train_dipn_bias,
+    DIPNNet, FeatureEncoder, ModelInputError, ModelSkipped, TrainingConfig, fit_torch_model, load_model, train_dipn_bias,
     train_dipn_uplift, train_model,
 )
 from promo_assets.models.dipn import alpha_at, isotonic_embedding
@@ -187,7 +187,7 @@ def test_bad_input_errors():
         train_model("s_learner", frame.drop(columns="ips_weight"), config, NUMERIC, CATEGORICAL, max_epochs=1)
     with pytest.raises(ModelInputError, match="split"):
         train_model("s_learner", frame.assign(split="test"), config, NUMERIC, CATEGORICAL, max_epochs=1)
-    with pytest.raises(ModelInputError, match="ordered"):
+    with pytest.raises(ModelSkipped, match="dipn: needs ordered incentive levels"):
         train_model("dipn", frame, make_config(ordered=False), NUMERIC, CATEGORICAL, max_epochs=1)
 
 

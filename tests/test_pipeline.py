@@ -90,7 +90,7 @@ def test_promo_run_fills_the_leaderboard_for_every_model(promo_env, capsys):
     assert allocations == 2
     # the evaluation's materialization carries the leaderboard and two PNG plots (as the UI shows them)
     instance = dg.DagsterInstance.get()
-    event = instance.get_latest_materialization_event(dg.AssetKey("policy_evaluation"))
+    event = instance.get_latest_materialization_event(dg.AssetKey("leaderboard"))
     meta = event.asset_materialization.metadata
     board = meta["leaderboard_markdown"].value
     assert board.startswith("| ") and all(m in board for m in ("dipn", "s_learner", "random"))

@@ -263,7 +263,8 @@ def test_promo_run_ingest_failure_line_has_the_domain_error(promo_env, monkeypat
 @pytest.mark.slow  # ~15 s alone, ~40 s on a busy 2-core machine
 def test_promo_run_prints_the_domain_errors_of_every_failed_step(promo_env, monkeypatch, capsys):
     """An ingestion day and two models fail with domain errors: each message reaches the output."""
-    import promo_assets.models as models
+    import promo_assets.models.dipn as dipn
+    import promo_assets.models.s_learner as s_learner
     import promo_assets.orchestration.ingest_assets as ingest_assets
     from promo_assets.models.errors import ModelInputError
     from promo_assets.simulation import simulate
@@ -285,8 +286,8 @@ def test_promo_run_prints_the_domain_errors_of_every_failed_step(promo_env, monk
         raise ModelInputError("feature columns missing: 'age'")
 
     monkeypatch.setattr(ingest_assets, "ingest_events_day", ingest)
-    monkeypatch.setattr(models, "train_s_learner", no_train)
-    monkeypatch.setattr(models, "train_dipn_bias", bad_features)
+    monkeypatch.setattr(s_learner, "train_s_learner", no_train)
+    monkeypatch.setattr(dipn, "train_dipn_bias", bad_features)
 
     assert cli.main(["run", "--no-progress"]) == cli.EXIT_FAILED
     captured = capsys.readouterr()
@@ -294,8 +295,8 @@ def test_promo_run_prints_the_domain_errors_of_every_failed_step(promo_env, monk
     assert f"FAILED c1 {days[0]}: rct_events: Constraint Error: NOT NULL constraint failed: rct_events.response" in out
     failures = err[err.index("failures:"):]
     assert f"c1 {days[0]}: rct_events: Constraint Error: NOT NULL constraint failed: rct_events.response" in failures
-    assert "c1: s_learner: no rows with split == 'train' for campaign 'c1'" in failures
-    assert "c1: dipn_bias_net: feature columns missing: 'age'" in failures
+    assert "c1: s_learner/model: no rows with split == 'train' for campaign 'c1'" in failures
+    assert "c1: dipn/bias_net: feature columns missing: 'age'" in failures
     assert "Error occurred while executing op" not in out + err
 
 

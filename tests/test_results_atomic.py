@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -109,7 +110,7 @@ def test_a_failed_run_loses_every_row_and_a_succeeded_one_keeps_them(tmp_path):
         for run_id in ("good", "bad"):
             with warehouse.transaction(con):
                 _write_run(con, "c", run_id)
-                con.execute("INSERT INTO budget_dual VALUES ('c', 'm', 'v1', 1.0, 0.1, 1, 1, 1, 2, ?, now())", [run_id])
+                con.execute("INSERT INTO budget_dual VALUES ('c', 'm', 'v1', 1.0, 0.1, 1, 1, 1, 2, ?, now(), 0.0)", [run_id])
                 con.execute("INSERT INTO model_registry (campaign, model, model_version, trained_at, run_id) "
                             "VALUES ('c', 'm', ?, now(), ?)", [f"v-{run_id}", run_id])
                 con.execute("INSERT INTO response_coefficients VALUES ('c', 'm', ?, 'population', 'u', 0, 1, 0, now())",
@@ -194,50 +195,76 @@ def _failing_solver(monkeypatch, fail_at_call: int, action):
 KILL_SCRIPT = textwrap.dedent("""
     import os, sys
     import promo_assets.allocation as allocation
-    real, calls = allocation.solve, [0]
-    def solve(*args, **kwargs):
+    real, calls = allocation.decide_at, [0]
+    def decide_at(*args, **kwargs):
         calls[0] += 1
         if calls[0] == int(sys.argv[1]):
             os._exit(9)  # as kill -9: no cleanup, no rollback, no run status
         return real(*args, **kwargs)
-    allocation.solve = solve
+    allocation.decide_at = decide_at
     from promo_assets.cli import main
     main(["run", "--campaign", "demo", "--no-progress"])
 """)
 
 
+def _last_runs(env) -> tuple[str, str]:
+    """(the model chains' run, the leaderboard's run) of the latest `promo run`."""
+    models_run, board_run = _run_ids(env)[-2:]
+    return models_run, board_run
+
+
+def _status(env, run_id: str) -> str:
+    return _query(env, "SELECT status FROM result_runs WHERE run_id = ?", [run_id])[0][0]
+
+
+def _model_rows(env, run_id: str, model: str) -> int:
+    return sum(_query(env, f"SELECT count(*) FROM {t} WHERE run_id = ? AND model = ?", [run_id, model])[0][0]
+               for t in RUN_TABLES_WITH_ROWS)
+
+
 @pytest.mark.slow
 def test_failed_and_killed_runs_leave_no_rows_and_the_report_keeps_the_previous_run(promo_env, monkeypatch, capsys):
     _simulate()
-    n_budgets = len(_budgets(promo_env))
     assert main(["run", "--no-progress"]) == 0
-    (good,) = _run_ids(promo_env)
+    good, _ = _last_runs(promo_env)
     before = _rows_of(promo_env, good)
     assert all(before.values()), before
 
-    # an exception in allocation on the 2nd model (dipn, s_learner): budget_dual solved 2 x B budgets,
-    # allocation then wrote the first model's B budgets into its transaction
-    def boom():
-        raise RuntimeError("solver exploded on the second model")
-
-    real_solve = _failing_solver(monkeypatch, 3 * n_budgets + 1, boom)
-    assert main(["run", "--no-progress"]) == 1
-    assert "allocation" in capsys.readouterr().err  # (the domain message itself: item 11's CLI failure list)
-    failed = _run_ids(promo_env)[-1]
-    assert failed != good
-    assert _rows_of(promo_env, failed) == dict.fromkeys(RUN_TABLES_WITH_ROWS, 0)  # its budget_dual rows too
-    assert _query(promo_env, "SELECT status FROM result_runs WHERE run_id = ?", [failed]) == [("failed",)]
-    assert _rows_of(promo_env, good) == before
+    # an exception in the first model's allocation, after that model's budget_dual rows were written:
+    # only that model's rows of the run are deleted (run 'partial'); the other model's rows count
     import promo_assets.allocation as allocation
 
-    monkeypatch.setattr(allocation, "solve", real_solve)
+    real, calls = allocation.decide_at, [0]
+
+    def decide_at(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == 1:
+            raise RuntimeError("decision exploded in the first model's allocation")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(allocation, "decide_at", decide_at)
+    assert main(["run", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    failed_model = re.search(r"demo: (\w+)/allocation: decision exploded in the first model's allocation", err).group(1)
+    other = ({"dipn", "s_learner"} - {failed_model}).pop()
+    partial, board = _last_runs(promo_env)
+    assert _status(promo_env, partial) == "partial" and _status(promo_env, board) == "succeeded"
+    assert _model_rows(promo_env, partial, failed_model) == 0  # its model_registry and budget_dual rows too
+    for table in ("allocation", "policy_evaluation"):
+        assert _query(promo_env, f"SELECT count(*) FROM {table} WHERE run_id = ? AND model = ?", [partial, other])[0][0] > 0
+    assert _rows_of(promo_env, good) == before
+    # the leaderboard took the failed model's last evaluation (the good run) and the other's new one
+    entries = dict(_query(promo_env, "SELECT model, evaluation_run_id FROM leaderboard_entries WHERE run_id = ? "
+                          "AND status = 'evaluated'", [board]))
+    assert entries[failed_model] == good and entries[other] == partial
+    monkeypatch.setattr(allocation, "decide_at", real)
     assert main(["report", "--campaign", "demo"]) == 0
     out = capsys.readouterr().out
-    assert good in out and failed not in out and "dipn" in out and "s_learner" in out
+    assert board in out and "dipn" in out and "s_learner" in out
 
-    # kill -9 during the allocation transaction (a separate process)
+    # kill -9 during the first allocation's transaction (a separate process)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(3 * n_budgets + 1)], env=env,
+    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, "1"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         assert proc.wait(timeout=600) == 9
@@ -245,12 +272,12 @@ def test_failed_and_killed_runs_leave_no_rows_and_the_report_keeps_the_previous_
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     killed = _run_ids(promo_env)[-1]
-    assert killed not in (good, failed)
+    assert killed not in (good, partial, board)
     assert _query(promo_env, "SELECT count(*) FROM allocation WHERE run_id = ?", [killed]) == [(0,)]  # rolled back
-    assert _query(promo_env, "SELECT status FROM result_runs WHERE run_id = ?", [killed]) == [("started",)]
+    assert _status(promo_env, killed) == "started"
     assert main(["report", "--campaign", "demo"]) == 0  # the dead run's budget_dual / models are not shown
     out = capsys.readouterr().out
-    assert good in out and killed not in out
+    assert board in out and killed not in out
 
     # the dead run is marked failed and its warehouse-pool slot freed (what issue #12 item 4's run
     # monitoring does; done by hand here); the next run's first results write deletes its rows
@@ -258,15 +285,15 @@ def test_failed_and_killed_runs_leave_no_rows_and_the_report_keeps_the_previous_
     instance.report_run_failed(instance.get_run_by_id(killed))
     instance.event_log_storage.free_concurrency_slots_for_run(killed)
     assert main(["run", "--no-progress"]) == 0
-    latest = _run_ids(promo_env)[-1]
+    latest, latest_board = _last_runs(promo_env)
     assert _rows_of(promo_env, killed) == dict.fromkeys(RUN_TABLES_WITH_ROWS, 0)
-    assert _query(promo_env, "SELECT status FROM result_runs WHERE run_id = ?", [killed]) == [("failed",)]
+    assert _status(promo_env, killed) == "failed"
     assert all(_rows_of(promo_env, latest).values())
-    assert _rows_of(promo_env, good) == before  # PROMO_KEEP_RUNS=3: still kept
+    assert _rows_of(promo_env, good) == before  # PROMO_KEEP_RUNS=3 per model: still kept
     capsys.readouterr()
     assert main(["report", "--campaign", "demo"]) == 0
     out = capsys.readouterr().out
-    assert latest in out and good not in out and "1 earlier run(s) kept" in out
+    assert latest_board in out and board not in out and "earlier run(s) kept" in out
 
 
 @pytest.mark.slow
@@ -275,7 +302,7 @@ def test_retention_current_budgets_history_and_an_infeasible_budget(promo_env, m
     _simulate()
     old_budgets = _budgets(promo_env)
     assert main(["run", "--no-progress"]) == 0
-    (first,) = _run_ids(promo_env)
+    first, first_board = _last_runs(promo_env)
 
     # new budgets; 0.25 is made infeasible for every model: its costs + 1 per user
     _set_budgets(promo_env, [0.25, 1.0, 2.0])
@@ -289,7 +316,7 @@ def test_retention_current_budgets_history_and_an_infeasible_budget(promo_env, m
     monkeypatch.setattr(allocation, "solve", solve)
     assert main(["run", "--no-progress"]) == 0  # the feasible budgets are solved, allocated and evaluated
     capsys.readouterr()
-    second = _run_ids(promo_env)[-1]
+    second, second_board = _last_runs(promo_env)
     infeasible = _query(promo_env, "SELECT model, budget_per_capita, minimum_budget, message FROM infeasible_budget "
                         "WHERE run_id = ? ORDER BY model", [second])
     assert [(m, b) for m, b, _, _ in infeasible] == [("dipn", 0.25), ("s_learner", 0.25)]
@@ -302,7 +329,7 @@ def test_retention_current_budgets_history_and_an_infeasible_budget(promo_env, m
                        "WHERE run_id = ? AND model <> 'random' ORDER BY 1, 2", [second])
     assert evaluated == [(m, b, b == 0.25) for m in ("dipn", "s_learner") for b in (0.25, 1.0, 2.0)]
     meta = dg.DagsterInstance.get().get_latest_materialization_event(
-        dg.AssetKey("budget_dual")).asset_materialization.metadata
+        dg.AssetKey(["s_learner", "budget_dual"])).asset_materialization.metadata
     assert "0.25" in meta["infeasible_budgets"].value and "minimum feasible budget" in meta["infeasible_budgets"].value
 
     # the report: the latest run, only the budgets of campaign.yaml now, and the infeasible one named
@@ -310,28 +337,32 @@ def test_retention_current_budgets_history_and_an_infeasible_budget(promo_env, m
     out = capsys.readouterr().out
     board = [line.split() for line in out.splitlines() if line.startswith("demo ")]
     assert {row[1] for row in board} == {"0.25", "1", "2"}
-    assert second in out and first not in out
+    assert second_board in out and first_board not in out
     assert "budget 0.25 per capita not allocated for dipn" in out and "minimum feasible budget" in out
     gone = [f"{b:g}" for b in old_budgets if b not in (0.25, 1.0, 2.0)]
     assert f"budgets not in campaign.yaml now: {', '.join(gone)}" not in out  # the latest run has none of them
     assert main(["report", "--campaign", "demo", "--history"]) == 0
     out = capsys.readouterr().out
-    assert first in out and second in out and f"budgets not in campaign.yaml now: {', '.join(gone)}" in out
+    assert first_board in out and second_board in out and f"budgets not in campaign.yaml now: {', '.join(gone)}" in out
     history_budgets = {line.split()[1] for line in out.splitlines() if line.startswith("demo ")}
     assert history_budgets >= {f"{b:g}" for b in old_budgets} | {"0.25", "1", "2"}
 
     # a third run: PROMO_KEEP_RUNS=2 keeps the last two runs' results, in every results table
     monkeypatch.setattr(allocation, "solve", real)
     assert main(["run", "--no-progress"]) == 0
-    third = _run_ids(promo_env)[-1]
+    third, third_board = _last_runs(promo_env)
     for table in ("budget_dual", "allocation", "policy_evaluation", "model_registry"):
-        assert {r[0] for r in _query(promo_env, f"SELECT DISTINCT run_id FROM {table}")} == {second, third}, table
+        assert {r[0] for r in _query(promo_env, f"SELECT DISTINCT run_id FROM {table} WHERE model <> 'random'")} == {
+            second, third}, table
+    assert {r[0] for r in _query(promo_env, "SELECT DISTINCT run_id FROM policy_evaluation WHERE model = 'random'")} == {
+        second_board, third_board}
     versions = {r[0] for r in _query(promo_env, "SELECT DISTINCT model_version FROM response_coefficients")}
     assert versions <= {r[0] for r in _query(promo_env, "SELECT model_version FROM model_registry")}
     capsys.readouterr()
     assert main(["report", "--campaign", "demo", "--history"]) == 0
     out = capsys.readouterr().out
-    assert third in out and second in out and first not in out and "2 succeeded run(s) kept (PROMO_KEEP_RUNS=2)" in out
+    assert third_board in out and second_board in out and first_board not in out
+    assert "2 succeeded run(s) kept (PROMO_KEEP_RUNS=2)" in out
 
 
 @pytest.mark.hostile
@@ -372,7 +403,35 @@ def test_model_registry_retention_counts_runs_per_model(tmp_path):
             register(con, f"only{i}", "s_learner")
         kept = con.execute("SELECT model, run_id FROM model_registry ORDER BY model, run_id").fetchall()
         assert kept == [("dipn", "full"), ("s_learner", "only1"), ("s_learner", "only2")]
-        assert con.execute(warehouse.sql("frames", "latest_models"), ["c", ["dipn", "s_learner"], "x", "c"]).fetchall() == [
-            ("dipn", "dipn-full"), ("s_learner", "s_learner-only2")]
         versions = {r[0] for r in con.execute("SELECT DISTINCT model_version FROM response_coefficients").fetchall()}
         assert versions == {"dipn-full", "s_learner-only1", "s_learner-only2"}
+
+
+def test_a_partial_run_loses_only_its_failed_models_rows_and_retention_is_per_model(tmp_path):
+    """A run whose failed steps all belong to model chains is 'partial': the failed models' rows go,
+    the others count; every per-model table keeps PROMO_KEEP_RUNS runs per model."""
+    def write(con, run_id, *models):
+        with warehouse.transaction(con):
+            results.start(con, "c", run_id)
+            for model in models:
+                con.execute("INSERT INTO allocation VALUES ('c', ?, 'v', 1.0, 'u1', 0, 0.0, ?, now())", [model, run_id])
+                con.execute("INSERT INTO model_skips VALUES ('c', ?, 'reason', ?, now())", [model, run_id])
+            results.retain(con, "c", run_id, ["allocation", "model_skips"], keep=2)
+
+    with warehouse.connect(tmp_path / "w.duckdb") as con:
+        write(con, "both", "s_learner", "dipn")
+        with warehouse.transaction(con):
+            results.finish(con, "c", "both", succeeded=True)
+        write(con, "half", "s_learner", "dipn")
+        with warehouse.transaction(con):
+            results.finish(con, "c", "half", succeeded=False, failed_models=["dipn"])
+        assert con.execute("SELECT status FROM result_runs WHERE run_id = 'half'").fetchall() == [("partial",)]
+        for table in ("allocation", "model_skips"):
+            assert con.execute(f"SELECT model, run_id FROM {table} ORDER BY model, run_id").fetchall() == [
+                ("dipn", "both"), ("s_learner", "both"), ("s_learner", "half")], table
+        for i in range(2):  # runs of s_learner alone never push dipn's last results out
+            write(con, f"only{i}", "s_learner")
+            with warehouse.transaction(con):
+                results.finish(con, "c", f"only{i}", succeeded=True)
+        assert con.execute("SELECT model, run_id FROM allocation ORDER BY model, run_id").fetchall() == [
+            ("dipn", "both"), ("s_learner", "only0"), ("s_learner", "only1")]

@@ -57,7 +57,8 @@ def test_every_description_renders_as_written():
     described = all_descriptions()
     names = {name for name, _ in described}
     # every asset of the graph is covered, among them the ones that had the placeholders
-    for asset in ("asset rct_events", "asset payment_edges", "asset merchant_events", "asset policy_evaluation"):
+    for asset in ("asset rct_events", "asset payment_edges", "asset merchant_events", "asset leaderboard",
+                  "asset s_learner/policy_evaluation"):
         assert asset in names
     broken = [
         f"{name}: renders as {visible_text(text)!r}, written {expected_text(text)!r}"

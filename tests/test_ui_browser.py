@@ -91,12 +91,12 @@ def shot(page, name: str) -> Path:
 
 def test_asset_graph_shows_the_pipeline(ui, page):
     server, _ = ui
-    page.goto(f"{server.url}/assets/policy_evaluation?view=lineage&lineageScope=upstream&lineageDepth=10")
+    page.goto(f"{server.url}/assets/leaderboard?view=lineage&lineageScope=upstream&lineageDepth=10")
     page.get_by_text("rct_events", exact=True).first.wait_for()
-    for asset in ("rct_events", "propensity", "training_frame", "s_learner", "dipn_bias_net", "dipn_uplift_net",
-                  "budget_dual", "allocation", "policy_evaluation"):
+    for asset in ("rct_events", "propensity", "training_frame", "bias_net", "uplift_net", "budget_dual", "allocation",
+                  "policy_evaluation", "leaderboard"):
         assert page.get_by_text(asset, exact=True).first.is_visible(), f"asset {asset} not drawn in the graph"
-    for group in ("ingestion", "causal", "models", "decisions", "evaluation"):
+    for group in ("ingestion", "causal", "s_learner", "dipn", "evaluation"):
         assert page.get_by_text(group, exact=True).first.is_visible(), f"group {group} not drawn in the graph"
     shot(page, "asset-graph")
 
@@ -121,7 +121,7 @@ def _open_metadata_markdown(page, key: str):
 
 def test_policy_evaluation_leaderboard_and_plot(ui, page):
     server, _ = ui
-    page.goto(f"{server.url}/assets/policy_evaluation?partition=demo")
+    page.goto(f"{server.url}/assets/leaderboard?partition=demo")
     # the leaderboard is table metadata (MetadataValue.table): it renders inline in its metadata row
     row = page.locator("tr").filter(has=page.get_by_text("leaderboard", exact=True)).first
     table = row.locator("table").first

@@ -37,6 +37,9 @@ Public API
     ``to_dict()`` / ``from_dict(data, model)``.
 ``decide(values, costs, lambda_, ratio=None)``, ``dual_objective(values, costs, lambda_, budget)``
     The per-user argmax rule and the dual function, for evaluation code.
+``tie_share(values, costs, lambda_, budget)``, ``decide_at(values, costs, lambda_, share, seed)``
+    The decision at a stored λ* with the rule for users tied at λ* (the LP optimum's fractional
+    part): what the allocation and the policy evaluation apply instead of solving again.
 Errors: ``AllocationInputError`` (shapes, dtypes, NaN/inf, negative costs, empty input) and
 ``InfeasibleBudgetError`` (budget below sum_i min_j c_ij; ``.minimum_budget``), both ValueError.
 """
@@ -44,6 +47,7 @@ Errors: ``AllocationInputError`` (shapes, dtypes, NaN/inf, negative costs, empty
 from .errors import AllocationInputError, InfeasibleBudgetError
 from .frontier import Frontier, frontier
 from .multi import MultiAllocation, solve_multi
+from .at_lambda import decide_at, tie_share
 from .online import OnlinePolicy
 from .solver import Allocation, decide, dual_objective, solve, solve_ratio
 
@@ -55,9 +59,11 @@ __all__ = [
     "MultiAllocation",
     "OnlinePolicy",
     "decide",
+    "decide_at",
     "dual_objective",
     "frontier",
     "solve",
     "solve_multi",
     "solve_ratio",
+    "tie_share",
 ]

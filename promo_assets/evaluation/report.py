@@ -103,6 +103,8 @@ def evaluate_policies(
     evaluated_at: dt.datetime | None = None,
     log: Callable[[str], None] | None = None,
     min_holdout_users: int | None = None,
+    decisions: Mapping[str, Mapping[float, np.ndarray | str]] | None = None,
+    with_random: bool = True,
 ) -> pd.DataFrame:
     """Rows of the warehouse table `policy_evaluation` for one campaign.
 
@@ -121,6 +123,10 @@ def evaluate_policies(
       area ratios; evaluated_at: timestamp (default now, UTC, naive); log: progress callback;
       min_holdout_users: a holdout with fewer users is "too small to evaluate": every row is still
       computed but carries too_small = True, and the leaderboard says so instead of a % of the oracle.
+      decisions: model name -> {budget: the stored decision's levels for the N holdout users, or the
+        reason there is none (an infeasible budget)}: these are evaluated "as made" instead of a new
+        allocation (the pipeline applies `budget_dual`'s λ* to the holdout, `allocation.decide_at`).
+      with_random: add the `random` reference rows (the pipeline's leaderboard adds them once).
     For every model and budget the allocator (`solve`) allocates the holdout users on the model's
     coefficients ("as made"): eom_value / eom_cost (self-normalized IPW) with `bootstrap_eom`'s 95%
     interval, dr_value / dr_cost with `bootstrap_dr`'s, true_value / true_cost and spend_ratio
@@ -276,12 +282,14 @@ def evaluate_policies(
             row = base_row(name, version, b)
             row.update(metrics)
             row.update(aucc=model_aucc, area_ratio_eom=a_eom, area_ratio_true=a_true)
-            res, note = allocation_or_none(name, v, c, b)
+            stored = None if decisions is None or name not in decisions else decisions[name].get(b, f"no stored decision at budget {b:g}")
+            res, note = allocation_or_none(name, v, c, b) if stored is None else (
+                (None, stored) if isinstance(stored, str) else (stored, ""))
             if res is None:
                 row["note"] = note
                 rows.append(row)
                 continue
-            assigned = np.asarray(res.levels, dtype=np.int64)
+            assigned = np.asarray(getattr(res, "levels", res), dtype=np.int64)
             ev, ec, nm = eom_batch(assigned, t, y, z, propensity)
             row["n_matched"] = int(nm[0])
             if tv is not None:
@@ -311,10 +319,11 @@ def evaluate_policies(
             finish(row, b)
             rows.append(row)
         say(f"evaluated {name} ({version}) at {len(budgets)} budget(s)")
-    for b in budgets:
+    for b in budgets if with_random else []:
         rows.append(_random_row(base_row(RANDOM_MODEL, RANDOM_VERSION, b), b, t, y, z, propensity, level_costs,
                                 tv, tc, my, mz, n_boot=n_boot, seed=seed, add_note=add_note, finish=finish))
-    say(f"evaluated the cost-matched random reference at {len(budgets)} budget(s)")
+    if with_random:
+        say(f"evaluated the cost-matched random reference at {len(budgets)} budget(s)")
     frame = pd.DataFrame(rows, columns=POLICY_EVALUATION_COLUMNS)
     frame["n_matched"] = frame["n_matched"].astype("Int64")
     frame["n_users"] = frame["n_users"].astype("int64")

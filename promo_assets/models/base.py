@@ -285,8 +285,11 @@ class TrainedModel:
     def from_payload(cls, payload: dict[str, Any]) -> "TrainedModel":
         if not isinstance(payload, dict) or payload.get("format") != PAYLOAD_FORMAT:
             raise ModelInputError("not a promo_assets model artefact")
-        _import_architectures()
         arch = payload["architecture"]
+        if arch not in ARCHITECTURES:  # the architectures register themselves when their model's module loads
+            from promo_assets.models import registry
+
+            registry.import_all()
         if arch not in ARCHITECTURES:
             raise ModelInputError(f"unknown model architecture {arch!r} in artefact")
         saved, current = int(payload.get("architecture_version", 1)), int(getattr(ARCHITECTURES[arch], "architecture_version", 1))
@@ -312,11 +315,6 @@ def load_model(version: str, root=None) -> TrainedModel:
     model = TrainedModel.from_payload(artifacts.load_object("model", version, root))
     model._version = version
     return model
-
-
-def _import_architectures() -> None:
-    # the architecture modules register themselves on import
-    from promo_assets.models import dipn, s_learner  # noqa: F401
 
 
 def count_parameters(module: torch.nn.Module) -> int:

@@ -67,6 +67,7 @@ from promo_assets.models.base import (
     response_loss, summed_embedding_input,
 )
 from promo_assets.models.errors import ModelInputError
+from promo_assets.models.protocol import ResponseModel, TrainingData
 from promo_assets.models.isotonic_kernel import isotonic_chain
 from promo_assets.models.s_learner import initial_link, mlp
 from promo_assets.models.training import TrainingConfig, fit_torch_model, seeded
@@ -399,3 +400,39 @@ def train_dipn(frame: pd.DataFrame, config: CampaignConfig, numeric: list[str], 
                                  **(bias or {}))
     return train_dipn_uplift(bias_model, frame, weighted=weighted, seed=seed, max_epochs=max_epochs, log=log,
                              **uplift_hparams)
+
+
+class DIPN(ResponseModel):
+    """Registry entry `dipn` (promo_assets.models.registry): DIPN's two phases behind the
+    ResponseModel protocol, one asset each: "bias_net" (`train_dipn_bias`, a 'dipn_bias' model) then
+    "uplift_net" (`train_dipn_uplift` on the bias net, the 'dipn' model). Ordered levels only.
+    `data.extra` may hold "weighted" (default True), "hparams" (uplift phase, plus `hidden` and
+    `embedding_dim` for the shape) and "bias_hparams" (BIAS_DEFAULTS keys)."""
+
+    name = "dipn"
+    title = "DIPN: bias net, then uplift net with isotonic embedding (monotone in the level), smoothness loss"
+    source = "DIPN paper §4 (two-phase training §4.4)"
+    phases = ("bias_net", "uplift_net")
+    applies = "ordered incentive levels (`treatments: levels`)"
+
+    def applies_to(self, config: CampaignConfig) -> str | None:
+        if config.ordered:
+            return None
+        return "needs ordered incentive levels (campaign.yaml treatments: levels); this campaign has unordered arms"
+
+    def fit(self, data: TrainingData, config: CampaignConfig, *, phase: str = "bias_net", previous=None,
+            seed: int = 0, max_epochs: int | None = None, log=None) -> TrainedModel:
+        weighted = data.extra.get("weighted", True)
+        hp = dict(data.extra.get("hparams", {}))
+        if phase == "bias_net":
+            return train_dipn_bias(data.frame, config, list(data.numeric), list(data.categorical), weighted=weighted,
+                                   seed=seed, max_epochs=max_epochs, log=log, hidden=hp.get("hidden", (64, 32)),
+                                   uplift_embedding_dim=int(hp.get("embedding_dim", 16)),
+                                   **data.extra.get("bias_hparams", {}))
+        if phase == "uplift_net":
+            if previous is None:
+                raise ModelInputError("DIPN's uplift_net phase needs the fitted bias_net (materialize dipn/bias_net first)")
+            hp = {k: v for k, v in hp.items() if k not in ("hidden", "embedding_dim")}
+            return train_dipn_uplift(previous, data.frame, weighted=weighted, seed=seed, max_epochs=max_epochs,
+                                     log=log, **hp)
+        raise ModelInputError(f"DIPN has phases {self.phases}, not {phase!r}")

@@ -91,6 +91,7 @@ class ResponseModel(ABC):
     kinds: ClassVar[frozenset[str]] = frozenset({"pytorch"})  # Dagster kinds shown in the UI
     phases: ClassVar[tuple[str, ...]] = ("model",)  # one asset per phase, in training order
     needs_graph: ClassVar[bool] = False        # True: reads the customer_merchant_graph asset
+    applies: ClassVar[str] = "every campaign"  # in words, for the model table (applies_to decides)
 
     def applies_to(self, config: CampaignConfig) -> str | None:
         """None when the model can be trained for this campaign, else the reason it cannot."""

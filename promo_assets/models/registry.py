@@ -17,6 +17,9 @@ from promo_assets.models.protocol import ResponseModel
 
 # name -> "module:Class", in leaderboard order
 BUILTIN: dict[str, str] = {
+    "s_learner": "promo_assets.models.s_learner:SLearner",
+    "dipn": "promo_assets.models.dipn:DIPN",
+    "gnn_hazard": "promo_assets.models.gnn_hazard:GnnHazard",
     "lgbm_s": "promo_assets.models.lgbm:LGBMSLearner",
     "lgbm_s_mono": "promo_assets.models.lgbm:LGBMSLearnerMonotone",
     "lgbm_t": "promo_assets.models.lgbm:LGBMTLearner",
@@ -48,6 +51,23 @@ def get(name: str) -> ResponseModel:
 
 def models() -> list[ResponseModel]:
     return [get(n) for n in names()]
+
+
+def table_markdown() -> str:
+    """The model table of README "Adding a model" (`promo models` prints it), one row per model."""
+    lines = ["| model | assets (key prefix = model) | applies to | source | what it is |", "|---|---|---|---|---|"]
+    for m in models():
+        phases = ["model"] if len(m.phases) == 1 else list(m.phases)
+        assets = " → ".join(f"`{m.name}/{p}`" for p in phases) + " → coefficients, dual, allocation, evaluation"
+        lines.append(f"| `{m.name}` | {assets} | {m.applies} | {m.source} | {m.title} |")
+    return "\n".join(lines) + "\n"
+
+
+def import_all() -> None:
+    """Import every registered model's module (their torch architectures register themselves on
+    import: what `models.base` needs to rebuild a stored artefact)."""
+    for name in names():
+        get(name)
 
 
 def register(name: str, path: str) -> None:

@@ -31,6 +31,7 @@ from promo_assets.models.base import (
     response_loss,
 )
 from promo_assets.models.errors import ModelInputError
+from promo_assets.models.protocol import ResponseModel, TrainingData
 from promo_assets.models.training import TrainingConfig, evaluate_loss, fit_torch_model, seeded
 
 DEFAULTS: dict[str, Any] = {
@@ -192,3 +193,19 @@ def train_s_learner(frame: pd.DataFrame, config: CampaignConfig, numeric: list[s
     arch_kwargs["hidden"] = list(arch_kwargs["hidden"])
     return TrainedModel("s_learner", net, prep.encoder, config, prep.targets, hp_out, metrics, fit.history,
                         arch_kwargs)
+
+
+class SLearner(ResponseModel):
+    """Registry entry `s_learner` (promo_assets.models.registry): `train_s_learner` behind the
+    ResponseModel protocol. `data.extra` may hold "weighted" (IPS weights, default True) and
+    "hparams" (DEFAULTS keys)."""
+
+    name = "s_learner"
+    title = "DNN S-learner (TSM-SL): shared MLP, one response and one cost head per level, IPS-weighted"
+    source = "end-to-end paper §3.2, Eq. 1"
+
+    def fit(self, data: TrainingData, config: CampaignConfig, *, phase: str = "model", previous=None,
+            seed: int = 0, max_epochs: int | None = None, log=None) -> TrainedModel:
+        return train_s_learner(data.frame, config, list(data.numeric), list(data.categorical),
+                               weighted=data.extra.get("weighted", True), seed=seed, max_epochs=max_epochs,
+                               log=log, **data.extra.get("hparams", {}))

@@ -25,10 +25,20 @@ ingest_job = dg.define_asset_job(
 
 campaign_job = dg.define_asset_job(
     "campaign_job",
-    selection=dg.AssetSelection.all() - dg.AssetSelection.groups("ingestion"),
+    selection=dg.AssetSelection.all() - dg.AssetSelection.groups("ingestion") - dg.AssetSelection.keys("leaderboard"),
     partitions_def=campaign_partitions,
     description="Re-materialize everything downstream of ingestion for one campaign: propensities, "
-    "training frame, models, coefficients, duals, allocations and the policy evaluation.",
+    "training frame, outcome model, and every model's chain (model, coefficients, dual, allocation, "
+    "evaluation). Then leaderboard_job: a model chain that fails or is skipped would stop the "
+    "leaderboard if it ran in the same run.",
+)
+
+leaderboard_job = dg.define_asset_job(
+    "leaderboard_job",
+    selection=dg.AssetSelection.keys("leaderboard"),
+    partitions_def=campaign_partitions,
+    description="Assemble the campaign's leaderboard from the latest evaluation of every model and the "
+    "cost-matched random reference (after campaign_job, whatever its models' chains did).",
 )
 
 

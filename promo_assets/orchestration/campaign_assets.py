@@ -1,24 +1,26 @@
-"""Campaign-level assets: propensity → training frame → models → coefficients → duals/allocations →
-policy evaluation. Each function reads the warehouse, calls domain code and writes the result back;
+"""Campaign-level assets: propensity → training frame → outcome model (the DR direct method), shared
+by every model's chain (promo_assets/orchestration/model_assets.py: one chain per registered model,
+and the leaderboard), and the helpers those chains use to read the warehouse and their upstream
+materializations. Each function reads the warehouse, calls domain code and writes the result back;
 the logic lives in the domain packages."""
 
 
 import base64
 import json
-import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import dagster as dg
 import numpy as np
 import pandas as pd
-from dagster_duckdb import DuckDBResource
 
 from promo_assets import results, settings
 from promo_assets.artifacts import content_version
-from promo_assets.ingestion import day_files, load_config, loaded_features
+from promo_assets.ingestion import load_config, loaded_features
 from promo_assets.orchestration.common import (
     WAREHOUSE_POOL,
     LandingResource,
+    WarehouseResource,
     campaign_partitions,
     connect,
     md_table,
@@ -26,9 +28,7 @@ from promo_assets.orchestration.common import (
 from promo_assets.orchestration.conditions import CAMPAIGN_CONDITION
 from promo_assets.warehouse import quote_ident, registered, sql, transaction
 
-MODEL_ASSETS = ("s_learner", "dipn_uplift_net", "gnn_hazard_model")  # assets whose trained model is scored and allocated
-MODEL_NAMES = {"dipn_uplift_net": "dipn", "gnn_hazard_model": "gnn_hazard"}  # asset -> model_registry name (default: same)
-SCORING_CHUNK = 50_000
+# the asset kwargs every campaign-level and per-model asset shares (model_assets.py uses it too)
 COMMON = dict(partitions_def=campaign_partitions, pool=WAREHOUSE_POOL, automation_condition=CAMPAIGN_CONDITION)
 
 
@@ -66,14 +66,32 @@ def _log(context):
 _RUN_ENDED = {dg.DagsterRunStatus.SUCCESS: True, dg.DagsterRunStatus.FAILURE: False, dg.DagsterRunStatus.CANCELED: False}
 
 
-def ended_runs(instance: dg.DagsterInstance, run_ids) -> dict[str, bool]:
+def failed_models(step_keys) -> list[str] | None:
+    """The models whose chain a run's failed steps belong to (step key '<model>__<asset>'), or None
+    when a step outside every model's chain failed (then the whole run counts as failed)."""
+    from promo_assets.models import registry
+
+    names, out = set(registry.names()), set()
+    for step in step_keys:
+        prefix = step.split("__", 1)[0]
+        if "__" not in step or prefix not in names:
+            return None
+        out.add(prefix)
+    return sorted(out)
+
+
+def ended_runs(instance: dg.DagsterInstance, run_ids) -> dict[str, bool | tuple[bool, list[str] | None]]:
     """Dagster's own verdict on runs: run id -> succeeded, for the runs that have ended (a run this
-    instance does not know counts as failed); runs still queued or in progress are left out."""
+    instance does not know counts as failed); runs still queued or in progress are left out. A run
+    whose failed steps all belong to model chains gives (False, those models): promo_assets.results."""
     out = {}
     for run_id in run_ids:
         run = instance.get_run_by_id(run_id)
         if run is None or run.status in _RUN_ENDED:
             out[run_id] = run is not None and _RUN_ENDED[run.status]
+            if run is not None and not out[run_id]:
+                steps = [e.step_key for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE)]
+                out[run_id] = (False, failed_models(steps) if steps else None)
     return out
 
 
@@ -107,7 +125,7 @@ def results_write(context, con, campaign: str, *tables: str):
     "frequency per day for randomized campaigns; a calibrated multinomial model P(level | features) for "
     "observational ones (randomized: false), with overlap diagnostics. Table propensity.",
 )
-def propensity(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
+def propensity(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
     from promo_assets.causal import fit_propensity, propensity_diagnostics, propensity_plot, randomized_propensity
 
     campaign = context.partition_key
@@ -164,7 +182,7 @@ def propensity(context: dg.AssetExecutionContext, warehouse: DuckDBResource, lan
     "holdout; earlier days split by a hash of the user id) and clipped, self-normalized IPS weights "
     "per event. Table training_frame.",
 )
-def training_frame(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
+def training_frame(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
     from promo_assets.causal import assign_split, ips_weights
 
     campaign = context.partition_key
@@ -206,17 +224,7 @@ def _jsonable(obj):
 
 
 # --------------------------------------------------------------------------------------------
-# models
-
-
-def _register(context, con, campaign: str, trained, data_version: str | None) -> None:
-    """Save the content-addressed artefact and register it for this run (one transaction)."""
-    trained.save()  # content-addressed: the same weights always get the same version
-    with results_write(context, con, campaign, "model_registry"):
-        con.execute(
-            sql("frames", "insert_model"),
-            [campaign, trained.name, trained.version, data_version, json.dumps(_jsonable(trained.metrics)), context.run_id],
-        )
+# helpers of the model chains
 
 
 def _model_metadata(trained, seconds: float) -> dict:
@@ -231,174 +239,6 @@ def _model_metadata(trained, seconds: float) -> dict:
     return meta
 
 
-def _train_asset(context, warehouse: DuckDBResource, landing: LandingResource, train) -> dg.MaterializeResult:
-    """Read the campaign's training frame, call `train(frame, config, numeric, categorical, seed=,
-    max_epochs=, log=)`, store the content-addressed artefact and register it with the version of
-    the training frame it learned from."""
-    campaign = context.partition_key
-    config = load_config(landing.path, campaign)
-    with connect(warehouse) as con:
-        frame, numeric, categorical = read_training_frame(con, campaign)
-        frame_version = con.execute(sql("frames", "frame_version"), [campaign]).fetchone()[0]
-    start = time.perf_counter()
-    trained = train(frame, config, numeric, categorical, seed=0, max_epochs=settings.max_epochs(), log=_log(context))
-    seconds = time.perf_counter() - start
-    with connect(warehouse) as con:
-        _register(context, con, campaign, trained, frame_version)
-    meta = _model_metadata(trained, seconds)
-    meta["frame_version"] = frame_version
-    return dg.MaterializeResult(metadata=meta, data_version=dg.DataVersion(trained.version))
-
-
-@dg.asset(
-    **COMMON,
-    deps=["training_frame"],
-    code_version="1",
-    group_name="models",
-    kinds={"pytorch"},
-    description="DNN S-learner (TSM-SL): shared MLP with one response and one cost head per level, "
-    "IPS-weighted losses, early stopping on the validation split. Content-addressed artefact.",
-)
-def s_learner(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
-    from promo_assets.models import train_s_learner
-
-    return _train_asset(context, warehouse, landing, train_s_learner)
-
-
-@dg.asset(
-    **COMMON,
-    deps=["training_frame"],
-    code_version="2",
-    group_name="models",
-    kinds={"pytorch"},
-    description="DIPN phase 1 (bias-net learning): the bias net trained on the lowest-level samples only.",
-)
-def dipn_bias_net(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
-    from promo_assets.models import train_dipn_bias
-
-    return _train_asset(context, warehouse, landing, train_dipn_bias)
-
-
-@dg.asset(
-    **COMMON,
-    deps=["dipn_bias_net", "training_frame"],
-    code_version="2",
-    group_name="models",
-    kinds={"pytorch"},
-    description="DIPN phase 2 (uplift-net learning): all samples, bias net frozen; isotonic embedding, "
-    "non-negative uplift weights, smoothness loss. Monotone in the level by construction.",
-)
-def dipn_uplift_net(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
-    from promo_assets.models import load_model, train_dipn_uplift
-
-    campaign = context.partition_key
-    with connect(warehouse) as con:
-        row = con.execute(sql("frames", "latest_models"), [campaign, ["dipn_bias"], context.run_id, campaign]).fetchone()
-    if row is None:
-        raise dg.Failure(f"no trained dipn_bias_net for campaign '{campaign}': materialize dipn_bias_net first")
-    bias = load_model(row[1])
-    result = _train_asset(
-        context, warehouse, landing,
-        lambda frame, config, numeric, categorical, **kw: train_dipn_uplift(bias, frame, **kw),
-    )
-    result.metadata["bias_net_version"] = dg.MetadataValue.text(bias.version)
-    return result
-
-
-# --------------------------------------------------------------------------------------------
-# coefficients
-
-
-def _population(landing: LandingResource, campaign: str) -> tuple[pd.DataFrame | None, str]:
-    files = day_files(landing.path, campaign, "population")
-    if not files:
-        return None, "holdout users (no population file)"
-    day = max(files)
-    path = files[day]
-    frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
-    if "user_id" not in frame.columns:
-        raise dg.Failure(f"{path}: missing required column 'user_id'")
-    frame["user_id"] = frame["user_id"].astype(str)
-    return frame.drop_duplicates("user_id", keep="last"), str(path)
-
-
-def _score(con, context, campaign: str, model_name: str, model, target: str, users: pd.DataFrame, k: int) -> int:
-    """Score `users` in chunks and store their coefficients (replacing this version's rows)."""
-    con.execute(sql("frames", "delete_coefficients"), [campaign, model_name, model.version, target])
-    n = len(users)
-    for start in range(0, n, SCORING_CHUNK):
-        part = users.iloc[start:start + SCORING_CHUNK]
-        values, costs = model.predict(part)
-        chunk_df = pd.DataFrame(
-            {
-                "user_id": np.repeat(part["user_id"].to_numpy(), k),
-                "level": np.tile(np.arange(k, dtype=np.int32), len(part)),
-                "value": np.asarray(values, dtype=np.float64).ravel(),
-                "cost": np.asarray(costs, dtype=np.float64).ravel(),
-            }
-        )
-        with registered(con, "chunk_df", chunk_df):
-            con.execute(sql("frames", "insert_coefficients"), [campaign, model_name, model.version, target])
-        context.log.info(f"{model_name} [{target}]: scored {min(start + SCORING_CHUNK, n)}/{n} users")
-    return n
-
-
-def latest_models(con, campaign: str, run_id: str) -> list[tuple[str, str]]:
-    """The latest version of every scored model, registered by a succeeded run or by `run_id`."""
-    names = [MODEL_NAMES.get(m, m) for m in MODEL_ASSETS]
-    return con.execute(sql("frames", "latest_models"), [campaign, names, run_id, campaign]).fetchall()
-
-
-@dg.asset(
-    **COMMON,
-    deps=[*MODEL_ASSETS],
-    code_version="1",
-    group_name="decisions",
-    kinds={"duckdb"},
-    description="Predicted response (value) and cost of every target user × level, for the latest "
-    "version of every trained model: the target population (latest population/ file, else the holdout "
-    "users) and the holdout users (for evaluation). Scored in chunks; history kept by model version.",
-)
-def response_coefficients(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
-    from promo_assets.graph import load_graph_model
-    from promo_assets.models import load_model
-
-    campaign = context.partition_key
-    config = load_config(landing.path, campaign)
-    population, population_source = _population(landing, campaign)
-    rows = []
-    with connect(warehouse) as con:
-        numeric, categorical = feature_spec(con, campaign)
-        holdout = con.execute(sql("frames", "holdout_events", columns=_columns(numeric, categorical)), [campaign]).df()
-        holdout_users = holdout.drop_duplicates("user_id", keep="first")
-        if population is None:
-            population = holdout_users
-        absent = [c for c in numeric + categorical if c not in population.columns]
-        if absent:  # a feature of some loaded days only: NULL for these users, like on the days without it
-            context.log.warning(f"{population_source}: no column {', '.join(map(repr, absent))}; NULL for every user")
-            population = population.assign(**{c: np.nan for c in absent})
-        with results_write(context, con, campaign, "response_coefficients"):  # every model's rows, or none
-            for model_name, version in latest_models(con, campaign, context.run_id):
-                model = load_graph_model(version) if model_name == "gnn_hazard" else load_model(version)
-                n_pop = _score(con, context, campaign, model_name, model, "population", population, config.n_levels)
-                n_hold = _score(con, context, campaign, model_name, model, "holdout", holdout_users, config.n_levels)
-                mean = con.execute(
-                    "SELECT level, avg(value), avg(cost) FROM response_coefficients WHERE campaign = ? AND model = ? "
-                    "AND model_version = ? AND target = 'population' GROUP BY level ORDER BY level",
-                    [campaign, model_name, version],
-                ).fetchall()
-                rows.append({"model": model_name, "model_version": version, "population_users": n_pop,
-                             "holdout_users": n_hold, "mean_value_per_level": [round(v, 4) for _, v, _ in mean]})
-            if not rows:
-                raise dg.Failure(f"no trained model for campaign '{campaign}'")
-    return dg.MaterializeResult(
-        metadata={"models": md_table(rows), "population_source": population_source, "levels": config.n_levels}
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# decisions
-
 
 def coefficient_arrays(con, campaign: str, model: str, version: str, target: str, k: int):
     df = con.execute(sql("frames", "coefficients"), [campaign, model, version, target]).df()
@@ -407,129 +247,32 @@ def coefficient_arrays(con, campaign: str, model: str, version: str, target: str
     return users, df["value"].to_numpy().reshape(n, k), df["cost"].to_numpy().reshape(n, k)
 
 
-def _budgets(config) -> list[float]:
-    if not config.budgets_per_capita:
-        raise dg.Failure(f"campaign '{config.campaign}' has no budget_per_capita in campaign.yaml")
-    return list(config.budgets_per_capita)
 
-
-def solve_budgets(context, model: str, values, costs, budgets: list[float]) -> list[tuple[float, object]]:
-    """(budget, solution) for every budget; a budget below the model's cheapest allocation gives
-    (budget, InfeasibleBudgetError) and a warning instead of failing the other budgets."""
-    from promo_assets.allocation import InfeasibleBudgetError, solve
-
-    out = []
-    for b in budgets:
-        try:
-            out.append((b, solve(values, costs, b, per_capita=True)))
-        except InfeasibleBudgetError as exc:
-            context.log.warning(f"{model}: budget_per_capita {b:g} skipped: {exc}; the other budgets are solved")
-            out.append((b, exc))
-    return out
-
-
-def _infeasible_metadata(infeasible: list[dict]) -> dict:
-    return {"infeasible_budgets": md_table(infeasible)} if infeasible else {}
-
-
-@dg.asset(
-    **COMMON,
-    deps=["response_coefficients"],
-    code_version="1",
-    group_name="decisions",
-    kinds={"duckdb"},
-    description="λ* of the multiple-choice knapsack for every model × configured per-capita budget on "
-    "the target population (exact LP optimum), with the dual bound and the budget–value frontier. Table "
-    "budget_dual (history kept by run, PROMO_KEEP_RUNS). A budget below a model's cheapest allocation is "
-    "skipped with a warning and recorded in infeasible_budget (metadata infeasible_budgets); the other "
-    "budgets are solved.",
-)
-def budget_dual(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
-    from promo_assets.allocation import frontier
-
-    campaign = context.partition_key
-    config = load_config(landing.path, campaign)
-    rows, curves, infeasible = [], {}, []
-    with connect(warehouse) as con, results_write(context, con, campaign, "budget_dual", "infeasible_budget"):
-        for model, version in latest_models(con, campaign, context.run_id):
-            _, values, costs = coefficient_arrays(con, campaign, model, version, "population", config.n_levels)
-            n = len(values)
-            fr = frontier(values, costs)
-            idx = np.unique(np.linspace(0, len(fr.costs) - 1, 12).round().astype(int))
-            for i in idx:
-                curves.setdefault(model, []).append(
-                    {"lambda_": float(fr.lambdas[i]), "cost_per_capita": float(fr.costs[i]) / n,
-                     "value_per_capita": float(fr.values[i]) / n})
-            for b, res in solve_budgets(context, model, values, costs, _budgets(config)):
-                if isinstance(res, Exception):
-                    infeasible.append(results.record_infeasible(con, campaign, model, version, b, res, context.run_id))
-                    continue
-                con.execute(sql("frames", "insert_dual"), [campaign, model, version, b, float(res.lambda_), float(res.value),
-                                                           float(res.cost), float(res.dual_bound), n, context.run_id])
-                rows.append({"model": model, "budget_per_capita": b, "lambda_": float(res.lambda_),
-                             "value_per_capita": res.value / n, "cost_per_capita": res.cost / n,
-                             "dual_gap": float(res.dual_bound - res.value)})
-    return dg.MaterializeResult(
-        metadata={
-            "duals": md_table(rows),
-            **{f"frontier_{model}": md_table(points) for model, points in curves.items()},
-            **_infeasible_metadata(infeasible),
-        }
+def _table(columns: list[tuple[str, str]], records: list[dict]) -> dg.MetadataValue:
+    """Dagster table metadata (renders inline in the UI) from plain columns and records."""
+    return dg.MetadataValue.table(
+        records=[dg.TableRecord(r) for r in records],
+        schema=dg.TableSchema(columns=[dg.TableColumn(name, type_) for name, type_ in columns]),
     )
 
 
-@dg.asset(
-    **COMMON,
-    deps=["budget_dual"],
-    code_version="1",
-    group_name="decisions",
-    kinds={"duckdb"},
-    description="The incentive level of every target user for every model × budget (the allocation at "
-    "λ*; the one fractional user resolved by seeded sampling). Table allocation (history kept by run, "
-    "PROMO_KEEP_RUNS), written in one transaction: every model × budget or nothing. An infeasible budget "
-    "is skipped with a warning (metadata infeasible_budgets).",
-)
-def allocation(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
-    campaign = context.partition_key
-    config = load_config(landing.path, campaign)
-    rows, infeasible = [], []
-    incentives = np.asarray(config.incentives)
-    with connect(warehouse) as con, results_write(context, con, campaign, "allocation"):
-        for model, version in latest_models(con, campaign, context.run_id):
-            users, values, costs = coefficient_arrays(con, campaign, model, version, "population", config.n_levels)
-            for b, res in solve_budgets(context, model, values, costs, _budgets(config)):
-                if isinstance(res, Exception):
-                    infeasible.append({"model": model, "budget_per_capita": b, "message": str(res)})
-                    continue
-                alloc_df = pd.DataFrame({"user_id": users, "level": res.levels.astype(np.int32), "incentive": incentives[res.levels]})
-                with registered(con, "alloc_df", alloc_df):
-                    con.execute(sql("frames", "insert_allocation"), [campaign, model, version, b, context.run_id])
-                share = np.bincount(res.levels, minlength=config.n_levels) / len(users)
-                rows.append({"model": model, "budget_per_capita": b, "users": len(users),
-                             "cost_per_capita": float(res.cost) / len(users),
-                             "share_per_level": {str(lab): round(float(s), 3) for lab, s in zip(config.labels, share)}})
-    return dg.MaterializeResult(
-        metadata={"allocations": md_table(rows), "run_id": context.run_id, **_infeasible_metadata(infeasible)})
+def upstream(context, asset_key) -> tuple[str, dict, str | None]:
+    """(run id, metadata values, data version) of the latest materialization of `asset_key` for this
+    campaign: the upstream this materialization reads (real lineage, never "the latest" row of a
+    table). Fails naming the asset when there is none."""
+    asset_key = dg.AssetKey.from_coercible(asset_key)
+    records = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=[context.partition_key]), limit=1).records
+    if not records:
+        raise dg.Failure(f"{asset_key.to_user_string()} has no materialization for campaign "
+                         f"'{context.partition_key}': materialize it first")
+    mat = records[0].asset_materialization
+    meta = {k: v.value for k, v in mat.metadata.items()}
+    return records[0].run_id, meta, (mat.tags or {}).get("dagster/data_version")
 
 
 # --------------------------------------------------------------------------------------------
-# evaluation
-
-
-def _holdout_arrays(con, campaign: str, config, models: list[tuple[str, str]], columns: str = ""):
-    """Holdout events (with the feature `columns`) joined with every model's holdout coefficients,
-    aligned row by row."""
-    holdout = con.execute(sql("frames", "holdout_events", columns=columns), [campaign]).df()
-    specs = {}
-    for model, version in models:
-        users, values, costs = coefficient_arrays(con, campaign, model, version, "holdout", config.n_levels)
-        pos = pd.Series(np.arange(len(users)), index=users)
-        idx = pos.reindex(holdout["user_id"]).to_numpy()
-        if np.isnan(idx).any():
-            raise dg.Failure(f"{model} {version}: holdout coefficients are missing users; re-materialize response_coefficients")
-        idx = idx.astype(int)
-        specs[model] = (version, values[idx], costs[idx])
-    return holdout, specs
+# evaluation inputs shared by every model's policy_evaluation and the leaderboard
 
 
 def _outcome_predictions(context, config, train: pd.DataFrame, holdout: pd.DataFrame, numeric, categorical):
@@ -556,78 +299,102 @@ def _table(columns: list[tuple[str, str]], records: list[dict]) -> dg.MetadataVa
     )
 
 
+
 @dg.asset(
     **COMMON,
-    deps=["allocation"],
-    code_version="2",
+    deps=["training_frame"],
+    code_version="1",
     group_name="evaluation",
-    kinds={"duckdb", "matplotlib", "sklearn"},
-    description="Offline policy evaluation on the holdout RCT days, every policy compared at equal spend: "
-    "for every model × budget the EOM and the doubly robust EOM (outcome model fitted on the training "
-    "days) of its allocation with bootstrap 95% intervals, Q(v, c) and the DR value at cost = budget, "
-    "the frontier area ratio (AUCC for K > 2; AUCC for two-arm campaigns), the response-curve metrics, "
-    "and for simulated campaigns the true value, the spend ratio, the true value at matched true spend "
-    "and its % of the oracle. A cost-matched random reference is always included. Table "
-    "policy_evaluation (the last PROMO_KEEP_RUNS runs kept); the leaderboard (a table) and plots in the metadata.",
+    kinds={"duckdb", "sklearn"},
+    description="The doubly robust EOM's direct-method outcome model, fitted on the training days only "
+    "(splits train and validation, never the holdout): E[response | x, level] and E[cost | x, level], and "
+    "its predictions for every holdout event × level (table outcome_predictions, current state), read by "
+    "every model's policy_evaluation and the leaderboard. When it cannot be fitted the DR columns stay empty.",
 )
-def policy_evaluation(context: dg.AssetExecutionContext, warehouse: DuckDBResource, landing: LandingResource):
-    from promo_assets.evaluation import (
-        evaluate_policies,
-        leaderboard_markdown,
-        leaderboard_table,
-        plot_frontier,
-        plot_response_by_level,
-        policy_curves,
-    )
-    from promo_assets.simulation import truth_arrays
-
+def outcome_model(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
     campaign = context.partition_key
     config = load_config(landing.path, campaign)
     with connect(warehouse) as con:
-        models = latest_models(con, campaign, context.run_id)
-        if not models:
-            raise dg.Failure(f"no trained model for campaign '{campaign}'")
         numeric, categorical = feature_spec(con, campaign)
         columns = _columns(numeric, categorical)
-        holdout, specs = _holdout_arrays(con, campaign, config, models, columns)
+        holdout = con.execute(sql("frames", "holdout_events", columns=columns), [campaign]).df()
         train = con.execute(sql("frames", "outcome_training_events", columns=columns), [campaign]).df()
-    dm_values, dm_costs, outcome_meta = _outcome_predictions(context, config, train, holdout, numeric, categorical)
-    truth_dir = landing.path / campaign
-    true_values = true_costs = None
-    if (truth_dir / "truth" / "response.parquet").exists():
-        true_values, true_costs = truth_arrays(truth_dir, holdout["user_id"].tolist())
-        context.log.info(f"ground truth found for {len(holdout)} holdout users")
-    logged = holdout["level"].to_numpy()
-    response, cost, prop = (holdout[c].to_numpy(dtype=float) for c in ("response", "cost", "propensity"))
-    rows = evaluate_policies(
-        specs, logged, response, cost, prop, budgets=_budgets(config), campaign=campaign,
-        true_values=true_values, true_costs=true_costs, dm_values=dm_values, dm_costs=dm_costs,
-        incentives=list(config.incentives),
-        ordered=config.ordered, binary=config.response == "binary", log=_log(context),
-        min_holdout_users=config.min_holdout_users,
-    )
-    rows["run_id"] = context.run_id
-    curves = policy_curves(specs, logged, response, cost, prop, true_values=true_values, true_costs=true_costs,
-                           log=_log(context))
-    with connect(warehouse) as con, results_write(context, con, campaign, "policy_evaluation"), \
-            registered(con, "eval_df", rows):
-        con.execute(sql("frames", "insert_evaluation"))
-    frontier_png = plot_frontier(curves, rows, title=f"{campaign}: cost–response frontier on the holdout days")
-    levels_png = plot_response_by_level(
-        {m: s[1] for m, s in specs.items()}, true_values=true_values, logged=logged, response=response,
-        propensity=prop, incentives=list(config.incentives) if config.ordered else None,
-        labels=None if config.ordered else list(config.labels), title=f"{campaign}: average response per level",
-    )
-    return dg.MaterializeResult(
-        metadata={
-            "leaderboard": _table(*leaderboard_table(rows)),
-            "leaderboard_markdown": dg.MetadataValue.md(leaderboard_markdown(rows)),
-            "outcome_model": dg.MetadataValue.json(outcome_meta),
-            "frontier_plot": dg.MetadataValue.md(png_md(frontier_png, "Cost–response frontier (EOM on holdout; truth where simulated)")),
-            "response_per_level_plot": dg.MetadataValue.md(png_md(levels_png, "Average response per level: models vs truth")),
-            "holdout_events": len(holdout),
-            "models": dg.MetadataValue.json({m: v for m, v in models}),
-            "ground_truth": true_values is not None,
-        }
-    )
+        frame_version = con.execute(sql("frames", "frame_version"), [campaign]).fetchone()[0]
+    dm_values, dm_costs, meta = _outcome_predictions(context, config, train, holdout, numeric, categorical)
+    k, n = config.n_levels, len(holdout)
+    outcome_df = pd.DataFrame({"event_date": np.repeat(holdout["event_date"].to_numpy(), k),
+                               "source_row": np.repeat(holdout["source_row"].to_numpy(), k),
+                               "level": np.tile(np.arange(k, dtype=np.int32), n),
+                               "value": np.ravel(dm_values) if dm_values is not None else np.nan,
+                               "cost": np.ravel(dm_costs) if dm_costs is not None else np.nan})
+    version = content_version(outcome_df[["value", "cost"]].to_numpy().tobytes() + str(frame_version).encode())
+    with connect(warehouse) as con, transaction(con):
+        con.execute(sql("frames", "delete_campaign", table="outcome_predictions"), [campaign])
+        if dm_values is not None:
+            with registered(con, "outcome_df", outcome_df):
+                con.execute(sql("frames", "insert_outcome_predictions"), [campaign, frame_version])
+    return dg.MaterializeResult(metadata={**meta, "frame_version": frame_version, "holdout_events": n},
+                                data_version=dg.DataVersion(version))
 
+
+@dataclass
+class EvaluationInputs:
+    """The holdout events, the outcome model's predictions for them, the truth (simulated campaigns)
+    and the versions read, aligned row by row with the holdout events."""
+
+    holdout: pd.DataFrame
+    dm_values: np.ndarray | None
+    dm_costs: np.ndarray | None
+    true_values: np.ndarray | None
+    true_costs: np.ndarray | None
+    versions: dict
+
+    @property
+    def n(self) -> int:
+        return len(self.holdout)
+
+    @property
+    def logged(self) -> tuple:
+        """(logged level, response, cost, propensity) of the holdout events."""
+        h = self.holdout
+        return (h["level"].to_numpy(), *(h[c].to_numpy(dtype=float) for c in ("response", "cost", "propensity")))
+
+    def _rows(self, users, what: str) -> np.ndarray:
+        idx = pd.Series(np.arange(len(users)), index=users).reindex(self.holdout["user_id"]).to_numpy()
+        if np.isnan(idx).any():
+            raise dg.Failure(f"{what}: holdout coefficients are missing users; re-materialize its response_coefficients")
+        return idx.astype(int)
+
+    def align(self, users, values, costs, what: str) -> tuple[np.ndarray, np.ndarray]:
+        idx = self._rows(users, what)
+        return values[idx], costs[idx]
+
+    def align_levels(self, users, levels) -> np.ndarray:
+        return np.asarray(levels)[self._rows(users, "decision")]
+
+    def kwargs(self, config, campaign: str) -> dict:
+        return dict(budgets=[float(b) for b in config.budgets_per_capita], campaign=campaign,
+                    true_values=self.true_values, true_costs=self.true_costs, dm_values=self.dm_values,
+                    dm_costs=self.dm_costs, incentives=list(config.incentives), ordered=config.ordered,
+                    binary=config.response == "binary", min_holdout_users=config.min_holdout_users)
+
+
+def evaluation_inputs(context, con, landing: LandingResource, campaign: str, config) -> EvaluationInputs:
+    """Read the evaluation inputs; the outcome predictions must be of the current training frame."""
+    from promo_assets.simulation import truth_arrays
+
+    holdout = con.execute(sql("frames", "holdout_events", columns=""), [campaign]).df()
+    frame_version = con.execute(sql("frames", "frame_version"), [campaign]).fetchone()[0]
+    _, _, outcome_version = upstream(context, "outcome_model")
+    pred = con.execute(sql("frames", "outcome_predictions"), [campaign]).df()
+    dm_values = dm_costs = None
+    if not pred.empty:
+        if set(pred["frame_version"]) != {frame_version} or len(pred) != len(holdout) * config.n_levels:
+            raise dg.Failure(f"outcome_model's predictions are not of the current training frame {frame_version} "
+                             f"of campaign '{campaign}': re-materialize outcome_model")
+        dm_values, dm_costs = (pred[c].to_numpy().reshape(len(holdout), config.n_levels) for c in ("value", "cost"))
+    true_values = true_costs = None
+    if (landing.path / campaign / "truth" / "response.parquet").exists():
+        true_values, true_costs = truth_arrays(landing.path / campaign, holdout["user_id"].tolist())
+    return EvaluationInputs(holdout, dm_values, dm_costs, true_values, true_costs,
+                            {"frame_version": frame_version, "outcome_model_version": outcome_version})

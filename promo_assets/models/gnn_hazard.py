@@ -1,0 +1,97 @@
+"""Registry entry `gnn_hazard`: the GNN + piecewise hazard model of the GNN/hazard paper (Eq. 7–10,
+`promo_assets.graph.train_gnn_hazard`) behind the ResponseModel protocol.
+
+It applies to customer–merchant campaigns only (campaign.yaml has a `merchants:` block) and reads
+the customer_merchant_graph asset (`needs_graph`); `fit` raises ModelSkipped when no graph was
+loaded. torch_geometric is imported inside `fit` / `load` only, so that listing the registry stays
+light. Besides the model, `fit` leaves on the fitted model a `report` dict (offline metrics, errors
+against the truth when simulated, predicted vs true response per level, the Fig. 4 uplift-quintile
+plot) that the model's asset shows as metadata.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from promo_assets.campaign import CampaignConfig
+from promo_assets.models.errors import ModelInputError
+from promo_assets.models.protocol import Fitted, ModelSkipped, ResponseModel, TrainingData
+
+HEADLINE = ["auc_c", "mae_c", "mse_c", "mae_m", "mse_m", "mae_c_truth", "mse_c_truth", "mae_m_truth", "mse_m_truth"]
+
+
+class GnnHazard(ResponseModel):
+    name = "gnn_hazard"
+    title = "GNN + piecewise hazard: heterogeneous GraphSAGE over the customer–merchant graph, fused-lasso hazard head"
+    source = "GNN/hazard paper Eq. 7–10"
+    needs_graph = True
+    applies = "customer–merchant campaigns (`merchants:` block, payment edges and merchant events)"
+
+    def applies_to(self, config: CampaignConfig) -> str | None:
+        if isinstance(config.extra.get("merchants"), dict):
+            return None
+        return "needs a customer–merchant campaign (campaign.yaml has no merchants: block)"
+
+    def fit(self, data: TrainingData, config: CampaignConfig, *, phase: str = "model", previous=None,
+            seed: int = 0, max_epochs: int | None = None, log=None) -> Fitted:
+        from promo_assets.graph import train_gnn_hazard
+        from promo_assets.ingestion.merchants import MerchantConfig
+
+        if data.graph is None or data.merchant_events is None or data.merchant_events.empty:
+            raise ModelSkipped("no customer–merchant graph was loaded (no payment edges or merchant events)")
+        campaign_dir = Path(data.extra.get("campaign_dir", "."))
+        mconf = MerchantConfig(config, campaign_dir / "campaign.yaml")
+        customer_events = data.frame[["user_id", "level", "response", "split"]]
+        if log:
+            log(f"{data.campaign}: training gnn_hazard on graph {data.graph_version}: {data.graph['customer'].num_nodes} "
+                f"customers, {data.graph['merchant'].num_nodes} merchants, {len(customer_events)} customer and "
+                f"{len(data.merchant_events)} merchant events")
+        try:
+            trained = train_gnn_hazard(data.graph, customer_events, data.merchant_events[["merchant_id", "level", "response"]],
+                                       config.incentives, mconf.commissions, seed=seed, max_epochs=max_epochs, log=log,
+                                       save=False)
+        except ValueError as exc:
+            raise ModelInputError(f"gnn_hazard for campaign '{data.campaign}': {exc}") from None
+        trained.report = _report(trained, data, config, mconf, campaign_dir, log)
+        return trained
+
+    def load(self, version: str) -> Fitted:
+        from promo_assets.graph import load_graph_model
+
+        return load_graph_model(version)
+
+
+def _report(trained, data: TrainingData, config: CampaignConfig, mconf, campaign_dir: Path, log) -> dict:
+    """Metadata of the fitted model: rows (list of dicts), text, and PNG bytes (plots)."""
+    from promo_assets.graph import holdout_uplift_quintiles, level_curve, truth_matrix, truth_metrics
+    from promo_assets.graph.warehouse_io import read_truth
+
+    c_truth_df, m_truth_df = read_truth(campaign_dir.parent, campaign_dir.name, mconf.truth)
+    ct = mt = None
+    if c_truth_df is not None and m_truth_df is not None:
+        try:
+            ct = truth_matrix(c_truth_df, "user_id", trained.customer_ids, config.n_levels)
+            mt = truth_matrix(m_truth_df, "merchant_id", trained.merchant_ids, len(mconf.commissions))
+            trained.metrics.update(truth_metrics(trained.customer_values, trained.merchant_values, ct[0], mt[0],
+                                                 trained.merchant_normalizer))
+        except ValueError as exc:
+            if log:
+                log(f"truth files do not cover the graph; no truth metrics: {exc}")
+            ct = mt = None
+    curve = level_curve(trained.customer_values, None if ct is None else ct[0], config.incentives)
+    png, uplift = holdout_uplift_quintiles(trained.customer_ids, trained.customer_sensitivity(), data.frame,
+                                           None if ct is None else ct[0], config.n_levels)
+    report = {
+        "graph_version": data.graph_version,
+        "offline_metrics": [{k: trained.metrics[k] for k in HEADLINE if k in trained.metrics}],
+        "response_per_level": curve.to_dict("records"),
+        "merchant_response_per_level": [
+            {"level": j, "commission": float(mconf.commissions[j]), "predicted": float(trained.merchant_values[:, j].mean()),
+             **({"true": float(mt[0][:, j].mean())} if mt is not None else {})}
+            for j in range(len(mconf.commissions))],
+        "ground_truth": ct is not None,
+        "uplift_quintiles": uplift,
+    }
+    if png is not None:
+        report["uplift_quintiles_plot"] = png
+    return report

@@ -1,0 +1,124 @@
+"""The campaign-level `leaderboard` asset: the latest evaluation of every registered model (the run
+Dagster recorded for its `<model>/policy_evaluation` materialization), the cost-matched random
+reference (evaluated here, once), the models skipped with their reasons and those without an
+evaluation. It is not in `campaign_job`: in one run Dagster does not execute a step whose upstream
+failed or was skipped, and the leaderboard must appear when one model fails or does not apply.
+`promo run` materializes it right after the model chains (`leaderboard_job`); in the UI it follows
+any model's evaluation (its automation condition)."""
+
+
+import dagster as dg
+import pandas as pd
+
+from promo_assets.ingestion import load_config
+from promo_assets.models import registry
+from promo_assets.orchestration.campaign_assets import (
+    COMMON,
+    _log,
+    _table,
+    coefficient_arrays,
+    evaluation_inputs,
+    png_md,
+    results_write,
+)
+from promo_assets.orchestration.common import LandingResource, WarehouseResource, connect, md_table
+from promo_assets.warehouse import registered, sql
+
+
+def _latest(instance, asset_key: dg.AssetKey, campaign: str, observations: bool = False):
+    f = dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=[campaign])
+    fetch = instance.fetch_observations if observations else instance.fetch_materializations
+    records = fetch(f, limit=1).records
+    return records[0] if records else None
+
+
+def board_entry(instance, name: str, campaign: str) -> dict:
+    """Where model `name` stands for `campaign`: 'skipped' (its first phase's latest event is a skip),
+    'evaluated' (the run of its latest policy_evaluation materialization) or 'missing'."""
+    model = registry.get(name)
+    first = dg.AssetKey([name, "model" if len(model.phases) == 1 else model.phases[0]])
+    skip, mat = _latest(instance, first, campaign, observations=True), _latest(instance, first, campaign)
+    entry = {"model": name, "model_version": None, "evaluation_run_id": None, "status": "missing", "reason": None}
+    if skip is not None and "skipped_reason" in skip.asset_observation.metadata and (
+            mat is None or skip.storage_id > mat.storage_id):
+        return {**entry, "status": "skipped", "reason": skip.asset_observation.metadata["skipped_reason"].value}
+    ev = _latest(instance, dg.AssetKey([name, "policy_evaluation"]), campaign)
+    if ev is None:
+        return {**entry, "reason": "no evaluation yet (its chain failed or has not run)"}
+    version = ev.asset_materialization.metadata["model_version"].value
+    return {**entry, "status": "evaluated", "model_version": version, "evaluation_run_id": ev.run_id}
+
+
+def assemble(con, campaign: str, entries: list[dict], ev, k: int) -> tuple[list[pd.DataFrame], dict]:
+    """Every evaluated model's stored rows and its holdout coefficients (for the plots)."""
+    frames, specs = [], {}
+    for e in entries:
+        if e["status"] != "evaluated":
+            continue
+        rows = con.execute(sql("frames", "model_evaluation"), [campaign, e["model"], e["evaluation_run_id"]]).df()
+        if rows.empty:
+            e.update(status="missing", reason=f"its evaluation of run {e['evaluation_run_id']} was removed (the run failed)")
+            continue
+        users, values, costs = coefficient_arrays(con, campaign, e["model"], e["model_version"], "holdout", k)
+        frames.append(rows)
+        specs[e["model"]] = (e["model_version"], *ev.align(users, values, costs, e["model"]))
+    return frames, specs
+
+
+def board_metadata(board: pd.DataFrame, specs: dict, ev, config, campaign: str, entries: list[dict]) -> dict:
+    from promo_assets.evaluation import (
+        leaderboard_markdown, leaderboard_table, plot_frontier, plot_response_by_level, policy_curves,
+    )
+
+    logged, response, cost, prop = ev.logged
+    curves = policy_curves(specs, logged, response, cost, prop, true_values=ev.true_values, true_costs=ev.true_costs)
+    frontier_png = plot_frontier(curves, board, title=f"{campaign}: cost–response frontier on the holdout days")
+    levels_png = plot_response_by_level(
+        {m: s[1] for m, s in specs.items()}, true_values=ev.true_values, logged=logged, response=response,
+        propensity=prop, incentives=list(config.incentives) if config.ordered else None,
+        labels=None if config.ordered else list(config.labels), title=f"{campaign}: average response per level")
+    others = [{k: e[k] for k in ("model", "status", "reason")} for e in entries if e["status"] != "evaluated"]
+    return {
+        "leaderboard": _table(*leaderboard_table(board)),
+        "leaderboard_markdown": dg.MetadataValue.md(leaderboard_markdown(board)),
+        "frontier_plot": dg.MetadataValue.md(png_md(frontier_png, "Cost–response frontier (EOM on holdout; truth where simulated)")),
+        "response_per_level_plot": dg.MetadataValue.md(png_md(levels_png, "Average response per level: models vs truth")),
+        "not_evaluated": md_table(others),
+        "models": dg.MetadataValue.json({e["model"]: {"version": e["model_version"], "evaluation_run": e["evaluation_run_id"]}
+                                         for e in entries if e["status"] == "evaluated"}),
+        "holdout_events": ev.n, "ground_truth": ev.true_values is not None, **ev.versions,
+    }
+
+
+def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
+    @dg.asset(key="leaderboard", deps=[dg.AssetKey([n, "policy_evaluation"]) for n in names] + ["outcome_model"],
+              group_name="evaluation", code_version="1", kinds={"duckdb", "matplotlib"}, **COMMON,
+              description="Every model at equal spend: the latest evaluation of each registered model (its "
+              "`<model>/policy_evaluation` materialization) and the cost-matched random reference (rows 'random'), "
+              "ranked; the leaderboard (a table), the frontier and response-per-level plots, and the models "
+              "skipped (with the reason) or without an evaluation. Tables policy_evaluation (random rows) and "
+              "leaderboard_entries (which evaluation of each model it assembled).")
+    def leaderboard(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
+        from promo_assets.evaluation import evaluate_policies
+        from promo_assets.evaluation.report import RANDOM_MODEL, RANDOM_VERSION
+
+        campaign = context.partition_key
+        config = load_config(landing.path, campaign)
+        entries = [board_entry(context.instance, n, campaign) for n in names]
+        with connect(warehouse) as con:
+            ev = evaluation_inputs(context, con, landing, campaign, config)
+            frames, specs = assemble(con, campaign, entries, ev, config.n_levels)
+        random = evaluate_policies({}, *ev.logged, with_random=True, log=_log(context), **ev.kwargs(config, campaign))
+        random["run_id"] = context.run_id
+        entries.append({"model": RANDOM_MODEL, "model_version": RANDOM_VERSION, "evaluation_run_id": context.run_id,
+                        "status": "evaluated", "reason": None})
+        with connect(warehouse) as con, results_write(context, con, campaign, "policy_evaluation", "leaderboard_entries"):
+            with registered(con, "eval_df", random):
+                con.execute(sql("frames", "insert_evaluation"))
+            for e in entries:
+                con.execute(sql("frames", "insert_leaderboard_entry"), [campaign, context.run_id, e["model"], e["model_version"],
+                                                                        e["evaluation_run_id"], e["status"], e["reason"]])
+        board = pd.concat([f for f in frames + [random] if not f.empty], ignore_index=True)
+        return dg.MaterializeResult(metadata=board_metadata(board, specs, ev, config, campaign, entries[:-1]))
+
+    return leaderboard

@@ -1,0 +1,435 @@
+"""One chain of assets per registered model, generated from `promo_assets.models.registry`.
+
+For model `M` (key prefix = the model's name, group = the model's name):
+
+    M/<phase> ...  (M/model, or dipn/bias_net -> dipn/uplift_net)  the fitted model, registered
+      -> M/response_coefficients   v, c per user x level of the population and the holdout users
+      -> M/budget_dual             λ* (and the tie share) per budget
+      -> M/allocation              the population's levels at the stored λ* (no second solve)
+      -> M/policy_evaluation       the same λ* applied to the holdout users, evaluated at equal spend
+
+and the campaign-level `leaderboard` assembles the latest evaluation of every model with the
+cost-matched random reference. A model that does not apply is *skipped*: its first phase asset
+materializes nothing (output_required=False), records the reason (table model_skips, an
+AssetObservation) and Dagster skips the rest of its chain. A model that raises fails its own chain
+only. Every asset reads "the model of this chain" from the materialization Dagster recorded for its
+upstream asset (its run and versions), never "the latest" of a table; each names the exact upstream
+versions in its metadata and its data version. The logic lives in the domain packages; helpers here
+only read and write the warehouse.
+"""
+
+
+import json
+import time
+
+import dagster as dg
+import numpy as np
+import pandas as pd
+
+from promo_assets import results, settings
+from promo_assets.artifacts import content_version
+from promo_assets.ingestion import day_files, load_config
+from promo_assets.models import ModelInputError, ModelSkipped, ResponseModel, TrainingData, registry
+from promo_assets.orchestration.campaign_assets import (
+    COMMON,
+    _columns,
+    _jsonable,
+    _log,
+    _model_metadata,
+    coefficient_arrays,
+    evaluation_inputs,
+    feature_spec,
+    png_md,
+    read_training_frame,
+    results_write,
+    upstream,
+)
+from promo_assets.orchestration.common import LandingResource, WarehouseResource, connect, md_table
+from promo_assets.warehouse import registered, sql
+
+SCORING_CHUNK = 50_000
+CHAIN = ("response_coefficients", "budget_dual", "allocation", "policy_evaluation")
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+
+
+def key(model: str, step: str) -> dg.AssetKey:
+    return dg.AssetKey([model, step])
+
+
+def _version(*parts) -> str:
+    return content_version("|".join(str(p) for p in parts).encode())
+
+
+def _fail(exc: Exception) -> dg.Failure:
+    return dg.Failure(str(exc))
+
+
+DOMAIN_ERRORS = (ModelInputError, ValueError)  # domain errors: the asset fails with their message
+
+
+# --------------------------------------------------------------------------------------------
+# phases
+
+
+def training_data(con, landing: LandingResource, campaign: str, model: ResponseModel, config) -> TrainingData:
+    """The campaign's training frame (and, for a model that needs it, the customer–merchant graph)."""
+    frame, numeric, categorical = read_training_frame(con, campaign)
+    data = TrainingData(campaign=campaign, frame=frame, numeric=numeric, categorical=categorical,
+                        frame_version=con.execute(sql("frames", "frame_version"), [campaign]).fetchone()[0],
+                        extra={"campaign_dir": str(landing.path / campaign)})
+    if model.needs_graph:
+        from promo_assets.orchestration.graph_assets import graph_inputs
+
+        data.graph, data.graph_version, data.merchant_events = graph_inputs(con, landing, campaign)
+    return data
+
+
+def record_skip(context, warehouse: WarehouseResource, model: str, reason: str) -> dg.AssetObservation:
+    """The skip, stored (table model_skips) and as an observation of the phase asset for the UI."""
+    campaign = context.partition_key
+    with connect(warehouse) as con, results_write(context, con, campaign, "model_skips"):
+        con.execute(sql("frames", "insert_skip"), [campaign, model, reason, context.run_id])
+    context.log.warning(f"{campaign}: {model} skipped: {reason}")
+    return dg.AssetObservation(asset_key=context.asset_key, partition=campaign,
+                               metadata={"skipped_reason": reason, "model": model})
+
+
+def register_model(context, warehouse: WarehouseResource, fitted, data_version: str | None) -> None:
+    """Register the saved artefact for this run (one transaction)."""
+    campaign = context.partition_key
+    with connect(warehouse) as con, results_write(context, con, campaign, "model_registry"):
+        con.execute(sql("frames", "insert_model"), [campaign, fitted.name, fitted.version, data_version,
+                                                    json.dumps(_jsonable(fitted.metrics)), context.run_id])
+
+
+def report_metadata(report: dict) -> dict:
+    """A fitted model's own `report` (rows, PNG bytes, values) as Dagster metadata."""
+    out = {}
+    for k, v in (report or {}).items():
+        if isinstance(v, bytes):
+            out[k] = dg.MetadataValue.md(png_md(v, k.replace("_", " ")))
+        elif isinstance(v, list) and v and isinstance(v[0], dict):
+            out[k] = md_table(_jsonable(v))
+        elif v is not None:
+            out[k] = v if isinstance(v, (bool, int, float, str)) else dg.MetadataValue.json(_jsonable(v))
+    return out
+
+
+def fit_phase(context, warehouse, landing, model: ResponseModel, phase: str, previous_key: dg.AssetKey | None):
+    """Train one phase; returns (fitted, metadata) or (None, reason) when the model does not apply."""
+    campaign = context.partition_key
+    config = load_config(landing.path, campaign)
+    reason = model.applies_to(config)
+    if reason is not None:
+        return None, reason
+    previous = meta = None
+    if previous_key is not None:
+        _, meta, _ = upstream(context, previous_key)
+        previous = model.load(meta["model_version"])
+    with connect(warehouse) as con:
+        data = training_data(con, landing, campaign, model, config)
+    start = time.perf_counter()
+    try:
+        fitted = model.fit(data, config, phase=phase, previous=previous, seed=0, max_epochs=settings.max_epochs(),
+                           log=_log(context))
+        fitted.save()  # content-addressed: the same weights always get the same version
+    except ModelSkipped as exc:
+        return None, str(exc)
+    except DOMAIN_ERRORS as exc:
+        raise _fail(exc) from None
+    metadata = _model_metadata(fitted, time.perf_counter() - start)
+    metadata.update({**data.input_versions, **report_metadata(getattr(fitted, "report", None))})
+    if previous is not None:
+        metadata[f"{previous_key.path[-1]}_version"] = previous.version
+    return fitted, metadata
+
+
+def phase_asset(model: ResponseModel, i: int) -> dg.AssetsDefinition:
+    phase = model.phases[i]
+    name = phase if len(model.phases) > 1 else "model"
+    previous_key = key(model.name, model.phases[i - 1]) if i else None
+    deps = ["training_frame"] + (["customer_merchant_graph"] if model.needs_graph else []) + \
+        ([previous_key] if previous_key else [])
+
+    @dg.asset(key=key(model.name, name), deps=deps, output_required=False, group_name=model.name,
+              code_version="1", kinds=set(model.kinds), **COMMON,
+              description=f"{model.title} ({model.source}). Phase '{phase}' of model '{model.name}' "
+              f"({i + 1} of {len(model.phases)}); content-addressed artefact registered in model_registry. "
+              "A campaign it does not apply to skips this model's chain with the reason.")
+    def _phase(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
+        fitted, out = fit_phase(context, warehouse, landing, model, phase, previous_key)
+        if fitted is None:
+            yield record_skip(context, warehouse, model.name, out)
+            return
+        register_model(context, warehouse, fitted, out.get("graph_version") or out.get("frame_version"))
+        yield dg.MaterializeResult(metadata=out, data_version=dg.DataVersion(fitted.version))
+
+    return _phase
+
+
+# --------------------------------------------------------------------------------------------
+# coefficients
+
+
+def population(landing: LandingResource, campaign: str) -> tuple[pd.DataFrame | None, str]:
+    files = day_files(landing.path, campaign, "population")
+    if not files:
+        return None, "holdout users (no population file)"
+    path = files[max(files)]
+    frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    if "user_id" not in frame.columns:
+        raise dg.Failure(f"{path}: missing required column 'user_id'")
+    frame["user_id"] = frame["user_id"].astype(str)
+    return frame.drop_duplicates("user_id", keep="last"), str(path)
+
+
+def score(con, context, campaign: str, model_name: str, fitted, target: str, users: pd.DataFrame, k: int) -> int:
+    """Score `users` in chunks and store their coefficients (replacing this version's rows)."""
+    con.execute(sql("frames", "delete_coefficients"), [campaign, model_name, fitted.version, target])
+    n = len(users)
+    for start in range(0, n, SCORING_CHUNK):
+        part = users.iloc[start:start + SCORING_CHUNK]
+        values, costs = fitted.predict(part)
+        chunk_df = pd.DataFrame({
+            "user_id": np.repeat(part["user_id"].to_numpy(), k),
+            "level": np.tile(np.arange(k, dtype=np.int32), len(part)),
+            "value": np.asarray(values, dtype=np.float64).ravel(),
+            "cost": np.asarray(costs, dtype=np.float64).ravel(),
+        })
+        with registered(con, "chunk_df", chunk_df):
+            con.execute(sql("frames", "insert_coefficients"), [campaign, model_name, fitted.version, target])
+        context.log.info(f"{model_name} [{target}]: scored {min(start + SCORING_CHUNK, n)}/{n} users")
+    return n
+
+
+def scoring_targets(con, context, landing, campaign: str) -> tuple[pd.DataFrame, pd.DataFrame, str, str]:
+    """(population users, holdout users, population source, frame version) with every feature column."""
+    pop, source = population(landing, campaign)
+    numeric, categorical = feature_spec(con, campaign)
+    holdout = con.execute(sql("frames", "holdout_events", columns=_columns(numeric, categorical)), [campaign]).df()
+    holdout_users = holdout.drop_duplicates("user_id", keep="first")
+    pop = holdout_users if pop is None else pop
+    absent = [c for c in numeric + categorical if c not in pop.columns]
+    if absent:  # a feature of some loaded days only: NULL for these users, like on the days without it
+        context.log.warning(f"{source}: no column {', '.join(map(repr, absent))}; NULL for every user")
+        pop = pop.assign(**{c: np.nan for c in absent})
+    return pop, holdout_users, source, con.execute(sql("frames", "frame_version"), [campaign]).fetchone()[0]
+
+
+def coefficients_asset(model: ResponseModel) -> dg.AssetsDefinition:
+    fitted_key = key(model.name, "model" if len(model.phases) == 1 else model.phases[-1])
+
+    @dg.asset(key=key(model.name, "response_coefficients"), deps=[fitted_key, "training_frame"], group_name=model.name,
+              code_version="2", kinds={"duckdb"}, **COMMON,
+              description=f"Predicted response (value) and cost of every target user × level by {model.name}'s "
+              "fitted model (the version its upstream asset materialized): the target population (latest "
+              "population/ file, else the holdout users) and the holdout users (for evaluation). Scored in "
+              "chunks; table response_coefficients, history kept by model version.")
+    def _coefficients(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
+        campaign = context.partition_key
+        config = load_config(landing.path, campaign)
+        _, meta, _ = upstream(context, fitted_key)
+        try:
+            fitted = model.load(meta["model_version"])
+            with connect(warehouse) as con:
+                pop, holdout, source, frame_version = scoring_targets(con, context, landing, campaign)
+                with results_write(context, con, campaign, "response_coefficients"):
+                    n_pop = score(con, context, campaign, model.name, fitted, "population", pop, config.n_levels)
+                    n_hold = score(con, context, campaign, model.name, fitted, "holdout", holdout, config.n_levels)
+        except DOMAIN_ERRORS as exc:
+            raise _fail(exc) from None
+        version = _version(fitted.version, frame_version, source, n_pop)
+        return dg.MaterializeResult(
+            metadata={"model_version": fitted.version, "frame_version": frame_version, "population_source": source,
+                      "population_users": n_pop, "holdout_users": n_hold, "levels": config.n_levels},
+            data_version=dg.DataVersion(version))
+
+    return _coefficients
+
+
+# --------------------------------------------------------------------------------------------
+# decisions
+
+
+def solve_duals(context, con, campaign: str, model: str, version: str, config) -> tuple[list, list, list]:
+    """λ* and the tie share for every budget (stored in budget_dual), the frontier points and the
+    infeasible budgets (stored in infeasible_budget)."""
+    from promo_assets.allocation import InfeasibleBudgetError, frontier, solve, tie_share
+
+    _, values, costs = coefficient_arrays(con, campaign, model, version, "population", config.n_levels)
+    n = len(values)
+    fr = frontier(values, costs)
+    idx = np.unique(np.linspace(0, len(fr.costs) - 1, 12).round().astype(int))
+    curve = [{"lambda_": float(fr.lambdas[i]), "cost_per_capita": float(fr.costs[i]) / n,
+              "value_per_capita": float(fr.values[i]) / n} for i in idx]
+    rows, infeasible = [], []
+    for b in budgets(config):
+        try:
+            res = solve(values, costs, b, per_capita=True)
+        except InfeasibleBudgetError as exc:
+            context.log.warning(f"{model}: budget_per_capita {b:g} skipped: {exc}; the other budgets are solved")
+            infeasible.append(results.record_infeasible(con, campaign, model, version, b, exc, context.run_id))
+            continue
+        share = tie_share(values, costs, res.lambda_, b * n)
+        con.execute(sql("frames", "insert_dual"), [campaign, model, version, b, float(res.lambda_), float(res.value),
+                                                   float(res.cost), float(res.dual_bound), n, context.run_id, share])
+        rows.append({"budget_per_capita": b, "lambda_": float(res.lambda_), "tie_share": share,
+                     "value_per_capita": res.value / n, "cost_per_capita": res.cost / n,
+                     "dual_gap": float(res.dual_bound - res.value)})
+    return rows, curve, infeasible
+
+
+def budgets(config) -> list[float]:
+    if not config.budgets_per_capita:
+        raise dg.Failure(f"campaign '{config.campaign}' has no budget_per_capita in campaign.yaml")
+    return [float(b) for b in config.budgets_per_capita]
+
+
+def dual_asset(model: ResponseModel) -> dg.AssetsDefinition:
+    coef_key = key(model.name, "response_coefficients")
+
+    @dg.asset(key=key(model.name, "budget_dual"), deps=[coef_key], group_name=model.name, code_version="2",
+              kinds={"duckdb"}, **COMMON,
+              description=f"λ* of the multiple-choice knapsack for {model.name} × every configured per-capita "
+              "budget on the target population (exact LP optimum), with the share of the users tied at λ* that "
+              "the optimum moves up, the dual bound and the budget–value frontier. Table budget_dual (history "
+              "kept per model, PROMO_KEEP_RUNS). A budget below the cheapest allocation is skipped with a "
+              "warning and recorded in infeasible_budget; the other budgets are solved.")
+    def _dual(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
+        campaign = context.partition_key
+        config = load_config(landing.path, campaign)
+        _, meta, coef_version = upstream(context, coef_key)
+        version = meta["model_version"]
+        with connect(warehouse) as con, results_write(context, con, campaign, "budget_dual", "infeasible_budget"):
+            rows, curve, infeasible = solve_duals(context, con, campaign, model.name, version, config)
+        return dg.MaterializeResult(
+            metadata={"model_version": version, "coefficients_version": coef_version, "duals": md_table(rows),
+                      "frontier": md_table(curve), "run_id": context.run_id,
+                      **({"infeasible_budgets": md_table(infeasible)} if infeasible else {})},
+            data_version=dg.DataVersion(_version(coef_version, json.dumps(_jsonable(rows)))))
+
+    return _dual
+
+
+def stored_decisions(con, campaign: str, model: str, target: str, k: int, run_id: str, version: str,
+                     dual_version: str | None):
+    """The decision budget_dual stored in run `run_id` for model `version`: users, values, costs of
+    `target`, {budget: levels at λ* (decide_at), or the infeasible budget's message} and the lineage."""
+    from promo_assets.allocation import decide_at
+
+    dual_key = key(model, "budget_dual")
+    users, values, costs = coefficient_arrays(con, campaign, model, version, target, k)
+    duals = con.execute(sql("frames", "duals_of_run"), [campaign, model, version, run_id]).fetchall()
+    infeasible = con.execute(sql("frames", "infeasible_of_run"), [campaign, model, version, run_id]).fetchall()
+    if not duals and not infeasible:
+        raise dg.Failure(f"{dual_key.to_user_string()} of run {run_id} left no λ* for {model} {version} "
+                         f"(its run failed and its rows were removed): re-materialize it")
+    decisions = {float(b): decide_at(values, costs, lam, share, seed=0) for b, lam, share in duals}
+    decisions.update({float(b): f"budget {b:g} per capita cannot be met: {msg}" for b, msg in infeasible})
+    lineage = {"model_version": version, "budget_dual_run": run_id, "budget_dual_version": dual_version,
+               "lambdas": dg.MetadataValue.json({f"{b:g}": {"lambda_": lam, "tie_share": s} for b, lam, s in duals})}
+    return users, values, costs, decisions, lineage
+
+
+def allocation_asset(model: ResponseModel) -> dg.AssetsDefinition:
+    dual_key = key(model.name, "budget_dual")
+
+    @dg.asset(key=key(model.name, "allocation"), deps=[dual_key], group_name=model.name, code_version="2",
+              kinds={"duckdb"}, **COMMON,
+              description=f"The incentive level of every target user for {model.name} × budget: the decision at "
+              "the λ* budget_dual stored (no second solve; users tied at λ* take the dearer level up to the "
+              "stored share, the one fractional user by seeded sampling). Table allocation (history kept per "
+              "model, PROMO_KEEP_RUNS), one transaction. An infeasible budget is listed (infeasible_budgets).")
+    def _allocation(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
+        campaign = context.partition_key
+        config = load_config(landing.path, campaign)
+        run_id, meta, dual_version = upstream(context, dual_key)
+        with connect(warehouse) as con, results_write(context, con, campaign, "allocation"):
+            users, values, costs, decisions, lineage = stored_decisions(
+                con, campaign, model.name, "population", config.n_levels, run_id, meta["model_version"], dual_version)
+            rows = [write_allocation(con, context, campaign, model.name, lineage["model_version"], b, levels,
+                                     users, costs, config) for b, levels in decisions.items() if not isinstance(levels, str)]
+        infeasible = [{"budget_per_capita": b, "message": m} for b, m in decisions.items() if isinstance(m, str)]
+        version = _version(lineage["budget_dual_version"], *(r["cost_per_capita"] for r in rows))
+        return dg.MaterializeResult(
+            metadata={**lineage, "allocations": md_table(rows), "run_id": context.run_id,
+                      **({"infeasible_budgets": md_table(infeasible)} if infeasible else {})},
+            data_version=dg.DataVersion(version))
+
+    return _allocation
+
+
+def write_allocation(con, context, campaign, model, version, b, levels, users, costs, config) -> dict:
+    incentives = np.asarray(config.incentives)
+    alloc_df = pd.DataFrame({"user_id": users, "level": levels.astype(np.int32), "incentive": incentives[levels]})
+    with registered(con, "alloc_df", alloc_df):
+        con.execute(sql("frames", "insert_allocation"), [campaign, model, version, b, context.run_id])
+    share = np.bincount(levels, minlength=config.n_levels) / max(len(users), 1)
+    spent = float(costs[np.arange(len(users)), levels].sum()) / max(len(users), 1)
+    return {"budget_per_capita": b, "users": len(users), "cost_per_capita": spent,
+            "share_per_level": {str(lab): round(float(s), 3) for lab, s in zip(config.labels, share)}}
+
+
+# --------------------------------------------------------------------------------------------
+# evaluation
+
+
+def evaluation_asset(model: ResponseModel) -> dg.AssetsDefinition:
+    alloc_key = key(model.name, "allocation")
+
+    @dg.asset(key=key(model.name, "policy_evaluation"), deps=[alloc_key, key(model.name, "response_coefficients"),
+              "outcome_model", "training_frame"], group_name=model.name, code_version="3", kinds={"duckdb", "sklearn"}, **COMMON,
+              description=f"Offline evaluation of {model.name}'s stored decision on the holdout RCT days: the λ* "
+              "its allocation applied, applied to the holdout users' coefficients, evaluated at equal spend (EOM "
+              "and doubly robust EOM with the outcome_model asset's predictions, bootstrap 95% intervals, Q(v, c), "
+              "frontier area ratio, curve metrics; the truth, spend ratio, matched true value and % of the "
+              "oracle for simulated campaigns). Table policy_evaluation (history kept per model).")
+    def _evaluation(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
+        from promo_assets.evaluation import evaluate_policies, leaderboard_markdown
+
+        campaign = context.partition_key
+        config = load_config(landing.path, campaign)
+        _, made, alloc_version = upstream(context, alloc_key)  # the decision the allocation applied
+        with connect(warehouse) as con:
+            ev = evaluation_inputs(context, con, landing, campaign, config)
+            users, values, costs, decisions, lineage = stored_decisions(
+                con, campaign, model.name, "holdout", config.n_levels, made["budget_dual_run"], made["model_version"],
+                made["budget_dual_version"])
+        v, c = ev.align(users, values, costs, model.name)
+        hold = {model.name: {b: d if isinstance(d, str) else ev.align_levels(users, d) for b, d in decisions.items()}}
+        rows = evaluate_policies({model.name: (lineage["model_version"], v, c)}, *ev.logged, decisions=hold,
+                                 with_random=False, log=_log(context), **ev.kwargs(config, campaign))
+        rows["run_id"] = context.run_id
+        with connect(warehouse) as con, results_write(context, con, campaign, "policy_evaluation"), \
+                registered(con, "eval_df", rows):
+            con.execute(sql("frames", "insert_evaluation"))
+        versions = {**lineage, "allocation_version": alloc_version, **ev.versions}
+        return dg.MaterializeResult(
+            metadata={**versions, "evaluation": dg.MetadataValue.md(leaderboard_markdown(rows)),
+                      "holdout_events": ev.n, "ground_truth": ev.true_values is not None},
+            data_version=dg.DataVersion(_version(*(versions[k] for k in sorted(versions) if k != "lambdas"))))
+
+    return _evaluation
+
+
+# --------------------------------------------------------------------------------------------
+# the factory
+
+
+def model_chain(name: str) -> list[dg.AssetsDefinition]:
+    """Every asset of model `name`'s chain."""
+    model = registry.get(name)
+    phases = [phase_asset(model, i) for i in range(len(model.phases))]
+    return phases + [coefficients_asset(model), dual_asset(model), allocation_asset(model), evaluation_asset(model)]
+
+
+def model_assets(names=None) -> list[dg.AssetsDefinition]:
+    """The chains of every registered model (or of `names`) and the campaign-level leaderboard."""
+    from promo_assets.orchestration.leaderboard import leaderboard_asset
+
+    names = list(registry.names() if names is None else names)
+    return [a for n in names for a in model_chain(n)] + [leaderboard_asset(names)]
+

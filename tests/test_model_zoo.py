@@ -1,0 +1,128 @@
+"""The model zoo (issue #14): one registry, one asset chain per model, chains that skip or fail alone."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import dagster as dg
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from promo_assets.cli import main
+from promo_assets.models import registry
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def _query(env, statement: str, params=None):
+    with duckdb.connect(str(env["warehouse"]), read_only=True) as con:
+        return con.execute(statement, params or []).fetchall()
+
+
+def test_readme_model_table_is_the_registry(capsys):
+    """README "Adding a model" shows exactly the table `promo models` generates from the registry."""
+    assert main(["models"]) == 0
+    table = capsys.readouterr().out
+    text = README.read_text()
+    block = re.search(r"<!-- models:begin -->\n(.*?)<!-- models:end -->", text, re.S)
+    assert block, "README lacks the <!-- models:begin --> ... <!-- models:end --> block"
+    assert block.group(1) == table, "README's model table is stale: paste `promo models` between the markers"
+    for name in registry.names():
+        assert f"| `{name}` |" in table
+
+
+def test_definitions_have_one_chain_per_registered_model():
+    from promo_assets.definitions import build_defs
+
+    graph = build_defs().resolve_asset_graph()
+    keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
+    for name in registry.names():
+        model = registry.get(name)
+        phases = ["model"] if len(model.phases) == 1 else list(model.phases)
+        chain = [f"{name}/{p}" for p in phases] + [f"{name}/{s}" for s in
+                                                    ("response_coefficients", "budget_dual", "allocation", "policy_evaluation")]
+        assert set(chain) <= keys, (name, set(chain) - keys)
+        for up, down in zip(chain, chain[1:]):
+            assert dg.AssetKey.from_user_string(up) in graph.get(dg.AssetKey.from_user_string(down)).parent_keys
+    board = graph.get(dg.AssetKey("leaderboard")).parent_keys
+    assert {dg.AssetKey([n, "policy_evaluation"]) for n in registry.names()} <= board
+    assert dg.AssetKey(["gnn_hazard", "model"]) in graph.get(dg.AssetKey(["gnn_hazard", "merchant_coefficients"])).parent_keys
+
+
+def _arms_campaign(landing: Path, days: int = 3, users: int = 300, seed: int = 0) -> None:
+    """A three-arm RCT with string labels and `cost: assigned`, by hand in the landing format."""
+    rng = np.random.default_rng(seed)
+    folder = landing / "mail"
+    (folder / "events").mkdir(parents=True)
+    (folder / "campaign.yaml").write_text(yaml.safe_dump({
+        "treatments": {"arms": {"No E-Mail": 0, "Mens E-Mail": 1, "Womens E-Mail": 1}},
+        "cost": "assigned", "response": "binary", "budget_per_capita": [0.5], "min_holdout_users": 50}))
+    arms = np.array(["No E-Mail", "Mens E-Mail", "Womens E-Mail"])
+    for d in range(days):
+        age = rng.integers(18, 70, users)
+        women = rng.random(users) < 0.5
+        arm = rng.integers(0, 3, users)
+        p = 0.05 + 0.08 * ((arm == 1) & ~women) + 0.10 * ((arm == 2) & women) + 0.001 * (age - 18)
+        pd.DataFrame({"user_id": [f"u{d}_{i}" for i in range(users)], "treatment": arms[arm],
+                      "response": (rng.random(users) < p).astype(int), "age": age,
+                      "gender": np.where(women, "f", "m")}).to_csv(folder / "events" / f"2026-03-0{d + 1}.csv", index=False)
+
+
+@pytest.mark.slow
+def test_three_arm_campaign_skips_dipn_and_gnn_hazard_with_their_reasons(promo_env, capsys):
+    _arms_campaign(promo_env["landing"])
+    assert main(["run", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "mail: dipn skipped: needs ordered incentive levels" in out
+    assert "mail: gnn_hazard skipped: needs a customer–merchant campaign" in out
+    evaluated = {r[0] for r in _query(promo_env, "SELECT DISTINCT model FROM policy_evaluation")}
+    assert {"s_learner", "random"} <= evaluated and not {"dipn", "gnn_hazard"} & evaluated
+    assert _query(promo_env, "SELECT count(*) FROM allocation WHERE model = 's_learner'")[0][0] > 0
+    skips = dict(_query(promo_env, "SELECT model, reason FROM model_skips"))
+    assert set(skips) == {"dipn", "gnn_hazard"} and "unordered arms" in skips["dipn"]
+    # the UI: the skipped phase asset has an observation with the reason, no materialization
+    instance = dg.DagsterInstance.get()
+    assert instance.get_latest_materialization_event(dg.AssetKey(["dipn", "bias_net"])) is None
+    obs = instance.fetch_observations(dg.AssetKey(["dipn", "bias_net"]), limit=1).records[0]
+    assert "needs ordered incentive levels" in obs.asset_observation.metadata["skipped_reason"].value
+    meta = instance.get_latest_materialization_event(dg.AssetKey("leaderboard")).asset_materialization.metadata
+    assert {r.data["model"] for r in meta["leaderboard"].value.records} == {"s_learner", "random"}
+    assert "dipn" in meta["not_evaluated"].value and "gnn_hazard" in meta["not_evaluated"].value
+    assert main(["report", "--campaign", "mail"]) == 0
+    out = capsys.readouterr().out
+    assert "dipn skipped: needs ordered incentive levels" in out and "s_learner" in out and "random" in out
+
+
+@pytest.fixture
+def failing_model():
+    registry.register("failing", "tests.zoo_models:FailingModel")
+    yield "failing"
+    registry.unregister("failing")
+
+
+@pytest.mark.slow
+def test_a_failing_model_fails_alone(promo_env, monkeypatch, capsys, failing_model):
+    monkeypatch.setenv("PROMO_MAX_EPOCHS", "2")
+    assert main(["simulate", "--preset", "demo", "--campaign", "demo", "--days", "3", "--users", "250",
+                 "--seed", "1"]) == 0
+    assert main(["run", "--no-progress"]) == 1
+    captured = capsys.readouterr()
+    failures = captured.err[captured.err.index("failures:"):]
+    assert "demo: failing/model: failing: campaign 'demo' has no column 'loyalty_tier' (test model)" in failures
+    assert "Error occurred while executing op" not in captured.out + captured.err
+    for model in ("s_learner", "dipn"):  # every other model's allocation and evaluation completed
+        assert _query(promo_env, "SELECT count(*) FROM allocation WHERE model = ?", [model])[0][0] > 0, model
+        assert _query(promo_env, "SELECT count(eom_value) FROM policy_evaluation WHERE model = ?", [model])[0][0] > 0
+    assert _query(promo_env, "SELECT count(*) FROM model_registry WHERE model = 'failing'") == [(0,)]
+    statuses = [r[0] for r in _query(promo_env, "SELECT status FROM result_runs ORDER BY started_at")]
+    assert statuses == ["partial", "succeeded"]  # the models' run (one chain failed), the leaderboard's run
+    board = {r[0]: r[1] for r in _query(promo_env, "SELECT model, status FROM leaderboard_entries")}
+    assert board == {"s_learner": "evaluated", "dipn": "evaluated", "random": "evaluated",
+                     "gnn_hazard": "skipped", "failing": "missing"}
+    assert main(["report", "--campaign", "demo"]) == 0
+    out = capsys.readouterr().out
+    assert "s_learner" in out and "dipn" in out and "failing not evaluated" in out
