@@ -370,3 +370,65 @@ def test_non_finite_entries_are_reported_exactly(n, k, data, which, bad, dtype):
              rf"level {first[1]}")
     with pytest.raises(AllocationInputError, match=match):
         solve(arrays["values"], arrays["costs"], 1.0)
+
+
+# ------------------------------------------------------------------ the one decision rule and tie rule
+TIE_V = np.array([
+    [0.0, 1.0, 2.0],   # lambda 1: every level's reduced value is 0 -> the cheapest, level 0
+    [0.0, 1.0, 1.0],   # lambda 0.5: levels 1 and 2 tie with equal cost -> the lower index, 1
+    [1.0, 1.0, 0.0],   # lambda 0: levels 0 and 1 tie, level 1 is cheaper (arms: unordered costs) -> 1
+    [3.0, 2.5, 0.0],   # lambda 1: 3 - 1*1 = 2.5 - 0.5 = 2, both beat 0 - 0.1 -> the cheaper, level 1
+])
+TIE_C = np.array([
+    [0.0, 1.0, 2.0],
+    [0.0, 1.0, 1.0],
+    [2.0, 1.0, 3.0],
+    [1.0, 0.5, 0.1],
+])
+TIE_LAMBDAS = (1.0, 0.5, 0.0, 1.0)
+TIE_EXPECTED = [0, 1, 1, 1]
+
+
+def test_one_decision_rule_same_ties_at_every_former_call_site():
+    """The solver's scans, `decide` (allocation / OnlinePolicy), the joint customer + merchant
+    allocation and the EOM evaluation make identical decisions on ties, by the documented rule:
+    the cheaper level, then the lower index (README "Allocation": the decision rule)."""
+    from promo_assets.allocation import decision
+    from promo_assets.evaluation.eom import levels_at_lambdas
+    from promo_assets.graph import joint
+
+    assert solver_mod.choose_levels is decision.choose_levels  # the solver's scans use the one rule
+    for i, lam in enumerate(TIE_LAMBDAS):
+        v, c = TIE_V[i:i + 1], TIE_C[i:i + 1]
+        got = {
+            "allocation.decide": int(decide(v, c, lam)[0]),
+            "solver scan": int(solver_mod.choose_levels(v, c, lam)[0]),
+            "graph.joint.decide": int(joint.decide(v, c, lam, ratio=0.0)[0]),
+            "eom.levels_at_lambdas": int(levels_at_lambdas(v, c, [lam])[0, 0]),
+            "decide_at_lambdas": int(al.decide_at_lambdas(v, c, [0.0, lam])[1, 0]),
+        }
+        assert set(got.values()) == {TIE_EXPECTED[i]}, (i, got)
+    # the ratio form (GNN/hazard Eq. 19): c - ratio*v, ties again to the cheaper (reduced) cost
+    v = np.array([[0.0, 1.0, 2.0]])
+    c = np.array([[0.0, 3.0, 6.0]])  # c - 2v = [0, 1, 2]; at lambda 1 all reduced values are 0
+    assert int(decide(v, c, 1.0, ratio=2.0)[0]) == int(joint.decide(v, c, 1.0, ratio=2.0)[0]) == 0
+    # lambda = inf: the cheapest level, then the more valuable, then the lower index
+    v = np.array([[1.0, 2.0, 2.0, 5.0]])
+    c = np.array([[1.0, 0.5, 0.5, 3.0]])
+    assert int(decide(v, c, math.inf)[0]) == int(al.decide_at_lambdas(v, c, [math.inf])[0, 0]) == 1
+
+
+def test_solve_and_online_policy_follow_the_tie_rule():
+    """An offline solve and its OnlinePolicy keep the cheaper of two equally good levels."""
+    n = 50
+    v = np.tile([0.0, 1.0, 1.0], (n, 1))
+    c = np.tile([0.0, 1.0, 0.5], (n, 1))  # levels 1 and 2 are worth the same: 2 is cheaper
+    a = solve(v, c, budget=float(n))
+    assert np.all(a.levels == 2) and a.cost == pytest.approx(0.5 * n)
+
+    class Model:
+        def predict(self, frame):
+            return v[: len(frame)], c[: len(frame)]
+
+    pol = OnlinePolicy.from_allocation(Model(), a)
+    np.testing.assert_array_equal(pol.decide(pd.DataFrame({"x": np.zeros(n)})), a.levels)

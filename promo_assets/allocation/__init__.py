@@ -45,7 +45,8 @@ from .errors import AllocationInputError, InfeasibleBudgetError
 from .frontier import Frontier, frontier
 from .multi import MultiAllocation, solve_multi
 from .online import OnlinePolicy
-from .solver import Allocation, decide, dual_objective, solve, solve_ratio
+from .decision import decide, decide_at_lambdas
+from .solver import Allocation, dual_objective, solve, solve_ratio
 
 __all__ = [
     "Allocation",
