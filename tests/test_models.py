@@ -168,10 +168,10 @@ def test_training_loop_full_batch_keeps_each_parts_best_parameters():
     seen = []
 
     def step(module, k):
-        seen.append((float(module.a), float(module.b)))
+        a, b = module.a.item(), module.b.item()
+        seen.append((a, b))
         objective = (module.a - 1.0) ** 2 + (module.b - 2.0) ** 2  # trains a -> 1, b -> 2
-        return FullBatchStep(objective, {"train_a": float((module.a - 1.0) ** 2)},
-                             {"val_a": abs(float(module.a) - 0.4), "val_b": abs(float(module.b) - 2.0)})
+        return FullBatchStep(objective, {"train_a": (a - 1.0) ** 2}, {"val_a": abs(a - 0.4), "val_b": abs(b - 2.0)})
 
     lines = []
     fit = fit_torch_model(net, None, None, None, TrainingConfig(max_epochs=200, lr=0.05, patience=5,
@@ -182,7 +182,7 @@ def test_training_loop_full_batch_keeps_each_parts_best_parameters():
     assert a_best == pytest.approx(0.4, abs=0.05)                 # a's validation optimum, not its training one
     assert fit.best_states["val_b"]["b"].item() == pytest.approx(2.0, abs=0.05)
     assert seen[fit.best_epochs["val_a"]][0] == a_best            # the parameters before that epoch's step
-    assert float(net.a) == a_best                                 # the first part's parameters restored
+    assert net.a.item() == a_best                                 # the first part's parameters restored
     assert set(fit.history[0]) == {"epoch", "train_loss", "train_a", "val_a", "val_b", "seconds"}
     assert len(lines) == 1 + fit.epochs // 50 + 1 and "two epoch 1/200" in lines[0]
 
