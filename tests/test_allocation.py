@@ -432,3 +432,27 @@ def test_solve_and_online_policy_follow_the_tie_rule():
 
     pol = OnlinePolicy.from_allocation(Model(), a)
     np.testing.assert_array_equal(pol.decide(pd.DataFrame({"x": np.zeros(n)})), a.levels)
+
+
+def test_bracketed_scan_fixes_users_at_the_rules_choice(monkeypatch):
+    """The bracket scans keep the first best level (settle_ties=False); every user they fix still
+    gets the rule's level at lambda*: with duplicated levels (equal value and cost) and levels that
+    tie only at some lambda, the bracketed solve equals `decide` at its lambda* but for the one
+    fractional user, and equals the exact path."""
+    rng = np.random.default_rng(3)
+    n = 20_000
+    v = np.sort(rng.uniform(0, 1, (n, 4)), axis=1)
+    c = np.tile([0.0, 1.0, 2.0, 3.0], (n, 1))
+    v = np.concatenate([v[:, :2], v[:, 1:2], v[:, 2:]], axis=1)  # level 2 duplicates level 1
+    c = np.concatenate([c[:, :2], c[:, 1:2], c[:, 2:]], axis=1)
+    budget = 0.4 * float(c[:, -1].sum())
+    exact = solve(v, c, budget, seed=1, rounding="down")
+    monkeypatch.setattr(solver_mod, "BRACKET_MIN_ELEMENTS", 1)
+    monkeypatch.setattr(solver_mod, "BRACKET_MIN_USERS", 1)
+    monkeypatch.setattr(solver_mod, "_SAMPLE_USERS", 2_000)
+    monkeypatch.setattr(solver_mod, "_REFINE_MIN_USERS", 100)
+    fast = solve(v, c, budget, seed=1, rounding="down")
+    assert fast.info["method"] == "bracketed-hull-greedy"
+    rule = decide(v, c, fast.lambda_)
+    assert int(np.sum(fast.levels != rule)) <= 1 and not np.any(fast.levels == 2)  # the duplicate never
+    assert np.sum(fast.levels != exact.levels) <= 1 and fast.lp_value == pytest.approx(exact.lp_value, rel=1e-12)

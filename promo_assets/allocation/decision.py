@@ -25,11 +25,18 @@ from . import _checks
 from .errors import AllocationInputError
 
 
-def choose_levels(vb: np.ndarray, cb: np.ndarray, lam: float, out: np.ndarray | None = None) -> np.ndarray:
+def choose_levels(vb: np.ndarray, cb: np.ndarray, lam: float, out: np.ndarray | None = None, *,
+                  settle_ties: bool = True) -> np.ndarray:
     """The decision rule on one block: float64 arrays `vb`, `cb` (rows x K) and one multiplier
     `lam` (>= 0, may be inf) -> int64 level per row, ties broken by the module's tie rule.
 
-    `out` is an optional scratch buffer of the block's shape (the solver reuses one)."""
+    `out` is an optional scratch buffer of the block's shape (overwritten; the solver reuses one).
+    `settle_ties=False` skips the tie pass (it costs as much as the rest) and keeps the first best
+    level: only for the solver's bracket scans, which fix a user only when that level is also a
+    best level at the other end of a bracket [lam_lo, lam_hi]. Scores are linear in lambda, so it
+    is then the *unique* best strictly inside the bracket (a level tied with it is worse there or
+    costs and is worth the same with a higher index): the rule's choice at every multiplier
+    inside; the other users stay undecided and the exact greedy decides them."""
     if out is None:
         out = np.empty(vb.shape, dtype=np.float64)
     if math.isinf(lam):  # reduced value -c: cheapest, then most valuable, then lowest index
@@ -40,10 +47,15 @@ def choose_levels(vb: np.ndarray, cb: np.ndarray, lam: float, out: np.ndarray | 
     np.multiply(cb, -lam, out=out)
     np.add(out, vb, out=out)
     j = out.argmax(axis=1)  # the first best level; rows with a tie are rare, settled below
-    best = np.take_along_axis(out, j[:, None], axis=1)
-    tied = np.flatnonzero(np.count_nonzero(out >= best, axis=1) > 1)
+    if not settle_ties:
+        return j
+    rows = np.arange(out.shape[0])
+    best = out[rows, j]
+    out[rows, j] = -np.inf  # a row ties when its second best equals its best (one pass, no mask)
+    tied = np.flatnonzero(out.max(axis=1) >= best)
     if tied.size:
-        key = np.where(out[tied] >= best[tied], cb[tied], np.inf)
+        out[tied, j[tied]] = best[tied]
+        key = np.where(out[tied] >= best[tied, None], cb[tied], np.inf)
         j[tied] = key.argmin(axis=1)  # the cheapest of the tied levels, then the lowest index
     return j
 

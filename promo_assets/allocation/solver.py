@@ -257,7 +257,7 @@ def _refine(v, c, act, levels, lam_lo, lam_hi, budget_left, steps=8):
     rows = np.arange(act.shape[0])
     js, cost = [], []
     for lam in lams:
-        j = choose_levels(va, ca, float(lam), buf)
+        j = choose_levels(va, ca, float(lam), buf, settle_ties=False)  # see choose_levels
         js.append(j)
         cost.append(float(ca[rows, j].sum()))
     cost = np.array(cost)  # non-increasing in lambda
@@ -308,7 +308,7 @@ def _bracketed(v, c, budget, rounding, seed, kind, log, info, ratio=None):
             vb, cb, sb, gt = vb_buf[:m], cb_buf[:m], sb_buf[:m], gt_buf[:m]
             np.copyto(vb, v[s0 : s0 + m])
             np.copyto(cb, c[s0 : s0 + m])
-            jh = choose_levels(vb, cb, lam_hi, sb)
+            jh = choose_levels(vb, cb, lam_hi, sb, settle_ties=False)  # see choose_levels
             # fixed iff the level chosen at lam_hi is also an argmax at lam_lo: then it is an
             # argmax on the whole bracket (scores are linear in lambda)
             np.multiply(cb, -lam_lo, out=sb)
