@@ -26,8 +26,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from promo_assets.campaign import CampaignConfig
-from promo_assets.evaluation import (
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _model_frames import load_events  # noqa: E402  (the pipeline's landing reader)
+
+from promo_assets.evaluation import (  # noqa: E402
     eom,
     levels_at_lambdas,
     oracle_policy,
@@ -35,7 +37,7 @@ from promo_assets.evaluation import (
     random_policy,
     true_policy_value,
 )
-from promo_assets.simulation import simulate, truth_arrays
+from promo_assets.simulation import simulate, truth_arrays  # noqa: E402
 
 PAPER_Q = 0.2123
 PAPER_ORACLE_APPROX = 0.216
@@ -45,13 +47,11 @@ def run_seed(seed: int, users: int, budget: float, landing: Path) -> dict:
     campaign = f"e2e_seed{seed}"
     simulate("e2e_synthetic", campaign, landing, days=1, users=users, seed=seed)
     cdir = landing / campaign
-    cfg = CampaignConfig.load(cdir)
-    events = pd.concat([pd.read_parquet(p) for p in sorted((cdir / "events").glob("*.parquet"))],
-                       ignore_index=True)
-    logged = np.array([cfg.level_of(x) for x in events["treatment"]], dtype=np.int64)
+    events, cfg, _, _ = load_events(cdir)
+    logged = events["level"].to_numpy(dtype=np.int64)
     response = events["response"].to_numpy(dtype=float)
     cost = events["cost"].to_numpy(dtype=float)
-    propensity = events["propensity"].to_numpy(dtype=float) if "propensity" in events else None
+    propensity = None if events["propensity"].isna().all() else events["propensity"].to_numpy(dtype=float)
     v_gt, c_gt = truth_arrays(cdir, events["user_id"].to_numpy())
     n = len(events)
 

@@ -23,31 +23,21 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from promo_assets.campaign import CampaignConfig
-from promo_assets.causal import (
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _model_frames import load_events  # noqa: E402
+
+from promo_assets.causal import (  # noqa: E402
     PropensityModel,
     assign_split,
     effective_sample_size,
     ips_weights,
     propensity_diagnostics,
 )
-from promo_assets.simulation import simulate, true_propensity_arrays
+from promo_assets.simulation import simulate, true_propensity_arrays  # noqa: E402
 
 NUMERIC = ["age", "activity", "tenure_days", "avg_spend"]
 CATEGORICAL = ["city", "device", "period_of_day"]
-
-
-def load_events(campaign_dir: Path, incentives: tuple[float, ...]) -> pd.DataFrame:
-    frames = []
-    for f in sorted((campaign_dir / "events").glob("*.parquet")):
-        frame = pd.read_parquet(f)
-        frame["event_date"] = pd.Timestamp(f.stem)
-        frames.append(frame)
-    events = pd.concat(frames, ignore_index=True)
-    events["level"] = np.searchsorted(np.asarray(incentives), events["treatment"].to_numpy())
-    return events
 
 
 def main() -> int:
@@ -64,8 +54,7 @@ def main() -> int:
         summary = simulate("demo", "confounded", Path(tmp), days=args.days, users=args.users, seed=args.seed,
                            logging="confounded", confounding=args.confounding)
         sim_s = time.perf_counter() - t0
-        config = CampaignConfig.load(summary.campaign_dir)
-        events = load_events(summary.campaign_dir, config.incentives)
+        events, config, _, _ = load_events(summary.campaign_dir)  # the pipeline's landing reader
         truth = true_propensity_arrays(summary.campaign_dir, events["user_id"].to_numpy())
     k = config.n_levels
     split = assign_split(events, holdout_days=config.holdout_days, validation_fraction=config.validation_fraction)

@@ -398,3 +398,89 @@ def test_decide_at_the_stored_lambda_reproduces_the_lp_optimum(tied):
             plain = decide(v, c, res.lambda_ * (1 + 1e-9))
             assert c[rows, plain].sum() < c[rows, levels].sum() - 100  # why the tie share is stored
         assert np.array_equal(levels, decide_at(v, c, res.lambda_, share, seed=0))  # deterministic
+
+
+# ------------------------------------------------------------------ the one decision rule and tie rule
+TIE_V = np.array([
+    [0.0, 1.0, 2.0],   # lambda 1: every level's reduced value is 0 -> the cheapest, level 0
+    [0.0, 1.0, 1.0],   # lambda 0.5: levels 1 and 2 tie with equal cost -> the lower index, 1
+    [1.0, 1.0, 0.0],   # lambda 0: levels 0 and 1 tie, level 1 is cheaper (arms: unordered costs) -> 1
+    [3.0, 2.5, 0.0],   # lambda 1: 3 - 1*1 = 2.5 - 0.5 = 2, both beat 0 - 0.1 -> the cheaper, level 1
+])
+TIE_C = np.array([
+    [0.0, 1.0, 2.0],
+    [0.0, 1.0, 1.0],
+    [2.0, 1.0, 3.0],
+    [1.0, 0.5, 0.1],
+])
+TIE_LAMBDAS = (1.0, 0.5, 0.0, 1.0)
+TIE_EXPECTED = [0, 1, 1, 1]
+
+
+def test_one_decision_rule_same_ties_at_every_former_call_site():
+    """The solver's scans, `decide` (allocation / OnlinePolicy), the joint customer + merchant
+    allocation and the EOM evaluation make identical decisions on ties, by the documented rule:
+    the cheaper level, then the lower index (README "Allocation": the decision rule)."""
+    from promo_assets.allocation import decision
+    from promo_assets.evaluation.eom import levels_at_lambdas
+    from promo_assets.graph import joint
+
+    assert solver_mod.choose_levels is decision.choose_levels  # the solver's scans use the one rule
+    for i, lam in enumerate(TIE_LAMBDAS):
+        v, c = TIE_V[i:i + 1], TIE_C[i:i + 1]
+        got = {
+            "allocation.decide": int(decide(v, c, lam)[0]),
+            "solver scan": int(solver_mod.choose_levels(v, c, lam)[0]),
+            "graph.joint.decide": int(joint.decide(v, c, lam, ratio=0.0)[0]),
+            "eom.levels_at_lambdas": int(levels_at_lambdas(v, c, [lam])[0, 0]),
+            "decide_at_lambdas": int(al.decide_at_lambdas(v, c, [0.0, lam])[1, 0]),
+        }
+        assert set(got.values()) == {TIE_EXPECTED[i]}, (i, got)
+    # the ratio form (GNN/hazard Eq. 19): c - ratio*v, ties again to the cheaper (reduced) cost
+    v = np.array([[0.0, 1.0, 2.0]])
+    c = np.array([[0.0, 3.0, 6.0]])  # c - 2v = [0, 1, 2]; at lambda 1 all reduced values are 0
+    assert int(decide(v, c, 1.0, ratio=2.0)[0]) == int(joint.decide(v, c, 1.0, ratio=2.0)[0]) == 0
+    # lambda = inf: the cheapest level, then the more valuable, then the lower index
+    v = np.array([[1.0, 2.0, 2.0, 5.0]])
+    c = np.array([[1.0, 0.5, 0.5, 3.0]])
+    assert int(decide(v, c, math.inf)[0]) == int(al.decide_at_lambdas(v, c, [math.inf])[0, 0]) == 1
+
+
+def test_solve_and_online_policy_follow_the_tie_rule():
+    """An offline solve and its OnlinePolicy keep the cheaper of two equally good levels."""
+    n = 50
+    v = np.tile([0.0, 1.0, 1.0], (n, 1))
+    c = np.tile([0.0, 1.0, 0.5], (n, 1))  # levels 1 and 2 are worth the same: 2 is cheaper
+    a = solve(v, c, budget=float(n))
+    assert np.all(a.levels == 2) and a.cost == pytest.approx(0.5 * n)
+
+    class Model:
+        def predict(self, frame):
+            return v[: len(frame)], c[: len(frame)]
+
+    pol = OnlinePolicy.from_allocation(Model(), a)
+    np.testing.assert_array_equal(pol.decide(pd.DataFrame({"x": np.zeros(n)})), a.levels)
+
+
+def test_bracketed_scan_fixes_users_at_the_rules_choice(monkeypatch):
+    """The bracket scans keep the first best level (settle_ties=False); every user they fix still
+    gets the rule's level at lambda*: with duplicated levels (equal value and cost) and levels that
+    tie only at some lambda, the bracketed solve equals `decide` at its lambda* but for the one
+    fractional user, and equals the exact path."""
+    rng = np.random.default_rng(3)
+    n = 20_000
+    v = np.sort(rng.uniform(0, 1, (n, 4)), axis=1)
+    c = np.tile([0.0, 1.0, 2.0, 3.0], (n, 1))
+    v = np.concatenate([v[:, :2], v[:, 1:2], v[:, 2:]], axis=1)  # level 2 duplicates level 1
+    c = np.concatenate([c[:, :2], c[:, 1:2], c[:, 2:]], axis=1)
+    budget = 0.4 * float(c[:, -1].sum())
+    exact = solve(v, c, budget, seed=1, rounding="down")
+    monkeypatch.setattr(solver_mod, "BRACKET_MIN_ELEMENTS", 1)
+    monkeypatch.setattr(solver_mod, "BRACKET_MIN_USERS", 1)
+    monkeypatch.setattr(solver_mod, "_SAMPLE_USERS", 2_000)
+    monkeypatch.setattr(solver_mod, "_REFINE_MIN_USERS", 100)
+    fast = solve(v, c, budget, seed=1, rounding="down")
+    assert fast.info["method"] == "bracketed-hull-greedy"
+    rule = decide(v, c, fast.lambda_)
+    assert int(np.sum(fast.levels != rule)) <= 1 and not np.any(fast.levels == 2)  # the duplicate never
+    assert np.sum(fast.levels != exact.levels) <= 1 and fast.lp_value == pytest.approx(exact.lp_value, rel=1e-12)

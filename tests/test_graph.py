@@ -64,6 +64,42 @@ def test_build_graph(camp, graph):
     torch.testing.assert_close(rows[has], torch.ones(int(has.sum())))
 
 
+def test_graph_features_come_from_the_one_feature_encoder(camp):
+    """Node features are `models.encoder.FeatureEncoder.transform_dense`: standardized numerics (a
+    missing value is the mean: 0), one 0/1 column per known category (missing: all zeros)."""
+    from promo_assets.models.encoder import FeatureEncoder
+
+    cust = camp.customers.copy()
+    cust.loc[0, "c_f0"] = np.nan
+    cust.loc[1, "segment"] = None
+    g = build_graph(camp.edges, cust, camp.merchants)
+    enc = g.encoders["customer"]
+    assert isinstance(enc, FeatureEncoder) and enc.indicator_columns == []
+    assert enc.dense_names == ["c_f0", "c_f1", "c_f2", "c_f3", "c_f4", "segment=a", "segment=b", "segment=c"]
+    x = g["customer"].x.numpy()
+    col = pd.to_numeric(cust["c_f0"])
+    np.testing.assert_allclose(x[2:, 0], ((col - col.mean()) / col.std(ddof=0)).to_numpy()[2:], rtol=1e-5)
+    assert x[0, 0] == 0.0 and x[1, 5:].sum() == 0.0
+    assert (x[2:, 5:].sum(axis=1) == 1).all()
+
+
+def test_graph_model_payload_formats(trained, tmp_path):
+    """A format-1 payload (before the one training loop) still loads; an unknown format is refused
+    with a message that says to re-materialize the model."""
+    from promo_assets.graph.train import TrainedGraphModel
+
+    model = trained[0]
+    old = model.payload()
+    old.pop("format")
+    old["history"] = [{"epoch": 1, "loss": 1.0, "loss_c": 0.5, "loss_m": 0.5, "val_c": 0.6, "val_m": 0.6}]
+    loaded = TrainedGraphModel.from_payload(old, version="v1")
+    np.testing.assert_array_equal(loaded.customer_values, model.customer_values)
+    with pytest.raises(GraphTrainingError, match="payload format 99.*re-materialize gnn_hazard_model"):
+        TrainedGraphModel.from_payload({**model.payload(), "format": 99}, version="v99")
+    with pytest.raises(GraphTrainingError, match="re-materialize gnn_hazard_model"):
+        TrainedGraphModel.from_payload({**model.payload(), "unknown_field": 1}, version="vx")
+
+
 def test_build_graph_rejects_unknown_nodes(camp):
     edges = pd.concat([camp.edges, pd.DataFrame({"user_id": ["ghost"], "merchant_id": ["m000001"], "n_payments": [1]})])
     with pytest.raises(GraphDataError, match="missing from the node tables"):
@@ -124,7 +160,7 @@ def test_training_is_deterministic_and_learns(camp, graph):
     a = train_gnn_hazard(graph, camp.customer_events, camp.merchant_events, camp.incentives, camp.commissions, **kw)
     b = train_gnn_hazard(graph, camp.customer_events, camp.merchant_events, camp.incentives, camp.commissions, **kw)
     np.testing.assert_allclose(a.customer_values, b.customer_values, rtol=1e-5, atol=1e-6)
-    assert a.history[-1]["loss"] < a.history[0]["loss"]
+    assert a.history[-1]["train_loss"] < a.history[0]["train_loss"]
 
 
 @pytest.mark.parametrize("encoder,head", [("dnn", "hazard"), ("dnn_h", "hazard"), ("gnn", "cox"), ("gnn", "sbbm")])

@@ -13,6 +13,7 @@ from promo_assets.models import (
     train_dipn_uplift, train_model,
 )
 from promo_assets.models.dipn import alpha_at, isotonic_embedding
+from promo_assets.models.training import FullBatchStep
 from promo_assets.models.isotonic_kernel import isotonic_chain
 
 NUMERIC = ["activity", "age"]
@@ -104,6 +105,15 @@ def test_scoring_user_with_unseen_category_uses_unknown_bucket():
     np.testing.assert_array_equal(model.predict(missing)[0], values)
 
 
+def test_encoder_dense_form_is_one_hot_of_the_indices():
+    frame = pd.DataFrame({"x": [1.0, np.nan, 3.0], "city": ["b", "a", None]})
+    enc = FeatureEncoder(["x"], ["city"]).fit(frame)
+    assert enc.dense_names == ["x", "x missing", "city=a", "city=b"]
+    dense = enc.transform_dense(pd.DataFrame({"x": [1.0, np.nan], "city": ["a", "zzz"]}))
+    assert dense.dtype == np.float32
+    np.testing.assert_allclose(dense, [[-1.0, 0.0, 1.0, 0.0], [0.0, 1.0, 0.0, 0.0]])  # unseen city: zeros
+
+
 # ------------------------------------------------------------------------------------- loop
 def test_training_loop_early_stops_restores_best_and_logs():
     torch.manual_seed(0)
@@ -142,6 +152,39 @@ def test_training_loop_uses_sample_weights():
     fit_torch_model(net, loss_fn, data, data, TrainingConfig(max_epochs=300, batch_size=200, lr=0.05,
                                                              patience=300), seed=0)
     assert float(net.bias.detach()) == pytest.approx(0.1, abs=0.02)   # weighted mean 1/(9+1)
+
+
+def test_training_loop_full_batch_keeps_each_parts_best_parameters():
+    """The full-batch form (the graph models): one step per epoch, early stopping per part, each
+    part's best parameters kept; an improvement is credited to the parameters before the step."""
+
+    class Two(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Parameter(torch.zeros(()))
+            self.b = torch.nn.Parameter(torch.zeros(()))
+
+    net = Two()
+    seen = []
+
+    def step(module, k):
+        a, b = module.a.item(), module.b.item()
+        seen.append((a, b))
+        objective = (module.a - 1.0) ** 2 + (module.b - 2.0) ** 2  # trains a -> 1, b -> 2
+        return FullBatchStep(objective, {"train_a": (a - 1.0) ** 2}, {"val_a": abs(a - 0.4), "val_b": abs(b - 2.0)})
+
+    lines = []
+    fit = fit_torch_model(net, None, None, None, TrainingConfig(max_epochs=200, lr=0.05, patience=5,
+                                                                log_every=50),
+                          full_batch=step, log=lines.append, label="two")
+    assert fit.stopped_early and fit.epochs < 200
+    a_best = fit.best_states["val_a"]["a"].item()
+    assert a_best == pytest.approx(0.4, abs=0.05)                 # a's validation optimum, not its training one
+    assert fit.best_states["val_b"]["b"].item() == pytest.approx(2.0, abs=0.05)
+    assert seen[fit.best_epochs["val_a"]][0] == a_best            # the parameters before that epoch's step
+    assert net.a.item() == a_best                                 # the first part's parameters restored
+    assert set(fit.history[0]) == {"epoch", "train_loss", "train_a", "val_a", "val_b", "seconds"}
+    assert len(lines) == 1 + fit.epochs // 50 + 1 and "two epoch 1/200" in lines[0]
 
 
 # ------------------------------------------------------------------------------------- S-learner

@@ -49,7 +49,8 @@ from .frontier import Frontier, frontier
 from .multi import MultiAllocation, solve_multi
 from .at_lambda import decide_at, tie_share
 from .online import OnlinePolicy
-from .solver import Allocation, decide, dual_objective, solve, solve_ratio
+from .decision import decide, decide_at_lambdas
+from .solver import Allocation, dual_objective, solve, solve_ratio
 
 __all__ = [
     "Allocation",

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from .solver import decide
+from .decision import decide
 
 _REL = 1e-9  # λ*(1 ± 1e-9): just above / below the tie, robust to the rounding of λ* = dv/dc
 

@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from .errors import AllocationInputError
-from .solver import Allocation, decide
+from .decision import decide
+from .solver import Allocation
 
 
 class OnlinePolicy:

@@ -16,6 +16,7 @@ import numpy as np
 
 from . import _checks
 from ._hull import Hull, compute_hull, greedy, levels_after
+from .decision import choose_levels, decide
 from .errors import AllocationInputError, InfeasibleBudgetError
 
 Log = Callable[[str], None] | None
@@ -204,20 +205,6 @@ def _exact_all(v, c, budget, min_total, rounding, seed, kind, log, info, ratio=N
     )
 
 
-def _choice_at(vb: np.ndarray, cb: np.ndarray, lam: float, out: np.ndarray) -> np.ndarray:
-    """argmax_j (v - lam*c) per row (first index on ties); lam=+inf: cheapest, then most valuable.
-
-    ``out`` is a scratch buffer of the same shape."""
-    if math.isinf(lam):
-        mc = cb.min(axis=1, keepdims=True)
-        np.copyto(out, -np.inf)
-        np.copyto(out, vb, where=cb == mc)
-        return out.argmax(axis=1)
-    np.multiply(cb, -lam, out=out)
-    np.add(out, vb, out=out)
-    return out.argmax(axis=1)
-
-
 def _bracket_from_sample(v, c, budget, rng, z):
     """Estimate [lam_lo, lam_hi] containing lambda* from a uniform sample of users.
 
@@ -270,7 +257,7 @@ def _refine(v, c, act, levels, lam_lo, lam_hi, budget_left, steps=8):
     rows = np.arange(act.shape[0])
     js, cost = [], []
     for lam in lams:
-        j = _choice_at(va, ca, float(lam), buf)
+        j = choose_levels(va, ca, float(lam), buf, settle_ties=False)  # see choose_levels
         js.append(j)
         cost.append(float(ca[rows, j].sum()))
     cost = np.array(cost)  # non-increasing in lambda
@@ -321,7 +308,7 @@ def _bracketed(v, c, budget, rounding, seed, kind, log, info, ratio=None):
             vb, cb, sb, gt = vb_buf[:m], cb_buf[:m], sb_buf[:m], gt_buf[:m]
             np.copyto(vb, v[s0 : s0 + m])
             np.copyto(cb, c[s0 : s0 + m])
-            jh = _choice_at(vb, cb, lam_hi, sb)
+            jh = choose_levels(vb, cb, lam_hi, sb, settle_ties=False)  # see choose_levels
             # fixed iff the level chosen at lam_hi is also an argmax at lam_lo: then it is an
             # argmax on the whole bracket (scores are linear in lambda)
             np.multiply(cb, -lam_lo, out=sb)
@@ -552,40 +539,6 @@ def solve_ratio(
         ratio=r,
         info=info,
     )
-
-
-def decide(values, costs, lambda_: float, ratio: float | None = None) -> np.ndarray:
-    """Per-user decision at a given multiplier (DIPN Eq. 7; end-to-end Eq. 4; GNN/hazard Eq. 19).
-
-    levels_i = argmax_j (v_ij - lambda_*c_ij) (with c replaced by c - ratio*v for the ratio form);
-    ties go to the cheapest level, then the lowest index (the budget-safe side of lambda_).
-    Returns an int32 array (N,). Accepts 1-D arrays (K,) for a single user (returns shape (1,)).
-    """
-    v = np.asarray(values)
-    c = np.asarray(costs)
-    if v.ndim == 1:
-        v, c = v[None, :], c[None, :] if c.ndim == 1 else c
-    v, c = _checks.check_pair(v, c, allow_negative_costs=ratio is not None)
-    lam = float(lambda_)
-    if math.isnan(lam) or lam < 0:
-        raise AllocationInputError(f"lambda_ must be >= 0, got {lambda_!r}")
-    n, k = v.shape
-    out = np.empty(n, dtype=np.int32)
-    rows = _checks.rows_per_chunk(k)
-    for s0 in range(0, n, rows):
-        vb = np.asarray(v[s0 : s0 + rows], dtype=np.float64)
-        cb = np.asarray(c[s0 : s0 + rows], dtype=np.float64)
-        if ratio is not None:
-            cb = cb - float(ratio) * vb
-        if math.isinf(lam):
-            s = -cb
-            tie_key = -vb
-        else:
-            s = vb - lam * cb
-            tie_key = cb
-        m = s.max(axis=1, keepdims=True)
-        out[s0 : s0 + rows] = np.where(s >= m, tie_key, np.inf).argmin(axis=1)
-    return out
 
 
 def dual_objective(values, costs, lambda_: float, budget: float) -> float:

@@ -55,7 +55,6 @@ __all__ = [
     "cost_curve",
 ]
 
-_CHUNK_ELEMENTS = 4_000_000  # L x n x K float64 elements per vectorized block (~32 MB)
 
 
 class EvaluationError(ValueError):
@@ -142,19 +141,13 @@ def levels_at_lambdas(values, costs, lambdas) -> np.ndarray:
     """The KKT allocation (end-to-end paper Eq. 4) for each dual multiplier.
 
     Takes values, costs (N x K) and L multipliers; returns an L x N int array whose row l holds
-    argmax_j (v_ij - lambda_l c_ij) per user (ties go to the lowest level index). Vectorized in
-    blocks of users so memory stays bounded.
+    argmax_j (v_ij - lambda_l c_ij) per user: the project's one decision rule and tie rule
+    (`promo_assets.allocation.decide_at_lambdas`: on equal reduced value the cheaper level, then
+    the lower index).
     """
-    v = np.asarray(values, dtype=np.float64)
-    c = np.asarray(costs, dtype=np.float64)
-    lam = np.atleast_1d(np.asarray(lambdas, dtype=np.float64))
-    n, k = v.shape
-    out = np.empty((lam.size, n), dtype=np.int64)
-    step = max(1, _CHUNK_ELEMENTS // max(1, lam.size * k))
-    for s in range(0, n, step):
-        vs, cs = v[s:s + step], c[s:s + step]
-        out[:, s:s + step] = np.argmax(vs[None] - lam[:, None, None] * cs[None], axis=2)
-    return out
+    from promo_assets.allocation.decision import decide_at_lambdas
+
+    return decide_at_lambdas(values, costs, lambdas)
 
 
 # ------------------------------------------------------------------------------------------ EOM

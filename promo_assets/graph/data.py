@@ -8,13 +8,15 @@ history (our choice; the paper builds the graph from "historical trading data" w
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 from torch_geometric.data import HeteroData
+
+from promo_assets.models.encoder import FeatureEncoder
+from promo_assets.models.errors import ModelInputError
 
 CUSTOMER = "customer"
 MERCHANT = "merchant"
@@ -24,52 +26,6 @@ REV_EDGE = (MERCHANT, "paid_by", CUSTOMER)
 
 class GraphDataError(ValueError):
     """Edges or node features that cannot make a customer–merchant graph."""
-
-
-@dataclass
-class FeatureEncoder:
-    """Standardizes numeric columns and one-hot encodes categorical ones (fitted on the node table)."""
-
-    numeric: list[str]
-    categorical: list[str]
-    means: dict[str, float] = field(default_factory=dict)
-    stds: dict[str, float] = field(default_factory=dict)
-    categories: dict[str, list[str]] = field(default_factory=dict)
-
-    @classmethod
-    def fit(cls, frame: pd.DataFrame, numeric: Sequence[str], categorical: Sequence[str]) -> "FeatureEncoder":
-        enc = cls(list(numeric), list(categorical))
-        for col in enc.numeric:
-            values = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=float)
-            finite = values[np.isfinite(values)]
-            enc.means[col] = float(finite.mean()) if finite.size else 0.0
-            std = float(finite.std()) if finite.size else 1.0
-            enc.stds[col] = std if std > 1e-12 else 1.0
-        for col in enc.categorical:
-            enc.categories[col] = sorted(frame[col].dropna().astype(str).unique().tolist())
-        return enc
-
-    @property
-    def names(self) -> list[str]:
-        return self.numeric + [f"{c}={v}" for c in self.categorical for v in self.categories[c]]
-
-    def transform(self, frame: pd.DataFrame) -> np.ndarray:
-        """float32 matrix (rows of `frame`, len(self.names) columns); missing numeric -> the mean."""
-        missing = [c for c in self.numeric + self.categorical if c not in frame.columns]
-        if missing:
-            raise GraphDataError(f"feature column(s) {missing} missing from the node table")
-        blocks = []
-        for col in self.numeric:
-            values = pd.to_numeric(frame[col], errors="coerce").to_numpy(dtype=float)
-            values = np.where(np.isfinite(values), values, self.means[col])
-            blocks.append(((values - self.means[col]) / self.stds[col])[:, None])
-        for col in self.categorical:
-            values = frame[col].astype(str).to_numpy()
-            cats = np.asarray(self.categories[col], dtype=object)
-            blocks.append((values[:, None] == cats[None, :]).astype(float))
-        if not blocks:
-            return np.zeros((len(frame), 0), dtype=np.float32)
-        return np.concatenate(blocks, axis=1).astype(np.float32)
 
 
 def _split_feature_columns(frame: pd.DataFrame, id_col: str) -> tuple[list[str], list[str]]:
@@ -169,15 +125,15 @@ def build_graph(
 
     cn, cc = _split_feature_columns(cust, "user_id")
     mn, mc = _split_feature_columns(merch, "merchant_id")
-    c_enc = FeatureEncoder.fit(cust, customer_numeric if customer_numeric is not None else cn,
-                               customer_categorical if customer_categorical is not None else cc)
-    m_enc = FeatureEncoder.fit(merch, merchant_numeric if merchant_numeric is not None else mn,
-                               merchant_categorical if merchant_categorical is not None else mc)
+    c_enc, c_x = _node_features("customer", cust, customer_numeric if customer_numeric is not None else cn,
+                                customer_categorical if customer_categorical is not None else cc)
+    m_enc, m_x = _node_features("merchant", merch, merchant_numeric if merchant_numeric is not None else mn,
+                                merchant_categorical if merchant_categorical is not None else mc)
 
     data = HeteroData()
-    data[CUSTOMER].x = torch.from_numpy(c_enc.transform(cust))
+    data[CUSTOMER].x = torch.from_numpy(c_x)
     data[CUSTOMER].ids = c_ids
-    data[MERCHANT].x = torch.from_numpy(m_enc.transform(merch))
+    data[MERCHANT].x = torch.from_numpy(m_x)
     data[MERCHANT].ids = m_ids
     if normalizer is not None and normalizer in merch.columns:
         norm = pd.to_numeric(merch[normalizer], errors="coerce").fillna(0.0).to_numpy(dtype=float)
@@ -199,6 +155,17 @@ def build_graph(
     data[MERCHANT].history = torch.from_numpy(_history(dst, n_pay.numpy(), amount.numpy(), len(m_ids)))
     data.encoders = {CUSTOMER: c_enc, MERCHANT: m_enc}
     return data
+
+
+def _node_features(side: str, table: pd.DataFrame, numeric: Sequence[str],
+                   categorical: Sequence[str]) -> tuple[FeatureEncoder, np.ndarray]:
+    """The project's FeatureEncoder fitted on a node table and the table's dense features (no
+    missing indicators: a missing numeric value is the mean, a missing category all zeros)."""
+    try:
+        encoder = FeatureEncoder(numeric, categorical, missing_indicators=False).fit(table)
+        return encoder, encoder.transform_dense(table)
+    except ModelInputError as exc:
+        raise GraphDataError(f"the {side} table: {exc}") from None
 
 
 def _history(node: np.ndarray, n_pay: np.ndarray, amount: np.ndarray, n: int) -> np.ndarray:

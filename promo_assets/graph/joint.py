@@ -105,14 +105,17 @@ def _pad(a: np.ndarray, k: int) -> np.ndarray:
 
 
 def decide(values: np.ndarray, costs: np.ndarray, lambda_: float, ratio: float) -> np.ndarray:
-    """Eq. 19–20: per-row level argmax_j v_ij - lambda_ (c_ij - ratio v_ij) (first on ties).
+    """Eq. 19–20: per-row level argmax_j v_ij - lambda_ (c_ij - ratio v_ij), by the project's one
+    decision rule (`promo_assets.allocation.decide`: on ties the cheaper level, then the lower index).
 
     With c_ij = r_j v_ij this is argmin_j v_ij (lambda_ r_j - lambda_ ratio - 1), Eq. 19, used for the
     merchants too (Eq. 20 with its f^m factor restored, see the module docstring). For merchants pass
     the same (normalized) values and costs the allocation used. Returns an int array of levels.
     """
+    from promo_assets import allocation
+
     v, c = _check("decision", values, costs)
-    return np.argmax(v - lambda_ * (c - ratio * v), axis=1)
+    return allocation.decide(v, c, lambda_, ratio=ratio)
 
 
 def joint_allocation(

@@ -1,7 +1,10 @@
-"""Read a bipartite campaign straight from its landing folder (simulator output or a real export).
+"""Read a bipartite campaign from its landing folder (simulator output or a real export).
 
-The orchestration layer reads the same files through the warehouse; this reader is for benchmarks,
-tests and notebooks, and returns the frames the training API takes.
+Through the one landing reader, `promo_assets.ingestion.frames.load_landing`: the events, edges and
+merchants day files are loaded by the pipeline's own loaders (validation, level mapping, cost
+rules) and read back with the assets' queries; the latest population files and the simulated truth
+files are read as the graph assets read them (`warehouse_io`). Returns the frames the training API
+takes, for benchmarks, tests and notebooks.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from promo_assets.graph.warehouse_io import features_frame, latest_landing_file, read_truth
+
 
 class BipartiteLandingError(ValueError):
     """A bipartite campaign folder that lacks a file or a column."""
@@ -22,10 +27,12 @@ class BipartiteLandingError(ValueError):
 class BipartiteCampaign:
     """Frames of one bipartite campaign.
 
-    customer_events: user_id, level, incentive, response, cost, propensity, merchant_id, features,
-    event_date; merchant_events: merchant_id, level, incentive, response, cost, propensity,
-    prev_shares, features, event_date; edges: the daily payment edges; customers / merchants: node
-    tables (id + features); truth frames are None when the campaign is not simulated.
+    customer_events: the rct_events rows (event_date, source_row, user_id, level, incentive,
+    response, cost, propensity, features); merchant_events: the merchant_events rows (event_date,
+    source_row, merchant_id, level, incentive, response, cost, propensity, then the features, e.g.
+    prev_shares); edges: the daily payment edges (user_id, merchant_id, n_payments); customers /
+    merchants: node tables (id + features) from the latest population / merchant_population files;
+    truth frames are None when the campaign is not simulated.
     """
 
     incentives: np.ndarray
@@ -40,66 +47,43 @@ class BipartiteCampaign:
     config: dict
 
 
-def _read_days(folder: Path) -> pd.DataFrame:
-    files = sorted(folder.glob("*.parquet"))
-    if not files:
-        raise BipartiteLandingError(f"{folder}: no parquet files")
-    frames = []
-    for f in files:
-        frame = pd.read_parquet(f)
-        frame["event_date"] = pd.Timestamp(f.stem).date() if "event_date" not in frame.columns else frame["event_date"]
-        frames.append(frame)
-    return pd.concat(frames, ignore_index=True)
-
-
-def _levels(frame: pd.DataFrame, amounts: np.ndarray, what: str) -> pd.DataFrame:
-    treatment = pd.to_numeric(frame["treatment"], errors="coerce").to_numpy(dtype=float)
-    level = np.searchsorted(amounts, treatment)
-    ok = (level < amounts.size) & np.isclose(amounts[np.minimum(level, amounts.size - 1)], treatment)
-    if not ok.all():
-        raise BipartiteLandingError(f"{what}: {int((~ok).sum())} row(s) with a treatment not in {amounts.tolist()}")
-    frame = frame.rename(columns={"treatment": "incentive"})
-    frame.insert(1, "level", level.astype(np.int64))
-    return frame
-
-
 def load_bipartite_campaign(campaign_dir: Path) -> BipartiteCampaign:
-    """Read campaign.yaml, events/, merchants/, edges/, the latest population files and truth/."""
+    """Load events/, edges/, merchants/ (the pipeline's loaders), the latest population files and truth/."""
+    from promo_assets.ingestion.frames import load_landing
+    from promo_assets.ingestion.merchants import merchant_config
+
     campaign_dir = Path(campaign_dir)
+    landing, campaign = campaign_dir.parent, campaign_dir.name
     cfg_path = campaign_dir / "campaign.yaml"
     if not cfg_path.exists():
         raise BipartiteLandingError(f"{cfg_path} not found")
-    cfg = yaml.safe_load(cfg_path.read_text()) or {}
-    try:
-        incentives = np.asarray(cfg["treatments"]["levels"], dtype=float)
-        commissions = np.asarray(cfg["merchants"]["treatments"]["levels"], dtype=float)
-    except (KeyError, TypeError):
-        raise BipartiteLandingError(
-            f"{cfg_path}: needs treatments.levels and a merchants: block with treatments.levels"
-        ) from None
-    customer_events = _levels(_read_days(campaign_dir / "events"), incentives, "events")
-    merchant_events = _levels(_read_days(campaign_dir / "merchants"), commissions, "merchants")
-    edges = _read_days(campaign_dir / "edges")
-
-    def latest(sub: str) -> pd.DataFrame:
-        files = sorted((campaign_dir / sub).glob("*.parquet"))
-        if not files:
-            raise BipartiteLandingError(f"{campaign_dir / sub}: no parquet files")
-        return pd.read_parquet(files[-1])
-
-    truth_dir = campaign_dir / "truth"
-    c_truth = pd.read_parquet(truth_dir / "response.parquet") if (truth_dir / "response.parquet").exists() else None
-    m_path = truth_dir / "merchant_response.parquet"
-    m_truth = pd.read_parquet(m_path) if m_path.exists() else None
+    config, mconf = merchant_config(landing, campaign)
+    if not mconf.present:
+        raise BipartiteLandingError(f"{cfg_path}: needs a merchants: block with treatments.levels")
+    loaded = load_landing(landing, campaign)
+    if loaded.edges is None or loaded.merchant_events is None:
+        missing = "edges/" if loaded.edges is None else "merchants/"
+        raise BipartiteLandingError(f"{campaign_dir / missing}: no day files (a bipartite campaign needs them)")
+    m = loaded.merchant_events
+    merchant_events = pd.concat(
+        [m.drop(columns=["features"]), features_frame(m["merchant_id"], m["features"], "merchant_id").drop(columns="merchant_id")],
+        axis=1,
+    )
+    customers, _ = latest_landing_file(landing, campaign, "population")
+    merchants, _ = latest_landing_file(landing, campaign, "merchant_population")
+    if customers is None or merchants is None:
+        missing = "population" if customers is None else "merchant_population"
+        raise BipartiteLandingError(f"{campaign_dir / missing}: no day files")
+    c_truth, m_truth = read_truth(landing, campaign, mconf.truth)
     return BipartiteCampaign(
-        incentives=incentives,
-        commissions=commissions,
-        customer_events=customer_events,
+        incentives=np.asarray(config.incentives, dtype=float),
+        commissions=np.asarray(mconf.commissions, dtype=float),
+        customer_events=loaded.events,
         merchant_events=merchant_events,
-        edges=edges,
-        customers=latest("population"),
-        merchants=latest("merchant_population"),
+        edges=loaded.edges,
+        customers=customers,
+        merchants=merchants,
         customer_truth=c_truth,
         merchant_truth=m_truth,
-        config=cfg,
+        config=yaml.safe_load(cfg_path.read_text()) or {},
     )

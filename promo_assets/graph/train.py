@@ -14,7 +14,6 @@ penalty weight (Eq. 8 written as a penalty rather than a constraint) are our cho
 
 from __future__ import annotations
 
-import copy
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,8 +27,14 @@ from torch_geometric.data import HeteroData
 from promo_assets.artifacts import save_object
 from promo_assets.graph.data import CUSTOMER, MERCHANT, normalized_adjacency
 from promo_assets.graph.nn import ENCODERS, HEADS, GraphResponseModel, marginal_increments
+from promo_assets.models.training import FullBatchStep, TrainingConfig, fit_torch_model
 
 SPLITS = ("train", "validation", "holdout")
+# Payload format of a stored graph model. 2: training history in the keys of the one training loop
+# (`fit_torch_model`: train_loss, train_loss_c, validation_loss_c, ...). Format 1 (no "format" key:
+# history keys loss, loss_c, val_c, ...) holds the same predictions and parameters and still loads.
+PAYLOAD_FORMAT = 2
+READABLE_FORMATS = (1, 2)
 
 
 class GraphTrainingError(ValueError):
@@ -141,6 +146,7 @@ class TrainedGraphModel:
     def payload(self) -> dict[str, Any]:
         """What `save` stores (all plain arrays / dicts)."""
         return {
+            "format": PAYLOAD_FORMAT,
             "name": self.name,
             "config": asdict(self.config),
             "customer_ids": self.customer_ids,
@@ -163,8 +169,20 @@ class TrainedGraphModel:
     @classmethod
     def from_payload(cls, payload: dict[str, Any], version: str | None = None) -> "TrainedGraphModel":
         payload = dict(payload)
-        payload["config"] = GraphTrainConfig(**payload["config"])
-        return cls(**payload, version=version)
+        fmt = payload.pop("format", 1)
+        if fmt not in READABLE_FORMATS:
+            raise GraphTrainingError(
+                f"graph model {version or payload.get('name')!r} was stored in payload format {fmt!r}; this version "
+                f"reads formats {list(READABLE_FORMATS)}: re-materialize gnn_hazard_model to retrain it"
+            )
+        try:
+            payload["config"] = GraphTrainConfig(**payload["config"])
+            return cls(**payload, version=version)
+        except TypeError as exc:
+            raise GraphTrainingError(
+                f"graph model {version or payload.get('name')!r} does not fit this version's model ({exc}): "
+                "re-materialize gnn_hazard_model to retrain it"
+            ) from None
 
 
 def _as_levels(name: str, levels: Sequence[float]) -> np.ndarray:
@@ -253,8 +271,6 @@ def train_graph_model(
         cfg.encoder, cfg.head, x_c.shape[1], x_m.shape[1], torch.tensor(r_c), torch.tensor(r_m),
         hidden=cfg.hidden, tower=cfg.tower, dropout=cfg.dropout, history_dim=hist_c.shape[1],
     )
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    sched = torch.optim.lr_scheduler.ExponentialLR(opt, gamma=cfg.lr_decay)
 
     def tensors(rows, key, split):
         sel = rows["split"] == split
@@ -266,6 +282,8 @@ def train_graph_model(
 
     c_tr, c_va = tensors(c_rows, "response", "train"), tensors(c_rows, "response", "validation")
     m_tr, m_va = tensors(m_rows, "target", "train"), tensors(m_rows, "target", "validation")
+    c_mon = c_va if len(c_va[0]) else c_tr  # without validation rows the training loss is monitored
+    m_mon = m_va if len(m_va[0]) else m_tr
 
     if cfg.init_marginal:
         model.customer_head.init_from_marginal(marginal_increments(c_tr[1], c_tr[2], r_c.size))
@@ -275,56 +293,40 @@ def train_graph_model(
         lm = model.merchant_head.loss(h_m[m[0]], m[1], m[2]) / max(len(m[0]), 1)
         return lc, lm
 
-    # per-side early stopping: each side keeps the parameters of its best validation epoch
-    best = {"c": np.inf, "m": np.inf}
-    best_state: dict[str, Any] = {"c": None, "m": None}
-    best_epoch = {"c": 0, "m": 0}
-    bad_epochs = 0
-    history: list[dict[str, float]] = []
-    t0 = time.perf_counter()
-    for epoch in range(1, cfg.max_epochs + 1):
-        te = time.perf_counter()
-        model.train()
-        opt.zero_grad()
-        h_c, h_m = model.embed(x_c, x_m, adj, hist_c, hist_m)
+    def full_graph_step(module, step) -> FullBatchStep:
+        """One full-graph batch: the joint loss, and each side's validation loss of the same pass."""
+        h_c, h_m = module.embed(x_c, x_m, adj, hist_c, hist_m)
         lc, lm = side_losses(h_c, h_m, c_tr, m_tr)
-        loss = lc + cfg.merchant_weight * lm + cfg.fused_lasso * model.customer_head.penalty()
-        with torch.no_grad():  # validation losses of the current parameters (before this step)
-            vc, vm = side_losses(h_c, h_m, c_va if len(c_va[0]) else c_tr, m_va if len(m_va[0]) else m_tr)
-        improved = False
-        for side, v in (("c", vc.item()), ("m", vm.item())):
-            if v < best[side] - 1e-6:
-                best[side], best_epoch[side], improved = v, epoch - 1, True
-                best_state[side] = copy.deepcopy(model.state_dict())
-        bad_epochs = 0 if improved else bad_epochs + 1
-        loss.backward()
-        opt.step()
-        sched.step()
-        history.append(
-            {"epoch": epoch, "loss": loss.item(), "loss_c": lc.item(), "loss_m": lm.item(),
-             "val_c": vc.item(), "val_m": vm.item(), "seconds": time.perf_counter() - te}
+        with torch.no_grad():
+            vc, vm = side_losses(h_c, h_m, c_mon, m_mon)
+        return FullBatchStep(
+            objective=lc + cfg.merchant_weight * lm + cfg.fused_lasso * module.customer_head.penalty(),
+            train={"train_loss_c": lc.item(), "train_loss_m": lm.item()},
+            monitored={"validation_loss_c": vc.item(), "validation_loss_m": vm.item()},
         )
-        if epoch % 10 == 0 or epoch == 1:
-            say(f"{cfg.encoder}+{cfg.head} epoch {epoch}: loss {loss.item():.4f} (c {lc.item():.4f}, "
-                f"m {lm.item():.4f}) validation c {vc.item():.4f} m {vm.item():.4f} [{history[-1]['seconds']:.2f}s]")
-        if bad_epochs >= cfg.patience:
-            break
-    model.eval()
+
+    # per-side early stopping: each side keeps the parameters of its best validation epoch
+    loop = TrainingConfig(max_epochs=cfg.max_epochs, lr=cfg.lr, weight_decay=cfg.weight_decay,
+                          patience=cfg.patience, min_delta=1e-6, grad_clip=None, lr_decay=cfg.lr_decay,
+                          log_every=10)
+    t0 = time.perf_counter()
+    fit = fit_torch_model(model, None, None, None, loop, log=say, label=f"{cfg.encoder}+{cfg.head}",
+                          full_batch=full_graph_step)
+    best_c, best_m = fit.best_states["validation_loss_c"], fit.best_states["validation_loss_m"]
     with torch.no_grad():
-        model.load_state_dict(best_state["c"])
+        model.load_state_dict(best_c)
         f_c, _ = model(x_c, x_m, adj, hist_c, hist_m)
-        model.load_state_dict(best_state["m"])
+        model.load_state_dict(best_m)
         _, y_m = model(x_c, x_m, adj, hist_c, hist_m)
     customer_values = f_c.numpy().astype(np.float64)
     merchant_values = np.clip(y_m.numpy().astype(np.float64), 0.0, None) * norm[:, None]
-    epochs = len(history)
-    say(f"{cfg.encoder}+{cfg.head}: {epochs} epochs in {time.perf_counter() - t0:.1f}s, best validation "
-        f"c {best['c']:.4f} (epoch {best_epoch['c']}), m {best['m']:.4f} (epoch {best_epoch['m']})")
+    history = fit.history
 
     metrics = label_metrics(customer_values, merchant_values, norm, c_rows, m_rows)
     metrics.update(
-        {"epochs": epochs, "best_epoch_c": best_epoch["c"], "best_epoch_m": best_epoch["m"], "seconds": time.perf_counter() - t0,
-         "seconds_per_epoch": float(np.mean([h["seconds"] for h in history]))}
+        {"epochs": fit.epochs, "best_epoch_c": fit.best_epochs["validation_loss_c"],
+         "best_epoch_m": fit.best_epochs["validation_loss_m"], "seconds": time.perf_counter() - t0,
+         "seconds_per_epoch": fit.seconds_per_epoch}
     )
     trained = TrainedGraphModel(
         name=f"{cfg.encoder}_{cfg.head}",
@@ -338,7 +340,7 @@ def train_graph_model(
         merchant_normalizer=norm,
         metrics=metrics,
         history=history,
-        state_dict={"customer": best_state["c"], "merchant": best_state["m"]},
+        state_dict={"customer": best_c, "merchant": best_m},
     )
     if save:
         trained.save(artifacts_root)

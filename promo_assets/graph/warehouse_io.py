@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from promo_assets.ingestion import day_files
+from promo_assets.ingestion.frames import latest_day_file
 
 
 def features_json(frame: pd.DataFrame, id_col: str) -> list[str]:
@@ -60,12 +60,9 @@ def node_stats(table: pd.DataFrame, id_col: str, edges: pd.DataFrame, events: pd
 
 
 def latest_landing_file(landing_dir: Path, campaign: str, kind: str) -> tuple[pd.DataFrame | None, str | None]:
-    """(frame, path) of the latest `<landing_dir>/<campaign>/<kind>/<day>.parquet|csv`, or (None, None)."""
-    files = day_files(Path(landing_dir), campaign, kind)
-    if not files:
-        return None, None
-    path = files[max(files)]
-    return (pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)), str(path)
+    """(frame, path) of the latest `<landing_dir>/<campaign>/<kind>/<day>.parquet|csv`, or (None, None)
+    (the one landing reader's `latest_day_file`)."""
+    return latest_day_file(landing_dir, campaign, kind)
 
 
 def read_truth(landing_dir: Path, campaign: str, merchant_truth: str) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:

@@ -317,6 +317,26 @@ def load_model(version: str, root=None) -> TrainedModel:
     return model
 
 
+def fit_metrics(fit, prep: PreparedFrame, module: torch.nn.Module, weighted: bool, t0: float, **extra) -> dict:
+    """The metrics every torch response model stores about its fit (`fit`: the FitResult of
+    `fit_torch_model`, `t0`: perf_counter() before it), plus `extra` model-specific ones."""
+    import time
+
+    return {
+        "validation_loss": fit.best_validation_loss,
+        "best_epoch": fit.best_epoch,
+        "epochs": fit.epochs,
+        "stopped_early": fit.stopped_early,
+        "seconds_per_epoch": fit.seconds_per_epoch,
+        "train_seconds": time.perf_counter() - t0,
+        **extra,
+        "n_train": prep.n_train,
+        "n_validation": prep.n_validation,
+        "n_parameters": count_parameters(module),
+        "weighted": bool(weighted),
+    }
+
+
 def count_parameters(module: torch.nn.Module) -> int:
     return int(sum(p.numel() for p in module.parameters()))
 

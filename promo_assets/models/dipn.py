@@ -63,7 +63,7 @@ from torch import nn
 
 from promo_assets.campaign import CampaignConfig
 from promo_assets.models.base import (
-    TrainedModel, count_parameters, cost_loss, prepare_frame, register_architecture, resolve_max_epochs,
+    TrainedModel, cost_loss, fit_metrics, prepare_frame, register_architecture, resolve_max_epochs,
     response_loss, summed_embedding_input,
 )
 from promo_assets.models.errors import ModelInputError
@@ -270,18 +270,7 @@ def train_dipn_bias(frame: pd.DataFrame, config: CampaignConfig, numeric: list[s
     fit = fit_torch_model(net, loss_fn, prep.train, prep.validation, tc, seed=seed,
                           weight_key="weight" if weighted else None, parameters=net.bias_parameters(),
                           log=log, label="dipn_bias")
-    metrics = {
-        "validation_loss": fit.best_validation_loss,
-        "best_epoch": fit.best_epoch,
-        "epochs": fit.epochs,
-        "stopped_early": fit.stopped_early,
-        "seconds_per_epoch": fit.seconds_per_epoch,
-        "train_seconds": time.perf_counter() - t0,
-        "n_train": prep.n_train,
-        "n_validation": prep.n_validation,
-        "n_parameters": count_parameters(net),
-        "weighted": bool(weighted),
-    }
+    metrics = fit_metrics(fit, prep, net, weighted, t0)
     hp_out = {**hp, "hidden": [int(h) for h in hidden], "uplift_embedding_dim": int(uplift_embedding_dim),
               "max_epochs": epochs, "seed": seed, "weighted": bool(weighted),
               "numeric": list(numeric), "categorical": list(categorical)}
@@ -364,17 +353,7 @@ def train_dipn_uplift(bias_model: TrainedModel, frame: pd.DataFrame, weighted: b
     for p in net.parameters():
         p.requires_grad_(True)
     metrics = {
-        "validation_loss": fit.best_validation_loss,
-        "best_epoch": fit.best_epoch,
-        "epochs": fit.epochs,
-        "stopped_early": fit.stopped_early,
-        "seconds_per_epoch": fit.seconds_per_epoch,
-        "train_seconds": time.perf_counter() - t0,
-        "final_alpha": alpha_at(fit.steps, a_u, a_l, gamma),
-        "n_train": prep.n_train,
-        "n_validation": prep.n_validation,
-        "n_parameters": count_parameters(net),
-        "weighted": bool(weighted),
+        **fit_metrics(fit, prep, net, weighted, t0, final_alpha=alpha_at(fit.steps, a_u, a_l, gamma)),
         "bias_validation_loss": bias_model.metrics.get("validation_loss"),
         "bias_epochs": bias_model.metrics.get("epochs"),
         "bias_best_epoch": bias_model.metrics.get("best_epoch"),

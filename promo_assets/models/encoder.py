@@ -12,6 +12,12 @@ Encoding rules
   replaced by 1); a missing value becomes 0 after standardization (the training mean). With
   `missing_indicators=True`, every numeric column that had missing values at fit time also gets a
   0/1 indicator column (appended after the standardized columns, in the same order).
+- Dense form (`transform_dense`, used by the customer–merchant graph's node features): the numeric
+  block followed by a one-hot block per categorical column over its vocabulary (the unknown bucket
+  has no column: a missing or unseen value is all zeros).
+
+The one encoder of the project: the response models use `transform` (indices for embeddings),
+the graph models `transform_dense`.
 """
 
 from __future__ import annotations
@@ -116,6 +122,22 @@ class FeatureEncoder:
             codes[missing] = 0
             x_cat[:, j] = codes
         return x_num, x_cat
+
+    @property
+    def dense_names(self) -> list[str]:
+        """Column names of `transform_dense`: numeric columns, indicators, then `column=value`."""
+        return (self.numeric + [f"{c} missing" for c in self.indicator_columns]
+                + [f"{c}={v}" for c in self.categorical for v in self.vocabularies[c]])
+
+    def transform_dense(self, frame: pd.DataFrame) -> np.ndarray:
+        """float32 matrix N x len(dense_names): `transform`'s numeric block, then one 0/1 column
+        per (categorical column, known value); the unknown bucket (missing or unseen) is all zeros."""
+        x_num, x_cat = self.transform(frame)
+        blocks = [x_num]
+        for j, col in enumerate(self.categorical):
+            blocks.append((x_cat[:, j:j + 1] == np.arange(1, len(self.vocabularies[col]) + 1)[None, :])
+                          .astype(np.float32))
+        return np.concatenate(blocks, axis=1).astype(np.float32, copy=False)
 
     def fit_transform(self, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
         return self.fit(frame).transform(frame)

@@ -27,7 +27,7 @@ from torch import nn
 
 from promo_assets.campaign import CampaignConfig
 from promo_assets.models.base import (
-    TrainedModel, count_parameters, cost_loss, prepare_frame, register_architecture, resolve_max_epochs,
+    TrainedModel, cost_loss, fit_metrics, prepare_frame, register_architecture, resolve_max_epochs,
     response_loss,
 )
 from promo_assets.models.errors import ModelInputError
@@ -174,18 +174,7 @@ def train_s_learner(frame: pd.DataFrame, config: CampaignConfig, numeric: list[s
     t0 = time.perf_counter()
     fit = fit_torch_model(net, loss_fn, prep.train, prep.validation, tc, seed=seed,
                           weight_key="weight" if weighted else None, log=log, label="s_learner")
-    metrics = {
-        "validation_loss": fit.best_validation_loss,
-        "best_epoch": fit.best_epoch,
-        "epochs": fit.epochs,
-        "stopped_early": fit.stopped_early,
-        "seconds_per_epoch": fit.seconds_per_epoch,
-        "train_seconds": time.perf_counter() - t0,
-        "n_train": prep.n_train,
-        "n_validation": prep.n_validation,
-        "n_parameters": count_parameters(net),
-        "weighted": bool(weighted),
-    }
+    metrics = fit_metrics(fit, prep, net, weighted, t0)
     if has_cost and prep.n_validation:
         metrics["validation_response_loss"] = evaluate_loss(
             net, _s_learner_loss(kind, False), prep.validation, "weight" if weighted else None)

@@ -1,10 +1,16 @@
-"""The common training loop every torch response model uses.
+"""The one training loop of the project: every torch model (S-learner, DIPN, the graph models) uses it.
 
 `fit_torch_model` runs mini-batch Adam on per-sample losses weighted by per-sample weights (the IPS
 weights), early-stops on the weighted validation loss with a patience, restores the best epoch's
 parameters and reports one log line per epoch. It is deterministic for a given seed (the batch order
 comes from its own `torch.Generator`; model initialization is seeded by the caller, see
 `seeded`). Torch's thread settings are left as they are.
+
+Full-batch models (the customer–merchant graph: every node is embedded in one forward pass) pass a
+`full_batch` step function instead of per-sample batches: one optimizer step per epoch on the
+objective it returns, and early stopping per *part* (e.g. the customer and the merchant side):
+each part keeps the parameters of its own best epoch (`FitResult.best_states`), training stops
+when no part improved for `patience` epochs.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import contextlib
 import copy
 import math
 import time
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, field, fields
 from typing import Callable, Iterator, Mapping
 
 import torch
@@ -38,6 +44,8 @@ class TrainingConfig:
     min_delta: float = 1e-5
     grad_clip: float | None = 10.0
     eval_batch_size: int = 8192
+    lr_decay: float | None = None  # multiply the learning rate by this after every epoch (None: constant)
+    log_every: int = 1  # one log line every this many epochs (and the first)
 
     def validate(self) -> None:
         if self.max_epochs < 1:
@@ -48,12 +56,20 @@ class TrainingConfig:
             raise ModelInputError(f"lr must be a positive number, got {self.lr}")
         if self.patience < 1:
             raise ModelInputError(f"patience must be >= 1, got {self.patience}")
+        if self.lr_decay is not None and not 0 < self.lr_decay <= 1:
+            raise ModelInputError(f"lr_decay must be in (0, 1], got {self.lr_decay}")
+        if self.log_every < 1:
+            raise ModelInputError(f"log_every must be >= 1, got {self.log_every}")
 
 
 @dataclass
 class FitResult:
     """What `fit_torch_model` returns. `history` has one dict per epoch:
-    {"epoch", "train_loss", "validation_loss", "seconds"} (epochs counted from 1)."""
+    {"epoch", "train_loss", "validation_loss", "seconds"} (epochs counted from 1); a full-batch fit
+    has its step's part losses instead of "validation_loss" (e.g. "validation_loss_c").
+    `best_epochs` / `best_losses` / `best_states`: per monitored part, its best epoch (0: the
+    parameters before training), loss and parameters; `best_epoch` / `best_validation_loss` are
+    those of the first part."""
 
     history: list[dict[str, float]] = field(default_factory=list)
     best_epoch: int = 0
@@ -61,6 +77,9 @@ class FitResult:
     epochs: int = 0
     stopped_early: bool = False
     steps: int = 0
+    best_epochs: dict[str, int] = field(default_factory=dict)
+    best_losses: dict[str, float] = field(default_factory=dict)
+    best_states: dict[str, dict] = field(default_factory=dict, repr=False)
 
     @property
     def seconds_per_epoch(self) -> float:
@@ -68,9 +87,27 @@ class FitResult:
         return float(sum(secs) / len(secs)) if secs else float("nan")
 
     def to_dict(self) -> dict:
-        d = asdict(self)
+        """Plain values (no parameters)."""
+        d = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name != "best_states"}
         d["seconds_per_epoch"] = self.seconds_per_epoch
         return d
+
+
+@dataclass
+class FullBatchStep:
+    """What a full-batch step function returns for one epoch: the `objective` to minimize (a scalar
+    tensor with grad), named training losses to report (`train`, e.g. {"train_loss_c": ...}) and the
+    monitored losses per part (`monitored`, e.g. {"validation_loss_c": ..., "validation_loss_m": ...})
+    of the parameters *before* this step (computed in the same forward pass, so monitoring costs no
+    second pass; an improvement is credited to the previous epoch's parameters)."""
+
+    objective: torch.Tensor
+    train: dict[str, float]
+    monitored: dict[str, float]
+
+
+# full_batch(module, step) -> FullBatchStep, called once per epoch in train mode
+FullBatchFn = Callable[[torch.nn.Module, int], FullBatchStep]
 
 
 @contextlib.contextmanager
@@ -122,8 +159,8 @@ def evaluate_loss(module: torch.nn.Module, loss_fn: LossFn, tensors: Mapping[str
 
 def fit_torch_model(
     module: torch.nn.Module,
-    loss_fn: LossFn,
-    train: Mapping[str, torch.Tensor],
+    loss_fn: LossFn | None,
+    train: Mapping[str, torch.Tensor] | None,
     validation: Mapping[str, torch.Tensor] | None,
     config: TrainingConfig | None = None,
     *,
@@ -132,6 +169,7 @@ def fit_torch_model(
     parameters: list[torch.nn.Parameter] | None = None,
     log: Callable[[str], None] | None = None,
     label: str = "model",
+    full_batch: FullBatchFn | None = None,
 ) -> FitResult:
     """Train `module` in place and return its history.
 
@@ -140,81 +178,114 @@ def fit_torch_model(
     - `loss_fn(module, batch, step)` returns the per-sample loss (B,) and an optional penalty scalar
       that is added to the training objective only (e.g. DIPN's smoothness loss, Eq. 16).
     - Objective per mini-batch: sum(w * l) / sum(w) + penalty, minimized with Adam over `parameters`
-      (default: every parameter that requires grad).
+      (default: every parameter that requires grad); gradients clipped to `config.grad_clip`; the
+      learning rate multiplied by `config.lr_decay` after every epoch when set.
     - Early stopping: after each epoch the weighted validation loss is computed; training stops after
       `config.patience` epochs without an improvement of at least `min_delta`, and the parameters of
       the best epoch are restored. Without validation rows the training loss is monitored instead.
-    - `log(line)` is called once per epoch with epoch, train loss, validation loss and seconds.
+    - `full_batch(module, step) -> FullBatchStep` replaces `loss_fn` / `train` / `validation`: one
+      step per epoch on its objective, early stopping per monitored part (see the module docstring);
+      the first part's best parameters are restored, every part's are in `best_states`.
+    - `log(line)` is called every `config.log_every` epochs with epoch, losses and seconds.
     """
     config = config or TrainingConfig()
     config.validate()
-    n = _n_rows(train)
-    if n == 0:
-        raise ModelInputError(f"{label}: no training rows")
-    has_val = validation is not None and _n_rows(validation) > 0
+    if full_batch is None:
+        n = _n_rows(train or {})
+        if n == 0:
+            raise ModelInputError(f"{label}: no training rows")
+        has_val = validation is not None and _n_rows(validation) > 0
     params = parameters if parameters is not None else [p for p in module.parameters() if p.requires_grad]
     if not params:
         raise ModelInputError(f"{label}: no trainable parameters")
     optimizer = torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
+    scheduler = (torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=config.lr_decay)
+                 if config.lr_decay is not None else None)
     generator = torch.Generator().manual_seed(int(seed))
 
+    def optimizer_step(objective: torch.Tensor, epoch: int) -> None:
+        nonlocal step
+        if not torch.isfinite(objective):
+            raise FloatingPointError(f"{label}: non-finite training loss at epoch {epoch}, step {step}")
+        optimizer.zero_grad(set_to_none=True)
+        objective.backward()
+        if config.grad_clip:
+            torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
+        optimizer.step()
+        step += 1
+
+    def improved(monitored: dict[str, float], epoch: int) -> bool:
+        """Record each part's best loss, epoch and parameters; True when any part improved."""
+        better = False
+        for part, loss in monitored.items():
+            if loss < result.best_losses.get(part, math.inf) - config.min_delta:
+                result.best_losses[part], result.best_epochs[part] = loss, epoch
+                result.best_states[part] = copy.deepcopy(module.state_dict())
+                better = True
+        return better
+
     result = FitResult()
-    best_state = copy.deepcopy(module.state_dict())
-    best = math.inf
+    initial_state = copy.deepcopy(module.state_dict())
     bad_epochs = 0
     step = 0
     for epoch in range(1, config.max_epochs + 1):
         t0 = time.perf_counter()
         module.train()
-        order = torch.randperm(n, generator=generator)
-        total = 0.0
-        total_w = 0.0
-        for start in range(0, n, config.batch_size):
-            idx = order[start:start + config.batch_size]
-            batch = {k: v[idx] for k, v in train.items()}
-            per_sample, penalty = loss_fn(module, batch, step)
-            w = batch.get(weight_key) if weight_key else None
-            loss = weighted_mean(per_sample, w)
-            objective = loss if penalty is None else loss + penalty
-            if not torch.isfinite(objective):
-                raise FloatingPointError(f"{label}: non-finite training loss at epoch {epoch}, step {step}")
-            optimizer.zero_grad(set_to_none=True)
-            objective.backward()
-            if config.grad_clip:
-                torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
-            optimizer.step()
-            step += 1
-            bw = float(w.sum()) if w is not None else float(per_sample.shape[0])
-            total += float(loss.detach()) * bw
-            total_w += bw
-        train_loss = total / max(total_w, 1e-12)
-        if has_val:
-            val_loss = evaluate_loss(module, loss_fn, validation, weight_key, config.eval_batch_size)
+        if full_batch is not None:
+            out = full_batch(module, step)
+            train_loss = float(out.objective.detach())
+            monitored, extra = dict(out.monitored), dict(out.train)
+            better = improved(monitored, epoch - 1)  # the parameters before this step
+            optimizer_step(out.objective, epoch)
         else:
-            val_loss = evaluate_loss(module, loss_fn, train, weight_key, config.eval_batch_size)
+            order = torch.randperm(n, generator=generator)
+            total = 0.0
+            total_w = 0.0
+            for start in range(0, n, config.batch_size):
+                idx = order[start:start + config.batch_size]
+                batch = {k: v[idx] for k, v in train.items()}
+                per_sample, penalty = loss_fn(module, batch, step)
+                w = batch.get(weight_key) if weight_key else None
+                loss = weighted_mean(per_sample, w)
+                optimizer_step(loss if penalty is None else loss + penalty, epoch)
+                bw = float(w.sum()) if w is not None else float(per_sample.shape[0])
+                total += float(loss.detach()) * bw
+                total_w += bw
+            train_loss = total / max(total_w, 1e-12)
+            val_loss = evaluate_loss(module, loss_fn, validation if has_val else train, weight_key,
+                                     config.eval_batch_size)
+            monitored, extra = {"validation_loss": val_loss}, {}
+            better = improved(monitored, epoch)
+        if scheduler is not None:
+            scheduler.step()
         seconds = time.perf_counter() - t0
-        result.history.append({"epoch": epoch, "train_loss": train_loss, "validation_loss": val_loss,
-                               "seconds": seconds})
-        if log is not None:
-            log(f"{label} epoch {epoch}/{config.max_epochs}: train loss {train_loss:.5f}, "
-                f"validation loss {val_loss:.5f}{'' if has_val else ' (no validation rows: train loss)'}, "
-                f"{seconds:.2f}s")
-        if val_loss < best - config.min_delta:
-            best = val_loss
-            result.best_epoch = epoch
-            best_state = copy.deepcopy(module.state_dict())
-            bad_epochs = 0
-        else:
-            bad_epochs += 1
-            if bad_epochs >= config.patience:
-                result.stopped_early = True
-                break
-    module.load_state_dict(best_state)
+        result.history.append({"epoch": epoch, "train_loss": train_loss, **extra, **monitored, "seconds": seconds})
+        if log is not None and (epoch == 1 or epoch % config.log_every == 0):
+            if full_batch is None:
+                log(f"{label} epoch {epoch}/{config.max_epochs}: train loss {train_loss:.5f}, "
+                    f"validation loss {val_loss:.5f}{'' if has_val else ' (no validation rows: train loss)'}, "
+                    f"{seconds:.2f}s")
+            else:
+                log(f"{label} epoch {epoch}/{config.max_epochs}: train loss {train_loss:.5f} ("
+                    + ", ".join(f"{k} {v:.5f}" for k, v in {**extra, **monitored}.items()) + f"), {seconds:.2f}s")
+        bad_epochs = 0 if better else bad_epochs + 1
+        if bad_epochs >= config.patience:
+            result.stopped_early = True
+            break
+    first = next(iter(monitored))
+    for part in monitored:
+        result.best_states.setdefault(part, initial_state)
+        result.best_epochs.setdefault(part, 0)
+        result.best_losses.setdefault(part, math.inf)
+    module.load_state_dict(result.best_states[first])
     module.eval()
-    result.best_validation_loss = best
+    result.best_epoch = result.best_epochs[first]
+    result.best_validation_loss = result.best_losses[first]
     result.epochs = len(result.history)
     result.steps = step
     if log is not None:
-        log(f"{label}: restored best epoch {result.best_epoch} (validation loss {best:.5f}) after "
+        best = (f"validation loss {result.best_validation_loss:.5f}" if full_batch is None else
+                ", ".join(f"{p} {result.best_losses[p]:.5f} at epoch {result.best_epochs[p]}" for p in monitored))
+        log(f"{label}: restored best epoch {result.best_epoch} ({best}) after "
             f"{result.epochs} epochs{' (early stop)' if result.stopped_early else ''}")
     return result

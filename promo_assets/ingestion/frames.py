@@ -1,0 +1,109 @@
+"""The one landing reader: a campaign's landing folder as the frames the pipeline works on.
+
+`load_landing` loads every day file of a campaign with the production loaders (`ingest_events_day`:
+typing, validation, the treatment → level mapping and the campaign's cost rule;
+`ingest_edges_day`; `merchants.ingest_merchants_day`) into a warehouse connection — by default a
+fresh in-memory one — and reads the rows back with the same queries the assets use. Benchmarks,
+notebooks and the graph code's `load_bipartite_campaign` read landing folders through it, so they
+see exactly what `promo run` sees. `latest_day_file` reads a campaign's latest side file
+(`population/`, `merchant_population/`): it is not loaded into the warehouse, the pipeline reads
+the latest day's file as it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from promo_assets.campaign import CampaignConfig
+from promo_assets.ingestion import (
+    IngestError,
+    day_files,
+    ingest_edges_day,
+    ingest_events_day,
+    load_config,
+    loaded_features,
+)
+from promo_assets.warehouse import ensure_schema, quote_ident, sql
+
+
+@dataclass
+class LandingFrames:
+    """A campaign's landing files as loaded by the pipeline.
+
+    `events`: the rct_events rows (event_date, source_row, user_id, level, incentive, response,
+    cost by the campaign's cost rule, propensity (NULL when not logged), then the feature columns);
+    `numeric` / `categorical`: the feature columns by kind; `edges`: payment edges (user_id,
+    merchant_id, n_payments) or None; `merchant_events`: merchant RCT rows (event_date, source_row,
+    merchant_id, level, incentive, response, cost, propensity, features as JSON) or None;
+    `rejected`: rows refused at loading, per file (the count)."""
+
+    config: CampaignConfig
+    events: pd.DataFrame
+    numeric: list[str]
+    categorical: list[str]
+    edges: pd.DataFrame | None = None
+    merchant_events: pd.DataFrame | None = None
+    rejected: dict[str, int] = field(default_factory=dict)
+
+
+def load_landing(landing: Path, campaign: str, con: duckdb.DuckDBPyConnection | None = None, *,
+                 edges: bool = True, merchants: bool = True) -> LandingFrames:
+    """Load every day file of `<landing>/<campaign>/` (events; with `edges` / `merchants`, the
+    edges/ and merchants/ files too) with the pipeline's loaders into `con` (default: an in-memory
+    warehouse, discarded afterwards) and return the loaded rows. Raises IngestError naming the file
+    for a file the pipeline refuses, and when the campaign has no events day file."""
+    landing = Path(landing)
+    config = load_config(landing, campaign)
+    with contextlib.ExitStack() as stack:
+        if con is None:
+            con = stack.enter_context(contextlib.closing(duckdb.connect(":memory:")))
+            ensure_schema(con)
+        files = day_files(landing, campaign, "events")
+        if not files:
+            raise IngestError(f"{landing / campaign / 'events'}: no events day files (YYYY-MM-DD.parquet|csv)")
+        rejected = {}
+        for day, path in sorted(files.items()):
+            rejected[str(path)] = ingest_events_day(con, config, day, path).rows_rejected
+        kinds = loaded_features(con, campaign)
+        numeric = [f for f, k in kinds.items() if k == "numeric"]
+        categorical = [f for f, k in kinds.items() if k == "categorical"]
+        columns = "".join(f", {quote_ident(c)}" for c in numeric + categorical)
+        events = con.execute(sql("frames", "events", columns=columns), [campaign]).df()
+        out = LandingFrames(config, events, numeric, categorical, rejected=rejected)
+        if edges and (edge_files := day_files(landing, campaign, "edges")):
+            for day, path in sorted(edge_files.items()):
+                ingest_edges_day(con, campaign, day, path)
+            out.edges = con.execute(sql("graph", "campaign_edges"), [campaign]).df()
+        if merchants and (merchant_files := day_files(landing, campaign, "merchants")):
+            from promo_assets.ingestion import merchants as ingest_merchants
+
+            _, mconf = ingest_merchants.merchant_config(landing, campaign)
+            for day, path in sorted(merchant_files.items()):
+                ingest_merchants.ingest_merchants_day(con, campaign, day, path, mconf)
+            out.merchant_events = con.execute(sql("graph", "campaign_merchant_events"), [campaign]).df()
+    return out
+
+
+def read_day_file(path: Path) -> pd.DataFrame:
+    """One landing day file (.parquet or .csv) as a DataFrame, for the side files the pipeline does
+    not load into the warehouse (population/, merchant_population/)."""
+    path = Path(path)
+    try:
+        return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    except Exception as exc:  # pyarrow / pandas parser errors
+        raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+
+
+def latest_day_file(landing: Path, campaign: str, kind: str) -> tuple[pd.DataFrame | None, str | None]:
+    """(frame, path) of the latest `<landing>/<campaign>/<kind>/<day>.parquet|csv`, or (None, None)."""
+    files: dict[dt.date, Path] = day_files(Path(landing), campaign, kind)
+    if not files:
+        return None, None
+    path = files[max(files)]
+    return read_day_file(path), str(path)
