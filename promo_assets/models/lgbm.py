@@ -102,7 +102,8 @@ class LGBMSLearner(_LGBMModel):
 
 class LGBMSLearnerMonotone(_LGBMModel):
     name = "lgbm_s_mono"
-    title = "LightGBM S-learner with a monotone-increasing constraint on the level (ordered levels only)"
+    title = "LightGBM S-learner with a monotone-increasing constraint on the level"
+    applies = "ordered incentive levels (`treatments: levels`)"
     variant = "s_mono"
 
     def applies_to(self, config: CampaignConfig) -> str | None:
