@@ -80,10 +80,12 @@ def test_three_arm_campaign_skips_dipn_and_gnn_hazard_with_their_reasons(promo_e
     assert "mail: dipn skipped: needs ordered incentive levels" in out
     assert "mail: gnn_hazard skipped: needs a customer–merchant campaign" in out
     evaluated = {r[0] for r in _query(promo_env, "SELECT DISTINCT model FROM policy_evaluation")}
-    assert {"s_learner", "random"} <= evaluated and not {"dipn", "gnn_hazard"} & evaluated
+    assert {"s_learner", "lgbm_s", "lgbm_t", "random"} <= evaluated
+    assert not {"dipn", "gnn_hazard", "lgbm_s_mono"} & evaluated
     assert _query(promo_env, "SELECT count(*) FROM allocation WHERE model = 's_learner'")[0][0] > 0
     skips = dict(_query(promo_env, "SELECT model, reason FROM model_skips"))
-    assert set(skips) == {"dipn", "gnn_hazard"} and "unordered arms" in skips["dipn"]
+    assert set(skips) == {"dipn", "gnn_hazard", "lgbm_s_mono"} and "unordered arms" in skips["dipn"]
+    assert "ordered incentive levels" in skips["lgbm_s_mono"]
     # the UI: the skipped phase asset has an observation with the reason, no materialization
     instance = dg.DagsterInstance.get()
     assert instance.get_latest_materialization_event(dg.AssetKey(["dipn", "bias_net"])) is None
@@ -122,6 +124,7 @@ def test_a_failing_model_fails_alone(promo_env, monkeypatch, capsys, failing_mod
     assert statuses == ["partial", "succeeded"]  # the models' run (one chain failed), the leaderboard's run
     board = {r[0]: r[1] for r in _query(promo_env, "SELECT model, status FROM leaderboard_entries")}
     assert board == {"s_learner": "evaluated", "dipn": "evaluated", "random": "evaluated",
+                     "lgbm_s": "evaluated", "lgbm_s_mono": "evaluated", "lgbm_t": "evaluated",
                      "gnn_hazard": "skipped", "failing": "missing"}
     assert main(["report", "--campaign", "demo"]) == 0
     out = capsys.readouterr().out

@@ -84,10 +84,10 @@ def test_promo_run_fills_the_leaderboard_for_every_model(promo_env, capsys):
         ).fetchall()
         n_budgets = len(con.execute("SELECT DISTINCT budget_per_capita FROM policy_evaluation").fetchall())
         allocations = con.execute("SELECT count(DISTINCT model) FROM allocation").fetchone()[0]
-    assert [r[0] for r in rows] == ["dipn", "random", "s_learner"]
+    assert [r[0] for r in rows] == ["dipn", "lgbm_s", "lgbm_s_mono", "lgbm_t", "random", "s_learner"]
     for model, n, eom, truth, oracle in rows:
         assert n == eom == truth == oracle == n_budgets, (model, n, eom, truth, oracle)
-    assert allocations == 2
+    assert allocations == 5
     # the evaluation's materialization carries the leaderboard and two PNG plots (as the UI shows them)
     instance = dg.DagsterInstance.get()
     event = instance.get_latest_materialization_event(dg.AssetKey("leaderboard"))
