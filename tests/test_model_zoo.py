@@ -92,7 +92,7 @@ def test_three_arm_campaign_skips_dipn_and_gnn_hazard_with_their_reasons(promo_e
     obs = instance.fetch_observations(dg.AssetKey(["dipn", "bias_net"]), limit=1).records[0]
     assert "needs ordered incentive levels" in obs.asset_observation.metadata["skipped_reason"].value
     meta = instance.get_latest_materialization_event(dg.AssetKey("leaderboard")).asset_materialization.metadata
-    assert {r.data["model"] for r in meta["leaderboard"].value.records} == {"s_learner", "random"}
+    assert {r.data["model"] for r in meta["leaderboard"].value.records} == {"s_learner", "lgbm_s", "lgbm_t", "random"}
     assert "dipn" in meta["not_evaluated"].value and "gnn_hazard" in meta["not_evaluated"].value
     assert main(["report", "--campaign", "mail"]) == 0
     out = capsys.readouterr().out
