@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))  # this checkout's promo_assets, also in the child
 MARKERS = {  # the first output line of `promo run --verbose` that shows the phase is running
     "ingestion": re.compile(r'Started execution of step "rct_events"'),
     "training": re.compile(r"epoch 1/"),
-    "allocation": re.compile(r'Started execution of step "allocation"'),
+    "allocation": re.compile(r'Started execution of step "\w+__allocation"'),  # a model chain's allocation
 }
 RESULT_TABLES = ("allocation", "budget_dual", "policy_evaluation", "response_coefficients")
 

@@ -47,6 +47,12 @@ def _columns(numeric: list[str], categorical: list[str], prefix: str = "e.") -> 
     return "".join(f", {prefix}{quote_ident(c)}" for c in numeric + categorical)
 
 
+def read_holdout_events(con, campaign: str) -> pd.DataFrame:
+    """The holdout events with every feature column (one row per holdout event)."""
+    numeric, categorical = feature_spec(con, campaign)
+    return con.execute(sql("frames", "holdout_events", columns=_columns(numeric, categorical)), [campaign]).df()
+
+
 def read_training_frame(con, campaign: str) -> tuple[pd.DataFrame, list[str], list[str]]:
     numeric, categorical = feature_spec(con, campaign)
     frame = con.execute(sql("frames", "training_frame", columns=_columns(numeric, categorical)), [campaign]).df()

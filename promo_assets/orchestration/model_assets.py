@@ -32,7 +32,6 @@ from promo_assets.ingestion import day_files, load_config
 from promo_assets.models import ModelInputError, ModelSkipped, ResponseModel, TrainingData, registry
 from promo_assets.orchestration.campaign_assets import (
     COMMON,
-    _columns,
     _jsonable,
     _log,
     _model_metadata,
@@ -40,6 +39,7 @@ from promo_assets.orchestration.campaign_assets import (
     evaluation_inputs,
     feature_spec,
     png_md,
+    read_holdout_events,
     read_training_frame,
     results_write,
     upstream,
@@ -209,8 +209,7 @@ def scoring_targets(con, context, landing, campaign: str) -> tuple[pd.DataFrame,
     """(population users, holdout users, population source, frame version) with every feature column."""
     pop, source = population(landing, campaign)
     numeric, categorical = feature_spec(con, campaign)
-    holdout = con.execute(sql("frames", "holdout_events", columns=_columns(numeric, categorical)), [campaign]).df()
-    holdout_users = holdout.drop_duplicates("user_id", keep="first")
+    holdout_users = read_holdout_events(con, campaign).drop_duplicates("user_id", keep="first")
     pop = holdout_users if pop is None else pop
     absent = [c for c in numeric + categorical if c not in pop.columns]
     if absent:  # a feature of some loaded days only: NULL for these users, like on the days without it
