@@ -325,3 +325,34 @@ def test_policy_evaluation_materialization_carries_the_leaderboard_table(promo_e
     alloc = dg.DagsterInstance.get().get_latest_materialization_event(dg.AssetKey("allocation"))
     assert "np.float64" not in str(alloc.asset_materialization.metadata["allocations"].value)
     assert "'0':" in str(alloc.asset_materialization.metadata["allocations"].value)  # level labels
+
+
+# ------------------------------------------------------------------------------ the frontier plot
+def test_the_frontier_plot_draws_the_cost_matched_random_reference(simulated):
+    from promo_assets.evaluation import PNG_SIGNATURE, plot_frontier, policy_curves, random_reference_curve
+
+    rng = np.random.default_rng(0)
+    n, k = 3000, 5
+    tv = np.sort(rng.uniform(0, 0.6, (n, k)), axis=1)  # the same draws as the `simulated` fixture
+    inc = np.array([0.0, 0.5, 1.0, 2.0, 3.0])
+    tc = tv * inc
+    t = rng.integers(0, k, n)
+    y = (rng.uniform(size=n) < tv[np.arange(n), t]).astype(float)
+    z = y * inc[t]
+    curve = random_reference_curve(t, y, z, 1 / k, true_values=tv, true_costs=tc)
+    # share 0: everyone at the cheapest level (cost 0); share 1 (the 21st of 41 points): uniform; 2: dearest
+    assert curve["eom_cost"].iloc[0] == pytest.approx(0.0) and curve["true_cost"].iloc[0] == pytest.approx(0.0)
+    assert curve["eom_value"].iloc[20] == pytest.approx(y.mean())  # uniform propensities: the plain mean
+    assert curve["true_value"].iloc[20] == pytest.approx(tv.mean())
+    assert curve["eom_cost"].iloc[-1] == pytest.approx(z[t == k - 1].mean())
+    assert curve["true_cost"].iloc[-1] == pytest.approx(tc[:, -1].mean())
+    assert (np.diff(curve["true_cost"]) >= -1e-12).all()
+    # the `random` row of evaluate_policies (EOM cost = budget) lies on this curve
+    rnd = simulated[simulated["model"] == "random"]
+    for cost, value in zip(rnd["eom_cost"], rnd["eom_value"]):
+        assert np.interp(cost, curve["eom_cost"], curve["eom_value"]) == pytest.approx(value, abs=2e-3)
+    models = {"noisy": ("v2", np.clip(tv + rng.normal(0, 0.1, tv.shape), 0, 1), tc)}
+    curves = policy_curves(models, t, y, z, 1 / k, true_values=tv, true_costs=tc, n_points=10)
+    assert np.allclose(curves.loc[curves["model"] == "random", "eom_value"], curve["eom_value"])
+    png = plot_frontier(curves, simulated, title="toy", budgets=[0.3, 0.6])
+    assert png[:8] == PNG_SIGNATURE

@@ -3,7 +3,7 @@
 Domain code: never imports dagster. Main entry points:
   eom, eom_batch, bootstrap_eom, q_at_budget, aucc        (promo_assets.evaluation.eom)
   true_policy_value, oracle_policy, random_policy           (promo_assets.evaluation.truth)
-  eom_curve, policy_curves                                  (promo_assets.evaluation.curves)
+  eom_curve, policy_curves, random_reference_curve          (promo_assets.evaluation.curves)
   curve_metrics                                             (promo_assets.evaluation.curve_metrics)
   matched_true_value, spend_ratio, pct_oracle, random_mix, match_mix, dr_batch, dr_mix,
   bootstrap_dr, dr_q_at_budget, area_ratio                  (promo_assets.evaluation.honest)
@@ -27,6 +27,7 @@ from promo_assets.evaluation.curves import (
     frontier_lambdas,
     logged_level_costs,
     policy_curves,
+    random_reference_curve,
 )
 from promo_assets.evaluation.eom import (
     EvaluationError,
@@ -73,6 +74,6 @@ __all__ = [
     "equal_pair_rate", "evaluate_policies", "format_leaderboard", "frontier_lambdas",
     "inverse_propensity", "lambda_upper_bound", "leaderboard", "leaderboard_markdown",
     "levels_at_lambdas", "logged_level_costs", "max_local_slope_std", "oracle_policy",
-    "plot_frontier", "plot_response_by_level", "policy_curves", "q_at_budget",
+    "plot_frontier", "plot_response_by_level", "policy_curves", "q_at_budget", "random_reference_curve",
     "q_at_budget_bisection", "random_policy", "reverse_pair_rate", "roi_score", "true_policy_value",
 ]
