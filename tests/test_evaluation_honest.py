@@ -11,6 +11,7 @@ from promo_assets.evaluation import (
     area_ratio,
     bootstrap_dr,
     dr_batch,
+    dr_interval,
     dr_mix,
     dr_q_at_budget,
     evaluate_policies,
@@ -58,6 +59,32 @@ def test_dr_with_an_exact_outcome_model_is_the_direct_method():
     assert v[0] == pytest.approx(my[np.arange(n), a].mean())
     lo, hi = bootstrap_dr(a, t, y, y, None, my, my, n_boot=50)
     assert lo <= v[0] <= hi
+
+
+def test_dr_interval_from_the_influence_function_by_hand():
+    # a = (0, 0, 1, 1): rho = (2, 0, 0, 2); dm = (0.5, 0.2, 0.3, 0.6), mean 0.4; residuals at the logged
+    # level r = (0.5, -0.4, -0.1, 0.4); R = (2 x 0.5 + 2 x 0.4) / 4 = 0.45; V = 0.85; mean(rho) = 1.
+    # phi = (dm - 0.4) + rho (r - 0.45) = (0.2, -0.2, -0.1, 0.1): sum of squares 0.10, sd^2 = 0.1 / 3,
+    # se = sqrt(0.1 / 3 / 4); ESS = 4^2 / (2^2 + 2^2) = 2 -> df 1, t_0.975 = 12.7062047
+    lo, hi = dr_interval(np.array([0, 0, 1, 1]), T, Y, Z, 0.5, MY, MZ)
+    half = 12.7062047 * np.sqrt(0.1 / 3 / 4)
+    assert (lo, hi) == (pytest.approx(0.85 - half, abs=1e-6), pytest.approx(0.85 + half, abs=1e-6))
+    # the mix (0.25, 0.75): rho_i = mix[t_i] / p = (0.5, 1.5, 0.5, 1.5); without an outcome model it is
+    # the self-normalized IPW mean: V = (0.5 x 1 + 1.5 x 1) / 4 = 0.5; phi = rho (y - 0.5) / 1
+    # = (0.25, -0.75, -0.25, 0.75): sd^2 = 1.25 / 3; ESS = 16 / 5 = 3.2 -> df 2.2
+    from scipy.stats import t as student_t
+
+    lo, hi = dr_interval(np.array([0.25, 0.75]), T, Y, Z, 0.5, is_mix=True)
+    half = student_t.ppf(0.975, 2.2) * np.sqrt(1.25 / 3 / 4)
+    assert (lo, hi) == (pytest.approx(0.5 - half), pytest.approx(0.5 + half))
+
+
+@pytest.mark.parametrize("assigned, defined", [([1, 0, 1, 0], False), ([0, 0, 0, 0], True), ([0, 0, 1, 0], False)])
+def test_dr_interval_needs_two_matched_events(assigned, defined):
+    # T = (0, 1, 0, 1): (1, 0, 1, 0) matches no event, (0, 0, 1, 0) only event 0: the residual variance
+    # cannot be estimated, the interval is (NaN, NaN); (0, 0, 0, 0) matches events 0 and 2
+    lo, hi = dr_interval(np.array(assigned), T, Y, Z, 0.5, MY, MZ)
+    assert (np.isfinite(lo) and np.isfinite(hi) and lo < hi) if defined else (np.isnan(lo) and np.isnan(hi))
 
 
 def test_ipw_and_dr_of_a_mix_by_hand():
