@@ -337,7 +337,8 @@ def test_policy_evaluation_materialization_carries_the_leaderboard_table(promo_e
 
     assert main(["simulate", "--campaign", "demo", "--days", "3", "--users", "800", "--start", "2026-01-01"]) == 0
     assert main(["run", "--no-progress"]) == 0
-    event = dg.DagsterInstance.get().get_latest_materialization_event(dg.AssetKey("policy_evaluation"))
+    instance = dg.DagsterInstance.get()
+    event = instance.get_latest_materialization_event(dg.AssetKey("leaderboard"))
     meta = event.asset_materialization.metadata
     table = meta["leaderboard"]
     assert isinstance(table, dg.TableMetadataValue)
@@ -346,13 +347,13 @@ def test_policy_evaluation_materialization_carries_the_leaderboard_table(promo_e
                 "DR value", "DR 95% CI", "Q(v,c)", "EOM value", "true value", "oracle", "area ratio"):
         assert col in names, col
     models = {r.data["model"] for r in table.records}
-    assert models == {"dipn", "s_learner", "random"}
+    assert {"dipn", "s_learner", "random"} <= models and "gnn_hazard" not in models  # no graph: skipped
     assert all(0 < float(r.data["% oracle"].rstrip("%")) <= 100 for r in table.records)
-    assert meta["outcome_model"].value["fitted"] is True
-    alloc = dg.DagsterInstance.get().get_latest_materialization_event(dg.AssetKey("allocation"))
+    outcome = instance.get_latest_materialization_event(dg.AssetKey("outcome_model"))
+    assert outcome.asset_materialization.metadata["fitted"].value is True
+    alloc = instance.get_latest_materialization_event(dg.AssetKey(["s_learner", "allocation"]))
     assert "'0':" in str(alloc.asset_materialization.metadata["allocations"].value)  # level labels
     # no numpy repr (np.float64(0.5), np.int64(3)) in any metadata of any asset the run materialized
-    instance = dg.DagsterInstance.get()
     keys = instance.get_asset_keys()
     assert len(keys) >= 8
     for key in keys:
