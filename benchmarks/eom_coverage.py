@@ -1,17 +1,17 @@
 """EOM interval coverage, IPW vs doubly robust: does the true value lie inside the 95% interval, and
 how wide is it? On `demo` (K = 6) and `dipn_synthetic_2` (K = 100), 5 seeds each.
 
-Each (preset, seed) goes through the library path of the pipeline (`_honest_bench.evaluate_campaign`:
-simulate -> events -> propensity / split / IPS weights -> every registered model trained on the
-training days -> DR outcome model fitted on the training days -> `evaluate_policies`, as the
-`policy_evaluation` asset calls it). For every (policy, budget) row, the random reference included,
-the allocation's true value on the holdout (from the simulator's truth) is checked against
-[eom_ci_low, eom_ci_high] (self-normalized IPW EOM, Poisson bootstrap) and [dr_ci_low, dr_ci_high]
-(doubly robust EOM, same bootstrap, outcome model held fixed). Prints one line per (preset, seed), a
-table of coverage and mean interval width per preset and estimator, then one JSON object.
+Each (preset, seed) goes through the production pipeline (`_pipeline_bench.evaluate_campaign`:
+`promo simulate` into a temporary landing folder, `promo run`, then the `policy_evaluation` rows).
+For every (policy, budget) row, the random reference included, the allocation's true value on the
+holdout (from the simulator's truth) is checked against [eom_ci_low, eom_ci_high] (self-normalized
+IPW EOM, 200-replicate Poisson bootstrap) and [dr_ci_low, dr_ci_high] (doubly robust EOM,
+`dr_interval`: influence-function variance, Student-t quantile on the effective matched events).
+Prints one line per (preset, seed), a table of coverage and mean interval width per preset and
+estimator (all rows, then the models' rows and the random reference's apart), then one JSON object.
 
-    .venv/bin/python benchmarks/eom_coverage.py [--seeds 0 1 2 3 4] [--presets demo dipn_synthetic_2]
-        [--days D --users N] [--max-epochs 20] [--n-boot 200] [--rows FILE]
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/eom_coverage.py [--seeds 0 1 2 3 4]
+        [--presets demo dipn_synthetic_2] [--days D --users N] [--max-epochs 20] [--rows FILE]
 
 `--rows FILE` reads the rows that `benchmarks/leaderboard.py --save-rows FILE` wrote (the same
 campaigns, sizes and seeds), instead of training everything again.
@@ -29,21 +29,25 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _honest_bench import add_arguments, evaluate_campaign  # noqa: E402
+from _pipeline_bench import add_arguments, evaluate_campaign  # noqa: E402
 
 ESTIMATORS = {"IPW": ("eom_value", "eom_ci_low", "eom_ci_high"), "DR": ("dr_value", "dr_ci_low", "dr_ci_high")}
 
 
 def coverage(rows: pd.DataFrame) -> dict:
-    """Per estimator: rows with an interval, how many contain the true value, mean width, mean |error|."""
+    """Per estimator: rows with an interval, how many contain the true value, mean width, mean |error|;
+    the same for the models' rows and for the random reference's apart ("IPW models", "DR random", ...)."""
     out = {}
-    for name, (value, lo, hi) in ESTIMATORS.items():
-        r = rows[rows[lo].notna() & rows[hi].notna() & rows["true_value"].notna()]
+    parts = [("", rows)]
+    if len(rows):
+        parts += [(" models", rows[rows["model"] != "random"]), (" random", rows[rows["model"] == "random"])]
+    for (name, (value, lo, hi)), (suffix, part) in ((e, p) for p in parts for e in ESTIMATORS.items()):
+        r = part[part[lo].notna() & part[hi].notna() & part["true_value"].notna()]
         inside = (r[lo] <= r["true_value"]) & (r["true_value"] <= r[hi])
-        out[name] = {"pairs": int(len(r)), "inside": int(inside.sum()),
-                     "coverage": float(inside.mean()) if len(r) else float("nan"),
-                     "mean_width": float((r[hi] - r[lo]).mean()),
-                     "mean_abs_error": float((r[value] - r["true_value"]).abs().mean())}
+        out[name + suffix] = {"pairs": int(len(r)), "inside": int(inside.sum()),
+                              "coverage": float(inside.mean()) if len(r) else float("nan"),
+                              "mean_width": float((r[hi] - r[lo]).mean()),
+                              "mean_abs_error": float((r[value] - r["true_value"]).abs().mean())}
     return out
 
 
@@ -63,26 +67,27 @@ def main() -> None:
                 if rows.empty:
                     continue
                 info = {"preset": preset, "seed": seed, "holdout_events": int(rows["n_users"].max()),
-                        "levels": "?", "from": str(args.rows)}
+                        "from": str(args.rows)}
             else:
                 rows, info = evaluate_campaign(preset, seed, days=args.days, users=args.users,
-                                               max_epochs=args.max_epochs, n_boot=args.n_boot)
+                                               max_epochs=args.max_epochs)
             frames.append(rows)
             c = coverage(rows)
             info["coverage"] = c
             runs.append(info)
             print(f"{preset} seed {seed}: " + "; ".join(
-                f"{e} {v['inside']}/{v['pairs']} inside, mean width {v['mean_width']:.4f}" for e, v in c.items())
-                + f"  [{info['holdout_events']} holdout events, K = {info['levels']}]", flush=True)
+                f"{e} {c[e]['inside']}/{c[e]['pairs']} inside, mean width {c[e]['mean_width']:.4f}" for e in ESTIMATORS)
+                + f"  [{info['holdout_events']} holdout events]", flush=True)
         if frames:
             results[preset] = coverage(pd.concat(frames, ignore_index=True))
-    print(f"{'preset':18}{'estimator':>10}{'coverage':>14}{'mean width':>12}{'mean |err|':>12}")
+    print(f"{'preset':18}{'estimator':>14}{'coverage':>14}{'mean width':>12}{'mean |err|':>12}")
     for preset, res in results.items():
         for e, v in res.items():
-            print(f"{preset:18}{e:>10}{v['inside']:>6}/{v['pairs']:<3} {100 * v['coverage']:3.0f}%"
+            print(f"{preset:18}{e:>14}{v['inside']:>6}/{v['pairs']:<3} {100 * v['coverage']:3.0f}%"
                   f"{v['mean_width']:>12.4f}{v['mean_abs_error']:>12.4f}")
     print(json.dumps({"benchmark": "eom_coverage", "seeds": args.seeds, "max_epochs": args.max_epochs,
-                      "n_boot": args.n_boot, "results": results, "target_coverage": 0.9, "runs": runs},
+                      "path": "promo simulate + promo run (production pipeline)", "results": results,
+                      "target_coverage": 0.9, "runs": runs},
                      default=lambda o: o.item() if isinstance(o, np.generic) else str(o)))
 
 

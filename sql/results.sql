@@ -94,3 +94,13 @@ WHERE e.campaign = ? AND e.run_id = ? ORDER BY i.budget_per_capita, i.model;
 
 -- name: report_campaigns
 SELECT DISTINCT campaign FROM result_runs ORDER BY campaign;
+
+-- name: latest_evaluation_per_model
+-- benchmarks/leaderboard.py: every model's policy_evaluation rows (the random reference's too) of
+-- the latest visible run (succeeded, or partial: some other model's chain failed) that evaluated
+-- that model, whichever run it was (the model chains and the leaderboard run separately).
+SELECT p.* FROM policy_evaluation AS p
+JOIN result_runs AS r ON r.campaign = p.campaign AND r.run_id = p.run_id
+WHERE p.campaign = ? AND r.status IN ('succeeded', 'partial')
+QUALIFY dense_rank() OVER (PARTITION BY p.model ORDER BY r.started_at DESC, p.run_id DESC) = 1
+ORDER BY p.model, p.budget_per_capita;

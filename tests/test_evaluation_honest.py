@@ -11,6 +11,7 @@ from promo_assets.evaluation import (
     area_ratio,
     bootstrap_dr,
     dr_batch,
+    dr_interval,
     dr_mix,
     dr_q_at_budget,
     evaluate_policies,
@@ -58,6 +59,32 @@ def test_dr_with_an_exact_outcome_model_is_the_direct_method():
     assert v[0] == pytest.approx(my[np.arange(n), a].mean())
     lo, hi = bootstrap_dr(a, t, y, y, None, my, my, n_boot=50)
     assert lo <= v[0] <= hi
+
+
+def test_dr_interval_from_the_influence_function_by_hand():
+    # a = (0, 0, 1, 1): rho = (2, 0, 0, 2); dm = (0.5, 0.2, 0.3, 0.6), mean 0.4; residuals at the logged
+    # level r = (0.5, -0.4, -0.1, 0.4); R = (2 x 0.5 + 2 x 0.4) / 4 = 0.45; V = 0.85; mean(rho) = 1.
+    # phi = (dm - 0.4) + rho (r - 0.45) = (0.2, -0.2, -0.1, 0.1): sum of squares 0.10, sd^2 = 0.1 / 3,
+    # se = sqrt(0.1 / 3 / 4); ESS = 4^2 / (2^2 + 2^2) = 2 -> df 1, t_0.975 = 12.7062047
+    lo, hi = dr_interval(np.array([0, 0, 1, 1]), T, Y, Z, 0.5, MY, MZ)
+    half = 12.7062047 * np.sqrt(0.1 / 3 / 4)
+    assert (lo, hi) == (pytest.approx(0.85 - half, abs=1e-6), pytest.approx(0.85 + half, abs=1e-6))
+    # the mix (0.25, 0.75): rho_i = mix[t_i] / p = (0.5, 1.5, 0.5, 1.5); without an outcome model it is
+    # the self-normalized IPW mean: V = (0.5 x 1 + 1.5 x 1) / 4 = 0.5; phi = rho (y - 0.5) / 1
+    # = (0.25, -0.75, -0.25, 0.75): sd^2 = 1.25 / 3; ESS = 16 / 5 = 3.2 -> df 2.2
+    from scipy.stats import t as student_t
+
+    lo, hi = dr_interval(np.array([0.25, 0.75]), T, Y, Z, 0.5, is_mix=True)
+    half = student_t.ppf(0.975, 2.2) * np.sqrt(1.25 / 3 / 4)
+    assert (lo, hi) == (pytest.approx(0.5 - half), pytest.approx(0.5 + half))
+
+
+@pytest.mark.parametrize("assigned, defined", [([1, 0, 1, 0], False), ([0, 0, 0, 0], True), ([0, 0, 1, 0], False)])
+def test_dr_interval_needs_two_matched_events(assigned, defined):
+    # T = (0, 1, 0, 1): (1, 0, 1, 0) matches no event, (0, 0, 1, 0) only event 0: the residual variance
+    # cannot be estimated, the interval is (NaN, NaN); (0, 0, 0, 0) matches events 0 and 2
+    lo, hi = dr_interval(np.array(assigned), T, Y, Z, 0.5, MY, MZ)
+    assert (np.isfinite(lo) and np.isfinite(hi) and lo < hi) if defined else (np.isnan(lo) and np.isnan(hi))
 
 
 def test_ipw_and_dr_of_a_mix_by_hand():
@@ -310,7 +337,8 @@ def test_policy_evaluation_materialization_carries_the_leaderboard_table(promo_e
 
     assert main(["simulate", "--campaign", "demo", "--days", "3", "--users", "800", "--start", "2026-01-01"]) == 0
     assert main(["run", "--no-progress"]) == 0
-    event = dg.DagsterInstance.get().get_latest_materialization_event(dg.AssetKey("policy_evaluation"))
+    instance = dg.DagsterInstance.get()
+    event = instance.get_latest_materialization_event(dg.AssetKey("leaderboard"))
     meta = event.asset_materialization.metadata
     table = meta["leaderboard"]
     assert isinstance(table, dg.TableMetadataValue)
@@ -319,9 +347,50 @@ def test_policy_evaluation_materialization_carries_the_leaderboard_table(promo_e
                 "DR value", "DR 95% CI", "Q(v,c)", "EOM value", "true value", "oracle", "area ratio"):
         assert col in names, col
     models = {r.data["model"] for r in table.records}
-    assert models == {"dipn", "s_learner", "random"}
+    assert {"dipn", "s_learner", "random"} <= models and "gnn_hazard" not in models  # no graph: skipped
     assert all(0 < float(r.data["% oracle"].rstrip("%")) <= 100 for r in table.records)
-    assert meta["outcome_model"].value["fitted"] is True
-    alloc = dg.DagsterInstance.get().get_latest_materialization_event(dg.AssetKey("allocation"))
-    assert "np.float64" not in str(alloc.asset_materialization.metadata["allocations"].value)
+    outcome = instance.get_latest_materialization_event(dg.AssetKey("outcome_model"))
+    assert outcome.asset_materialization.metadata["fitted"].value is True
+    alloc = instance.get_latest_materialization_event(dg.AssetKey(["s_learner", "allocation"]))
     assert "'0':" in str(alloc.asset_materialization.metadata["allocations"].value)  # level labels
+    # no numpy repr (np.float64(0.5), np.int64(3)) in any metadata of any asset the run materialized
+    keys = instance.get_asset_keys()
+    assert len(keys) >= 8
+    for key in keys:
+        event = instance.get_latest_materialization_event(key)
+        if event is None:
+            continue
+        for name, value in event.asset_materialization.metadata.items():
+            text = str(getattr(value, "value", value))
+            assert "np.float" not in text and "np.int" not in text, (key.to_user_string(), name)
+
+
+# ------------------------------------------------------------------------------ the frontier plot
+def test_the_frontier_plot_draws_the_cost_matched_random_reference(simulated):
+    from promo_assets.evaluation import PNG_SIGNATURE, plot_frontier, policy_curves, random_reference_curve
+
+    rng = np.random.default_rng(0)
+    n, k = 3000, 5
+    tv = np.sort(rng.uniform(0, 0.6, (n, k)), axis=1)  # the same draws as the `simulated` fixture
+    inc = np.array([0.0, 0.5, 1.0, 2.0, 3.0])
+    tc = tv * inc
+    t = rng.integers(0, k, n)
+    y = (rng.uniform(size=n) < tv[np.arange(n), t]).astype(float)
+    z = y * inc[t]
+    curve = random_reference_curve(t, y, z, 1 / k, true_values=tv, true_costs=tc)
+    # share 0: everyone at the cheapest level (cost 0); share 1 (the 21st of 41 points): uniform; 2: dearest
+    assert curve["eom_cost"].iloc[0] == pytest.approx(0.0) and curve["true_cost"].iloc[0] == pytest.approx(0.0)
+    assert curve["eom_value"].iloc[20] == pytest.approx(y.mean())  # uniform propensities: the plain mean
+    assert curve["true_value"].iloc[20] == pytest.approx(tv.mean())
+    assert curve["eom_cost"].iloc[-1] == pytest.approx(z[t == k - 1].mean())
+    assert curve["true_cost"].iloc[-1] == pytest.approx(tc[:, -1].mean())
+    assert (np.diff(curve["true_cost"]) >= -1e-12).all()
+    # the `random` row of evaluate_policies (EOM cost = budget) lies on this curve
+    rnd = simulated[simulated["model"] == "random"]
+    for cost, value in zip(rnd["eom_cost"], rnd["eom_value"]):
+        assert np.interp(cost, curve["eom_cost"], curve["eom_value"]) == pytest.approx(value, abs=2e-3)
+    models = {"noisy": ("v2", np.clip(tv + rng.normal(0, 0.1, tv.shape), 0, 1), tc)}
+    curves = policy_curves(models, t, y, z, 1 / k, true_values=tv, true_costs=tc, n_points=10)
+    assert np.allclose(curves.loc[curves["model"] == "random", "eom_value"], curve["eom_value"])
+    png = plot_frontier(curves, simulated, title="toy", budgets=[0.3, 0.6])
+    assert png[:8] == PNG_SIGNATURE

@@ -3,10 +3,10 @@
 Domain code: never imports dagster. Main entry points:
   eom, eom_batch, bootstrap_eom, q_at_budget, aucc        (promo_assets.evaluation.eom)
   true_policy_value, oracle_policy, random_policy           (promo_assets.evaluation.truth)
-  eom_curve, policy_curves                                  (promo_assets.evaluation.curves)
+  eom_curve, policy_curves, random_reference_curve          (promo_assets.evaluation.curves)
   curve_metrics                                             (promo_assets.evaluation.curve_metrics)
   matched_true_value, spend_ratio, pct_oracle, random_mix, match_mix, dr_batch, dr_mix,
-  bootstrap_dr, dr_q_at_budget, area_ratio                  (promo_assets.evaluation.honest)
+  bootstrap_dr, dr_interval, dr_q_at_budget, area_ratio     (promo_assets.evaluation.honest)
   fit_outcome_model                                         (promo_assets.evaluation.outcome)
   evaluate_policies, leaderboard_markdown, leaderboard_table, format_leaderboard
                                                             (promo_assets.evaluation.report)
@@ -27,6 +27,7 @@ from promo_assets.evaluation.curves import (
     frontier_lambdas,
     logged_level_costs,
     policy_curves,
+    random_reference_curve,
 )
 from promo_assets.evaluation.eom import (
     EvaluationError,
@@ -46,7 +47,8 @@ from promo_assets.evaluation.eom import (
     roi_score,
 )
 from promo_assets.evaluation.honest import (  # noqa: I001 (comparisons at equal spend, issue #13)
-    MATCH_REL_TOL, MatchedSpend, area_ratio, bootstrap_dr, dr_batch, dr_mix, dr_q_at_budget, frontier_area,
+    MATCH_REL_TOL, MatchedSpend, area_ratio, bootstrap_dr, dr_batch, dr_interval, dr_mix, dr_q_at_budget,
+    frontier_area,
     ipw_mix, match_mix, matched_true_value, mix_true_value, pct_oracle, random_mix, spend_ratio,
 )
 from promo_assets.evaluation.outcome import OUTCOME_MODEL_KINDS, OutcomeModel, fit_outcome_model
@@ -64,7 +66,7 @@ from promo_assets.evaluation.truth import allocate, oracle_policy, random_policy
 
 __all__ = [
     "MATCH_REL_TOL", "MatchedSpend", "OUTCOME_MODEL_KINDS", "OutcomeModel", "area_ratio", "bootstrap_dr",
-    "dr_batch", "dr_mix", "dr_q_at_budget", "fit_outcome_model", "frontier_area", "ipw_mix",
+    "dr_batch", "dr_interval", "dr_mix", "dr_q_at_budget", "fit_outcome_model", "frontier_area", "ipw_mix",
     "leaderboard_table", "match_mix", "matched_true_value", "mix_true_value", "pct_oracle", "q_search",
     "random_mix", "spend_ratio",
     "CURVE_COLUMNS", "CURVE_METRIC_NAMES", "CurveMetricsError", "EvaluationError", "PNG_SIGNATURE",
@@ -73,6 +75,6 @@ __all__ = [
     "equal_pair_rate", "evaluate_policies", "format_leaderboard", "frontier_lambdas",
     "inverse_propensity", "lambda_upper_bound", "leaderboard", "leaderboard_markdown",
     "levels_at_lambdas", "logged_level_costs", "max_local_slope_std", "oracle_policy",
-    "plot_frontier", "plot_response_by_level", "policy_curves", "q_at_budget",
+    "plot_frontier", "plot_response_by_level", "policy_curves", "q_at_budget", "random_reference_curve",
     "q_at_budget_bisection", "random_policy", "reverse_pair_rate", "roi_score", "true_policy_value",
 ]

@@ -23,14 +23,17 @@ from promo_assets.evaluation.eom import (
     lambda_upper_bound,
     levels_at_lambdas,
 )
-from promo_assets.evaluation.truth import allocate, random_policy
+from promo_assets.evaluation.honest import ipw_mix, mix_true_value, random_mix
+from promo_assets.evaluation.truth import allocate
 
-__all__ = ["eom_curve", "frontier_lambdas", "policy_curves", "logged_level_costs", "CURVE_COLUMNS"]
+__all__ = ["eom_curve", "frontier_lambdas", "policy_curves", "random_reference_curve", "logged_level_costs",
+           "CURVE_COLUMNS", "RANDOM_CURVE_SHARES"]
 
 CURVE_COLUMNS = [
     "model", "lambda_", "budget_per_capita", "predicted_value", "predicted_cost",
     "eom_value", "eom_cost", "n_matched", "true_value", "true_cost",
 ]
+RANDOM_CURVE_SHARES = np.linspace(0.0, 2.0, 41)  # the random reference's curve: cheapest .. uniform .. dearest
 
 
 def frontier_lambdas(values, costs, n_points: int | None = 50) -> np.ndarray:
@@ -132,6 +135,34 @@ def logged_level_costs(logged, cost, propensity=None, n_levels: int | None = Non
     return np.where(np.isnan(out), np.nanmax(out), out)
 
 
+def random_reference_curve(logged, response, cost, propensity=None, level_costs=None, *, true_values=None,
+                           true_costs=None, shares=RANDOM_CURVE_SHARES) -> pd.DataFrame:
+    """The cost-matched random reference's cost-response curve (CURVE_COLUMNS, model 'random').
+
+    One point per share of `promo_assets.evaluation.honest.random_mix` (0: everyone at the cheapest
+    level, 1: a uniformly random level, 2: everyone at the dearest), levels ordered by
+    `level_costs` (default: their logged mean cost): EOM value / cost of the mix (self-normalized
+    IPW with weights mix(t)/p, `ipw_mix`, every holdout event counts), n_matched the events with
+    mix(t) > 0, and with the truth the mix's true value / cost (`mix_true_value`). lambda_ and
+    budget_per_capita are NaN (a mix has no multiplier); predicted_value / predicted_cost NaN.
+    """
+    t, y, z, _ = _logged_arrays(logged, response, cost, propensity)
+    if level_costs is None:
+        level_costs = logged_level_costs(t, z, propensity)
+    mixes = [random_mix(level_costs, s) for s in shares]
+    eom = np.array([ipw_mix(m, t, y, z, propensity) for m in mixes], dtype=np.float64).reshape(-1, 3)
+    frame = pd.DataFrame({
+        "model": "random", "lambda_": np.nan, "budget_per_capita": np.nan,
+        "predicted_value": np.nan, "predicted_cost": np.nan,
+        "eom_value": eom[:, 0], "eom_cost": eom[:, 1], "n_matched": eom[:, 2].astype(np.int64),
+        "true_value": np.nan, "true_cost": np.nan,
+    })
+    if true_values is not None:
+        truth = np.array([mix_true_value(m, true_values, true_costs) for m in mixes])
+        frame["true_value"], frame["true_cost"] = truth[:, 0], truth[:, 1]
+    return frame[CURVE_COLUMNS]
+
+
 def policy_curves(models: Mapping[str, tuple], logged, response, cost, propensity=None, *,
                   true_values=None, true_costs=None, n_points: int | None = 40,
                   random_budgets: Sequence[float] | None = None, seed: int = 0,
@@ -140,10 +171,12 @@ def policy_curves(models: Mapping[str, tuple], logged, response, cost, propensit
 
     Takes models: name -> (model_version, values, costs) or name -> (values, costs), N x K each for
     the holdout users; the logged RCT arrays; optional truth (N x K); the number of frontier
-    points per model; the per-capita budgets for the random policy's points (default: 11 budgets
-    from the cheapest to the uniform-random per-capita cost). The random policy is scaled with the
-    logged per-level mean costs (`logged_level_costs`), whether or not the truth is known. Returns the stacked `eom_curve`
-    frames (CURVE_COLUMNS) with `model` set to the name, 'oracle' or 'random'.
+    points per model. The random policy is the cost-matched random reference of `policy_evaluation`
+    (`random_reference_curve`: the mix of levels from everyone at the cheapest level through a
+    uniformly random level to everyone at the dearest, levels ordered by their logged mean cost),
+    so the point of the curve at EOM cost = budget is exactly the `random` row of
+    `evaluate_policies`. `random_budgets` is accepted for compatibility and ignored. Returns the
+    stacked `eom_curve` frames (CURVE_COLUMNS) with `model` set to the name, 'oracle' or 'random'.
     """
     t, y, z, _ = _logged_arrays(logged, response, cost, propensity)
     frames = []
@@ -162,21 +195,6 @@ def policy_curves(models: Mapping[str, tuple], logged, response, cost, propensit
     if k is None:
         raise EvaluationError("policy_curves needs at least one model or the truth")
     level_costs = logged_level_costs(t, z, propensity, k)
-    if random_budgets is None:
-        random_budgets = np.linspace(level_costs.min(), level_costs.mean(), 11)
-    n = t.shape[0]
-    rows = np.arange(n)
-    assigned = np.stack([random_policy(n, k, level_costs, b, seed=seed) for b in random_budgets])
-    ev, ec, nm = eom_batch(assigned, t, y, z, propensity)
-    rnd = pd.DataFrame({
-        "model": "random", "lambda_": np.nan, "budget_per_capita": np.asarray(random_budgets, dtype=float),
-        "predicted_value": np.nan, "predicted_cost": np.nan,
-        "eom_value": ev, "eom_cost": ec, "n_matched": nm, "true_value": np.nan, "true_cost": np.nan,
-    })
-    if true_values is not None:
-        tv = np.asarray(true_values, dtype=np.float64)
-        tc = np.asarray(true_costs, dtype=np.float64)
-        rnd["true_value"] = tv[rows[None], assigned].mean(axis=1)
-        rnd["true_cost"] = tc[rows[None], assigned].mean(axis=1)
+    rnd = random_reference_curve(t, y, z, propensity, level_costs, true_values=true_values, true_costs=true_costs)
     frames.append(rnd[CURVE_COLUMNS])
     return pd.concat(frames, ignore_index=True)

@@ -23,9 +23,10 @@ the model for spending more than the oracle. Everything here compares policies a
   training days only, see `promo_assets.evaluation.outcome`). Unbiased when either the outcome
   model or the propensities are right; with a good outcome model its variance is that of the
   residuals, not of the responses, which is what matters when only ~1/K of the holdout events
-  match a policy (K = 100). `bootstrap_dr` gives the Poisson-bootstrap percentile interval (outcome
-  model held fixed); `dr_q_at_budget` is the Q-style matched value: the KKT multiplier searched
-  until the DR cost equals the budget.
+  match a policy (K = 100). `dr_interval` gives its 95 % interval from the influence function (delta
+  method) with a Student-t quantile on the effective number of matched events; `bootstrap_dr` the
+  Poisson-bootstrap percentile interval (outcome model held fixed); `dr_q_at_budget` is the
+  Q-style matched value: the KKT multiplier searched until the DR cost equals the budget.
 - `area_ratio`: the area between a policy's cost-response frontier and the all-cheapest value,
   over the budget range from the cheapest allocation to the uniformly random one, divided by the
   same area of the random reference (1 = random, > 1 better). AUCC (`aucc`) stays for two-arm
@@ -64,6 +65,7 @@ __all__ = [
     "dr_batch",
     "dr_mix",
     "bootstrap_dr",
+    "dr_interval",
     "dr_q_at_budget",
     "frontier_area",
     "area_ratio",
@@ -344,22 +346,14 @@ def dr_mix(mix, logged, response, cost, propensity, dm_values, dm_costs) -> tupl
     return v, c, int((m[t] > 0).sum())
 
 
-def bootstrap_dr(policy, logged, response, cost, propensity=None, dm_values=None, dm_costs=None, *,
-                 is_mix: bool = False, n_boot: int = 200, seed: int = 0, level: float = 0.95,
-                 chunk_users: int = 50_000) -> tuple[float, float]:
-    """Percentile bootstrap interval of the DR (or, without an outcome model, IPW) per-capita value.
+def _dr_terms(policy, logged, response, cost, propensity, dm_values, is_mix: bool):
+    """Per-event terms of the self-normalized DR (or, without an outcome model, IPW) value of a
+    policy: (dm, rho, resid), N each, with value = mean(dm) + sum(rho resid) / sum(rho).
 
-    `policy` is N assigned levels (a deterministic allocation) or, with `is_mix=True`, the random
-    reference's mix (K probabilities). Users are
-    resampled with Poisson(1) weights w_i (outcome model held fixed):
-        V_b = sum_i w_i dm_i / sum_i w_i + sum_i w_i rho_i r_i / sum_i w_i rho_i
-    with dm_i = the policy's DM value of user i, r_i = y_i - m(x_i, t_i) (dm = 0, r = y without an
-    outcome model: the self-normalized IPW EOM). Returns (low, high) (NaN, NaN when nothing matches).
+    dm_i = the policy's DM value of user i (0 without an outcome model), rho_i = pi_i(t_i) / p_i,
+    resid_i = y_i - m(x_i, t_i) (y_i without an outcome model). `policy`: N assigned levels, or with
+    is_mix=True the random reference's mix (K probabilities, the same for every user).
     """
-    if not 0 < level < 1:
-        raise EvaluationError(f"level must be in (0, 1), got {level}")
-    if n_boot < 1:
-        raise EvaluationError("n_boot must be >= 1")
     t, y, _, ipw = _logged_arrays(logged, response, cost, propensity)
     n = t.shape[0]
     pol = np.asarray(policy, dtype=np.float64) if is_mix else np.asarray(policy)
@@ -372,6 +366,8 @@ def bootstrap_dr(policy, logged, response, cost, propensity=None, dm_values=None
     if is_mix:
         if pol.shape[0] != k:
             raise EvaluationError(f"the mix has {pol.shape[0]} levels, expected {k}")
+        if t.max() >= k:
+            raise EvaluationError(f"logged has level {t.max()} but the mix has only {k} levels")
         rho = pol[t] * ipw
         dm = np.zeros(n) if my is None else my @ pol
     else:
@@ -379,12 +375,71 @@ def bootstrap_dr(policy, logged, response, cost, propensity=None, dm_values=None
         rho = (a == t) * ipw
         dm = np.zeros(n) if my is None else my[np.arange(n), np.minimum(a, my.shape[1] - 1)]
     resid = y if my_t is None else y - my_t
+    return dm, rho, resid
+
+
+def dr_interval(policy, logged, response, cost, propensity=None, dm_values=None, dm_costs=None, *,
+                is_mix: bool = False, level: float = 0.95) -> tuple[float, float]:
+    """Confidence interval of the DR (or, without an outcome model, IPW) per-capita value from its
+    influence function, with a Student-t quantile on the effective number of matched events.
+
+    The self-normalized DR value V = mean_i dm_i + sum_i rho_i r_i / sum_i rho_i (terms as in
+    `_dr_terms`) is linearized (delta method, the sandwich variance of a ratio estimator):
+        phi_i = (dm_i - mean dm) + rho_i (r_i - R) / mean(rho),   R = sum rho r / sum rho,
+        se = sd(phi) / sqrt(N)      (sd with N - 1),
+    and the interval is V -/+ t_{(1+level)/2, df} se with df = ESS - 1, ESS = (sum rho)^2 / sum rho^2
+    the effective number of events carrying weight (Kish; = the matched events for a deterministic
+    allocation under equal propensities). Why not the percentile bootstrap: with K = 100 levels only
+    ~50 holdout events match a policy, the 200-replicate percentile interval came out about 7 %
+    narrower than its own 2,000-replicate version and ignores that the residual variance is
+    estimated from those few events; the influence function is exact to first order, deterministic
+    and needs no replicates. Returns (low, high); (NaN, NaN) when fewer than two events carry
+    weight (the variance of the residuals cannot be estimated).
+    """
+    if not 0 < level < 1:
+        raise EvaluationError(f"level must be in (0, 1), got {level}")
+    from scipy.stats import t as student_t
+
+    dm, rho, resid = _dr_terms(policy, logged, response, cost, propensity, dm_values, is_mix)
+    n = dm.shape[0]
+    den = rho.sum()
+    if n < 2 or int((rho > 0).sum()) < 2 or not den > 0:
+        return math.nan, math.nan
+    r_bar = float(rho @ resid) / den
+    value = float(dm.mean()) + r_bar
+    phi = (dm - dm.mean()) + rho * (resid - r_bar) / (den / n)
+    se = float(phi.std(ddof=1)) / math.sqrt(n)
+    ess = den * den / float(rho @ rho)
+    q = float(student_t.ppf((1 + level) / 2, max(ess - 1.0, 1.0)))
+    return value - q * se, value + q * se
+
+
+def bootstrap_dr(policy, logged, response, cost, propensity=None, dm_values=None, dm_costs=None, *,
+                 is_mix: bool = False, n_boot: int = 200, seed: int = 0, level: float = 0.95,
+                 chunk_users: int = 50_000) -> tuple[float, float]:
+    """Percentile bootstrap interval of the DR (or, without an outcome model, IPW) per-capita value.
+
+    `policy` is N assigned levels (a deterministic allocation) or, with `is_mix=True`, the random
+    reference's mix (K probabilities). Users are
+    resampled with Poisson(1) weights w_i (outcome model held fixed):
+        V_b = sum_i w_i dm_i / sum_i w_i + sum_i w_i rho_i r_i / sum_i w_i rho_i
+    with dm_i = the policy's DM value of user i, r_i = y_i - m(x_i, t_i) (dm = 0, r = y without an
+    outcome model: the self-normalized IPW EOM). Returns (low, high) (NaN, NaN when nothing matches).
+    `evaluate_policies` uses it for the random reference's IPW interval (as `bootstrap_eom` for the
+    models'); the DR intervals come from `dr_interval`.
+    """
+    if not 0 < level < 1:
+        raise EvaluationError(f"level must be in (0, 1), got {level}")
+    if n_boot < 1:
+        raise EvaluationError("n_boot must be >= 1")
+    dm, rho, resid = _dr_terms(policy, logged, response, cost, propensity, dm_values, is_mix)
+    n = dm.shape[0]
     rng = np.random.default_rng(seed)
     s_dm = np.zeros(n_boot)
     s_w = np.zeros(n_boot)
     s_rr = np.zeros(n_boot)
     s_rho = np.zeros(n_boot)
-    need_all = my is not None
+    need_all = dm_values is not None
     idx = np.arange(n) if need_all else np.flatnonzero(rho > 0)
     for s in range(0, idx.size, chunk_users):
         sel = idx[s:s + chunk_users]

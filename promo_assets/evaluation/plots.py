@@ -1,8 +1,10 @@
 """Plots of the policy evaluation, as PNG bytes (matplotlib, Agg backend; no display needed).
 
-- `plot_frontier`: cost-response frontier of each model, the oracle and the random policy:
-  EOM estimates on the holdout RCT users (left) and, when known, the truth (right); the evaluated
-  budgets' EOM points with their 95% intervals are drawn on the left panel.
+- `plot_frontier`: cost-response frontier of each model, the oracle and the cost-matched random
+  reference (the mix of levels of `policy_evaluation`'s `random` row, `random_reference_curve`):
+  EOM estimates on the holdout RCT users (left) and, when known, the truth (right); the budgets
+  are marked (dashed lines, labelled), and the evaluated rows' points at each budget (EOM with
+  their 95% intervals on the left, true on the right) are drawn.
 - `plot_response_by_level`: each model's average predicted response per level against the truth
   (or, without truth, against the IPW mean observed response per level of the RCT).
 """
@@ -21,6 +23,7 @@ __all__ = ["plot_frontier", "plot_response_by_level", "PNG_SIGNATURE"]
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _REFERENCE_STYLE = {"oracle": dict(color="black", lw=2.0), "random": dict(color="0.55", lw=1.5, ls=":")}
+_LABEL = {"random": "random (cost-matched mix)"}
 
 
 def _figure(ncols: int, width: float = 6.0, height: float = 4.5):
@@ -38,12 +41,16 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-def plot_frontier(curves: pd.DataFrame, evaluation: pd.DataFrame | None = None, *, title: str = "") -> bytes:
+def plot_frontier(curves: pd.DataFrame, evaluation: pd.DataFrame | None = None, *, title: str = "",
+                  budgets=None) -> bytes:
     """Cost-response frontier plot; returns PNG bytes.
 
     Takes `curves` (from `policy_curves`: columns model, eom_cost, eom_value, true_cost,
-    true_value) and optionally `evaluation` (rows of `evaluate_policies`, for the EOM points at the
-    configured budgets with their 95% intervals).
+    true_value; its 'random' curve is the cost-matched random reference), optionally `evaluation`
+    (rows of `evaluate_policies`: the points at the configured budgets, EOM with their 95%
+    intervals, the `random` row's at EOM cost = budget) and the per-capita budgets to mark
+    (default: the evaluation's `budget_per_capita` values); each budget is a dashed vertical line
+    labelled "budget b".
     """
     need = {"model", "eom_cost", "eom_value", "true_cost", "true_value"}
     if not need <= set(curves.columns):
@@ -63,7 +70,7 @@ def plot_frontier(curves: pd.DataFrame, evaluation: pd.DataFrame | None = None, 
             d = d.sort_values(f"{kind}_cost")
             style = _REFERENCE_STYLE.get(m, dict(color=colors.get(m), lw=1.5))
             ax.plot(d[f"{kind}_cost"], d[f"{kind}_value"], marker="." if m not in _REFERENCE_STYLE else None,
-                    ms=4, label=m, **style)
+                    ms=4, label=_LABEL.get(m, m), **style)
         ax.set_title(label)
         ax.set_xlabel("per-capita cost")
         ax.set_ylabel("per-capita response")
@@ -78,10 +85,13 @@ def plot_frontier(curves: pd.DataFrame, evaluation: pd.DataFrame | None = None, 
                              ms=5, capsize=3, mfc="white")
             if has_truth and d["true_value"].notna().any():
                 axes[1].plot(d["true_cost"], d["true_value"], "o", color=color, ms=5, mfc="white")
-        if "budget_per_capita" in ev.columns:
-            for b in sorted(ev["budget_per_capita"].dropna().unique()):
-                for ax in axes:
-                    ax.axvline(b, color="0.8", lw=0.8, ls="--", zorder=0)
+    if budgets is None and evaluation is not None and "budget_per_capita" in evaluation.columns:
+        budgets = evaluation["budget_per_capita"].dropna().unique()
+    for b in sorted(float(x) for x in (budgets if budgets is not None else [])):
+        for ax in axes:
+            ax.axvline(b, color="0.7", lw=0.8, ls="--", zorder=0)
+            ax.annotate(f"budget {b:g}", (b, 1.0), xycoords=("data", "axes fraction"), rotation=90,
+                        fontsize=7, color="0.4", ha="right", va="top")
     axes[0].legend(fontsize=8, loc="lower right")
     if title:
         fig.suptitle(title)

@@ -38,6 +38,7 @@ from promo_assets.evaluation.honest import (
     area_ratio,
     bootstrap_dr,
     dr_batch,
+    dr_interval,
     dr_mix,
     dr_q_at_budget,
     ipw_mix,
@@ -129,7 +130,8 @@ def evaluate_policies(
       with_random: add the `random` reference rows (the pipeline's leaderboard adds them once).
     For every model and budget the allocator (`solve`) allocates the holdout users on the model's
     coefficients ("as made"): eom_value / eom_cost (self-normalized IPW) with `bootstrap_eom`'s 95%
-    interval, dr_value / dr_cost with `bootstrap_dr`'s, true_value / true_cost and spend_ratio
+    interval, dr_value / dr_cost with `dr_interval`'s (influence function, Student-t), true_value /
+    true_cost and spend_ratio
     (true cost / budget); then at equal spend: q_value / q_cost (KKT multiplier searched until the
     EOM cost = budget, Algorithm 1), dr_q_value / dr_q_cost (the same on the DR cost),
     matched_true_value / matched_true_cost / matched_budget (`matched_true_value`: the allocator's
@@ -311,8 +313,10 @@ def evaluate_policies(
                 if my is not None:
                     dv, dc, _ = dr_batch(assigned, t, y, z, propensity, my, mz)
                     row["dr_value"], row["dr_cost"] = float(dv[0]), float(dc[0])
-                    row["dr_ci_low"], row["dr_ci_high"] = bootstrap_dr(assigned, t, y, z, propensity, my, mz,
-                                                                       n_boot=n_boot, seed=seed)
+                    row["dr_ci_low"], row["dr_ci_high"] = dr_interval(assigned, t, y, z, propensity, my, mz)
+                    if math.isnan(row["dr_ci_low"]):
+                        add_note(row, name, f"only {int(nm[0])} holdout event matches the levels this policy assigns "
+                                 f"at budget {b:g}: no DR interval (needs 2)")
                     if with_q:
                         dq = dr_q_at_budget(v, c, t, y, z, propensity, my, mz, b)
                         row["dr_q_value"], row["dr_q_cost"] = dq.value, dq.cost
@@ -357,8 +361,7 @@ def _random_row(row, b, t, y, z, propensity, level_costs, tv, tc, my, mz, *, n_b
             row["matched_true_value"], row["matched_true_cost"] = mix_true_value(tmix, tv, tc)
     if my is not None:
         row["dr_value"], row["dr_cost"], _ = dr_mix(mix, t, y, z, propensity, my, mz)
-        row["dr_ci_low"], row["dr_ci_high"] = bootstrap_dr(mix, t, y, z, propensity, my, mz, is_mix=True,
-                                                           n_boot=n_boot, seed=seed)
+        row["dr_ci_low"], row["dr_ci_high"] = dr_interval(mix, t, y, z, propensity, my, mz, is_mix=True)
         dmix, _, _, dnote = match_mix(lambda m: dr_mix(m, t, y, z, propensity, my, mz)[1], mz.mean(axis=0), b,
                                       what="DR")
         add_note(row, RANDOM_MODEL, dnote)
