@@ -1,0 +1,75 @@
+"""`promo run` on the demo campaign, old code vs new code, side by side on the same machine.
+
+Each round simulates the demo campaign (the README's demo: 14 days, 5,000 users, seed 0) into a
+fresh temporary landing folder, then runs `python -m promo_assets.cli run --campaign demo` once with
+the OLD checkout first on PYTHONPATH and once with the NEW one (order alternating between rounds),
+each in its own temporary warehouse / artefact store / DAGSTER_HOME, and prints the wall time of
+each run, the per-code medians and the models each run evaluated.
+
+    .venv/bin/python benchmarks/run_time_ab.py --old /path/to/old/checkout [--new .] [--rounds 3]
+
+(e.g. `git worktree add /tmp/old <commit>` for the old checkout). Same Python environment for both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def run(code: Path, landing: Path, work: Path, max_epochs: str | None) -> tuple[float, int, str]:
+    env = dict(os.environ, PYTHONPATH=str(code), PROMO_LANDING_DIR=str(landing),
+               PROMO_WAREHOUSE=str(work / "warehouse.duckdb"), PROMO_ARTIFACTS_DIR=str(work / "artifacts"),
+               DAGSTER_HOME=str(work / "dagster_home"))
+    if max_epochs:
+        env["PROMO_MAX_EPOCHS"] = max_epochs
+    (work / "dagster_home").mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "promo_assets.cli", "run", "--campaign", "demo", "--no-progress"],
+                          env=env, capture_output=True, text=True, cwd=code)
+    seconds = time.perf_counter() - t0
+    return seconds, proc.returncode, proc.stdout[-600:] + proc.stderr[-600:]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--old", type=Path, required=True)
+    ap.add_argument("--new", type=Path, default=Path("."))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--max-epochs", default=None, help="PROMO_MAX_EPOCHS for both (default: unset, as in the demo)")
+    args = ap.parse_args()
+    codes = {"old": args.old.resolve(), "new": args.new.resolve()}
+    times: dict[str, list[float]] = {"old": [], "new": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        landing = Path(tmp) / "landing"
+        env = dict(os.environ, PYTHONPATH=str(codes["new"]), PROMO_LANDING_DIR=str(landing),
+                   DAGSTER_HOME=str(Path(tmp) / "sim_home"))
+        (Path(tmp) / "sim_home").mkdir()
+        subprocess.run([sys.executable, "-m", "promo_assets.cli", "simulate", "--preset", "demo", "--campaign", "demo",
+                        "--days", "14", "--users", "5000", "--seed", "0"], env=env, check=True, capture_output=True,
+                       cwd=codes["new"])
+        for r in range(args.rounds):
+            order = ["old", "new"] if r % 2 == 0 else ["new", "old"]
+            for which in order:
+                work = Path(tmp) / f"{which}{r}"
+                seconds, rc, tail = run(codes[which], landing, work, args.max_epochs)
+                times[which].append(seconds)
+                print(f"round {r} {which}: {seconds:.1f} s, exit {rc}", flush=True)
+                if rc != 0:
+                    print(tail)
+    for which in ("old", "new"):
+        print(f"{which}: median {statistics.median(times[which]):.1f} s  ({', '.join(f'{t:.1f}' for t in times[which])}) "
+              f"code {codes[which]}")
+    ratio = statistics.median(times["new"]) / statistics.median(times["old"])
+    print(f"new / old median wall time: {ratio:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
