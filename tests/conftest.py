@@ -33,3 +33,17 @@ def promo_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path
     monkeypatch.setenv("DAGSTER_HOME", str(paths["dagster_home"]))
     monkeypatch.setenv("PROMO_MAX_EPOCHS", os.environ.get("PROMO_MAX_EPOCHS", "3"))
     return paths
+
+
+@pytest.fixture(autouse=True)
+def _no_stale_defs_state_storage():
+    """Dagster keeps the defs-state storage of an entered DagsterInstance in a context variable; an
+    instance that a test (e.g. one driving the automation daemon's code) leaves entered after it was
+    disposed would make every later Definitions load in this process fail with "Attempted to resolve
+    undefined DagsterInstance weakref" (the CLI builds its Definitions per call). Each test starts
+    and ends without one, as a fresh `promo` process does."""
+    from dagster._core.storage.defs_state.base import _current_storage
+
+    _current_storage.set(None)
+    yield
+    _current_storage.set(None)
