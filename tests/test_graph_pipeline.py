@@ -95,7 +95,7 @@ def test_promo_run_trains_gnn_hazard_and_allocates_jointly(promo_env, capsys):
 
     # its own chain evaluates gnn_hazard like any model
     models = [r[0] for r in query(promo_env, "SELECT DISTINCT model FROM policy_evaluation WHERE campaign = 'shop' ORDER BY 1")]
-    assert models == ["dipn", "gnn_hazard", "random", "s_learner"]
+    assert models == ["dipn", "gnn_hazard", "lgbm_s", "lgbm_s_mono", "lgbm_t", "random", "s_learner"]
 
     # one joint-vs-independent row per ratio budget, with true values (simulated campaign)
     rows = query(promo_env, "SELECT ratio_budget, joint_true_value, independent_true_value, joint_cost, independent_cost, "

@@ -327,7 +327,7 @@ def test_promo_run_flags_a_too_small_holdout_in_report_and_ui(promo_env, capsys,
     assert f"too small to evaluate ({n} holdout users)" in out and "min_holdout_users" in out
     import dagster as dg
 
-    event = dg.DagsterInstance.get().get_latest_materialization_event(dg.AssetKey("policy_evaluation"))
+    event = dg.DagsterInstance.get().get_latest_materialization_event(dg.AssetKey("leaderboard"))
     assert "too small to evaluate" in event.asset_materialization.metadata["leaderboard_markdown"].value
 
 
