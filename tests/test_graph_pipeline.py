@@ -122,4 +122,4 @@ def test_promo_run_trains_gnn_hazard_and_allocates_jointly(promo_env, capsys):
     assert query(promo_env, "SELECT count(*) FROM model_registry WHERE campaign = 'demo' AND model = 'gnn_hazard'") == [(0,)]
     assert query(promo_env, "SELECT count(*) FROM joint_allocation_evaluation WHERE campaign = 'demo'") == [(0,)]
     demo_models = [r[0] for r in query(promo_env, "SELECT DISTINCT model FROM policy_evaluation WHERE campaign = 'demo' ORDER BY 1")]
-    assert demo_models == ["dipn", "random", "s_learner"]
+    assert demo_models == ["dipn", "lgbm_s", "lgbm_s_mono", "lgbm_t", "random", "s_learner"]
