@@ -319,7 +319,7 @@ def test_retention_current_budgets_history_and_an_infeasible_budget(promo_env, m
     second, second_board = _last_runs(promo_env)
     infeasible = _query(promo_env, "SELECT model, budget_per_capita, minimum_budget, message FROM infeasible_budget "
                         "WHERE run_id = ? ORDER BY model", [second])
-    assert [(m, b) for m, b, _, _ in infeasible] == [("dipn", 0.25), ("s_learner", 0.25)]
+    assert [(m, b) for m, b, _, _ in infeasible] == [(m, 0.25) for m in ("dipn", "lgbm_s", "lgbm_s_mono", "lgbm_t", "s_learner")]
     assert all(mb > 0.25 and "budget per capita 0.25" in msg and "minimum feasible budget" in msg
                for _, _, mb, msg in infeasible)
     for table in ("budget_dual", "allocation"):
@@ -327,7 +327,7 @@ def test_retention_current_budgets_history_and_an_infeasible_budget(promo_env, m
                       [second]) == [(1.0,), (2.0,)], table
     evaluated = _query(promo_env, "SELECT model, budget_per_capita, eom_value IS NULL FROM policy_evaluation "
                        "WHERE run_id = ? AND model <> 'random' ORDER BY 1, 2", [second])
-    assert evaluated == [(m, b, b == 0.25) for m in ("dipn", "s_learner") for b in (0.25, 1.0, 2.0)]
+    assert evaluated == [(m, b, b == 0.25) for m in ("dipn", "lgbm_s", "lgbm_s_mono", "lgbm_t", "s_learner") for b in (0.25, 1.0, 2.0)]
     meta = dg.DagsterInstance.get().get_latest_materialization_event(
         dg.AssetKey(["s_learner", "budget_dual"])).asset_materialization.metadata
     assert "0.25" in meta["infeasible_budgets"].value and "minimum feasible budget" in meta["infeasible_budgets"].value
