@@ -102,3 +102,11 @@ FROM rct_events e
 JOIN training_frame t USING (campaign, event_date, source_row)
 WHERE e.campaign = ? AND t.split <> 'holdout'
 ORDER BY e.event_date, e.source_row;
+
+-- name: propensity_events
+-- the events of a campaign with their stored propensity (training_frame: split and IPS weights)
+SELECT e.event_date, e.source_row, e.user_id, e.level, p.propensity
+FROM rct_events e
+JOIN propensity p USING (campaign, event_date, source_row)
+WHERE e.campaign = ?
+ORDER BY e.event_date, e.source_row

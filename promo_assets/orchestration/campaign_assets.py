@@ -132,7 +132,8 @@ def results_write(context, con, campaign: str, *tables: str):
     "observational ones (randomized: false), with overlap diagnostics. Table propensity.",
 )
 def propensity(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
-    from promo_assets.causal import fit_propensity, propensity_diagnostics, propensity_plot, randomized_propensity
+    from promo_assets.causal import ips_weights, propensity_diagnostics, propensity_plot
+    from promo_assets.causal.frame import event_propensity
 
     campaign = context.partition_key
     config = load_config(landing.path, campaign)
@@ -143,16 +144,8 @@ def propensity(context: dg.AssetExecutionContext, warehouse: WarehouseResource, 
         ).df()
         if events.empty:
             raise dg.Failure(f"no rct_events for campaign '{campaign}'")
-        metadata = {"events": len(events)}
-        if config.randomized:
-            p = randomized_propensity(events, config.n_levels)
-            source = np.where(events["propensity"].notna(), "logged", "empirical")
-            proba = None
-        else:
-            model = fit_propensity(events, numeric, categorical, config.n_levels, seed=0, log=_log(context))
-            proba = model.predict_proba(events)
-            p = proba[np.arange(len(events)), events["level"].to_numpy()]
-            source = np.full(len(events), "estimated")
+        prop = event_propensity(events, config, numeric, categorical, log=_log(context))
+        p, source, proba = prop.propensity, prop.source, prop.proba
         frame_df = pd.DataFrame(
             {"event_date": events["event_date"], "source_row": events["source_row"], "propensity": p, "source": source}
         )
@@ -160,11 +153,9 @@ def propensity(context: dg.AssetExecutionContext, warehouse: WarehouseResource, 
         with transaction(con), registered(con, "frame_df", frame_df):
             con.execute(sql("frames", "delete_campaign", table="propensity"), [campaign])
             con.execute(sql("frames", "insert_propensity"), [campaign, version])
+    metadata = {"events": len(events)}
     if proba is not None:
-        from promo_assets.causal import ips_weights
-
-        w = ips_weights(p, clip=config.ips_clip)
-        diag = propensity_diagnostics(proba, events["level"].to_numpy(), w)
+        diag = propensity_diagnostics(proba, events["level"].to_numpy(), ips_weights(p, clip=config.ips_clip))
         metadata["diagnostics"] = dg.MetadataValue.json(_jsonable(diag))
         metadata["plot"] = dg.MetadataValue.md(png_md(propensity_plot(proba, events["level"].to_numpy()), "Estimated propensities per level"))
     metadata.update(
@@ -189,19 +180,13 @@ def propensity(context: dg.AssetExecutionContext, warehouse: WarehouseResource, 
     "per event. Table training_frame.",
 )
 def training_frame(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
-    from promo_assets.causal import assign_split, ips_weights
+    from promo_assets.causal.frame import split_and_weights
 
     campaign = context.partition_key
     config = load_config(landing.path, campaign)
     with connect(warehouse) as con:
-        events = con.execute(
-            "SELECT e.event_date, e.source_row, e.user_id, e.level, p.propensity FROM rct_events e "
-            "JOIN propensity p USING (campaign, event_date, source_row) WHERE e.campaign = ? "
-            "ORDER BY e.event_date, e.source_row",
-            [campaign],
-        ).df()
-        split = assign_split(events, holdout_days=config.holdout_days, validation_fraction=config.validation_fraction)
-        weights = ips_weights(events["propensity"].to_numpy(), clip=config.ips_clip)
+        events = con.execute(sql("frames", "propensity_events"), [campaign]).df()
+        split, weights = split_and_weights(events, events["propensity"].to_numpy(), config)
         frame_df = pd.DataFrame(
             {"event_date": events["event_date"], "source_row": events["source_row"], "split": split, "ips_weight": weights}
         )
