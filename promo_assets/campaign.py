@@ -141,6 +141,14 @@ class GraphBlock(_Block):
     weight: Literal["weight", "n_payments", "amount"] = Field("n_payments", description="weight | n_payments | amount")
 
 
+class ModelsBlock(_Block):
+    include: list[str] | None = Field(
+        None, description="a list of registered model names (default: every model whose `default` is true)")
+    exclude: list[str] = Field(default_factory=list, description="a list of registered model names")
+    params: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="a mapping of model name to a mapping of its hyper-parameters")
+
+
 class CampaignYaml(_Block):
     """The whole of campaign.yaml. Every key, its type, range and default."""
 
@@ -162,12 +170,14 @@ class CampaignYaml(_Block):
         None, description="a number > 0 or a non-empty list of numbers > 0 (average incentive per response)")
     merchants: MerchantsBlock | None = Field(None, description="a mapping (the merchant side of a bipartite campaign)")
     graph: GraphBlock | None = Field(None, description="a mapping with 'edges' and 'weight'")
+    models: ModelsBlock | None = Field(
+        None, description="a mapping with optional 'include', 'exclude' (model names) and 'params'")
     simulation: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
     simulator: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
 
 
 # keys of campaign.yaml that CampaignConfig keeps in `.extra` (validated, defaults filled in)
-EXTRA_KEYS = ("features", "ratio_budget", "merchants", "graph", "simulation", "simulator")
+EXTRA_KEYS = ("features", "ratio_budget", "merchants", "graph", "models", "simulation", "simulator")
 
 
 def _schema_messages(exc: ValidationError) -> list[str]:
@@ -326,6 +336,13 @@ class CampaignConfig:
             ordered = False
         dumped = doc.model_dump()
         extra = {k: dumped[k] for k in EXTRA_KEYS if k in doc.model_fields_set}
+        if doc.models is not None:
+            from promo_assets.models.registry import check_models_block  # lazy: the registry imports this module
+
+            problems = check_models_block(dumped["models"])
+            if problems:
+                head = f"{len(problems)} problems: " if len(problems) > 1 else ""
+                raise CampaignConfigError(f"{source}: {head}" + "; ".join(problems))
         return cls(
             campaign=campaign,
             incentives=incentives,

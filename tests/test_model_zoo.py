@@ -129,3 +129,54 @@ def test_a_failing_model_fails_alone(promo_env, monkeypatch, capsys, failing_mod
     assert main(["report", "--campaign", "demo"]) == 0
     out = capsys.readouterr().out
     assert "s_learner" in out and "dipn" in out and "failing not evaluated" in out
+
+
+# --------------------------------------------------------------------------------------------
+# campaign.yaml `models:` — which models a campaign trains, and their hyper-parameters
+
+@pytest.fixture
+def tuned():
+    registry.register("tuned", "tests.zoo_models:TunedModel")
+    yield registry.get("tuned")
+    registry.unregister("tuned")
+
+
+def _config(models):
+    from promo_assets.campaign import CampaignConfig
+
+    return CampaignConfig.from_dict({"treatments": {"levels": [0, 1, 2]}, "models": models}, "c1")
+
+
+def test_models_block_selects_and_tunes(tuned):
+    from promo_assets.campaign import CampaignConfig
+
+    plain = CampaignConfig.from_dict({"treatments": {"levels": [0, 1, 2]}}, "c1")
+    assert registry.not_selected("s_learner", plain) is None
+    assert "off by default" in registry.not_selected("tuned", plain)
+    assert tuned.hparams(plain) == {"gamma": 1.0, "steps": 10, "mode": "fd"}
+
+    config = _config({"include": ["tuned", "s_learner"], "params": {"tuned": {"gamma": 2, "mode": "nes"}}})
+    assert registry.not_selected("tuned", config) is None and registry.not_selected("s_learner", config) is None
+    assert registry.not_selected("dipn", config) == "not listed in campaign.yaml models.include"
+    assert tuned.hparams(config) == {"gamma": 2, "steps": 10, "mode": "nes"}
+    assert registry.not_selected("dipn", _config({"exclude": ["dipn"]})) == "excluded by campaign.yaml models.exclude"
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("models, expected", [
+    ({"include": ["s_lerner"]}, "'models.include': unknown model 's_lerner' (did you mean 's_learner'?)"),
+    ({"exclude": ["xgboost"]}, "'models.exclude': unknown model 'xgboost'"),
+    ({"params": {"tuned": {"gama": 2}}}, "unknown key 'models.params.tuned.gama' (did you mean 'gamma'?)"),
+    ({"params": {"tuned": {"gamma": "big"}}}, "'models.params.tuned.gamma' = 'big' (str): expected float"),
+    ({"params": {"tuned": {"steps": 2.5}}}, "'models.params.tuned.steps' = 2.5 (float): expected int"),
+    ({"params": {"tuned": {"gamma": -1}}}, "'models.params.tuned': gamma = -1 must be > 0"),
+    ({"params": {"nope": {}}}, "'models.params': unknown model 'nope'"),
+    ({"inclde": ["tuned"]}, "unknown key 'models.inclde' (did you mean 'include'?)"),
+], ids=["error-model-typo", "error-unknown-model", "error-param-typo", "error-param-type", "error-int-param",
+        "error-param-value", "error-params-unknown-model", "error-block-key-typo"])
+def test_models_block_refuses_bad_entries(tuned, models, expected):
+    from promo_assets.campaign import CampaignConfigError
+
+    with pytest.raises(CampaignConfigError) as err:
+        _config(models)
+    assert expected in str(err.value)

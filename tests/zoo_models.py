@@ -12,3 +12,24 @@ class FailingModel(ResponseModel):
 
     def fit(self, data, config, *, phase="model", previous=None, seed=0, max_epochs=None, log=None):
         raise ModelInputError(f"failing: campaign '{data.campaign}' has no column 'loyalty_tier' (test model)")
+
+
+class TunedModel(ResponseModel):
+    """A model off by default with hyper-parameters: campaign.yaml's `models:` block selects and tunes it."""
+
+    name = "tuned"
+    title = "test model with hyper-parameters, off by default"
+    source = "tests"
+    default = False
+    params = {"gamma": 1.0, "steps": 10, "mode": "fd"}
+
+    def check_params(self, params):
+        out = []
+        if params["gamma"] <= 0:
+            out.append(f"gamma = {params['gamma']!r} must be > 0")
+        if params["mode"] not in ("fd", "nes"):
+            out.append(f"mode = {params['mode']!r} must be 'fd' or 'nes'")
+        return out
+
+    def fit(self, data, config, *, phase="model", previous=None, seed=0, max_epochs=None, log=None):
+        raise ModelInputError("tuned: a test model that is never trained")

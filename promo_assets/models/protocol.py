@@ -92,6 +92,19 @@ class ResponseModel(ABC):
     phases: ClassVar[tuple[str, ...]] = ("model",)  # one asset per phase, in training order
     needs_graph: ClassVar[bool] = False        # True: reads the customer_merchant_graph asset
     applies: ClassVar[str] = "every campaign"  # in words, for the model table (applies_to decides)
+    default: ClassVar[bool] = True             # trained unless campaign.yaml's `models.include` leaves it out
+    params: ClassVar[dict[str, Any]] = {}      # hyper-parameters settable per campaign, with their defaults
+
+    def check_params(self, params: dict[str, Any]) -> list[str]:
+        """Problems with hyper-parameter values (already merged over `params`), each naming the
+        parameter, the value and the rule; [] when fine. Checked when campaign.yaml is loaded."""
+        return []
+
+    def hparams(self, config: CampaignConfig) -> dict[str, Any]:
+        """This model's hyper-parameters for the campaign: `params` updated with campaign.yaml's
+        `models.params.<name>` (validated when the file was loaded)."""
+        given = ((config.extra.get("models") or {}).get("params") or {}).get(self.name) or {}
+        return {**self.params, **given}
 
     def applies_to(self, config: CampaignConfig) -> str | None:
         """None when the model can be trained for this campaign, else the reason it cannot."""

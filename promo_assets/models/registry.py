@@ -9,7 +9,9 @@ only when that model is used; a module that defines a model must not import them
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import math
 import re
 
 from promo_assets.models.errors import ModelInputError
@@ -55,12 +57,75 @@ def models() -> list[ResponseModel]:
 
 def table_markdown() -> str:
     """The model table of README "Adding a model" (`promo models` prints it), one row per model."""
-    lines = ["| model | assets (key prefix = model) | applies to | source | what it is |", "|---|---|---|---|---|"]
+    lines = ["| model | assets (key prefix = model) | applies to | trained by default | hyper-parameters (`models.params`) "
+             "| source | what it is |", "|---|---|---|---|---|---|---|"]
     for m in models():
         phases = ["model"] if len(m.phases) == 1 else list(m.phases)
         assets = " → ".join(f"`{m.name}/{p}`" for p in phases) + " → coefficients, dual, allocation, evaluation"
-        lines.append(f"| `{m.name}` | {assets} | {m.applies} | {m.source} | {m.title} |")
+        params = ", ".join(f"`{k}` = {v!r}" for k, v in m.params.items()) or "—"
+        lines.append(f"| `{m.name}` | {assets} | {m.applies} | {'yes' if m.default else 'no'} | {params} "
+                     f"| {m.source} | {m.title} |")
     return "\n".join(lines) + "\n"
+
+
+def not_selected(name: str, config) -> str | None:
+    """None when campaign.yaml's `models:` block selects model `name`, else the reason it does not:
+    listed in `exclude`, left out of `include`, or (no `include`) not a default model."""
+    block = config.extra.get("models") or {}
+    if name in (block.get("exclude") or ()):
+        return "excluded by campaign.yaml models.exclude"
+    include = block.get("include")
+    if include is not None:
+        return None if name in include else "not listed in campaign.yaml models.include"
+    if not get(name).default:
+        return "off by default: list it in campaign.yaml models.include to train it"
+    return None
+
+
+def check_models_block(block: dict) -> list[str]:
+    """Problems of campaign.yaml's `models:` block (unknown model names, unknown hyper-parameters,
+    a value of the wrong type, what the model's `check_params` refuses), each naming the key."""
+    known = names()
+    problems = []
+
+    def unknown(key: str, name: str) -> str:
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        hint = f"did you mean '{close[0]}'?" if close else f"registered models: {', '.join(known)}"
+        return f"'{key}': unknown model {name!r} ({hint})"
+
+    for key in ("include", "exclude"):
+        problems += [unknown(f"models.{key}", n) for n in (block.get(key) or ()) if n not in known]
+    for name, given in (block.get("params") or {}).items():
+        if name not in known:
+            problems.append(unknown("models.params", name))
+            continue
+        model = get(name)
+        own = []
+        for param, value in given.items():
+            key = f"models.params.{name}.{param}"
+            if param not in model.params:
+                close = difflib.get_close_matches(param, list(model.params), n=1, cutoff=0.6)
+                hint = (f"did you mean '{close[0]}'?" if close else
+                        f"its hyper-parameters: {', '.join(model.params) or 'none'}")
+                own.append(f"unknown key '{key}' ({hint})")
+            elif not _same_type(model.params[param], value):
+                own.append(f"'{key}' = {value!r} ({type(value).__name__}): expected "
+                           f"{type(model.params[param]).__name__} like the default {model.params[param]!r}")
+        if not own:  # values are checked once names and types are right
+            own = [f"'models.params.{name}': {p}" for p in model.check_params({**model.params, **given})]
+        problems += own
+    return problems
+
+
+def _same_type(default, value) -> bool:
+    """A value may replace a default of the same kind; an int stands for a float; bool is not a number."""
+    if isinstance(default, bool) or isinstance(value, bool):
+        return isinstance(default, bool) and isinstance(value, bool)
+    if isinstance(default, float):
+        return isinstance(value, (int, float)) and math.isfinite(float(value))
+    if isinstance(default, (list, tuple)):
+        return isinstance(value, (list, tuple))
+    return default is None or isinstance(value, type(default))
 
 
 def import_all() -> None:
