@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -55,11 +56,13 @@ def _cli(args: list[str], env: dict, cwd: Path) -> tuple[int, str, float]:
 
 
 def evaluate_campaign(preset: str, seed: int, *, days: int | None = None, users: int | None = None,
-                      max_epochs: int | None = 20, keep: Path | None = None) -> tuple[pd.DataFrame, dict]:
+                      max_epochs: int | None = 20, keep: Path | None = None,
+                      models: dict | None = None) -> tuple[pd.DataFrame, dict]:
     """policy_evaluation rows of one simulated campaign run through `promo simulate` + `promo run`,
     and what was measured: sizes, the exit code of `promo run`, its wall time and (when it failed)
     the tail of its output. `keep`: a folder to keep the campaign's files in (default: a temporary
-    one, removed afterwards)."""
+    one, removed afterwards). `models`: a campaign.yaml `models:` block (include / exclude / params)
+    written into the simulated campaign's campaign.yaml before `promo run`."""
     d0, u0 = PRESET_SIZES.get(preset, (8, 5000))
     days, users = days or d0, users or u0
     campaign = f"{preset}-{seed}".replace("_", "-")
@@ -79,6 +82,10 @@ def evaluate_campaign(preset: str, seed: int, *, days: int | None = None, users:
         info["simulate_seconds"] = round(secs, 1)
         if rc != 0:
             raise RuntimeError(f"promo simulate --preset {preset} --seed {seed} failed (exit {rc}): {out[-TAIL:]}")
+        if models is not None:
+            path = tmp / "landing" / campaign / "campaign.yaml"
+            path.write_text(path.read_text() + yaml.safe_dump({"models": models}, sort_keys=False))
+            info["models_block"] = models
         rc, out, secs = _cli(["run", "--campaign", campaign, "--no-progress"], env, tmp)
         info.update(run_exit_code=rc, run_seconds=round(secs, 1))
         if rc != 0:
