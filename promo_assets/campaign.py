@@ -102,6 +102,13 @@ def _ascending(levels: list[float]) -> list[float]:
     return levels
 
 
+def _unique(names: list[str]) -> list[str]:
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"{', '.join(repr(n) for n in repeated)} given more than once")
+    return names
+
+
 Amount = Annotated[float, Field(ge=0)]
 Levels = Annotated[list[Amount], Field(min_length=2), AfterValidator(_ascending)]
 Budgets = Annotated[list[Annotated[float, Field(gt=0)]], BeforeValidator(_one_or_more), Field(min_length=1)]
@@ -256,12 +263,14 @@ class CampaignYaml(_Block):
     graph: GraphBlock | None = Field(None, description="a mapping with 'edges' and 'weight'")
     models: ModelsBlock | None = Field(
         None, description="a mapping with optional 'include', 'exclude' (model names) and 'params'")
+    segments: Annotated[list[Annotated[str, Field(min_length=1)]], AfterValidator(_unique)] | None = Field(
+        None, description="a list of feature column names (e.g. [period_of_day, city]), each at most once")
     simulation: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
     simulator: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
 
 
 # keys of campaign.yaml that CampaignConfig keeps in `.extra` (validated, defaults filled in)
-EXTRA_KEYS = ("features", "ratio_budget", "merchants", "graph", "models", "simulation", "simulator")
+EXTRA_KEYS = ("features", "ratio_budget", "merchants", "graph", "models", "simulation", "simulator", "segments")
 
 
 def _schema_messages(exc: ValidationError) -> list[str]:
@@ -399,6 +408,19 @@ class CampaignConfig:
     @property
     def n_levels(self) -> int:
         return len(self.incentives)
+
+    @property
+    def segments(self) -> tuple[str, ...]:
+        """campaign.yaml `segments`: the feature columns the evaluation reports per value ('all' too)."""
+        return tuple(self.extra.get("segments") or ())
+
+    @property
+    def level_kind(self) -> str:
+        """How the levels are given, in words (for skip reasons): ordered amounts, unordered arms, or
+        multi-attribute levels (their attribute names)."""
+        if self.attributes:
+            return f"multi-attribute levels ({', '.join(self.attributes)})"
+        return "ordered incentive amounts" if self.ordered else "unordered arms"
 
     @property
     def multi_attribute(self) -> bool:

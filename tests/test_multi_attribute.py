@@ -137,3 +137,70 @@ def test_dipn_is_skipped_on_multi_attribute_campaigns_with_its_reason(tmp_path):
     reason = registry.get("dipn").applies_to(load_text(tmp_path, MULTI))
     assert reason and "single" in reason and "amount, threshold" in reason
     assert registry.get("dipn").applies_to(load_text(tmp_path, "treatments:\n  levels: [0, 1]\n")) is None
+
+
+def test_coman_preset_writes_a_multi_attribute_campaign_with_monotone_truth(tmp_path):
+    from promo_assets.simulation import simulate, truth_arrays
+    from promo_assets.simulation.coman import CITIES, CITY_SHAPE
+
+    for incentive in ("coupon", "fee_waiver"):
+        s = simulate("coman_spatiotemporal", f"c-{incentive}", tmp_path, days=2, users=600, seed=3, incentive=incentive)
+        c = CampaignConfig.load(s.campaign_dir)
+        assert c.multi_attribute and c.segments == ("period_of_day", "city") and "coman" in c.extra["models"]["include"]
+        v, cost = truth_arrays(s.campaign_dir)
+        np.testing.assert_allclose(cost, v * np.asarray(c.incentives)[None, :])
+        a, signs = c.attribute_matrix(), c.attribute_signs()
+        for i in range(c.n_levels):  # a level that is better in every declared direction has a higher truth
+            for j in range(c.n_levels):
+                if i != j and np.all(signs * (a[j] - a[i]) >= 0):
+                    assert np.all(v[:, j] >= v[:, i] - 1e-12), (incentive, i, j)
+        events = pd.read_parquet(next((s.campaign_dir / "events").glob("*.parquet")))
+        assert set(events["treatment"]) <= set(c.labels)
+        pop = pd.read_parquet(next((s.campaign_dir / "population").glob("*.parquet")))
+        assert set(pop["period_of_day"]) == {"breakfast", "lunch", "afternoon_tea", "dinner", "midnight_snack"}
+    # city curve shapes differ: the convex cities gain more from the last step than from the first
+    gain = pd.DataFrame(v[:, 1:] - v[:, :1]).groupby(pop["city"].to_numpy()).mean()
+    convex = [c for c, sh in zip(CITIES, CITY_SHAPE) if sh == "convex"]
+    concave = [c for c, sh in zip(CITIES, CITY_SHAPE) if sh == "concave"]
+    ratio = (gain.iloc[:, 0] / gain.iloc[:, -1])
+    assert ratio[concave].min() > ratio[convex].max()
+
+
+@pytest.mark.slow
+def test_multi_attribute_campaign_goes_through_promo_run_to_the_leaderboard(promo_env):
+    import yaml
+
+    from promo_assets.cli import main
+
+    assert main(["simulate", "--preset", "coman_spatiotemporal", "--campaign", "cs", "--days", "3",
+                 "--users", "400", "--seed", "1"]) == 0
+    path = promo_env["landing"] / "cs" / "campaign.yaml"
+    raw = yaml.safe_load(path.read_text())
+    raw["models"]["include"] = ["s_learner", "dipn", "coman"]
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
+    assert main(["run", "--campaign", "cs", "--no-progress"]) == 0
+    with warehouse.connect(promo_env["warehouse"], read_only=True) as con:
+        models = {r[0] for r in con.execute("SELECT DISTINCT model FROM policy_evaluation").fetchall()}
+        skips = dict(con.execute("SELECT model, reason FROM model_skips").fetchall())
+        seg = con.execute("SELECT model, segment, count(*) FROM segment_evaluation GROUP BY ALL").fetchall()
+    assert {"s_learner", "coman"} <= models and "dipn" not in models
+    assert "single" in skips["dipn"] and "amount, threshold" in skips["dipn"]
+    segs = {(m, s) for m, s, _ in seg}
+    assert {("coman", "all"), ("coman", "period_of_day"), ("coman", "city"), ("s_learner", "city")} <= segs
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("direction", ["downward"], ids=["error-attributes-direction-promo-run-loads-nothing"])
+def test_malformed_attributes_block_loads_nothing(promo_env, capsys, direction):
+    from promo_assets.cli import main
+
+    folder = promo_env["landing"] / "bad"
+    (folder / "events").mkdir(parents=True)
+    (folder / "campaign.yaml").write_text(MULTI.replace("{monotone: decreasing}", "{monotone: " + direction + "}"))
+    _events(30).to_parquet(folder / "events" / f"{DAY}.parquet")
+    assert main(["run", "--campaign", "bad", "--no-progress"]) != 0
+    err = capsys.readouterr().err
+    assert "treatments.attributes.threshold.monotone" in err and repr(direction) in err
+    if promo_env["warehouse"].exists():
+        with warehouse.connect(promo_env["warehouse"], read_only=True) as con:
+            assert con.execute("SELECT count(*) FROM rct_events").fetchone()[0] == 0

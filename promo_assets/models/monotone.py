@@ -104,7 +104,10 @@ class MonotoneDense(nn.Module):
         return torch.where(self.t > 0, w.abs(), torch.where(self.t < 0, -w.abs(), w))
 
     def forward(self, x: torch.Tensor, convex_share: torch.Tensor | None = None) -> torch.Tensor:
-        z = x @ self.signed_weight() + self.bias
+        return self.activate(x @ self.signed_weight() + self.bias, convex_share)
+
+    def activate(self, z: torch.Tensor, convex_share: torch.Tensor | None = None) -> torch.Tensor:
+        """The layer's activation of pre-activations z (see the class docstring)."""
         if self.activation is None:
             return z
         if self.activation == "sigmoid":
@@ -171,9 +174,11 @@ class MonotoneStack(nn.Module):
 
     def forward(self, attrs: torch.Tensor, rep: torch.Tensor, convex_share: torch.Tensor | None = None) -> torch.Tensor:
         """attrs (N, M, A), rep (N, R) -> (N, M, out); `convex_share` (N, 1) or None."""
-        n, m = attrs.shape[0], attrs.shape[1]
-        x = torch.cat([attrs, rep[:, None, :].expand(n, m, rep.shape[-1])], dim=-1)
         share = None if convex_share is None else convex_share[:, None, :]
-        for layer in self.hidden:
+        first, a = (self.hidden[0] if len(self.hidden) else self.output), attrs.shape[-1]
+        w = first.signed_weight()
+        # the user part of the first layer once per user, not once per (user, level): same result
+        x = first.activate(attrs @ w[:a] + (rep @ w[a:])[:, None, :] + first.bias, share)
+        for layer in self.hidden[1:]:
             x = layer(x, share)
-        return self.output(x)
+        return self.output(x) if len(self.hidden) else x

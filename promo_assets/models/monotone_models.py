@@ -117,8 +117,9 @@ class MonotoneNet(AttributeCurves):
                 self.params_out.bias[0] = float(response_init)
         elif head in ("cmnn", "dnn_m"):
             self.stack = MonotoneStack(self.signs, h, tuple(mono_hidden), "sigmoid" if head == "dnn_m" else activation)
-            with torch.no_grad():
-                self.stack.output.bias.fill_(float(response_init))
+            with torch.no_grad():  # DNN-M's sigmoid units start near 1/2: centre its output on the mean response
+                offset = 0.5 * float(self.stack.output.weight.abs().sum()) if head == "dnn_m" else 0.0
+                self.stack.output.bias.fill_(float(response_init) - offset)
         else:
             raise ModelInputError(f"unknown monotone head {head!r}; expected dnn_m, fpm or cmnn")
 
