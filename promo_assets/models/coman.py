@@ -58,7 +58,7 @@ class CoMANNet(AttributeCurves):
         d_st = d * max(1, len(self.st_index))
         n_tokens = n_numeric + len(self.other_index)
         self.temporal_gate = nn.Linear(d_st, d)       # Eq. 8's FC(e_st)
-        self.query = nn.Linear(d_st, d)               # temporal target attention
+        self.target_query = nn.Linear(d_st, d)        # temporal target attention
         self.tower, z = mlp(n_tokens * d + d + d_st, tuple(hidden))
         self._init_levels(level_attributes, signs, z, cost_heads)
         self.stack = MonotoneStack(self.signs, z, tuple(mono_hidden), "clu")
@@ -91,7 +91,7 @@ class CoMANNet(AttributeCurves):
         e = torch.cat(others, dim=1)                                                  # (N, T, d)
         gate = torch.sigmoid((e * self.temporal_gate(e_st)[:, None, :]).sum(-1, keepdim=True))
         h = gate * e + e                                                              # Eq. 8
-        q = self.query(e_st)
+        q = self.target_query(e_st)
         alpha = torch.softmax((h * q[:, None, :]).sum(-1) / math.sqrt(self.d), dim=1)
         att = (alpha[:, :, None] * h).sum(1)
         z = self.tower(torch.cat([h.reshape(n, -1), att, e_st], dim=1))
