@@ -140,6 +140,29 @@ def run_seed(seed: int, args) -> tuple[list[dict], pd.DataFrame, list[dict], dic
     return rows, ev, monotone, info
 
 
+def timing(args) -> dict:
+    """Median seconds per epoch of the S-learner (DNN) and CoMAN, trained alternately on the same frame
+    (same batch size; widths: the S-learner's trunk [64, 32] = CoMAN's tower), and their ratio."""
+    from _model_frames import load_training_frame
+    from promo_assets.models import train_model
+    from promo_assets.simulation import simulate
+
+    with tempfile.TemporaryDirectory(prefix="coman-timing-") as tmp:
+        os.environ["PROMO_ARTIFACTS_DIR"] = str(Path(tmp) / "artifacts")
+        s = simulate("coman_spatiotemporal", "coman-t", Path(tmp) / "landing", days=args.days, users=args.users,
+                     seed=0, start="2026-01-01", incentive=args.incentive)
+        frame, config, numeric, categorical = load_training_frame(s.campaign_dir)
+        out: dict[str, list[float]] = {"s_learner": [], "coman": [], "cmnn": []}
+        for _ in range(args.timing_repeats):
+            for model in out:
+                f = train_model(model, frame, config, numeric, categorical, seed=0, max_epochs=2,
+                                batch_size=args.batch_size, patience=5)
+                out[model].append(float(f.metrics["seconds_per_epoch"]))
+    med = {m: float(np.median(v)) for m, v in out.items()}
+    return {"seconds_per_epoch": out, "median": med, "coman / s_learner": med["coman"] / med["s_learner"],
+            "cmnn / s_learner": med["cmnn"] / med["s_learner"], "train_rows": int((frame["split"] == "train").sum())}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
@@ -150,12 +173,18 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--variants", nargs="*", default=None, help="a subset of: " + ", ".join(VARIANTS))
+    ap.add_argument("--timing-repeats", type=int, default=0,
+                    help="only time: train DNN and CoMAN alternately this many times (2 epochs) on seed 0's data "
+                         "and print the median seconds per epoch and their ratio")
     ap.add_argument("--pipeline-seeds", type=int, nargs="*", default=[],
                     help="also run promo simulate + promo run for these seeds (the pipeline's policy_evaluation)")
     args = ap.parse_args()
     import torch
 
     torch.set_num_threads(args.threads)
+    if args.timing_repeats:
+        print(json.dumps(timing(args), indent=1))
+        return
     started = time.perf_counter()
     all_rows, evals, mono, infos = [], [], [], []
     for seed in args.seeds:

@@ -10,11 +10,15 @@ FORMULAS.md "CoMAN"), registered as `coman`.
 4. Deep representation z = MLP([h_1..h_n, attention output, e_st]) (the paper's expert/gating
    towers are left out: one tower).
 5. Monotonic layer: CMNN with CLU (`MonotoneStack`) on [scaled incentive attributes, z] giving the
-   monotone incentive index s. Adaptive Activation (Eq. 14, our form): a per-user convex share
-   sigmoid(FC([z, e_st])) masks the non-saturated units between the convex and concave activation
-   (`monotone.adaptive_masks`); without it the fixed 7:7:2 blocks.
+   monotone incentive index s. Adaptive Activation (Eq. 14, our form): a convex share
+   1/4 + 1/2 sigmoid(FC(e_st)) per spatio-temporal context masks the non-saturated units between the
+   convex and the concave activation (`monotone.adaptive_masks`); without it the fixed 7:7:2 blocks.
+   Our choices, measured on coman_spatiotemporal: a share computed from the user representation as
+   well, or unbounded, was used as a level shift (all units convex or all concave) and fit worse.
 6. S-t Attention (Eq. 15, our form): FC layers on e_st produce a weight matrix W (|z| x 4) and a
-   bias b; the FPM parameters are z W + b. Without it: a linear layer on z.
+   bias b; the FPM parameters are z A + a + z W(e_st) + b(e_st) (A, a: a linear layer on z, which
+   alone gives the parameters without S-t). W, b and the Adaptive Activation's layer start at zero,
+   so CoMAN starts as CoMAN-B.
 7. Output: `fpm_response(params, s)` (r0, rmax, x0, k), non-decreasing in s, hence monotone in
    every attribute in its declared direction (the gates and parameters depend on the user only).
 
@@ -62,21 +66,25 @@ class CoMANNet(AttributeCurves):
         self.tower, z = mlp(n_tokens * d + d + d_st, tuple(hidden))
         self._init_levels(level_attributes, signs, z, cost_heads)
         self.stack = MonotoneStack(self.signs, z, tuple(mono_hidden), "clu")
-        self.aa = nn.Linear(z + d_st, 1) if adaptive_activation else None
+        # The Adaptive Activation and the S-t Attention start as CoMAN-B (zero-initialised: a convex share of
+        # 1/2, i.e. the fixed 7:7 blocks, and no spatio-temporal term) and move away only where the
+        # gradient asks: with a random start both made the fit worse in our runs (README, "Monotone models").
+        self.aa = nn.Linear(d_st, 1) if adaptive_activation else None
         self.z_dim = z
+        self.fpm_params = nn.Linear(z, 4)
+        with torch.no_grad():
+            self.fpm_params.bias[0] = float(response_init)
+            if self.aa is not None:
+                self.aa.weight.zero_()
+                self.aa.bias.zero_()
         if st_attention:
             self.st_w = nn.Linear(d_st, z * 4)
             self.st_b = nn.Linear(d_st, 4)
-            with torch.no_grad():
-                self.st_w.weight.mul_(1.0 / math.sqrt(z))
-                self.st_w.bias.mul_(1.0 / math.sqrt(z))
-                self.st_b.bias[0] = float(response_init)
-            self.fpm_params = None
+            for layer in (self.st_w, self.st_b):
+                nn.init.zeros_(layer.weight)
+                nn.init.zeros_(layer.bias)
         else:
             self.st_w = self.st_b = None
-            self.fpm_params = nn.Linear(z, 4)
-            with torch.no_grad():
-                self.fpm_params.bias[0] = float(response_init)
         self.binary = bool(binary)
 
     def representation(self, x_num: torch.Tensor, x_cat: torch.Tensor):
@@ -99,13 +107,13 @@ class CoMANNet(AttributeCurves):
 
     def respond(self, attrs: torch.Tensor, rep) -> torch.Tensor:
         z, e_st = rep
-        share = torch.sigmoid(self.aa(torch.cat([z, e_st], dim=1))) if self.aa is not None else None
+        # convex share in [1/4, 3/4] from the spatio-temporal context (see the module docstring, 5.)
+        share = 0.25 + 0.5 * torch.sigmoid(self.aa(e_st)) if self.aa is not None else None
         s = self.stack(attrs, z, share).squeeze(-1)                                  # (N, M)
+        params = self.fpm_params(z)
         if self.st_w is not None:                                                     # Eq. 15
             w = self.st_w(e_st).reshape(-1, self.z_dim, 4)
-            params = torch.bmm(z[:, None, :], w).squeeze(1) + self.st_b(e_st)
-        else:
-            params = self.fpm_params(z)
+            params = params + torch.bmm(z[:, None, :], w).squeeze(1) + self.st_b(e_st)
         return fpm_response(params[:, None, :], s, self.binary)
 
 
