@@ -162,3 +162,17 @@ def test_coman_without_spatiotemporal_columns_is_skipped(promo_env):
 
     with pytest.raises(ModelSkipped, match="spatio-temporal columns"):
         train_model("coman", _frame(), CampaignConfig.from_dict(MULTI, "m1"), ["age"], [], max_epochs=1)
+
+
+def test_clu_fast_path_equals_the_block_definition():
+    torch.manual_seed(0)
+    layer = MonotoneDense(5, 16, None, "clu").double()
+    x = torch.randn(40, 5, dtype=torch.float64) * 3
+    z = x @ layer.signed_weight() + layer.bias
+    cv, cc, _ = layer.blocks
+    want = torch.cat([clu(z[:, :cv]), concave(clu)(z[:, cv:cv + cc]), saturated(clu)(z[:, cv + cc:])], dim=1)
+    torch.testing.assert_close(layer(x), want)
+    share = torch.rand(40, 1, dtype=torch.float64)
+    m = adaptive_masks(share, cv + cc)
+    want = torch.cat([m * clu(z[:, :cv + cc]) + (1 - m) * concave(clu)(z[:, :cv + cc]), saturated(clu)(z[:, cv + cc:])], dim=1)
+    torch.testing.assert_close(layer(x, share), want)

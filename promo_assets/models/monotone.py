@@ -117,9 +117,15 @@ class MonotoneDense(nn.Module):
         n_cc = cv + cc
         head, sat = z[..., :n_cc], z[..., n_cc:]
         if convex_share is None:
-            out = torch.cat([rho(head[..., :cv]), concave(rho)(head[..., cv:])], dim=-1)
+            m = torch.cat([head.new_ones(cv), head.new_zeros(cc)])
         else:
             m = adaptive_masks(convex_share, n_cc)
+        if self.activation == "clu":
+            # m CLU(x) + (1 - m) (-CLU(-x)) = (x + (2m - 1)(sqrt(x^2 + 1) - 1)) / 2: one square root
+            out = 0.5 * (head + (2.0 * m - 1.0) * (torch.sqrt(head * head + 1.0) - 1.0))
+        elif convex_share is None:
+            out = torch.cat([rho(head[..., :cv]), concave(rho)(head[..., cv:])], dim=-1)
+        else:
             out = m * rho(head) + (1.0 - m) * concave(rho)(head)
         return torch.cat([out, saturated(rho)(sat)], dim=-1)
 
