@@ -22,9 +22,12 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator,
+)
 
 COST_RULES = ("redeemed", "assigned", "column")
+MONOTONE_DIRECTIONS = ("increasing", "decreasing", "none")
 RESPONSE_TYPES = ("binary", "count", "continuous")
 FEATURE_KINDS = ("numeric", "categorical")
 
@@ -99,22 +102,110 @@ def _ascending(levels: list[float]) -> list[float]:
     return levels
 
 
+def _unique(names: list[str]) -> list[str]:
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"{', '.join(repr(n) for n in repeated)} given more than once")
+    return names
+
+
 Amount = Annotated[float, Field(ge=0)]
 Levels = Annotated[list[Amount], Field(min_length=2), AfterValidator(_ascending)]
 Budgets = Annotated[list[Annotated[float, Field(gt=0)]], BeforeValidator(_one_or_more), Field(min_length=1)]
 LEVELS = "a list of at least 2 amounts (numbers >= 0), strictly ascending"
 
 
+AttributeValue = Annotated[float, Field()]
+LevelRow = dict[str, AttributeValue]
+LEVEL_ROWS = ("a list of at least 2 mappings {attribute: number}, one per incentive level, every level giving "
+              "every attribute declared under 'treatments.attributes'")
+# tags of the `levels` union (levels: [amounts] | levels: [{attribute: value}]); _schema_messages skips them
+_LEVEL_TAGS = ("amounts", "attribute_rows")
+
+
+def _levels_kind(value: Any) -> str:
+    """'attribute_rows' when `levels` lists mappings (a multi-attribute campaign), else 'amounts'."""
+    if isinstance(value, list) and any(isinstance(v, dict) for v in value):
+        return "attribute_rows"
+    return "amounts"
+
+
+class AttributeBlock(_Block):
+    monotone: Literal[MONOTONE_DIRECTIONS] = Field(description=" | ".join(MONOTONE_DIRECTIONS))
+
+
+class LevelCostBlock(_Block):
+    attribute: str = Field(description="the name of the attribute whose value is the level's cost amount")
+
+
 class TreatmentsBlock(_Block):
-    levels: Levels | None = Field(None, description=LEVELS)
+    levels: Annotated[
+        Annotated[Levels, Tag("amounts")] | Annotated[Annotated[list[LevelRow], Field(min_length=2)], Tag("attribute_rows")],
+        Discriminator(_levels_kind),
+    ] | None = Field(None, description=f"{LEVELS}, or {LEVEL_ROWS}")
     arms: Annotated[dict[str, Amount] | None, BeforeValidator(_text_keys)] = Field(
         None, min_length=2, description="a mapping of at least 2 arm labels to a unit cost (a number >= 0)")
+    attributes: dict[str, AttributeBlock] | None = Field(
+        None, min_length=1, description="a mapping of attribute name to {monotone: increasing | decreasing | none} "
+                                        "(only with levels given as mappings)")
+    cost: LevelCostBlock | None = Field(
+        None, description="{attribute: NAME}: the attribute whose value is a level's cost amount "
+                          "(default: the attribute 'amount')")
 
     @model_validator(mode="after")
     def _levels_or_arms(self) -> "TreatmentsBlock":
         if (self.levels is None) == (self.arms is None):
             raise ValueError("give exactly one of 'levels: [amounts...]' or 'arms: {label: unit_cost}'")
         return self
+
+
+def _attribute_problems(t: TreatmentsBlock) -> list[str]:
+    """Cross-key problems of a multi-attribute `treatments` block (levels given as mappings), each
+    naming the dotted key, the value and what is expected; [] when fine or not multi-attribute."""
+    rows = t.levels if t.levels is not None and _levels_kind(t.levels) == "attribute_rows" else None
+    if rows is None:
+        out = []
+        if t.attributes is not None:
+            out.append("'treatments.attributes' is only allowed with levels given as mappings "
+                       "(levels: [{amount: 0, threshold: 0}, ...])")
+        if t.cost is not None:
+            out.append("'treatments.cost' is only allowed with levels given as mappings "
+                       "(levels: [{amount: 0, threshold: 0}, ...])")
+        return out
+    if t.attributes is None:
+        return ["missing required key 'treatments.attributes': levels given as mappings need "
+                "'attributes: {NAME: {monotone: increasing | decreasing | none}, ...}' naming every attribute"]
+    declared = list(t.attributes)
+    out = []
+    for i, row in enumerate(rows):
+        for name in row:
+            if name not in t.attributes:
+                close = difflib.get_close_matches(name, declared, n=1, cutoff=0.6)
+                hint = f"did you mean '{close[0]}'?" if close else f"declared attributes: {', '.join(declared)}"
+                out.append(f"unknown attribute 'treatments.levels[{i}].{name}' ({hint})")
+        missing = [a for a in declared if a not in row]
+        if missing:
+            out.append(f"'treatments.levels[{i}]' = {row!r}: missing attribute(s) {', '.join(repr(a) for a in missing)}; "
+                       f"expected a value for every attribute declared under 'treatments.attributes' ({', '.join(declared)})")
+    cost_attr = t.cost.attribute if t.cost is not None else "amount"
+    if cost_attr not in t.attributes:
+        key = "treatments.cost.attribute" if t.cost is not None else "treatments.cost"
+        shown = f" = {cost_attr!r}" if t.cost is not None else ""
+        out.append(f"'{key}'{shown}: {'unknown attribute' if t.cost is not None else 'missing (no attribute named amount)'}; "
+                   f"expected {{attribute: NAME}} with NAME one of {', '.join(declared)}")
+    elif not out:
+        for i, row in enumerate(rows):
+            if row[cost_attr] < 0:
+                out.append(f"'treatments.levels[{i}].{cost_attr}' = {row[cost_attr]!r}: the cost attribute must be >= 0")
+    if not out:
+        seen: dict[tuple, int] = {}
+        for i, row in enumerate(rows):
+            key = tuple(float(row[a]) for a in declared)
+            if key in seen:
+                out.append(f"'treatments.levels[{i}]' = {row!r}: the same attributes as treatments.levels[{seen[key]}]; "
+                           "expected every level to differ in at least one attribute")
+            seen.setdefault(key, i)
+    return out
 
 
 class MerchantTreatmentsBlock(_Block):
@@ -172,12 +263,14 @@ class CampaignYaml(_Block):
     graph: GraphBlock | None = Field(None, description="a mapping with 'edges' and 'weight'")
     models: ModelsBlock | None = Field(
         None, description="a mapping with optional 'include', 'exclude' (model names) and 'params'")
+    segments: Annotated[list[Annotated[str, Field(min_length=1)]], AfterValidator(_unique)] | None = Field(
+        None, description="a list of feature column names (e.g. [period_of_day, city]), each at most once")
     simulation: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
     simulator: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
 
 
 # keys of campaign.yaml that CampaignConfig keeps in `.extra` (validated, defaults filled in)
-EXTRA_KEYS = ("features", "ratio_budget", "merchants", "graph", "models", "simulation", "simulator")
+EXTRA_KEYS = ("features", "ratio_budget", "merchants", "graph", "models", "simulation", "simulator", "segments")
 
 
 def _schema_messages(exc: ValidationError) -> list[str]:
@@ -187,18 +280,26 @@ def _schema_messages(exc: ValidationError) -> list[str]:
         loc = err["loc"]
         model: type[BaseModel] | None = CampaignYaml
         parent_fields: list[str] = []
-        path, expected = "", None
+        path, expected, mapping_of = "", None, None
         for item in loc:
+            if item in _LEVEL_TAGS:  # the tag of the levels union is no key of the file
+                continue
             if isinstance(item, int):
                 path += f"[{item}]"
                 continue
             path = f"{path}.{item}" if path else str(item)
+            if mapping_of is not None:  # a free key of a mapping of blocks (treatments.attributes.NAME)
+                model, mapping_of = mapping_of, None
+                parent_fields = list(model.model_fields)
+                continue
             fields = model.model_fields if model is not None else {}
             parent_fields = list(fields) or parent_fields  # the keys valid where `item` stands
             if item in fields:
                 info = fields[item]
                 expected = info.description or expected
                 model = _submodel(info.annotation)
+                if model is not None and _is_mapping(info.annotation):
+                    mapping_of, model = model, None
             else:
                 model = None
         value = err.get("input")
@@ -221,13 +322,26 @@ def _schema_messages(exc: ValidationError) -> list[str]:
     return out
 
 
+def _is_mapping(annotation: Any) -> bool:
+    """True for `dict[str, Model]` (or `... | None`): its keys are free names, its values blocks."""
+    import typing
+
+    for arg in (annotation, *(getattr(annotation, "__args__", ()) or ())):
+        if typing.get_origin(arg) is dict:
+            return True
+    return False
+
+
 def _submodel(annotation: Any) -> type[BaseModel] | None:
-    """The pydantic model inside an annotation (`Model`, `Model | None`), else None."""
+    """The pydantic model inside an annotation (`Model`, `Model | None`, `dict[str, Model] | None`), else None."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
     for arg in getattr(annotation, "__args__", ()) or ():
         if isinstance(arg, type) and issubclass(arg, BaseModel):
             return arg
+        inner = _submodel(arg) if getattr(arg, "__args__", None) else None
+        if inner is not None:
+            return inner
     return None
 
 
@@ -257,6 +371,14 @@ class CampaignConfig:
     cost); `labels[level]` is how the treatment is written in the events' `treatment` column.
     Levels are indexed 0..K-1; level 0 is the lowest incentive (the control when it is 0).
     `extra` holds the validated optional blocks (EXTRA_KEYS present in the file, defaults filled in).
+
+    Multi-attribute campaigns (`treatments.levels` given as mappings, see README "Multi-attribute
+    incentives"): `attributes` are the attribute names, `directions` their monotone direction
+    (increasing | decreasing | none), `level_attributes[level]` the level's attribute values;
+    `incentives[level]` is the value of the cost attribute (`treatments.cost.attribute`), `labels` the
+    level indexes '0'..'K-1' (how the events' `treatment` column names a level), `ordered` False.
+    Read them through `attribute_names`, `attribute_matrix()` and `attribute_signs()`, which also
+    describe a single-amount campaign (one attribute 'amount', increasing).
     """
 
     campaign: str
@@ -273,10 +395,68 @@ class CampaignConfig:
     max_rejected_fraction: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
     min_holdout_users: int = 100
+    attributes: tuple[str, ...] = ()
+    directions: tuple[str, ...] = ()
+    level_attributes: tuple[tuple[float, ...], ...] = ()
+
+    def __post_init__(self) -> None:
+        # a config rebuilt from a stored artefact (to_dict -> JSON) carries lists: back to tuples
+        object.__setattr__(self, "attributes", tuple(self.attributes))
+        object.__setattr__(self, "directions", tuple(self.directions))
+        object.__setattr__(self, "level_attributes", tuple(tuple(float(x) for x in r) for r in self.level_attributes))
 
     @property
     def n_levels(self) -> int:
         return len(self.incentives)
+
+    @property
+    def segments(self) -> tuple[str, ...]:
+        """campaign.yaml `segments`: the feature columns the evaluation reports per value ('all' too)."""
+        return tuple(self.extra.get("segments") or ())
+
+    @property
+    def level_kind(self) -> str:
+        """How the levels are given, in words (for skip reasons): ordered amounts, unordered arms, or
+        multi-attribute levels (their attribute names)."""
+        if self.attributes:
+            return f"multi-attribute levels ({', '.join(self.attributes)})"
+        return "ordered incentive amounts" if self.ordered else "unordered arms"
+
+    @property
+    def multi_attribute(self) -> bool:
+        """True when the levels are given by several attributes (treatments.levels as mappings)."""
+        return bool(self.attributes)
+
+    @property
+    def attribute_names(self) -> tuple[str, ...]:
+        """The incentive attributes a level is made of: the declared ones, ('amount',) for ordered
+        single-amount levels, () for unordered arms (no monotone attribute)."""
+        if self.attributes:
+            return self.attributes
+        return ("amount",) if self.ordered else ()
+
+    def attribute_matrix(self) -> "np.ndarray":
+        """K x A float64 matrix of each level's attribute values (columns: `attribute_names`)."""
+        import numpy as np
+
+        if self.attributes:
+            return np.asarray(self.level_attributes, dtype=np.float64).reshape(self.n_levels, len(self.attributes))
+        if self.ordered:
+            return np.asarray(self.incentives, dtype=np.float64).reshape(-1, 1)
+        return np.zeros((self.n_levels, 0))
+
+    def attribute_directions(self) -> tuple[str, ...]:
+        """The monotone direction of each of `attribute_names` (increasing | decreasing | none)."""
+        if self.attributes:
+            return self.directions
+        return ("increasing",) if self.ordered else ()
+
+    def attribute_signs(self) -> "np.ndarray":
+        """The monotonicity indicator t per attribute: +1 increasing, -1 decreasing, 0 none (int64)."""
+        import numpy as np
+
+        sign = {"increasing": 1, "decreasing": -1, "none": 0}
+        return np.asarray([sign[d] for d in self.attribute_directions()], dtype=np.int64)
 
     def level_of(self, treatment: Any) -> int | None:
         """The level index of a treatment value (amount or arm label), or None when unknown."""
@@ -326,7 +506,22 @@ class CampaignConfig:
             head = f"{len(problems)} problems: " if len(problems) > 1 else ""
             raise CampaignConfigError(f"{source}: {head}" + "; ".join(problems)) from None
         t = doc.treatments
-        if t.levels is not None:
+        problems = _attribute_problems(t)
+        if problems:
+            head = f"{len(problems)} problems: " if len(problems) > 1 else ""
+            raise CampaignConfigError(f"{source}: {head}" + "; ".join(problems))
+        attributes: tuple[str, ...] = ()
+        directions: tuple[str, ...] = ()
+        level_attributes: tuple[tuple[float, ...], ...] = ()
+        if t.levels is not None and _levels_kind(t.levels) == "attribute_rows":
+            attributes = tuple(t.attributes)
+            directions = tuple(a.monotone for a in t.attributes.values())
+            level_attributes = tuple(tuple(float(row[a]) for a in attributes) for row in t.levels)
+            cost_attr = t.cost.attribute if t.cost is not None else "amount"
+            incentives = tuple(float(row[cost_attr]) for row in t.levels)
+            labels = tuple(str(i) for i in range(len(t.levels)))
+            ordered = False
+        elif t.levels is not None:
             incentives = tuple(float(x) for x in t.levels)
             labels = tuple(_label(x) for x in incentives)
             ordered = True
@@ -358,6 +553,9 @@ class CampaignConfig:
             max_rejected_fraction=doc.max_rejected_fraction,
             extra=extra,
             min_holdout_users=doc.min_holdout_users,
+            attributes=attributes,
+            directions=directions,
+            level_attributes=level_attributes,
         )
 
 

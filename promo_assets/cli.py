@@ -477,7 +477,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("simulate", help="write a simulated campaign (with ground truth) into the landing folder")
-    p.add_argument("--preset", default="demo", help="demo | dipn_synthetic_1 | dipn_synthetic_2 | e2e_synthetic | bipartite")
+    p.add_argument("--preset", default="demo", help="demo | dipn_synthetic_1 | dipn_synthetic_2 | e2e_synthetic | bipartite | coman_spatiotemporal")
     p.add_argument("--campaign", default="demo", help="campaign id (folder name) [demo]")
     p.add_argument("--days", type=int, default=14, help="number of daily event files [14]")
     p.add_argument("--users", type=int, default=5000, help="size of the user pool [5000]")

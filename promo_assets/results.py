@@ -29,10 +29,11 @@ from promo_assets.warehouse import quote_ident, sql
 
 RUN_TABLES = (
     "model_registry", "budget_dual", "infeasible_budget", "allocation", "policy_evaluation", "model_skips",
-    "leaderboard_entries", "joint_allocation", "joint_allocation_evaluation",
+    "leaderboard_entries", "joint_allocation", "joint_allocation_evaluation", "segment_evaluation",
 )
 # tables with a `model` column, retained per model (the `random` reference counts as one model)
-MODEL_TABLES = ("model_registry", "budget_dual", "infeasible_budget", "allocation", "policy_evaluation", "model_skips")
+MODEL_TABLES = ("model_registry", "budget_dual", "infeasible_budget", "allocation", "policy_evaluation", "model_skips",
+                "segment_evaluation")
 VISIBLE = ("succeeded", "partial")  # statuses whose rows are read
 VERSION_TABLES = ("response_coefficients", "merchant_coefficients")  # history by model version
 

@@ -69,6 +69,20 @@ INSERT INTO allocation SELECT ?, ?, ?, ?, user_id, level, incentive, ?, now() FR
 -- name: insert_evaluation
 INSERT INTO policy_evaluation BY NAME SELECT * FROM eval_df;
 
+-- name: insert_segment_evaluation
+-- segment_df: promo_assets.evaluation.segments.segment_evaluation rows; ? = campaign, run_id.
+INSERT INTO segment_evaluation BY NAME
+SELECT *, ? AS campaign, ? AS run_id, now() AS evaluated_at FROM segment_df;
+
+-- name: holdout_segments
+-- The holdout events' segment columns ({columns}: quoted names), in holdout_events' order.
+SELECT e.user_id {columns}
+FROM rct_events e
+JOIN propensity p USING (campaign, event_date, source_row)
+JOIN training_frame t USING (campaign, event_date, source_row)
+WHERE e.campaign = ? AND t.split = 'holdout'
+ORDER BY e.event_date, e.source_row;
+
 -- name: model_evaluation
 -- The policy_evaluation rows of one model written by one run (the leaderboard reads the run that
 -- Dagster recorded as the model's latest policy_evaluation materialization).

@@ -378,3 +378,28 @@ CREATE TABLE IF NOT EXISTS leaderboard_entries (
     reason             VARCHAR,
     assembled_at       TIMESTAMP NOT NULL
 );
+
+-- name: create_segment_evaluation
+-- Per model x segment column x segment value x budget: the curve metrics against the truth and the
+-- true value of the model's decision vs the oracle's (promo_assets.evaluation.segments; simulated
+-- campaigns with campaign.yaml segments:). segment = 'all' holds the overall rows.
+CREATE TABLE IF NOT EXISTS segment_evaluation (
+    campaign          VARCHAR NOT NULL,
+    model             VARCHAR NOT NULL,
+    model_version     VARCHAR,
+    segment           VARCHAR NOT NULL,
+    segment_value     VARCHAR NOT NULL,
+    budget_per_capita DOUBLE,
+    n_users           BIGINT,
+    curve_mae         DOUBLE,
+    curve_mse         DOUBLE,
+    kl                DOUBLE,
+    corr              DOUBLE,
+    true_value        DOUBLE,
+    true_cost         DOUBLE,
+    oracle_value      DOUBLE,
+    oracle_cost       DOUBLE,
+    pct_oracle        DOUBLE,
+    run_id            VARCHAR NOT NULL,
+    evaluated_at      TIMESTAMP NOT NULL
+);

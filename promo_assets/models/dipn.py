@@ -397,6 +397,10 @@ class DIPN(ResponseModel):
     def applies_to(self, config: CampaignConfig) -> str | None:
         if config.ordered:
             return None
+        if config.multi_attribute:
+            return (f"needs one increasing incentive amount (its isotonic embedding is monotone in a single input); "
+                    f"this campaign's levels have {len(config.attribute_names)} attributes "
+                    f"({', '.join(config.attribute_names)})")
         return "needs ordered incentive levels (campaign.yaml treatments: levels); this campaign has unordered arms"
 
     def fit(self, data: TrainingData, config: CampaignConfig, *, phase: str = "bias_net", previous=None,

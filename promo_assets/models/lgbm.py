@@ -73,7 +73,7 @@ DEFAULTS: dict[str, Any] = {
 OBJECTIVES = {"binary": ("cross_entropy", "cross_entropy"), "count": ("poisson", "poisson"),
               "continuous": ("regression", "l2")}
 PREDICT_ROWS = 1 << 20  # rows (users x levels) scored per LightGBM call
-ORDERED_ONLY = "needs ordered incentive levels (a monotone constraint on the level); campaign {c!r} has unordered arms"
+ORDERED_ONLY = "needs ordered incentive levels (a monotone constraint on the level); campaign {c!r} has {kind}"
 
 
 # ------------------------------------------------------------------------------------ the models
@@ -107,7 +107,7 @@ class LGBMSLearnerMonotone(_LGBMModel):
     variant = "s_mono"
 
     def applies_to(self, config: CampaignConfig) -> str | None:
-        return None if config.ordered else ORDERED_ONLY.format(c=config.campaign)
+        return None if config.ordered else ORDERED_ONLY.format(c=config.campaign, kind=config.level_kind)
 
 
 class LGBMTLearner(_LGBMModel):

@@ -25,6 +25,10 @@ BUILTIN: dict[str, str] = {
     "lgbm_s": "promo_assets.models.lgbm:LGBMSLearner",
     "lgbm_s_mono": "promo_assets.models.lgbm:LGBMSLearnerMonotone",
     "lgbm_t": "promo_assets.models.lgbm:LGBMTLearner",
+    "dnn_m": "promo_assets.models.monotone_models:DNNM",
+    "fpm": "promo_assets.models.monotone_models:FPM",
+    "cmnn": "promo_assets.models.monotone_models:CMNN",
+    "coman": "promo_assets.models.coman:CoMAN",
 }
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")

@@ -339,6 +339,7 @@ class EvaluationInputs:
     true_values: np.ndarray | None
     true_costs: np.ndarray | None
     versions: dict
+    segments: pd.DataFrame | None = None  # campaign.yaml segments: columns of the holdout events (with truth)
 
     @property
     def n(self) -> int:
@@ -384,8 +385,23 @@ def evaluation_inputs(context, con, landing: LandingResource, campaign: str, con
             raise dg.Failure(f"outcome_model's predictions are not of the current training frame {frame_version} "
                              f"of campaign '{campaign}': re-materialize outcome_model")
         dm_values, dm_costs = (pred[c].to_numpy().reshape(len(holdout), config.n_levels) for c in ("value", "cost"))
-    true_values = true_costs = None
+    true_values = true_costs = segments = None
     if (landing.path / campaign / "truth" / "response.parquet").exists():
         true_values, true_costs = truth_arrays(landing.path / campaign, holdout["user_id"].tolist())
+        segments = holdout_segments(con, campaign, config)
     return EvaluationInputs(holdout, dm_values, dm_costs, true_values, true_costs,
-                            {"frame_version": frame_version, "outcome_model_version": outcome_version})
+                            {"frame_version": frame_version, "outcome_model_version": outcome_version}, segments)
+
+
+def holdout_segments(con, campaign: str, config) -> pd.DataFrame | None:
+    """The holdout events' campaign.yaml `segments` columns (None without segments); a column that is
+    no feature of the campaign fails, naming the key and the feature columns."""
+    if not config.segments:
+        return None
+    numeric, categorical = feature_spec(con, campaign)
+    unknown = [c for c in config.segments if c not in numeric + categorical]
+    if unknown:
+        raise dg.Failure(f"campaign.yaml segments: {', '.join(repr(c) for c in unknown)} is not a feature column of "
+                         f"campaign '{campaign}' (feature columns: {', '.join(numeric + categorical)})")
+    return con.execute(sql("frames", "holdout_segments", columns=_columns([], list(config.segments))),
+                       [campaign]).df().drop(columns="user_id")

@@ -402,16 +402,35 @@ def evaluation_asset(model: ResponseModel) -> dg.AssetsDefinition:
         rows = evaluate_policies({model.name: (lineage["model_version"], v, c)}, *ev.logged, decisions=hold,
                                  with_random=False, log=_log(context), **ev.kwargs(config, campaign))
         rows["run_id"] = context.run_id
+        segments, segment_meta = segment_outputs(ev, config, model.name, lineage["model_version"], v, hold[model.name])
         with connect(warehouse) as con, results_write(context, con, campaign, "policy_evaluation"), \
-                registered(con, "eval_df", rows):
+                registered(con, "eval_df", rows), registered(con, "segment_df", segments):
             con.execute(sql("frames", "insert_evaluation"))
+            if len(segments):
+                con.execute(sql("frames", "insert_segment_evaluation"), [campaign, context.run_id])
         versions = {**lineage, "allocation_version": alloc_version, **ev.versions}
         return dg.MaterializeResult(
             metadata={**versions, "evaluation": dg.MetadataValue.md(leaderboard_markdown(rows)),
-                      "holdout_events": ev.n, "ground_truth": ev.true_values is not None},
+                      "holdout_events": ev.n, "ground_truth": ev.true_values is not None, **segment_meta},
             data_version=dg.DataVersion(_version(*(versions[k] for k in sorted(versions) if k != "lambdas"))))
 
     return _evaluation
+
+
+def segment_outputs(ev, config, model: str, version: str, values, decisions) -> tuple[pd.DataFrame, dict]:
+    """The segment_evaluation rows of a model (empty without campaign.yaml segments or truth) and
+    their metadata: the table and the per-segment plot of predicted vs true mean response per level."""
+    from promo_assets.evaluation.segments import SEGMENT_COLUMNS, plot_segment_curves, segment_curves, segment_evaluation
+
+    if ev.segments is None or ev.true_values is None:
+        return pd.DataFrame(columns=list(SEGMENT_COLUMNS)), {}
+    table = segment_evaluation(model, version, ev.segments, values, ev.true_values, ev.true_costs, decisions,
+                               binary=config.response == "binary")
+    curves = {c: segment_curves(ev.segments, values, ev.true_values, c) for c in ev.segments.columns}
+    png = plot_segment_curves(curves, config.labels, title=f"{model}: predicted (solid) vs true (dashed) per segment")
+    shown = table[table["budget_per_capita"].isna() | (table["budget_per_capita"] == table["budget_per_capita"].min())]
+    return table, {"segment_evaluation": dg.MetadataValue.md(shown.round(4).to_markdown(index=False)),
+                   "segment_plot": dg.MetadataValue.md(png_md(png, "Mean response per level by segment: predicted vs true"))}
 
 
 # --------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ Presets (``PRESETS``, name -> :class:`Preset` with ``description`` and ``default
   demo                the built-in coupon campaign (promo_assets.simulation.demo)
   dipn_synthetic_1/2  the DIPN paper's generator, Eq. 18-20 (promo_assets.simulation.dipn)
   e2e_synthetic       the end-to-end paper's K=4 data set (promo_assets.simulation.e2e)
+  coman_spatiotemporal  multi-attribute coupons / fee waivers, period-of-day and city curves (simulation.coman)
   bipartite           registered when promo_assets.simulation.bipartite exists
 
 Truth readers: ``truth_arrays(campaign_dir, user_ids) -> (values N x K, costs N x K)``,
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from promo_assets.campaign import CampaignNameError, check_campaign_name
+from promo_assets.simulation import coman as _coman
 from promo_assets.simulation import demo as _demo
 from promo_assets.simulation import dipn as _dipn
 from promo_assets.simulation import e2e as _e2e
@@ -65,6 +67,8 @@ PRESETS: dict[str, Preset] = {
         partial(_dipn.simulate_dipn, variant="dipn_synthetic_2"),
     ),
     "e2e_synthetic": Preset("e2e_synthetic", _e2e.DESCRIPTION, dict(_e2e.DEFAULTS), _e2e.simulate_e2e),
+    "coman_spatiotemporal": Preset("coman_spatiotemporal", _coman.DESCRIPTION, dict(_coman.DEFAULTS),
+                                   _coman.simulate_coman),
 }
 
 # The bipartite preset (GNN/hazard setting) lives in its own module, written separately; it is

@@ -221,12 +221,15 @@ def write_campaign(
     options: dict[str, Any],
     overwrite: bool = False,
     log: Log = None,
+    treatment_labels: list[str] | None = None,
 ) -> SimulationSummary:
     """Write one simulated campaign (see the module docstring) and return its summary.
 
     config: the campaign.yaml body without the `simulation` block (added here); log_propensity:
     write the logging policy's probability of the logged level as the events' `propensity` column;
-    cost_rule: 'redeemed' (cost = incentive x response) or 'assigned' (cost = incentive).
+    cost_rule: 'redeemed' (cost = incentive x response) or 'assigned' (cost = incentive);
+    treatment_labels: the events' `treatment` value per level (multi-attribute campaigns: the level
+    index as text); None: the level's incentive amount.
     """
     campaign_dir = Path(campaign_dir)
     n_users, n_levels = pool.expected_response.shape
@@ -311,7 +314,8 @@ def write_campaign(
         )
         cols: dict[str, pa.Array] = {
             "user_id": pc.take(ids, pa.array(idx)),
-            "treatment": pa.array(incentive),
+            "treatment": (pa.array(incentive) if treatment_labels is None
+                          else pc.take(pa.array(list(treatment_labels), type=pa.string()), pa.array(level))),
             "response": pa.array(response),
             "cost": pa.array(cost),
         }

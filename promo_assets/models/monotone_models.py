@@ -1,0 +1,232 @@
+"""Monotone response models over multi-attribute incentive levels (issue #17): DNN-M, FPM, CMNN and
+CoMAN, registered as `dnn_m`, `fpm`, `cmnn`, `coman`.
+
+Every network scores a user at any incentive attributes: `response_at(x_num, x_cat, attrs)` with
+`attrs` (N, M, A) raw attribute values (columns: `CampaignConfig.attribute_names`) returns the
+link-scale response (N, M), monotone in each attribute by construction in its declared direction
+(`attribute_signs`: +1 / -1; 0 = unconstrained). `curves` evaluates it at the campaign's K levels, so
+the models plug into `TrainedModel.predict` and the rest of the pipeline like the S-learner.
+Attributes are divided by their largest absolute level value (a positive scale keeps every direction).
+
+- DNN-M (classical baseline): sign-constrained weights on the attributes, non-negative weights
+  after the first layer, sigmoid activations.
+- FPM: a user network outputs the four parameters (r0, rmax, x0, k) and a non-negative weight per
+  attribute; the response is `fpm_response` of the incentive index s = sum_a t_a w_a x_a.
+- CMNN: `MonotoneStack` with [convex | concave | saturated] blocks of one convex activation
+  (relu / elu / clu, hyper-parameter `activation`), sigmoid link for binary responses.
+- CoMAN (promo_assets.models.coman): spatio-temporal modules, Adaptive Activation, S-t Attention.
+
+Training: the S-learner's loss (the logged level's response, IPS-weighted) through the one training
+loop (`fit_torch_model`); cost heads (a `HeadBank` on the user representation) only for cost rule
+'column', as in the S-learner.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import nn
+
+from promo_assets.campaign import CampaignConfig
+from promo_assets.models.base import (
+    ARCHITECTURES, TrainedModel, fit_metrics, prepare_frame, register_architecture, resolve_max_epochs,
+)
+from promo_assets.models.errors import ModelInputError
+from promo_assets.models.monotone import CONVEX_ACTIVATIONS, MonotoneStack, fpm_response
+from promo_assets.models.protocol import ResponseModel, TrainingData
+from promo_assets.models.s_learner import FeatureEmbedding, HeadBank, _s_learner_loss, initial_link, mlp
+from promo_assets.models.training import TrainingConfig, fit_torch_model, seeded
+
+COMMON: dict[str, Any] = {
+    "hidden": [64, 32],        # the user network (S-learner trunk)
+    "mono_hidden": [32, 16],   # the monotone layers
+    "embedding_dim": 8,
+    "lr": 2e-3,
+    "batch_size": 256,
+    "max_epochs": 60,
+    "patience": 6,
+    "weight_decay": 0.0,
+}
+
+
+def no_monotone_attribute(config: CampaignConfig) -> str | None:
+    """None when the campaign has incentive attributes to be monotone in, else the reason."""
+    if not config.attribute_names:
+        return ("needs incentive attributes with a monotone direction (treatments: levels, or levels with "
+                "attributes:); this campaign has unordered arms")
+    if not np.any(config.attribute_signs() != 0):
+        return "every incentive attribute is declared monotone: none"
+    return None
+
+
+class AttributeCurves(nn.Module):
+    """Base of the attribute-scored networks: the level grid and attribute scales as buffers, `curves`
+    (N x K at the levels), optional cost heads on the user representation."""
+
+    def _init_levels(self, level_attributes: Sequence[Sequence[float]], signs: Sequence[int], rep_dim: int,
+                     cost_heads: bool) -> None:
+        levels = torch.as_tensor(np.asarray(level_attributes, dtype=np.float32))
+        scale = levels.abs().amax(dim=0)
+        self.register_buffer("levels", levels)
+        self.register_buffer("scale", torch.where(scale > 1e-9, scale, torch.ones_like(scale)))
+        self.signs = [int(s) for s in signs]
+        self.has_cost_head = bool(cost_heads)
+        self.cost_heads = HeadBank(rep_dim, levels.shape[0], 16) if cost_heads else None
+
+    def representation(self, x_num: torch.Tensor, x_cat: torch.Tensor) -> Any:
+        raise NotImplementedError
+
+    def respond(self, attrs: torch.Tensor, rep: Any) -> torch.Tensor:
+        """(N, M, A) scaled attributes, the user representation -> link-scale (N, M)."""
+        raise NotImplementedError
+
+    def response_at(self, x_num: torch.Tensor, x_cat: torch.Tensor, attrs: torch.Tensor) -> torch.Tensor:
+        """Link-scale response (N, M) of each user at M attribute vectors `attrs` (N, M, A), raw values."""
+        return self.respond(attrs.to(self.scale.dtype) / self.scale, self.representation(x_num, x_cat))
+
+    def curves(self, x_num: torch.Tensor, x_cat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        rep = self.representation(x_num, x_cat)
+        n = x_num.shape[0]
+        attrs = (self.levels / self.scale).unsqueeze(0).expand(n, -1, -1)
+        cost = self.cost_heads(rep if isinstance(rep, torch.Tensor) else rep[0]) if self.cost_heads is not None else None
+        return self.respond(attrs, rep), cost
+
+
+@register_architecture("monotone")
+class MonotoneNet(AttributeCurves):
+    """DNN-M (`head='dnn_m'`), FPM (`head='fpm'`) or CMNN (`head='cmnn'`, `activation`) on the
+    S-learner's user trunk (FeatureEmbedding + MLP)."""
+
+    def __init__(self, n_numeric: int, cardinalities: list[int], level_attributes: list[list[float]],
+                 signs: list[int], head: str = "cmnn", activation: str = "clu", hidden=(64, 32),
+                 mono_hidden=(32, 16), embedding_dim: int = 8, binary: bool = True, cost_heads: bool = False,
+                 response_init: float = 0.0):
+        super().__init__()
+        self.features = FeatureEmbedding(n_numeric, list(cardinalities), embedding_dim)
+        self.trunk, h = mlp(self.features.out_dim, tuple(hidden))
+        self._init_levels(level_attributes, signs, h, cost_heads)
+        self.head, self.binary = head, bool(binary)
+        a = len(self.signs)
+        if head == "fpm":
+            self.params_out = nn.Linear(h, 4 + a)
+            with torch.no_grad():
+                self.params_out.bias[0] = float(response_init)
+        elif head in ("cmnn", "dnn_m"):
+            self.stack = MonotoneStack(self.signs, h, tuple(mono_hidden), "sigmoid" if head == "dnn_m" else activation)
+            with torch.no_grad():  # DNN-M's sigmoid units start near 1/2: centre its output on the mean response
+                offset = 0.5 * float(self.stack.output.weight.abs().sum()) if head == "dnn_m" else 0.0
+                self.stack.output.bias.fill_(float(response_init) - offset)
+        else:
+            raise ModelInputError(f"unknown monotone head {head!r}; expected dnn_m, fpm or cmnn")
+
+    def representation(self, x_num, x_cat):
+        return self.trunk(self.features(x_num, x_cat))
+
+    def respond(self, attrs, rep):
+        if self.head == "fpm":
+            p = self.params_out(rep)
+            return fpm_response(p[:, None, :4], attribute_index(attrs, p[:, 4:], self.signs), self.binary)
+        return self.stack(attrs, rep).squeeze(-1)
+
+
+def attribute_index(attrs: torch.Tensor, raw_weights: torch.Tensor, signs: Sequence[int]) -> torch.Tensor:
+    """FPM's incentive index s = sum_a t_a softplus(w_a) x_a (+ w_a x_a for t_a = 0): attrs (N, M, A),
+    raw_weights (N, A) per user -> (N, M); monotone in each attribute with t_a != 0."""
+    t = torch.as_tensor(list(signs), dtype=attrs.dtype, device=attrs.device)
+    w = torch.where(t != 0, t * torch.nn.functional.softplus(raw_weights), raw_weights)
+    return (attrs * w[:, None, :]).sum(-1)
+
+
+def train_attribute_model(name: str, architecture: str, frame: pd.DataFrame, config: CampaignConfig,
+                          numeric: list[str], categorical: list[str], hp: dict[str, Any],
+                          arch: Callable[[Any], dict[str, Any]], weighted: bool = True, seed: int = 0,
+                          max_epochs: int | None = None, log: Callable[[str], None] | None = None) -> TrainedModel:
+    """Train an attribute-scored network (registered `architecture`, built from `arch(prep)` plus the
+    common keyword arguments) with the S-learner's loss on `frame`'s 'train' rows, early-stopping on
+    'validation'. `hp`: the model's hyper-parameters (COMMON keys and its own). Returns a TrainedModel
+    named `name` whose `predict` gives response and cost per user x level."""
+    reason = no_monotone_attribute(config)
+    if reason is not None:
+        raise ModelInputError(f"{name}: {reason}")
+    epochs = resolve_max_epochs(hp["max_epochs"], max_epochs)
+    prep = prepare_frame(frame, config, list(numeric), list(categorical), weighted)
+    kind, has_cost = config.response, config.cost == "column"
+    arch_kwargs = dict(n_numeric=prep.encoder.n_numeric, cardinalities=prep.encoder.cardinalities,
+                       level_attributes=config.attribute_matrix().tolist(), signs=config.attribute_signs().tolist(),
+                       binary=kind == "binary", cost_heads=has_cost,
+                       response_init=initial_link(kind, float(prep.train["response"].mean())), **arch(prep))
+    with seeded(seed):
+        net = ARCHITECTURES[architecture](**arch_kwargs)
+    tc = TrainingConfig(max_epochs=epochs, batch_size=int(hp["batch_size"]), lr=float(hp["lr"]),
+                        weight_decay=float(hp["weight_decay"]), patience=int(hp["patience"]))
+    t0 = time.perf_counter()
+    fit = fit_torch_model(net, _s_learner_loss(kind, has_cost), prep.train, prep.validation, tc, seed=seed,
+                          weight_key="weight" if weighted else None, log=log, label=name)
+    metrics = fit_metrics(fit, prep, net, weighted, t0)
+    hp_out = {**hp, "max_epochs": epochs, "seed": seed, "weighted": bool(weighted)}
+    return TrainedModel(name, net, prep.encoder, config, prep.targets, hp_out, metrics, fit.history, arch_kwargs)
+
+
+def _list(value) -> list[int]:
+    return [int(v) for v in value]
+
+
+class _MonotoneModel(ResponseModel):
+    """Shared protocol glue of dnn_m / fpm / cmnn: off by default, applies to campaigns with a
+    monotone attribute, hyper-parameters COMMON (+ the model's own)."""
+
+    default = False
+    applies = "incentive attributes with a monotone direction (ordered levels or `attributes:`)"
+    source = "CoMAN paper §5.1 baselines"
+    head = "cmnn"
+    params = dict(COMMON)
+
+    def applies_to(self, config: CampaignConfig) -> str | None:
+        return no_monotone_attribute(config)
+
+    def check_params(self, params: dict[str, Any]) -> list[str]:
+        out = []
+        for key in ("hidden", "mono_hidden"):
+            if not params[key] or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in params[key]):
+                out.append(f"'{key}' = {params[key]!r}: expected a non-empty list of integers >= 1")
+        if "activation" in params and params["activation"] not in CONVEX_ACTIVATIONS:
+            out.append(f"'activation' = {params['activation']!r}: expected one of {', '.join(CONVEX_ACTIVATIONS)}")
+        return out
+
+    def arch(self, hp: dict[str, Any]) -> Callable[[Any], dict[str, Any]]:
+        return lambda prep: dict(head=self.head, activation=hp.get("activation", "clu"), hidden=_list(hp["hidden"]),
+                                 mono_hidden=_list(hp["mono_hidden"]), embedding_dim=int(hp["embedding_dim"]))
+
+    def fit(self, data: TrainingData, config: CampaignConfig, *, phase: str = "model", previous=None,
+            seed: int = 0, max_epochs: int | None = None, log=None) -> TrainedModel:
+        hp = {**self.hparams(config), **data.extra.get("hparams", {})}
+        unknown = sorted(set(hp) - set(self.params))
+        if unknown:
+            raise ModelInputError(f"unknown {self.name} hyper-parameters: {unknown}; known: {sorted(self.params)}")
+        return train_attribute_model(self.name, "monotone", data.frame, config, list(data.numeric),
+                                     list(data.categorical), hp, self.arch(hp), weighted=data.extra.get("weighted", True),
+                                     seed=seed, max_epochs=max_epochs, log=log)
+
+
+class DNNM(_MonotoneModel):
+    name = "dnn_m"
+    head = "dnn_m"
+    title = "DNN-M: sign-constrained weights on the incentive attributes, sigmoid layers (monotone by construction)"
+
+
+class FPM(_MonotoneModel):
+    name = "fpm"
+    head = "fpm"
+    title = "Four-parameter model: per-user r0, rmax, inflection x0 and slope k of a sigmoid response curve"
+
+
+class CMNN(_MonotoneModel):
+    name = "cmnn"
+    head = "cmnn"
+    title = "CMNN: constrained monotonic layers, convex / concave / saturated blocks of one activation (relu, elu, clu)"
+    source = "Runje & Shankaranarayana 2023; CoMAN paper §4"
+    params = {**COMMON, "activation": "clu"}

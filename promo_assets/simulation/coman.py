@@ -1,0 +1,150 @@
+"""The `coman_spatiotemporal` preset (issue #17): a multi-attribute incentive campaign whose response
+shifts by period of day and city, as in the CoMAN paper's Ele.me campaigns.
+
+Incentive designs (option `incentive`):
+  'coupon' (default)  "spend T, get A off" coupons, levels (amount, threshold) =
+                      (0, 0), (3, 10), (5, 20), (5, 30), (8, 30), (10, 40); response increases with the
+                      amount and decreases with the threshold; cost = amount x response (redeemed).
+  'fee_waiver'        delivery-fee waivers on a fee of 6: levels (waiver, fee) = (w, 6 - w) for
+                      w = 0, 1, 2, 3, 4, 6; response increases with the waiver (decreases with the fee
+                      paid); cost = waiver x response.
+
+Users (static over the days): numeric age, activity (0-28), avg_spend (> 0); categorical city (6
+cities), period_of_day (breakfast, lunch, afternoon_tea, dinner, midnight_snack: the user's usual
+ordering time; event_time falls in it), device.
+
+True response of user i at a level with attributes (a, t):
+  u_i    = a exp(-t / (2 avg_spend_i))            coupon: the effective value (a threshold far above
+                                                  the usual basket makes the coupon worth little)
+  u_i    = waiver                                  fee waiver
+  p_i    = base_i + amp_i h_city(u_i / s_i)
+  base_i = sigmoid(-2.2 + 2.2 a_i + period_base + city_base + N(0, 0.2)),  a_i = activity / 28
+  amp_i  = 0.8 (1 - base_i) sigmoid(period_sens + city_sens - 2 (a_i - 0.5) + N(0, 0.3))
+  s_i    = 5 period_speed e^{N(0, 0.15)}   (the incentive scale at which the user reacts)
+  h      concave 1 - exp(-2v) in beijing and shanghai; convex min(1, 0.6 v^2) in chengdu and wuhan;
+         S-shaped v^4 / (v^4 + 0.35) in hangzhou and xian; every h is non-decreasing, h(0) = 0, h <= 1
+  p_i is clipped to at most 0.98.
+So sensitivity curves differ in shape by city and in scale and amplitude by period (dinner and the
+midnight snack are the most sensitive, breakfast the least). Logging: uniform RCT (propensity 1/K).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.special import expit
+
+from promo_assets.simulation.landing import Log, Pool, SimulationError, SimulationSummary, budgets_within, rng_pool, write_campaign
+
+PERIODS = ("breakfast", "lunch", "afternoon_tea", "dinner", "midnight_snack")
+PERIOD_SHARE = (0.15, 0.30, 0.15, 0.30, 0.10)
+PERIOD_HOURS = ((6, 10), (10, 14), (14, 17), (17, 21), (21, 24))
+PERIOD_BASE = (-0.4, 0.2, -0.2, 0.3, -0.1)
+PERIOD_SENS = (-0.8, 0.0, 0.3, 0.5, 0.8)
+PERIOD_SPEED = (1.4, 1.0, 0.9, 0.8, 0.6)
+CITIES = ("beijing", "shanghai", "chengdu", "wuhan", "hangzhou", "xian")
+CITY_SHARE = (0.2, 0.2, 0.15, 0.15, 0.15, 0.15)
+CITY_BASE = (0.2, 0.25, -0.1, -0.15, 0.0, -0.2)
+CITY_SENS = (-0.3, -0.2, 0.4, 0.5, 0.1, 0.3)
+CITY_SHAPE = ("concave", "concave", "convex", "convex", "s", "s")
+DEVICES = ("android", "ios")
+
+COUPON_LEVELS = ((0, 0), (3, 10), (5, 20), (5, 30), (8, 30), (10, 40))
+FEE = 6
+WAIVERS = (0, 1, 2, 3, 4, 6)
+
+DESCRIPTION = (
+    "CoMAN-style multi-attribute campaign: coupons with amount (increasing) and threshold (decreasing), or "
+    "incentive='fee_waiver'; five periods of day and six cities whose sensitivity curves are concave, convex or "
+    "S-shaped; daily uniform RCT; lists the monotone models in campaign.yaml models.include"
+)
+DEFAULTS: dict[str, Any] = {"incentive": "coupon", "daily_active": 0.5, "budget_per_capita": [0.4, 0.8, 1.2]}
+MODELS = ["s_learner", "dipn", "lgbm_s", "lgbm_s_mono", "lgbm_t", "dnn_m", "fpm", "cmnn", "coman"]
+
+
+def shape(name: str, v: np.ndarray) -> np.ndarray:
+    """The city's sensitivity curve h(v): increasing, h(0) = 0, h <= 1."""
+    if name == "concave":
+        return 1.0 - np.exp(-2.0 * v)
+    if name == "convex":
+        return np.minimum(1.0, 0.6 * v**2)
+    return v**4 / (v**4 + 0.35)
+
+
+def levels_of(incentive: str) -> tuple[list[dict[str, float]], dict[str, str], str, np.ndarray]:
+    """(level rows, attribute directions, cost attribute, effective-value inputs K x 2)."""
+    if incentive == "coupon":
+        rows = [{"amount": a, "threshold": t} for a, t in COUPON_LEVELS]
+        return rows, {"amount": "increasing", "threshold": "decreasing"}, "amount", np.asarray(COUPON_LEVELS, float)
+    if incentive == "fee_waiver":
+        rows = [{"waiver": w, "fee": FEE - w} for w in WAIVERS]
+        return rows, {"waiver": "increasing", "fee": "decreasing"}, "waiver", np.asarray([[w, 0] for w in WAIVERS], float)
+    raise SimulationError(f"coman_spatiotemporal: incentive must be 'coupon' or 'fee_waiver', got {incentive!r}")
+
+
+def build_pool(users: int, seed: int, incentive: str) -> tuple[Pool, np.ndarray]:
+    """The user pool, its true curves and the level cost amounts (see the module docstring)."""
+    _, _, _, at = levels_of(incentive)
+    rng = rng_pool(seed)
+    n = users
+    age = np.clip(np.round(rng.normal(32.0, 9.0, n)), 18, 70)
+    activity = np.round(28.0 * rng.beta(1.2, 1.5, n))
+    a = activity / 28.0
+    avg_spend = np.round(np.exp(rng.normal(3.2 + 0.3 * a, 0.35, n)), 2)
+    city = rng.choice(len(CITIES), size=n, p=CITY_SHARE)
+    period = rng.choice(len(PERIODS), size=n, p=PERIOD_SHARE)
+    device = rng.choice(len(DEVICES), size=n, p=(0.6, 0.4))
+    base = expit(-2.2 + 2.2 * a + np.asarray(PERIOD_BASE)[period] + np.asarray(CITY_BASE)[city]
+                 + rng.normal(0.0, 0.2, n))
+    amp = 0.8 * (1.0 - base) * expit(np.asarray(PERIOD_SENS)[period] + np.asarray(CITY_SENS)[city]
+                                     - 2.0 * (a - 0.5) + rng.normal(0.0, 0.3, n))
+    scale = 5.0 * np.asarray(PERIOD_SPEED)[period] * np.exp(rng.normal(0.0, 0.15, n))
+    amount, threshold = at[:, 0][None, :], at[:, 1][None, :]
+    u = amount * np.exp(-threshold / (2.0 * avg_spend[:, None]))
+    v = u / scale[:, None]
+    h = np.zeros_like(v)
+    for c, name in enumerate(CITY_SHAPE):
+        rows = city == c
+        h[rows] = shape(name, v[rows])
+    expected_response = np.clip(base[:, None] + amp[:, None] * h, 0.0, 0.98)
+    cost_amounts = at[:, 0]
+    hours = np.asarray(PERIOD_HOURS, dtype=np.float64)[period]
+    return Pool(
+        features={"age": age, "activity": activity, "avg_spend": avg_spend, "city": city, "period_of_day": period,
+                  "device": device},
+        categories={"city": list(CITIES), "period_of_day": list(PERIODS), "device": list(DEVICES)},
+        expected_response=expected_response,
+        expected_cost=expected_response * cost_amounts[None, :],
+        hours=hours,
+    ), cost_amounts
+
+
+def simulate_coman(campaign_dir: Path, days: int, users: int, seed: int, start: dt.date, *,
+                   incentive: str = DEFAULTS["incentive"], daily_active: float = DEFAULTS["daily_active"],
+                   budget_per_capita: list[float] | None = None, log: Log = None) -> SimulationSummary:
+    """Write a `coman_spatiotemporal` campaign into `campaign_dir` (see the module docstring)."""
+    rows, directions, cost_attr, _ = levels_of(incentive)
+    pool, cost_amounts = build_pool(users, seed, incentive)
+    budgets = budgets_within(list(DEFAULTS["budget_per_capita"] if budget_per_capita is None else budget_per_capita), pool)
+    config = {
+        "treatments": {"levels": rows, "attributes": {k: {"monotone": d} for k, d in directions.items()},
+                       "cost": {"attribute": cost_attr}},
+        "cost": "redeemed",
+        "randomized": True,
+        "response": "binary",
+        "budget_per_capita": budgets,
+        "holdout_days": 1,
+        "validation_fraction": 0.2,
+        "ips_clip": 20.0,
+        "models": {"include": list(MODELS)},
+        "segments": ["period_of_day", "city"],
+    }
+    return write_campaign(
+        campaign_dir, preset="coman_spatiotemporal", config=config, pool=pool, incentives=list(cost_amounts),
+        days=days, start=start, seed=seed, daily_active=float(daily_active), log_propensity=True,
+        cost_rule="redeemed", options={"incentive": incentive, "daily_active": float(daily_active)}, log=log,
+        treatment_labels=[str(k) for k in range(len(rows))],
+    )
