@@ -25,6 +25,8 @@ BUILTIN: dict[str, str] = {
     "lgbm_s": "promo_assets.models.lgbm:LGBMSLearner",
     "lgbm_s_mono": "promo_assets.models.lgbm:LGBMSLearnerMonotone",
     "lgbm_t": "promo_assets.models.lgbm:LGBMTLearner",
+    "e2e_fd": "promo_assets.models.e2e:E2EFiniteDifference",
+    "e2e_nes": "promo_assets.models.e2e:E2ENaturalEvolution",
 }
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
