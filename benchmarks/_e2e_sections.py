@@ -37,7 +37,7 @@ def _load(seed: int, users: int, landing: Path):
 
 
 def fig2(args) -> dict:
-    seeds = range(5 if args.seeds is None else args.seeds)
+    seeds = range(args.first_seed, args.first_seed + (5 if args.seeds is None else args.seeds))
     users = args.users or 10_000
     rows, cosine_rows = [], []
     with tempfile.TemporaryDirectory(prefix="e2e_fig2_") as tmp:
@@ -57,10 +57,12 @@ def fig2(args) -> dict:
                     t0 = time.perf_counter()
                     if est == "fd":
                         g, _ = dl.fd_gradient(v.detach(), c, batch, args.budget, n_entries=args.fd_entries,
-                                              h=args.fd_h, generator=gen, wrt_costs=False)
+                                              h=args.fd_h, generator=gen, wrt_costs=False,
+                                              max_iter=args.max_iter)
                     else:
                         g, _ = dl.nes_gradient(v.detach(), c, batch, args.budget, n_directions=args.nes_directions,
-                                               sigma=args.nes_sigma, generator=gen, wrt_costs=False)
+                                               sigma=args.nes_sigma, generator=gen, wrt_costs=False,
+                                               max_iter=args.max_iter)
                     secs.append(time.perf_counter() - t0)
                     opt.zero_grad()
                     v.grad = -g  # ascend Q
@@ -76,13 +78,14 @@ def fig2(args) -> dict:
                 v, lam = torch.tensor(v0), dl.q_lambda_max(torch.tensor(v0), c)
                 t0 = time.perf_counter()
                 full, _ = dl.fd_gradient(v, c, batch, args.budget, n_entries=v.numel(), h=args.fd_h,
-                                         generator=torch.Generator().manual_seed(0), wrt_costs=False, lambda_max=lam)
+                                         generator=torch.Generator().manual_seed(0), wrt_costs=False, lambda_max=lam,
+                                         max_iter=args.max_iter)
                 fd_secs = time.perf_counter() - t0
                 for n_dir in args.cosine_directions:
                     t0 = time.perf_counter()
                     g, _ = dl.nes_gradient(v, c, batch, args.budget, n_directions=n_dir, sigma=args.fd_h,
                                            generator=torch.Generator().manual_seed(n_dir), wrt_costs=False,
-                                           lambda_max=lam)
+                                           lambda_max=lam, max_iter=args.max_iter)
                     cos = float(torch.nn.functional.cosine_similarity(g.flatten(), full.flatten(), dim=0))
                     cosine_rows.append({"directions": n_dir, "cosine": cos, "seconds": time.perf_counter() - t0})
                     print(f"  NES N'={n_dir}: cosine to full FD {cos:.4f}", file=sys.stderr)
@@ -90,7 +93,7 @@ def fig2(args) -> dict:
     df = pd.DataFrame(rows)
     means = {c: float(df[c].mean()) for c in df.columns if c != "seed"}
     return {"section": "fig2", "users": users, "budget": args.budget, "steps": args.steps, "lr": args.lr,
-            "fd": {"entries": args.fd_entries, "h": args.fd_h},
+            "max_iter": args.max_iter, "fd": {"entries": args.fd_entries, "h": args.fd_h},
             "nes": {"directions": args.nes_directions, "sigma": args.nes_sigma},
             "paper": {"q_gt": 0.2123, "q_start": 0.1996, "q_end_nes": 0.2141},
             "means": means, "per_seed": rows, "fig2b_cosine": cosine_rows}
@@ -99,7 +102,7 @@ def fig2(args) -> dict:
 def pipeline(args) -> dict:
     from _pipeline_bench import evaluate_campaign
 
-    sizes = {"e2e_synthetic": (4, 2500), "dipn_synthetic_2": (4, 5000), "uplift_two_arm": (4, 5000)}
+    sizes = {"e2e_synthetic": (4, 2000), "dipn_synthetic_2": (4, 4000), "uplift_two_arm": (4, 4000)}
     seeds = range(5 if args.seeds is None else args.seeds)
     params = json.loads(args.params)
     frames, infos = [], []
@@ -143,6 +146,84 @@ def pipeline(args) -> dict:
             "wins_over_s_learner": wins, "aucc": aucc.to_dict("records"), "runs": infos}
 
 
+def library(args) -> dict:
+    """The pipeline section's comparison on the library path (what a loaded machine can finish):
+    per (preset, seed) one simulated campaign, its training frame as the pipeline builds it, the
+    S-learner trained once (`e2e.warm_start`, which is `train_s_learner` with the `s_learner` model's
+    arguments) and shared as the e2e models' warm start, the LightGBM baselines; each allocated by
+    `solve` on the population at every budget; pct_oracle = true value / the oracle's true value at the
+    same true cost (matched true spend); AUCC on the holdout rows of two-arm campaigns."""
+    from _model_frames import load_population
+
+    from promo_assets.allocation import solve
+    from promo_assets.evaluation import aucc, oracle_policy, roi_score, true_policy_value
+    from promo_assets.models import e2e, registry
+    from promo_assets.models.protocol import TrainingData
+
+    torch.set_num_threads(1)
+    sizes = {"e2e_synthetic": (3, 2000), "dipn_synthetic_2": (3, 4000), "uplift_two_arm": (3, 4000)}
+    seeds = range(args.first_seed, args.first_seed + (5 if args.seeds is None else args.seeds))
+    params = json.loads(args.params)
+    rows = []
+    for preset in args.presets:
+        days, users = sizes.get(preset, (3, 2000))
+        days, users = args.days or days, args.users or users
+        for seed in seeds:
+            with tempfile.TemporaryDirectory(prefix="e2e_lib_") as tmp:
+                simulate(preset, "c", tmp, days=days, users=users, seed=seed)
+                frame, cfg, num, cat = load_training_frame(Path(tmp) / "c")
+                pop = load_population(Path(tmp) / "c")
+                vt, ct = truth_arrays(Path(tmp) / "c", pop["user_id"].to_numpy())
+            if params:
+                cfg.extra["models"] = {"params": params}
+            data = TrainingData("c", frame, num, cat, frame_version=f"bench-{preset}-{seed}")
+            hold = frame[frame["split"] == "holdout"]
+            names = ["s_learner", *E2E, "lgbm_s_mono"] + (["lgbm_s", "lgbm_t"] if preset == "uplift_two_arm" else [])
+            for name in names:
+                t0 = time.perf_counter()
+                if name == "s_learner":
+                    fitted = e2e.warm_start(data, cfg, seed, args.max_epochs, None)
+                else:
+                    fitted = registry.get(name).fit(data, cfg, seed=seed, max_epochs=args.max_epochs)
+                secs = time.perf_counter() - t0
+                v, c = fitted.predict(pop)
+                row_aucc = float("nan")
+                if cfg.n_levels == 2:
+                    hv, hc = fitted.predict(hold)
+                    row_aucc = aucc(roi_score(hv, hc), hold["level"].to_numpy(), hold["response"].to_numpy(float),
+                                    hold["cost"].to_numpy(float), hold["propensity"].to_numpy(float))
+                for b in cfg.budgets_per_capita:
+                    levels = solve(v, c, b, per_capita=True).levels
+                    tv, tc = true_policy_value(levels, vt, ct)
+                    ov, _ = true_policy_value(oracle_policy(vt, ct, tc), vt, ct)
+                    rows.append({"preset": preset, "seed": seed, "model": name, "budget_per_capita": b,
+                                 "pct_oracle": tv / ov, "spend_ratio": tc / b, "aucc": row_aucc, "seconds": secs,
+                                 "best_epoch": fitted.metrics.get("best_epoch")})
+                print(f"  {preset} seed {seed} {name}: pct_oracle "
+                      + ", ".join(f"{r['pct_oracle']:.4f}" for r in rows[-len(cfg.budgets_per_capita):])
+                      + (f", AUCC {row_aucc:.4f}" if row_aucc == row_aucc else "")
+                      + f" ({secs:.0f}s, load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
+    df = pd.DataFrame(rows)
+    by_seed = df.groupby(["preset", "model", "seed"])["pct_oracle"].mean().unstack("model")
+    wins = {}
+    for preset in args.presets:
+        part = by_seed.loc[preset]
+        for m in [*E2E, "lgbm_s_mono"]:
+            if m in part:
+                wins[f"{preset}:{m}"] = {"seeds_above_s_learner": int((part[m] > part["s_learner"]).sum()),
+                                         "seeds": int(len(part)),
+                                         "mean_diff_points": float(100 * (part[m] - part["s_learner"]).mean())}
+    table = df.groupby(["preset", "model", "budget_per_capita"])[["pct_oracle", "spend_ratio"]].mean().reset_index()
+    aucc_t = (df.dropna(subset=["aucc"]).drop_duplicates(["preset", "model", "seed"])
+              .groupby(["preset", "model"])["aucc"].agg(["mean", "std", "count"]).reset_index())
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"), file=sys.stderr)
+    print(aucc_t.to_string(index=False, float_format=lambda x: f"{x:.4f}"), file=sys.stderr)
+    print(json.dumps(wins, indent=1), file=sys.stderr)
+    return {"section": "library", "max_epochs": args.max_epochs, "params": params, "sizes": sizes,
+            "table": table.to_dict("records"), "wins_over_s_learner": wins, "aucc": aucc_t.to_dict("records"),
+            "rows": rows}
+
+
 def cost(args) -> dict:
     from promo_assets.models import registry
     from promo_assets.models.protocol import TrainingData
@@ -169,7 +250,7 @@ def cost(args) -> dict:
 
 
 def run_section(args) -> dict:
-    result = {"fig2": fig2, "pipeline": pipeline, "cost": cost}[args.section](args)
+    result = {"fig2": fig2, "pipeline": pipeline, "library": library, "cost": cost}[args.section](args)
     result["benchmark"] = "e2e_paper"
     result["load_average"] = os.getloadavg()
     print(json.dumps(result, indent=2, default=float))

@@ -27,6 +27,9 @@ Issue #15 sections (each prints its own JSON object; `--section` picks, default 
             `models.include` = s_learner, e2e_fd, e2e_nes and the LightGBM baselines: mean pct_oracle
             at matched true spend per model x preset x budget, per-seed wins of e2e over s_learner,
             AUCC per model on two-arm presets (the Table 1 analogue).
+  library   the pipeline section's comparison on the library path (one S-learner per campaign shared
+            as the e2e warm start, `solve` on the population, pct_oracle at matched true spend, AUCC
+            on the holdout rows): what a loaded machine finishes for 5 seeds.
   cost      seconds per training epoch of s_learner, e2e_fd, e2e_nes (equal hidden sizes: the e2e
             models are the S-learner's network) trained back to back on one campaign (library path),
             and the measured Q time per fine-tuning step.
@@ -103,7 +106,7 @@ def run_seed(seed: int, users: int, budget: float, landing: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--section", choices=["q", "fig2", "pipeline", "cost"], default="q")
+    ap.add_argument("--section", choices=["q", "fig2", "pipeline", "library", "cost"], default="q")
     ap.add_argument("--seeds", type=int, default=None, help="seeds 0..n-1 (q: 10, others: 5)")
     ap.add_argument("--users", type=int, default=None)
     ap.add_argument("--days", type=int, default=None)
@@ -112,11 +115,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--lr", type=float, default=0.005)
     ap.add_argument("--fd-entries", type=int, default=4000)
     ap.add_argument("--fd-h", type=float, default=0.001)
-    ap.add_argument("--nes-directions", type=int, default=64)
+    ap.add_argument("--nes-directions", type=int, default=32)
+    ap.add_argument("--max-iter", type=int, default=30, help="bisection iterations of the estimators' Q")
+    ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--nes-sigma", type=float, default=0.001)
-    ap.add_argument("--cosine-directions", type=int, nargs="+", default=[8, 32, 128, 512, 2048])
+    ap.add_argument("--cosine-directions", type=int, nargs="+", default=[8, 32, 128, 512])
     ap.add_argument("--presets", nargs="+", default=["e2e_synthetic", "dipn_synthetic_2", "uplift_two_arm"])
-    ap.add_argument("--max-epochs", type=int, default=6)
+    ap.add_argument("--max-epochs", type=int, default=5)
     ap.add_argument("--params", default="{}", help="JSON models.params block for the pipeline section")
     ap.add_argument("--preset", default="uplift_two_arm", help="cost section's campaign")
     args = ap.parse_args(argv)

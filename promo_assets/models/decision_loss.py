@@ -70,11 +70,11 @@ class RCTBatch:
     def from_arrays(cls, logged, response, cost, propensity=None, ipw=None) -> "RCTBatch":
         """From numpy / torch arrays; `propensity` as in `evaluation.eom` (None: empirical shares),
         or `ipw` given directly (e.g. the training frame's IPS weights)."""
-        t = torch.as_tensor(np.asarray(logged), dtype=torch.int64)
+        t = torch.as_tensor(np.array(logged), dtype=torch.int64)
         if ipw is None:
             ipw = inverse_propensity(t.numpy(), None if propensity is None else np.asarray(propensity))
-        out = cls(t, torch.as_tensor(np.asarray(response), dtype=DTYPE), torch.as_tensor(np.asarray(cost), dtype=DTYPE),
-                  torch.as_tensor(np.asarray(ipw), dtype=DTYPE))
+        out = cls(t, torch.as_tensor(np.array(response), dtype=DTYPE), torch.as_tensor(np.array(cost), dtype=DTYPE),
+                  torch.as_tensor(np.array(ipw), dtype=DTYPE))
         n = t.shape[0]
         if any(a.shape != (n,) for a in (out.response, out.cost, out.ipw)):
             raise ModelInputError("RCTBatch: logged, response, cost and ipw must be 1-D arrays of one length")

@@ -52,7 +52,7 @@ COMMON: dict[str, Any] = {
     "gamma": 50.0,          # weight of Q in Eq. 7 / 11
     "budget_range": None,   # [low, high] per-capita budget drawn per step; null: the campaign's budgets
     "epochs": 8,            # fine-tuning epochs after the warm start (capped by PROMO_MAX_EPOCHS)
-    "lr": 5e-4,             # Adam learning rate of the fine-tuning
+    "lr": 2e-4,             # Adam learning rate of the fine-tuning
     "batch_size": 2048,     # RCT rows per step (Q's mini-batch)
     "max_iter": 30,         # bisection iterations of Algorithm 1
 }
