@@ -12,6 +12,27 @@ treatment j = j, one day), read the events and the truth, and compute
 Prints JSON (one object: per-seed rows and the means) and a readable table.
 
     .venv/bin/python benchmarks/e2e_paper.py [--seeds 10] [--users 10000] [--budget 2.0]
+
+Issue #15 sections (each prints its own JSON object; `--section` picks, default `q`):
+  fig2      Fig. 2 reproduction on `e2e_synthetic` without features (10,000 users, K = 4, budget 2.0):
+            a re-generated monotone concave v (the generator, another seed), c = c_gt, 100 Adam steps
+            (lr 0.005) ascending Q with each estimator (promo_assets.models.decision_loss: FD with
+            `--fd-entries`, `--fd-h`; NES with `--nes-directions`, `--nes-sigma`); Q (the project's
+            `q_at_budget`) at steps 0, 25, 50, 100 against Q(v_gt, c_gt); Fig. 2b: cosine similarity
+            of the NES gradient to the full finite-difference gradient (F' = every entry) for
+            N' in `--cosine-directions`; seconds per Q evaluation and per step.
+  pipeline  decision quality and AUCC through the production path (`_pipeline_bench.evaluate_campaign`:
+            `promo simulate` + `promo run`, PROMO_MAX_EPOCHS=`--max-epochs`) on `--presets`
+            (default e2e_synthetic, dipn_synthetic_2, uplift_two_arm) with campaign.yaml
+            `models.include` = s_learner, e2e_fd, e2e_nes and the LightGBM baselines: mean pct_oracle
+            at matched true spend per model x preset x budget, per-seed wins of e2e over s_learner,
+            AUCC per model on two-arm presets (the Table 1 analogue).
+  library   the pipeline section's comparison on the library path (one S-learner per campaign shared
+            as the e2e warm start, `solve` on the population, pct_oracle at matched true spend, AUCC
+            on the holdout rows): what a loaded machine finishes for 5 seeds.
+  cost      seconds per training epoch of s_learner, e2e_fd, e2e_nes (equal hidden sizes: the e2e
+            models are the S-learner's network) trained back to back on one campaign (library path),
+            and the measured Q time per fine-tuning step.
 """
 
 from __future__ import annotations
@@ -85,10 +106,31 @@ def run_seed(seed: int, users: int, budget: float, landing: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=10)
-    ap.add_argument("--users", type=int, default=10_000)
+    ap.add_argument("--section", choices=["q", "fig2", "pipeline", "library", "cost"], default="q")
+    ap.add_argument("--seeds", type=int, default=None, help="seeds 0..n-1 (q: 10, others: 5)")
+    ap.add_argument("--users", type=int, default=None)
+    ap.add_argument("--days", type=int, default=None)
     ap.add_argument("--budget", type=float, default=2.0)
+    ap.add_argument("--steps", type=int, default=100)
+    ap.add_argument("--lr", type=float, default=0.005)
+    ap.add_argument("--fd-entries", type=int, default=4000)
+    ap.add_argument("--fd-h", type=float, default=0.001)
+    ap.add_argument("--nes-directions", type=int, default=32)
+    ap.add_argument("--max-iter", type=int, default=30, help="bisection iterations of the estimators' Q")
+    ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument("--nes-sigma", type=float, default=0.001)
+    ap.add_argument("--cosine-directions", type=int, nargs="+", default=[8, 32, 128, 512])
+    ap.add_argument("--presets", nargs="+", default=["e2e_synthetic", "dipn_synthetic_2", "uplift_two_arm"])
+    ap.add_argument("--max-epochs", type=int, default=5)
+    ap.add_argument("--params", default="{}", help="JSON models.params block for the pipeline section")
+    ap.add_argument("--preset", default="uplift_two_arm", help="cost section's campaign")
     args = ap.parse_args(argv)
+    if args.section != "q":
+        from _e2e_sections import run_section
+
+        return run_section(args)
+    args.seeds = 10 if args.seeds is None else args.seeds
+    args.users = 10_000 if args.users is None else args.users
 
     with tempfile.TemporaryDirectory(prefix="e2e_paper_") as tmp:
         rows = [run_seed(s, args.users, args.budget, Path(tmp)) for s in range(args.seeds)]

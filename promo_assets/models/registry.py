@@ -29,6 +29,8 @@ BUILTIN: dict[str, str] = {
     "fpm": "promo_assets.models.monotone_models:FPM",
     "cmnn": "promo_assets.models.monotone_models:CMNN",
     "coman": "promo_assets.models.coman:CoMAN",
+    "e2e_fd": "promo_assets.models.e2e:E2EFiniteDifference",
+    "e2e_nes": "promo_assets.models.e2e:E2ENaturalEvolution",
 }
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")

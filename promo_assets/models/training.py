@@ -170,6 +170,7 @@ def fit_torch_model(
     log: Callable[[str], None] | None = None,
     label: str = "model",
     full_batch: FullBatchFn | None = None,
+    monitor: Callable[[torch.nn.Module], float] | None = None,
 ) -> FitResult:
     """Train `module` in place and return its history.
 
@@ -186,6 +187,10 @@ def fit_torch_model(
     - `full_batch(module, step) -> FullBatchStep` replaces `loss_fn` / `train` / `validation`: one
       step per epoch on its objective, early stopping per monitored part (see the module docstring);
       the first part's best parameters are restored, every part's are in `best_states`.
+    - `monitor(module) -> float` (per-sample batches only) replaces the weighted validation loss as
+      the early-stopping criterion (lower is better; e.g. a decision objective on the validation
+      rows); it is also evaluated before the first step, so the parameters the fit started from
+      (epoch 0) are kept when no epoch beats them.
     - `log(line)` is called every `config.log_every` epochs with epoch, losses and seconds.
     """
     config = config or TrainingConfig()
@@ -228,6 +233,8 @@ def fit_torch_model(
     initial_state = copy.deepcopy(module.state_dict())
     bad_epochs = 0
     step = 0
+    if monitor is not None and full_batch is None:
+        improved({"validation_loss": float(monitor(module))}, 0)
     for epoch in range(1, config.max_epochs + 1):
         t0 = time.perf_counter()
         module.train()
@@ -252,8 +259,9 @@ def fit_torch_model(
                 total += float(loss.detach()) * bw
                 total_w += bw
             train_loss = total / max(total_w, 1e-12)
-            val_loss = evaluate_loss(module, loss_fn, validation if has_val else train, weight_key,
-                                     config.eval_batch_size)
+            val_loss = (float(monitor(module)) if monitor is not None else
+                        evaluate_loss(module, loss_fn, validation if has_val else train, weight_key,
+                                      config.eval_batch_size))
             monitored, extra = {"validation_loss": val_loss}, {}
             better = improved(monitored, epoch)
         if scheduler is not None:

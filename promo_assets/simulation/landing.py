@@ -227,7 +227,9 @@ def write_campaign(
 
     config: the campaign.yaml body without the `simulation` block (added here); log_propensity:
     write the logging policy's probability of the logged level as the events' `propensity` column;
-    cost_rule: 'redeemed' (cost = incentive x response) or 'assigned' (cost = incentive);
+    cost_rule: 'redeemed' (cost = incentive x response), 'assigned' (cost = incentive) or
+    'bernoulli' (a binary cost label: cost = u < expected_cost with the same uniform u that draws
+    the response, so response implies cost when expected_response <= expected_cost);
     treatment_labels: the events' `treatment` value per level (multi-attribute campaigns: the level
     index as text); None: the level's incentive amount.
     """
@@ -298,9 +300,13 @@ def write_campaign(
             level = np.minimum((u >= cum[idx]).sum(axis=1), n_levels - 1)
             propensity = pool.assignment[idx, level]
         p = pool.expected_response[idx, level]
-        response = (rng.random(n) < p).astype(np.float64)
+        u = rng.random(n)
+        response = (u < p).astype(np.float64)
         incentive = incentives_arr[level]
-        cost = incentive * response if cost_rule == "redeemed" else incentive.copy()
+        if cost_rule == "bernoulli":
+            cost = (u < pool.expected_cost[idx, level]).astype(np.float64)
+        else:
+            cost = incentive * response if cost_rule == "redeemed" else incentive.copy()
         if pool.hours is None:
             lo, hi = np.zeros(n), np.full(n, 24.0)
         else:

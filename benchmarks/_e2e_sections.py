@@ -1,0 +1,257 @@
+"""The issue #15 sections of benchmarks/e2e_paper.py (fig2, pipeline, cost); see that file's docstring."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _model_frames import load_events, load_training_frame  # noqa: E402
+
+from promo_assets.evaluation import q_at_budget  # noqa: E402
+from promo_assets.models import decision_loss as dl  # noqa: E402
+from promo_assets.simulation import simulate, truth_arrays  # noqa: E402
+from promo_assets.simulation.e2e import e2e_values  # noqa: E402
+
+E2E = ("e2e_fd", "e2e_nes")
+
+
+def _load(seed: int, users: int, landing: Path):
+    simulate("e2e_synthetic", f"fig2-{seed}", landing, days=1, users=users, seed=seed, features="none")
+    cdir = landing / f"fig2-{seed}"
+    events, cfg, _, _ = load_events(cdir)
+    t = events["level"].to_numpy(np.int64)
+    y = events["response"].to_numpy(float)
+    z = events["cost"].to_numpy(float)
+    p = events["propensity"].to_numpy(float)
+    v_gt, c_gt = truth_arrays(cdir, events["user_id"].to_numpy())
+    return t, y, z, p, v_gt, c_gt
+
+
+def fig2(args) -> dict:
+    seeds = range(args.first_seed, args.first_seed + (5 if args.seeds is None else args.seeds))
+    users = args.users or 10_000
+    rows, cosine_rows = [], []
+    with tempfile.TemporaryDirectory(prefix="e2e_fig2_") as tmp:
+        for seed in seeds:
+            t, y, z, p, v_gt, c_gt = _load(seed, users, Path(tmp))
+            batch = dl.RCTBatch.from_arrays(t, y, z, p)
+            q_of = lambda v: q_at_budget(v, c_gt, t, y, z, p, args.budget).value  # noqa: E731
+            v0, _ = e2e_values(np.random.default_rng([seed, 2015]).uniform(size=v_gt.shape))  # re-generated start
+            row = {"seed": seed, "q_gt": q_of(v_gt)}
+            c = torch.tensor(c_gt)
+            for est in ("fd", "nes"):
+                v = torch.nn.Parameter(torch.tensor(v0))
+                opt = torch.optim.Adam([v], lr=args.lr)
+                gen = torch.Generator().manual_seed(seed)
+                qs, secs = {0: q_of(v0)}, []
+                for step in range(1, args.steps + 1):
+                    t0 = time.perf_counter()
+                    if est == "fd":
+                        g, _ = dl.fd_gradient(v.detach(), c, batch, args.budget, n_entries=args.fd_entries,
+                                              h=args.fd_h, generator=gen, wrt_costs=False,
+                                              max_iter=args.max_iter)
+                    else:
+                        g, _ = dl.nes_gradient(v.detach(), c, batch, args.budget, n_directions=args.nes_directions,
+                                               sigma=args.nes_sigma, generator=gen, wrt_costs=False,
+                                               max_iter=args.max_iter)
+                    secs.append(time.perf_counter() - t0)
+                    opt.zero_grad()
+                    v.grad = -g  # ascend Q
+                    opt.step()
+                    if step in (25, 50, 100) or step == args.steps:
+                        qs[step] = q_of(v.detach().numpy())
+                row.update({f"{est}_q{k}": q for k, q in qs.items()})
+                row[f"{est}_seconds_per_step"] = float(np.mean(secs))
+                print(f"  seed {seed} {est}: " + ", ".join(f"step {k} Q {q:.4f}" for k, q in qs.items())
+                      + f" (Q_gt {row['q_gt']:.4f}; {row[f'{est}_seconds_per_step']:.2f}s/step)", file=sys.stderr)
+            rows.append(row)
+            if seed == next(iter(seeds)):  # Fig. 2b on the first seed: NES vs the full FD gradient
+                v, lam = torch.tensor(v0), dl.q_lambda_max(torch.tensor(v0), c)
+                t0 = time.perf_counter()
+                full, _ = dl.fd_gradient(v, c, batch, args.budget, n_entries=v.numel(), h=args.fd_h,
+                                         generator=torch.Generator().manual_seed(0), wrt_costs=False, lambda_max=lam,
+                                         max_iter=args.max_iter)
+                fd_secs = time.perf_counter() - t0
+                for n_dir in args.cosine_directions:
+                    t0 = time.perf_counter()
+                    g, _ = dl.nes_gradient(v, c, batch, args.budget, n_directions=n_dir, sigma=args.fd_h,
+                                           generator=torch.Generator().manual_seed(n_dir), wrt_costs=False,
+                                           lambda_max=lam, max_iter=args.max_iter)
+                    cos = float(torch.nn.functional.cosine_similarity(g.flatten(), full.flatten(), dim=0))
+                    cosine_rows.append({"directions": n_dir, "cosine": cos, "seconds": time.perf_counter() - t0})
+                    print(f"  NES N'={n_dir}: cosine to full FD {cos:.4f}", file=sys.stderr)
+                cosine_rows.append({"full_fd_seconds": fd_secs, "full_fd_nonzero": int((full != 0).sum())})
+    df = pd.DataFrame(rows)
+    means = {c: float(df[c].mean()) for c in df.columns if c != "seed"}
+    return {"section": "fig2", "users": users, "budget": args.budget, "steps": args.steps, "lr": args.lr,
+            "max_iter": args.max_iter, "fd": {"entries": args.fd_entries, "h": args.fd_h},
+            "nes": {"directions": args.nes_directions, "sigma": args.nes_sigma},
+            "paper": {"q_gt": 0.2123, "q_start": 0.1996, "q_end_nes": 0.2141},
+            "means": means, "per_seed": rows, "fig2b_cosine": cosine_rows}
+
+
+def pipeline(args) -> dict:
+    from _pipeline_bench import evaluate_campaign
+
+    sizes = {"e2e_synthetic": (4, 2000), "dipn_synthetic_2": (4, 4000), "uplift_two_arm": (4, 4000)}
+    seeds = range(5 if args.seeds is None else args.seeds)
+    params = json.loads(args.params)
+    frames, infos = [], []
+    for preset in args.presets:
+        days, users = sizes.get(preset, (4, 2500))
+        include = ["s_learner", *E2E, "lgbm_s_mono"] + (["lgbm_s", "lgbm_t"] if preset == "uplift_two_arm" else [])
+        for seed in seeds:
+            rows, info = evaluate_campaign(preset, seed, days=args.days or days, users=args.users or users,
+                                           max_epochs=args.max_epochs,
+                                           models={"include": include, **({"params": params} if params else {})})
+            infos.append(info)
+            frames.append(rows)
+            print(f"  {preset} seed {seed}: promo run exit {info['run_exit_code']}, {info['run_seconds']}s, "
+                  f"load {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
+    rows = pd.concat(frames, ignore_index=True)
+    rows = rows[rows["model"] != "random"]
+    table = (rows.groupby(["preset", "model", "budget_per_capita"])
+             .agg(pct_oracle=("pct_oracle", "mean"), spend_ratio=("spend_ratio", "mean"), seeds=("seed", "nunique"))
+             .reset_index())
+    by_seed = rows.groupby(["preset", "model", "seed"])["pct_oracle"].mean().unstack("model")
+    wins = {}
+    for preset in args.presets:
+        if preset not in by_seed.index.get_level_values(0):
+            continue
+        part = by_seed.loc[preset]
+        for m in [*E2E, "lgbm_s_mono"]:
+            if m in part and "s_learner" in part:
+                wins[f"{preset}:{m}"] = {"seeds_above_s_learner": int((part[m] > part["s_learner"]).sum()),
+                                         "seeds": int(part[[m, "s_learner"]].dropna().shape[0]),
+                                         "mean_diff_points": float(100 * (part[m] - part["s_learner"]).mean())}
+    aucc = (rows[rows["aucc"].notna()].drop_duplicates(["preset", "model", "seed"])
+            .groupby(["preset", "model"])["aucc"].agg(["mean", "std", "count"]).reset_index())
+    mean_pct = rows.groupby(["preset", "model"])["pct_oracle"].mean().unstack("model")
+    print("\nmean pct_oracle at matched true spend (all budgets):", file=sys.stderr)
+    print(mean_pct.to_string(float_format=lambda x: f"{100 * x:.2f}%"), file=sys.stderr)
+    print("\nAUCC (two-arm presets):", file=sys.stderr)
+    print(aucc.to_string(index=False, float_format=lambda x: f"{x:.4f}"), file=sys.stderr)
+    print("\nper-seed wins over s_learner:", json.dumps(wins, indent=1), file=sys.stderr)
+    return {"section": "pipeline", "max_epochs": args.max_epochs, "params": params,
+            "table": table.to_dict("records"), "mean_pct_oracle": mean_pct.reset_index().to_dict("records"),
+            "wins_over_s_learner": wins, "aucc": aucc.to_dict("records"), "runs": infos}
+
+
+def library(args) -> dict:
+    """The pipeline section's comparison on the library path (what a loaded machine can finish):
+    per (preset, seed) one simulated campaign, its training frame as the pipeline builds it, the
+    S-learner trained once (`e2e.warm_start`, which is `train_s_learner` with the `s_learner` model's
+    arguments) and shared as the e2e models' warm start, the LightGBM baselines; each allocated by
+    `solve` on the population at every budget; pct_oracle = true value / the oracle's true value at the
+    same true cost (matched true spend); AUCC on the holdout rows of two-arm campaigns."""
+    from _model_frames import load_population
+
+    from promo_assets.allocation import solve
+    from promo_assets.evaluation import aucc, oracle_policy, roi_score, true_policy_value
+    from promo_assets.models import e2e, registry
+    from promo_assets.models.protocol import TrainingData
+
+    torch.set_num_threads(1)
+    sizes = {"e2e_synthetic": (3, 2000), "dipn_synthetic_2": (3, 4000), "uplift_two_arm": (3, 4000)}
+    seeds = range(args.first_seed, args.first_seed + (5 if args.seeds is None else args.seeds))
+    params = json.loads(args.params)
+    rows = []
+    for preset in args.presets:
+        days, users = sizes.get(preset, (3, 2000))
+        days, users = args.days or days, args.users or users
+        for seed in seeds:
+            with tempfile.TemporaryDirectory(prefix="e2e_lib_") as tmp:
+                simulate(preset, "c", tmp, days=days, users=users, seed=seed)
+                frame, cfg, num, cat = load_training_frame(Path(tmp) / "c")
+                pop = load_population(Path(tmp) / "c")
+                vt, ct = truth_arrays(Path(tmp) / "c", pop["user_id"].to_numpy())
+            if params:
+                cfg.extra["models"] = {"params": params}
+            data = TrainingData("c", frame, num, cat, frame_version=f"bench-{preset}-{seed}")
+            hold = frame[frame["split"] == "holdout"]
+            names = ["s_learner", *E2E, "lgbm_s_mono"] + (["lgbm_s", "lgbm_t"] if preset == "uplift_two_arm" else [])
+            for name in names:
+                t0 = time.perf_counter()
+                if name == "s_learner":
+                    fitted = e2e.warm_start(data, cfg, seed, args.max_epochs, None)
+                else:
+                    fitted = registry.get(name).fit(data, cfg, seed=seed, max_epochs=args.max_epochs)
+                secs = time.perf_counter() - t0
+                v, c = fitted.predict(pop)
+                row_aucc = float("nan")
+                if cfg.n_levels == 2:
+                    hv, hc = fitted.predict(hold)
+                    row_aucc = aucc(roi_score(hv, hc), hold["level"].to_numpy(), hold["response"].to_numpy(float),
+                                    hold["cost"].to_numpy(float), hold["propensity"].to_numpy(float))
+                for b in cfg.budgets_per_capita:
+                    levels = solve(v, c, b, per_capita=True).levels
+                    tv, tc = true_policy_value(levels, vt, ct)
+                    ov, _ = true_policy_value(oracle_policy(vt, ct, tc), vt, ct)
+                    rows.append({"preset": preset, "seed": seed, "model": name, "budget_per_capita": b,
+                                 "pct_oracle": tv / ov, "spend_ratio": tc / b, "aucc": row_aucc, "seconds": secs,
+                                 "best_epoch": fitted.metrics.get("best_epoch")})
+                print(f"  {preset} seed {seed} {name}: pct_oracle "
+                      + ", ".join(f"{r['pct_oracle']:.4f}" for r in rows[-len(cfg.budgets_per_capita):])
+                      + (f", AUCC {row_aucc:.4f}" if row_aucc == row_aucc else "")
+                      + f" ({secs:.0f}s, load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
+    df = pd.DataFrame(rows)
+    by_seed = df.groupby(["preset", "model", "seed"])["pct_oracle"].mean().unstack("model")
+    wins = {}
+    for preset in args.presets:
+        part = by_seed.loc[preset]
+        for m in [*E2E, "lgbm_s_mono"]:
+            if m in part:
+                wins[f"{preset}:{m}"] = {"seeds_above_s_learner": int((part[m] > part["s_learner"]).sum()),
+                                         "seeds": int(len(part)),
+                                         "mean_diff_points": float(100 * (part[m] - part["s_learner"]).mean())}
+    table = df.groupby(["preset", "model", "budget_per_capita"])[["pct_oracle", "spend_ratio"]].mean().reset_index()
+    aucc_t = (df.dropna(subset=["aucc"]).drop_duplicates(["preset", "model", "seed"])
+              .groupby(["preset", "model"])["aucc"].agg(["mean", "std", "count"]).reset_index())
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}"), file=sys.stderr)
+    print(aucc_t.to_string(index=False, float_format=lambda x: f"{x:.4f}"), file=sys.stderr)
+    print(json.dumps(wins, indent=1), file=sys.stderr)
+    return {"section": "library", "max_epochs": args.max_epochs, "params": params, "sizes": sizes,
+            "table": table.to_dict("records"), "wins_over_s_learner": wins, "aucc": aucc_t.to_dict("records"),
+            "rows": rows}
+
+
+def cost(args) -> dict:
+    from promo_assets.models import registry
+    from promo_assets.models.protocol import TrainingData
+
+    seed = 0
+    users, days = args.users or 5000, args.days or 4
+    out = {"section": "cost", "preset": args.preset, "users": users, "days": days, "load_before": os.getloadavg()}
+    with tempfile.TemporaryDirectory(prefix="e2e_cost_") as tmp:
+        simulate(args.preset, "cost", tmp, days=days, users=users, seed=seed)
+        frame, cfg, num, cat = load_training_frame(Path(tmp) / "cost")
+        data = TrainingData("cost", frame, num, cat)
+        for name in ("s_learner", *E2E):
+            fitted = registry.get(name).fit(data, cfg, seed=seed, max_epochs=args.max_epochs)
+            m = fitted.metrics
+            out[name] = {"seconds_per_epoch": m["seconds_per_epoch"], "epochs": m["epochs"],
+                         "n_train": m["n_train"], "q_seconds_per_step": m.get("q_seconds_per_step"),
+                         "q_steps": m.get("q_steps"), "warm_seconds_per_epoch": m.get("warm_seconds_per_epoch")}
+            print(f"  {name}: {m['seconds_per_epoch']:.2f} s/epoch over {m['epochs']} epochs"
+                  + (f", Q {m['q_seconds_per_step']:.3f} s/step" if "q_seconds_per_step" in m else ""), file=sys.stderr)
+    base = out["s_learner"]["seconds_per_epoch"]
+    out["ratio_to_s_learner"] = {n: out[n]["seconds_per_epoch"] / base for n in E2E}
+    out["load_after"] = os.getloadavg()
+    return out
+
+
+def run_section(args) -> dict:
+    result = {"fig2": fig2, "pipeline": pipeline, "library": library, "cost": cost}[args.section](args)
+    result["benchmark"] = "e2e_paper"
+    result["load_average"] = os.getloadavg()
+    print(json.dumps(result, indent=2, default=float))
+    return result

@@ -1,0 +1,296 @@
+"""Q(v, c) on a mini-batch of RCT rows and its black-box gradient estimators (end-to-end paper §3.3-§3.5).
+
+The marketing goal of a mini-batch of B RCT users (logged level t_i, response y_i, cost z_i, inverse
+logging propensity w_i) under predicted values v and costs c (B x K) at a per-capita budget b is
+Q(v, c) (Algorithm 1): bisection on the multiplier alpha in [0, alpha_max], each midpoint's KKT
+allocation argmax_j (v_ij - alpha c_ij) (Eq. 4), its EOM value V and cost C over the users whose
+logged level equals their assigned one (Eq. 5-6; self-normalized IPW as `evaluation.eom`), stop when
+|C - b| <= tol or after `max_iter` iterations, Q = V at the last midpoint. Q is piecewise constant in
+(v, c), so its gradient is estimated:
+
+- finite differences (Eq. 8) on F' randomly chosen entries with step h (symmetric quotient), the
+  other entries 0;
+- NES with antithetic sampling (Eq. 10): N'/2 Gaussian directions and their negatives,
+  grad ~ 1 / (sigma N') sum_i delta_i Q(v + sigma delta_i, c + sigma delta'_i) (v and c perturbed
+  jointly when both are estimated).
+
+The surrogate loss (Eq. 11) -sum(v * stopgrad(g_v)) - sum(c * stopgrad(g_c)) has the estimated
+gradient as its gradient with respect to (v, c) (`surrogate_loss`).
+
+**How Q is vectorized (no loop over users or perturbations).** User i's logged level t_i is the
+decision rule's choice exactly for alpha in an interval [a_i, b_i) (`matched_intervals`: the
+rule's tie rule, the cheaper level wins a tie, makes the lower end inclusive). The EOM sums at any
+alpha are then prefix sums over the users sorted by a_i minus those sorted by b_i
+(`IntervalEOM`): O(log B) per multiplier after one sort. All perturbed copies of a batch run
+their bisections together as tensors: NES builds P = N' interval sets (P x B x K work, one sort
+each); finite differences change one user per perturbation, so each of the 2F' perturbations
+is the base batch's sums minus that user's old contribution plus its new one (P x K work). The
+result equals `evaluation.eom.q_at_budget_bisection` with the same alpha_max, max_iter and tol
+(tests compare them); alpha_max is fixed per step (`q_lambda_max`) so that every perturbed copy
+searches the same interval.
+
+Reuse (e.g. decision-focused losses of other papers): `RCTBatch` (a mini-batch's logged arrays),
+`matched_intervals`, `IntervalEOM.at(lambdas)` (EOM value, cost and |S| of the KKT allocations at
+many multipliers for many (v, c) copies at once), `q_bisection` (batched Algorithm 1),
+`fd_estimate` / `nes_estimate` (the estimators for any black box), `fd_gradient`,
+`nes_gradient`, `surrogate_loss`. Torch only, no dagster.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from promo_assets.evaluation.eom import inverse_propensity, lambda_upper_bound
+from promo_assets.models.errors import ModelInputError
+
+__all__ = [
+    "IntervalEOM", "RCTBatch", "fd_estimate", "fd_gradient", "matched_intervals", "nes_estimate", "nes_gradient",
+    "q_bisection",
+    "q_lambda_max", "q_value", "surrogate_loss",
+]
+
+DTYPE = torch.float64
+
+
+@dataclass
+class RCTBatch:
+    """The logged RCT arrays of a mini-batch: levels t (B int64), responses y, costs z and inverse
+    propensities w (B float64 each; w = 1 / p, or the batch's empirical level shares' inverse)."""
+
+    logged: torch.Tensor
+    response: torch.Tensor
+    cost: torch.Tensor
+    ipw: torch.Tensor
+
+    @classmethod
+    def from_arrays(cls, logged, response, cost, propensity=None, ipw=None) -> "RCTBatch":
+        """From numpy / torch arrays; `propensity` as in `evaluation.eom` (None: empirical shares),
+        or `ipw` given directly (e.g. the training frame's IPS weights)."""
+        t = torch.as_tensor(np.array(logged), dtype=torch.int64)
+        if ipw is None:
+            ipw = inverse_propensity(t.numpy(), None if propensity is None else np.asarray(propensity))
+        out = cls(t, torch.as_tensor(np.array(response), dtype=DTYPE), torch.as_tensor(np.array(cost), dtype=DTYPE),
+                  torch.as_tensor(np.array(ipw), dtype=DTYPE))
+        n = t.shape[0]
+        if any(a.shape != (n,) for a in (out.response, out.cost, out.ipw)):
+            raise ModelInputError("RCTBatch: logged, response, cost and ipw must be 1-D arrays of one length")
+        return out
+
+    @property
+    def n(self) -> int:
+        return int(self.logged.shape[0])
+
+    def channels(self) -> torch.Tensor:
+        """B x 3: the weight, weighted response and weighted cost of each user (the EOM sums' terms)."""
+        return torch.stack([self.ipw, self.ipw * self.response, self.ipw * self.cost], dim=-1)
+
+
+# ------------------------------------------------------------------------------- intervals
+def matched_intervals(values: torch.Tensor, costs: torch.Tensor, logged: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """[a, b): the multipliers alpha >= 0 at which the decision rule (allocation.decision: argmax_j
+    v_j - alpha c_j, a tie goes to the cheaper level, then the lower index) picks each user's
+    logged level. values / costs: (..., B, K); logged: (B,). Returns two (..., B) tensors; an empty
+    interval is (inf, inf)."""
+    t = logged.reshape((1,) * (values.dim() - 2) + (-1, 1)).expand(*values.shape[:-1], 1)
+    vt, ct = values.gather(-1, t), costs.gather(-1, t)
+    dv, dc = values - vt, costs - ct
+    inf = torch.tensor(math.inf, dtype=values.dtype)
+    safe = torch.where(dc != 0, dc, torch.ones_like(dc))
+    slope = dv / safe  # alpha at which level j ties with the logged level
+    a = torch.where(dc > 0, slope, -inf).amax(-1).clamp_min(0.0)  # dearer levels: t wins for alpha >= slope
+    b = torch.where(dc < 0, slope, inf).amin(-1)  # cheaper levels: t wins for alpha < slope
+    k = values.shape[-1]
+    lower_index = torch.arange(k).reshape((1,) * (values.dim() - 1) + (k,)) < t
+    blocked = ((dc == 0) & ((dv > 0) | ((dv == 0) & lower_index))).any(-1)  # an equally dear level wins
+    empty = blocked | ~(a < b)
+    return torch.where(empty, inf, a), torch.where(empty, inf, b)
+
+
+class IntervalEOM:
+    """EOM sums of the KKT allocations at any multiplier, from the users' matched intervals.
+
+    `lower`, `upper`: (P, B) intervals (P copies of a batch), `terms`: B x 3 (`RCTBatch.channels`).
+    `sums(lambdas)` for lambdas (P, L) -> (P, L, 3) sums of weight, weight x response, weight x cost
+    over the users matched at each multiplier; `at(lambdas)` -> (V, C, n_matched), each (P, L)."""
+
+    def __init__(self, lower: torch.Tensor, upper: torch.Tensor, terms: torch.Tensor):
+        if lower.dim() == 1:
+            lower, upper = lower[None], upper[None]
+        self.lower, order_a = torch.sort(lower, dim=-1)
+        self.upper, order_b = torch.sort(upper, dim=-1)
+        zero = torch.zeros(lower.shape[0], 1, 4, dtype=terms.dtype)
+        terms4 = torch.cat([terms, torch.ones(terms.shape[0], 1, dtype=terms.dtype)], dim=-1)  # + a count
+        self.cum_a = torch.cat([zero, torch.cumsum(terms4[order_a], dim=1)], dim=1)  # (P, B + 1, 4)
+        self.cum_b = torch.cat([zero, torch.cumsum(terms4[order_b], dim=1)], dim=1)
+
+    def sums(self, lambdas: torch.Tensor) -> torch.Tensor:
+        lam = lambdas.contiguous()
+        if self.lower.shape[0] == 1:  # one sorted sequence: numpy's search is ~30x faster than torch's here
+            ia = torch.from_numpy(np.searchsorted(self.lower[0].numpy(), lam.numpy(), side="right"))
+            ib = torch.from_numpy(np.searchsorted(self.upper[0].numpy(), lam.numpy(), side="right"))
+        else:
+            ia = torch.searchsorted(self.lower, lam, right=True)  # users with a_i <= alpha
+            ib = torch.searchsorted(self.upper, lam, right=True)  # users with b_i <= alpha
+        take = lambda cum, idx: cum.gather(1, idx[..., None].expand(*idx.shape, 4))  # noqa: E731
+        return take(self.cum_a, ia) - take(self.cum_b, ib)
+
+    @staticmethod
+    def ratios(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        den = s[..., 0]
+        ok = s[..., 3] > 0.5
+        nan = torch.full_like(den, math.nan)
+        safe = torch.where(ok, den, torch.ones_like(den))
+        return (torch.where(ok, s[..., 1] / safe, nan), torch.where(ok, s[..., 2] / safe, nan),
+                s[..., 3].round().to(torch.int64))
+
+    def at(self, lambdas: torch.Tensor):
+        return self.ratios(self.sums(lambdas))
+
+
+def _bisect(sums_at, n_copies: int, budget: float, lambda_max: float, max_iter: int, tol: float) -> torch.Tensor:
+    """Algorithm 1 for `n_copies` searches at once; `sums_at(alpha (P,)) -> (P, 4)` EOM sums."""
+    lo = torch.zeros(n_copies, dtype=DTYPE)
+    hi = torch.full((n_copies,), float(lambda_max), dtype=DTYPE)
+    done = torch.zeros(n_copies, dtype=torch.bool)
+    value = torch.full((n_copies,), math.nan, dtype=DTYPE)
+    for _ in range(int(max_iter)):
+        mid = 0.5 * (lo + hi)
+        v, c, _ = IntervalEOM.ratios(sums_at(mid))
+        value = torch.where(done, value, v)
+        done = done | ((c - budget).abs() <= tol)
+        if bool(done.all()):
+            break
+        dear = c > budget  # NaN (nobody matched) counts as cheap, as in the reference
+        lo = torch.where(done | ~dear, lo, mid)
+        hi = torch.where(done | dear, hi, mid)
+    return value
+
+
+def q_lambda_max(values: torch.Tensor, costs: torch.Tensor, margin: float = 2.0) -> float:
+    """alpha_max for a step: `evaluation.eom.lambda_upper_bound` of (v, c) times `margin`, so that
+    perturbed copies of (v, c) have their upper bound inside the same search interval."""
+    return float(lambda_upper_bound(values.detach().cpu().numpy(), costs.detach().cpu().numpy())) * margin
+
+
+def q_bisection(values: torch.Tensor, costs: torch.Tensor, batch: RCTBatch, budget: float, *,
+                lambda_max: float, max_iter: int = 50, tol: float = 1e-4) -> torch.Tensor:
+    """Q(v, c) (Algorithm 1) for P copies at once: values / costs (P, B, K) or (B, K) -> Q (P,)."""
+    v = values.detach().to(DTYPE)
+    c = costs.detach().to(DTYPE)
+    if v.dim() == 2:
+        v, c = v[None], c[None]
+    lower, upper = matched_intervals(v, c, batch.logged)
+    eom = IntervalEOM(lower, upper, batch.channels())
+    return _bisect(lambda mid: eom.sums(mid[:, None])[:, 0], v.shape[0], budget, lambda_max, max_iter, tol)
+
+
+def q_value(values, costs, batch: RCTBatch, budget: float, *, lambda_max: float | None = None,
+            max_iter: int = 50, tol: float = 1e-4) -> float:
+    """Q(v, c) of one (B, K) pair (alpha_max default: `lambda_upper_bound`, as the reference)."""
+    v = torch.as_tensor(values, dtype=DTYPE)
+    c = torch.as_tensor(costs, dtype=DTYPE)
+    lam = float(lambda_upper_bound(v.numpy(), c.numpy())) if lambda_max is None else float(lambda_max)
+    return float(q_bisection(v, c, batch, budget, lambda_max=lam, max_iter=max_iter, tol=tol)[0])
+
+
+# ------------------------------------------------------------------------------- estimators
+def fd_estimate(evaluate, numel: int, n_entries: int, h: float, generator: torch.Generator) -> torch.Tensor:
+    """Eq. 8 for any black box: `evaluate(index (P,), delta (P,)) -> f (P,)` gives f at x + delta
+    e_index for P single-entry perturbations of a flat x with `numel` entries. F' = `n_entries`
+    entries drawn without replacement get (f(x + h e_l) - f(x - h e_l)) / (2h), the others 0
+    (a NaN f counts as no change). Returns the flat (numel,) estimate."""
+    f = min(int(n_entries), int(numel))
+    flat = torch.randperm(int(numel), generator=generator)[:f]
+    q = evaluate(torch.cat([flat, flat]), torch.cat([torch.full((f,), h, dtype=DTYPE), torch.full((f,), -h, dtype=DTYPE)]))
+    g = torch.zeros(int(numel), dtype=DTYPE)
+    g[flat] = torch.nan_to_num((q[:f] - q[f:]) / (2.0 * h), nan=0.0)
+    return g
+
+
+def nes_estimate(evaluate, shape: tuple[int, ...], n_directions: int, sigma: float, generator: torch.Generator,
+                 chunk: int = 32) -> torch.Tensor:
+    """Eq. 10 with antithetic sampling for any black box: `evaluate(delta (P, *shape)) -> f (P,)`
+    gives f(x + sigma delta) for P directions. N'/2 standard normal directions and their negatives
+    (delta_{N'-i+1} = -delta_i), `chunk` directions per call; returns
+    sum_i delta_i f(x + sigma delta_i) / (sigma N') (a NaN f counts as 0)."""
+    if n_directions < 2 or n_directions % 2:
+        raise ModelInputError(f"NES needs an even number of directions >= 2 (antithetic pairs), got {n_directions}")
+    half, step = n_directions // 2, max(1, chunk // 2)
+    g = torch.zeros(shape, dtype=DTYPE)
+    for s in range(0, half, step):
+        delta = torch.randn((min(step, half - s),) + tuple(shape), generator=generator, dtype=DTYPE)
+        delta = torch.cat([delta, -delta])
+        q = torch.nan_to_num(evaluate(delta), nan=0.0)
+        g += torch.tensordot(q, delta, dims=1)
+    return g / (sigma * n_directions)
+
+
+def fd_gradient(values: torch.Tensor, costs: torch.Tensor, batch: RCTBatch, budget: float, *,
+                n_entries: int, h: float, generator: torch.Generator, wrt_costs: bool = True,
+                lambda_max: float | None = None, max_iter: int = 50,
+                tol: float = 1e-4) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """dQ/dv (and dQ/dc when `wrt_costs`) by Eq. 8 on F' = `n_entries` random entries of each
+    (`fd_estimate`), each perturbed copy's Q from the base batch's sums and the one changed user
+    (no re-evaluation of the batch). Returns (g_v, g_c or None), B x K."""
+    v = values.detach().to(DTYPE)
+    c = costs.detach().to(DTYPE)
+    n, k = v.shape
+    lam = q_lambda_max(v, c) if lambda_max is None else float(lambda_max)
+    lower, upper = matched_intervals(v, c, batch.logged)
+    base = IntervalEOM(lower, upper, batch.channels())
+    terms = torch.cat([batch.channels(), torch.ones(n, 1, dtype=DTYPE)], dim=-1)  # (B, 4)
+
+    def evaluate_on(target: str):
+        def evaluate(flat: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+            rows, cols = flat // k, flat % k
+            pv, pc = v[rows].clone(), c[rows].clone()  # (P, K): the perturbed users' rows
+            (pv if target == "v" else pc)[torch.arange(rows.shape[0]), cols] += delta
+            new_a, new_b = matched_intervals(pv, pc, batch.logged[rows])
+            old_a, old_b, user = lower[rows], upper[rows], terms[rows]
+
+            def sums_at(mid):
+                s = base.sums(mid[None])[0]  # (P, 4): the base batch at each copy's multiplier
+                was = ((old_a <= mid) & (mid < old_b)).to(DTYPE)[:, None]
+                now = ((new_a <= mid) & (mid < new_b)).to(DTYPE)[:, None]
+                return s + (now - was) * user
+
+            return _bisect(sums_at, rows.shape[0], budget, lam, max_iter, tol)
+        return evaluate
+
+    g_v = fd_estimate(evaluate_on("v"), n * k, n_entries, h, generator).reshape(n, k)
+    g_c = fd_estimate(evaluate_on("c"), n * k, n_entries, h, generator).reshape(n, k) if wrt_costs else None
+    return g_v, g_c
+
+
+def nes_gradient(values: torch.Tensor, costs: torch.Tensor, batch: RCTBatch, budget: float, *,
+                 n_directions: int, sigma: float, generator: torch.Generator, wrt_costs: bool = True,
+                 lambda_max: float | None = None, max_iter: int = 50, tol: float = 1e-4,
+                 chunk: int = 32) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """dQ/dv (and dQ/dc when `wrt_costs`, perturbed jointly with v) by Eq. 10 with antithetic
+    sampling (`nes_estimate`), `chunk` perturbed copies of the batch per vectorized Q.
+    Returns (g_v, g_c or None), B x K."""
+    v = values.detach().to(DTYPE)
+    c = costs.detach().to(DTYPE)
+    lam = q_lambda_max(v, c) if lambda_max is None else float(lambda_max)
+
+    def evaluate(delta: torch.Tensor) -> torch.Tensor:
+        pv = v[None] + sigma * delta[:, 0]
+        pc = c[None] + sigma * delta[:, 1] if wrt_costs else c[None].expand_as(pv)
+        return q_bisection(pv, pc, batch, budget, lambda_max=lam, max_iter=max_iter, tol=tol)
+
+    g = nes_estimate(evaluate, (2 if wrt_costs else 1,) + tuple(v.shape), n_directions, sigma, generator, chunk)
+    return g[0], (g[1] if wrt_costs else None)
+
+
+def surrogate_loss(values: torch.Tensor, costs: torch.Tensor | None, grad_values: torch.Tensor,
+                   grad_costs: torch.Tensor | None) -> torch.Tensor:
+    """The regularizer part of Eq. 11 (without gamma): -Tr[v^T sg(g_v)] - Tr[c^T sg(g_c)]. Its
+    gradient with respect to v (c) is -g_v (-g_c): minimizing it ascends the estimated Q."""
+    out = -(values * grad_values.detach().to(values.dtype)).sum()
+    if costs is not None and grad_costs is not None:
+        out = out - (costs * grad_costs.detach().to(costs.dtype)).sum()
+    return out

@@ -1,0 +1,282 @@
+"""End-to-end learning of the marketing goal (end-to-end paper §3.3-§3.5, Algorithm 2): `e2e_fd`, `e2e_nes`.
+
+The 2K-head DNN S-learner (models.s_learner, TSM-SL) is first trained as usual (the warm start: the
+same hyper-parameters, seed and data as the `s_learner` model, so it is that model), then fine-tuned
+on the regularized objective (Eq. 7)
+
+    L_R = L_SL - gamma * Q(v_hat, c_hat)
+
+where Q is the EOM value of the KKT allocation on the mini-batch's RCT rows at a per-capita budget
+drawn uniformly from `budget_range` at every step (Algorithm 2), v_hat / c_hat the network's expected
+response and cost per row x level (the campaign's cost rule: 'column' the cost heads, 'redeemed'
+incentive x v_hat, 'assigned' the incentive, then constant). dQ/dv_hat and dQ/dc_hat (for costs the
+network predicts) are estimated by finite differences on F' = `entries` random entries with step
+`h` (Eq. 8; `e2e_fd`) or NES with `directions` = N' antithetic directions of scale `sigma` (Eq. 10;
+`e2e_nes`) (promo_assets.models.decision_loss) and enter the network through the surrogate loss
+(Eq. 11): the per-sample S-learner loss plus the penalty gamma * (-Tr[v^T sg(g_v)] - Tr[c^T sg(g_c)]),
+one Adam step per mini-batch of `batch_size` training rows in the project's one training loop
+(`fit_torch_model`; the penalty is its per-batch `penalty` hook). The epoch kept is the one with the
+lowest validation L_R (the S-learner loss minus gamma x the mean Q over the low, middle and high
+budget of the range on all validation rows; `fit_torch_model`'s `monitor` hook), the warm start
+itself included (epoch 0).
+
+Choices the paper leaves open (ours, documented): the mini-batch's EOM uses the training frame's
+IPS weights as inverse propensities (self-normalized, as evaluation.eom); `budget_range` null means
+the campaign's smallest to largest `budget_per_capita`; alpha_max of each step's bisection is twice
+`lambda_upper_bound` of the batch's predictions, the same for every perturbed copy; F' entries are
+drawn for v and again for c; NES perturbs v and c jointly; the learning rate and epochs of the
+fine-tuning are their own hyper-parameters (the paper trains from scratch with lr 1e-4, 10 epochs,
+gamma 200, B 10,000, F' 4,000, h 3e-4, N' 2,000, sigma 1e-3, on 14M rows; our defaults are for
+campaigns of 10^4-10^5 events on CPU). Per-step Q cost is measured (`q_seconds_per_step`).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from promo_assets.campaign import CampaignConfig
+from promo_assets.models import decision_loss as dl
+from promo_assets.models.base import TrainedModel, fit_metrics, prepare_frame, resolve_max_epochs, response_mean
+from promo_assets.models.protocol import ResponseModel, TrainingData
+from promo_assets.models.s_learner import _s_learner_loss, train_s_learner
+from promo_assets.models.training import TrainingConfig, fit_torch_model
+
+COMMON: dict[str, Any] = {
+    "gamma": 50.0,          # weight of Q in Eq. 7 / 11
+    "budget_range": None,   # [low, high] per-capita budget drawn per step; null: the campaign's budgets
+    "epochs": 8,            # fine-tuning epochs after the warm start (capped by PROMO_MAX_EPOCHS)
+    "lr": 2e-4,             # Adam learning rate of the fine-tuning
+    "batch_size": 2048,     # RCT rows per step (Q's mini-batch)
+    "max_iter": 30,         # bisection iterations of Algorithm 1
+}
+FD_PARAMS: dict[str, Any] = {**COMMON, "entries": 1024, "h": 0.003}
+NES_PARAMS: dict[str, Any] = {**COMMON, "directions": 32, "sigma": 0.003}
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(float(x))
+
+
+def common_problems(p: dict[str, Any]) -> list[str]:
+    out = []
+    if not (_number(p["gamma"]) and p["gamma"] > 0):
+        out.append(f"gamma = {p['gamma']!r}: must be a number > 0 (the weight of Q in Eq. 7)")
+    if not (isinstance(p["epochs"], int) and p["epochs"] >= 1):
+        out.append(f"epochs = {p['epochs']!r}: must be an integer >= 1")
+    if not (_number(p["lr"]) and p["lr"] > 0):
+        out.append(f"lr = {p['lr']!r}: must be a number > 0")
+    if not (isinstance(p["batch_size"], int) and p["batch_size"] >= 2):
+        out.append(f"batch_size = {p['batch_size']!r}: must be an integer >= 2")
+    if not (isinstance(p["max_iter"], int) and p["max_iter"] >= 1):
+        out.append(f"max_iter = {p['max_iter']!r}: must be an integer >= 1")
+    r = p["budget_range"]
+    if r is not None:
+        if not (isinstance(r, (list, tuple)) and len(r) == 2 and all(_number(x) for x in r)):
+            out.append(f"budget_range = {r!r}: must be null or [low, high], two numbers")
+        elif r[0] < 0:
+            out.append(f"budget_range = {list(r)!r}: budgets must be >= 0")
+        elif r[0] > r[1]:
+            out.append(f"budget_range = {list(r)!r} is empty: low {r[0]} > high {r[1]}")
+    return out
+
+
+def budget_bounds(p: dict[str, Any], config: CampaignConfig) -> tuple[float, float]:
+    if p["budget_range"] is not None:
+        return float(p["budget_range"][0]), float(p["budget_range"][1])
+    budgets = [float(b) for b in config.budgets_per_capita]
+    if not budgets:
+        from promo_assets.models.errors import ModelInputError
+
+        raise ModelInputError(f"campaign {config.campaign!r} has no budget_per_capita: set "
+                              "models.params.<e2e model>.budget_range")
+    return min(budgets), max(budgets)
+
+
+def predicted_curves(module, x_num, x_cat, config: CampaignConfig, targets: dict[str, float]):
+    """The network's expected response and cost (B x K tensors, with grad) as TrainedModel.predict
+    computes them; the cost is None when the rule makes it a constant ('assigned')."""
+    raw, cost_raw = module.curves(x_num, x_cat)
+    values = response_mean(raw, config.response) * targets["response_scale"] + targets["response_mean"]
+    incentives = torch.as_tensor(config.incentives, dtype=values.dtype)[None, :]
+    if config.cost == "redeemed":
+        return values, values * incentives
+    if config.cost == "assigned":
+        return values, None
+    return values, F.softplus(cost_raw) * targets["cost_scale"]
+
+
+def rct_batch(batch: dict[str, torch.Tensor], config: CampaignConfig, targets: dict[str, float]) -> dl.RCTBatch:
+    """The mini-batch's logged arrays in campaign units (response, cost) with its IPS weights."""
+    level = batch["level"]
+    y = batch["response"].double() * targets["response_scale"] + targets["response_mean"]
+    inc = torch.as_tensor(config.incentives, dtype=torch.float64)[level]
+    if config.cost == "column":
+        z = batch["cost"].double() * targets["cost_scale"]
+    else:
+        z = inc * y if config.cost == "redeemed" else inc
+    w = batch["weight"].double() if "weight" in batch else torch.as_tensor(
+        dl.inverse_propensity(level.numpy()), dtype=torch.float64)
+    return dl.RCTBatch(level, y, z, w)
+
+
+_WARM: dict[tuple, TrainedModel] = {}
+
+
+def warm_start(data: TrainingData, config: CampaignConfig, seed: int, max_epochs: int | None, log) -> TrainedModel:
+    """The trained S-learner to start from (`train_s_learner`, the `s_learner` model's own call).
+    Kept per process for the frame version, seed, epochs and hyper-parameters, so that `e2e_fd` and
+    `e2e_nes` of one run train it once; callers get a copy."""
+    from promo_assets import settings
+
+    weighted = data.extra.get("weighted", True)
+    hparams = data.extra.get("hparams", {})
+    key = (config.campaign, data.frame_version, seed, max_epochs, settings.max_epochs(), bool(weighted),
+           repr(sorted(hparams.items())))
+    if data.frame_version is None or key not in _WARM:
+        model = train_s_learner(data.frame, config, list(data.numeric), list(data.categorical), weighted=weighted,
+                                seed=seed, max_epochs=max_epochs, log=log, **hparams)
+        if data.frame_version is None:
+            return model
+        _WARM.clear()
+        _WARM[key] = model
+    elif log is not None:
+        log("warm start: the S-learner already trained in this process for this frame version")
+    return copy.deepcopy(_WARM[key])
+
+
+class _E2EBase(ResponseModel):
+    estimator: ClassVar[str]
+    source = "end-to-end paper §3.3-§3.5, Eq. 7, 8/10, 11, Algorithm 2"
+    default = False
+
+    def check_params(self, params: dict[str, Any]) -> list[str]:
+        return common_problems(params) + self.estimator_problems(params)
+
+    def estimator_problems(self, p: dict[str, Any]) -> list[str]:
+        raise NotImplementedError
+
+    def gradient(self, v, c, batch: dl.RCTBatch, budget: float, hp: dict, gen: torch.Generator):
+        raise NotImplementedError
+
+    def fit(self, data: TrainingData, config: CampaignConfig, *, phase: str = "model", previous=None,
+            seed: int = 0, max_epochs: int | None = None, log=None) -> TrainedModel:
+        hp = self.hparams(config)
+        problems = self.check_params(hp)
+        if problems:
+            from promo_assets.models.errors import ModelInputError
+
+            raise ModelInputError(f"{self.name}: " + "; ".join(problems))
+        weighted = data.extra.get("weighted", True)
+        t_start = time.perf_counter()
+        warm = warm_start(data, config, seed, max_epochs, log)
+        net, targets = warm.module, warm.targets
+        prep = prepare_frame(data.frame, config, list(data.numeric), list(data.categorical), weighted,
+                             encoder=warm.encoder, targets=targets)
+        low, high = budget_bounds(hp, config)
+        budget_rng = np.random.default_rng([int(seed), 15])
+        gen = torch.Generator().manual_seed(int(seed))
+        base_loss = _s_learner_loss(config.response, config.cost == "column")
+        gamma = float(hp["gamma"])
+        q_time = {"seconds": 0.0, "steps": 0}
+
+        def loss_fn(module, batch, step):
+            per_sample, _ = base_loss(module, batch, step)
+            if step is None:
+                return per_sample, None
+            v, c = predicted_curves(module, batch["x_num"], batch["x_cat"], config, targets)
+            t0 = time.perf_counter()
+            budget = float(budget_rng.uniform(low, high))
+            g_v, g_c = self.gradient(v, c if c is not None else torch.as_tensor(
+                config.incentives, dtype=v.dtype)[None, :].expand_as(v), rct_batch(batch, config, targets),
+                budget, hp, gen, wrt_costs=c is not None)
+            q_time["seconds"] += time.perf_counter() - t0
+            q_time["steps"] += 1
+            return per_sample, gamma * dl.surrogate_loss(v, c, g_v, g_c)
+
+        val_batch = rct_batch(prep.validation, config, targets) if prep.n_validation else None
+        val_budgets = sorted({low, 0.5 * (low + high), high})
+
+        @torch.no_grad()
+        def monitor(module) -> float:
+            was = module.training
+            module.eval()
+            part = prep.validation if val_batch is not None else prep.train
+            batch = val_batch if val_batch is not None else rct_batch(prep.train, config, targets)
+            per_sample, _ = base_loss(module, part, None)
+            w = part.get("weight")
+            sl = float((per_sample * w).sum() / w.sum()) if w is not None else float(per_sample.mean())
+            v, c = predicted_curves(module, part["x_num"], part["x_cat"], config, targets)
+            c = c if c is not None else torch.as_tensor(config.incentives, dtype=v.dtype)[None, :].expand_as(v)
+            lam = dl.q_lambda_max(v, c)
+            qs = [float(torch.nan_to_num(dl.q_bisection(v, c, batch, b, lambda_max=lam,
+                                                        max_iter=int(hp["max_iter"])))[0]) for b in val_budgets]
+            module.train(was)
+            return sl - gamma * float(np.mean(qs))
+
+        epochs = resolve_max_epochs(int(hp["epochs"]), max_epochs)
+        tc = TrainingConfig(max_epochs=epochs, batch_size=int(hp["batch_size"]), lr=float(hp["lr"]),
+                            patience=epochs + 1)
+        t0 = time.perf_counter()
+        fit = fit_torch_model(net, loss_fn, prep.train, prep.validation, tc, seed=seed,
+                              weight_key="weight" if weighted else None, log=log, label=self.name, monitor=monitor)
+        metrics = fit_metrics(fit, prep, net, weighted, t0,
+                              q_seconds_per_step=q_time["seconds"] / max(q_time["steps"], 1),
+                              q_steps=q_time["steps"], warm_seconds_per_epoch=warm.metrics["seconds_per_epoch"],
+                              warm_epochs=warm.metrics["epochs"], warm_validation_loss=warm.metrics["validation_loss"],
+                              total_seconds=time.perf_counter() - t_start)
+        history = [{**h, "phase": "warm_start"} for h in warm.history] + [{**h, "phase": self.name} for h in fit.history]
+        hp_out = {**warm.hparams, **{f"e2e_{k}": (list(v) if isinstance(v, tuple) else v) for k, v in hp.items()},
+                  "e2e_epochs": epochs, "budget_low": low, "budget_high": high}
+        return TrainedModel(self.name, net, warm.encoder, config, targets, hp_out, metrics, history, warm.arch_kwargs)
+
+
+class E2EFiniteDifference(_E2EBase):
+    """Registry entry `e2e_fd`: the S-learner fine-tuned on L_SL - gamma Q with finite-difference gradients."""
+
+    name = "e2e_fd"
+    title = "S-learner fine-tuned end-to-end on the marketing goal Q(v, c): finite-difference gradients (Eq. 8)"
+    estimator = "fd"
+    params = FD_PARAMS
+
+    def estimator_problems(self, p: dict[str, Any]) -> list[str]:
+        out = []
+        if not (_number(p["h"]) and p["h"] > 0):
+            out.append(f"h = {p['h']!r}: the finite-difference step must be a number > 0")
+        if not (isinstance(p["entries"], int) and p["entries"] >= 1):
+            out.append(f"entries = {p['entries']!r}: F' must be an integer >= 1")
+        elif isinstance(p["batch_size"], int) and p["entries"] > p["batch_size"]:
+            out.append(f"entries = {p['entries']} (F') is larger than the batch (batch_size = {p['batch_size']})")
+        return out
+
+    def gradient(self, v, c, batch, budget, hp, gen, wrt_costs):
+        return dl.fd_gradient(v, c, batch, budget, n_entries=int(hp["entries"]), h=float(hp["h"]), generator=gen,
+                              wrt_costs=wrt_costs, max_iter=int(hp["max_iter"]))
+
+
+class E2ENaturalEvolution(_E2EBase):
+    """Registry entry `e2e_nes`: the S-learner fine-tuned on L_SL - gamma Q with NES (antithetic) gradients."""
+
+    name = "e2e_nes"
+    title = "S-learner fine-tuned end-to-end on the marketing goal Q(v, c): NES gradients, antithetic (Eq. 10)"
+    estimator = "nes"
+    params = NES_PARAMS
+
+    def estimator_problems(self, p: dict[str, Any]) -> list[str]:
+        out = []
+        if not (_number(p["sigma"]) and p["sigma"] > 0):
+            out.append(f"sigma = {p['sigma']!r}: the NES scale must be a number > 0")
+        d = p["directions"]
+        if not (isinstance(d, int) and not isinstance(d, bool) and d >= 2 and d % 2 == 0):
+            out.append(f"directions = {d!r}: N' must be an even integer >= 2 (antithetic pairs)")
+        return out
+
+    def gradient(self, v, c, batch, budget, hp, gen, wrt_costs):
+        return dl.nes_gradient(v, c, batch, budget, n_directions=int(hp["directions"]), sigma=float(hp["sigma"]),
+                               generator=gen, wrt_costs=wrt_costs, max_iter=int(hp["max_iter"]))

@@ -1,0 +1,206 @@
+"""Issue #15: Q(v, c) on a mini-batch, its FD / NES gradient estimators, the surrogate loss and the
+registered `e2e_fd` / `e2e_nes` models."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from promo_assets.allocation.decision import decide_at_lambdas
+from promo_assets.evaluation.eom import q_at_budget_bisection
+from promo_assets.models import decision_loss as dl
+from promo_assets.models import registry
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread():
+    """These tests run many tiny torch ops; one intra-op thread keeps them fast on a loaded machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _rct(seed: int, n: int = 1500, k: int = 4, redeemed: bool = False, propensity: bool = False):
+    rng = np.random.default_rng(seed)
+    v = np.sort(rng.uniform(0, 0.4, (n, k)), axis=1)
+    c = v * np.arange(1, k + 1) if redeemed else np.broadcast_to(np.arange(1.0, k + 1), (n, k)).copy()
+    t = rng.integers(0, k, n)
+    y = (rng.random(n) < v[np.arange(n), t]).astype(float)
+    z = c[np.arange(n), t] if not redeemed else (t + 1) * y
+    p = rng.uniform(0.1, 0.5, n) if propensity else None
+    return v, c, t, y, z, p
+
+
+@pytest.mark.parametrize("redeemed,propensity", [(False, False), (True, False), (False, True)])
+def test_vectorized_q_equals_algorithm_1_reference(redeemed, propensity):
+    v, c, t, y, z, p = _rct(1, redeemed=redeemed, propensity=propensity)
+    batch = dl.RCTBatch.from_arrays(t, y, z, p)
+    for budget in (0.3 * z.mean(), 0.8 * z.mean(), 1.2 * z.mean()):
+        ref = q_at_budget_bisection(v, c, t, y, z, p, budget, lambda_max=0.5, max_iter=40)
+        ours = dl.q_bisection(torch.tensor(v), torch.tensor(c), batch, budget, lambda_max=0.5, max_iter=40)
+        assert float(ours[0]) == pytest.approx(ref.value, abs=1e-12)
+    # several copies at once give each copy's own Q
+    copies = torch.stack([torch.tensor(v), torch.tensor(v[::-1].copy()), torch.tensor(v) * 0.5])
+    q = dl.q_bisection(copies, torch.tensor(c).expand(3, -1, -1), batch, 0.8 * z.mean(), lambda_max=0.5)
+    for i in range(3):
+        assert float(q[i]) == pytest.approx(dl.q_value(copies[i].numpy(), c, batch, 0.8 * z.mean(), lambda_max=0.5))
+
+
+def test_matched_intervals_follow_the_decision_rule_and_its_ties():
+    rng = np.random.default_rng(3)
+    v = rng.integers(0, 4, (400, 3)).astype(float) / 4  # many exact ties
+    c = rng.integers(0, 3, (400, 3)).astype(float)
+    t = rng.integers(0, 3, 400)
+    lo, hi = dl.matched_intervals(torch.tensor(v), torch.tensor(c), torch.tensor(t))
+    lams = np.concatenate([np.linspace(0, 2, 41), [0.125, 0.25, 1 / 3, 0.5]])
+    levels = decide_at_lambdas(v, c, lams)
+    for i, lam in enumerate(lams):
+        inside = (lo.numpy() <= lam) & (lam < hi.numpy())
+        np.testing.assert_array_equal(inside, levels[i] == t, err_msg=f"lambda {lam}")
+
+
+def _smooth(x: torch.Tensor) -> torch.Tensor:
+    """f(x) = sum a * sin(x) + 0.5 * (sum x)^2 per copy: a smooth test function, exact gradient known."""
+    a = torch.linspace(-1, 1, x.shape[-1], dtype=x.dtype)
+    return (a * torch.sin(x)).sum(-1) + 0.5 * x.sum(-1) ** 2
+
+
+def test_fd_and_nes_estimators_match_the_exact_gradient_of_a_smooth_function():
+    x = torch.linspace(-1, 2, 20, dtype=torch.float64)
+    exact = torch.linspace(-1, 1, 20, dtype=torch.float64) * torch.cos(x) + x.sum()
+    gen = torch.Generator().manual_seed(0)
+
+    def entries(flat, delta):
+        xs = x.expand(flat.shape[0], -1).clone()
+        xs[torch.arange(flat.shape[0]), flat] += delta
+        return _smooth(xs)
+
+    fd_all = dl.fd_estimate(entries, 20, 20, 1e-4, gen)
+    torch.testing.assert_close(fd_all, exact, atol=1e-6, rtol=1e-6)
+    fd_some = dl.fd_estimate(entries, 20, 7, 1e-4, gen)  # F' = 7: those entries exact, the rest 0
+    picked = fd_some != 0
+    assert int(picked.sum()) == 7
+    torch.testing.assert_close(fd_some[picked], exact[picked], atol=1e-6, rtol=1e-6)
+    cos = []
+    for n_dir in (4, 64, 1000):
+        g = dl.nes_estimate(lambda d: _smooth(x + 1e-3 * d), (20,), n_dir, 1e-3, gen, chunk=256)
+        cos.append(float(torch.nn.functional.cosine_similarity(g, exact, dim=0)))
+    assert cos[-1] > 0.95 and cos[0] < cos[1] < cos[2]
+
+
+def test_nes_directions_come_in_antithetic_pairs():
+    seen = []
+
+    def record(delta):
+        seen.append(delta.clone())
+        return torch.ones(delta.shape[0], dtype=delta.dtype)
+
+    g = dl.nes_estimate(record, (5,), 6, 0.1, torch.Generator().manual_seed(1), chunk=6)
+    d = torch.cat(seen)
+    torch.testing.assert_close(d[:3], -d[3:])
+    torch.testing.assert_close(g, torch.zeros(5, dtype=torch.float64))  # a constant f: the pairs cancel
+    with pytest.raises(Exception, match="even number of directions"):
+        dl.nes_estimate(record, (5,), 5, 0.1, torch.Generator())
+
+
+def _two_users(gap: float):
+    """Users A (treatment pays: +1 conversion at cost 1) and B (treatment wasted), each logged once
+    at each of the two levels; the budget treats one of them. Rows: A@0, A@1, B@0, B@1."""
+    t = np.array([0, 1, 0, 1])
+    y = np.array([0.0, 1.0, 0.0, 0.0])
+    z = np.array([0.0, 1.0, 0.0, 1.0])
+    u_a, u_b = 0.2, 0.2 + gap  # predicted uplifts: the model ranks B above A when gap > 0
+    v = np.array([[0.1, 0.1 + u_a]] * 2 + [[0.1, 0.1 + u_b]] * 2)
+    c = np.array([[0.0, 1.0]] * 4)
+    return torch.tensor(v), torch.tensor(c), dl.RCTBatch.from_arrays(t, y, z, np.full(4, 0.5))
+
+
+def test_q_gradient_sign_on_a_two_user_toy():
+    right_v, c, batch = _two_users(-0.01)
+    wrong_v, _, _ = _two_users(0.01)
+    assert dl.q_value(right_v, c, batch, 0.5) == pytest.approx(0.5)  # A treated: Q = 0.5
+    assert dl.q_value(wrong_v, c, batch, 0.5) == pytest.approx(0.0)  # B treated: Q = 0
+    gen = torch.Generator().manual_seed(0)
+    g_fd, _ = dl.fd_gradient(wrong_v, c, batch, 0.5, n_entries=8, h=0.02, generator=gen, wrt_costs=False)
+    g_nes, _ = dl.nes_gradient(wrong_v, c, batch, 0.5, n_directions=600, sigma=0.02, generator=gen,
+                               wrt_costs=False, chunk=600)
+    # NES (all rows perturbed together): raising A's treated value helps, raising B's hurts
+    assert float(g_nes[0:2, 1].sum()) > 0 and float(g_nes[2:4, 1].sum()) < 0, g_nes
+    # FD (one entry at a time): only A's treated row flips the decision alone; nothing pushes the wrong way
+    assert float(g_fd[1, 1]) > 0 and float(g_fd[0:2, 1].sum()) > 0 and float(g_fd[2:4, 1].sum()) <= 0, g_fd
+    # a step on v along either estimate raises Q
+    for g in (g_fd, g_nes):
+        assert dl.q_value(wrong_v + 0.02 * g / g.abs().max(), c, batch, 0.5) > dl.q_value(wrong_v, c, batch, 0.5)
+
+
+def test_surrogate_loss_gradient_is_minus_the_estimated_gradient():
+    v, c, t, y, z, _ = _rct(2, n=300)
+    vt = torch.tensor(v, requires_grad=True)
+    ct = torch.tensor(c, requires_grad=True)
+    batch = dl.RCTBatch.from_arrays(t, y, z)
+    g_v, g_c = dl.nes_gradient(vt, ct, batch, 2.0, n_directions=16, sigma=0.01, generator=torch.Generator().manual_seed(0))
+    loss = dl.surrogate_loss(vt, ct, g_v, g_c)
+    value = float(loss.detach())
+    loss.backward()
+    torch.testing.assert_close(vt.grad, -g_v)
+    torch.testing.assert_close(ct.grad, -g_c)
+    # the estimate is a constant of the graph (stop-gradient): the loss is linear in v and c
+    assert value == pytest.approx(-float((vt.detach() * g_v).sum() + (ct.detach() * g_c).sum()))
+
+
+def test_fd_on_q_agrees_with_re_evaluating_q():
+    v, c, t, y, z, _ = _rct(4, n=400)
+    batch = dl.RCTBatch.from_arrays(t, y, z)
+    vt, ct = torch.tensor(v), torch.tensor(c)
+    lam = dl.q_lambda_max(vt, ct)
+    g, _ = dl.fd_gradient(vt, ct, batch, 2.0, n_entries=400, h=0.01, generator=torch.Generator().manual_seed(0),
+                          wrt_costs=False, lambda_max=lam)
+    nz = torch.nonzero(g)
+    assert len(nz) > 0
+    for i, j in nz[:10].tolist():
+        up, down = v.copy(), v.copy()
+        up[i, j] += 0.01
+        down[i, j] -= 0.01
+        ref = (dl.q_value(up, c, batch, 2.0, lambda_max=lam) - dl.q_value(down, c, batch, 2.0, lambda_max=lam)) / 0.02
+        assert float(g[i, j]) == pytest.approx(ref, abs=1e-9)
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("model,params,expected", [
+    ("e2e_fd", {"h": 0.0}, "h = 0.0"),
+    ("e2e_fd", {"h": -0.1}, "h = -0.1"),
+    ("e2e_fd", {"entries": 4096, "batch_size": 1024}, "larger than the batch"),
+    ("e2e_fd", {"budget_range": [2.0, 1.0]}, "budget_range = [2.0, 1.0] is empty"),
+    ("e2e_nes", {"budget_range": [3.0]}, "budget_range"),
+    ("e2e_nes", {"directions": 7}, "directions = 7"),
+    ("e2e_nes", {"sigma": 0.0}, "sigma = 0.0"),
+    ("e2e_nes", {"gamma": -1.0}, "gamma = -1.0"),
+    ("e2e_nes", {"epochs": 0}, "epochs = 0"),
+], ids=["error-h-zero", "error-h-negative", "error-entries-above-batch", "error-empty-budget-range",
+        "error-budget-range-one-number", "error-odd-directions", "error-sigma-zero", "error-negative-gamma",
+        "error-no-epochs"])
+def test_bad_e2e_hyper_parameters_are_refused_by_name(model, params, expected):
+    m = registry.get(model)
+    problems = m.check_params({**m.params, **params})
+    assert problems and any(expected in p for p in problems), problems
+    assert not registry.get(model).check_params(dict(m.params))
+    refused = registry.check_models_block({"include": [model], "params": {model: params}})
+    assert any(f"models.params.{model}" in p and expected in p for p in refused), refused
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("params", [{"budget_range": [1.0, 1.0]}, {"entries": 64, "batch_size": 64}],
+                         ids=["accepted-one-point-budget-range", "accepted-entries-equal-batch"])
+def test_edge_e2e_hyper_parameters_are_accepted(params):
+    assert registry.check_models_block({"params": {"e2e_fd": params}}) == []
+
+
+def test_e2e_models_are_registered_off_by_default():
+    for name in ("e2e_fd", "e2e_nes"):
+        m = registry.get(name)
+        assert m.name == name and m.default is False
+        assert {"gamma", "budget_range", "epochs", "lr", "batch_size"} <= set(m.params)
+    assert {"entries", "h"} <= set(registry.get("e2e_fd").params)
+    assert {"directions", "sigma"} <= set(registry.get("e2e_nes").params)
