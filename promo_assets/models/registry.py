@@ -25,6 +25,9 @@ BUILTIN: dict[str, str] = {
     "lgbm_s": "promo_assets.models.lgbm:LGBMSLearner",
     "lgbm_s_mono": "promo_assets.models.lgbm:LGBMSLearnerMonotone",
     "lgbm_t": "promo_assets.models.lgbm:LGBMTLearner",
+    "dfcl_pl": "promo_assets.models.dfcl:DFCLPolicyLearning",
+    "dfcl_mer": "promo_assets.models.dfcl:DFCLMaxEntropy",
+    "dfcl_ifd": "promo_assets.models.dfcl:DFCLFiniteDifference",
 }
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")

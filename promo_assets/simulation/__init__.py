@@ -6,6 +6,7 @@ Presets (``PRESETS``, name -> :class:`Preset` with ``description`` and ``default
   demo                the built-in coupon campaign (promo_assets.simulation.demo)
   dipn_synthetic_1/2  the DIPN paper's generator, Eq. 18-20 (promo_assets.simulation.dipn)
   e2e_synthetic       the end-to-end paper's K=4 data set (promo_assets.simulation.e2e)
+  dfcl_discount       the DFCL paper's five-level discount campaign (promo_assets.simulation.dfcl)
   bipartite           registered when promo_assets.simulation.bipartite exists
 
 Truth readers: ``truth_arrays(campaign_dir, user_ids) -> (values N x K, costs N x K)``,
@@ -27,6 +28,7 @@ from typing import Any, Callable
 
 from promo_assets.campaign import CampaignNameError, check_campaign_name
 from promo_assets.simulation import demo as _demo
+from promo_assets.simulation import dfcl as _dfcl
 from promo_assets.simulation import dipn as _dipn
 from promo_assets.simulation import e2e as _e2e
 from promo_assets.simulation.landing import Log, SimulationError, SimulationSummary, summary_from_folder
@@ -65,6 +67,7 @@ PRESETS: dict[str, Preset] = {
         partial(_dipn.simulate_dipn, variant="dipn_synthetic_2"),
     ),
     "e2e_synthetic": Preset("e2e_synthetic", _e2e.DESCRIPTION, dict(_e2e.DEFAULTS), _e2e.simulate_e2e),
+    "dfcl_discount": Preset("dfcl_discount", _dfcl.DESCRIPTION, dict(_dfcl.DEFAULTS), _dfcl.simulate_dfcl),
 }
 
 # The bipartite preset (GNN/hazard setting) lives in its own module, written separately; it is

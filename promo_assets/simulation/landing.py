@@ -95,7 +95,7 @@ class Pool:
     (categorical), in the column order they are written; expected_response / expected_cost:
     users x levels; assignment: users x levels probabilities of the logging policy, or None for a
     uniform RCT; hours: per-user (start_hour, end_hour) window in which the events' event_time falls
-    (None: the whole day).
+    (None: the whole day); order_value: per-user multiplier of the cost for cost rule 'column'.
     """
 
     features: dict[str, np.ndarray]
@@ -104,6 +104,7 @@ class Pool:
     expected_cost: np.ndarray
     assignment: np.ndarray | None = None
     hours: np.ndarray | None = None
+    order_value: np.ndarray | None = None  # per user, for cost rule 'column' (dfcl_discount)
 
     @property
     def n_users(self) -> int:
@@ -226,7 +227,8 @@ def write_campaign(
 
     config: the campaign.yaml body without the `simulation` block (added here); log_propensity:
     write the logging policy's probability of the logged level as the events' `propensity` column;
-    cost_rule: 'redeemed' (cost = incentive x response) or 'assigned' (cost = incentive).
+    cost_rule: 'redeemed' (cost = incentive x response), 'assigned' (cost = incentive) or 'column'
+    (cost = incentive x pool.order_value x response, written as the events' cost column).
     """
     campaign_dir = Path(campaign_dir)
     n_users, n_levels = pool.expected_response.shape
@@ -297,7 +299,10 @@ def write_campaign(
         p = pool.expected_response[idx, level]
         response = (rng.random(n) < p).astype(np.float64)
         incentive = incentives_arr[level]
-        cost = incentive * response if cost_rule == "redeemed" else incentive.copy()
+        if cost_rule == "column":  # cost = incentive x the user's order value x response (a cost column)
+            cost = incentive * pool.order_value[idx] * response
+        else:
+            cost = incentive * response if cost_rule == "redeemed" else incentive.copy()
         if pool.hours is None:
             lo, hi = np.zeros(n), np.full(n, 24.0)
         else:
