@@ -7,6 +7,7 @@ Presets (``PRESETS``, name -> :class:`Preset` with ``description`` and ``default
   dipn_synthetic_1/2  the DIPN paper's generator, Eq. 18-20 (promo_assets.simulation.dipn)
   e2e_synthetic       the end-to-end paper's K=4 data set (promo_assets.simulation.e2e)
   dfcl_discount       the DFCL paper's five-level discount campaign (promo_assets.simulation.dfcl)
+  uplift_two_arm      two-arm uplift RCT shaped like CRITEO-UPLIFT v2 (promo_assets.simulation.uplift)
   bipartite           registered when promo_assets.simulation.bipartite exists
 
 Truth readers: ``truth_arrays(campaign_dir, user_ids) -> (values N x K, costs N x K)``,
@@ -31,6 +32,7 @@ from promo_assets.simulation import demo as _demo
 from promo_assets.simulation import dfcl as _dfcl
 from promo_assets.simulation import dipn as _dipn
 from promo_assets.simulation import e2e as _e2e
+from promo_assets.simulation import uplift as _uplift
 from promo_assets.simulation.landing import Log, SimulationError, SimulationSummary, summary_from_folder
 from promo_assets.simulation.truth import (
     TruthError,
@@ -68,6 +70,9 @@ PRESETS: dict[str, Preset] = {
     ),
     "e2e_synthetic": Preset("e2e_synthetic", _e2e.DESCRIPTION, dict(_e2e.DEFAULTS), _e2e.simulate_e2e),
     "dfcl_discount": Preset("dfcl_discount", _dfcl.DESCRIPTION, dict(_dfcl.DEFAULTS), _dfcl.simulate_dfcl),
+    "uplift_two_arm": Preset(
+        "uplift_two_arm", _uplift.DESCRIPTION, dict(_uplift.DEFAULTS), _uplift.simulate_uplift_two_arm,
+    ),
 }
 
 # The bipartite preset (GNN/hazard setting) lives in its own module, written separately; it is

@@ -227,8 +227,10 @@ def write_campaign(
 
     config: the campaign.yaml body without the `simulation` block (added here); log_propensity:
     write the logging policy's probability of the logged level as the events' `propensity` column;
-    cost_rule: 'redeemed' (cost = incentive x response), 'assigned' (cost = incentive) or 'column'
-    (cost = incentive x pool.order_value x response, written as the events' cost column).
+    cost_rule: 'redeemed' (cost = incentive x response), 'assigned' (cost = incentive), 'column'
+    (cost = incentive x pool.order_value x response, written as the events' cost column) or
+    'bernoulli' (a binary cost label: cost = u < expected_cost with the same uniform u that draws
+    the response, so response implies cost when expected_response <= expected_cost).
     """
     campaign_dir = Path(campaign_dir)
     n_users, n_levels = pool.expected_response.shape
@@ -297,10 +299,13 @@ def write_campaign(
             level = np.minimum((u >= cum[idx]).sum(axis=1), n_levels - 1)
             propensity = pool.assignment[idx, level]
         p = pool.expected_response[idx, level]
-        response = (rng.random(n) < p).astype(np.float64)
+        u = rng.random(n)
+        response = (u < p).astype(np.float64)
         incentive = incentives_arr[level]
         if cost_rule == "column":  # cost = incentive x the user's order value x response (a cost column)
             cost = incentive * pool.order_value[idx] * response
+        elif cost_rule == "bernoulli":
+            cost = (u < pool.expected_cost[idx, level]).astype(np.float64)
         else:
             cost = incentive * response if cost_rule == "redeemed" else incentive.copy()
         if pool.hours is None:
