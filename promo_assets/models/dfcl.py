@@ -419,7 +419,7 @@ class DFCLPolicyLearning(_DFCL):
     gradient = "pl"
     title = "DFCL-PL: S-learner fine-tuned on alpha*IPW loss + policy-learning dual decision loss over a lambda grid"
     source = "DFCL paper §4, §5.1-5.2"
-    params = dict(COMMON_PARAMS)
+    params = {**COMMON_PARAMS, "alpha": 0.1, "lr": 1e-3}
 
 
 class DFCLMaxEntropy(_DFCL):
@@ -427,7 +427,7 @@ class DFCLMaxEntropy(_DFCL):
     gradient = "mer"
     title = "DFCL-MER: as DFCL-PL with the maximum-entropy (temperature tau) softmax"
     source = "DFCL paper §4, §5.1, §5.3"
-    params = {**COMMON_PARAMS, "tau": 0.1}
+    params = {**COMMON_PARAMS, "alpha": 0.1, "lr": 1e-3, "tau": 0.1}
 
 
 class DFCLFiniteDifference(_DFCL):
