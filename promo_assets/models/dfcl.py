@@ -137,12 +137,20 @@ def grid_budgets(budgets: list[float] | tuple[float, ...], grid_size: int) -> np
 def lambda_grid(values: np.ndarray, costs: np.ndarray, budgets, grid_size: int) -> np.ndarray:
     """The lambda grid: lambda* (per-capita MCKP dual optimum, allocation.solve) of `values`,
     `costs` (N x K predictions) at each of `grid_budgets(budgets, grid_size)`, ascending, unique.
-    A budget at or above the unconstrained cost gives lambda 0; one below the cheapest allocation is
-    refused by the solver with its message."""
+    A budget at or above the unconstrained cost gives lambda 0; one below the predicted cheapest
+    allocation (a cost head that does not reach 0 early in training) gives the smallest lambda at
+    which every user takes a cheapest level (evaluation.eom.lambda_upper_bound)."""
     from promo_assets.allocation import solve
+    from promo_assets.allocation.errors import InfeasibleBudgetError
+    from promo_assets.evaluation.eom import lambda_upper_bound
 
-    lams = [float(solve(values, costs, float(b), per_capita=True).lambda_) for b in grid_budgets(budgets, grid_size)]
-    lams = [0.0 if not math.isfinite(x) else x for x in lams]
+    lams = []
+    for b in grid_budgets(budgets, grid_size):
+        try:
+            lam = float(solve(values, costs, float(b), per_capita=True).lambda_)
+        except InfeasibleBudgetError:  # predicted cheapest allocation dearer than b: everyone cheapest
+            lam = lambda_upper_bound(values, costs)
+        lams.append(lam if math.isfinite(lam) else 0.0)
     return np.unique(np.asarray(lams, dtype=np.float64))
 
 
@@ -419,7 +427,7 @@ class DFCLPolicyLearning(_DFCL):
     gradient = "pl"
     title = "DFCL-PL: S-learner fine-tuned on alpha*IPW loss + policy-learning dual decision loss over a lambda grid"
     source = "DFCL paper §4, §5.1-5.2"
-    params = {**COMMON_PARAMS, "alpha": 0.1, "lr": 1e-3}
+    params = dict(COMMON_PARAMS)
 
 
 class DFCLMaxEntropy(_DFCL):
@@ -427,7 +435,7 @@ class DFCLMaxEntropy(_DFCL):
     gradient = "mer"
     title = "DFCL-MER: as DFCL-PL with the maximum-entropy (temperature tau) softmax"
     source = "DFCL paper §4, §5.1, §5.3"
-    params = {**COMMON_PARAMS, "alpha": 0.1, "lr": 1e-3, "tau": 0.1}
+    params = {**COMMON_PARAMS, "tau": 0.1}
 
 
 class DFCLFiniteDifference(_DFCL):
