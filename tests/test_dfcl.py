@@ -227,7 +227,8 @@ def test_one_dfcl_fit_serves_every_budget(tmp_path, monkeypatch):
     _, _, events, config, numeric, categorical = simulated_events("dfcl_discount", 0, str(tmp_path), 3, 1500)
     data = TrainingData(config.campaign, events, numeric, categorical)
     fitted = registry.get("dfcl_ifd").fit(data, config, seed=0)
-    assert fitted.name == "dfcl_ifd" and len(fitted.metrics["lambdas"]) == 10
+    lams = fitted.metrics["lambdas"]   # grid_size 10; budgets sharing a multiplier collapse into one
+    assert fitted.name == "dfcl_ifd" and 2 <= len(lams) <= 10 and lams == sorted(set(lams))
     assert fitted.metrics["best_epoch"] in (0, 1, 2)
     holdout = events[events["split"] == "holdout"]
     v, c = fitted.predict(holdout)
