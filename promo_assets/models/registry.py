@@ -31,6 +31,9 @@ BUILTIN: dict[str, str] = {
     "coman": "promo_assets.models.coman:CoMAN",
     "e2e_fd": "promo_assets.models.e2e:E2EFiniteDifference",
     "e2e_nes": "promo_assets.models.e2e:E2ENaturalEvolution",
+    "dfcl_pl": "promo_assets.models.dfcl:DFCLPolicyLearning",
+    "dfcl_mer": "promo_assets.models.dfcl:DFCLMaxEntropy",
+    "dfcl_ifd": "promo_assets.models.dfcl:DFCLFiniteDifference",
 }
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")

@@ -157,6 +157,16 @@ def evaluate_loss(module: torch.nn.Module, loss_fn: LossFn, tensors: Mapping[str
     return num / max(den, 1e-12)
 
 
+def _monitored(module: torch.nn.Module, monitor: Callable[[torch.nn.Module], float]) -> float:
+    """`monitor(module)` in eval mode without gradients (the module's mode is restored)."""
+    was_training = module.training
+    module.eval()
+    with torch.no_grad():
+        value = float(monitor(module))
+    module.train(was_training)
+    return value
+
+
 def fit_torch_model(
     module: torch.nn.Module,
     loss_fn: LossFn | None,
@@ -187,10 +197,10 @@ def fit_torch_model(
     - `full_batch(module, step) -> FullBatchStep` replaces `loss_fn` / `train` / `validation`: one
       step per epoch on its objective, early stopping per monitored part (see the module docstring);
       the first part's best parameters are restored, every part's are in `best_states`.
-    - `monitor(module) -> float` (per-sample batches only) replaces the weighted validation loss as
-      the early-stopping criterion (lower is better; e.g. a decision objective on the validation
-      rows); it is also evaluated before the first step, so the parameters the fit started from
-      (epoch 0) are kept when no epoch beats them.
+    - `monitor(module) -> float` (per-sample batches only; lower is better) replaces the weighted
+      validation loss as the early-stopping criterion, e.g. a decision metric of a fine-tuning loss
+      (DFCL). It is called in eval mode before the first epoch too: the starting parameters are
+      epoch 0 and are kept when no epoch beats them (a fine-tune that only hurts changes nothing).
     - `log(line)` is called every `config.log_every` epochs with epoch, losses and seconds.
     """
     config = config or TrainingConfig()
@@ -234,7 +244,7 @@ def fit_torch_model(
     bad_epochs = 0
     step = 0
     if monitor is not None and full_batch is None:
-        improved({"validation_loss": float(monitor(module))}, 0)
+        improved({"validation_loss": _monitored(module, monitor)}, 0)
     for epoch in range(1, config.max_epochs + 1):
         t0 = time.perf_counter()
         module.train()
@@ -259,7 +269,7 @@ def fit_torch_model(
                 total += float(loss.detach()) * bw
                 total_w += bw
             train_loss = total / max(total_w, 1e-12)
-            val_loss = (float(monitor(module)) if monitor is not None else
+            val_loss = (_monitored(module, monitor) if monitor is not None else
                         evaluate_loss(module, loss_fn, validation if has_val else train, weight_key,
                                       config.eval_batch_size))
             monitored, extra = {"validation_loss": val_loss}, {}

@@ -7,6 +7,7 @@ Presets (``PRESETS``, name -> :class:`Preset` with ``description`` and ``default
   dipn_synthetic_1/2  the DIPN paper's generator, Eq. 18-20 (promo_assets.simulation.dipn)
   e2e_synthetic       the end-to-end paper's K=4 data set (promo_assets.simulation.e2e)
   coman_spatiotemporal  multi-attribute coupons / fee waivers, period-of-day and city curves (simulation.coman)
+  dfcl_discount       the DFCL paper's five-level discount campaign (promo_assets.simulation.dfcl)
   uplift_two_arm      two-arm uplift RCT shaped like CRITEO-UPLIFT v2 (promo_assets.simulation.uplift)
   bipartite           registered when promo_assets.simulation.bipartite exists
 
@@ -30,6 +31,7 @@ from typing import Any, Callable
 from promo_assets.campaign import CampaignNameError, check_campaign_name
 from promo_assets.simulation import coman as _coman
 from promo_assets.simulation import demo as _demo
+from promo_assets.simulation import dfcl as _dfcl
 from promo_assets.simulation import dipn as _dipn
 from promo_assets.simulation import e2e as _e2e
 from promo_assets.simulation import uplift as _uplift
@@ -71,6 +73,7 @@ PRESETS: dict[str, Preset] = {
     "e2e_synthetic": Preset("e2e_synthetic", _e2e.DESCRIPTION, dict(_e2e.DEFAULTS), _e2e.simulate_e2e),
     "coman_spatiotemporal": Preset("coman_spatiotemporal", _coman.DESCRIPTION, dict(_coman.DEFAULTS),
                                    _coman.simulate_coman),
+    "dfcl_discount": Preset("dfcl_discount", _dfcl.DESCRIPTION, dict(_dfcl.DEFAULTS), _dfcl.simulate_dfcl),
     "uplift_two_arm": Preset(
         "uplift_two_arm", _uplift.DESCRIPTION, dict(_uplift.DEFAULTS), _uplift.simulate_uplift_two_arm,
     ),

@@ -95,7 +95,7 @@ class Pool:
     (categorical), in the column order they are written; expected_response / expected_cost:
     users x levels; assignment: users x levels probabilities of the logging policy, or None for a
     uniform RCT; hours: per-user (start_hour, end_hour) window in which the events' event_time falls
-    (None: the whole day).
+    (None: the whole day); order_value: per-user multiplier of the cost for cost rule 'column'.
     """
 
     features: dict[str, np.ndarray]
@@ -104,6 +104,7 @@ class Pool:
     expected_cost: np.ndarray
     assignment: np.ndarray | None = None
     hours: np.ndarray | None = None
+    order_value: np.ndarray | None = None  # per user, for cost rule 'column' (dfcl_discount)
 
     @property
     def n_users(self) -> int:
@@ -227,7 +228,8 @@ def write_campaign(
 
     config: the campaign.yaml body without the `simulation` block (added here); log_propensity:
     write the logging policy's probability of the logged level as the events' `propensity` column;
-    cost_rule: 'redeemed' (cost = incentive x response), 'assigned' (cost = incentive) or
+    cost_rule: 'redeemed' (cost = incentive x response), 'assigned' (cost = incentive), 'column'
+    (cost = incentive x pool.order_value x response, written as the events' cost column) or
     'bernoulli' (a binary cost label: cost = u < expected_cost with the same uniform u that draws
     the response, so response implies cost when expected_response <= expected_cost);
     treatment_labels: the events' `treatment` value per level (multi-attribute campaigns: the level
@@ -303,7 +305,9 @@ def write_campaign(
         u = rng.random(n)
         response = (u < p).astype(np.float64)
         incentive = incentives_arr[level]
-        if cost_rule == "bernoulli":
+        if cost_rule == "column":  # cost = incentive x the user's order value x response (a cost column)
+            cost = incentive * pool.order_value[idx] * response
+        elif cost_rule == "bernoulli":
             cost = (u < pool.expected_cost[idx, level]).astype(np.float64)
         else:
             cost = incentive * response if cost_rule == "redeemed" else incentive.copy()
