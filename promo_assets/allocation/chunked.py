@@ -109,7 +109,7 @@ class ParquetSource:
             if not Path(path).is_file():
                 raise AllocationInputError(f"{path}: no such Parquet file")
             meta = pq.ParquetFile(path).metadata
-            missing = sorted(want - set(meta.schema.names), key=lambda x: (x[0], int(x[1:])))
+            missing = sorted(want - set(meta.schema.names), key=lambda x: (x[0] == "c", int(x[1:])))
             if missing:
                 raise AllocationInputError(f"{path}: missing coefficient column(s) {', '.join(missing[:4])}"
                                            f"{' ...' if len(missing) > 4 else ''} (need v0..v{self.n_levels - 1}, "
@@ -152,6 +152,16 @@ def _describe(source, ref) -> str:
 class ChunkError(RuntimeError):
     """A chunk's task failed for good (its worker died too often, or the chunk could not be read):
     names the chunk and the cause."""
+
+
+def _same(obj):
+    return obj
+
+
+def on_cluster(client, obj):
+    """`obj` as a Dask future the tasks share: a task that returns it, so that the scheduler can
+    recompute it when the workers holding it die (scattered data would be lost with them)."""
+    return client.submit(_same, obj, pure=False)
 
 
 def run_chunk(fn: Callable, source, ref, *args):
@@ -197,7 +207,7 @@ class ChunkRunner:
         from distributed import as_completed
 
         if self._remote is None:
-            self._remote = self.client.scatter(self.source, broadcast=True, hash=False)
+            self._remote = on_cluster(self.client, self.source)
         tag = uuid.uuid4().hex[:8]
         futures = {self.client.submit(run_chunk, fn, self._remote, ref, *args(i), key=f"{fn.__name__}-{tag}-{i}",
                                       pure=False): i for i, ref in enumerate(self.refs)}
@@ -421,3 +431,31 @@ def decide_at_chunked(source, lambda_: float, share: float = 0.0, seed: int = 0,
     up = tied_up(np.concatenate([sides[i]["extra"] for i in order]), share, seed)
     levels[tied[up]] = high[up]
     return levels
+
+
+def predict_chunk(model, frame):
+    """A model's (values, costs) for one slice of users (the scoring task)."""
+    return model.predict(frame)
+
+
+def map_frames(fn: Callable, obj, frame, rows: int, *, client=None) -> Iterator[tuple[int, Any]]:
+    """(first row, fn(obj, frame[first:first + rows])) for every slice of `frame`, in row order: in this
+    process one slice at a time, or as Dask tasks on `client` (`obj`, e.g. a fitted model, sent once)."""
+    starts = range(0, len(frame), max(1, int(rows)))
+    if client is None:
+        for s in starts:
+            yield s, fn(obj, frame.iloc[s:s + rows])
+        return
+    remote = on_cluster(client, obj)
+    futures = [client.submit(fn, remote, frame.iloc[s:s + rows], pure=False) for s in starts]
+    try:
+        for s, fut in zip(starts, futures):
+            try:
+                result = fut.result()
+            except Exception as exc:
+                raise ChunkError(f"rows {s}..{min(s + rows, len(frame)) - 1}: {type(exc).__name__}: {exc}") from None
+            fut.release()
+            yield s, result
+    finally:
+        for fut in futures:
+            fut.cancel()
