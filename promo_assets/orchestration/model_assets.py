@@ -328,7 +328,7 @@ def dual_asset(model: ResponseModel) -> dg.AssetsDefinition:
             rows, curve, infeasible = solve_duals(context, con, campaign, model.name, version, config, dask)
         return dg.MaterializeResult(
             metadata={"model_version": version, "coefficients_version": coef_version, "duals": md_table(rows),
-                      "frontier": md_table(curve), "run_id": context.run_id,
+                      "frontier": md_table(curve), "run_id": context.run_id, "dask_scheduler": dask.spec or "in-process",
                       **({"infeasible_budgets": md_table(infeasible)} if infeasible else {})},
             data_version=dg.DataVersion(_version(coef_version, json.dumps(_jsonable(rows)))))
 
