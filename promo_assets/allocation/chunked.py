@@ -47,7 +47,10 @@ from .errors import AllocationInputError
 from .solver import Allocation, _infeasible, fix_on_bracket, certificate, round_fractional, sample_bracket
 
 #: users sampled (over all chunks) to bracket λ* in the first pass
-SAMPLE_USERS = 200_000
+SAMPLE_USERS = 500_000
+#: the sample's random stream: np.random.default_rng([_SAMPLE_STREAM, seed, chunk]), never the same stream
+#: as a chunk source's default_rng(chunk) (a sample drawn from the generator's own stream is biased)
+_SAMPLE_STREAM = 0x5A3B1E
 #: how many times the bracket is widened before giving up on it (then [0, inf): every user active)
 MAX_WIDENINGS = 4
 
@@ -232,10 +235,10 @@ class ChunkRunner:
 # per-chunk functions (values, costs of one chunk -> a small summary)
 
 
-def chunk_sample(values, costs, rate: float, seed: int) -> dict:
+def chunk_sample(values, costs, rate: float, seed) -> dict:
     """Pass 1: the chunk's users, its cheapest allocation's cost and a Bernoulli(rate) sample of its
     rows (float64), drawn from `seed`."""
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(seed)  # a SeedSequence of its own: independent of how the chunk was made
     pick = np.flatnonzero(rng.random(values.shape[0]) < rate)
     return {"n": int(values.shape[0]), "min_cost": _checks.min_cost_total(costs),
             "v": np.asarray(values[pick], dtype=np.float64), "c": np.asarray(costs[pick], dtype=np.float64)}
@@ -321,7 +324,7 @@ def solve_chunked(source, budget: float, per_capita: bool = False, seed: int = 0
     say = log or (lambda _m: None)
     # pass 1: sizes, the cheapest allocation, a sample of users
     rate = min(1.0, sample_users / max(n_all, 1))
-    first = dict(runner.map(chunk_sample, lambda i: (rate, seed * 1_000_003 + i)))
+    first = dict(runner.map(chunk_sample, lambda i: (rate, [_SAMPLE_STREAM, seed, i])))
     sizes = {i: r["n"] for i, r in first.items()}
     n = sum(sizes.values())
     total = b * n if per_capita else b
