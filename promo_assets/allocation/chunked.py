@@ -46,7 +46,7 @@ from .at_lambda import _extra, _sides, share_of, tied_up
 from .errors import AllocationInputError
 from .solver import Allocation, _infeasible, fix_on_bracket, certificate, round_fractional, sample_bracket
 
-#: users sampled (over all chunks) to bracket λ* in the first pass
+#: users sampled (over all chunks) to bracket λ* in the first pass (at most; see solve_chunked)
 SAMPLE_USERS = 500_000
 #: the sample's random stream: np.random.default_rng([_SAMPLE_STREAM, seed, chunk]), never the same stream
 #: as a chunk source's default_rng(chunk) (a sample drawn from the generator's own stream is biased)
@@ -323,7 +323,8 @@ def solve_chunked(source, budget: float, per_capita: bool = False, seed: int = 0
     n_all, k = int(source.n_users), int(source.n_levels)
     say = log or (lambda _m: None)
     # pass 1: sizes, the cheapest allocation, a sample of users
-    rate = min(1.0, sample_users / max(n_all, 1))
+    # the sample's hull is a fixed cost: an eighth of the users when that is smaller (at least 100,000)
+    rate = min(1.0, min(sample_users, max(100_000, n_all // 8)) / max(n_all, 1))
     first = dict(runner.map(chunk_sample, lambda i: (rate, [_SAMPLE_STREAM, seed, i])))
     sizes = {i: r["n"] for i, r in first.items()}
     n = sum(sizes.values())
