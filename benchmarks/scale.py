@@ -146,10 +146,11 @@ def run_chunked(source, budget, workers: int) -> dict:
     def sink(i, first, lv):  # stands in for the warehouse writer: a histogram of the levels written
         levels[:] += np.bincount(lv, minlength=source.n_levels)
 
-    t0 = time.perf_counter()
+    t0, p0 = time.perf_counter(), time.process_time()
     res = solve_chunked(source, budget, client=client, sink=sink)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - p0
     out = {"n_users": source.n_users, "wall_s": wall, "per_user_ns": wall / source.n_users * 1e9,
+           "cpu_s_this_process": cpu, "cpu_per_user_ns": cpu / source.n_users * 1e9,
            "lambda_": res.lambda_, "value": res.value, "dual_bound": res.dual_bound, "relative_gap": res.relative_gap,
            "passes": res.info["passes"], "bytes_read": res.info["bytes_read"], "chunks": res.info["chunks"],
            "active_users": res.info["active_users"], "band_segments": res.info["band_segments"],
