@@ -51,6 +51,7 @@ def test_promo_run_with_dask_allocates_as_in_process(promo_env, monkeypatch):
     assert len(allocation[dask_run]) == len(MODELS) * 1500 * 3  # every population user x 3 budgets
     assert allocation[dask_run] == allocation[plain_run]
     assert duals[dask_run] == duals[plain_run]  # λ* to the last bit
-    for key in [k for k in shares if k.startswith(dask_run)]:  # a sum over chunks: equal to rounding
-        assert shares[key] == pytest.approx(shares[key.replace(dask_run, plain_run)], rel=1e-12, abs=1e-15)
+    # (budget - base cost) / extra cost, summed over chunks in another order: equal to 1e-9 (seen: 2e-12)
+    for key in [k for k in shares if k.startswith(dask_run)]:
+        assert shares[key] == pytest.approx(shares[key.replace(dask_run, plain_run)], rel=1e-9, abs=1e-12)
     assert evaluation[dask_run] == evaluation[plain_run]
