@@ -90,11 +90,32 @@ def keep_runs() -> int:
     return DEFAULT_KEEP_RUNS if value is None else value
 
 
+def _scheduler(text: str) -> str:
+    if text.startswith("local:"):
+        workers = int(text[len("local:"):])  # ValueError: not a number
+        if workers < 1:
+            raise ValueError(text)
+        return text
+    host, sep, port = text.rpartition("://")[2].rpartition(":")
+    if not (sep and host and port.isdigit()):
+        raise ValueError(text)
+    return text
+
+
+def dask_scheduler() -> str | None:
+    """Where the per-user work (scoring, allocation, evaluation's decisions) runs (PROMO_DASK_SCHEDULER):
+    unset (the default) in the run's own process; `local:N` a Dask LocalCluster of N worker processes
+    started for the run; otherwise the address of a running Dask scheduler (`tcp://host:8786` or
+    `host:8786`)."""
+    return _env("PROMO_DASK_SCHEDULER", _scheduler,
+                ": expected local:N (N >= 1 worker processes) or a scheduler address such as tcp://host:8786")
+
+
 def check() -> list[str]:
     """Every setting with a value of the wrong kind, one message each ([] when all are fine): what
     `promo run` checks before anything runs."""
     problems = []
-    for read in (max_epochs, warehouse_busy_seconds, partitions_start, keep_runs):
+    for read in (max_epochs, warehouse_busy_seconds, partitions_start, keep_runs, dask_scheduler):
         try:
             read()
         except SettingsError as exc:

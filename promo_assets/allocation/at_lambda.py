@@ -44,12 +44,17 @@ def tie_share(values, costs, lambda_: float, budget: float) -> float:
     """Share in [0, 1] of the tied users' extra cost that fills `budget` (a total, not per capita)."""
     low, high = _sides(values, costs, lambda_)
     extra = _extra(costs, low, high)
-    total = float(extra.sum())
-    if total <= 0:
-        return 0.0
     rows = np.arange(low.shape[0])
     base = float(np.asarray(costs)[rows, low].sum(dtype=np.float64))
-    return float(min(max((float(budget) - base) / total, 0.0), 1.0))
+    return share_of(base, float(extra.sum()), budget)
+
+
+def share_of(base_cost: float, extra_total: float, budget: float) -> float:
+    """The tie share from the cost of every user's cheaper tied level and the tied users' total
+    extra cost (what `tie_share` sums; the chunked version sums them chunk by chunk)."""
+    if extra_total <= 0:
+        return 0.0
+    return float(min(max((float(budget) - base_cost) / extra_total, 0.0), 1.0))
 
 
 def decide_at(values, costs, lambda_: float, share: float = 0.0, seed: int = 0) -> np.ndarray:
@@ -57,17 +62,26 @@ def decide_at(values, costs, lambda_: float, share: float = 0.0, seed: int = 0) 
     low, high = _sides(values, costs, lambda_)
     levels = low.copy()
     tied = np.flatnonzero(low != high)
-    if tied.size == 0 or share <= 0:
-        return levels
+    up = tied_up(_extra(costs, low, high)[tied], share, seed)
+    levels[tied[up]] = high[tied[up]]
+    return levels
+
+
+def tied_up(extra: np.ndarray, share: float, seed: int) -> np.ndarray:
+    """Which of the tied users (in user order, with extra costs `extra`) take their dearer level:
+    positions into `extra`, drawn in a seeded order until `share` of the total extra is spent, the
+    next one (the fractional user) with probability equal to its remaining share."""
+    if extra.size == 0 or share <= 0:
+        return np.zeros(0, dtype=np.int64)
     rng = np.random.default_rng(seed)
-    order = rng.permutation(tied)
-    extra = _extra(costs, low, high)[order]
-    target = min(float(share), 1.0) * float(extra.sum())
-    cum = np.cumsum(extra)
+    order = rng.permutation(extra.size)
+    ext = extra[order]
+    target = min(float(share), 1.0) * float(ext.sum())
+    cum = np.cumsum(ext)
     n_up = int(np.searchsorted(cum, target * (1 + 1e-12), side="right"))
-    levels[order[:n_up]] = high[order[:n_up]]
+    up = order[:n_up]
     if n_up < order.size:  # the fractional user
         left = target - (float(cum[n_up - 1]) if n_up else 0.0)
-        if extra[n_up] > 0 and rng.random() < left / extra[n_up]:
-            levels[order[n_up]] = high[order[n_up]]
-    return levels
+        if ext[n_up] > 0 and rng.random() < left / ext[n_up]:
+            up = order[: n_up + 1]
+    return up

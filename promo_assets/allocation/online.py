@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -59,6 +59,33 @@ class OnlinePolicy:
                 f"model.predict returned values of shape {values.shape} for {len(frame)} rows"
             )
         return decide(values, costs, self.lambda_, ratio=self.ratio)
+
+    def decide_stream(self, users: Iterable, batch_size: int = 1 << 16) -> Iterator[np.ndarray]:
+        """Levels for a stream of users, vectorized: the items (one-user dicts or Series, or frames of
+        users) are gathered into batches of about `batch_size` users, each scored by one
+        `model.predict` call and decided at once; yields one int32 array per batch, in input order
+        (their concatenation is `decide` of all users)."""
+        import pandas as pd
+
+        if int(batch_size) < 1:
+            raise AllocationInputError(f"batch_size must be >= 1, got {batch_size!r}")
+        pending, rows, count = [], [], 0
+        for item in users:
+            if isinstance(item, Mapping):
+                rows.append(dict(item))
+                count += 1
+            else:
+                if rows:
+                    pending.append(pd.DataFrame(rows))
+                    rows = []
+                frame = item.to_frame().T if isinstance(item, pd.Series) else item
+                pending.append(frame)
+                count += len(frame)
+            if count >= batch_size:
+                yield self.decide(pd.concat(pending + ([pd.DataFrame(rows)] if rows else []), ignore_index=True))
+                pending, rows, count = [], [], 0
+        if count:
+            yield self.decide(pd.concat(pending + ([pd.DataFrame(rows)] if rows else []), ignore_index=True))
 
     def decide_coefficients(self, values, costs) -> np.ndarray:
         """The same decision from precomputed coefficients (N x K, or K for one user)."""

@@ -101,6 +101,35 @@ def _rel(gap: float, ref: float) -> float:
     return gap / abs(ref) if ref != 0.0 else math.inf
 
 
+def round_fractional(theta: float, rounding: str, seed: int) -> bool:
+    """Whether the fractional user (LP share ``theta`` of its upper level) gets its upper level:
+    seeded sampling (DIPN §3.1) for rounding="sample", never for "down"."""
+    if rounding == "sample":
+        return bool(np.random.default_rng(seed).random() < theta)
+    if rounding != "down":
+        raise AllocationInputError(f"rounding must be 'sample' or 'down', got {rounding!r}")
+    return False
+
+
+def certificate(*, low_value: float, low_cost: float, lam: float, budget: float, theta: float,
+                crit_dv: float, crit_dc: float, fractional: bool, rounded_up: bool) -> dict:
+    """The LP optimum, dual bound and gap of an allocation given its lower (lambda*+) allocation
+    and critical segment: the scalar fields of `Allocation` (shared by `solve` and the chunked
+    solver, which never holds every user's level at once)."""
+    lp_value = low_value + theta * crit_dv
+    lp_cost = low_cost + theta * crit_dc
+    dual = low_value + (lam * (budget - low_cost) if lam > 0 else 0.0)
+    value, cost = low_value, low_cost
+    if fractional and rounded_up:
+        value += crit_dv
+        cost += crit_dc
+    tol = 1e-9 * max(1.0, abs(budget))
+    gap = dual - value
+    return dict(lambda_=float(lam), value=float(value), cost=float(cost), budget=float(budget),
+                lp_value=float(lp_value), lp_cost=float(lp_cost), dual_bound=float(dual), gap=float(gap),
+                relative_gap=float(_rel(gap, dual)), feasible=bool(cost <= budget + tol))
+
+
 def _finish(
     *,
     levels: np.ndarray,
@@ -121,41 +150,24 @@ def _finish(
     ratio: float | None = None,
 ) -> Allocation:
     """Build an Allocation from the lower (lambda*+) allocation and the critical segment."""
-    lp_value = low_value + theta * crit_dv
-    lp_cost = low_cost + theta * crit_dc
-    dual = low_value + (lam * (budget - low_cost) if lam > 0 else 0.0)
-    value, cost = low_value, low_cost
     frac_user = crit_user if (crit_user is not None and theta > 0.0) else None
     rounded_up = False
     lower_level = None
     if frac_user is not None:
         lower_level = int(levels[frac_user])
-        if rounding == "sample":
-            rounded_up = bool(np.random.default_rng(seed).random() < theta)
-        elif rounding != "down":
-            raise AllocationInputError(f"rounding must be 'sample' or 'down', got {rounding!r}")
+        rounded_up = round_fractional(theta, rounding, seed)
         if rounded_up:
             levels[frac_user] = upper_level
-            value += crit_dv
-            cost += crit_dc
-    tol = 1e-9 * max(1.0, abs(budget))
-    gap = dual - value
+    figures = certificate(low_value=low_value, low_cost=low_cost, lam=lam, budget=budget, theta=theta,
+                          crit_dv=crit_dv, crit_dc=crit_dc, fractional=frac_user is not None,
+                          rounded_up=rounded_up)
     return Allocation(
         levels=levels,
-        lambda_=float(lam),
-        value=float(value),
-        cost=float(cost),
-        budget=float(budget),
-        lp_value=float(lp_value),
-        lp_cost=float(lp_cost),
-        dual_bound=float(dual),
-        gap=float(gap),
-        relative_gap=float(_rel(gap, dual)),
+        **figures,
         fractional_user=None if frac_user is None else int(frac_user),
         fraction=float(theta) if frac_user is not None else 0.0,
         fractional_levels=None if frac_user is None else (lower_level, int(upper_level)),
         rounded_up=rounded_up,
-        feasible=bool(cost <= budget + tol),
         kind=kind,
         n_users=int(levels.shape[0]),
         n_levels=int(k),
@@ -206,17 +218,23 @@ def _exact_all(v, c, budget, min_total, rounding, seed, kind, log, info, ratio=N
 
 
 def _bracket_from_sample(v, c, budget, rng, z):
-    """Estimate [lam_lo, lam_hi] containing lambda* from a uniform sample of users.
-
-    The sample's cost curve C_s(lambda), scaled by N/n_s, estimates the population's; the
-    bracket ends are where the sample cost crosses its target -/+ z standard deviations.
-    """
+    """Estimate [lam_lo, lam_hi] containing lambda* from a uniform sample of users."""
     n = v.shape[0]
     ns = min(n, max(min(5_000, n), min(_SAMPLE_USERS, n // 8)))
     idx = np.unique(rng.integers(0, n, ns))
-    ns = idx.shape[0]
     vs = np.asarray(v[idx], dtype=np.float64)
     cs = np.asarray(c[idx], dtype=np.float64)
+    return sample_bracket(vs, cs, budget, n, rng, z)
+
+
+def sample_bracket(vs, cs, budget, n, rng, z):
+    """[lam_lo, lam_hi] containing lambda* with high probability, from ``vs``, ``cs``: the rows of
+    a uniform sample (without replacement) of the ``n`` users of a problem with total ``budget``.
+
+    The sample's cost curve C_s(lambda), scaled by n/n_s, estimates the population's; the
+    bracket ends are where the sample cost crosses its target -/+ z standard deviations.
+    """
+    ns = vs.shape[0]
     hull = compute_hull(vs, cs)
     if hull.seg_eff.shape[0] == 0:
         return 0.0, math.inf
@@ -273,6 +291,64 @@ def _refine(v, c, act, levels, lam_lo, lam_hi, budget_left, steps=8):
     return float(lams[q]), float(lams[q + 1]), act[~same], fc, fv
 
 
+class BracketScan:
+    """The scan that fixes users on a bracket [lam_lo, lam_hi] of lambda*, one block of rows at a
+    time, with preallocated float64 buffers (fresh multi-MB temporaries per block cost page faults).
+
+    ``scan(v_block, c_block, lam_lo, lam_hi)`` -> (jh, fixed, flat_index, vb, cb): the level chosen
+    at lam_hi (first best), whether it is also a best level at lam_lo (then it is the rule's choice
+    on the whole bracket: scores are linear in lambda), the flat indices of (row, jh) into the
+    float64 copies vb, cb of the block (valid until the next call)."""
+
+    def __init__(self, rows: int, k: int):
+        self.k = k
+        self.vb = np.empty((rows, k))
+        self.cb = np.empty((rows, k))
+        self.sb = np.empty((rows, k))
+        kp = -(-k // 8) * 8  # bool rows padded to whole 8-byte words for a fast row-wise "any"
+        self.gt = np.zeros((rows, kp), dtype=bool)
+        self.flat = np.arange(rows, dtype=np.int64) * k
+
+    def __call__(self, v_block, c_block, lam_lo: float, lam_hi: float):
+        m, k = v_block.shape[0], self.k
+        vb, cb, sb, gt = self.vb[:m], self.cb[:m], self.sb[:m], self.gt[:m]
+        np.copyto(vb, v_block)
+        np.copyto(cb, c_block)
+        jh = choose_levels(vb, cb, lam_hi, sb, settle_ties=False)  # see choose_levels
+        np.multiply(cb, -lam_lo, out=sb)
+        np.add(sb, vb, out=sb)
+        fi_all = self.flat[:m] + jh
+        sj = sb.reshape(-1)[fi_all]
+        np.greater(sb, sj[:, None], out=gt[:, :k])
+        words = gt.view(np.uint64)
+        anyw = words[:, 0].copy()
+        for w in range(1, words.shape[1]):
+            anyw |= words[:, w]
+        return jh, anyw == 0, fi_all, vb, cb
+
+
+def fix_on_bracket(v, c, lam_lo: float, lam_hi: float, log: Log = None):
+    """One scan of every user over the bracket [lam_lo, lam_hi]: (levels: each user's level at
+    lam_hi, final for the fixed users; act: the users not fixed; the fixed users' total cost, value)."""
+    n, k = v.shape
+    rows = _checks.rows_per_chunk(k)
+    levels = np.empty(n, dtype=np.int32)
+    fixed_c = fixed_v = 0.0
+    active = []
+    scan = BracketScan(min(rows, n), k)
+    for s0 in range(0, n, rows):
+        m = min(rows, n - s0)
+        jh, fx, fi_all, vb, cb = scan(v[s0 : s0 + m], c[s0 : s0 + m], lam_lo, lam_hi)
+        levels[s0 : s0 + m] = jh
+        fi = fi_all[fx]
+        fixed_c += float(cb.reshape(-1)[fi].sum())
+        fixed_v += float(vb.reshape(-1)[fi].sum())
+        active.append(np.flatnonzero(~fx) + s0)
+        if log is not None and (s0 // rows) % 64 == 63:
+            log(f"solve: scanned {s0 + m}/{n} users")
+    return levels, np.concatenate(active), fixed_c, fixed_v
+
+
 def _bracketed(v, c, budget, rounding, seed, kind, log, info, ratio=None):
     """Exact solve for large N: users whose choice is constant on a sampled bracket
     [lam_lo, lam_hi] of lambda* are fixed; the exact greedy runs on the others only.
@@ -282,7 +358,6 @@ def _bracketed(v, c, budget, rounding, seed, kind, log, info, ratio=None):
     """
     n, k = v.shape
     rng = np.random.default_rng(seed)
-    rows = _checks.rows_per_chunk(k)
     attempts = [4.0, 16.0, None]
     for z in attempts:
         if z is None:
@@ -293,42 +368,7 @@ def _bracketed(v, c, budget, rounding, seed, kind, log, info, ratio=None):
             log(f"solve: bracket lambda in [{lam_lo:.6g}, {lam_hi:.6g}] (z={z})")
         if lam_lo == 0.0 and math.isinf(lam_hi):
             return _exact_all(v, c, budget, None, rounding, seed, kind, log, info, ratio)
-        levels = np.empty(n, dtype=np.int32)
-        fixed_c = fixed_v = 0.0
-        active = []
-        # preallocated float64 buffers: fresh multi-MB temporaries per chunk cost page faults
-        vb_buf = np.empty((rows, k))
-        cb_buf = np.empty((rows, k))
-        sb_buf = np.empty((rows, k))
-        kp = -(-k // 8) * 8  # bool rows padded to whole 8-byte words for a fast row-wise "any"
-        gt_buf = np.zeros((rows, kp), dtype=bool)
-        flat = np.arange(rows, dtype=np.int64) * k
-        for s0 in range(0, n, rows):
-            m = min(rows, n - s0)
-            vb, cb, sb, gt = vb_buf[:m], cb_buf[:m], sb_buf[:m], gt_buf[:m]
-            np.copyto(vb, v[s0 : s0 + m])
-            np.copyto(cb, c[s0 : s0 + m])
-            jh = choose_levels(vb, cb, lam_hi, sb, settle_ties=False)  # see choose_levels
-            # fixed iff the level chosen at lam_hi is also an argmax at lam_lo: then it is an
-            # argmax on the whole bracket (scores are linear in lambda)
-            np.multiply(cb, -lam_lo, out=sb)
-            np.add(sb, vb, out=sb)
-            fi_all = flat[:m] + jh
-            sj = sb.reshape(-1)[fi_all]
-            np.greater(sb, sj[:, None], out=gt[:, :k])
-            words = gt.view(np.uint64)
-            anyw = words[:, 0].copy()
-            for w in range(1, words.shape[1]):
-                anyw |= words[:, w]
-            fx = anyw == 0
-            levels[s0 : s0 + m] = jh
-            fi = fi_all[fx]
-            fixed_c += float(cb.reshape(-1)[fi].sum())
-            fixed_v += float(vb.reshape(-1)[fi].sum())
-            active.append(np.flatnonzero(~fx) + s0)
-            if log is not None and (s0 // rows) % 64 == 63:
-                log(f"solve: scanned {s0 + m}/{n} users")
-        act = np.concatenate(active)
+        levels, act, fixed_c, fixed_v = fix_on_bracket(v, c, lam_lo, lam_hi, log)
         if log:
             log(f"solve: {act.shape[0]} of {n} users change level inside the bracket")
         if act.shape[0] > _REFINE_MIN_USERS and not math.isinf(lam_hi):

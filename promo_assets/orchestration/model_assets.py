@@ -45,6 +45,7 @@ from promo_assets.orchestration.campaign_assets import (
     upstream,
 )
 from promo_assets.orchestration.common import LandingResource, WarehouseResource, connect, md_table
+from promo_assets.orchestration.resources import DaskResource
 from promo_assets.warehouse import registered, sql
 
 SCORING_CHUNK = 50_000
@@ -186,22 +187,30 @@ def population(landing: LandingResource, campaign: str) -> tuple[pd.DataFrame | 
     return frame.drop_duplicates("user_id", keep="last"), str(path)
 
 
-def score(con, context, campaign: str, model_name: str, fitted, target: str, users: pd.DataFrame, k: int) -> int:
-    """Score `users` in chunks and store their coefficients (replacing this version's rows)."""
+def score(con, context, campaign: str, model_name: str, fitted, target: str, users: pd.DataFrame, k: int,
+          dask: DaskResource) -> int:
+    """Score `users` in chunks (as Dask tasks when the run has a Dask scheduler) and store their
+    coefficients (replacing this version's rows)."""
+    from promo_assets.allocation.chunked import ChunkError, map_frames, predict_chunk
+
     con.execute(sql("frames", "delete_coefficients"), [campaign, model_name, fitted.version, target])
     n = len(users)
-    for start in range(0, n, SCORING_CHUNK):
-        part = users.iloc[start:start + SCORING_CHUNK]
-        values, costs = fitted.predict(part)
-        chunk_df = pd.DataFrame({
-            "user_id": np.repeat(part["user_id"].to_numpy(), k),
-            "level": np.tile(np.arange(k, dtype=np.int32), len(part)),
-            "value": np.asarray(values, dtype=np.float64).ravel(),
-            "cost": np.asarray(costs, dtype=np.float64).ravel(),
-        })
-        with registered(con, "chunk_df", chunk_df):
-            con.execute(sql("frames", "insert_coefficients"), [campaign, model_name, fitted.version, target])
-        context.log.info(f"{model_name} [{target}]: scored {min(start + SCORING_CHUNK, n)}/{n} users")
+    client = dask.client()
+    rows = SCORING_CHUNK if client is None else dask.chunk_rows(n)
+    try:
+        for start, (values, costs) in map_frames(predict_chunk, fitted, users, rows, client=client):
+            part = users.iloc[start:start + rows]
+            chunk_df = pd.DataFrame({
+                "user_id": np.repeat(part["user_id"].to_numpy(), k),
+                "level": np.tile(np.arange(k, dtype=np.int32), len(part)),
+                "value": np.asarray(values, dtype=np.float64).ravel(),
+                "cost": np.asarray(costs, dtype=np.float64).ravel(),
+            })
+            with registered(con, "chunk_df", chunk_df):
+                con.execute(sql("frames", "insert_coefficients"), [campaign, model_name, fitted.version, target])
+            context.log.info(f"{model_name} [{target}]: scored {min(start + rows, n)}/{n} users")
+    except ChunkError as exc:
+        raise _fail(exc) from None
     return n
 
 
@@ -227,7 +236,8 @@ def coefficients_asset(model: ResponseModel) -> dg.AssetsDefinition:
               "fitted model (the version its upstream asset materialized): the target population (latest "
               "population/ file, else the holdout users) and the holdout users (for evaluation). Scored in "
               "chunks; table response_coefficients, history kept by model version.")
-    def _coefficients(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
+    def _coefficients(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource,
+                      dask: DaskResource):
         campaign = context.partition_key
         config = load_config(landing.path, campaign)
         _, meta, _ = upstream(context, fitted_key)
@@ -236,8 +246,8 @@ def coefficients_asset(model: ResponseModel) -> dg.AssetsDefinition:
             with connect(warehouse) as con:
                 pop, holdout, source, frame_version = scoring_targets(con, context, landing, campaign)
                 with results_write(context, con, campaign, "response_coefficients"):
-                    n_pop = score(con, context, campaign, model.name, fitted, "population", pop, config.n_levels)
-                    n_hold = score(con, context, campaign, model.name, fitted, "holdout", holdout, config.n_levels)
+                    n_pop = score(con, context, campaign, model.name, fitted, "population", pop, config.n_levels, dask)
+                    n_hold = score(con, context, campaign, model.name, fitted, "holdout", holdout, config.n_levels, dask)
         except DOMAIN_ERRORS as exc:
             raise _fail(exc) from None
         version = _version(fitted.version, frame_version, source, n_pop)
@@ -253,10 +263,13 @@ def coefficients_asset(model: ResponseModel) -> dg.AssetsDefinition:
 # decisions
 
 
-def solve_duals(context, con, campaign: str, model: str, version: str, config) -> tuple[list, list, list]:
-    """λ* and the tie share for every budget (stored in budget_dual), the frontier points and the
-    infeasible budgets (stored in infeasible_budget)."""
+def solve_duals(context, con, campaign: str, model: str, version: str, config,
+                dask: DaskResource) -> tuple[list, list, list]:
+    """λ* and the tie share for every budget (stored in budget_dual; on the run's Dask cluster when it
+    has one: the chunked exact solver), the frontier points and the infeasible budgets (stored in
+    infeasible_budget)."""
     from promo_assets.allocation import InfeasibleBudgetError, frontier, solve, tie_share
+    from promo_assets.allocation.chunked import ArraySource, ChunkError, solve_chunked, tie_share_chunked
 
     _, values, costs = coefficient_arrays(con, campaign, model, version, "population", config.n_levels)
     n = len(values)
@@ -265,14 +278,22 @@ def solve_duals(context, con, campaign: str, model: str, version: str, config) -
     curve = [{"lambda_": float(fr.lambdas[i]), "cost_per_capita": float(fr.costs[i]) / n,
               "value_per_capita": float(fr.values[i]) / n} for i in idx]
     rows, infeasible = [], []
+    client = dask.client()
+    source = ArraySource(values, costs, dask.chunk_rows(n)) if client is not None else None
     for b in budgets(config):
         try:
-            res = solve(values, costs, b, per_capita=True)
+            if source is None:
+                res = solve(values, costs, b, per_capita=True)
+                share = tie_share(values, costs, res.lambda_, b * n)
+            else:
+                res = solve_chunked(source, b, per_capita=True, client=client, log=context.log.info)
+                share = tie_share_chunked(source, res.lambda_, b * n, client=client)
         except InfeasibleBudgetError as exc:
             context.log.warning(f"{model}: budget_per_capita {b:g} skipped: {exc}; the other budgets are solved")
             infeasible.append(results.record_infeasible(con, campaign, model, version, b, exc, context.run_id))
             continue
-        share = tie_share(values, costs, res.lambda_, b * n)
+        except ChunkError as exc:
+            raise _fail(exc) from None
         con.execute(sql("frames", "insert_dual"), [campaign, model, version, b, float(res.lambda_), float(res.value),
                                                    float(res.cost), float(res.dual_bound), n, context.run_id, share])
         rows.append({"budget_per_capita": b, "lambda_": float(res.lambda_), "tie_share": share,
@@ -297,16 +318,17 @@ def dual_asset(model: ResponseModel) -> dg.AssetsDefinition:
               "the optimum moves up, the dual bound and the budget–value frontier. Table budget_dual (history "
               "kept per model, PROMO_KEEP_RUNS). A budget below the cheapest allocation is skipped with a "
               "warning and recorded in infeasible_budget; the other budgets are solved.")
-    def _dual(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
+    def _dual(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource,
+              dask: DaskResource):
         campaign = context.partition_key
         config = load_config(landing.path, campaign)
         _, meta, coef_version = upstream(context, coef_key)
         version = meta["model_version"]
         with connect(warehouse) as con, results_write(context, con, campaign, "budget_dual", "infeasible_budget"):
-            rows, curve, infeasible = solve_duals(context, con, campaign, model.name, version, config)
+            rows, curve, infeasible = solve_duals(context, con, campaign, model.name, version, config, dask)
         return dg.MaterializeResult(
             metadata={"model_version": version, "coefficients_version": coef_version, "duals": md_table(rows),
-                      "frontier": md_table(curve), "run_id": context.run_id,
+                      "frontier": md_table(curve), "run_id": context.run_id, "dask_scheduler": dask.spec or "in-process",
                       **({"infeasible_budgets": md_table(infeasible)} if infeasible else {})},
             data_version=dg.DataVersion(_version(coef_version, json.dumps(_jsonable(rows)))))
 
@@ -314,10 +336,12 @@ def dual_asset(model: ResponseModel) -> dg.AssetsDefinition:
 
 
 def stored_decisions(con, campaign: str, model: str, target: str, k: int, run_id: str, version: str,
-                     dual_version: str | None):
+                     dual_version: str | None, dask: DaskResource):
     """The decision budget_dual stored in run `run_id` for model `version`: users, values, costs of
-    `target`, {budget: levels at λ* (decide_at), or the infeasible budget's message} and the lineage."""
+    `target`, {budget: levels at λ* (decide_at; chunked, on the run's Dask cluster when it has one), or
+    the infeasible budget's message} and the lineage."""
     from promo_assets.allocation import decide_at
+    from promo_assets.allocation.chunked import ArraySource, ChunkError, decide_at_chunked
 
     dual_key = key(model, "budget_dual")
     users, values, costs = coefficient_arrays(con, campaign, model, version, target, k)
@@ -326,7 +350,13 @@ def stored_decisions(con, campaign: str, model: str, target: str, k: int, run_id
     if not duals and not infeasible:
         raise dg.Failure(f"{dual_key.to_user_string()} of run {run_id} left no λ* for {model} {version} "
                          f"(its run failed and its rows were removed): re-materialize it")
-    decisions = {float(b): decide_at(values, costs, lam, share, seed=0) for b, lam, share in duals}
+    client = dask.client()
+    try:
+        decisions = {float(b): decide_at(values, costs, lam, share, seed=0) if client is None else
+                     decide_at_chunked(ArraySource(values, costs, dask.chunk_rows(len(values))), lam, share, seed=0,
+                                       client=client) for b, lam, share in duals}
+    except ChunkError as exc:
+        raise _fail(exc) from None
     decisions.update({float(b): f"budget {b:g} per capita cannot be met: {msg}" for b, msg in infeasible})
     lineage = {"model_version": version, "budget_dual_run": run_id, "budget_dual_version": dual_version,
                "lambdas": dg.MetadataValue.json({f"{b:g}": {"lambda_": lam, "tie_share": s} for b, lam, s in duals})}
@@ -342,13 +372,15 @@ def allocation_asset(model: ResponseModel) -> dg.AssetsDefinition:
               "the λ* budget_dual stored (no second solve; users tied at λ* take the dearer level up to the "
               "stored share, the one fractional user by seeded sampling). Table allocation (history kept per "
               "model, PROMO_KEEP_RUNS), one transaction. An infeasible budget is listed (infeasible_budgets).")
-    def _allocation(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
+    def _allocation(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource,
+                    dask: DaskResource):
         campaign = context.partition_key
         config = load_config(landing.path, campaign)
         run_id, meta, dual_version = upstream(context, dual_key)
         with connect(warehouse) as con, results_write(context, con, campaign, "allocation"):
             users, values, costs, decisions, lineage = stored_decisions(
-                con, campaign, model.name, "population", config.n_levels, run_id, meta["model_version"], dual_version)
+                con, campaign, model.name, "population", config.n_levels, run_id, meta["model_version"], dual_version,
+                dask)
             rows = [write_allocation(con, context, campaign, model.name, lineage["model_version"], b, levels,
                                      users, costs, config) for b, levels in decisions.items() if not isinstance(levels, str)]
         infeasible = [{"budget_per_capita": b, "message": m} for b, m in decisions.items() if isinstance(m, str)]
@@ -386,7 +418,8 @@ def evaluation_asset(model: ResponseModel) -> dg.AssetsDefinition:
               "and doubly robust EOM with the outcome_model asset's predictions, bootstrap 95% intervals, Q(v, c), "
               "frontier area ratio, curve metrics; the truth, spend ratio, matched true value and % of the "
               "oracle for simulated campaigns). Table policy_evaluation (history kept per model).")
-    def _evaluation(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
+    def _evaluation(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource,
+                    dask: DaskResource):
         from promo_assets.evaluation import evaluate_policies, leaderboard_markdown
 
         campaign = context.partition_key
@@ -396,7 +429,7 @@ def evaluation_asset(model: ResponseModel) -> dg.AssetsDefinition:
             ev = evaluation_inputs(context, con, landing, campaign, config)
             users, values, costs, decisions, lineage = stored_decisions(
                 con, campaign, model.name, "holdout", config.n_levels, made["budget_dual_run"], made["model_version"],
-                made["budget_dual_version"])
+                made["budget_dual_version"], dask)
         v, c = ev.align(users, values, costs, model.name)
         hold = {model.name: {b: d if isinstance(d, str) else ev.align_levels(users, d) for b, d in decisions.items()}}
         rows = evaluate_policies({model.name: (lineage["model_version"], v, c)}, *ev.logged, decisions=hold,

@@ -1,4 +1,4 @@
-"""The code location's resources: the warehouse, the landing folder and the artefact store.
+"""The code location's resources: the warehouse, the landing folder, the artefact store and Dask.
 
 Each has an optional location field; left unset, it is resolved from the settings (PROMO_WAREHOUSE,
 PROMO_LANDING_DIR, PROMO_ARTIFACTS_DIR, with their documented defaults) when a run, sensor tick or
@@ -154,7 +154,66 @@ class ArtifactStoreResource(_FolderResource):
         return artifacts.load_object(kind, version, self.location)
 
 
+class DaskResource(dg.ConfigurableResource):
+    """Where the per-user work runs (resource key `dask`): `client()` is a `dask.distributed.Client`
+    on the configured scheduler, or None for in-process work (the default). `local:N` starts a
+    LocalCluster of N worker processes (one thread each) when first used in a run and closes it when
+    the run ends; an address connects to a running scheduler. The chunked functions themselves are in
+    `promo_assets.allocation.chunked`; this class only carries the scheduler into Dagster."""
+
+    scheduler: Optional[str] = Field(
+        default=None, description="local:N or a scheduler address; unset: PROMO_DASK_SCHEDULER (unset = "
+        "in-process) read when the run starts.")
+
+    _spec: Optional[str] = PrivateAttr(default=None)
+    _client: Any = PrivateAttr(default=None)
+    _cluster: Any = PrivateAttr(default=None)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self._spec = self.scheduler or settings.dask_scheduler()
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        self.close()
+
+    @property
+    def spec(self) -> Optional[str]:
+        return self._spec if self._spec is not None else (self.scheduler or settings.dask_scheduler())
+
+    def client(self):
+        """The run's Dask client (started on first use), or None when no scheduler is configured."""
+        spec = self.spec
+        if not spec:
+            return None
+        if self._client is None:
+            from distributed import Client, LocalCluster
+
+            try:
+                if spec.startswith("local:"):
+                    self._cluster = LocalCluster(n_workers=int(spec[6:]), threads_per_worker=1, processes=True,
+                                                 dashboard_address=None)
+                    self._client = Client(self._cluster)
+                else:
+                    self._client = Client(spec, timeout=30)
+            except OSError as exc:
+                self.close()
+                raise dg.Failure(f"PROMO_DASK_SCHEDULER={spec!r}: cannot reach the Dask scheduler: {exc}") from None
+        return self._client
+
+    def chunk_rows(self, n_users: int) -> int:
+        """Users per chunk for `n_users`: two chunks per worker, 1,000 to 262,144 users each."""
+        client = self.client()
+        workers = max(1, len(client.scheduler_info().get("workers", {}))) if client is not None else 1
+        return int(min(1 << 18, max(1_000, -(-n_users // (2 * workers)))))
+
+    def close(self) -> None:
+        for part in (self._client, self._cluster):
+            if part is not None:
+                part.close()
+        self._client = self._cluster = None
+
+
 def make_resources() -> dict[str, dg.ConfigurableResource]:
     """The resources of the Definitions; locations unset, so each follows the settings of the
     process that runs it (README "Settings" and "Resources")."""
-    return {"warehouse": WarehouseResource(), "landing": LandingResource(), "artifacts": ArtifactStoreResource()}
+    return {"warehouse": WarehouseResource(), "landing": LandingResource(), "artifacts": ArtifactStoreResource(),
+            "dask": DaskResource()}

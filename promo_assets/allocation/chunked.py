@@ -1,0 +1,465 @@
+"""Exact allocation over chunks of users: out-of-core on one machine, or as Dask tasks.
+
+The users' coefficients come from a *chunk source* (`ArraySource`: arrays in memory,
+`ParquetSource`: Parquet files read one row group at a time, or any object with the same three
+members), never all in memory at once. Every per-chunk function here is a plain function of one
+chunk's (values, costs): `ChunkRunner` runs it in this process one chunk after the other, or, given
+a `dask.distributed` client, as one Dask task per chunk; only small per-chunk summaries come back
+and the client combines them. The same functions run in both cases.
+
+`solve_chunked` reproduces `solve` (DIPN Eq. 2/5 and its dual, Eq. 6) exactly, in three passes:
+
+1. **sample** (`chunk_sample`): every chunk's cheapest-allocation cost and a uniform sample of its
+   users; on the client, `solver.sample_bracket` (what `solve` uses) brackets λ* in [lo, hi];
+2. **band** (`chunk_band`): per chunk, the users whose chosen level is the same at lo and hi are
+   fixed (their value and cost summed); the others' upper hulls are split into segments of
+   efficiency > hi (taken: summed), < lo (not taken) and the *band* [lo, hi] (returned). On the
+   client, the Sinha-Zoltners greedy (`_hull.greedy`, what `solve` uses) runs over the band with
+   the budget left: λ* is the efficiency of its critical segment, exactly as in `solve`. If λ*
+   is outside [lo, hi] (the greedy's remaining budget is negative or exceeds the band), the
+   bracket is widened and the band pass repeated (one more pass each time, counted);
+3. **levels** (`chunk_levels`): per chunk, the levels at λ* (the band's taken segments and the one
+   fractional user, rounded as `solve` rounds it), handed to a sink chunk by chunk.
+
+The result is an `Allocation` whose λ*, LP value, dual bound and levels equal `solve`'s on the same
+users (sums in another order: equal to rounding, ~1e-15 relative); ``info`` records the passes and
+the bytes of coefficients read.
+
+`decide_at_chunked` / `tie_share_chunked` are the chunked `decide_at` / `tie_share` (the decision at
+a stored λ*): the per-user sides per chunk, the tie rule over the tied users on the client.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from . import _checks
+from ._hull import compute_hull, greedy
+from .at_lambda import _extra, _sides, share_of, tied_up
+from .errors import AllocationInputError
+from .solver import Allocation, _infeasible, fix_on_bracket, certificate, round_fractional, sample_bracket
+
+#: users sampled (over all chunks) to bracket λ* in the first pass (at most; see solve_chunked)
+SAMPLE_USERS = 500_000
+#: the sample's random stream: np.random.default_rng([_SAMPLE_STREAM, seed, chunk]), never the same stream
+#: as a chunk source's default_rng(chunk) (a sample drawn from the generator's own stream is biased)
+_SAMPLE_STREAM = 0x5A3B1E
+#: how many times the bracket is widened before giving up on it (then [0, inf): every user active)
+MAX_WIDENINGS = 4
+
+
+class ChunkSource(Protocol):
+    """Where the coefficients come from: `n_users`, `n_levels`, `chunks()` (one small picklable
+    reference per chunk, in user order) and `load(ref) -> (values, costs)` (rows x K arrays)."""
+
+    n_users: int
+    n_levels: int
+
+    def chunks(self) -> Sequence: ...
+
+    def load(self, ref) -> tuple[np.ndarray, np.ndarray]: ...
+
+
+@dataclass
+class ArraySource:
+    """In-memory values / costs (N x K) cut into chunks of `rows` users (no copy)."""
+
+    values: np.ndarray
+    costs: np.ndarray
+    rows: int = 1 << 16
+
+    def __post_init__(self):
+        self.values, self.costs = _checks.check_pair(self.values, self.costs)
+        if int(self.rows) < 1:
+            raise AllocationInputError(f"rows per chunk must be >= 1, got {self.rows!r}")
+        self.n_users, self.n_levels = self.values.shape
+
+    def chunks(self) -> list[tuple[int, int]]:
+        return [(s, min(s + self.rows, self.n_users)) for s in range(0, self.n_users, self.rows)]
+
+    def load(self, ref):
+        return self.values[ref[0]:ref[1]], self.costs[ref[0]:ref[1]]
+
+    def describe(self, ref) -> str:
+        return f"users {ref[0]}..{ref[1] - 1}"
+
+
+@dataclass
+class ParquetSource:
+    """Parquet files with float columns `v0..v{K-1}` and `c0..c{K-1}` (one row per user, files in
+    user order), read one row group at a time: a chunk is a row group."""
+
+    paths: Sequence[str]
+    n_levels: int
+    n_users: int = field(init=False)
+
+    def __post_init__(self):
+        import pyarrow.parquet as pq
+
+        self.paths = [str(p) for p in self.paths]
+        if not self.paths:
+            raise AllocationInputError("ParquetSource needs at least one file")
+        want = {f"{p}{j}" for p in "vc" for j in range(self.n_levels)}
+        self._refs, n = [], 0
+        for path in self.paths:
+            if not Path(path).is_file():
+                raise AllocationInputError(f"{path}: no such Parquet file")
+            meta = pq.ParquetFile(path).metadata
+            missing = sorted(want - set(meta.schema.names), key=lambda x: (x[0] == "c", int(x[1:])))
+            if missing:
+                raise AllocationInputError(f"{path}: missing coefficient column(s) {', '.join(missing[:4])}"
+                                           f"{' ...' if len(missing) > 4 else ''} (need v0..v{self.n_levels - 1}, "
+                                           f"c0..c{self.n_levels - 1})")
+            self._refs += [(path, g) for g in range(meta.num_row_groups)]
+            n += meta.num_rows
+        self.n_users = n
+
+    def chunks(self) -> list[tuple[str, int]]:
+        return list(self._refs)
+
+    def load(self, ref):
+        import pyarrow.parquet as pq
+
+        k = self.n_levels
+        table = pq.ParquetFile(ref[0]).read_row_group(ref[1], columns=[f"{p}{j}" for p in "vc" for j in range(k)])
+        cols = [table.column(i).to_numpy() for i in range(2 * k)]
+        return np.stack(cols[:k], axis=1), np.stack(cols[k:], axis=1)
+
+    def describe(self, ref) -> str:
+        return f"{ref[0]} row group {ref[1]}"
+
+
+def write_parquet(path, values, costs, rows_per_group: int = 1 << 18) -> None:
+    """Write N x K values / costs as a ParquetSource file (columns v0.., c0..; float dtype kept)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    k = values.shape[1]
+    names = [f"{p}{j}" for p in "vc" for j in range(k)]
+    table = pa.table([values[:, j] for j in range(k)] + [costs[:, j] for j in range(k)], names=names)
+    pq.write_table(table, path, row_group_size=rows_per_group, compression="none")
+
+
+def _describe(source, ref) -> str:
+    describe = getattr(source, "describe", None)
+    return describe(ref) if describe else f"chunk {ref!r}"
+
+
+class ChunkError(RuntimeError):
+    """A chunk's task failed for good (its worker died too often, or the chunk could not be read):
+    names the chunk and the cause."""
+
+
+def _same(obj):
+    return obj
+
+
+def on_cluster(client, obj):
+    """`obj` as a Dask future the tasks share: a task that returns it, so that the scheduler can
+    recompute it when the workers holding it die (scattered data would be lost with them)."""
+    return client.submit(_same, obj, pure=False)
+
+
+def run_chunk(fn: Callable, source, ref, *args):
+    """One chunk's task: load it, check it, apply `fn(values, costs, *args)`; returns (result, bytes
+    of coefficients read). Bad input raises AllocationInputError naming the chunk."""
+    values, costs = source.load(ref)
+    try:
+        values, costs = _checks.check_pair(values, costs)
+        if values.shape[1] != source.n_levels:
+            raise AllocationInputError(f"has {values.shape[1]} levels, expected {source.n_levels}")
+    except AllocationInputError as exc:
+        raise AllocationInputError(f"{_describe(source, ref)}: {exc}") from None
+    return fn(values, costs, *args), int(values.nbytes + costs.nbytes)
+
+
+class ChunkRunner:
+    """Runs per-chunk functions over a source: in this process (``client=None``), one chunk at a time,
+    or as Dask tasks on a `dask.distributed.Client` (the source is sent to the workers once; results
+    come back as they complete). Counts the passes over the data and the bytes read."""
+
+    def __init__(self, source, client=None):
+        self.source = source
+        self.client = client
+        self.refs = list(source.chunks())
+        if not self.refs:
+            raise AllocationInputError("the chunk source has no chunks (no users)")
+        self.passes = 0
+        self.bytes_read = 0
+        self._remote = None
+
+    def map(self, fn: Callable, args: Callable[[int], tuple] = lambda i: ()) -> Iterator[tuple[int, Any]]:
+        """(chunk index, fn's result) for every chunk (in order in-process; as completed on Dask)."""
+        self.passes += 1
+        if self.client is None:
+            for i, ref in enumerate(self.refs):
+                result, nbytes = run_chunk(fn, self.source, ref, *args(i))
+                self.bytes_read += nbytes
+                yield i, result
+            return
+        yield from self._map_dask(fn, args)
+
+    def _map_dask(self, fn, args):
+        from distributed import as_completed
+
+        if self._remote is None:
+            self._remote = on_cluster(self.client, self.source)
+        tag = uuid.uuid4().hex[:8]
+        futures = {self.client.submit(run_chunk, fn, self._remote, ref, *args(i), key=f"{fn.__name__}-{tag}-{i}",
+                                      pure=False): i for i, ref in enumerate(self.refs)}
+        try:
+            for fut in as_completed(list(futures)):
+                i = futures[fut]
+                try:
+                    result, nbytes = fut.result()
+                except AllocationInputError:
+                    raise
+                except Exception as exc:  # KilledWorker, a reader's error...
+                    raise ChunkError(f"{_describe(self.source, self.refs[i])}: {type(exc).__name__}: {exc}") from None
+                self.bytes_read += nbytes
+                fut.release()
+                yield i, result
+        finally:
+            for fut in futures:
+                fut.cancel()
+
+
+# --------------------------------------------------------------------------------------------
+# per-chunk functions (values, costs of one chunk -> a small summary)
+
+
+def chunk_sample(values, costs, rate: float, seed) -> dict:
+    """Pass 1: the chunk's users, its cheapest allocation's cost and a Bernoulli(rate) sample of its
+    rows (float64), drawn from `seed`."""
+    rng = np.random.default_rng(seed)  # a SeedSequence of its own: independent of how the chunk was made
+    pick = np.flatnonzero(rng.random(values.shape[0]) < rate)
+    return {"n": int(values.shape[0]), "min_cost": _checks.min_cost_total(costs),
+            "v": np.asarray(values[pick], dtype=np.float64), "c": np.asarray(costs[pick], dtype=np.float64)}
+
+
+def _band_state(values, costs, lo: float, hi: float):
+    """The users fixed on [lo, hi] (their level) and the upper hulls of the others, with each hull
+    segment classed as taken (efficiency > hi) or in the band [lo, hi]."""
+    levels, act, fixed_c, fixed_v = fix_on_bracket(values, costs, lo, hi)
+    hull = compute_hull(values[act], costs[act])
+    above = hull.seg_eff > hi
+    band = np.flatnonzero((hull.seg_eff >= lo) & ~above)
+    return levels, act, hull, above, band, fixed_c, fixed_v
+
+
+def chunk_band(values, costs, lo: float, hi: float) -> dict:
+    """Pass 2: sums over the fixed users and the segments above the band, and the band's segments
+    (efficiency, dc, dv, in the chunk's user order: the order `solve`'s greedy breaks ties by)."""
+    _, act, hull, above, band, fixed_c, fixed_v = _band_state(values, costs, lo, hi)
+    return {"n": int(values.shape[0]), "active": int(act.shape[0]),
+            "low_cost": fixed_c + float(hull.base_cost.sum()) + float(hull.seg_dc[above].sum()),
+            "low_value": fixed_v + float(hull.base_value.sum()) + float(hull.seg_dv[above].sum()),
+            "eff": hull.seg_eff[band], "dc": hull.seg_dc[band], "dv": hull.seg_dv[band]}
+
+
+def chunk_levels(values, costs, lo: float, hi: float, band_taken: np.ndarray, crit: int, round_up: bool) -> dict:
+    """Pass 3: the chunk's levels at λ*: the band segments `band_taken` (bool, the chunk's band) are
+    taken; `crit` (an index into the chunk's band, or -1) is the fractional segment, taken when
+    `round_up`. Returns the levels (int32), their value and cost, and the fractional user's
+    (chunk row, lower level, upper level) when it is in this chunk."""
+    levels, act, hull, above, band, _, _ = _band_state(values, costs, lo, hi)
+    taken = above
+    taken[band[band_taken]] = True
+    counts = np.bincount(hull.seg_user[taken], minlength=hull.n)
+    lv = np.take_along_axis(hull.vert_levels, counts[:, None], axis=1)[:, 0].astype(np.int32)
+    frac = None
+    if crit >= 0:
+        u = int(hull.seg_user[band[crit]])
+        upper = int(hull.vert_levels[u, counts[u] + 1])
+        frac = (int(act[u]), int(lv[u]), upper)
+        if round_up:
+            lv[u] = upper
+    levels[act] = lv
+    rows = np.arange(levels.shape[0])
+    return {"levels": levels, "frac": frac,
+            "value": float(values[rows, levels].sum(dtype=np.float64)),
+            "cost": float(costs[rows, levels].sum(dtype=np.float64))}
+
+
+def chunk_sides(values, costs, lambda_: float) -> dict:
+    """The chunk's levels just above λ (the cheaper tied level), its tied users (rows), their dearer
+    level and extra cost, and the cost of the cheaper levels (what `tie_share` sums)."""
+    low, high = _sides(values, costs, lambda_)
+    tied = np.flatnonzero(low != high)
+    rows = np.arange(low.shape[0])
+    return {"low": low, "tied": tied, "high": high[tied], "extra": _extra(costs, low, high)[tied],
+            "base_cost": float(np.asarray(costs[rows, low], dtype=np.float64).sum())}
+
+
+# --------------------------------------------------------------------------------------------
+# the client side
+
+
+def _offsets(runner: ChunkRunner, sizes: dict[int, int]) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum([sizes[i] for i in range(len(runner.refs))])]).astype(np.int64)
+
+
+def solve_chunked(source, budget: float, per_capita: bool = False, seed: int = 0, *, rounding: str = "sample",
+                  client=None, sink: Callable[[int, int, np.ndarray], None] | None = None,
+                  sample_users: int = SAMPLE_USERS, log: Callable[[str], None] | None = None) -> Allocation:
+    """`solve` over a chunk source (module doc): the same λ*, LP value, dual bound and levels.
+
+    `client`: a dask.distributed Client (None: in this process). `sink(chunk, first_user, levels)`
+    receives the levels chunk by chunk (in completion order); without a sink they are gathered into
+    the result's ``levels``, with one, ``levels`` is empty. ``info``: passes, bytes_read, the bracket,
+    active users, band segments.
+    """
+    if rounding not in ("sample", "down"):
+        raise AllocationInputError(f"rounding must be 'sample' or 'down', got {rounding!r}")
+    b = _checks.check_budget(budget)
+    runner = ChunkRunner(source, client)
+    n_all, k = int(source.n_users), int(source.n_levels)
+    say = log or (lambda _m: None)
+    # pass 1: sizes, the cheapest allocation, a sample of users
+    # the sample's hull is a fixed cost: an eighth of the users when that is smaller (at least 100,000)
+    rate = min(1.0, min(sample_users, max(100_000, n_all // 8)) / max(n_all, 1))
+    first = dict(runner.map(chunk_sample, lambda i: (rate, [_SAMPLE_STREAM, seed, i])))
+    sizes = {i: r["n"] for i, r in first.items()}
+    n = sum(sizes.values())
+    total = b * n if per_capita else b
+    min_total = sum(r["min_cost"] for r in first.values())
+    if total < min_total:
+        _infeasible(min_total, total, n, per_capita)
+    vs = np.concatenate([first[i]["v"] for i in range(len(first))])
+    cs = np.concatenate([first[i]["c"] for i in range(len(first))])
+    del first
+    rng = np.random.default_rng(seed)
+    if math.isinf(total):
+        lo, hi = 0.0, 0.0
+    elif vs.shape[0] == 0:
+        lo, hi = 0.0, math.inf
+    else:
+        lo, hi = sample_bracket(vs, cs, total, n, rng, 4.0)
+    say(f"solve_chunked: {n} users x {k} levels in {len(runner.refs)} chunks; sampled {vs.shape[0]}; "
+        f"bracket lambda in [{lo:.6g}, {hi:.6g}]")
+    widenings = 0
+    while True:  # pass 2 (repeated only when λ* is outside the bracket)
+        band = dict(runner.map(chunk_band, lambda i: (lo, hi)))
+        order = range(len(band))
+        low_cost = sum(band[i]["low_cost"] for i in order)
+        low_value = sum(band[i]["low_value"] for i in order)
+        eff = np.concatenate([band[i]["eff"] for i in order])
+        dc = np.concatenate([band[i]["dc"] for i in order])
+        dv = np.concatenate([band[i]["dv"] for i in order])
+        seg_of = np.concatenate([[0], np.cumsum([band[i]["eff"].shape[0] for i in order])]).astype(np.int64)
+        active = sum(band[i]["active"] for i in order)
+        del band
+        remaining = total - low_cost
+        band_total = float(dc.sum())
+        say(f"solve_chunked: bracket [{lo:.6g}, {hi:.6g}]: {active} active users, {eff.shape[0]} band segments")
+        everything = lo == 0.0 and remaining >= band_total
+        if everything or 0.0 <= remaining < band_total or (lo, hi) == (0.0, math.inf):
+            break  # [0, inf) holds λ* whenever the budget is feasible
+        widenings += 1
+        width = max(hi - lo, 1e-12 * max(hi, 1.0))
+        if widenings >= MAX_WIDENINGS:
+            lo, hi = 0.0, math.inf
+        elif remaining < 0:  # λ* above the bracket
+            lo, hi = hi, hi + 4 * width
+        else:  # λ* below it
+            lo, hi = max(0.0, lo - 4 * width), lo
+        say(f"solve_chunked: lambda* is outside the bracket; widened to [{lo:.6g}, {hi:.6g}]")
+    g = greedy(eff, dc, dv, max(0.0, remaining), rng)
+    lam = 0.0 if everything else g.lambda_
+    theta = g.theta if g.crit >= 0 else 0.0
+    crit_dv = float(dv[g.crit]) if g.crit >= 0 else 0.0
+    crit_dc = float(dc[g.crit]) if g.crit >= 0 else 0.0
+    fractional = g.crit >= 0 and theta > 0.0
+    rounded_up = round_fractional(theta, rounding, seed) if fractional else False
+    crit_chunk = int(np.searchsorted(seg_of, g.crit, side="right") - 1) if fractional else -1
+    figures = certificate(low_value=low_value + g.taken_dv, low_cost=low_cost + g.taken_dc, lam=lam, budget=total,
+                          theta=theta, crit_dv=crit_dv, crit_dc=crit_dc, fractional=fractional, rounded_up=rounded_up)
+    # pass 3: the levels, chunk by chunk
+    starts = _offsets(runner, sizes)
+    kept = None if sink is not None else np.empty(n, dtype=np.int32)
+    frac, value, cost = None, 0.0, 0.0
+
+    def level_args(i):
+        crit = int(g.crit - seg_of[i]) if i == crit_chunk else -1
+        return lo, hi, g.taken[seg_of[i]:seg_of[i + 1]], crit, rounded_up
+
+    for i, out in runner.map(chunk_levels, level_args):
+        value += out["value"]
+        cost += out["cost"]
+        if out["frac"] is not None:
+            frac = (int(starts[i]) + out["frac"][0], out["frac"][1], out["frac"][2])
+        if kept is not None:
+            kept[starts[i]:starts[i + 1]] = out["levels"]
+        else:
+            sink(i, int(starts[i]), out["levels"])
+    tol = 1e-9 * max(1.0, abs(figures["value"]))
+    if abs(value - figures["value"]) > tol:  # the levels written must be the ones certified
+        raise AssertionError(f"solve_chunked: written levels are worth {value!r}, certified {figures['value']!r}")
+    info = {"method": "chunked-bracketed-hull-greedy", "passes": runner.passes, "bytes_read": runner.bytes_read,
+            "chunks": len(runner.refs), "bracket": (lo, hi), "widenings": widenings, "active_users": active,
+            "band_segments": int(eff.shape[0]), "sampled_users": int(vs.shape[0]),
+            "dask": client is not None}
+    return Allocation(levels=kept if kept is not None else np.zeros(0, dtype=np.int32), **figures,
+                      fractional_user=None if frac is None else frac[0], fraction=float(theta) if fractional else 0.0,
+                      fractional_levels=None if frac is None else (frac[1], frac[2]), rounded_up=rounded_up,
+                      kind="per_capita" if per_capita else "total", n_users=n, n_levels=k, info=info)
+
+
+def _gather_sides(runner: ChunkRunner, lambda_: float) -> dict[int, dict]:
+    return dict(runner.map(chunk_sides, lambda i: (float(lambda_),)))
+
+
+def tie_share_chunked(source, lambda_: float, budget: float, *, client=None) -> float:
+    """`tie_share` over a chunk source (one pass)."""
+    sides = _gather_sides(ChunkRunner(source, client), lambda_)
+    return share_of(sum(s["base_cost"] for s in sides.values()),
+                    float(np.concatenate([s["extra"] for s in sides.values()]).sum()), budget)
+
+
+def decide_at_chunked(source, lambda_: float, share: float = 0.0, seed: int = 0, *, client=None) -> np.ndarray:
+    """`decide_at` over a chunk source (one pass): the same levels (int32, N)."""
+    runner = ChunkRunner(source, client)
+    sides = _gather_sides(runner, lambda_)
+    order = range(len(sides))
+    starts = _offsets(runner, {i: s["low"].shape[0] for i, s in sides.items()})
+    levels = np.concatenate([sides[i]["low"] for i in order]).astype(np.int32)
+    tied = np.concatenate([sides[i]["tied"] + starts[i] for i in order])
+    high = np.concatenate([sides[i]["high"] for i in order])
+    up = tied_up(np.concatenate([sides[i]["extra"] for i in order]), share, seed)
+    levels[tied[up]] = high[up]
+    return levels
+
+
+def predict_chunk(model, frame):
+    """A model's (values, costs) for one slice of users (the scoring task)."""
+    return model.predict(frame)
+
+
+def map_frames(fn: Callable, obj, frame, rows: int, *, client=None) -> Iterator[tuple[int, Any]]:
+    """(first row, fn(obj, frame[first:first + rows])) for every slice of `frame`, in row order: in this
+    process one slice at a time, or as Dask tasks on `client` (`obj`, e.g. a fitted model, sent once)."""
+    starts = range(0, len(frame), max(1, int(rows)))
+    if client is None:
+        for s in starts:
+            yield s, fn(obj, frame.iloc[s:s + rows])
+        return
+    remote = on_cluster(client, obj)
+    futures = [client.submit(fn, remote, frame.iloc[s:s + rows], pure=False) for s in starts]
+    try:
+        for s, fut in zip(starts, futures):
+            try:
+                result = fut.result()
+            except Exception as exc:
+                raise ChunkError(f"rows {s}..{min(s + rows, len(frame)) - 1}: {type(exc).__name__}: {exc}") from None
+            fut.release()
+            yield s, result
+    finally:
+        for fut in futures:
+            fut.cancel()
