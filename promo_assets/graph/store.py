@@ -17,7 +17,11 @@ from promo_assets.graph.warehouse_io import features_frame, latest_landing_file,
 from promo_assets.ingestion import loaded_features
 from promo_assets.warehouse import quote_ident, registered, sql, transaction
 
-GRAPH_TABLES = ("graph_edges", "graph_customers", "graph_merchants")
+
+
+def _delete_graph(con, campaign: str) -> None:
+    for table in ("graph_edges", "graph_customers", "graph_merchants"):
+        con.execute(sql("graph", "delete_graph", table=table), [campaign])
 
 
 @dataclass
@@ -58,8 +62,7 @@ def store_campaign_graph(con, landing_dir: Path, campaign: str) -> StoredGraph:
     m_events = con.execute(sql("graph", "campaign_merchant_events"), [campaign]).df()
     if raw_edges.empty or m_events.empty:
         with transaction(con):
-            for table in GRAPH_TABLES:
-                con.execute(sql("graph", "delete_graph", table=table), [campaign])
+            _delete_graph(con, campaign)
         missing = "payment edges" if raw_edges.empty else "merchant events"
         note = f"campaign '{campaign}' has no {missing}; no graph (not a bipartite campaign)"
         return StoredGraph(None, note, {"note": note, "customers": 0, "merchants": 0, "edges": 0})
@@ -70,8 +73,7 @@ def store_campaign_graph(con, landing_dir: Path, campaign: str) -> StoredGraph:
         + "\n".join(c_nodes["features"]).encode() + "\n".join(m_nodes["features"]).encode()
     )
     with transaction(con):
-        for table in GRAPH_TABLES:
-            con.execute(sql("graph", "delete_graph", table=table), [campaign])
+        _delete_graph(con, campaign)
         for name, frame, statement in (("edges_df", edges, "insert_graph_edges"), ("nodes_df", c_nodes, "insert_graph_customers"),
                                        ("nodes_df", m_nodes, "insert_graph_merchants")):
             with registered(con, name, frame):
