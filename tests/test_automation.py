@@ -151,7 +151,7 @@ class Ticks:
 
 def materialize(defs, instance, names, partition_key, tags=None):
     assets = [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)]
-    selection = [dg.AssetKey(n) for n in names]
+    selection = [dg.AssetKey.from_user_string(n) for n in names]
     result = dg.materialize(
         assets, selection=selection, partition_key=partition_key, instance=instance,
         resources=defs.resources, tags=tags or {}, raise_on_error=False,
@@ -388,21 +388,21 @@ def test_rct_events_landing_while_a_reload_runs_refreshes_each_asset_once(promo_
         assert first.pop("payment_edges") == {str(pkey(DAYS[2]))}
         assert first.pop("merchant_events") == {str(pkey(DAYS[2]))}
         assert set(first) == campaign_assets - waits  # the graph and its downstream wait for the reload
-        counts.update(first)
+        counts.update(list(first))
         for name in sorted(first):
             record(name, "c1")
         for name in ("payment_edges", "merchant_events"):
             record(name, pkey(DAYS[2]))
-        counts.update(tick())  # the reload of day 1 still runs
+        counts.update(list(tick()))  # the reload of day 1 still runs
 
         # the reload of day 1 lands
         record("payment_edges", pkey(DAYS[0]))
         instance.update_backfill(instance.get_backfill("reload1").with_status(BulkActionStatus.COMPLETED_SUCCESS))
         second = tick()
         assert set(second) == waits
-        counts.update(second)
+        counts.update(list(second))
         for name in sorted(second):
             record(name, "c1")
-        counts.update(tick())
-        counts.update(tick())
+        counts.update(list(tick()))
+        counts.update(list(tick()))
         assert counts == Counter({name: 1 for name in campaign_assets})
