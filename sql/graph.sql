@@ -100,8 +100,9 @@ SELECT level, count(*) FROM merchant_events WHERE campaign = ? AND event_date = 
 GROUP BY level ORDER BY level;
 
 -- name: campaign_edges
--- The daily payment edges of a campaign (the stored weight is the file's payment count).
-SELECT user_id, merchant_id, weight AS n_payments FROM payment_edges WHERE campaign = ?;
+-- The daily payment edges of a campaign (the stored weight is the file's payment count; amount is
+-- NULL where the edge file had none).
+SELECT user_id, merchant_id, weight AS n_payments, amount FROM payment_edges WHERE campaign = ?;
 
 -- name: campaign_merchant_events
 SELECT event_date, source_row, merchant_id, level, incentive, response, cost, propensity, features

@@ -284,18 +284,29 @@ SELECT level, count(*) FROM rct_events WHERE campaign = ? AND event_date = ? GRO
 -- name: stage_edges_parquet
 CREATE OR REPLACE TEMP TABLE staged_edges AS
 SELECT CAST(user_id AS VARCHAR) AS user_id, CAST(merchant_id AS VARCHAR) AS merchant_id,
-       TRY_CAST({weight} AS DOUBLE) AS weight
+       TRY_CAST({weight} AS DOUBLE) AS weight,
+       TRY_CAST({amount} AS DOUBLE) AS amount,
+       ({amount} IS NOT NULL AND TRY_CAST({amount} AS DOUBLE) IS NULL) AS amount_unreadable
 FROM read_parquet(?);
 
 -- name: stage_edges_csv
 CREATE OR REPLACE TEMP TABLE staged_edges AS
 SELECT CAST(user_id AS VARCHAR) AS user_id, CAST(merchant_id AS VARCHAR) AS merchant_id,
-       TRY_CAST({weight} AS DOUBLE) AS weight
+       TRY_CAST({weight} AS DOUBLE) AS weight,
+       TRY_CAST({amount} AS DOUBLE) AS amount,
+       ({amount} IS NOT NULL AND TRY_CAST({amount} AS DOUBLE) IS NULL) AS amount_unreadable
 FROM read_csv(?, header = true);
 
 -- name: bad_edges
 SELECT count(*) FROM staged_edges
 WHERE user_id IS NULL OR merchant_id IS NULL OR weight IS NULL OR isnan(weight) OR weight < 0;
 
+-- name: bad_edge_amounts
+-- Rows whose amount (the file's `amount` column) is not a number, NaN or negative, and the first of
+-- them (1-based); an empty cell is not bad (stored as NULL).
+SELECT count(*), min(source_row) FROM (SELECT *, row_number() OVER () AS source_row FROM staged_edges)
+WHERE amount_unreadable OR isnan(amount) OR amount < 0;
+
 -- name: insert_edges
-INSERT INTO payment_edges SELECT ?, CAST(? AS DATE), user_id, merchant_id, weight, ? FROM staged_edges;
+INSERT INTO payment_edges (campaign, event_date, user_id, merchant_id, weight, source_file, amount)
+SELECT ?, CAST(? AS DATE), user_id, merchant_id, weight, ?, amount FROM staged_edges;

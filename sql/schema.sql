@@ -60,6 +60,12 @@ CREATE TABLE IF NOT EXISTS payment_edges (
     source_file  VARCHAR NOT NULL
 );
 
+-- name: add_payment_edges_amount
+-- The payment amount of each edge row (the edge file's `amount` column; NULL when the file has none
+-- or the cell is empty): the graph's interaction-history features sum it. Added by ALTER so that
+-- warehouses created before the column get it too.
+ALTER TABLE payment_edges ADD COLUMN IF NOT EXISTS amount DOUBLE;
+
 -- name: create_propensity
 -- Propensity of the logged level of every event (logged, empirical per day, or estimated).
 CREATE TABLE IF NOT EXISTS propensity (

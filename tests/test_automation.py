@@ -151,7 +151,7 @@ class Ticks:
 
 def materialize(defs, instance, names, partition_key, tags=None):
     assets = [a for a in defs.assets if isinstance(a, dg.AssetsDefinition)]
-    selection = [dg.AssetKey(n) for n in names]
+    selection = [dg.AssetKey.from_user_string(n) for n in names]
     result = dg.materialize(
         assets, selection=selection, partition_key=partition_key, instance=instance,
         resources=defs.resources, tags=tags or {}, raise_on_error=False,
@@ -170,14 +170,64 @@ def row_counts(warehouse) -> dict[str, int]:
         }
 
 
-@pytest.mark.slow  # 12 ingestion runs and 6 evaluations of the whole graph: about a minute on an idle machine
+def in_progress_backfill(defs, instance, backfill_id: str, names, partitions) -> None:
+    """An asset backfill of `names` x `partitions` that has not finished: Dagster counts its
+    partitions as in progress (what a running reload looks like to the conditions)."""
+    from dagster._core.execution.backfill import PartitionBackfill
+
+    instance.add_backfill(PartitionBackfill.from_asset_partitions(
+        backfill_id=backfill_id, asset_graph=defs.resolve_asset_graph(), partition_names=[str(p) for p in partitions],
+        asset_selection=[dg.AssetKey(n) for n in names], backfill_timestamp=0.0, tags={},
+        dynamic_partitions_store=instance, all_partitions=False, title=None, description=None, run_config=None,
+    ))
+
+
+def refresh_as_requested(defs, instance, requested: set[str]) -> None:
+    """Execute the campaign refresh a tick requested, for c1, with the code location's resources: the
+    requested campaign assets in one run (as campaign_job) and then the leaderboard (as
+    leaderboard_job: a skipped model chain would skip it in the same run)."""
+    chain = sorted(requested - {"leaderboard"})
+    materialize(defs, instance, chain, "c1")
+    if "leaderboard" in requested:
+        materialize(defs, instance, ["leaderboard"], "c1")
+
+
+def chain_tables(warehouse) -> dict[str, list[tuple]]:
+    """Per table of the model chains, the (model, model_version, ...) groups with their row counts
+    and distinct keys for campaign c1: equal counts mean no duplicated rows."""
+    import duckdb
+
+    queries = {
+        "model_registry": "SELECT model, count(*), count(DISTINCT model_version) FROM model_registry WHERE campaign = 'c1' GROUP BY 1",
+        "response_coefficients": "SELECT model, model_version, target, count(*), count(DISTINCT (user_id, level)) "
+                                 "FROM response_coefficients WHERE campaign = 'c1' GROUP BY ALL",
+        "budget_dual": "SELECT model, model_version, count(*), count(DISTINCT budget_per_capita) FROM budget_dual "
+                       "WHERE campaign = 'c1' GROUP BY ALL",
+        "allocation": "SELECT model, model_version, count(*), count(DISTINCT (budget_per_capita, user_id)), "
+                      "count(DISTINCT user_id) FROM allocation WHERE campaign = 'c1' GROUP BY ALL",
+        "policy_evaluation": "SELECT model, count(*), count(DISTINCT budget_per_capita), count(DISTINCT run_id) "
+                             "FROM policy_evaluation WHERE campaign = 'c1' GROUP BY ALL",
+        "outcome_predictions": "SELECT count(*), count(DISTINCT (event_date, source_row, level)) FROM outcome_predictions "
+                               "WHERE campaign = 'c1'",
+        "holdout_users": "SELECT count(DISTINCT r.user_id) FROM training_frame t JOIN rct_events r USING (campaign, event_date, "
+                         "source_row) WHERE t.campaign = 'c1' AND t.split = 'holdout'",
+    }
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        return {name: sorted(con.execute(q).fetchall()) for name, q in queries.items()}
+
+
+@pytest.mark.slow  # 12 ingestion runs, the campaign's whole refresh (PROMO_MAX_EPOCHS=3) and 7 evaluations of the graph
+@pytest.mark.xfail(strict=True, reason="found when the refresh is executed for real (not recorded stand-ins): after "
+                   "the refresh in which the gnn_hazard chain is skipped (no graph), the next tick requests "
+                   "gnn_hazard/model and its 6 downstream assets again; not fixed yet (see the #14 session report)")
 def test_backfill_of_three_days_from_the_asset_page_refreshes_the_campaign_once(three_days):
     """Catalog → rct_events → Materialize… → campaign c1 + 3 days → Launch backfill: the UI creates an
     asset backfill of rct_events alone, whose runs materialize one date|c1 partition each. The
     automation then reloads payment_edges / merchant_events of those 3 days and requests every
     campaign-level asset for c1 exactly once, after the backfill's last day; nothing while a day is
-    still in progress; no duplicated rows."""
-    from dagster._core.execution.backfill import BulkActionStatus, PartitionBackfill
+    still in progress. The refresh it requested is then executed for real: every model chain's tables
+    hold one set of rows for c1 (no duplicates) and the next tick requests nothing."""
+    from dagster._core.execution.backfill import BulkActionStatus
 
     from promo_assets.definitions import defs
     from promo_assets.orchestration.conditions import REFRESHED_BY_CLI
@@ -197,18 +247,12 @@ def test_backfill_of_three_days_from_the_asset_page_refreshes_the_campaign_once(
         before = row_counts(three_days["warehouse"])
         assert before["rct_events"] == 150 and before["payment_edges"] == 6
 
-        backfill = PartitionBackfill.from_asset_partitions(
-            backfill_id="uibackfill", asset_graph=defs.resolve_asset_graph(),
-            partition_names=[str(pkey(d)) for d in DAYS], asset_selection=[dg.AssetKey("rct_events")],
-            backfill_timestamp=0.0, tags={}, dynamic_partitions_store=instance, all_partitions=False,
-            title=None, description=None, run_config=None,
-        )
-        instance.add_backfill(backfill)
+        in_progress_backfill(defs, instance, "uibackfill", ["rct_events"], [pkey(d) for d in DAYS])
         materialize(defs, instance, ["rct_events"], pkey(DAYS[0]), tags={"dagster/backfill": "uibackfill"})
         assert tick() == {}, "the backfill's other days are in progress: nothing yet"
         for day in DAYS[1:]:
             materialize(defs, instance, ["rct_events"], pkey(day), tags={"dagster/backfill": "uibackfill"})
-        instance.update_backfill(backfill.with_status(BulkActionStatus.COMPLETED_SUCCESS))
+        instance.update_backfill(instance.get_backfill("uibackfill").with_status(BulkActionStatus.COMPLETED_SUCCESS))
 
         requested = tick()
         same_days = {str(pkey(d)) for d in DAYS}
@@ -217,15 +261,29 @@ def test_backfill_of_three_days_from_the_asset_page_refreshes_the_campaign_once(
         assert requested == {name: {"c1"} for name in campaign_assets}  # the whole campaign, once
         assert tick() == {}  # requested: not again on the next tick
 
-        # The tick's backfill runs: the reloads of the side files first (the graph assets read them),
-        # then the campaign's assets; theirs are recorded here, not computed (the assets themselves
-        # are tested in test_pipeline / test_graph_pipeline).
+        # The tick's backfill, executed: the reloads of the side files first (the graph assets read
+        # them), then the campaign's assets.
         for day in DAYS:
             materialize(defs, instance, ["payment_edges", "merchant_events"], pkey(day))
-        for name in sorted(campaign_assets):
-            instance.report_runless_asset_event(dg.AssetMaterialization(name, partition="c1"))
+        refresh_as_requested(defs, instance, set(requested))
         assert tick() == {}, "the reloads were requested with the refresh: no second refresh"
+        assert tick() == {}
         assert row_counts(three_days["warehouse"]) == before  # partitions replaced, nothing duplicated
+
+        tables = chain_tables(three_days["warehouse"])
+        models = {"s_learner", "dipn", "lgbm_s", "lgbm_s_mono", "lgbm_t"}  # gnn_hazard: skipped (no graph)
+        assert {m for m, _, _ in tables["model_registry"]} == models
+        assert all(n == 1 and versions == 1 for _, n, versions in tables["model_registry"])
+        assert [(m, target) for m, _, target, _, _ in tables["response_coefficients"]] == [
+            (m, t) for m in sorted(models) for t in ("holdout", "population")]
+        assert all(n == distinct > 0 for *_, n, distinct in tables["response_coefficients"])
+        assert [(m, n, budgets) for m, _, n, budgets in tables["budget_dual"]] == [(m, 1, 1) for m in sorted(models)]
+        (holdout_users,), = tables["holdout_users"]
+        assert [(m, n, distinct, users) for m, _, n, distinct, users in tables["allocation"]] == [
+            (m, holdout_users, holdout_users, holdout_users) for m in sorted(models)]  # holdout users x 1 budget
+        assert tables["policy_evaluation"] == [(m, 1, 1, 1) for m in sorted(models | {"random"})]
+        (n, distinct), = tables["outcome_predictions"]
+        assert n == distinct > 0
 
 
 def test_ingestion_of_another_campaign_requests_only_that_campaign(three_days):
@@ -290,3 +348,65 @@ def test_an_asset_gathering_chains_refreshes_when_another_chain_failed():
         assert tick() == {}
         run([leaderboard], REFRESHED_BY_CLI)
         assert tick() == {}
+
+
+@pytest.mark.slow  # the whole campaign graph is materialized twice: minutes on 2 cores
+def test_rct_events_landing_while_a_reload_runs_refreshes_each_asset_once(promo_env):
+    """A *Materialize* of rct_events for day 3 lands while the reload of payment_edges for day 1 is
+    still running. The assets that do not read the edges are refreshed at once; the graph assets wait
+    for the reload, and so does everything downstream of them (the gnn_hazard chain, the joint
+    allocation, the leaderboard), instead of running first on the stale graph and again after it:
+    over all ticks every campaign asset is requested exactly once. Materializations are recorded, not
+    computed (this is about what the conditions request; the refresh itself runs in
+    test_backfill_of_three_days_...)."""
+    from collections import Counter
+
+    from dagster._core.execution.backfill import BulkActionStatus
+
+    from promo_assets.definitions import defs
+    graph = defs.resolve_asset_graph()
+    campaign_assets = {k.to_user_string() for k in graph.get_all_asset_keys()} - INGESTION
+    waits, todo = set(), [dg.AssetKey("customer_merchant_graph")]
+    while todo:  # the graph and everything downstream of it
+        key = todo.pop()
+        waits.add(key.to_user_string())
+        todo += graph.get(key).child_keys
+    assert {"customer_merchant_graph", "gnn_hazard/joint_allocation", "leaderboard"} <= waits
+    with dg.instance_for_test() as instance:
+
+        def record(name, partition):
+            instance.report_runless_asset_event(dg.AssetMaterialization(name, partition=str(partition)))
+
+        instance.add_dynamic_partitions("campaign", ["c1"])
+        instance.add_dynamic_partitions("day", list(DAYS))
+        tick = Ticks(defs, instance)
+        for day in DAYS:  # loaded earlier (seen by the first tick: nothing to do)
+            for name in INGESTION:
+                record(name, pkey(day))
+        assert tick() == {}
+        in_progress_backfill(defs, instance, "reload1", ["payment_edges"], [pkey(DAYS[0])])
+        record("rct_events", pkey(DAYS[2]))  # a *Materialize* of rct_events for day 3
+
+        counts: Counter = Counter()
+        first = tick()
+        assert first.pop("payment_edges") == {str(pkey(DAYS[2]))}
+        assert first.pop("merchant_events") == {str(pkey(DAYS[2]))}
+        assert set(first) == campaign_assets - waits  # the graph and its downstream wait for the reload
+        counts.update(list(first))
+        for name in sorted(first):
+            record(name, "c1")
+        for name in ("payment_edges", "merchant_events"):
+            record(name, pkey(DAYS[2]))
+        counts.update(list(tick()))  # the reload of day 1 still runs
+
+        # the reload of day 1 lands
+        record("payment_edges", pkey(DAYS[0]))
+        instance.update_backfill(instance.get_backfill("reload1").with_status(BulkActionStatus.COMPLETED_SUCCESS))
+        second = tick()
+        assert set(second) == waits
+        counts.update(list(second))
+        for name in sorted(second):
+            record(name, "c1")
+        counts.update(list(tick()))
+        counts.update(list(tick()))
+        assert counts == Counter({name: 1 for name in campaign_assets})

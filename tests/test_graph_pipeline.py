@@ -123,3 +123,79 @@ def test_promo_run_trains_gnn_hazard_and_allocates_jointly(promo_env, capsys):
     assert query(promo_env, "SELECT count(*) FROM joint_allocation_evaluation WHERE campaign = 'demo'") == [(0,)]
     demo_models = [r[0] for r in query(promo_env, "SELECT DISTINCT model FROM policy_evaluation WHERE campaign = 'demo' ORDER BY 1")]
     assert demo_models == ["dipn", "lgbm_s", "lgbm_s_mono", "lgbm_t", "random", "s_learner"]
+
+
+# --------------------------------------------------------------------------------------------
+# payment_edges.amount: stored when the edge file has it (the graph's history features sum it)
+
+
+def _edges_con():
+    from promo_assets.warehouse import ensure_schema
+
+    con = duckdb.connect(":memory:")
+    ensure_schema(con)
+    return con
+
+
+def test_payment_edges_store_the_amount_and_the_graph_history_uses_it(tmp_path):
+    from promo_assets.graph import aggregate_edges, build_graph
+    from promo_assets.ingestion import ingest_edges_day
+    from promo_assets.warehouse import sql
+
+    with_amount, without = tmp_path / "2026-01-01.parquet", tmp_path / "2026-01-02.csv"
+    pd.DataFrame({"user_id": ["u1", "u1", "u2"], "merchant_id": ["m1", "m1", "m2"], "n_payments": [2, 1, 1],
+                  "amount": [10.0, 5.5, None]}).to_parquet(with_amount)
+    without.write_text("user_id,merchant_id,n_payments\nu2,m1,3\n")
+    con = _edges_con()
+    ingest_edges_day(con, "shop", START, with_amount)
+    ingest_edges_day(con, "shop", START + dt.timedelta(days=1), without)
+    rows = con.execute("SELECT user_id, merchant_id, weight, amount FROM payment_edges ORDER BY event_date, amount").fetchall()
+    assert rows == [("u1", "m1", 1.0, 5.5), ("u1", "m1", 2.0, 10.0), ("u2", "m2", 1.0, None), ("u2", "m1", 3.0, None)]
+
+    edges = aggregate_edges(con.execute(sql("graph", "campaign_edges"), ["shop"]).df())
+    assert edges[["user_id", "merchant_id", "n_payments", "amount"]].values.tolist() == [
+        ["u1", "m1", 3.0, 15.5], ["u2", "m1", 3.0, 0.0], ["u2", "m2", 1.0, 0.0]]
+    customers = pd.DataFrame({"user_id": ["u1", "u2"], "x": [0.0, 1.0]})
+    merchants = pd.DataFrame({"merchant_id": ["m1", "m2"], "y": [0.0, 1.0]})
+    graph = build_graph(edges, customers, merchants)
+    # DNN-H history of each customer: log1p of degree, payments, amount (standardized): u1 paid 15.5, u2 nothing
+    raw_amount = graph["customer"].history[:, 2]
+    assert raw_amount[0] > raw_amount[1]
+
+
+def test_an_old_warehouse_gets_the_amount_column(tmp_path):
+    from promo_assets.ingestion import ingest_edges_day
+    from promo_assets.warehouse import ensure_schema
+
+    path = tmp_path / "old.duckdb"
+    with duckdb.connect(str(path)) as con:  # payment_edges as warehouses before the column created it
+        con.execute("CREATE TABLE payment_edges (campaign VARCHAR NOT NULL, event_date DATE NOT NULL, "
+                    "user_id VARCHAR NOT NULL, merchant_id VARCHAR NOT NULL, weight DOUBLE NOT NULL, "
+                    "source_file VARCHAR NOT NULL)")
+        con.execute("INSERT INTO payment_edges VALUES ('shop', DATE '2026-01-01', 'u1', 'm1', 2, 'old.csv')")
+    edge_file = tmp_path / "2026-01-02.csv"
+    edge_file.write_text("user_id,merchant_id,n_payments,amount\nu1,m2,1,7.25\n")
+    with duckdb.connect(str(path)) as con:
+        ensure_schema(con)
+        ingest_edges_day(con, "shop", START, edge_file)
+        rows = con.execute("SELECT event_date, merchant_id, amount FROM payment_edges ORDER BY 1").fetchall()
+    assert rows == [(dt.date(2026, 1, 1), "m1", None), (START, "m2", 7.25)]
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("cell", ["abc", "-1", "nan"], ids=["error-amount-not-a-number", "error-amount-negative",
+                                                         "error-amount-nan"])
+def test_an_edge_file_with_a_bad_amount_is_refused_naming_the_column(tmp_path, cell):
+    from promo_assets.ingestion import IngestError, ingest_edges_day
+
+    edge_file = tmp_path / "2026-03-01.csv"
+    edge_file.write_text(f"user_id,merchant_id,n_payments,amount\nu1,m1,1,3\nu2,m2,1,{cell}\n")
+    con = _edges_con()
+    con.execute("INSERT INTO payment_edges (campaign, event_date, user_id, merchant_id, weight, source_file) "
+                "VALUES ('shop', DATE '2026-03-01', 'u0', 'm0', 1, 'before.csv')")
+    with pytest.raises(IngestError) as err:
+        ingest_edges_day(con, "shop", START, edge_file)
+    message = str(err.value)
+    assert str(edge_file) in message and "'amount'" in message and "data row 2" in message
+    # nothing of the partition is lost or half-written
+    assert con.execute("SELECT user_id FROM payment_edges").fetchall() == [("u0",)]

@@ -465,7 +465,10 @@ def ingest_events_day(
 
 
 def ingest_edges_day(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date, path: Path) -> IngestResult:
-    """Load one `edges/<day>` file (user_id, merchant_id, optional weight) into payment_edges."""
+    """Load one `edges/<day>` file (user_id, merchant_id, optional weight, optional amount) into
+    payment_edges. `amount` (the payment amount, summed by the graph's history features) is stored
+    when the file has the column (an empty cell as NULL) and NULL otherwise; a non-numeric, NaN or
+    negative amount refuses the file, naming the column and the first bad row."""
     path = Path(path)
     source = _source_columns(con, path)
     missing = [c for c in ("user_id", "merchant_id") if c not in source]
@@ -473,11 +476,16 @@ def ingest_edges_day(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date
         raise IngestError(f"{path}: missing required column(s) {', '.join(repr(c) for c in missing)} (required: user_id, merchant_id)")
     weight_column = next((c for c in ("weight", "n_payments", "amount") if c in source), None)
     weight = quote_ident(weight_column) if weight_column else "1.0"
+    amount = quote_ident("amount") if "amount" in source else "NULL"
     fmt = "parquet" if path.suffix == ".parquet" else "csv"
-    con.execute(sql("ingest", f"stage_edges_{fmt}", weight=weight), [str(path)])
+    con.execute(sql("ingest", f"stage_edges_{fmt}", weight=weight, amount=amount), [str(path)])
     bad = con.execute(sql("ingest", "bad_edges")).fetchone()[0]
     if bad:
         raise IngestError(f"{path}: {bad} edge rows with a missing id or a missing, NaN or negative weight")
+    bad, first = con.execute(sql("ingest", "bad_edge_amounts")).fetchone()
+    if bad:
+        raise IngestError(f"{path}: column 'amount': {bad} edge row(s) with a non-numeric, NaN or negative "
+                          f"amount (first: data row {first}); an empty amount is allowed (stored as NULL)")
     n = con.execute("SELECT count(*) FROM staged_edges").fetchone()[0]
     with transaction(con):
         con.execute(sql("ingest", "delete_partition", table="payment_edges"), [campaign, day])

@@ -82,32 +82,54 @@ def daily_campaign_refresh(context: dg.ScheduleEvaluationContext, landing: Landi
     "date, ...) and each removed day file (`promo run` or `promo forget` removes its rows).",
 )
 def landing_sensor(context: dg.SensorEvaluationContext, landing: LandingResource):
-    state = json.loads(context.cursor) if context.cursor else None
-    if state is not None and "files" not in state:  # cursor of an earlier version: the inventory only
-        state = {"files": state, "skipped": []}
-    before = state["files"] if state else None
+    before, skipped_before = _landing_cursor(context.cursor)
     now, skipped = landing_scan(landing.path)
     skipped_now = sorted(str(f) for f in skipped)
-    for line in sorted(set(skipped_now) - set(state["skipped"] if state else [])):
-        context.log.warning(f"skipped landing file {line}")
-    for campaign, day in landing_removed(before or {}, now):
-        context.log.warning(
-            f"landing file of campaign '{campaign}' day {day} is gone; its loaded rows stay until "
-            f"`promo run` or `promo forget --campaign {campaign} --day {day}`"
-        )
+    _warn_landing(context.log, before, now, skipped_before, skipped_now)
     new_campaigns, changed = landing_changes(before or {}, now)
     if before is None:
-        # First tick: files whose partition is already materialized (e.g. by `promo run`) are
-        # taken as seen; only the others are requested.
-        done = context.instance.get_materialized_partitions(dg.AssetKey("rct_events"))
-        changed = [(c, d) for c, d in changed if str(partition_key(d, c)) not in done]
-        registered = set(context.instance.get_dynamic_partitions(campaign_partitions.name))
-        new_campaigns = [c for c in new_campaigns if c not in registered]
+        new_campaigns, changed = _not_loaded_yet(context.instance, new_campaigns, changed)
     cursor = json.dumps({"files": now, "skipped": skipped_now}, sort_keys=True)
     if not new_campaigns and not changed:
         note = f"; {len(skipped_now)} landing file(s) skipped (see the tick's log)" if skipped_now else ""
         return dg.SensorResult(skip_reason=f"no new or changed landing files{note}", cursor=cursor)
-    runs = [
+    return dg.SensorResult(run_requests=_ingest_requests(changed, now), cursor=cursor,
+                           dynamic_partitions_requests=_partition_requests(context.instance, new_campaigns, changed))
+
+
+# helpers of the landing sensor
+
+
+def _landing_cursor(cursor: str | None) -> tuple[dict | None, list[str]]:
+    """(file inventory, skipped files) of the last tick; (None, []) on the first tick."""
+    state = json.loads(cursor) if cursor else None
+    if state is not None and "files" not in state:  # cursor of an earlier version: the inventory only
+        state = {"files": state, "skipped": []}
+    return (state["files"], state["skipped"]) if state else (None, [])
+
+
+def _warn_landing(log, before: dict | None, now: dict, skipped_before: list[str], skipped_now: list[str]) -> None:
+    """Warn once about each newly skipped landing file and each removed day file."""
+    for line in sorted(set(skipped_now) - set(skipped_before)):
+        log.warning(f"skipped landing file {line}")
+    for campaign, day in landing_removed(before or {}, now):
+        log.warning(
+            f"landing file of campaign '{campaign}' day {day} is gone; its loaded rows stay until "
+            f"`promo run` or `promo forget --campaign {campaign} --day {day}`"
+        )
+
+
+def _not_loaded_yet(instance: dg.DagsterInstance, new_campaigns: list[str], changed: list[tuple[str, str]]):
+    """First tick: files whose partition is already materialized (e.g. by `promo run`) are taken as
+    seen, and campaigns already registered as not new; only the others are requested."""
+    done = instance.get_materialized_partitions(dg.AssetKey("rct_events"))
+    registered = set(instance.get_dynamic_partitions(campaign_partitions.name))
+    return ([c for c in new_campaigns if c not in registered],
+            [(c, d) for c, d in changed if str(partition_key(d, c)) not in done])
+
+
+def _ingest_requests(changed: list[tuple[str, str]], now: dict) -> list[dg.RunRequest]:
+    return [
         dg.RunRequest(
             run_key=f"landing:{campaign}:{day}:{now[campaign][day]}",
             partition_key=partition_key(day, campaign),
@@ -115,14 +137,18 @@ def landing_sensor(context: dg.SensorEvaluationContext, landing: LandingResource
         )
         for campaign, day in changed
     ]
-    registered_days = set(context.instance.get_dynamic_partitions(day_partitions.name))
+
+
+def _partition_requests(instance: dg.DagsterInstance, new_campaigns: list[str], changed: list[tuple[str, str]]) -> list:
+    """Add the new campaigns and the days not registered yet as partitions."""
+    registered_days = set(instance.get_dynamic_partitions(day_partitions.name))
     new_days = sorted({day for _, day in changed} - registered_days)
     requests = []
     if new_campaigns:
         requests.append(campaign_partitions.build_add_request(new_campaigns))
     if new_days:
         requests.append(day_partitions.build_add_request(new_days))
-    return dg.SensorResult(run_requests=runs, dynamic_partitions_requests=requests, cursor=cursor)
+    return requests
 
 
 automation_sensor = dg.AutomationConditionSensorDefinition(

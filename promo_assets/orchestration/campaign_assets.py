@@ -132,7 +132,6 @@ def results_write(context, con, campaign: str, *tables: str):
     "observational ones (randomized: false), with overlap diagnostics. Table propensity.",
 )
 def propensity(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
-    from promo_assets.causal import ips_weights, propensity_diagnostics, propensity_plot
     from promo_assets.causal.frame import event_propensity
 
     campaign = context.partition_key
@@ -145,28 +144,35 @@ def propensity(context: dg.AssetExecutionContext, warehouse: WarehouseResource, 
         if events.empty:
             raise dg.Failure(f"no rct_events for campaign '{campaign}'")
         prop = event_propensity(events, config, numeric, categorical, log=_log(context))
-        p, source, proba = prop.propensity, prop.source, prop.proba
-        frame_df = pd.DataFrame(
-            {"event_date": events["event_date"], "source_row": events["source_row"], "propensity": p, "source": source}
-        )
+        frame_df = pd.DataFrame({"event_date": events["event_date"], "source_row": events["source_row"],
+                                 "propensity": prop.propensity, "source": prop.source})
         version = content_version(frame_df[["propensity"]].to_numpy().tobytes())
         with transaction(con), registered(con, "frame_df", frame_df):
             con.execute(sql("frames", "delete_campaign", table="propensity"), [campaign])
             con.execute(sql("frames", "insert_propensity"), [campaign, version])
+    return dg.MaterializeResult(metadata=_propensity_metadata(events, prop, config, version),
+                                data_version=dg.DataVersion(version))
+
+
+def _propensity_metadata(events: pd.DataFrame, prop, config, version: str) -> dict:
+    """The propensity asset's metadata; an estimated propensity adds its diagnostics and plot."""
+    from promo_assets.causal import ips_weights, propensity_diagnostics, propensity_plot
+
+    p, levels = prop.propensity, events["level"].to_numpy()
     metadata = {"events": len(events)}
-    if proba is not None:
-        diag = propensity_diagnostics(proba, events["level"].to_numpy(), ips_weights(p, clip=config.ips_clip))
+    if prop.proba is not None:
+        diag = propensity_diagnostics(prop.proba, levels, ips_weights(p, clip=config.ips_clip))
         metadata["diagnostics"] = dg.MetadataValue.json(_jsonable(diag))
-        metadata["plot"] = dg.MetadataValue.md(png_md(propensity_plot(proba, events["level"].to_numpy()), "Estimated propensities per level"))
+        metadata["plot"] = dg.MetadataValue.md(png_md(propensity_plot(prop.proba, levels), "Estimated propensities per level"))
     metadata.update(
         {
             "propensity_version": version,
-            "source": dg.MetadataValue.json(pd.Series(source).value_counts().to_dict()),
+            "source": dg.MetadataValue.json(pd.Series(prop.source).value_counts().to_dict()),
             "min_propensity": float(np.min(p)),
             "mean_propensity": float(np.mean(p)),
         }
     )
-    return dg.MaterializeResult(metadata=metadata, data_version=dg.DataVersion(version))
+    return metadata
 
 
 @dg.asset(

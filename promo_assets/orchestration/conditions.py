@@ -16,6 +16,10 @@ the UI's Automation page shows every evaluation, node by node, with the labels b
   that read them). Updates made by a run that also targeted the asset do not count (Dagster's
   `executed_with_root_target`), and an update seen on the same tick as the asset's own later
   materialization does not either: a campaign_job run launched from the UI triggers nothing more.
+  An asset also waits while an upstream is due for a refresh but not requested on this tick
+  (`any_deps_waiting`: the graph assets wait for a payment_edges reload still running, and with them
+  the gnn_hazard chain, the joint allocation and the leaderboard), so that nothing runs first on a
+  stale upstream and again after it.
   It also fires when an upstream was updated after the asset was last requested, the asset did not
   materialize since, and another upstream's latest execution failed (`gathered_unhandled`): an asset
   that gathers several independent chains (the campaign's leaderboard over every model's evaluation)
@@ -89,8 +93,21 @@ INGESTION_CONDITION = (
     & ~AC.in_progress()
 ).with_label("reload_with_rct_events")
 
+def _refresh_due() -> dg.AutomationCondition:
+    return _any_deps_updated().since(_handled()).with_label("refresh_due")
+
+
+def _any_deps_waiting() -> dg.AutomationCondition:
+    """An upstream asset is due for a refresh but not requested on this tick (it waits for one of
+    its own upstreams in progress, e.g. the graph for a running payment_edges reload): this asset
+    waits with it, so that it does not run now on the stale upstream and again after it. Through
+    each asset's own condition, the wait reaches everything downstream."""
+    return AC.any_deps_match(_refresh_due() & ~AC.will_be_requested()).with_label("any_deps_waiting")
+
+
 CAMPAIGN_CONDITION = (
-    (_any_deps_updated().since(_handled()) | _gathered_unhandled())
+    (_refresh_due() | _gathered_unhandled())
     & ~AC.any_deps_in_progress()
     & ~AC.in_progress()
+    & ~_any_deps_waiting()
 ).with_label("refresh_campaign")

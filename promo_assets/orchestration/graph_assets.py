@@ -17,7 +17,6 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from promo_assets.artifacts import content_version
 from promo_assets.campaign import CampaignConfig, CampaignConfigError
 from promo_assets.ingestion import IngestError, day_files
 from promo_assets.ingestion import merchants as ingest_merchants
@@ -40,7 +39,7 @@ from promo_assets.orchestration.common import (
     md_table,
 )
 from promo_assets.orchestration.conditions import CAMPAIGN_CONDITION, INGESTION_CONDITION
-from promo_assets.warehouse import quote_ident, registered, sql, transaction
+from promo_assets.warehouse import registered, sql
 
 MODEL_NAME = "gnn_hazard"  # the registered model (promo_assets.models.registry) whose chain the joint allocation reads
 MODEL_KEY = dg.AssetKey([MODEL_NAME, "model"])
@@ -125,68 +124,13 @@ def merchant_events(context: dg.AssetExecutionContext, warehouse: WarehouseResou
     "payment edges or merchant events materializes with a note and no rows.",
 )
 def customer_merchant_graph(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
-    from promo_assets.graph import aggregate_edges
-    from promo_assets.graph.warehouse_io import features_frame, latest_landing_file, node_stats, node_table
+    from promo_assets.graph.store import store_campaign_graph
 
-    campaign = context.partition_key
-    population, pop_source = latest_landing_file(landing.path, campaign, "population")
-    merchant_pop, mpop_source = latest_landing_file(landing.path, campaign, "merchant_population")
     with connect(warehouse) as con:
-        raw_edges = con.execute(sql("graph", "campaign_edges"), [campaign]).df()
-        m_events = con.execute(sql("graph", "campaign_merchant_events"), [campaign]).df()
-        if raw_edges.empty or m_events.empty:
-            with transaction(con):
-                for table in ("graph_edges", "graph_customers", "graph_merchants"):
-                    con.execute(sql("graph", "delete_graph", table=table), [campaign])
-            note = f"campaign '{campaign}' has no " + ("payment edges" if raw_edges.empty else "merchant events") + \
-                "; no graph (not a bipartite campaign)"
-            context.log.info(note)
-            return dg.MaterializeResult(metadata={"note": note, "customers": 0, "merchants": 0, "edges": 0})
-        numeric, categorical = feature_spec(con, campaign)
-        cols = "".join(f", {quote_ident(c)}" for c in numeric + categorical)
-        rct_features = con.execute(sql("graph", "latest_customer_features", columns=cols), [campaign]).df()
-        n_events = con.execute(sql("graph", "customer_event_counts"), [campaign]).df()
-    edges = aggregate_edges(raw_edges)
-    m_feats = features_frame(m_events["merchant_id"], m_events["features"], "merchant_id")
-    c_ids = np.unique(np.concatenate([edges["user_id"].to_numpy(dtype=str), rct_features["user_id"].to_numpy(dtype=str),
-                                      [] if population is None else population["user_id"].astype(str).to_numpy()]))
-    m_ids = np.unique(np.concatenate([edges["merchant_id"].to_numpy(dtype=str), m_events["merchant_id"].to_numpy(dtype=str),
-                                      [] if merchant_pop is None else merchant_pop["merchant_id"].astype(str).to_numpy()]))
-    customers = node_table(c_ids, "user_id", population, rct_features)
-    merchants = node_table(m_ids, "merchant_id", merchant_pop, m_feats)
-
-    c_nodes = node_stats(customers, "user_id", edges, n_events)
-    m_nodes = node_stats(merchants, "merchant_id", edges, m_events)
-    version = content_version(
-        pd.util.hash_pandas_object(edges, index=False).to_numpy().tobytes()
-        + "\n".join(c_nodes["features"]).encode() + "\n".join(m_nodes["features"]).encode()
-    )
-    with connect(warehouse) as con, transaction(con):
-        for table in ("graph_edges", "graph_customers", "graph_merchants"):
-            con.execute(sql("graph", "delete_graph", table=table), [campaign])
-        with registered(con, "edges_df", edges):
-            con.execute(sql("graph", "insert_graph_edges"), [campaign, version])
-        with registered(con, "nodes_df", c_nodes):
-            con.execute(sql("graph", "insert_graph_customers"), [campaign, version])
-        with registered(con, "nodes_df", m_nodes):
-            con.execute(sql("graph", "insert_graph_merchants"), [campaign, version])
-    context.log.info(f"{campaign}: graph {version}: {len(c_nodes)} customers, {len(m_nodes)} merchants, {len(edges)} edges")
-    return dg.MaterializeResult(
-        metadata={
-            "graph_version": version,
-            "customers": len(c_nodes),
-            "merchants": len(m_nodes),
-            "edges": len(edges),
-            "payment_rows": len(raw_edges),
-            "isolated_customers": int((c_nodes["degree"] == 0).sum()),
-            "isolated_merchants": int((m_nodes["degree"] == 0).sum()),
-            "mean_customer_degree": float(c_nodes["degree"].mean()),
-            "mean_merchant_degree": float(m_nodes["degree"].mean()),
-            "customer_features_from": pop_source or "latest RCT row per customer",
-            "merchant_features_from": mpop_source or "latest merchant RCT row",
-        },
-        data_version=dg.DataVersion(version),
-    )
+        stored = store_campaign_graph(con, landing.path, context.partition_key)
+    context.log.info(stored.message)
+    return dg.MaterializeResult(metadata=stored.metadata,
+                                data_version=dg.DataVersion(stored.version) if stored.version else None)
 
 
 # --------------------------------------------------------------------------------------------
