@@ -115,7 +115,7 @@ def run_seed(seed: int, args) -> tuple[list[dict], pd.DataFrame, list[dict], dic
         secs = time.perf_counter() - t0
         v, c = fitted.predict(holdout)
         preds[variant] = (fitted.version, v, c)
-        row = {"seed": seed, "variant": variant, "model": model, "segment": "all", "segment_value": "all",
+        row = {"seed": seed, "variant": variant, "model": model, "segment_by": "all", "segment_value": "all",
                "auc": float(roc_auc_score(y, v[np.arange(len(y)), lvl])), **truth_curve_metrics(v, tv),
                "seconds_per_epoch": fitted.metrics.get("seconds_per_epoch"), "epochs": fitted.metrics.get("epochs"),
                "train_seconds": round(secs, 2)}
@@ -123,7 +123,7 @@ def run_seed(seed: int, args) -> tuple[list[dict], pd.DataFrame, list[dict], dic
         for col in ("period_of_day", "city"):
             for value in sorted(holdout[col].astype(str).unique()):
                 m = holdout[col].astype(str).to_numpy() == value
-                rows.append({"seed": seed, "variant": variant, "model": model, "segment": col, "segment_value": value,
+                rows.append({"seed": seed, "variant": variant, "model": model, "segment_by": col, "segment_value": value,
                              **truth_curve_metrics(v[m], tv[m])})
         bad = violations(fitted, holdout, config)
         if bad is not None:
@@ -195,12 +195,12 @@ def main() -> None:
         infos.append(info)
     df = pd.DataFrame(all_rows)
     ev = pd.concat(evals, ignore_index=True)
-    overall = df[df["segment"] == "all"]
+    overall = df[df["segment_by"] == "all"]
     cols = ["auc", "curve_mse", "curve_mae", "kl", "corr", "seconds_per_epoch"]
     table1 = overall.groupby("variant", sort=False)[cols].agg(["mean", "std"])
-    per_period = df[df["segment"] == "period_of_day"].groupby(["variant", "segment_value"], sort=False)[
+    per_period = df[df["segment_by"] == "period_of_day"].groupby(["variant", "segment_value"], sort=False)[
         ["curve_mae", "kl"]].mean().unstack("segment_value")
-    per_city = df[df["segment"] == "city"].groupby(["variant", "segment_value"], sort=False)[
+    per_city = df[df["segment_by"] == "city"].groupby(["variant", "segment_value"], sort=False)[
         ["curve_mae", "kl"]].mean().unstack("segment_value")
     decision = ev.groupby(["model", "budget_per_capita"], sort=False)["pct_oracle"].agg(["mean", "std"]).unstack(
         "budget_per_capita")
@@ -208,7 +208,7 @@ def main() -> None:
     mean = overall.groupby("variant", sort=False)[cols].mean()
 
     def better(a: str, b: str, metric: str) -> dict:
-        per = df[df["segment"] == "period_of_day"].groupby(["segment_value", "variant"])[metric].mean().unstack("variant")
+        per = df[df["segment_by"] == "period_of_day"].groupby(["segment_value", "variant"])[metric].mean().unstack("variant")
         return {"overall": bool(mean.loc[a, metric] < mean.loc[b, metric]),
                 "periods_better": int((per[a] < per[b]).sum()), "periods": int(len(per))}
 

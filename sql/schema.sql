@@ -388,12 +388,13 @@ CREATE TABLE IF NOT EXISTS leaderboard_entries (
 -- name: create_segment_evaluation
 -- Per model x segment column x segment value x budget: the curve metrics against the truth and the
 -- true value of the model's decision vs the oracle's (promo_assets.evaluation.segments; simulated
--- campaigns with campaign.yaml segments:). segment = 'all' holds the overall rows.
+-- campaigns with campaign.yaml segments:). segment_by = 'all' holds the overall rows; not named
+-- 'segment', which would reserve a common feature name (every warehouse column is reserved at ingestion).
 CREATE TABLE IF NOT EXISTS segment_evaluation (
     campaign          VARCHAR NOT NULL,
     model             VARCHAR NOT NULL,
     model_version     VARCHAR,
-    segment           VARCHAR NOT NULL,
+    segment_by        VARCHAR NOT NULL,
     segment_value     VARCHAR NOT NULL,
     budget_per_capita DOUBLE,
     n_users           BIGINT,

@@ -39,10 +39,10 @@ def test_segment_evaluation_rows_and_oracle():
     table = segment_evaluation("m", "v1", seg, p, t, c, {0.5: oracle, 9.0: "infeasible"})
     assert list(table.columns) == list(SEGMENT_COLUMNS)
     assert len(table) == 1 + 2 + 3  # all, 2 cities, 3 periods; the infeasible budget is skipped
-    overall = table[table["segment"] == "all"].iloc[0]
+    overall = table[table["segment_by"] == "all"].iloc[0]
     assert overall["n_users"] == n and overall["pct_oracle"] == pytest.approx(100.0)  # the oracle's own decision
     assert overall["curve_mae"] == pytest.approx(np.abs(p - t).mean())
-    a = table[(table["segment"] == "city") & (table["segment_value"] == "a")].iloc[0]
+    a = table[(table["segment_by"] == "city") & (table["segment_value"] == "a")].iloc[0]
     mask = seg["city"].to_numpy() == "a"
     assert a["n_users"] == mask.sum() and a["curve_mse"] == pytest.approx(((p - t)[mask] ** 2).mean())
     assert a["true_value"] == pytest.approx(t[mask][np.arange(mask.sum()), oracle[mask]].mean())
@@ -70,3 +70,12 @@ def test_segments_key_is_read():
     c = CampaignConfig.from_dict({"treatments": {"levels": [0, 1]}, "segments": ["period_of_day", "city"]}, "c1")
     assert c.segments == ("period_of_day", "city")
     assert CampaignConfig.from_dict({"treatments": {"levels": [0, 1]}}, "c1").segments == ()
+
+
+def test_feature_names_the_presets_use_are_not_reserved():
+    """Every warehouse column is a reserved name at ingestion: a table column named like a common
+    feature (segment_evaluation's `segment` once did) would refuse the bipartite and dfcl_discount
+    presets' `segment` column and every user campaign with one."""
+    from promo_assets.ingestion import reserved_columns
+
+    assert not {"segment", "city", "period_of_day", "weekday", "age", "amount_spent"} & reserved_columns()

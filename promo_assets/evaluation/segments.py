@@ -26,7 +26,7 @@ import pandas as pd
 
 from promo_assets.evaluation.eom import EvaluationError
 
-SEGMENT_COLUMNS = ("model", "model_version", "segment", "segment_value", "budget_per_capita", "n_users", "curve_mae",
+SEGMENT_COLUMNS = ("model", "model_version", "segment_by", "segment_value", "budget_per_capita", "n_users", "curve_mae",
                    "curve_mse", "kl", "corr", "true_value", "true_cost", "oracle_value", "oracle_cost", "pct_oracle")
 
 
@@ -79,7 +79,7 @@ def segment_evaluation(model: str, version: str, segments: pd.DataFrame, pred, t
     for seg, value, mask in groups:
         m = int(mask.sum())
         curve = truth_curve_metrics(p[mask], t[mask], binary)
-        base = {"model": model, "model_version": version, "segment": seg, "segment_value": value, "n_users": m, **curve}
+        base = {"model": model, "model_version": version, "segment_by": seg, "segment_value": value, "n_users": m, **curve}
         if not budgets:
             out.append({**base, "budget_per_capita": float("nan")})
         for b, levels in budgets.items():
