@@ -84,7 +84,9 @@ def test_three_arm_campaign_skips_dipn_and_gnn_hazard_with_their_reasons(promo_e
     assert not {"dipn", "gnn_hazard", "lgbm_s_mono"} & evaluated
     assert _query(promo_env, "SELECT count(*) FROM allocation WHERE model = 's_learner'")[0][0] > 0
     skips = dict(_query(promo_env, "SELECT model, reason FROM model_skips"))
-    assert set(skips) == {"dipn", "gnn_hazard", "lgbm_s_mono"} and "unordered arms" in skips["dipn"]
+    off = _off_by_default()
+    assert set(skips) == {"dipn", "gnn_hazard", "lgbm_s_mono"} | off and "unordered arms" in skips["dipn"]
+    assert all("off by default" in skips[m] for m in off)
     assert "ordered incentive levels" in skips["lgbm_s_mono"]
     # the UI: the skipped phase asset has an observation with the reason, no materialization
     instance = dg.DagsterInstance.get()
@@ -97,6 +99,11 @@ def test_three_arm_campaign_skips_dipn_and_gnn_hazard_with_their_reasons(promo_e
     assert main(["report", "--campaign", "mail"]) == 0
     out = capsys.readouterr().out
     assert "dipn skipped: needs ordered incentive levels" in out and "s_learner" in out and "random" in out
+
+
+def _off_by_default() -> set[str]:
+    """The registered models a campaign without a `models:` block skips (`default = False`)."""
+    return {n for n in registry.names() if not registry.get(n).default}
 
 
 @pytest.fixture
@@ -125,7 +132,7 @@ def test_a_failing_model_fails_alone(promo_env, monkeypatch, capsys, failing_mod
     board = {r[0]: r[1] for r in _query(promo_env, "SELECT model, status FROM leaderboard_entries")}
     assert board == {"s_learner": "evaluated", "dipn": "evaluated", "random": "evaluated",
                      "lgbm_s": "evaluated", "lgbm_s_mono": "evaluated", "lgbm_t": "evaluated",
-                     "gnn_hazard": "skipped", "failing": "missing"}
+                     "gnn_hazard": "skipped", "failing": "missing", **{m: "skipped" for m in _off_by_default()}}
     assert main(["report", "--campaign", "demo"]) == 0
     out = capsys.readouterr().out
     assert "s_learner" in out and "dipn" in out and "failing not evaluated" in out
