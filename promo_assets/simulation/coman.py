@@ -37,7 +37,9 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 
-from promo_assets.simulation.landing import Log, Pool, SimulationError, SimulationSummary, budgets_within, rng_pool, write_campaign
+from promo_assets.simulation.landing import (
+    Log, Pool, SimulationError, SimulationSummary, budgets_within, rct_config, rng_pool, write_campaign,
+)
 
 PERIODS = ("breakfast", "lunch", "afternoon_tea", "dinner", "midnight_snack")
 PERIOD_SHARE = (0.15, 0.30, 0.15, 0.30, 0.10)
@@ -129,19 +131,10 @@ def simulate_coman(campaign_dir: Path, days: int, users: int, seed: int, start: 
     rows, directions, cost_attr, _ = levels_of(incentive)
     pool, cost_amounts = build_pool(users, seed, incentive)
     budgets = budgets_within(list(DEFAULTS["budget_per_capita"] if budget_per_capita is None else budget_per_capita), pool)
-    config = {
-        "treatments": {"levels": rows, "attributes": {k: {"monotone": d} for k, d in directions.items()},
-                       "cost": {"attribute": cost_attr}},
-        "cost": "redeemed",
-        "randomized": True,
-        "response": "binary",
-        "budget_per_capita": budgets,
-        "holdout_days": 1,
-        "validation_fraction": 0.2,
-        "ips_clip": 20.0,
-        "models": {"include": list(MODELS)},
-        "segments": ["period_of_day", "city"],
-    }
+    treatments = {"levels": rows, "attributes": {k: {"monotone": d} for k, d in directions.items()},
+                  "cost": {"attribute": cost_attr}}
+    config = rct_config(treatments, "redeemed", budgets, models={"include": list(MODELS)},
+                        segments=["period_of_day", "city"])
     return write_campaign(
         campaign_dir, preset="coman_spatiotemporal", config=config, pool=pool, incentives=list(cost_amounts),
         days=days, start=start, seed=seed, daily_active=float(daily_active), log_propensity=True,

@@ -40,6 +40,7 @@ import numpy as np
 from scipy.special import expit, softmax
 
 from promo_assets.simulation.landing import (
+    rct_config,
     Log,
     Pool,
     SimulationError,
@@ -162,16 +163,7 @@ def simulate_demo(
         "logging": logging,
         "confounding": float(confounding),
     }
-    config = {
-        "treatments": {"levels": [plain_number(x) for x in levels_arr]},
-        "cost": "redeemed",
-        "randomized": logging == "rct",
-        "response": "binary",
-        "budget_per_capita": budgets,
-        "holdout_days": 1,
-        "validation_fraction": 0.2,
-        "ips_clip": 20.0,
-    }
+    config = rct_config({"levels": [plain_number(x) for x in levels_arr]}, "redeemed", budgets, randomized=logging == "rct")
     return write_campaign(
         campaign_dir, preset="demo", config=config, pool=pool, incentives=list(levels_arr), days=days,
         start=start, seed=seed, daily_active=float(daily_active), log_propensity=logging == "rct",

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 
-from promo_assets.simulation.landing import Log, Pool, SimulationSummary, rng_pool, write_campaign
+from promo_assets.simulation.landing import Log, Pool, SimulationSummary, rct_config, rng_pool, write_campaign
 
 LEVELS = (0.0, 0.05, 0.10, 0.15, 0.20)
 CITIES = ("beijing", "shanghai", "chengdu", "wuhan")
@@ -102,16 +102,7 @@ def simulate_dfcl(campaign_dir: Path, days: int, users: int, seed: int, start: d
                   daily_active: float = DEFAULTS["daily_active"], log: Log = None) -> SimulationSummary:
     """Write a `dfcl_discount` campaign (see the module docstring)."""
     pool, budgets = dfcl_pool(users, seed)
-    config = {
-        "treatments": {"levels": list(LEVELS)},
-        "cost": "column",
-        "randomized": True,
-        "response": "binary",
-        "budget_per_capita": budgets,
-        "holdout_days": 1,
-        "validation_fraction": 0.2,
-        "ips_clip": 20.0,
-    }
+    config = rct_config({"levels": list(LEVELS)}, "column", budgets)
     return write_campaign(
         campaign_dir, preset="dfcl_discount", config=config, pool=pool, incentives=list(LEVELS), days=days,
         start=start, seed=seed, daily_active=float(daily_active), log_propensity=True, cost_rule="column",

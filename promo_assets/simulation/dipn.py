@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from promo_assets.simulation.landing import (
+    rct_config,
     Log,
     Pool,
     SimulationError,
@@ -124,16 +125,7 @@ def simulate_dipn(
         "daily_active": float(daily_active),
         "n_categories": list(n),
     }
-    config = {
-        "treatments": {"levels": [plain_number(x) for x in levels_arr]},
-        "cost": "redeemed",
-        "randomized": True,
-        "response": "binary",
-        "budget_per_capita": budgets,
-        "holdout_days": 1,
-        "validation_fraction": 0.2,
-        "ips_clip": 200.0,
-    }
+    config = rct_config({"levels": [plain_number(x) for x in levels_arr]}, "redeemed", budgets, ips_clip=200.0)
     return write_campaign(
         campaign_dir, preset=variant, config=config, pool=pool, incentives=list(levels_arr), days=days,
         start=start, seed=seed, daily_active=float(daily_active), log_propensity=True,

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from promo_assets.simulation.landing import (
+    rct_config,
     Log,
     Pool,
     SimulationError,
@@ -80,16 +81,7 @@ def simulate_e2e(
     pool = Pool(features=feats, categories={}, expected_response=v, expected_cost=cost)
     budgets = budgets_within(list(DEFAULTS["budget_per_capita"] if budget_per_capita is None else budget_per_capita), pool)
     options = {"daily_active": float(daily_active), "features": features}
-    config = {
-        "treatments": {"levels": list(LEVELS)},
-        "cost": "assigned",
-        "randomized": True,
-        "response": "binary",
-        "budget_per_capita": budgets,
-        "holdout_days": 1,
-        "validation_fraction": 0.2,
-        "ips_clip": 20.0,
-    }
+    config = rct_config({"levels": list(LEVELS)}, "assigned", budgets)
     return write_campaign(
         campaign_dir, preset="e2e_synthetic", config=config, pool=pool, incentives=list(map(float, LEVELS)),
         days=days, start=start, seed=seed, daily_active=float(daily_active), log_propensity=True,

@@ -140,6 +140,15 @@ def check_common(days: int, users: int, n_levels: int, daily_active: float) -> N
         )
 
 
+def rct_config(treatments: dict[str, Any], cost: str, budgets: list[float], *, randomized: bool = True,
+               ips_clip: float = 20.0, **extra: Any) -> dict[str, Any]:
+    """The campaign.yaml body every preset writes (binary response, one holdout day, 20 % validation),
+    in this key order; `extra` keys (models, segments, ...) follow."""
+    return {"treatments": treatments, "cost": cost, "randomized": randomized, "response": "binary",
+            "budget_per_capita": budgets, "holdout_days": 1, "validation_fraction": 0.2, "ips_clip": ips_clip,
+            **extra}
+
+
 def budgets_within(preset_budgets: list[float], pool: Pool) -> list[float]:
     """The preset's per-capita budgets if they lie strictly between the cheapest and the most
     expensive allocation under the true costs; otherwise 25/50/75 % points of that range."""

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from promo_assets.simulation.landing import (
+    rct_config,
     Log,
     Pool,
     SimulationError,
@@ -105,16 +106,7 @@ def simulate_uplift_two_arm(
     )
     budgets = budgets_within([] if budget_per_capita is None else list(budget_per_capita), pool)
     options = {"daily_active": float(daily_active), "treated_share": share}
-    config = {
-        "treatments": {"levels": list(LEVELS)},
-        "cost": "column",
-        "randomized": True,
-        "response": "binary",
-        "budget_per_capita": budgets,
-        "holdout_days": 1,
-        "validation_fraction": 0.2,
-        "ips_clip": 20.0,
-    }
+    config = rct_config({"levels": list(LEVELS)}, "column", budgets)
     return write_campaign(
         campaign_dir, preset="uplift_two_arm", config=config, pool=pool, incentives=list(map(float, LEVELS)),
         days=days, start=start, seed=seed, daily_active=float(daily_active), log_propensity=True,
