@@ -159,6 +159,9 @@ automation_sensor = dg.AutomationConditionSensorDefinition(
     # One backfill per tick when it requests several partitions: Dagster then runs a campaign's
     # assets after the same tick's payment_edges / merchant_events reloads they read.
     emit_backfills=True,
+    # Evaluated in the code server, not the daemon: the conditions use a Python operand of their own
+    # (conditions.EndedUnmaterialized, a skipped or failed execution), which the daemon cannot load.
+    use_user_code_server=True,
     description="Evaluates the assets' automation conditions (promo_assets/orchestration/conditions.py): "
     "payment_edges / merchant_events are reloaded with rct_events of the same date|campaign, and a "
     "campaign is refreshed downstream once after any ingestion of it (promo run, schedule, landing "

@@ -1,7 +1,8 @@
 """The automation conditions of the asset graph, in one place (Dagster's declarative automation).
 
 They replace the hand-written `downstream_refresh` run-status sensor, which watched `ingest_job`
-only. The `automation` sensor (automation.py) evaluates them in the daemon (`dagster dev` runs it);
+only. The `automation` sensor (automation.py) evaluates them in the code server (`use_user_code_server`:
+one operand is Python code of this module; `dagster dev` runs the sensor);
 the UI's Automation page shows every evaluation, node by node, with the labels below.
 
 - `INGESTION_CONDITION` (payment_edges, merchant_events): reload a date|campaign partition when
@@ -20,11 +21,18 @@ the UI's Automation page shows every evaluation, node by node, with the labels b
   (`any_deps_waiting`: the graph assets wait for a payment_edges reload still running, and with them
   the gnn_hazard chain, the joint allocation and the leaderboard), so that nothing runs first on a
   stale upstream and again after it.
-  It also fires when an upstream was updated after the asset was last requested, the asset did not
-  materialize since, and another upstream's latest execution failed (`gathered_unhandled`): an asset
-  that gathers several independent chains (the campaign's leaderboard over every model's evaluation)
-  is requested alone on the next tick when the run that requested it skipped it because one chain
-  failed. A model that failed by itself is not retried (its upstreams did not fail).
+  A *skipped* execution counts as handled like a materialization (`EndedUnmaterialized`, a Python
+  operand of this module: the latest run that targeted the partition ended without materializing
+  it): a model that does not apply yields nothing and Dagster skips its chain, which therefore never
+  materializes; without this, the chain would be requested again whenever its upstream was
+  refreshed by another run than the one that skipped it (an asset backfill runs the campaign's
+  assets before the graph side that waits for the reloads). A failed execution counts too: a model
+  that failed by itself is not retried for the same upstream updates.
+- `GATHER_CONDITION` (the leaderboard, which gathers every model's chain): the same, and it also
+  fires when an upstream was updated after the asset was last requested, the asset did not
+  materialize since, and another upstream's latest execution failed or was skipped
+  (`gathered_unhandled`): the run that requested the leaderboard skipped it because one chain
+  failed or did not apply in that run, so it is requested alone on the next tick.
   No dependency has to be present (a campaign without a day of some file, a model that failed or
   does not apply): `AutomationCondition.eager()` would wait for all of them forever.
 
@@ -35,6 +43,8 @@ every downstream asset was materialized after its deps.)
 """
 
 from __future__ import annotations
+
+import datetime as dt
 
 import dagster as dg
 
@@ -64,15 +74,82 @@ def _any_deps_updated() -> dg.AutomationCondition:
     return AC.any_deps_match(_updated_elsewhere() | AC.will_be_requested()).with_label("any_deps_updated")
 
 
+class EndedUnmaterialized(dg.AutomationCondition):
+    """The latest run that targeted the asset partition (its latest planned materialization) has
+    ended without materializing it: the step was skipped (a model that does not apply yields
+    nothing, and Dagster skips the rest of its chain in that run) or failed. With `newly`, only when
+    that run ended after the previous tick. Dagster's operands cannot say this: an asset that is
+    skipped never materializes, so `newly_updated` never resets its refresh, and
+    `executed_with_root_target` only covers upstream updates made by the same run (an asset backfill
+    updates a chain's upstreams in one run and executes the chain in the next)."""
+
+    def __init__(self, newly: bool = False, label: str | None = None):
+        self.newly, self.label = newly, label
+
+    def with_label(self, label: str | None) -> "EndedUnmaterialized":
+        return EndedUnmaterialized(self.newly, label)
+
+    @property
+    def name(self) -> str:
+        return "newly_ended_unmaterialized" if self.newly else "ended_unmaterialized"
+
+    def evaluate(self, context: dg.AutomationContext) -> dg.AutomationResult:
+        since = context.previous_evaluation_time
+        empty = dg.AutomationResult(context, true_subset=context.get_empty_subset())
+        if context.candidate_subset.is_empty or (self.newly and since is None):
+            return empty
+        instance = context.asset_graph_view.instance
+        if self.newly and not _may_have_targeted(_runs_ended_since(instance, since.timestamp()), context.key):
+            return empty  # no run that could have targeted the asset ended since the previous tick
+        keys = context.candidate_subset.expensively_compute_partition_keys()
+        ended = {pk for pk in keys if _ended_unmaterialized(instance, context.key, pk, since if self.newly else None)}
+        return dg.AutomationResult(context, true_subset=context.candidate_subset.compute_intersection_with_partition_keys(ended))
+
+
+_ENDED: dict = {}  # (instance, previous tick) -> the runs that ended since: one query per tick, not per asset
+
+
+def _runs_ended_since(instance, since: float) -> list:
+    cache_key = (id(instance), since)
+    if cache_key not in _ENDED:
+        _ENDED.clear()
+        records = instance.get_run_records(dg.RunsFilter(updated_after=dt.datetime.fromtimestamp(since, dt.timezone.utc),
+                                                        statuses=[dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE,
+                                                                  dg.DagsterRunStatus.CANCELED]))
+        _ENDED[cache_key] = [r for r in records if r.end_time is not None and r.end_time > since]
+    return _ENDED[cache_key]
+
+
+def _may_have_targeted(records: list, key: dg.AssetKey) -> bool:
+    """A run's asset selection names the asset, or the run records none (a job's whole selection)."""
+    return any(not r.dagster_run.asset_selection or key in r.dagster_run.asset_selection for r in records)
+
+
+def _ended_unmaterialized(instance, key: dg.AssetKey, partition: str | None, since) -> bool:
+    planned = instance.get_latest_planned_materialization_info(key, partition)
+    if planned is None:
+        return False
+    record = instance.get_run_record_by_id(planned.run_id)
+    if record is None or not record.dagster_run.is_finished or (since is not None and (
+            record.end_time is None or record.end_time <= since.timestamp())):
+        return False
+    latest = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=key, asset_partitions=None if partition is None else [partition]), limit=1).records
+    return not latest or latest[0].run_id != planned.run_id
+
+
 def _handled() -> dg.AutomationCondition:
-    return (AC.newly_requested() | AC.newly_updated() | AC.initial_evaluation()).with_label("handled")
+    """Requested, materialized, or executed by a run that ended without materializing it (skipped
+    or failed: not retried for the same upstream updates), since the previous tick."""
+    return (AC.newly_requested() | AC.newly_updated() | AC.initial_evaluation()
+            | EndedUnmaterialized(newly=True)).with_label("handled")
 
 
 def _gathered_unhandled() -> dg.AutomationCondition:
     """An upstream partition was updated after this asset was last requested, and this asset has not
     materialized since that update (timestamps decide when both are seen on the same tick), and
-    another upstream's latest execution failed: the asset was skipped for that upstream's failure,
-    its other upstreams are new. Not while an upstream's latest update is from `promo run`."""
+    another upstream's latest execution failed or ended without materializing it (skipped): the asset
+    was not executed for that upstream's failure or skip, its other upstreams are new. Not while an upstream's latest update is from `promo run`."""
     dep_updated_since_request = (
         AC.any_deps_match(AC.newly_updated()).since(AC.newly_requested()).with_label("dep_updated_since_requested")
     )
@@ -82,7 +159,7 @@ def _gathered_unhandled() -> dg.AutomationCondition:
     return (
         dep_updated_since_request
         & ~updated_after_deps
-        & AC.any_deps_match(AC.execution_failed()).with_label("any_deps_failed")
+        & AC.any_deps_match(AC.execution_failed() | EndedUnmaterialized()).with_label("any_deps_failed_or_skipped")
         & ~AC.any_deps_match(AC.executed_with_tags(tag_values=REFRESHED_BY_CLI)).with_label("any_deps_from_promo_run")
     ).with_label("gathered_unhandled")
 
@@ -105,9 +182,17 @@ def _any_deps_waiting() -> dg.AutomationCondition:
     return AC.any_deps_match(_refresh_due() & ~AC.will_be_requested()).with_label("any_deps_waiting")
 
 
-CAMPAIGN_CONDITION = (
-    (_refresh_due() | _gathered_unhandled())
-    & ~AC.any_deps_in_progress()
-    & ~AC.in_progress()
-    & ~_any_deps_waiting()
-).with_label("refresh_campaign")
+def _campaign_condition(trigger: dg.AutomationCondition, label: str) -> dg.AutomationCondition:
+    return (
+        trigger
+        & ~AC.any_deps_in_progress()
+        & ~AC.in_progress()
+        & ~_any_deps_waiting()
+    ).with_label(label)
+
+
+CAMPAIGN_CONDITION = _campaign_condition(_refresh_due(), "refresh_campaign")
+
+# The leaderboard gathers every model's chain: also requested alone when the run that requested it
+# did not execute it because one chain was skipped or failed in it.
+GATHER_CONDITION = _campaign_condition(_refresh_due() | _gathered_unhandled(), "refresh_gathered")

@@ -22,6 +22,7 @@ from promo_assets.orchestration.campaign_assets import (
     results_write,
 )
 from promo_assets.orchestration.common import LandingResource, WarehouseResource, connect, md_table
+from promo_assets.orchestration.conditions import GATHER_CONDITION
 from promo_assets.warehouse import registered, sql
 
 
@@ -92,7 +93,8 @@ def board_metadata(board: pd.DataFrame, specs: dict, ev, config, campaign: str, 
 
 def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
     @dg.asset(key="leaderboard", deps=[dg.AssetKey([n, "policy_evaluation"]) for n in names] + ["outcome_model"],
-              group_name="evaluation", code_version="1", kinds={"duckdb", "matplotlib"}, **COMMON,
+              group_name="evaluation", code_version="1", kinds={"duckdb", "matplotlib"},
+              **{**COMMON, "automation_condition": GATHER_CONDITION},
               description="Every model at equal spend: the latest evaluation of each registered model (its "
               "`<model>/policy_evaluation` materialization) and the cost-matched random reference (rows 'random'), "
               "ranked; the leaderboard (a table), the frontier and response-per-level plots, and the models "
