@@ -9,7 +9,7 @@ one JSON line per part):
 - ``big``: 10^8 x 16 out-of-core from the chunk source (chunk i generated from seed i, standing in
   for a scoring stream; never stored): wall time, peak RSS, bytes read, passes;
 - ``curve``: the sizes of --curve (default 10^6, 10^7, 10^8) the same way, one after the other in one
-  process (after an untimed warm-up solve at 10^5): a table of wall and CPU time per user, passes,
+  process (after an untimed warm-up solve of one chunk, 2^20 users): a table of wall and CPU time per user, passes,
   peak RSS (the process's, so far: the largest size last) and load, and max/min of the time per user;
 - ``parquet``: 2 x 10^7 x 16 written to Parquet files under --tmp (deleted afterwards), then read
   back row group by row group: time per user against the chunk source at the same size;
@@ -199,8 +199,8 @@ def part_exact(args) -> dict:
 
 
 def part_sizes(sizes, workers) -> dict:
-    warm = GeneratedSource(100_000)  # untimed: the process's first-touch costs are not the first size's
-    solve_chunked(warm, warm.budget())
+    warm = GeneratedSource(CHUNK)  # untimed, one full chunk: the process's first allocations of chunk-sized
+    solve_chunked(warm, warm.budget())  # arrays are slower (seen: 0.4 against 0.15 us per user to generate)
     return {str(n): run_chunked(GeneratedSource(n), GeneratedSource(n).budget(), workers) for n in sizes}
 
 
@@ -292,7 +292,18 @@ def part_e2e(args) -> dict:
 
     with duckdb.connect(str(work / "w.duckdb"), read_only=True) as con:
         out["allocation_rows"] = con.execute("SELECT model, count(*) FROM allocation GROUP BY model").fetchall()
+    out["slowest_steps"] = step_seconds(work / "dagster_home")[:12]
     return out
+
+
+def step_seconds(home: Path) -> list[tuple[str, float]]:
+    """(step, seconds) of every step of the runs stored under the Dagster home `home`, slowest first."""
+    import dagster as dg
+
+    instance = dg.DagsterInstance.from_config(str(home))
+    steps = [(s.step_key, (s.end_time or 0) - (s.start_time or 0)) for run in instance.get_runs()
+             for s in instance.get_run_step_stats(run.run_id) if s.start_time]
+    return sorted(steps, key=lambda x: -x[1])
 
 
 def part_online(args) -> dict:
