@@ -15,7 +15,8 @@ one JSON line per part):
   back row group by row group: time per user against the chunk source at the same size;
 - ``e2e``: `promo run` on a demo campaign whose population file is replaced by 10^6 users
   (resampled from the simulated population's features: the simulator's events for 10^6 users would
-  take hours), with PROMO_DASK_SCHEDULER=local:2 and the models s_learner and lgbm_s;
+  take hours), with PROMO_DASK_SCHEDULER=local:2 and the models s_learner and lgbm_s: wall time, exit
+  code, peak RSS and the slowest Dagster steps;
 - ``online``: `OnlinePolicy.decide_stream` throughput (users/s on one core) of the fitted models of
   the ``e2e`` part (its warehouse and artefact store, kept under --tmp).
 

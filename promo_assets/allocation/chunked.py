@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -246,8 +247,11 @@ class ChunkRunner:
 
         def submit():
             for i, (values, costs, ids) in chunks:
-                fut = self.client.submit(run_loaded, fn, values, costs, k, _describe(self.source, self.refs[i]),
-                                         *args(i), key=f"{fn.__name__}-{tag}-{i}", pure=False)
+                with warnings.catch_warnings():  # the chunk travels inside its task on purpose: a task the
+                    # scheduler holds is rerun elsewhere when its worker dies (scattered data would die with it)
+                    warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
+                    fut = self.client.submit(run_loaded, fn, values, costs, k, _describe(self.source, self.refs[i]),
+                                             *args(i), key=f"{fn.__name__}-{tag}-{i}", pure=False)
                 pending[fut] = (i, ids)
                 done.add(fut)
                 return True
