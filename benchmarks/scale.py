@@ -8,12 +8,15 @@ one JSON line per part):
   LocalCluster of 2 worker processes: λ*, value, dual bound and their relative differences;
 - ``big``: 10^8 x 16 out-of-core from the chunk source (chunk i generated from seed i, standing in
   for a scoring stream; never stored): wall time, peak RSS, bytes read, passes;
-- ``curve``: 10^6 and 10^7 the same way (with ``big``: time per user at 10^6 / 10^7 / 10^8);
+- ``curve``: the sizes of --curve (default 10^6, 10^7, 10^8) the same way, one after the other in one
+  process (after an untimed warm-up solve of one chunk, 2^20 users): a table of wall and CPU time per user, passes,
+  peak RSS (the process's, so far: the largest size last) and load, and max/min of the time per user;
 - ``parquet``: 2 x 10^7 x 16 written to Parquet files under --tmp (deleted afterwards), then read
   back row group by row group: time per user against the chunk source at the same size;
 - ``e2e``: `promo run` on a demo campaign whose population file is replaced by 10^6 users
   (resampled from the simulated population's features: the simulator's events for 10^6 users would
-  take hours), with PROMO_DASK_SCHEDULER=local:2 and the models s_learner and lgbm_s;
+  take hours), with PROMO_DASK_SCHEDULER=local:2 and the models s_learner and lgbm_s: wall time, exit
+  code, peak RSS and the slowest Dagster steps;
 - ``online``: `OnlinePolicy.decide_stream` throughput (users/s on one core) of the fitted models of
   the ``e2e`` part (its warehouse and artefact store, kept under --tmp).
 
@@ -155,7 +158,9 @@ def run_chunked(source, budget, workers: int) -> dict:
            "passes": res.info["passes"], "bytes_read": res.info["bytes_read"], "chunks": res.info["chunks"],
            "active_users": res.info["active_users"], "band_segments": res.info["band_segments"],
            "widenings": res.info["widenings"], "workers": workers, "levels_written": int(levels.sum()),
-           "fractional_user": res.fractional_user}
+           "fractional_user": res.fractional_user, "sampled_users": res.info["sampled_users"],
+           "step_cpu_per_user_ns": {k: x / source.n_users * 1e9 for k, x in res.info["cpu_seconds"].items()},
+           "step_wall_s": res.info["seconds"]}
     if workers:
         out["peak_rss_workers"] = rss.stop()
         client.close()
@@ -195,7 +200,26 @@ def part_exact(args) -> dict:
 
 
 def part_sizes(sizes, workers) -> dict:
+    warm = GeneratedSource(CHUNK)  # untimed, one full chunk: the process's first allocations of chunk-sized
+    solve_chunked(warm, warm.budget())  # arrays are slower (seen: 0.4 against 0.15 us per user to generate)
     return {str(n): run_chunked(GeneratedSource(n), GeneratedSource(n).budget(), workers) for n in sizes}
+
+
+def curve_table(points: dict) -> str:
+    """The scaling curve as a table, and max/min of the time per user (wall and CPU)."""
+    head = (f"{'users':>12} {'chunks':>6} {'passes':>6} {'sampled':>8} {'active':>9} {'wall s':>8} "
+            f"{'wall us/user':>12} {'CPU us/user':>11} {'peak RSS MB':>11}  load (1/5/15 min)")
+    lines = [head]
+    for n, r in points.items():
+        lines.append(f"{int(n):>12,} {r['chunks']:>6} {r['passes']:>6} {r['sampled_users']:>8} {r['active_users']:>9} "
+                     f"{r['wall_s']:>8.1f} {r['per_user_ns'] / 1e3:>12.3f} {r['cpu_per_user_ns'] / 1e3:>11.3f} "
+                     f"{r['peak_rss_total'] / 2**20:>11.0f}  {r['loadavg']}")
+        lines.append("             CPU us/user by step: " + ", ".join(
+            f"{k} {x / 1e3:.3f}" for k, x in r["step_cpu_per_user_ns"].items()))
+    for key, name in (("per_user_ns", "wall"), ("cpu_per_user_ns", "CPU")):
+        xs = [r[key] for r in points.values()]
+        lines.append(f"{name} time per user, max/min over the sizes: {max(xs) / min(xs):.2f}")
+    return "\n".join(lines)
 
 
 def part_parquet(args) -> dict:
@@ -269,7 +293,18 @@ def part_e2e(args) -> dict:
 
     with duckdb.connect(str(work / "w.duckdb"), read_only=True) as con:
         out["allocation_rows"] = con.execute("SELECT model, count(*) FROM allocation GROUP BY model").fetchall()
+    out["slowest_steps"] = step_seconds(work / "dagster_home")[:12]
     return out
+
+
+def step_seconds(home: Path) -> list[tuple[str, float]]:
+    """(step, seconds) of every step of the runs stored under the Dagster home `home`, slowest first."""
+    import dagster as dg
+
+    instance = dg.DagsterInstance.from_config(str(home))
+    steps = [(s.step_key, (s.end_time or 0) - (s.start_time or 0)) for run in instance.get_runs()
+             for s in instance.get_run_step_stats(run.run_id) if s.start_time]
+    return sorted(steps, key=lambda x: -x[1])
 
 
 def part_online(args) -> dict:
@@ -328,7 +363,7 @@ def main() -> None:
     ap.add_argument("--tmp", default="/tmp", help="where the Parquet files and the e2e campaign go (deleted / kept)")
     ap.add_argument("--big-users", type=int, default=100_000_000)
     ap.add_argument("--e2e-users", type=int, default=1_000_000)
-    ap.add_argument("--curve", default="1000000,10000000", help="sizes of part curve")
+    ap.add_argument("--curve", default="1000000,10000000,100000000", help="sizes of part curve")
     ap.add_argument("--exact-users", type=int, default=10_000_000)
     ap.add_argument("--json-out")
     ap.add_argument("--child")
@@ -348,6 +383,8 @@ def main() -> None:
         results[part] = json.loads(line[-1][7:]) if line else {"error": text[-2000:], "rc": proc.returncode}
         results[part]["part_wall_s"] = time.perf_counter() - t0
         print(f"[{part}] {json.dumps(results[part], default=str)}", flush=True)
+        if part == "curve" and "error" not in results[part]:
+            print(curve_table({n: r for n, r in results[part].items() if n.isdigit()}), flush=True)
     results["loadavg_end"] = uptime()
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(results, indent=1, default=str))

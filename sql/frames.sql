@@ -43,6 +43,11 @@ SELECT user_id, level, value, cost FROM response_coefficients
 WHERE campaign = ? AND model = ? AND model_version = ? AND target = ?
 ORDER BY user_id, level;
 
+-- name: coefficient_count
+-- Rows and distinct users of one model version and target (promo_assets.allocation.stored).
+SELECT count(*), count(DISTINCT user_id) FROM response_coefficients
+WHERE campaign = ? AND model = ? AND model_version = ? AND target = ?;
+
 -- name: insert_dual
 INSERT INTO budget_dual (campaign, model, model_version, budget_per_capita, lambda_, value, cost, dual_bound,
                          n_users, run_id, solved_at, tie_share)

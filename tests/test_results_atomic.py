@@ -194,14 +194,16 @@ def _failing_solver(monkeypatch, fail_at_call: int, action):
 
 KILL_SCRIPT = textwrap.dedent("""
     import os, sys
-    import promo_assets.allocation as allocation
-    real, calls = allocation.decide_at, [0]
-    def decide_at(*args, **kwargs):
+    import promo_assets.allocation.stored as stored
+    real, calls = stored.decide_at_chunked, [0]
+    def decide_at_chunked(*args, sink, **kwargs):
         calls[0] += 1
-        if calls[0] == int(sys.argv[1]):
-            os._exit(9)  # as kill -9: no cleanup, no rollback, no run status
-        return real(*args, **kwargs)
-    allocation.decide_at = decide_at
+        def sink_then_die(*chunk):
+            sink(*chunk)  # the chunk's allocation rows are written in the transaction, then
+            if calls[0] == int(sys.argv[1]):
+                os._exit(9)  # as kill -9: no cleanup, no rollback, no run status
+        return real(*args, sink=sink_then_die, **kwargs)
+    stored.decide_at_chunked = decide_at_chunked
     from promo_assets.cli import main
     main(["run", "--campaign", "demo", "--no-progress"])
 """)
@@ -230,19 +232,23 @@ def test_failed_and_killed_runs_leave_no_rows_and_the_report_keeps_the_previous_
     before = _rows_of(promo_env, good)
     assert all(before.values()), before
 
-    # an exception in the first model's allocation, after that model's budget_dual rows were written:
-    # only that model's rows of the run are deleted (run 'partial'); the other model's rows count
-    import promo_assets.allocation as allocation
+    # an exception in the first model's allocation, after that model's budget_dual rows and its first
+    # chunk of allocation rows were written: only that model's rows of the run are deleted (run
+    # 'partial'); the other model's rows count
+    import promo_assets.allocation.stored as stored
 
-    real, calls = allocation.decide_at, [0]
+    real, calls = stored.decide_at_chunked, [0]
 
-    def decide_at(*args, **kwargs):
+    def decide_at_chunked(*args, sink, **kwargs):
         calls[0] += 1
-        if calls[0] == 1:
-            raise RuntimeError("decision exploded in the first model's allocation")
-        return real(*args, **kwargs)
 
-    monkeypatch.setattr(allocation, "decide_at", decide_at)
+        def written_then_exploding(*chunk):
+            sink(*chunk)
+            if calls[0] == 1:
+                raise RuntimeError("decision exploded in the first model's allocation")
+        return real(*args, sink=written_then_exploding, **kwargs)
+
+    monkeypatch.setattr(stored, "decide_at_chunked", decide_at_chunked)
     assert main(["run", "--no-progress"]) == 1
     err = capsys.readouterr().err
     failed_model = re.search(r"demo: (\w+)/allocation: decision exploded in the first model's allocation", err).group(1)
@@ -257,7 +263,7 @@ def test_failed_and_killed_runs_leave_no_rows_and_the_report_keeps_the_previous_
     entries = dict(_query(promo_env, "SELECT model, evaluation_run_id FROM leaderboard_entries WHERE run_id = ? "
                           "AND status = 'evaluated'", [board]))
     assert entries[failed_model] == good and entries[other] == partial
-    monkeypatch.setattr(allocation, "decide_at", real)
+    monkeypatch.setattr(stored, "decide_at_chunked", real)
     assert main(["report", "--campaign", "demo"]) == 0
     out = capsys.readouterr().out
     assert board in out and "dipn" in out and "s_learner" in out
@@ -306,14 +312,27 @@ def test_retention_current_budgets_history_and_an_infeasible_budget(promo_env, m
 
     # new budgets; 0.25 is made infeasible for every model: its costs + 1 per user
     _set_budgets(promo_env, [0.25, 1.0, 2.0])
-    import promo_assets.allocation as allocation
+    import promo_assets.allocation.chunked as chunked
 
-    real = allocation.solve
+    real = chunked.solve_chunked
 
-    def solve(values, costs, budget, *args, **kwargs):
-        return real(values, costs + (1.0 if budget == 0.25 else 0.0), budget, *args, **kwargs)
+    class Dearer:
+        """The pipeline's streamed coefficients with every cost + 1."""
 
-    monkeypatch.setattr(allocation, "solve", solve)
+        def __init__(self, source):
+            self.source, self.n_users, self.n_levels = source, source.n_users, source.n_levels
+
+        def chunks(self):
+            return self.source.chunks()
+
+        def stream(self):
+            for values, costs, ids in self.source.stream():
+                yield values, costs + 1.0, ids
+
+    def solve_chunked(source, budget, *args, **kwargs):
+        return real(Dearer(source) if budget == 0.25 else source, budget, *args, **kwargs)
+
+    monkeypatch.setattr(chunked, "solve_chunked", solve_chunked)
     assert main(["run", "--no-progress"]) == 0  # the feasible budgets are solved, allocated and evaluated
     capsys.readouterr()
     second, second_board = _last_runs(promo_env)
@@ -348,7 +367,7 @@ def test_retention_current_budgets_history_and_an_infeasible_budget(promo_env, m
     assert history_budgets >= {f"{b:g}" for b in old_budgets} | {"0.25", "1", "2"}
 
     # a third run: PROMO_KEEP_RUNS=2 keeps the last two runs' results, in every results table
-    monkeypatch.setattr(allocation, "solve", real)
+    monkeypatch.setattr(chunked, "solve_chunked", real)
     assert main(["run", "--no-progress"]) == 0
     third, third_board = _last_runs(promo_env)
     for table in ("budget_dual", "allocation", "policy_evaluation", "model_registry"):

@@ -277,3 +277,74 @@ def test_a_worker_that_keeps_dying_fails_the_run_and_leaves_no_allocation(client
     assert written  # chunks were written in the transaction before chunk 4's worker died in the last pass
     with warehouse.connect(read_only=True) as con:
         assert con.execute("SELECT count(*) FROM allocation").fetchone()[0] == 0
+
+
+# --------------------------------------------------------------------------------------------
+# the pipeline's source: response_coefficients read chunk by chunk from the warehouse
+
+
+def stored(tmp_path, v, c, *, shuffle_seed=0):
+    """A warehouse with v, c as model m / v1's population coefficients (inserted in a shuffled user
+    order, read back in user-id order), and an open connection to it."""
+    from promo_assets.orchestration.resources import WarehouseResource
+    from promo_assets.warehouse import registered, sql
+
+    n, k = v.shape
+    order = np.random.default_rng(shuffle_seed).permutation(n)
+    frame = pd.DataFrame({"user_id": np.repeat([f"u{i:06d}" for i in order], k),
+                          "level": np.tile(np.arange(k, dtype=np.int32), n),
+                          "value": v[order].ravel(), "cost": c[order].ravel()})
+    warehouse = WarehouseResource(path=str(tmp_path / "w.duckdb"))
+    with warehouse.transaction() as con, registered(con, "chunk_df", frame):
+        con.execute(sql("frames", "insert_coefficients"), ["demo", "m", "v1", "population"])
+    return warehouse
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_stored_coefficients_stream_gives_solve_and_decide_at(tmp_path, workers, request):
+    from promo_assets.allocation.stored import StoredCoefficients, decide_into_allocation, sampled_frontier
+    from promo_assets.allocation import frontier
+
+    client = request.getfixturevalue("client") if workers else None
+    v, c = instance(9_000, 6, 21)
+    warehouse = stored(tmp_path, v, c)
+    budget = 0.3 * float(c.max(axis=1).sum())
+    ref = solve(v, c, budget)
+    with warehouse.transaction() as con:
+        source = StoredCoefficients(con, "demo", "m", "v1", "population", 6, rows=1_000)
+        assert source.n_users == 9_000 and len(source.chunks()) == 9
+        got = solve_chunked(source, budget, client=client)
+        assert_same(ref, got)
+        assert got.info["passes"] == 3 and got.info["bytes_read"] == 3 * (v.nbytes + c.nbytes)
+        bare = solve_chunked(source, budget, client=client, levels=False)  # what budget_dual stores: two passes
+        assert bare.info["passes"] == 2 and bare.levels.size == 0 and bare.fractional_user is None
+        assert (bare.lambda_, bare.value, bare.cost, bare.dual_bound) == (got.lambda_, got.value, got.cost, got.dual_bound)
+        fr, n_fr = sampled_frontier(source, client=client)
+        assert n_fr == 9_000 and np.array_equal(fr.costs, frontier(v, c).costs)
+        share = tie_share_chunked(source, ref.lambda_, budget, client=client)
+        assert share == pytest.approx(tie_share(v, c, ref.lambda_, budget), rel=1e-12, abs=1e-12)
+        out = decide_into_allocation(con, source, ["demo", "m", "v1", 0.3, "run-1"], ref.lambda_, share,
+                                     [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], client=client)
+    want = decide_at(v, c, ref.lambda_, share)
+    assert out["users"] == 9_000 and np.array_equal(out["level_counts"], np.bincount(want, minlength=6))
+    assert out["cost"] == pytest.approx(float(c[np.arange(9_000), want].sum()), rel=1e-12)
+    with warehouse.connect(read_only=True) as con:
+        rows = con.execute("SELECT user_id, level, incentive FROM allocation ORDER BY user_id").fetchall()
+    assert [r[0] for r in rows] == [f"u{i:06d}" for i in range(9_000)]
+    assert np.array_equal([r[1] for r in rows], want) and all(r[2] == r[1] for r in rows)
+
+
+def test_stored_coefficients_sample_a_large_frontier_and_refuse_missing_levels(tmp_path):
+    from promo_assets.allocation.stored import StoredCoefficients, sampled_frontier
+
+    v, c = instance(3_000, 4, 22)
+    warehouse = stored(tmp_path, v, c)
+    with warehouse.connect() as con:
+        source = StoredCoefficients(con, "demo", "m", "v1", "population", 4, rows=700)
+        fr, n_fr = sampled_frontier(source, users=1_000)
+        assert 800 < n_fr < 1_200 and fr.costs[-1] / n_fr == pytest.approx(c.max(axis=1).mean(), rel=0.1)
+        with pytest.raises(AllocationInputError, match=r"12000 rows for 3000 users, expected 5 levels per user"):
+            StoredCoefficients(con, "demo", "m", "v1", "population", 5)
+        con.execute("UPDATE response_coefficients SET level = 7 WHERE user_id = 'u001500' AND level = 2")
+        with pytest.raises(AllocationInputError, match=r"users from 1400 on do not each have the levels 0\.\.3"):
+            list(StoredCoefficients(con, "demo", "m", "v1", "population", 4, rows=700).stream())

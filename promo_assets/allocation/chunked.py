@@ -32,7 +32,9 @@ a stored λ*): the per-user sides per chunk, the tie rule over the tied users on
 from __future__ import annotations
 
 import math
+import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,8 +48,11 @@ from .at_lambda import _extra, _sides, share_of, tied_up
 from .errors import AllocationInputError
 from .solver import Allocation, _infeasible, fix_on_bracket, certificate, round_fractional, sample_bracket
 
-#: users sampled (over all chunks) to bracket λ* in the first pass (at most; see solve_chunked)
+#: users sampled (over all chunks) to bracket λ* in the first pass: at most (see sample_size)
 SAMPLE_USERS = 500_000
+#: ... at least (every user of a smaller problem: the bracket is then exact), and SAMPLE_SCALE * n^(2/3)
+SAMPLE_FLOOR = 50_000
+SAMPLE_SCALE = 6.0
 #: the sample's random stream: np.random.default_rng([_SAMPLE_STREAM, seed, chunk]), never the same stream
 #: as a chunk source's default_rng(chunk) (a sample drawn from the generator's own stream is biased)
 _SAMPLE_STREAM = 0x5A3B1E
@@ -171,19 +176,33 @@ def run_chunk(fn: Callable, source, ref, *args):
     """One chunk's task: load it, check it, apply `fn(values, costs, *args)`; returns (result, bytes
     of coefficients read). Bad input raises AllocationInputError naming the chunk."""
     values, costs = source.load(ref)
+    return run_loaded(fn, values, costs, source.n_levels, _describe(source, ref), *args)
+
+
+def run_loaded(fn: Callable, values, costs, n_levels: int, where: str, *args):
+    """`run_chunk` for a chunk already read (a streamed source's, read on the client)."""
     try:
         values, costs = _checks.check_pair(values, costs)
-        if values.shape[1] != source.n_levels:
-            raise AllocationInputError(f"has {values.shape[1]} levels, expected {source.n_levels}")
+        if values.shape[1] != n_levels:
+            raise AllocationInputError(f"has {values.shape[1]} levels, expected {n_levels}")
     except AllocationInputError as exc:
-        raise AllocationInputError(f"{_describe(source, ref)}: {exc}") from None
+        raise AllocationInputError(f"{where}: {exc}") from None
     return fn(values, costs, *args), int(values.nbytes + costs.nbytes)
 
 
 class ChunkRunner:
     """Runs per-chunk functions over a source: in this process (``client=None``), one chunk at a time,
     or as Dask tasks on a `dask.distributed.Client` (the source is sent to the workers once; results
-    come back as they complete). Counts the passes over the data and the bytes read."""
+    come back as they complete). Counts the passes over the data and the bytes read.
+
+    A *streamed* source (one with ``stream()``: (values, costs, ids) per chunk, in the order of
+    ``chunks()``, read on the client, e.g. from a database cursor; see `promo_assets.allocation.stored`)
+    is read once per pass on the client; on Dask each chunk read is one task, at most WINDOW per worker
+    in flight, so that the client holds a bounded number of chunks. ``ids``: the ids of the chunk whose
+    result `map` just yielded (None for a source without ids)."""
+
+    #: a streamed source's chunks in flight per Dask worker
+    WINDOW = 2
 
     def __init__(self, source, client=None):
         self.source = source
@@ -193,11 +212,15 @@ class ChunkRunner:
             raise AllocationInputError("the chunk source has no chunks (no users)")
         self.passes = 0
         self.bytes_read = 0
+        self.ids = None
         self._remote = None
 
     def map(self, fn: Callable, args: Callable[[int], tuple] = lambda i: ()) -> Iterator[tuple[int, Any]]:
         """(chunk index, fn's result) for every chunk (in order in-process; as completed on Dask)."""
         self.passes += 1
+        if hasattr(self.source, "stream"):
+            yield from self._map_stream(fn, args)
+            return
         if self.client is None:
             for i, ref in enumerate(self.refs):
                 result, nbytes = run_chunk(fn, self.source, ref, *args(i))
@@ -205,6 +228,58 @@ class ChunkRunner:
                 yield i, result
             return
         yield from self._map_dask(fn, args)
+
+    def _map_stream(self, fn, args):
+        k = self.source.n_levels
+        chunks = enumerate(self.source.stream())
+        if self.client is None:
+            for i, (values, costs, ids) in chunks:
+                result, nbytes = run_loaded(fn, values, costs, k, _describe(self.source, self.refs[i]), *args(i))
+                self.bytes_read += nbytes
+                self.ids = ids
+                yield i, result
+            return
+        from distributed import as_completed
+
+        window = self.WINDOW * max(1, len(self.client.scheduler_info().get("workers", {})))
+        tag = uuid.uuid4().hex[:8]
+        pending, done = {}, as_completed()
+
+        def submit():
+            for i, (values, costs, ids) in chunks:
+                with warnings.catch_warnings():  # the chunk travels inside its task on purpose: a task the
+                    # scheduler holds is rerun elsewhere when its worker dies (scattered data would die with it)
+                    warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
+                    fut = self.client.submit(run_loaded, fn, values, costs, k, _describe(self.source, self.refs[i]),
+                                             *args(i), key=f"{fn.__name__}-{tag}-{i}", pure=False)
+                pending[fut] = (i, ids)
+                done.add(fut)
+                return True
+            return False
+
+        try:
+            while len(pending) < window and submit():
+                pass
+            for fut in done:
+                i, ids = pending.pop(fut)
+                result, nbytes = self._result(fut, i)
+                self.bytes_read += nbytes
+                self.ids = ids
+                yield i, result
+                submit()
+        finally:
+            for fut in pending:
+                fut.cancel()
+
+    def _result(self, fut, i):
+        try:
+            out = fut.result()
+        except AllocationInputError:
+            raise
+        except Exception as exc:  # KilledWorker, a reader's error...
+            raise ChunkError(f"{_describe(self.source, self.refs[i])}: {type(exc).__name__}: {exc}") from None
+        fut.release()
+        return out
 
     def _map_dask(self, fn, args):
         from distributed import as_completed
@@ -217,14 +292,8 @@ class ChunkRunner:
         try:
             for fut in as_completed(list(futures)):
                 i = futures[fut]
-                try:
-                    result, nbytes = fut.result()
-                except AllocationInputError:
-                    raise
-                except Exception as exc:  # KilledWorker, a reader's error...
-                    raise ChunkError(f"{_describe(self.source, self.refs[i])}: {type(exc).__name__}: {exc}") from None
+                result, nbytes = self._result(fut, i)
                 self.bytes_read += nbytes
-                fut.release()
                 yield i, result
         finally:
             for fut in futures:
@@ -288,14 +357,27 @@ def chunk_levels(values, costs, lo: float, hi: float, band_taken: np.ndarray, cr
             "cost": float(costs[rows, levels].sum(dtype=np.float64))}
 
 
-def chunk_sides(values, costs, lambda_: float) -> dict:
-    """The chunk's levels just above λ (the cheaper tied level), its tied users (rows), their dearer
-    level and extra cost, and the cost of the cheaper levels (what `tie_share` sums)."""
+def chunk_sides(values, costs, lambda_: float, levels: bool = True) -> dict:
+    """The chunk's levels just above λ (the cheaper tied level; left out when not `levels`), its tied
+    users (rows), their dearer level and extra cost, and the cost of the cheaper levels (what
+    `tie_share` sums)."""
     low, high = _sides(values, costs, lambda_)
     tied = np.flatnonzero(low != high)
     rows = np.arange(low.shape[0])
-    return {"low": low, "tied": tied, "high": high[tied], "extra": _extra(costs, low, high)[tied],
+    return {"n": int(low.shape[0]), "low": low if levels else None, "tied": tied, "high": high[tied],
+            "extra": _extra(costs, low, high)[tied],
             "base_cost": float(np.asarray(costs[rows, low], dtype=np.float64).sum())}
+
+
+def chunk_decide(values, costs, lambda_: float, up: np.ndarray) -> dict:
+    """The chunk's levels at λ: the cheaper tied level, the dearer one for its tied users `up` (positions
+    among the chunk's tied users, as `chunk_sides` lists them); with their total cost."""
+    low, high = _sides(values, costs, lambda_)
+    tied = np.flatnonzero(low != high)[up]
+    levels = low.astype(np.int32)
+    levels[tied] = high[tied]
+    rows = np.arange(levels.shape[0])
+    return {"levels": levels, "cost": float(np.asarray(costs[rows, levels], dtype=np.float64).sum())}
 
 
 # --------------------------------------------------------------------------------------------
@@ -306,15 +388,44 @@ def _offsets(runner: ChunkRunner, sizes: dict[int, int]) -> np.ndarray:
     return np.concatenate([[0], np.cumsum([sizes[i] for i in range(len(runner.refs))])]).astype(np.int64)
 
 
+class _Clock:
+    """Wall and CPU seconds (of this process) per step of solve_chunked, summed when a step repeats:
+    ``info["seconds"]``, ``info["cpu_seconds"]``."""
+
+    def __init__(self):
+        self.laps: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
+        self._t, self._c = time.perf_counter(), time.process_time()
+
+    def lap(self, name: str) -> None:
+        now, cpu = time.perf_counter(), time.process_time()
+        self.laps[name] = self.laps.get(name, 0.0) + now - self._t
+        self.cpu[name] = self.cpu.get(name, 0.0) + cpu - self._c
+        self._t, self._c = now, cpu
+
+
+def sample_size(n_users: int, cap: int = SAMPLE_USERS) -> int:
+    """Users sampled in pass 1 for `n_users`: SAMPLE_SCALE * n^(2/3), at least SAMPLE_FLOOR (every user
+    below it) and at most `cap`.
+
+    The sample's hull and greedies cost about 5 us per sampled user; the bracket they give is
+    ~1/sqrt(s) wide, and every user active in it costs a hull in the band and the levels passes (about
+    3.5 us each). Their sum is least at s ~ 6 n^(2/3). (An eighth of n, at least 100,000, made the
+    bracket 0.61 of 2.27 us CPU per user at 10^6, against 0.24 of 1.44 at 10^7.)
+    """
+    return int(min(cap, max(SAMPLE_FLOOR, SAMPLE_SCALE * n_users ** (2.0 / 3.0))))
+
+
 def solve_chunked(source, budget: float, per_capita: bool = False, seed: int = 0, *, rounding: str = "sample",
-                  client=None, sink: Callable[[int, int, np.ndarray], None] | None = None,
+                  client=None, sink: Callable[[int, int, np.ndarray], None] | None = None, levels: bool = True,
                   sample_users: int = SAMPLE_USERS, log: Callable[[str], None] | None = None) -> Allocation:
     """`solve` over a chunk source (module doc): the same λ*, LP value, dual bound and levels.
 
     `client`: a dask.distributed Client (None: in this process). `sink(chunk, first_user, levels)`
     receives the levels chunk by chunk (in completion order); without a sink they are gathered into
-    the result's ``levels``, with one, ``levels`` is empty. ``info``: passes, bytes_read, the bracket,
-    active users, band segments.
+    the result's ``levels``, with one, ``levels`` is empty. ``levels=False``: no levels pass (two passes:
+    λ*, value, cost, dual bound and gap only; ``levels`` empty, the fractional user unknown: None).
+    ``info``: passes, bytes_read, the bracket, active users, band segments, seconds per step.
     """
     if rounding not in ("sample", "down"):
         raise AllocationInputError(f"rounding must be 'sample' or 'down', got {rounding!r}")
@@ -322,9 +433,9 @@ def solve_chunked(source, budget: float, per_capita: bool = False, seed: int = 0
     runner = ChunkRunner(source, client)
     n_all, k = int(source.n_users), int(source.n_levels)
     say = log or (lambda _m: None)
+    clock = _Clock()
     # pass 1: sizes, the cheapest allocation, a sample of users
-    # the sample's hull is a fixed cost: an eighth of the users when that is smaller (at least 100,000)
-    rate = min(1.0, min(sample_users, max(100_000, n_all // 8)) / max(n_all, 1))
+    rate = min(1.0, sample_size(n_all, sample_users) / max(n_all, 1))
     first = dict(runner.map(chunk_sample, lambda i: (rate, [_SAMPLE_STREAM, seed, i])))
     sizes = {i: r["n"] for i, r in first.items()}
     n = sum(sizes.values())
@@ -335,6 +446,7 @@ def solve_chunked(source, budget: float, per_capita: bool = False, seed: int = 0
     vs = np.concatenate([first[i]["v"] for i in range(len(first))])
     cs = np.concatenate([first[i]["c"] for i in range(len(first))])
     del first
+    clock.lap("sample_pass")
     rng = np.random.default_rng(seed)
     if math.isinf(total):
         lo, hi = 0.0, 0.0
@@ -342,6 +454,7 @@ def solve_chunked(source, budget: float, per_capita: bool = False, seed: int = 0
         lo, hi = 0.0, math.inf
     else:
         lo, hi = sample_bracket(vs, cs, total, n, rng, 4.0)
+    clock.lap("bracket")
     say(f"solve_chunked: {n} users x {k} levels in {len(runner.refs)} chunks; sampled {vs.shape[0]}; "
         f"bracket lambda in [{lo:.6g}, {hi:.6g}]")
     widenings = 0
@@ -356,6 +469,7 @@ def solve_chunked(source, budget: float, per_capita: bool = False, seed: int = 0
         seg_of = np.concatenate([[0], np.cumsum([band[i]["eff"].shape[0] for i in order])]).astype(np.int64)
         active = sum(band[i]["active"] for i in order)
         del band
+        clock.lap("band_pass")
         remaining = total - low_cost
         band_total = float(dc.sum())
         say(f"solve_chunked: bracket [{lo:.6g}, {hi:.6g}]: {active} active users, {eff.shape[0]} band segments")
@@ -372,6 +486,7 @@ def solve_chunked(source, budget: float, per_capita: bool = False, seed: int = 0
             lo, hi = max(0.0, lo - 4 * width), lo
         say(f"solve_chunked: lambda* is outside the bracket; widened to [{lo:.6g}, {hi:.6g}]")
     g = greedy(eff, dc, dv, max(0.0, remaining), rng)
+    clock.lap("band_greedy")
     lam = 0.0 if everything else g.lambda_
     theta = g.theta if g.crit >= 0 else 0.0
     crit_dv = float(dv[g.crit]) if g.crit >= 0 else 0.0
@@ -381,6 +496,11 @@ def solve_chunked(source, budget: float, per_capita: bool = False, seed: int = 0
     crit_chunk = int(np.searchsorted(seg_of, g.crit, side="right") - 1) if fractional else -1
     figures = certificate(low_value=low_value + g.taken_dv, low_cost=low_cost + g.taken_dc, lam=lam, budget=total,
                           theta=theta, crit_dv=crit_dv, crit_dc=crit_dc, fractional=fractional, rounded_up=rounded_up)
+    if not levels:
+        return Allocation(levels=np.zeros(0, dtype=np.int32), **figures, fractional_user=None,
+                          fraction=float(theta) if fractional else 0.0, fractional_levels=None, rounded_up=rounded_up,
+                          kind="per_capita" if per_capita else "total", n_users=n, n_levels=k,
+                          info=_info(runner, clock, client, lo, hi, widenings, active, eff, vs))
     # pass 3: the levels, chunk by chunk
     starts = _offsets(runner, sizes)
     kept = None if sink is not None else np.empty(n, dtype=np.int32)
@@ -399,17 +519,22 @@ def solve_chunked(source, budget: float, per_capita: bool = False, seed: int = 0
             kept[starts[i]:starts[i + 1]] = out["levels"]
         else:
             sink(i, int(starts[i]), out["levels"])
+    clock.lap("levels_pass")
     tol = 1e-9 * max(1.0, abs(figures["value"]))
     if abs(value - figures["value"]) > tol:  # the levels written must be the ones certified
         raise AssertionError(f"solve_chunked: written levels are worth {value!r}, certified {figures['value']!r}")
-    info = {"method": "chunked-bracketed-hull-greedy", "passes": runner.passes, "bytes_read": runner.bytes_read,
-            "chunks": len(runner.refs), "bracket": (lo, hi), "widenings": widenings, "active_users": active,
-            "band_segments": int(eff.shape[0]), "sampled_users": int(vs.shape[0]),
-            "dask": client is not None}
     return Allocation(levels=kept if kept is not None else np.zeros(0, dtype=np.int32), **figures,
                       fractional_user=None if frac is None else frac[0], fraction=float(theta) if fractional else 0.0,
                       fractional_levels=None if frac is None else (frac[1], frac[2]), rounded_up=rounded_up,
-                      kind="per_capita" if per_capita else "total", n_users=n, n_levels=k, info=info)
+                      kind="per_capita" if per_capita else "total", n_users=n, n_levels=k,
+                      info=_info(runner, clock, client, lo, hi, widenings, active, eff, vs))
+
+
+def _info(runner, clock, client, lo, hi, widenings, active, eff, vs) -> dict:
+    return {"method": "chunked-bracketed-hull-greedy", "passes": runner.passes, "bytes_read": runner.bytes_read,
+            "chunks": len(runner.refs), "bracket": (lo, hi), "widenings": widenings, "active_users": active,
+            "band_segments": int(eff.shape[0]), "sampled_users": int(vs.shape[0]),
+            "dask": client is not None, "seconds": clock.laps, "cpu_seconds": clock.cpu}
 
 
 def _gather_sides(runner: ChunkRunner, lambda_: float) -> dict[int, dict]:
@@ -423,9 +548,18 @@ def tie_share_chunked(source, lambda_: float, budget: float, *, client=None) -> 
                     float(np.concatenate([s["extra"] for s in sides.values()]).sum()), budget)
 
 
-def decide_at_chunked(source, lambda_: float, share: float = 0.0, seed: int = 0, *, client=None) -> np.ndarray:
-    """`decide_at` over a chunk source (one pass): the same levels (int32, N)."""
+def decide_at_chunked(source, lambda_: float, share: float = 0.0, seed: int = 0, *, client=None,
+                      sink: Callable[[int, int, np.ndarray, Any], None] | None = None):
+    """`decide_at` over a chunk source: the same levels (int32, N), gathered in one pass.
+
+    With `sink`, nothing of the size of the population is held: pass 1 collects the tied users' extra
+    costs only (`tied_up` picks the ones going up, as `decide_at` does), pass 2 hands every chunk's
+    levels to ``sink(chunk, first_user, levels, ids)`` (ids: the streamed source's ids of the chunk,
+    else None), in completion order; returns {"users", "cost": the levels' total cost,
+    "level_counts"}."""
     runner = ChunkRunner(source, client)
+    if sink is not None:
+        return _decide_into(runner, float(lambda_), share, seed, sink)
     sides = _gather_sides(runner, lambda_)
     order = range(len(sides))
     starts = _offsets(runner, {i: s["low"].shape[0] for i, s in sides.items()})
@@ -435,6 +569,22 @@ def decide_at_chunked(source, lambda_: float, share: float = 0.0, seed: int = 0,
     up = tied_up(np.concatenate([sides[i]["extra"] for i in order]), share, seed)
     levels[tied[up]] = high[up]
     return levels
+
+
+def _decide_into(runner: ChunkRunner, lambda_: float, share: float, seed: int, sink) -> dict:
+    sides = dict(runner.map(chunk_sides, lambda i: (lambda_, False)))
+    order = range(len(sides))
+    starts = _offsets(runner, {i: s["n"] for i, s in sides.items()})
+    tied_of = np.concatenate([[0], np.cumsum([sides[i]["tied"].shape[0] for i in order])]).astype(np.int64)
+    up = np.sort(tied_up(np.concatenate([sides[i]["extra"] for i in order]), share, seed))
+    del sides
+    cuts = np.searchsorted(up, tied_of)
+    cost, counts = 0.0, np.zeros(runner.source.n_levels, dtype=np.int64)
+    for i, out in runner.map(chunk_decide, lambda i: (lambda_, up[cuts[i]:cuts[i + 1]] - tied_of[i])):
+        cost += out["cost"]
+        counts += np.bincount(out["levels"], minlength=counts.shape[0])
+        sink(i, int(starts[i]), out["levels"], runner.ids)
+    return {"users": int(starts[-1]), "cost": cost, "level_counts": counts}
 
 
 def predict_chunk(model, frame):

@@ -46,6 +46,7 @@ from promo_assets.orchestration.campaign_assets import (
 )
 from promo_assets.orchestration.common import LandingResource, WarehouseResource, connect, md_table
 from promo_assets.orchestration.resources import DaskResource
+from promo_assets.allocation.stored import StoredCoefficients, decide_into_allocation, sampled_frontier
 from promo_assets.warehouse import registered, sql
 
 SCORING_CHUNK = 50_000
@@ -265,29 +266,25 @@ def coefficients_asset(model: ResponseModel) -> dg.AssetsDefinition:
 
 def solve_duals(context, con, campaign: str, model: str, version: str, config,
                 dask: DaskResource) -> tuple[list, list, list]:
-    """λ* and the tie share for every budget (stored in budget_dual; on the run's Dask cluster when it
-    has one: the chunked exact solver), the frontier points and the infeasible budgets (stored in
+    """λ* and the tie share for every budget (stored in budget_dual; the chunked exact solver over the
+    stored coefficients read chunk by chunk, on the run's Dask cluster when it has one), the frontier
+    points (of a sample beyond `stored.FRONTIER_USERS` users) and the infeasible budgets (stored in
     infeasible_budget)."""
-    from promo_assets.allocation import InfeasibleBudgetError, frontier, solve, tie_share
-    from promo_assets.allocation.chunked import ArraySource, ChunkError, solve_chunked, tie_share_chunked
+    from promo_assets.allocation import InfeasibleBudgetError
+    from promo_assets.allocation.chunked import ChunkError, solve_chunked, tie_share_chunked
 
-    _, values, costs = coefficient_arrays(con, campaign, model, version, "population", config.n_levels)
-    n = len(values)
-    fr = frontier(values, costs)
+    client, source = population_source(con, campaign, model, version, config, dask)
+    n = source.n_users
+    fr, n_fr = sampled_frontier(source, client=client)
     idx = np.unique(np.linspace(0, len(fr.costs) - 1, 12).round().astype(int))
-    curve = [{"lambda_": float(fr.lambdas[i]), "cost_per_capita": float(fr.costs[i]) / n,
-              "value_per_capita": float(fr.values[i]) / n} for i in idx]
+    curve = [{"lambda_": float(fr.lambdas[i]), "cost_per_capita": float(fr.costs[i]) / n_fr,
+              "value_per_capita": float(fr.values[i]) / n_fr} for i in idx]
     rows, infeasible = [], []
-    client = dask.client()
-    source = ArraySource(values, costs, dask.chunk_rows(n)) if client is not None else None
     for b in budgets(config):
         try:
-            if source is None:
-                res = solve(values, costs, b, per_capita=True)
-                share = tie_share(values, costs, res.lambda_, b * n)
-            else:
-                res = solve_chunked(source, b, per_capita=True, client=client, log=context.log.info)
-                share = tie_share_chunked(source, res.lambda_, b * n, client=client)
+            res = solve_chunked(source, b, per_capita=True, client=client, log=context.log.info,
+                                levels=False)  # λ* only: the levels are the allocation asset's
+            share = tie_share_chunked(source, res.lambda_, b * n, client=client)
         except InfeasibleBudgetError as exc:
             context.log.warning(f"{model}: budget_per_capita {b:g} skipped: {exc}; the other budgets are solved")
             infeasible.append(results.record_infeasible(con, campaign, model, version, b, exc, context.run_id))
@@ -300,6 +297,37 @@ def solve_duals(context, con, campaign: str, model: str, version: str, config,
                      "value_per_capita": res.value / n, "cost_per_capita": res.cost / n,
                      "dual_gap": float(res.dual_bound - res.value)})
     return rows, curve, infeasible
+
+
+def population_source(con, campaign: str, model: str, version: str, config, dask: DaskResource):
+    """(the run's Dask client or None, the population's stored coefficients as a streamed chunk source)."""
+    client = dask.client()
+    source = StoredCoefficients(con, campaign, model, version, "population", config.n_levels)
+    source.rows = dask.chunk_rows(source.n_users)
+    return client, source
+
+
+def allocate(con, context, campaign: str, model: str, run_id: str, version: str, dual_version, config,
+             dask: DaskResource) -> tuple[list, list, dict]:
+    """The population's levels at the λ* budget_dual stored in run `run_id`, written to allocation chunk
+    by chunk (`stored.decide_into_allocation`, on the run's Dask cluster when it has one): the rows of
+    the metadata table, the infeasible budgets and the lineage."""
+    from promo_assets.allocation.chunked import ChunkError
+
+    duals, infeasible, lineage = stored_duals(con, campaign, model, run_id, version, dual_version)
+    client, source = population_source(con, campaign, model, version, config, dask)
+    rows = []
+    for b, lam, share in duals:
+        try:
+            got = decide_into_allocation(con, source, [campaign, model, version, b, context.run_id], lam, share,
+                                         config.incentives, client=client)
+        except ChunkError as exc:
+            raise _fail(exc) from None
+        share_of = got["level_counts"] / max(got["users"], 1)
+        rows.append({"budget_per_capita": b, "users": got["users"], "cost_per_capita": got["cost"] / max(got["users"], 1),
+                     "share_per_level": {str(lab): round(float(s), 3) for lab, s in zip(config.labels, share_of)}})
+    return rows, [{"budget_per_capita": b, "message": f"budget {b:g} per capita cannot be met: {m}"}
+                  for b, m in infeasible], lineage
 
 
 def budgets(config) -> list[float]:
@@ -343,13 +371,8 @@ def stored_decisions(con, campaign: str, model: str, target: str, k: int, run_id
     from promo_assets.allocation import decide_at
     from promo_assets.allocation.chunked import ArraySource, ChunkError, decide_at_chunked
 
-    dual_key = key(model, "budget_dual")
     users, values, costs = coefficient_arrays(con, campaign, model, version, target, k)
-    duals = con.execute(sql("frames", "duals_of_run"), [campaign, model, version, run_id]).fetchall()
-    infeasible = con.execute(sql("frames", "infeasible_of_run"), [campaign, model, version, run_id]).fetchall()
-    if not duals and not infeasible:
-        raise dg.Failure(f"{dual_key.to_user_string()} of run {run_id} left no λ* for {model} {version} "
-                         f"(its run failed and its rows were removed): re-materialize it")
+    duals, infeasible, lineage = stored_duals(con, campaign, model, run_id, version, dual_version)
     client = dask.client()
     try:
         decisions = {float(b): decide_at(values, costs, lam, share, seed=0) if client is None else
@@ -358,9 +381,20 @@ def stored_decisions(con, campaign: str, model: str, target: str, k: int, run_id
     except ChunkError as exc:
         raise _fail(exc) from None
     decisions.update({float(b): f"budget {b:g} per capita cannot be met: {msg}" for b, msg in infeasible})
+    return users, values, costs, decisions, lineage
+
+
+def stored_duals(con, campaign: str, model: str, run_id: str, version: str, dual_version: str | None):
+    """(λ* and tie share per budget, infeasible budgets) that budget_dual stored in run `run_id` for
+    model `version`, and the lineage."""
+    duals = con.execute(sql("frames", "duals_of_run"), [campaign, model, version, run_id]).fetchall()
+    infeasible = con.execute(sql("frames", "infeasible_of_run"), [campaign, model, version, run_id]).fetchall()
+    if not duals and not infeasible:
+        raise dg.Failure(f"{key(model, 'budget_dual').to_user_string()} of run {run_id} left no λ* for {model} "
+                         f"{version} (its run failed and its rows were removed): re-materialize it")
     lineage = {"model_version": version, "budget_dual_run": run_id, "budget_dual_version": dual_version,
                "lambdas": dg.MetadataValue.json({f"{b:g}": {"lambda_": lam, "tie_share": s} for b, lam, s in duals})}
-    return users, values, costs, decisions, lineage
+    return [(float(b), lam, s) for b, lam, s in duals], [(float(b), m) for b, m in infeasible], lineage
 
 
 def allocation_asset(model: ResponseModel) -> dg.AssetsDefinition:
@@ -378,30 +412,16 @@ def allocation_asset(model: ResponseModel) -> dg.AssetsDefinition:
         config = load_config(landing.path, campaign)
         run_id, meta, dual_version = upstream(context, dual_key)
         with connect(warehouse) as con, results_write(context, con, campaign, "allocation"):
-            users, values, costs, decisions, lineage = stored_decisions(
-                con, campaign, model.name, "population", config.n_levels, run_id, meta["model_version"], dual_version,
-                dask)
-            rows = [write_allocation(con, context, campaign, model.name, lineage["model_version"], b, levels,
-                                     users, costs, config) for b, levels in decisions.items() if not isinstance(levels, str)]
-        infeasible = [{"budget_per_capita": b, "message": m} for b, m in decisions.items() if isinstance(m, str)]
-        version = _version(lineage["budget_dual_version"], *(r["cost_per_capita"] for r in rows))
+            rows, infeasible, lineage = allocate(con, context, campaign, model.name, run_id, meta["model_version"],
+                                                 dual_version, config, dask)
+        # 12 digits: the cost is summed chunk by chunk, its last bits follow the chunking (the workers)
+        version = _version(lineage["budget_dual_version"], *(f"{r['cost_per_capita']:.12g}" for r in rows))
         return dg.MaterializeResult(
             metadata={**lineage, "allocations": md_table(rows), "run_id": context.run_id,
                       **({"infeasible_budgets": md_table(infeasible)} if infeasible else {})},
             data_version=dg.DataVersion(version))
 
     return _allocation
-
-
-def write_allocation(con, context, campaign, model, version, b, levels, users, costs, config) -> dict:
-    incentives = np.asarray(config.incentives)
-    alloc_df = pd.DataFrame({"user_id": users, "level": levels.astype(np.int32), "incentive": incentives[levels]})
-    with registered(con, "alloc_df", alloc_df):
-        con.execute(sql("frames", "insert_allocation"), [campaign, model, version, b, context.run_id])
-    share = np.bincount(levels, minlength=config.n_levels) / max(len(users), 1)
-    spent = float(costs[np.arange(len(users)), levels].sum()) / max(len(users), 1)
-    return {"budget_per_capita": b, "users": len(users), "cost_per_capita": spent,
-            "share_per_level": {str(lab): round(float(s), 3) for lab, s in zip(config.labels, share)}}
 
 
 # --------------------------------------------------------------------------------------------

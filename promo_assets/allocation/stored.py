@@ -1,0 +1,109 @@
+"""The pipeline's coefficients as a chunk source: the warehouse's response_coefficients rows of one
+model version and target, read chunk by chunk through a DuckDB cursor (an Arrow record-batch stream of
+the `frames.coefficients` statement, in its user order), never all in memory.
+
+`StoredCoefficients` is a *streamed* chunk source (`chunked.ChunkRunner`): each pass re-runs the
+statement on a cursor of its own and cuts the stream into chunks of `rows` users on the client; on
+Dask the chunks read are sent to the workers as tasks (the workers never open the warehouse, which
+the run's process holds). `decide_into_allocation` writes the decision at a stored λ* to the table
+allocation chunk by chunk, on the caller's connection (inside its transaction: all rows or none);
+`sampled_frontier` is the budget–value frontier of a uniform sample of at most `FRONTIER_USERS`
+users (every user below that: the exact frontier).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pandas as pd
+
+from promo_assets.warehouse import registered, sql
+
+from .chunked import ChunkRunner, chunk_sample, decide_at_chunked
+from .errors import AllocationInputError
+from .frontier import Frontier, frontier
+
+#: users of the frontier plotted in budget_dual's metadata (a uniform sample above this)
+FRONTIER_USERS = 200_000
+
+
+class StoredCoefficients:
+    """response_coefficients of (campaign, model, version, target) in chunks of `rows` users, in the
+    statement's user order (`ORDER BY user_id, level`, the order the in-memory path used). Checks that
+    every user has exactly the levels 0..n_levels-1."""
+
+    def __init__(self, con, campaign: str, model: str, version: str, target: str, n_levels: int,
+                 rows: int = 1 << 16):
+        self._con = con
+        self.params = [campaign, model, version, target]
+        self.n_levels, self.rows = int(n_levels), max(1, int(rows))
+        self.what = f"{target} coefficients of {model} {version}"
+        n_rows, n_users = con.execute(sql("frames", "coefficient_count"), self.params).fetchone()
+        if n_rows != n_users * self.n_levels:
+            raise AllocationInputError(f"{self.what}: {n_rows} rows for {n_users} users, expected {self.n_levels} "
+                                       "levels per user; re-materialize response_coefficients")
+        self.n_users = int(n_users)
+
+    def chunks(self) -> list[int]:
+        return list(range(-(-self.n_users // self.rows)))
+
+    def describe(self, ref) -> str:
+        first = ref * self.rows
+        return f"{self.what}, users {first}..{min(first + self.rows, self.n_users) - 1}"
+
+    def stream(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """(values, costs, user ids) per chunk, in order: one ordered scan on a cursor of its own."""
+        import pyarrow as pa
+
+        k, step = self.n_levels, self.rows * self.n_levels
+        cur = self._con.cursor()
+        try:
+            reader = cur.execute(sql("frames", "coefficients"), self.params).fetch_record_batch(step)
+            rest, first = None, 0
+            for batch in reader:
+                rest = pa.Table.from_batches([batch]) if rest is None else pa.concat_tables([rest, pa.Table.from_batches([batch])])
+                while rest.num_rows >= step:
+                    yield self._chunk(rest.slice(0, step), first)
+                    rest, first = rest.slice(step), first + self.rows
+            if rest is not None and rest.num_rows:
+                yield self._chunk(rest, first)
+        finally:
+            cur.close()
+
+    def _chunk(self, table, first: int):
+        k = self.n_levels
+        m = table.num_rows // k
+        level = table.column("level").to_numpy()
+        if table.num_rows != m * k or not np.array_equal(level.reshape(m, k), np.broadcast_to(np.arange(k), (m, k))):
+            raise AllocationInputError(f"{self.what}: the users from {first} on do not each have the levels "
+                                       f"0..{k - 1}; re-materialize response_coefficients")
+        users = table.column("user_id").to_numpy(zero_copy_only=False)[::k]
+        values = table.column("value").to_numpy().reshape(m, k)
+        costs = table.column("cost").to_numpy().reshape(m, k)
+        return values, costs, users
+
+
+def sampled_frontier(source, *, client=None, users: int = FRONTIER_USERS, seed: int = 0) -> tuple[Frontier, int]:
+    """(the frontier of a uniform sample of about `users` users of `source`, users in the sample):
+    one pass; the whole population when it has at most `users` users (then exact)."""
+    rate = min(1.0, users / max(source.n_users, 1))
+    parts = dict(ChunkRunner(source, client).map(chunk_sample, lambda i: (rate, [seed, i])))
+    vs = np.concatenate([parts[i]["v"] for i in range(len(parts))])
+    cs = np.concatenate([parts[i]["c"] for i in range(len(parts))])
+    return frontier(vs, cs), int(vs.shape[0])
+
+
+def decide_into_allocation(con, source: StoredCoefficients, row: list, lambda_: float, share: float,
+                           incentives, *, client=None) -> dict:
+    """The levels at the stored λ* (`decide_at`'s rule, chunked) written to allocation chunk by chunk on
+    `con` (`row`: the insert_allocation parameters campaign, model, version, budget, run id); returns
+    {"users", "cost", "level_counts"}."""
+    incentives = np.asarray(incentives, dtype=np.float64)
+
+    def sink(i, first, levels, ids):
+        frame = pd.DataFrame({"user_id": ids, "level": levels, "incentive": incentives[levels]})
+        with registered(con, "alloc_df", frame):
+            con.execute(sql("frames", "insert_allocation"), row)
+
+    return decide_at_chunked(source, lambda_, share, seed=0, client=client, sink=sink)
