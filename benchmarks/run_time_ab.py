@@ -7,14 +7,19 @@ each in its own temporary warehouse / artefact store / DAGSTER_HOME, and prints 
 each run, the per-code medians and the models each run evaluated.
 
     .venv/bin/python benchmarks/run_time_ab.py --old /path/to/old/checkout [--new .] [--rounds 3]
+        [--new-models s_learner dipn gnn_hazard]
 
 (e.g. `git worktree add /tmp/old <commit>` for the old checkout). Same Python environment for both.
+`--new-models` restricts the NEW runs to the models the old code trains (campaign.yaml
+`models.include`, in a copy of the landing folder: the old code would refuse the key), so that both
+sides do the same work; without it the new code trains its default model set.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -43,6 +48,8 @@ def main() -> int:
     ap.add_argument("--new", type=Path, default=Path("."))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--max-epochs", default=None, help="PROMO_MAX_EPOCHS for both (default: unset, as in the demo)")
+    ap.add_argument("--new-models", nargs="+", default=None,
+                    help="models.include for the NEW runs (the old code's models, for the same work on both sides)")
     args = ap.parse_args()
     codes = {"old": args.old.resolve(), "new": args.new.resolve()}
     times: dict[str, list[float]] = {"old": [], "new": []}
@@ -54,11 +61,18 @@ def main() -> int:
         subprocess.run([sys.executable, "-m", "promo_assets.cli", "simulate", "--preset", "demo", "--campaign", "demo",
                         "--days", "14", "--users", "5000", "--seed", "0"], env=env, check=True, capture_output=True,
                        cwd=codes["new"])
+        landings = {"old": landing, "new": landing}
+        if args.new_models:
+            landings["new"] = Path(tmp) / "landing_new"
+            shutil.copytree(landing, landings["new"])
+            with open(landings["new"] / "demo" / "campaign.yaml", "a") as f:
+                f.write(f"models:\n  include: [{', '.join(args.new_models)}]\n")
+            print(f"new runs: models.include = {args.new_models}", flush=True)
         for r in range(args.rounds):
             order = ["old", "new"] if r % 2 == 0 else ["new", "old"]
             for which in order:
                 work = Path(tmp) / f"{which}{r}"
-                seconds, rc, tail = run(codes[which], landing, work, args.max_epochs)
+                seconds, rc, tail = run(codes[which], landings[which], work, args.max_epochs)
                 times[which].append(seconds)
                 print(f"round {r} {which}: {seconds:.1f} s, exit {rc}", flush=True)
                 if rc != 0:

@@ -309,24 +309,39 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 
 def _run_downstream(campaign_job, leaderboard_job, campaign, instance, verbose: bool, tags: dict[str, str]) -> list[str]:
-    """The campaign job (every model's chain: each succeeds, is skipped or fails on its own), then the
-    leaderboard job (whatever the chains did: in one run Dagster would not execute it after a failed
-    or skipped chain); prints the skipped models and the leaderboard. Returns the failure lines."""
+    """The campaign job (every selected model's chain: each succeeds, is skipped or fails on its own),
+    then the leaderboard job (whatever the chains did: in one run Dagster would not execute it after a
+    failed or skipped chain); prints the skipped models and the leaderboard. Returns the failure lines.
+    The chains of the models campaign.yaml's `models:` block leaves out are not executed at all (the
+    leaderboard lists them as skipped with the reason): each would only record its skip, at a cost
+    of ~20 Dagster events per chain."""
     from promo_assets.orchestration.recovery import wait_for_pool
 
+    left_out = _models_left_out(campaign)
+    keys = [k for k in campaign_job.asset_layer.executable_asset_keys if k.path[0] not in left_out]
     failures = []
     for job in (campaign_job, leaderboard_job):
         wait_for_pool(instance, print)
-        result = _run_job(job, campaign, instance, verbose, tags)
+        result = _run_job(job, campaign, instance, verbose, tags, keys if job is campaign_job else None)
         failures += [f"{campaign}: {message}" for message in ([] if result.success else _failure_messages(result))]
         if job is campaign_job:
-            for model, reason in _skipped_models(campaign, result.run_id):
+            for model, reason in sorted(_skipped_models(campaign, result.run_id) + list(left_out.items())):
                 print(f"{campaign}: {model} skipped: {reason}")
     _print_leaderboard(campaign)
     return failures
 
 
-def _run_job(job, campaign, instance, verbose: bool, tags: dict[str, str]):
+def _models_left_out(campaign: str) -> dict[str, str]:
+    """{model: reason} for the registered models campaign.yaml's `models:` block does not select."""
+    from promo_assets import settings
+    from promo_assets.ingestion import load_config
+    from promo_assets.models import registry
+
+    config = load_config(settings.landing_dir(), campaign)
+    return {n: r for n in registry.names() if (r := registry.not_selected(n, config)) is not None}
+
+
+def _run_job(job, campaign, instance, verbose: bool, tags: dict[str, str], asset_selection=None):
     """Run a campaign-partitioned job; asset log lines (epochs, scoring chunks) are printed as they
     come. Its results rows then count (succeeded; the other models' rows when only some models'
     chains failed) or are deleted (failed): promo_assets.results."""
@@ -338,6 +353,7 @@ def _run_job(job, campaign, instance, verbose: bool, tags: dict[str, str]):
         raise_on_error=False,
         tags=tags,
         run_config=_quiet_run_config(verbose, progress=True),
+        asset_selection=asset_selection,
     )
     failed_steps = [e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
     _finish_results(campaign, result.run_id, result.success, failed_models(failed_steps) if failed_steps else None)

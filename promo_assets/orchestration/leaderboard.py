@@ -33,13 +33,17 @@ def _latest(instance, asset_key: dg.AssetKey, campaign: str, observations: bool 
     return records[0] if records else None
 
 
-def board_entry(instance, name: str, campaign: str) -> dict:
-    """Where model `name` stands for `campaign`: 'skipped' (its first phase's latest event is a skip),
-    'evaluated' (the run of its latest policy_evaluation materialization) or 'missing'."""
+def board_entry(instance, name: str, campaign: str, config) -> dict:
+    """Where model `name` stands for `campaign`: 'skipped' (campaign.yaml's `models:` block leaves it
+    out, or its first phase's latest event is a skip), 'evaluated' (the run of its latest
+    policy_evaluation materialization) or 'missing'."""
     model = registry.get(name)
+    entry = {"model": name, "model_version": None, "evaluation_run_id": None, "status": "missing", "reason": None}
+    left_out = registry.not_selected(name, config)
+    if left_out is not None:
+        return {**entry, "status": "skipped", "reason": left_out}
     first = dg.AssetKey([name, "model" if len(model.phases) == 1 else model.phases[0]])
     skip, mat = _latest(instance, first, campaign, observations=True), _latest(instance, first, campaign)
-    entry = {"model": name, "model_version": None, "evaluation_run_id": None, "status": "missing", "reason": None}
     if skip is not None and "skipped_reason" in skip.asset_observation.metadata and (
             mat is None or skip.storage_id > mat.storage_id):
         return {**entry, "status": "skipped", "reason": skip.asset_observation.metadata["skipped_reason"].value}
@@ -106,7 +110,7 @@ def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
 
         campaign = context.partition_key
         config = load_config(landing.path, campaign)
-        entries = [board_entry(context.instance, n, campaign) for n in names]
+        entries = [board_entry(context.instance, n, campaign, config) for n in names]
         with connect(warehouse) as con:
             ev = evaluation_inputs(context, con, landing, campaign, config)
             frames, specs = assemble(con, campaign, entries, ev, config.n_levels)
