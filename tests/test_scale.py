@@ -348,3 +348,50 @@ def test_stored_coefficients_sample_a_large_frontier_and_refuse_missing_levels(t
         con.execute("UPDATE response_coefficients SET level = 7 WHERE user_id = 'u001500' AND level = 2")
         with pytest.raises(AllocationInputError, match=r"users from 1400 on do not each have the levels 0\.\.3"):
             list(StoredCoefficients(con, "demo", "m", "v1", "population", 4, rows=700).stream())
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_population_file_streams_the_last_row_per_user_in_chunks(tmp_path, fmt):
+    """PopulationFile (scoring's reader) = pandas reading the whole file, user_id as text,
+    drop_duplicates(keep='last'), cut into chunks; absent features NULL; no user_id: refused naming the file."""
+    import duckdb
+
+    from promo_assets.ingestion import IngestError
+    from promo_assets.ingestion.frames import PopulationFile
+
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame({"user_id": rng.integers(0, 700, 1_000), "age": rng.normal(size=1_000),
+                          "city": rng.choice(["a", "b", "c"], 1_000)})
+    path = tmp_path / f"2024-01-01.{fmt}"
+    frame.to_parquet(path) if fmt == "parquet" else frame.to_csv(path, index=False)
+    want = frame.assign(user_id=frame["user_id"].astype(str)).drop_duplicates("user_id", keep="last")
+    con = duckdb.connect()
+    pop = PopulationFile(con, path, ["age", "city", "tenure"])
+    assert pop.n_users == len(want) and pop.absent == ["tenure"]
+    parts = list(pop.frames(97))
+    assert all(len(p) == 97 for p in parts[:-1]) and 0 < len(parts[-1]) <= 97
+    got = pd.concat(parts, ignore_index=True)
+    assert got["tenure"].isna().all()
+    got, want = (f.sort_values("user_id", ignore_index=True) for f in (got.drop(columns="tenure"), want))
+    pd.testing.assert_frame_equal(got, want, check_dtype=False)
+    frame.drop(columns="user_id").to_parquet(tmp_path / "bad.parquet")
+    with pytest.raises(IngestError, match="bad.parquet: missing required column 'user_id'"):
+        PopulationFile(con, tmp_path / "bad.parquet")
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_map_frame_stream_scores_frames_in_order_with_few_in_flight(workers, request):
+    client = request.getfixturevalue("client") if workers else None
+    read = []
+
+    def frames():
+        for i in range(25):
+            read.append(i)
+            yield pd.DataFrame({"x": np.arange(i * 10, i * 10 + 10, dtype=float)})
+
+    seen = 0
+    for frame, total in chunked.map_frame_stream(lambda w, f: float((w * f["x"]).sum()), 2.0, frames(), client=client):
+        assert total == 2.0 * frame["x"].sum() and frame["x"].iloc[0] == seen * 10
+        seen += 1
+        assert len(read) - seen <= chunked.ChunkRunner.WINDOW * max(workers, 1)  # read ahead at most the window
+    assert seen == 25

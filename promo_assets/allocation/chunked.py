@@ -31,11 +31,13 @@ a stored λ*): the per-user sides per chunk, the tie rule over the tied users on
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 import uuid
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -592,24 +594,34 @@ def predict_chunk(model, frame):
     return model.predict(frame)
 
 
-def map_frames(fn: Callable, obj, frame, rows: int, *, client=None) -> Iterator[tuple[int, Any]]:
-    """(first row, fn(obj, frame[first:first + rows])) for every slice of `frame`, in row order: in this
-    process one slice at a time, or as Dask tasks on `client` (`obj`, e.g. a fitted model, sent once)."""
-    starts = range(0, len(frame), max(1, int(rows)))
+def map_frame_stream(fn: Callable, obj, frames: Iterable, *, client=None) -> Iterator[tuple[Any, Any]]:
+    """(frame, fn(obj, frame)) for every frame of `frames` (e.g. a population read in chunks), in order:
+    in this process one frame at a time (the next is read after), or as Dask tasks on `client` (`obj`,
+    e.g. a fitted model, sent once) submitted as the frames are read, at most `ChunkRunner.WINDOW` per
+    worker in flight, so that the client holds a bounded number of frames."""
     if client is None:
-        for s in starts:
-            yield s, fn(obj, frame.iloc[s:s + rows])
+        for frame in frames:
+            yield frame, fn(obj, frame)
         return
     remote = on_cluster(client, obj)
-    futures = [client.submit(fn, remote, frame.iloc[s:s + rows], pure=False) for s in starts]
+    window = ChunkRunner.WINDOW * max(1, len(client.scheduler_info().get("workers", {})))
+    frames, pending, first = iter(frames), deque(), 0
     try:
-        for s, fut in zip(starts, futures):
+        while True:
+            for frame in itertools.islice(frames, window - len(pending)):
+                with warnings.catch_warnings():  # the frame travels inside its task on purpose (see _map_stream)
+                    warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
+                    pending.append((first, frame, client.submit(fn, remote, frame, pure=False)))
+                first += len(frame)
+            if not pending:
+                return
+            start, frame, fut = pending.popleft()
             try:
                 result = fut.result()
             except Exception as exc:
-                raise ChunkError(f"rows {s}..{min(s + rows, len(frame)) - 1}: {type(exc).__name__}: {exc}") from None
+                raise ChunkError(f"rows {start}..{start + len(frame) - 1}: {type(exc).__name__}: {exc}") from None
             fut.release()
-            yield s, result
+            yield frame, result
     finally:
-        for fut in futures:
+        for _, _, fut in pending:
             fut.cancel()

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pandas as pd
 
 from promo_assets.campaign import CampaignConfig
@@ -107,3 +109,55 @@ def latest_day_file(landing: Path, campaign: str, kind: str) -> tuple[pd.DataFra
         return None, None
     path = files[max(files)]
     return read_day_file(path), str(path)
+
+
+class PopulationFile:
+    """A population/ file read through DuckDB in chunks, never whole in memory (scoring streams it):
+    one row per user (the user's last row in file order, as a user listed again is updated), user_id
+    as text (sql/frames.sql `population_parquet` / `population_csv`; DuckDB holds only each user's last
+    row number, not the rows; the users' order is DuckDB's scan order). `absent`: the `features` the
+    file lacks, added to every chunk as NULL (NaN). `n_users`: distinct users."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path, features: Sequence[str] = ()):
+        self._con, self.path = con, Path(path)
+        self._fmt = "parquet" if self.path.suffix == ".parquet" else "csv"
+        try:
+            columns = [name for name, _ in con.execute(sql("meta", f"describe_{self._fmt}"), [str(self.path)]).fetchall()]
+            if "user_id" not in columns:
+                raise IngestError(f"{self.path}: missing required column 'user_id'")
+            n_users, no_id = con.execute(sql("frames", f"population_count_{self._fmt}"), [str(self.path)]).fetchone()
+        except duckdb.Error as exc:
+            raise IngestError(f"{self.path}: cannot be read as {self._fmt}: {str(exc).splitlines()[0]}") from None
+        if no_id:
+            raise IngestError(f"{self.path}: {no_id} row(s) without a user_id")
+        self.n_users = int(n_users)
+        self.absent = [c for c in features if c not in columns]
+
+    def frames(self, rows: int) -> Iterator[pd.DataFrame]:
+        """DataFrames of at most `rows` users: one streamed query on a cursor of its own."""
+        cur = self._con.cursor()
+        try:
+            reader = cur.execute(sql("frames", f"population_{self._fmt}"), [str(self.path)]).fetch_record_batch(max(1, int(rows)))
+            for batch in reader:
+                if batch.num_rows:
+                    frame = batch.to_pandas()
+                    yield frame.assign(**{c: np.nan for c in self.absent}) if self.absent else frame
+        finally:
+            cur.close()
+
+
+@dataclass
+class FrameUsers:
+    """Users already in memory (the holdout users) with the interface of `PopulationFile`."""
+
+    frame: pd.DataFrame
+    absent: list = field(default_factory=list)
+
+    @property
+    def n_users(self) -> int:
+        return len(self.frame)
+
+    def frames(self, rows: int) -> Iterator[pd.DataFrame]:
+        rows = max(1, int(rows))
+        for start in range(0, len(self.frame), rows):
+            yield self.frame.iloc[start:start + rows]

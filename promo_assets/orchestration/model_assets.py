@@ -29,6 +29,7 @@ import pandas as pd
 from promo_assets import results, settings
 from promo_assets.artifacts import content_version
 from promo_assets.ingestion import day_files, load_config
+from promo_assets.ingestion.frames import FrameUsers, PopulationFile
 from promo_assets.models import ModelInputError, ModelSkipped, ResponseModel, TrainingData, registry
 from promo_assets.orchestration.campaign_assets import (
     COMMON,
@@ -176,31 +177,24 @@ def phase_asset(model: ResponseModel, i: int) -> dg.AssetsDefinition:
 # coefficients
 
 
-def population(landing: LandingResource, campaign: str) -> tuple[pd.DataFrame | None, str]:
+def population(con, landing: LandingResource, campaign: str, features) -> PopulationFile | None:
+    """The latest population/ file, read in chunks when scored (None when there is none)."""
     files = day_files(landing.path, campaign, "population")
-    if not files:
-        return None, "holdout users (no population file)"
-    path = files[max(files)]
-    frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
-    if "user_id" not in frame.columns:
-        raise dg.Failure(f"{path}: missing required column 'user_id'")
-    frame["user_id"] = frame["user_id"].astype(str)
-    return frame.drop_duplicates("user_id", keep="last"), str(path)
+    return PopulationFile(con, files[max(files)], features) if files else None
 
 
-def score(con, context, campaign: str, model_name: str, fitted, target: str, users: pd.DataFrame, k: int,
+def score(con, context, campaign: str, model_name: str, fitted, target: str, users, k: int,
           dask: DaskResource) -> int:
-    """Score `users` in chunks (as Dask tasks when the run has a Dask scheduler) and store their
-    coefficients (replacing this version's rows)."""
-    from promo_assets.allocation.chunked import ChunkError, map_frames, predict_chunk
+    """Score `users` (a PopulationFile or FrameUsers) chunk by chunk as they are read (as Dask tasks
+    when the run has a Dask scheduler) and store their coefficients (replacing this version's rows)."""
+    from promo_assets.allocation.chunked import ChunkError, map_frame_stream, predict_chunk
 
     con.execute(sql("frames", "delete_coefficients"), [campaign, model_name, fitted.version, target])
-    n = len(users)
+    n, done = users.n_users, 0
     client = dask.client()
     rows = SCORING_CHUNK if client is None else dask.chunk_rows(n)
     try:
-        for start, (values, costs) in map_frames(predict_chunk, fitted, users, rows, client=client):
-            part = users.iloc[start:start + rows]
+        for part, (values, costs) in map_frame_stream(predict_chunk, fitted, users.frames(rows), client=client):
             chunk_df = pd.DataFrame({
                 "user_id": np.repeat(part["user_id"].to_numpy(), k),
                 "level": np.tile(np.arange(k, dtype=np.int32), len(part)),
@@ -209,23 +203,23 @@ def score(con, context, campaign: str, model_name: str, fitted, target: str, use
             })
             with registered(con, "chunk_df", chunk_df):
                 con.execute(sql("frames", "insert_coefficients"), [campaign, model_name, fitted.version, target])
-            context.log.info(f"{model_name} [{target}]: scored {min(start + rows, n)}/{n} users")
+            done += len(part)
+            context.log.info(f"{model_name} [{target}]: scored {done}/{n} users")
     except ChunkError as exc:
         raise _fail(exc) from None
-    return n
+    return done
 
 
-def scoring_targets(con, context, landing, campaign: str) -> tuple[pd.DataFrame, pd.DataFrame, str, str]:
-    """(population users, holdout users, population source, frame version) with every feature column."""
-    pop, source = population(landing, campaign)
+def scoring_targets(con, context, landing, campaign: str) -> tuple[PopulationFile | FrameUsers, FrameUsers, str, str]:
+    """(population users, holdout users, population source, frame version); the population's features
+    absent from its file are NULL columns."""
     numeric, categorical = feature_spec(con, campaign)
-    holdout_users = read_holdout_events(con, campaign).drop_duplicates("user_id", keep="first")
-    pop = holdout_users if pop is None else pop
-    absent = [c for c in numeric + categorical if c not in pop.columns]
-    if absent:  # a feature of some loaded days only: NULL for these users, like on the days without it
-        context.log.warning(f"{source}: no column {', '.join(map(repr, absent))}; NULL for every user")
-        pop = pop.assign(**{c: np.nan for c in absent})
-    return pop, holdout_users, source, con.execute(sql("frames", "frame_version"), [campaign]).fetchone()[0]
+    holdout = FrameUsers(read_holdout_events(con, campaign).drop_duplicates("user_id", keep="first"))
+    pop = population(con, landing, campaign, numeric + categorical)
+    source = "holdout users (no population file)" if pop is None else str(pop.path)
+    if pop is not None and pop.absent:  # a feature of some loaded days only: NULL, like on the days without it
+        context.log.warning(f"{source}: no column {', '.join(map(repr, pop.absent))}; NULL for every user")
+    return holdout if pop is None else pop, holdout, source, con.execute(sql("frames", "frame_version"), [campaign]).fetchone()[0]
 
 
 def coefficients_asset(model: ResponseModel) -> dg.AssetsDefinition:
