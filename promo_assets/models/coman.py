@@ -36,7 +36,6 @@ from torch import nn
 
 from promo_assets.campaign import CampaignConfig
 from promo_assets.models.base import TrainedModel, register_architecture
-from promo_assets.models.errors import ModelInputError
 from promo_assets.models.monotone import MonotoneStack, fpm_response
 from promo_assets.models.monotone_models import COMMON, AttributeCurves, _list, _MonotoneModel, train_attribute_model
 from promo_assets.models.protocol import ModelSkipped, TrainingData
@@ -136,10 +135,7 @@ class CoMAN(_MonotoneModel):
 
     def fit(self, data: TrainingData, config: CampaignConfig, *, phase: str = "model", previous=None,
             seed: int = 0, max_epochs: int | None = None, log=None) -> TrainedModel:
-        hp = {**self.hparams(config), **data.extra.get("hparams", {})}
-        unknown = sorted(set(hp) - set(self.params))
-        if unknown:
-            raise ModelInputError(f"unknown coman hyper-parameters: {unknown}; known: {sorted(self.params)}")
+        hp = self.fit_hparams(data, config)
         categorical = list(data.categorical)
         st_index = [categorical.index(c) for c in hp["spatiotemporal"] if c in categorical]
         if not st_index:

@@ -203,10 +203,7 @@ class _MonotoneModel(ResponseModel):
 
     def fit(self, data: TrainingData, config: CampaignConfig, *, phase: str = "model", previous=None,
             seed: int = 0, max_epochs: int | None = None, log=None) -> TrainedModel:
-        hp = {**self.hparams(config), **data.extra.get("hparams", {})}
-        unknown = sorted(set(hp) - set(self.params))
-        if unknown:
-            raise ModelInputError(f"unknown {self.name} hyper-parameters: {unknown}; known: {sorted(self.params)}")
+        hp = self.fit_hparams(data, config)
         return train_attribute_model(self.name, "monotone", data.frame, config, list(data.numeric),
                                      list(data.categorical), hp, self.arch(hp), weighted=data.extra.get("weighted", True),
                                      seed=seed, max_epochs=max_epochs, log=log)

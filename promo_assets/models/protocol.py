@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from promo_assets.campaign import CampaignConfig
+from promo_assets.models.errors import ModelInputError
 
 Log = Callable[[str], None]
 
@@ -105,6 +106,15 @@ class ResponseModel(ABC):
         `models.params.<name>` (validated when the file was loaded)."""
         given = ((config.extra.get("models") or {}).get("params") or {}).get(self.name) or {}
         return {**self.params, **given}
+
+    def fit_hparams(self, data: "TrainingData", config: CampaignConfig) -> dict[str, Any]:
+        """`hparams(config)` updated with the caller's overrides (`data.extra["hparams"]`, e.g. a
+        benchmark's); an override this model does not know is refused."""
+        hp = {**self.hparams(config), **data.extra.get("hparams", {})}
+        unknown = sorted(set(hp) - set(self.params))
+        if unknown:
+            raise ModelInputError(f"unknown {self.name} hyper-parameters: {unknown}; known: {sorted(self.params)}")
+        return hp
 
     def applies_to(self, config: CampaignConfig) -> str | None:
         """None when the model can be trained for this campaign, else the reason it cannot."""
