@@ -180,8 +180,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.ingest_only:  # this call refreshes downstream itself: the automation sensor leaves it alone
         tags.update(REFRESHED_BY_CLI)
     ingest_job = defs.resolve_job_def("ingest_job")
-    campaign_job = defs.resolve_job_def("campaign_job")
-    leaderboard_job = defs.resolve_job_def("leaderboard_job")
     run_config = _quiet_run_config(args.verbose)
     failures: list[str] = []
     t0 = time.perf_counter()
@@ -223,7 +221,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             continue
         print(f"{campaign}: materializing models, coefficients, allocations and evaluation …")
         start = time.perf_counter()
-        downstream = _run_downstream(campaign_job, leaderboard_job, campaign, instance, args.verbose, tags)
+        downstream = _run_downstream(defs, campaign, instance, args.verbose, tags)
         failures += downstream
         print(f"{campaign}: downstream {'FAILED' if downstream else 'done'} in {time.perf_counter() - start:.0f}s")
     print(f"finished in {time.perf_counter() - t0:.0f}s; warehouse: {settings.warehouse_path()}; DAGSTER_HOME: {os.environ['DAGSTER_HOME']}")
@@ -308,37 +306,51 @@ def cmd_forget(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _run_downstream(campaign_job, leaderboard_job, campaign, instance, verbose: bool, tags: dict[str, str]) -> list[str]:
-    """The campaign job (every selected model's chain: each succeeds, is skipped or fails on its own),
-    then the leaderboard job (whatever the chains did: in one run Dagster would not execute it after a
-    failed or skipped chain); prints the skipped models and the leaderboard. Returns the failure lines.
-    The chains of the models campaign.yaml's `models:` block leaves out are not executed at all (the
-    leaderboard lists them as skipped with the reason): each would only record its skip, at a cost
-    of ~20 Dagster events per chain."""
+def _run_downstream(defs, campaign, instance, verbose: bool, tags: dict[str, str]) -> list[str]:
+    """One run of the campaign's downstream assets: the chains of the models trained for it, then the
+    leaderboard; prints the skipped models and the leaderboard. Returns the failure lines.
+    The chains of the models known from campaign.yaml not to be trained (`registry.skip_reason`: left
+    out by its `models:` block, or not applicable) are not in the run: each would only record its
+    skip (~20 Dagster events) and stop the leaderboard's step, which Dagster does not execute after a
+    skipped upstream. After a failed chain the leaderboard is materialized by `leaderboard_job` in a
+    second run, as the UI's automation does."""
+    import dagster as dg
+
     from promo_assets.orchestration.recovery import wait_for_pool
 
-    left_out = _models_left_out(campaign)
-    keys = [k for k in campaign_job.asset_layer.executable_asset_keys if k.path[0] not in left_out]
-    failures = []
-    for job in (campaign_job, leaderboard_job):
+    left_out, board_key = _models_left_out(campaign), dg.AssetKey("leaderboard")
+    chains = defs.resolve_job_def("campaign_job").asset_layer.executable_asset_keys
+    keys = [k for k in chains if k.path[0] not in left_out] + [board_key]
+    wait_for_pool(instance, print)
+    result = _run_job(defs.resolve_implicit_global_asset_job_def(), campaign, instance, verbose, tags, keys)
+    failures = [f"{campaign}: {m}" for m in ([] if result.success else _failure_messages(result))]
+    for model, reason in sorted(_skipped_models(campaign, result.run_id) + list(left_out.items())):
+        print(f"{campaign}: {model} skipped: {reason}")
+    if not _materialized(result, board_key) and "leaderboard" not in _failed_steps(result):
+        # a chain failed (or skipped), so Dagster did not execute the leaderboard's step: on its own
         wait_for_pool(instance, print)
-        result = _run_job(job, campaign, instance, verbose, tags, keys if job is campaign_job else None)
-        failures += [f"{campaign}: {message}" for message in ([] if result.success else _failure_messages(result))]
-        if job is campaign_job:
-            for model, reason in sorted(_skipped_models(campaign, result.run_id) + list(left_out.items())):
-                print(f"{campaign}: {model} skipped: {reason}")
+        board = _run_job(defs.resolve_job_def("leaderboard_job"), campaign, instance, verbose, tags)
+        failures += [f"{campaign}: {m}" for m in ([] if board.success else _failure_messages(board))]
     _print_leaderboard(campaign)
     return failures
 
 
+def _failed_steps(result) -> list[str]:
+    return [e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+
+
+def _materialized(result, key) -> bool:
+    return any(e.event_type_value == "ASSET_MATERIALIZATION" and e.asset_key == key for e in result.all_events)
+
+
 def _models_left_out(campaign: str) -> dict[str, str]:
-    """{model: reason} for the registered models campaign.yaml's `models:` block does not select."""
+    """{model: reason} for the registered models not trained for the campaign (`registry.skip_reason`)."""
     from promo_assets import settings
     from promo_assets.ingestion import load_config
     from promo_assets.models import registry
 
     config = load_config(settings.landing_dir(), campaign)
-    return {n: r for n in registry.names() if (r := registry.not_selected(n, config)) is not None}
+    return {n: r for n in registry.names() if (r := registry.skip_reason(n, config)) is not None}
 
 
 def _run_job(job, campaign, instance, verbose: bool, tags: dict[str, str], asset_selection=None):
@@ -355,7 +367,7 @@ def _run_job(job, campaign, instance, verbose: bool, tags: dict[str, str], asset
         run_config=_quiet_run_config(verbose, progress=True),
         asset_selection=asset_selection,
     )
-    failed_steps = [e.step_key for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    failed_steps = _failed_steps(result)
     _finish_results(campaign, result.run_id, result.success, failed_models(failed_steps) if failed_steps else None)
     return result
 

@@ -181,7 +181,7 @@ def test_multi_attribute_campaign_goes_through_promo_run_to_the_leaderboard(prom
     assert main(["run", "--campaign", "cs", "--no-progress"]) == 0
     with warehouse.connect(promo_env["warehouse"], read_only=True) as con:
         models = {r[0] for r in con.execute("SELECT DISTINCT model FROM policy_evaluation").fetchall()}
-        skips = dict(con.execute("SELECT model, reason FROM model_skips").fetchall())
+        skips = dict(con.execute("SELECT model, reason FROM leaderboard_entries WHERE status = 'skipped'").fetchall())
         seg = con.execute("SELECT model, segment_by, count(*) FROM segment_evaluation GROUP BY ALL").fetchall()
     assert {"s_learner", "coman"} <= models and "dipn" not in models
     assert "single" in skips["dipn"] and "amount, threshold" in skips["dipn"]

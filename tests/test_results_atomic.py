@@ -210,9 +210,11 @@ KILL_SCRIPT = textwrap.dedent("""
 
 
 def _last_runs(env) -> tuple[str, str]:
-    """(the model chains' run, the leaderboard's run) of the latest `promo run`."""
-    models_run, board_run = _run_ids(env)[-2:]
-    return models_run, board_run
+    """(the model chains' run, the leaderboard's run) of the latest `promo run`: the same run, or
+    two runs after a failed chain (the leaderboard then runs on its own)."""
+    latest = "SELECT r.run_id FROM result_runs r WHERE EXISTS (SELECT 1 FROM {} t WHERE t.run_id = r.run_id) " \
+             "ORDER BY r.started_at DESC LIMIT 1"
+    return _query(env, latest.format("model_registry"))[0][0], _query(env, latest.format("leaderboard_entries"))[0][0]
 
 
 def _status(env, run_id: str) -> str:
@@ -228,7 +230,8 @@ def _model_rows(env, run_id: str, model: str) -> int:
 def test_failed_and_killed_runs_leave_no_rows_and_the_report_keeps_the_previous_run(promo_env, monkeypatch, capsys):
     _simulate()
     assert main(["run", "--no-progress"]) == 0
-    good, _ = _last_runs(promo_env)
+    good, good_board = _last_runs(promo_env)
+    assert good_board == good  # the chains and the leaderboard in one run
     before = _rows_of(promo_env, good)
     assert all(before.values()), before
 
@@ -254,7 +257,7 @@ def test_failed_and_killed_runs_leave_no_rows_and_the_report_keeps_the_previous_
     failed_model = re.search(r"demo: (\w+)/allocation: decision exploded in the first model's allocation", err).group(1)
     other = ({"dipn", "s_learner"} - {failed_model}).pop()
     partial, board = _last_runs(promo_env)
-    assert _status(promo_env, partial) == "partial" and _status(promo_env, board) == "succeeded"
+    assert _status(promo_env, partial) == "partial" and _status(promo_env, board) == "succeeded" and board != partial
     assert _model_rows(promo_env, partial, failed_model) == 0  # its model_registry and budget_dual rows too
     for table in ("allocation", "policy_evaluation"):
         assert _query(promo_env, f"SELECT count(*) FROM {table} WHERE run_id = ? AND model = ?", [partial, other])[0][0] > 0

@@ -91,6 +91,14 @@ def not_selected(name: str, config) -> str | None:
     return None
 
 
+def skip_reason(name: str, config) -> str | None:
+    """None when model `name` is trained for the campaign, else why not, known from campaign.yaml
+    alone: its `models:` block leaves it out (`not_selected`), or the model does not apply
+    (`applies_to`, e.g. gnn_hazard without a `merchants:` block). The model phase asset skips on it,
+    `promo run` leaves such a model's chain out of its run and the leaderboard lists the reason."""
+    return not_selected(name, config) or get(name).applies_to(config)
+
+
 def check_models_block(block: dict) -> list[str]:
     """Problems of campaign.yaml's `models:` block (unknown model names, unknown hyper-parameters,
     a value of the wrong type, what the model's `check_params` refuses), each naming the key."""

@@ -3,8 +3,9 @@ Dagster recorded for its `<model>/policy_evaluation` materialization), the cost-
 reference (evaluated here, once), the models skipped with their reasons and those without an
 evaluation. It is not in `campaign_job`: in one run Dagster does not execute a step whose upstream
 failed or was skipped, and the leaderboard must appear when one model fails or does not apply.
-`promo run` materializes it right after the model chains (`leaderboard_job`); in the UI it follows
-any model's evaluation (its automation condition)."""
+`promo run` materializes it in the run of the model chains, which holds only the chains of the models
+trained for the campaign (`registry.skip_reason`), and by `leaderboard_job` after a chain failed; in
+the UI it follows any model's evaluation (its automation condition)."""
 
 
 import dagster as dg
@@ -34,12 +35,12 @@ def _latest(instance, asset_key: dg.AssetKey, campaign: str, observations: bool 
 
 
 def board_entry(instance, name: str, campaign: str, config) -> dict:
-    """Where model `name` stands for `campaign`: 'skipped' (campaign.yaml's `models:` block leaves it
-    out, or its first phase's latest event is a skip), 'evaluated' (the run of its latest
-    policy_evaluation materialization) or 'missing'."""
+    """Where model `name` stands for `campaign`: 'skipped' (campaign.yaml leaves it out or it does not
+    apply: `registry.skip_reason`; or its first phase's latest event is a skip), 'evaluated' (the run
+    of its latest policy_evaluation materialization) or 'missing'."""
     model = registry.get(name)
     entry = {"model": name, "model_version": None, "evaluation_run_id": None, "status": "missing", "reason": None}
-    left_out = registry.not_selected(name, config)
+    left_out = registry.skip_reason(name, config)
     if left_out is not None:
         return {**entry, "status": "skipped", "reason": left_out}
     first = dg.AssetKey([name, "model" if len(model.phases) == 1 else model.phases[0]])

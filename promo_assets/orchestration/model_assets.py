@@ -125,7 +125,7 @@ def fit_phase(context, warehouse, landing, model: ResponseModel, phase: str, pre
     """Train one phase; returns (fitted, metadata) or (None, reason) when the model does not apply."""
     campaign = context.partition_key
     config = load_config(landing.path, campaign)
-    reason = registry.not_selected(model.name, config) or model.applies_to(config)
+    reason = registry.skip_reason(model.name, config)
     if reason is not None:
         return None, reason
     previous = meta = None
