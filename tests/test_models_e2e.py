@@ -246,7 +246,8 @@ def test_e2e_fit_fine_tunes_the_warm_start_on_a_two_arm_campaign(tmp_path, monke
     fitted = registry.get(model).fit(TrainingData(config.campaign, events, numeric, categorical), config, seed=0)
     m = fitted.metrics
     n_train = int((events["split"] == "train").sum())
-    assert m["q_steps"] == 2 * -(-n_train // 512) and m["q_seconds_per_step"] > 0  # 2 epochs of 512-row steps
+    batch = registry.get(model).params["batch_size"]
+    assert m["q_steps"] == 2 * -(-n_train // batch) and m["q_seconds_per_step"] > 0  # 2 epochs of steps
     assert m["best_epoch"] in (0, 1, 2) and fitted.hparams["e2e_center"] is params.get("center", False)
     assert [h["phase"] for h in fitted.history][-2:] == [model, model]
     v, c = fitted.predict(events[events["split"] == "holdout"])
