@@ -24,8 +24,10 @@ Choices the paper leaves open (ours, documented): the mini-batch's EOM uses the 
 IPS weights as inverse propensities (self-normalized, as evaluation.eom); `budget_range` null means
 the campaign's smallest to largest `budget_per_capita`; alpha_max of each step's bisection is twice
 `lambda_upper_bound` of the batch's predictions, the same for every perturbed copy; F' entries are
-drawn for v and again for c; NES perturbs v and c jointly; the learning rate and epochs of the
-fine-tuning are their own hyper-parameters (the paper trains from scratch with lr 1e-4, 10 epochs,
+drawn for v and again for c; NES perturbs v and c jointly; `center` (off by default) removes each
+row's mean over the levels from the estimates (Q ignores per-row shifts:
+`decision_loss.remove_level_shifts`); the learning rate and epochs of the fine-tuning are their own
+hyper-parameters (the paper trains from scratch with lr 1e-4, 10 epochs,
 gamma 200, B 10,000, F' 4,000, h 3e-4, N' 2,000, sigma 1e-3, on 14M rows; our defaults are for
 campaigns of 10^4-10^5 events on CPU). Per-step Q cost is measured (`q_seconds_per_step`).
 """
@@ -60,9 +62,10 @@ COMMON: dict[str, Any] = {
 # Defaults chosen on tuning campaigns (seeds 100-104 of e2e_synthetic and uplift_two_arm, never the
 # reported seeds 0-4; README "End-to-end models"): h 0.02 flips decisions of the piecewise-constant
 # Q where 0.003 and 0.001 mostly do not; more steps (batch 1024, lr 1e-3) than before; batch 1024
-# and 20 bisection iterations keep an epoch within 3x the S-learner's (batch 512 took 4.2-5.2x).
+# and 20 bisection iterations (and NES N' 16) keep an epoch within 3x the S-learner's (batch 512 took
+# 4.2x (FD) / 5.2x (NES), NES N' 32 at batch 1024 3.6x on e2e_synthetic).
 FD_PARAMS: dict[str, Any] = {**COMMON, "entries": 512, "h": 0.02}
-NES_PARAMS: dict[str, Any] = {**COMMON, "gamma": 0.5, "directions": 32, "sigma": 0.01}
+NES_PARAMS: dict[str, Any] = {**COMMON, "gamma": 0.5, "directions": 16, "sigma": 0.01}
 
 
 def _number(x) -> bool:
