@@ -42,6 +42,7 @@ def fig2(args) -> dict:
     rows, cosine_rows = [], []
     with tempfile.TemporaryDirectory(prefix="e2e_fig2_") as tmp:
         for seed in seeds:
+            t_seed = time.perf_counter()
             t, y, z, p, v_gt, c_gt = _load(seed, users, Path(tmp))
             batch = dl.RCTBatch.from_arrays(t, y, z, p)
             q_of = lambda v: q_at_budget(v, c_gt, t, y, z, p, args.budget).value  # noqa: E731
@@ -74,29 +75,50 @@ def fig2(args) -> dict:
                 print(f"  seed {seed} {est}: " + ", ".join(f"step {k} Q {q:.4f}" for k, q in qs.items())
                       + f" (Q_gt {row['q_gt']:.4f}; {row[f'{est}_seconds_per_step']:.2f}s/step)", file=sys.stderr)
             rows.append(row)
-            if seed == next(iter(seeds)):  # Fig. 2b on the first seed: NES vs the full FD gradient
-                v, lam = torch.tensor(v0), dl.q_lambda_max(torch.tensor(v0), c)
+            # Fig. 2b on every seed: NES vs the full FD gradient at the start
+            v, lam = torch.tensor(v0), dl.q_lambda_max(torch.tensor(v0), c)
+            t0 = time.perf_counter()
+            full, _ = dl.fd_gradient(v, c, batch, args.budget, n_entries=v.numel(), h=args.fd_h,
+                                     generator=torch.Generator().manual_seed(0), wrt_costs=False, lambda_max=lam,
+                                     max_iter=args.max_iter)
+            fd_secs = time.perf_counter() - t0
+            for n_dir in args.cosine_directions:
                 t0 = time.perf_counter()
-                full, _ = dl.fd_gradient(v, c, batch, args.budget, n_entries=v.numel(), h=args.fd_h,
-                                         generator=torch.Generator().manual_seed(0), wrt_costs=False, lambda_max=lam,
-                                         max_iter=args.max_iter)
-                fd_secs = time.perf_counter() - t0
-                for n_dir in args.cosine_directions:
-                    t0 = time.perf_counter()
-                    g, _ = dl.nes_gradient(v, c, batch, args.budget, n_directions=n_dir, sigma=args.fd_h,
-                                           generator=torch.Generator().manual_seed(n_dir), wrt_costs=False,
-                                           lambda_max=lam, max_iter=args.max_iter)
-                    cos = float(torch.nn.functional.cosine_similarity(g.flatten(), full.flatten(), dim=0))
-                    cosine_rows.append({"directions": n_dir, "cosine": cos, "seconds": time.perf_counter() - t0})
-                    print(f"  NES N'={n_dir}: cosine to full FD {cos:.4f}", file=sys.stderr)
-                cosine_rows.append({"full_fd_seconds": fd_secs, "full_fd_nonzero": int((full != 0).sum())})
+                g, _ = dl.nes_gradient(v, c, batch, args.budget, n_directions=n_dir, sigma=args.fd_h,
+                                       generator=torch.Generator().manual_seed(n_dir), wrt_costs=False,
+                                       lambda_max=lam, max_iter=args.max_iter)
+                cos = float(torch.nn.functional.cosine_similarity(g.flatten(), full.flatten(), dim=0))
+                cosine_rows.append({"seed": seed, "directions": n_dir, "cosine": cos,
+                                    "seconds": time.perf_counter() - t0})
+                print(f"  seed {seed} NES N'={n_dir}: cosine to full FD {cos:.4f}", file=sys.stderr)
+            row.update({"full_fd_seconds": fd_secs, "full_fd_nonzero": int((full != 0).sum()),
+                        "seed_seconds": time.perf_counter() - t_seed})
     df = pd.DataFrame(rows)
     means = {c: float(df[c].mean()) for c in df.columns if c != "seed"}
+    cos = pd.DataFrame(cosine_rows)
+    cosine_mean = cos.groupby("directions")["cosine"].agg(["mean", "std"]).reset_index().to_dict("records")
+    checks = {}
+    for est in ("fd", "nes"):
+        steps = [k for k in (0, 25, 50, 100, args.steps) if f"{est}_q{k}" in df]
+        q = df[[f"{est}_q{k}" for k in dict.fromkeys(steps)]].to_numpy()
+        checks[est] = {"seeds_ending_above_q_gt": int((q[:, -1] > df["q_gt"].to_numpy()).sum()),
+                       "seeds_rising_at_every_checkpoint": int((np.diff(q, axis=1) > 0).all(axis=1).sum()),
+                       "seeds": len(df)}
+    by_seed = cos.pivot(index="seed", columns="directions", values="cosine").to_numpy()
+    checks["nes_cosine_rising_with_directions"] = {
+        "seeds_monotone": int((np.diff(by_seed, axis=1) > 0).all(axis=1).sum()),
+        "mean_monotone": bool(np.all(np.diff([r["mean"] for r in cosine_mean]) > 0)), "seeds": len(by_seed)}
+    print("\nFig. 2 means over seeds: " + ", ".join(f"{k} {v:.4f}" for k, v in means.items()), file=sys.stderr)
+    print("Fig. 2b cosine by N': " + ", ".join(f"{r['directions']}: {r['mean']:.4f} (sd {r['std']:.4f})"
+                                           for r in cosine_mean), file=sys.stderr)
+    print("checks: " + json.dumps(checks), file=sys.stderr)
     return {"section": "fig2", "users": users, "budget": args.budget, "steps": args.steps, "lr": args.lr,
             "max_iter": args.max_iter, "fd": {"entries": args.fd_entries, "h": args.fd_h},
             "nes": {"directions": args.nes_directions, "sigma": args.nes_sigma},
+            "fig2b": {"full_fd_h": args.fd_h, "nes_sigma": args.fd_h, "directions": args.cosine_directions},
             "paper": {"q_gt": 0.2123, "q_start": 0.1996, "q_end_nes": 0.2141},
-            "means": means, "per_seed": rows, "fig2b_cosine": cosine_rows}
+            "means": means, "checks": checks, "fig2b_cosine_mean": cosine_mean, "per_seed": rows,
+            "fig2b_cosine": cosine_rows}
 
 
 def pipeline(args) -> dict:
@@ -111,7 +133,7 @@ def pipeline(args) -> dict:
         include = ["s_learner", *E2E, "lgbm_s_mono"] + (["lgbm_s", "lgbm_t"] if preset == "uplift_two_arm" else [])
         for seed in seeds:
             rows, info = evaluate_campaign(preset, seed, days=args.days or days, users=args.users or users,
-                                           max_epochs=args.max_epochs,
+                                           max_epochs=5 if args.max_epochs is None else args.max_epochs,
                                            models={"include": include, **({"params": params} if params else {})})
             infos.append(info)
             frames.append(rows)
@@ -156,6 +178,7 @@ def library(args) -> dict:
     from _model_frames import load_population
 
     from promo_assets.allocation import solve
+    from promo_assets.allocation.errors import InfeasibleBudgetError
     from promo_assets.evaluation import aucc, oracle_policy, roi_score, true_policy_value
     from promo_assets.models import e2e, registry
     from promo_assets.models.protocol import TrainingData
@@ -171,40 +194,56 @@ def library(args) -> dict:
         for seed in seeds:
             with tempfile.TemporaryDirectory(prefix="e2e_lib_") as tmp:
                 simulate(preset, "c", tmp, days=days, users=users, seed=seed)
-                frame, cfg, num, cat = load_training_frame(Path(tmp) / "c")
-                pop = load_population(Path(tmp) / "c")
-                vt, ct = truth_arrays(Path(tmp) / "c", pop["user_id"].to_numpy())
+                campaign_dir = Path(tmp) / "c"
+                frame, cfg, num, cat = load_training_frame(campaign_dir)
+                pop = load_population(campaign_dir)
+                vt, ct = truth_arrays(campaign_dir, pop["user_id"].to_numpy())
+                hold = frame[frame["split"] == "holdout"]
+                hold_truth = (truth_arrays(campaign_dir, hold["user_id"].astype(str).to_numpy())
+                              if cfg.n_levels == 2 else None)
             if params:
                 cfg.extra["models"] = {"params": params}
             data = TrainingData("c", frame, num, cat, frame_version=f"bench-{preset}-{seed}")
-            hold = frame[frame["split"] == "holdout"]
             names = ["s_learner", *E2E, "lgbm_s_mono"] + (["lgbm_s", "lgbm_t"] if preset == "uplift_two_arm" else [])
+            if cfg.n_levels == 2:
+                names.append("truth")  # the ceiling: the true curves (pct_oracle 1 by definition, AUCC on the holdout)
             for name in names:
                 t0 = time.perf_counter()
-                if name == "s_learner":
+                if name == "truth":
+                    fitted = None
+                elif name == "s_learner":
                     fitted = e2e.warm_start(data, cfg, seed, args.max_epochs, None)
                 else:
                     fitted = registry.get(name).fit(data, cfg, seed=seed, max_epochs=args.max_epochs)
                 secs = time.perf_counter() - t0
-                v, c = fitted.predict(pop)
+                v, c = (vt, ct) if fitted is None else fitted.predict(pop)
                 row_aucc = float("nan")
                 if cfg.n_levels == 2:
-                    hv, hc = fitted.predict(hold)
+                    hv, hc = hold_truth if fitted is None else fitted.predict(hold)
                     row_aucc = aucc(roi_score(hv, hc), hold["level"].to_numpy(), hold["response"].to_numpy(float),
                                     hold["cost"].to_numpy(float), hold["propensity"].to_numpy(float))
                 for b in cfg.budgets_per_capita:
-                    levels = solve(v, c, b, per_capita=True).levels
+                    try:
+                        levels = solve(v, c, b, per_capita=True).levels
+                    except InfeasibleBudgetError:  # the model's predicted cheapest allocation is above b
+                        rows.append({"preset": preset, "seed": seed, "model": name, "budget_per_capita": b,
+                                     "pct_oracle": float("nan"), "spend_ratio": float("nan"), "aucc": row_aucc,
+                                     "seconds": secs, "infeasible": True})
+                        continue
                     tv, tc = true_policy_value(levels, vt, ct)
                     ov, _ = true_policy_value(oracle_policy(vt, ct, tc), vt, ct)
                     rows.append({"preset": preset, "seed": seed, "model": name, "budget_per_capita": b,
                                  "pct_oracle": tv / ov, "spend_ratio": tc / b, "aucc": row_aucc, "seconds": secs,
-                                 "best_epoch": fitted.metrics.get("best_epoch")})
+                                 "infeasible": False,
+                                 "best_epoch": None if fitted is None else fitted.metrics.get("best_epoch")})
                 print(f"  {preset} seed {seed} {name}: pct_oracle "
                       + ", ".join(f"{r['pct_oracle']:.4f}" for r in rows[-len(cfg.budgets_per_capita):])
                       + (f", AUCC {row_aucc:.4f}" if row_aucc == row_aucc else "")
                       + f" ({secs:.0f}s, load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
     df = pd.DataFrame(rows)
-    by_seed = df.groupby(["preset", "model", "seed"])["pct_oracle"].mean().unstack("model")
+    # a seed where a budget was infeasible for the model has a NaN mean: it counts as a loss
+    by_seed = (df.groupby(["preset", "model", "seed"])["pct_oracle"].apply(lambda x: x.mean(skipna=False))
+               .unstack("model"))
     wins = {}
     for preset in args.presets:
         part = by_seed.loc[preset]
@@ -212,7 +251,23 @@ def library(args) -> dict:
             if m in part:
                 wins[f"{preset}:{m}"] = {"seeds_above_s_learner": int((part[m] > part["s_learner"]).sum()),
                                          "seeds": int(len(part)),
-                                         "mean_diff_points": float(100 * (part[m] - part["s_learner"]).mean())}
+                                         "mean_diff_points": float(100 * (part[m] - part["s_learner"]).mean()),
+                                         "infeasible_budgets": int(df[(df["preset"] == preset) & (df["model"] == m)]
+                                                                   ["infeasible"].sum())}
+        for m in E2E:
+            if m in part and "lgbm_s_mono" in part:
+                wins[f"{preset}:{m}_vs_lgbm_s_mono"] = {
+                    "seeds_above_lgbm_s_mono": int((part[m] > part["lgbm_s_mono"]).sum()), "seeds": int(len(part)),
+                    "mean_diff_points": float(100 * (part[m] - part["lgbm_s_mono"]).mean())}
+    if "aucc" in df:
+        two_arm = df.dropna(subset=["aucc"]).drop_duplicates(["preset", "model", "seed"])
+        for preset, part in two_arm.groupby("preset"):
+            a = part.pivot(index="seed", columns="model", values="aucc")
+            for m in [*E2E, "lgbm_s_mono"]:
+                if m in a:
+                    wins[f"{preset}:{m}_aucc"] = {"seeds_above_s_learner": int((a[m] > a["s_learner"]).sum()),
+                                                  "seeds": int(len(a)),
+                                                  "mean_diff": float((a[m] - a["s_learner"]).mean())}
     table = df.groupby(["preset", "model", "budget_per_capita"])[["pct_oracle", "spend_ratio"]].mean().reset_index()
     aucc_t = (df.dropna(subset=["aucc"]).drop_duplicates(["preset", "model", "seed"])
               .groupby(["preset", "model"])["aucc"].agg(["mean", "std", "count"]).reset_index())

@@ -150,6 +150,27 @@ def test_surrogate_loss_gradient_is_minus_the_estimated_gradient():
     assert value == pytest.approx(-float((vt.detach() * g_v).sum() + (ct.detach() * g_c).sum()))
 
 
+def test_q_ignores_per_user_level_shifts_and_the_centered_gradient_keeps_only_what_matters():
+    v, c, t, y, z, _ = _rct(5, n=400)
+    batch = dl.RCTBatch.from_arrays(t, y, z)
+    shift = np.random.default_rng(0).uniform(-0.3, 0.3, (400, 1))
+    lam = dl.q_lambda_max(torch.tensor(v), torch.tensor(c))
+    q = dl.q_value(v, c, batch, 2.0, lambda_max=lam)
+    assert dl.q_value(v + shift, c, batch, 2.0, lambda_max=lam) == pytest.approx(q, abs=1e-12)
+    assert dl.q_value(v, c + shift, batch, 2.0, lambda_max=lam) == pytest.approx(q, abs=1e-12)
+    g_v, _ = dl.nes_gradient(torch.tensor(v), torch.tensor(c), batch, 2.0, n_directions=8, sigma=0.01,
+                             generator=torch.Generator().manual_seed(0), wrt_costs=False, lambda_max=lam)
+    centered = dl.remove_level_shifts(g_v)
+    torch.testing.assert_close(centered.sum(-1), torch.zeros(400, dtype=torch.float64))
+    torch.testing.assert_close(centered + g_v.mean(-1, keepdim=True), g_v)  # only the shift part removed
+    # a function that ignores per-row shifts: its exact gradient is unchanged by the centering
+    a = torch.randn(6, 3, dtype=torch.float64)
+    x = torch.randn(6, 3, dtype=torch.float64, requires_grad=True)
+    (((x - x.mean(-1, keepdim=True)) * a).sin().sum()).backward()
+    torch.testing.assert_close(dl.remove_level_shifts(x.grad), x.grad)
+    assert dl.remove_level_shifts(None) is None
+
+
 def test_fd_on_q_agrees_with_re_evaluating_q():
     v, c, t, y, z, _ = _rct(4, n=400)
     batch = dl.RCTBatch.from_arrays(t, y, z)
@@ -178,9 +199,10 @@ def test_fd_on_q_agrees_with_re_evaluating_q():
     ("e2e_nes", {"sigma": 0.0}, "sigma = 0.0"),
     ("e2e_nes", {"gamma": -1.0}, "gamma = -1.0"),
     ("e2e_nes", {"epochs": 0}, "epochs = 0"),
+    ("e2e_fd", {"center": "yes"}, "= 'yes'"),
 ], ids=["error-h-zero", "error-h-negative", "error-entries-above-batch", "error-empty-budget-range",
         "error-budget-range-one-number", "error-odd-directions", "error-sigma-zero", "error-negative-gamma",
-        "error-no-epochs"])
+        "error-no-epochs", "error-center-not-a-boolean"])
 def test_bad_e2e_hyper_parameters_are_refused_by_name(model, params, expected):
     m = registry.get(model)
     problems = m.check_params({**m.params, **params})
@@ -204,3 +226,30 @@ def test_e2e_models_are_registered_off_by_default():
         assert {"gamma", "budget_range", "epochs", "lr", "batch_size"} <= set(m.params)
     assert {"entries", "h"} <= set(registry.get("e2e_fd").params)
     assert {"directions", "sigma"} <= set(registry.get("e2e_nes").params)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model,params", [("e2e_fd", {}), ("e2e_nes", {"center": True, "directions": 4})],
+                         ids=["fd-defaults", "nes-centered"])
+def test_e2e_fit_fine_tunes_the_warm_start_on_a_two_arm_campaign(tmp_path, monkeypatch, model, params):
+    import sys
+    from pathlib import Path
+
+    monkeypatch.setenv("PROMO_MAX_EPOCHS", "2")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from _honest_bench import simulated_events
+
+    from promo_assets.models.protocol import TrainingData
+
+    _, _, events, config, numeric, categorical = simulated_events("uplift_two_arm", 0, str(tmp_path), 3, 800)
+    config.extra["models"] = {"params": {model: params}}
+    fitted = registry.get(model).fit(TrainingData(config.campaign, events, numeric, categorical), config, seed=0)
+    m = fitted.metrics
+    n_train = int((events["split"] == "train").sum())
+    batch = registry.get(model).params["batch_size"]
+    assert m["q_steps"] == 2 * -(-n_train // batch) and m["q_seconds_per_step"] > 0  # 2 epochs of steps
+    assert m["best_epoch"] in (0, 1, 2) and fitted.hparams["e2e_center"] is params.get("center", False)
+    assert [h["phase"] for h in fitted.history][-2:] == [model, model]
+    v, c = fitted.predict(events[events["split"] == "holdout"])
+    assert v.shape == c.shape == (int((events["split"] == "holdout").sum()), 2)
+    assert np.isfinite(v).all() and np.isfinite(c).all()

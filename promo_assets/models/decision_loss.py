@@ -50,7 +50,7 @@ from promo_assets.models.errors import ModelInputError
 __all__ = [
     "IntervalEOM", "RCTBatch", "fd_estimate", "fd_gradient", "matched_intervals", "nes_estimate", "nes_gradient",
     "q_bisection",
-    "q_lambda_max", "q_value", "surrogate_loss",
+    "q_lambda_max", "q_value", "remove_level_shifts", "surrogate_loss",
 ]
 
 DTYPE = torch.float64
@@ -284,6 +284,20 @@ def nes_gradient(values: torch.Tensor, costs: torch.Tensor, batch: RCTBatch, bud
 
     g = nes_estimate(evaluate, (2 if wrt_costs else 1,) + tuple(v.shape), n_directions, sigma, generator, chunk)
     return g[0], (g[1] if wrt_costs else None)
+
+
+def remove_level_shifts(grad: torch.Tensor | None) -> torch.Tensor | None:
+    """An estimated dQ/dv (or dQ/dc), B x K, minus each user's mean over the levels.
+
+    Q(v + s 1^T, c) = Q(v, c) = Q(v, c + s 1^T) for any per-user shift s (B,): the decision rule
+    argmax_j v_ij - alpha c_ij picks the same level at every alpha, so bisection and EOM do not
+    change. The exact gradient (and NES's, that of the Gaussian-smoothed Q) therefore has zero row
+    sums, and an estimate's component along per-user shifts is pure estimator noise; removing it
+    keeps the estimate's expectation and stops a fine-tuned network from drifting in the levels'
+    common offset (which moves the predicted spend and can make a budget infeasible) on noise."""
+    if grad is None:
+        return None
+    return grad - grad.mean(dim=-1, keepdim=True)
 
 
 def surrogate_loss(values: torch.Tensor, costs: torch.Tensor | None, grad_values: torch.Tensor,
