@@ -94,6 +94,19 @@ def table3(seeds, days, users, max_epochs) -> dict:
             "runs": [{k: i.get(k) for k in ("seed", "run_exit_code", "run_seconds", "load")} for i in infos]}
 
 
+def truth_ceiling(seed, days, users) -> float:
+    """AUCC of the true ROI ranking (truth/ of the same simulated campaign) on its holdout: the
+    largest AUCC any model can expect on that holdout (the holdout's outcome noise included)."""
+    from promo_assets.evaluation.eom import aucc, roi_score
+
+    with tempfile.TemporaryDirectory(prefix=f"dfcl-ceiling-{seed}-") as tmp:
+        _, cdir, events, _, _, _ = simulated_events("uplift_two_arm", seed, tmp, days, users)
+        holdout = events[events["split"] == "holdout"].reset_index(drop=True)
+        tv, tc = truth_arrays(cdir, holdout["user_id"].astype(str).tolist())
+    return aucc(roi_score(tv, tc), holdout["level"].to_numpy(), holdout["response"].to_numpy(float),
+                holdout["cost"].to_numpy(float), holdout["propensity"].to_numpy(float))
+
+
 def table2(seeds, days, users, max_epochs) -> dict:
     from promo_assets.simulation import PRESETS
 
@@ -104,19 +117,36 @@ def table2(seeds, days, users, max_epochs) -> dict:
     for seed in seeds:
         r, info = evaluate_campaign("uplift_two_arm", seed, days=days, users=users, max_epochs=max_epochs,
                                     models=_models(TABLE2))
-        a = r[r["model"] != "random"].groupby("model")["aucc"].first()
+        r = r[r["model"] != "random"]
+        a = r.groupby("model")["aucc"].first()
+        true_area = r.groupby("model")["area_ratio_true"].first()
+        ceiling = truth_ceiling(seed, days, users)
         for m, v in a.items():
             out.append({"seed": seed, "model": m, "aucc": float(v),
-                        "gain_pct": 100 * (float(v) / float(a["s_learner"]) - 1)})
+                        "gain_pct": 100 * (float(v) / float(a["s_learner"]) - 1),
+                        "area_ratio_true": float(true_area[m]),
+                        "true_gain_pct": 100 * (float(true_area[m]) / float(true_area["s_learner"]) - 1),
+                        "ceiling_aucc": ceiling})
         print(json.dumps({"seed": seed, "run_exit_code": info.get("run_exit_code"), "run_seconds": info.get("run_seconds"),
-                          "load": load(), "aucc": a.round(5).to_dict()}), flush=True)
+                          "holdout_events": info.get("holdout_events"), "load": load(),
+                          "ceiling_aucc": round(ceiling, 5), "aucc": a.round(5).to_dict(),
+                          "area_ratio_true": true_area.round(5).to_dict()}), flush=True)
     df = pd.DataFrame(out)
     table = df.groupby("model").agg(aucc=("aucc", "mean"), gain_pct=("gain_pct", "mean"),
-                                    seeds_beating_s_learner=("gain_pct", lambda g: int((g > 0).sum())))
-    print("\nTable 2 analogue (uplift_two_arm): AUCC and gain over s_learner (%), mean over seeds", flush=True)
+                                    gain_sd=("gain_pct", "std"),
+                                    seeds_beating_s_learner=("gain_pct", lambda g: int((g > 0).sum())),
+                                    area_ratio_true=("area_ratio_true", "mean"),
+                                    true_gain_pct=("true_gain_pct", "mean"),
+                                    seeds_beating_true=("true_gain_pct", lambda g: int((g > 0).sum())))
+    ceiling = df.groupby("seed")["ceiling_aucc"].first()
+    print("\nTable 2 analogue (uplift_two_arm): AUCC on the holdout and its gain over s_learner (%, paired per "
+          "seed: mean, sd over seeds), seeds beating s_learner; area_ratio_true (the frontier's area on the truth, "
+          "no outcome noise) and its gain; mean over seeds", flush=True)
     print(table.round(4).to_string(), flush=True)
+    print(f"truth ceiling (AUCC of the true ROI ranking on the same holdouts): mean {ceiling.mean():.4f}, "
+          f"sd over seeds {ceiling.std():.4f}", flush=True)
     return {"part": "table2", "seeds": list(seeds), "table": table.round(5).reset_index().to_dict("records"),
-            "rows": df.round(5).to_dict("records")}
+            "ceiling_aucc": ceiling.round(5).to_dict(), "rows": df.round(5).to_dict("records")}
 
 
 def _in_process(seed, days, users, max_epochs, settings: dict[str, tuple[str, dict]]):
@@ -157,9 +187,15 @@ def ablation(seeds, days, users, max_epochs, model_name) -> dict:
         print(json.dumps({"seed": seed, "load": load(), "pct_oracle": {k: round(100 * v, 3) for k, v in pct.items()}}),
               flush=True)
     df = pd.DataFrame(out)
-    table = df.groupby("setting", sort=False)["pct_oracle"].mean()
-    print(f"\nFig. 2 analogue ({model_name} on dfcl_discount): mean pct_oracle (%) over the six budgets and seeds",
-          flush=True)
+    base = df[df["setting"] == "s_learner"].set_index("seed")["pct_oracle"]
+    df["over_s_learner"] = df["pct_oracle"].to_numpy() - base.reindex(df["seed"]).to_numpy()
+    table = df.groupby("setting", sort=False).agg(
+        pct_oracle=("pct_oracle", "mean"), minus_s_learner=("over_s_learner", "mean"),
+        sd=("over_s_learner", "std"), seeds_beating_s_learner=("over_s_learner", lambda g: int((g > 0).sum())),
+        best_epoch=("best_epoch", "mean"))
+    print(f"\nFig. 2 analogue ({model_name} on dfcl_discount, {len(seeds)} seeds): mean pct_oracle (%) over the six "
+          "budgets and seeds, its paired difference to s_learner (points: mean, sd), seeds beating s_learner, "
+          "mean selected epoch", flush=True)
     print(table.round(3).to_string(), flush=True)
     return {"part": "ablation", "model": model_name, "seeds": list(seeds), "rows": df.round(4).to_dict("records")}
 
@@ -180,11 +216,12 @@ def main() -> None:
     ap.add_argument("--parts", nargs="+", default=["table3", "table2", "ablation", "timing"],
                     choices=["table3", "table2", "ablation", "timing"])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    ap.add_argument("--ablation-seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--ablation-seeds", type=int, nargs="+", default=None, help="default: --seeds")
     ap.add_argument("--ablation-model", default="dfcl_ifd", choices=list(DFCL))
     ap.add_argument("--days", type=int, default=8)
     ap.add_argument("--users", type=int, default=5000, help="user pool of dfcl_discount (daily_active 0.5)")
-    ap.add_argument("--uplift-users", type=int, default=5000, help="user pool of uplift_two_arm")
+    ap.add_argument("--uplift-users", type=int, default=20000,
+                    help="user pool of uplift_two_arm (daily_active 1: the holdout day has this many users) [20000]")
     ap.add_argument("--max-epochs", type=int, default=20, help="PROMO_MAX_EPOCHS / epoch cap [20]")
     args = ap.parse_args()
     start = time.perf_counter()
@@ -194,7 +231,7 @@ def main() -> None:
     if "table2" in args.parts:
         results.append(table2(args.seeds, args.days, args.uplift_users, args.max_epochs))
     if "ablation" in args.parts:
-        results.append(ablation(args.ablation_seeds, args.days, args.users, args.max_epochs, args.ablation_model))
+        results.append(ablation(args.ablation_seeds or args.seeds, args.days, args.users, args.max_epochs, args.ablation_model))
     if "timing" in args.parts:
         results.append(timing(args.seeds[0], args.days, args.users, args.max_epochs))
     print(json.dumps({"results": results, "seconds": round(time.perf_counter() - start, 1), "end": load()},
