@@ -3,8 +3,9 @@
 Each round simulates the demo campaign (the README's demo: 14 days, 5,000 users, seed 0) into a
 fresh temporary landing folder, then runs `python -m promo_assets.cli run --campaign demo` once with
 the OLD checkout first on PYTHONPATH and once with the NEW one (order alternating between rounds),
-each in its own temporary warehouse / artefact store / DAGSTER_HOME, and prints the wall time of
-each run, the per-code medians and the models each run evaluated.
+each in its own temporary warehouse / artefact store / DAGSTER_HOME, and prints the wall time and the
+CPU time (user + system of the run's process tree: much less sensitive than wall time to other work
+on a shared machine) of each run, the load average after it and the per-code medians.
 
     .venv/bin/python benchmarks/run_time_ab.py --old /path/to/old/checkout [--new .] [--rounds 3]
         [--new-models s_learner dipn gnn_hazard]
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -28,18 +30,24 @@ import time
 from pathlib import Path
 
 
-def run(code: Path, landing: Path, work: Path, max_epochs: str | None) -> tuple[float, int, str]:
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run(code: Path, landing: Path, work: Path, max_epochs: str | None) -> tuple[float, float, int, str]:
+    """(wall seconds, CPU seconds of the run's process tree, exit code, output tail)."""
     env = dict(os.environ, PYTHONPATH=str(code), PROMO_LANDING_DIR=str(landing),
                PROMO_WAREHOUSE=str(work / "warehouse.duckdb"), PROMO_ARTIFACTS_DIR=str(work / "artifacts"),
                DAGSTER_HOME=str(work / "dagster_home"))
     if max_epochs:
         env["PROMO_MAX_EPOCHS"] = max_epochs
     (work / "dagster_home").mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _children_cpu()
     proc = subprocess.run([sys.executable, "-m", "promo_assets.cli", "run", "--campaign", "demo", "--no-progress"],
                           env=env, capture_output=True, text=True, cwd=code)
-    seconds = time.perf_counter() - t0
-    return seconds, proc.returncode, proc.stdout[-600:] + proc.stderr[-600:]
+    seconds, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
+    return seconds, cpu, proc.returncode, proc.stdout[-600:] + proc.stderr[-600:]
 
 
 def main() -> int:
@@ -53,6 +61,7 @@ def main() -> int:
     args = ap.parse_args()
     codes = {"old": args.old.resolve(), "new": args.new.resolve()}
     times: dict[str, list[float]] = {"old": [], "new": []}
+    cpus: dict[str, list[float]] = {"old": [], "new": []}
     with tempfile.TemporaryDirectory() as tmp:
         landing = Path(tmp) / "landing"
         env = dict(os.environ, PYTHONPATH=str(codes["new"]), PROMO_LANDING_DIR=str(landing),
@@ -72,16 +81,18 @@ def main() -> int:
             order = ["old", "new"] if r % 2 == 0 else ["new", "old"]
             for which in order:
                 work = Path(tmp) / f"{which}{r}"
-                seconds, rc, tail = run(codes[which], landings[which], work, args.max_epochs)
+                seconds, cpu, rc, tail = run(codes[which], landings[which], work, args.max_epochs)
                 times[which].append(seconds)
-                print(f"round {r} {which}: {seconds:.1f} s, exit {rc}", flush=True)
+                cpus[which].append(cpu)
+                print(f"round {r} {which}: {seconds:.1f} s wall, {cpu:.1f} s CPU, exit {rc}, load {os.getloadavg()[0]:.1f}",
+                      flush=True)
                 if rc != 0:
                     print(tail)
     for which in ("old", "new"):
-        print(f"{which}: median {statistics.median(times[which]):.1f} s  ({', '.join(f'{t:.1f}' for t in times[which])}) "
-              f"code {codes[which]}")
-    ratio = statistics.median(times["new"]) / statistics.median(times["old"])
-    print(f"new / old median wall time: {ratio:.2f}")
+        print(f"{which}: median {statistics.median(times[which]):.1f} s wall ({', '.join(f'{t:.1f}' for t in times[which])}), "
+              f"{statistics.median(cpus[which]):.1f} s CPU ({', '.join(f'{t:.1f}' for t in cpus[which])}) code {codes[which]}")
+    for label, xs in (("wall time", times), ("CPU time", cpus)):
+        print(f"new / old median {label}: {statistics.median(xs['new']) / statistics.median(xs['old']):.2f}")
     return 0
 
 
