@@ -323,16 +323,20 @@ def _run_downstream(defs, campaign, instance, verbose: bool, tags: dict[str, str
     keys = [k for k in chains if k.path[0] not in left_out] + [board_key]
     wait_for_pool(instance, print)
     result = _run_job(defs.resolve_implicit_global_asset_job_def(), campaign, instance, verbose, tags, keys)
-    failures = [f"{campaign}: {m}" for m in ([] if result.success else _failure_messages(result))]
+    failures = _failure_lines(campaign, result)
     for model, reason in sorted(_skipped_models(campaign, result.run_id) + list(left_out.items())):
         print(f"{campaign}: {model} skipped: {reason}")
     if not _materialized(result, board_key) and "leaderboard" not in _failed_steps(result):
         # a chain failed (or skipped), so Dagster did not execute the leaderboard's step: on its own
         wait_for_pool(instance, print)
         board = _run_job(defs.resolve_job_def("leaderboard_job"), campaign, instance, verbose, tags)
-        failures += [f"{campaign}: {m}" for m in ([] if board.success else _failure_messages(board))]
+        failures += _failure_lines(campaign, board)
     _print_leaderboard(campaign)
     return failures
+
+
+def _failure_lines(campaign: str, result) -> list[str]:
+    return [] if result.success else [f"{campaign}: {m}" for m in _failure_messages(result)]
 
 
 def _failed_steps(result) -> list[str]:
