@@ -2,11 +2,14 @@
 
 `build_defs()` builds it from the model registry (one chain of assets per registered model), so a
 model registered at run time (a test model, a plug-in) before the call is part of it; `defs` is what
-the UI's workspace loads.
+the UI's workspace loads. `defs` is built on first use (a module `__getattr__`, which Dagster's loader
+reaches through `dir()` like any module attribute): `promo`, which builds its own Definitions with the
+chains it runs, does not pay for building every chain once more on import.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import dagster as dg
@@ -35,4 +38,16 @@ def build_defs(models: Sequence[str] | None = None) -> dg.Definitions:
     )
 
 
-defs = build_defs()
+@functools.cache
+def _full_defs() -> dg.Definitions:
+    return build_defs()
+
+
+def __getattr__(name: str):
+    if name == "defs":
+        return _full_defs()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), "defs"])

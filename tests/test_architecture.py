@@ -445,13 +445,13 @@ def test_no_module_writes_os_environ_at_import():
 
 
 def test_importing_the_code_location_leaves_the_environment_as_it_was():
-    """What `dagster dev` and `promo` import (promo_assets.definitions, with the resources built)
-    sets no variable, PROMO_* ones included, even when none is set."""
+    """What `dagster dev` and `promo` import (promo_assets.definitions, with `defs` and its resources
+    built: it is built on first use) sets no variable, PROMO_* ones included, even when none is set."""
     import os
     import subprocess
     import sys
 
-    probe = ("import os, json; before = dict(os.environ); import promo_assets.definitions; "
+    probe = ("import os, json; before = dict(os.environ); import promo_assets.definitions as d; d.defs; "
              "print(json.dumps(sorted(k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k))))")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PROMO_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT.parent), env.get("PYTHONPATH")]))

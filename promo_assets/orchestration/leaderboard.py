@@ -111,7 +111,9 @@ def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
 
         campaign = context.partition_key
         config = load_config(landing.path, campaign)
-        entries = [board_entry(context.instance, n, campaign, config) for n in names]
+        # every registered model, also one whose chain is not in these Definitions (`promo run` builds
+        # only the chains it runs: the others are left out for this campaign, listed with the reason)
+        entries = [board_entry(context.instance, n, campaign, config) for n in registry.names()]
         with connect(warehouse) as con:
             ev = evaluation_inputs(context, con, landing, campaign, config)
             frames, specs = assemble(con, campaign, entries, ev, config.n_levels)
