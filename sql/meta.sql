@@ -28,3 +28,17 @@ SELECT count(*) FROM (
 -- name: campaign_rows
 -- Every row of one campaign in a table that has a campaign column (tests, inspection).
 SELECT * FROM {table} WHERE campaign = ? ORDER BY ALL;
+
+-- name: schema_hash
+-- The hash of sql/schema.sql that this warehouse was last brought up to (warehouse.ensure_schema):
+-- a write connection runs the ~30 schema statements only when it differs.
+SELECT schema_hash FROM warehouse_schema;
+
+-- name: create_schema_marker
+CREATE TABLE IF NOT EXISTS warehouse_schema (schema_hash VARCHAR NOT NULL);
+
+-- name: clear_schema_marker
+DELETE FROM warehouse_schema;
+
+-- name: record_schema_hash
+INSERT INTO warehouse_schema VALUES (?);

@@ -300,6 +300,7 @@ def test_warehouse_gets_the_too_small_column_also_when_it_existed_before(tmp_pat
     path = tmp_path / "w.duckdb"
     with warehouse.connect(path) as con:
         con.execute("ALTER TABLE policy_evaluation DROP COLUMN too_small")  # a warehouse from before
+        con.execute("DROP TABLE warehouse_schema")  # ... the column and the schema marker
     with warehouse.connect(path) as con:
         assert warehouse.table_columns(con, "policy_evaluation")["too_small"] == "BOOLEAN"
         results.start(con, "c1", "r1")
@@ -310,6 +311,21 @@ def test_warehouse_gets_the_too_small_column_also_when_it_existed_before(tmp_pat
     assert "too small to evaluate (40 holdout users)" in format_leaderboard(board)
     with duckdb.connect(str(path), read_only=True) as con:
         assert con.execute("SELECT bool_and(too_small) FROM policy_evaluation").fetchone()[0] is True
+
+
+def test_schema_statements_run_only_when_the_recorded_schema_hash_differs(tmp_path):
+    """ensure_schema skips the schema statements for a warehouse already brought up to this schema
+    (its hash in warehouse_schema) and runs them again when the recorded hash is another one's."""
+    path = tmp_path / "w.duckdb"
+    with warehouse.connect(path) as con:
+        [(recorded,)] = con.execute("SELECT schema_hash FROM warehouse_schema").fetchall()
+        con.execute("ALTER TABLE policy_evaluation DROP COLUMN too_small")
+    with warehouse.connect(path) as con:  # same hash: the statements did not run
+        assert "too_small" not in warehouse.table_columns(con, "policy_evaluation")
+        con.execute("UPDATE warehouse_schema SET schema_hash = 'an older schema'")
+    with warehouse.connect(path) as con:  # another hash: they ran, and the current hash is recorded
+        assert warehouse.table_columns(con, "policy_evaluation")["too_small"] == "BOOLEAN"
+        assert con.execute("SELECT schema_hash FROM warehouse_schema").fetchall() == [(recorded,)]
 
 
 @pytest.mark.slow
