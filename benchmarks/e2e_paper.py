@@ -106,7 +106,7 @@ def run_seed(seed: int, users: int, budget: float, landing: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--section", choices=["q", "fig2", "pipeline", "library", "cost"], default="q")
+    ap.add_argument("--section", choices=["q", "fig2", "pipeline", "library", "cost", "snr"], default="q")
     ap.add_argument("--seeds", type=int, default=None, help="seeds 0..n-1 (q: 10, others: 5)")
     ap.add_argument("--users", type=int, default=None)
     ap.add_argument("--days", type=int, default=None)
@@ -126,6 +126,9 @@ def main(argv: list[str] | None = None) -> dict:
                     help="cap on every model's epochs (library / cost: none, each model's own defaults; pipeline: 5)")
     ap.add_argument("--params", default="{}", help="JSON models.params block for the pipeline section")
     ap.add_argument("--preset", default="uplift_two_arm", help="cost section's campaign")
+    ap.add_argument("--snr-batches", type=int, nargs="+", default=[256, 1024, 100_000],
+                    help="snr section: batch sizes (rows; capped at the training rows)")
+    ap.add_argument("--snr-repeats", type=int, default=4, help="snr section: batches per size (disjoint draws)")
     args = ap.parse_args(argv)
     if args.section != "q":
         from _e2e_sections import run_section

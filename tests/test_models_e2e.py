@@ -105,6 +105,59 @@ def test_nes_directions_come_in_antithetic_pairs():
         dl.nes_estimate(record, (5,), 5, 0.1, torch.Generator())
 
 
+@pytest.mark.parametrize("wrt_costs", [True, False], ids=["v-and-c", "v-only"])
+def test_batched_nes_equals_the_looped_nes_for_the_same_directions(wrt_costs):
+    """All N' perturbed copies in one (N', B, K) bisection give exactly what one Q per copy gives."""
+    v, c, t, y, z, _ = _rct(6, n=300, k=5, redeemed=True)
+    batch = dl.RCTBatch.from_arrays(t, y, z)
+    vt, ct = torch.tensor(v), torch.tensor(c)
+    lam, sigma, n_dir = dl.q_lambda_max(vt, ct), 0.02, 12
+    g_v, g_c = dl.nes_gradient(vt, ct, batch, 1.0, n_directions=n_dir, sigma=sigma, lambda_max=lam, max_iter=30,
+                               generator=torch.Generator().manual_seed(5), wrt_costs=wrt_costs)
+    base = (torch.stack([vt, ct]) if wrt_costs else vt[None]).float()
+    half = dl.nes_directions(n_dir, tuple(base.shape), torch.Generator().manual_seed(5))
+    ref = torch.zeros(base.shape, dtype=torch.float64)
+    for d in half:  # the loop the batch replaces: one perturbed copy per Q evaluation
+        q = []
+        for op in (torch.add, torch.sub):
+            p = op(base, d, alpha=sigma)
+            q.append(float(dl.q_bisection(p[0], p[1] if wrt_costs else ct.float(), batch, 1.0, lambda_max=lam,
+                                          max_iter=30)[0]))
+        ref += d.double() * (q[0] - q[1])
+    ref /= sigma * n_dir
+    assert float(ref.abs().sum()) > 0  # some perturbation changed Q
+    torch.testing.assert_close(g_v, ref[0], rtol=1e-12, atol=1e-12)
+    if wrt_costs:
+        torch.testing.assert_close(g_c, ref[1], rtol=1e-12, atol=1e-12)
+    else:
+        assert g_c is None
+    # two directions per call (the memory cap's chunks) draw the same directions: the same estimate
+    g_v2, _ = dl.nes_gradient(vt, ct, batch, 1.0, n_directions=n_dir, sigma=sigma, lambda_max=lam, max_iter=30,
+                              generator=torch.Generator().manual_seed(5), wrt_costs=wrt_costs, chunk=2)
+    torch.testing.assert_close(g_v2, g_v, rtol=1e-12, atol=1e-12)
+
+
+def test_q_of_float32_copies_matches_the_float64_q_at_the_models_bisection_depth():
+    """NES evaluates its perturbed copies in float32. At the models' 20 bisection iterations Q is the
+    float64 one on (nearly) every copy: they can differ only where the last midpoint lies within
+    float32 rounding (~1e-7 relative) of a row's interval end, a row's share of Q apart."""
+    same = total = 0
+    for k, redeemed in ((4, False), (4, True), (60, True)):
+        v, c, t, y, z, _ = _rct(7, n=800, k=k, redeemed=redeemed)
+        batch = dl.RCTBatch.from_arrays(t, y, z)
+        vt, ct = torch.tensor(v), torch.tensor(c)
+        lam = dl.q_lambda_max(vt, ct)
+        noise = torch.randn((2, 16) + vt.shape, generator=torch.Generator().manual_seed(k), dtype=torch.float64)
+        pv, pc = vt + 0.01 * noise[0], ct + 0.01 * noise[1]
+        for budget in (0.5 * z.mean(), z.mean()):
+            q64 = dl.q_bisection(pv, pc, batch, budget, lambda_max=lam, max_iter=20)
+            q32 = dl.q_bisection(pv.float(), pc.float(), batch, budget, lambda_max=lam, max_iter=20)
+            same += int((q64 == q32).sum())
+            total += 16
+            assert float((q64 - q32).abs().max()) < 0.05, (k, budget)
+    assert same >= 0.95 * total, f"{same}/{total} copies with the same Q"
+
+
 def _two_users(gap: float):
     """Users A (treatment pays: +1 conversion at cost 1) and B (treatment wasted), each logged once
     at each of the two levels; the budget treats one of them. Rows: A@0, A@1, B@0, B@1."""

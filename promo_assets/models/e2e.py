@@ -109,10 +109,11 @@ def budget_bounds(p: dict[str, Any], config: CampaignConfig) -> tuple[float, flo
     return min(budgets), max(budgets)
 
 
-def predicted_curves(module, x_num, x_cat, config: CampaignConfig, targets: dict[str, float]):
+def predicted_curves(module, x_num, x_cat, config: CampaignConfig, targets: dict[str, float], curves=None):
     """The network's expected response and cost (B x K tensors, with grad) as TrainedModel.predict
-    computes them; the cost is None when the rule makes it a constant ('assigned')."""
-    raw, cost_raw = module.curves(x_num, x_cat)
+    computes them; the cost is None when the rule makes it a constant ('assigned'). `curves`: the
+    module's link-scale `curves(x_num, x_cat)` already computed (one forward pass per step)."""
+    raw, cost_raw = module.curves(x_num, x_cat) if curves is None else curves
     values = response_mean(raw, config.response) * targets["response_scale"] + targets["response_mean"]
     incentives = torch.as_tensor(config.incentives, dtype=values.dtype)[None, :]
     if config.cost == "redeemed":
@@ -134,6 +135,17 @@ def rct_batch(batch: dict[str, torch.Tensor], config: CampaignConfig, targets: d
     w = batch["weight"].double() if "weight" in batch else torch.as_tensor(
         dl.inverse_propensity(level.numpy()), dtype=torch.float64)
     return dl.RCTBatch(level, y, z, w)
+
+
+class _Computed:
+    """Stands in for the network in the S-learner's loss with the curves of this step's forward pass,
+    so that the loss and Q's predictions share one forward (and one backward) pass."""
+
+    def __init__(self, curves):
+        self._curves = curves
+
+    def curves(self, x_num, x_cat):
+        return self._curves
 
 
 _WARM: dict[tuple, TrainedModel] = {}
@@ -197,10 +209,11 @@ class _E2EBase(ResponseModel):
         q_time = {"seconds": 0.0, "steps": 0}
 
         def loss_fn(module, batch, step):
-            per_sample, _ = base_loss(module, batch, step)
+            curves = module.curves(batch["x_num"], batch["x_cat"])  # one forward for both terms
+            per_sample, _ = base_loss(_Computed(curves), batch, step)
             if step is None:
                 return per_sample, None
-            v, c = predicted_curves(module, batch["x_num"], batch["x_cat"], config, targets)
+            v, c = predicted_curves(module, batch["x_num"], batch["x_cat"], config, targets, curves=curves)
             t0 = time.perf_counter()
             budget = float(budget_rng.uniform(low, high))
             g_v, g_c = self.gradient(v, c if c is not None else torch.as_tensor(
@@ -221,10 +234,11 @@ class _E2EBase(ResponseModel):
             module.eval()
             part = prep.validation if val_batch is not None else prep.train
             batch = val_batch if val_batch is not None else rct_batch(prep.train, config, targets)
-            per_sample, _ = base_loss(module, part, None)
+            curves = module.curves(part["x_num"], part["x_cat"])
+            per_sample, _ = base_loss(_Computed(curves), part, None)
             w = part.get("weight")
             sl = float((per_sample * w).sum() / w.sum()) if w is not None else float(per_sample.mean())
-            v, c = predicted_curves(module, part["x_num"], part["x_cat"], config, targets)
+            v, c = predicted_curves(module, part["x_num"], part["x_cat"], config, targets, curves=curves)
             c = c if c is not None else torch.as_tensor(config.incentives, dtype=v.dtype)[None, :].expand_as(v)
             lam = dl.q_lambda_max(v, c)
             qs = [float(torch.nan_to_num(dl.q_bisection(v, c, batch, b, lambda_max=lam,
