@@ -168,6 +168,81 @@ def pipeline(args) -> dict:
             "wins_over_s_learner": wins, "aucc": aucc.to_dict("records"), "runs": infos}
 
 
+ORACLE = ("e2e_fd_oracle", "e2e_nes_oracle")
+
+
+def _fit_oracle(name: str, data, cfg, seed: int, max_epochs, campaign_dir: Path):
+    """A diagnostic, not a model: `e2e_fd` / `e2e_nes` with the Q of every step replaced by the
+    TRUE value of the batch users' KKT allocation at matched true cost (`_true_q`: the simulator's
+    curves instead of the logged RCT outcomes), i.e. the fine-tuning with a noise-free marketing
+    goal; everything else (warm start, hyper-parameters, epochs, the validation-Q epoch choice on
+    the RCT rows) as the registered model. If this does not beat the S-learner either, the estimated
+    Q's noise is not what holds the e2e models back. The truth travels with the training rows
+    (extra tensors in the prepared frame's batches) and the gradient is the model's estimator (Eq. 8
+    / 10 over the same entries / directions) applied to `_true_q`."""
+    from promo_assets.models import e2e
+    from promo_assets.models import registry
+
+    real = registry.get(name.removesuffix("_oracle"))
+    frame = data.frame
+    truth_v, truth_c = truth_arrays(campaign_dir, frame["user_id"].astype(str).to_numpy())
+
+    def prepare(frame_, *a, **kw):
+        prep = e2e_prepare(frame_, *a, **kw)
+        is_train = (frame_["split"].astype(str) == "train").to_numpy()
+        if int(is_train.sum()) != int(prep.train["level"].shape[0]):
+            raise RuntimeError("oracle: the prepared training rows are not the frame's train rows")
+        prep.train["truth_v"] = torch.as_tensor(truth_v[is_train])
+        prep.train["truth_c"] = torch.as_tensor(truth_c[is_train])
+        return prep
+
+    def batch_of(batch, config, targets):
+        out = e2e_rct_batch(batch, config, targets)
+        out.truth = (batch.get("truth_v"), batch.get("truth_c"))
+        return out
+
+    def gradient(v, c, batch, budget, hp, gen, wrt_costs):
+        vt, ct = batch.truth
+        vv, cc = v.detach().double(), c.detach().double()
+        lam = dl.q_lambda_max(vv, cc)
+        it = int(hp["max_iter"])
+        if real.estimator == "nes":
+            base = torch.stack([vv, cc]) if wrt_costs else vv[None]
+            sigma = float(hp["sigma"])
+
+            def evaluate(half):
+                d = half.double()
+                pert = torch.cat([base + sigma * d, base - sigma * d])
+                return _true_q(pert[:, 0], pert[:, 1] if wrt_costs else cc[None], vt, ct, budget, lam, it)
+
+            g = dl.nes_estimate(evaluate, tuple(base.shape), int(hp["directions"]), sigma, gen, pairs=True)
+            return g[0], (g[1] if wrt_costs else None)
+        n, k = vv.shape
+        h = float(hp["h"])
+
+        def evaluate_on(which):
+            def evaluate(flat, delta):
+                pv = vv[None].repeat(flat.shape[0], 1, 1)
+                pc = cc[None].repeat(flat.shape[0], 1, 1)
+                target = pv if which == "v" else pc
+                target[torch.arange(flat.shape[0]), flat // k, flat % k] += delta
+                return _true_q(pv, pc, vt, ct, budget, lam, it)
+            return evaluate
+
+        g_v = dl.fd_estimate(evaluate_on("v"), n * k, int(hp["entries"]), h, gen).reshape(n, k)
+        g_c = dl.fd_estimate(evaluate_on("c"), n * k, int(hp["entries"]), h, gen).reshape(n, k) if wrt_costs else None
+        return g_v, g_c
+
+    e2e_prepare, e2e_rct_batch = e2e.prepare_frame, e2e.rct_batch
+    model = type(real)()
+    model.gradient = gradient
+    e2e.prepare_frame, e2e.rct_batch = prepare, batch_of
+    try:
+        return model.fit(data, cfg, seed=seed, max_epochs=max_epochs)
+    finally:
+        e2e.prepare_frame, e2e.rct_batch = e2e_prepare, e2e_rct_batch
+
+
 LIBRARY_SIZES = {"e2e_synthetic": (3, 2000), "dipn_synthetic_2": (3, 4000), "uplift_two_arm": (3, 4000)}
 
 
@@ -214,6 +289,8 @@ def library(args) -> dict:
             cfg.extra["models"] = {"params": params}
         data = TrainingData("c", frame, num, cat, frame_version=f"bench-{preset}-{seed}")
         names = ["s_learner", *E2E, "lgbm_s_mono"] + (["lgbm_s", "lgbm_t"] if preset == "uplift_two_arm" else [])
+        if args.models:
+            names = ["s_learner", *args.models]
         if cfg.n_levels == 2:
             names.append("truth")  # the ceiling: the true curves (pct_oracle 1 by definition, AUCC on the holdout)
         for name in names:
@@ -222,6 +299,8 @@ def library(args) -> dict:
                 fitted = None
             elif name == "s_learner":
                 fitted = e2e.warm_start(data, cfg, seed, args.max_epochs, None)
+            elif name in ORACLE:
+                fitted = _fit_oracle(name, data, cfg, seed, args.max_epochs, campaign_dir)
             else:
                 fitted = registry.get(name).fit(data, cfg, seed=seed, max_epochs=args.max_epochs)
             secs = time.perf_counter() - t0

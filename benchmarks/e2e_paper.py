@@ -128,6 +128,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--preset", default="uplift_two_arm", help="cost section's campaign")
     ap.add_argument("--snr-batches", type=int, nargs="+", default=[256, 1024, 100_000],
                     help="snr section: batch sizes (rows; capped at the training rows)")
+    ap.add_argument("--models", nargs="+", default=None,
+                    help="library section: the models beside s_learner (default: e2e_fd e2e_nes and the LightGBM "
+                         "baselines); e2e_fd_oracle / e2e_nes_oracle: the diagnostic fine-tuning on the true value")
     ap.add_argument("--snr-repeats", type=int, default=4, help="snr section: batches per size (disjoint draws)")
     args = ap.parse_args(argv)
     if args.section != "q":

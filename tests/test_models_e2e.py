@@ -224,6 +224,26 @@ def test_q_ignores_per_user_level_shifts_and_the_centered_gradient_keeps_only_wh
     assert dl.remove_level_shifts(None) is None
 
 
+def test_q_ignores_the_scale_of_v_and_c_and_the_projected_gradient_is_orthogonal_to_it():
+    v, c, t, y, z, _ = _rct(8, n=400, redeemed=True)
+    batch = dl.RCTBatch.from_arrays(t, y, z)
+    lam = dl.q_lambda_max(torch.tensor(v), torch.tensor(c))
+    q = dl.q_value(v, c, batch, 1.0, lambda_max=lam)
+    # the multiplier's search interval scales along (powers of two: the same midpoints exactly)
+    assert dl.q_value(2.0 * v, c, batch, 1.0, lambda_max=2.0 * lam) == q
+    assert dl.q_value(v, 0.5 * c, batch, 1.0, lambda_max=2.0 * lam) == q
+    g_v, g_c = dl.nes_gradient(torch.tensor(v), torch.tensor(c), batch, 1.0, n_directions=8, sigma=0.01,
+                               generator=torch.Generator().manual_seed(0))
+    for g, x in ((g_v, v), (g_c, c)):
+        p = dl.remove_invariant_directions(g, torch.tensor(x))
+        xc = dl.remove_level_shifts(torch.tensor(x))
+        torch.testing.assert_close(p.sum(-1), torch.zeros(400, dtype=torch.float64))  # no per-row shift left
+        assert abs(float((p * xc).sum())) < 1e-9 * float(g.norm() * xc.norm())  # no scale component left
+        rest = dl.remove_level_shifts(g) - p  # only a multiple of the centered point was removed
+        assert float(torch.linalg.matrix_rank(torch.stack([rest.flatten(), xc.flatten()]))) <= 1
+    assert dl.remove_invariant_directions(None, torch.tensor(v)) is None
+
+
 def test_fd_on_q_agrees_with_re_evaluating_q():
     v, c, t, y, z, _ = _rct(4, n=400)
     batch = dl.RCTBatch.from_arrays(t, y, z)
@@ -253,9 +273,10 @@ def test_fd_on_q_agrees_with_re_evaluating_q():
     ("e2e_nes", {"gamma": -1.0}, "gamma = -1.0"),
     ("e2e_nes", {"epochs": 0}, "epochs = 0"),
     ("e2e_fd", {"center": "yes"}, "= 'yes'"),
+    ("e2e_nes", {"project_scale": "yes"}, "project_scale"),
 ], ids=["error-h-zero", "error-h-negative", "error-entries-above-batch", "error-empty-budget-range",
         "error-budget-range-one-number", "error-odd-directions", "error-sigma-zero", "error-negative-gamma",
-        "error-no-epochs", "error-center-not-a-boolean"])
+        "error-no-epochs", "error-center-not-a-boolean", "error-project-scale-not-a-boolean"])
 def test_bad_e2e_hyper_parameters_are_refused_by_name(model, params, expected):
     m = registry.get(model)
     problems = m.check_params({**m.params, **params})

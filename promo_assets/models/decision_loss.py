@@ -51,7 +51,7 @@ __all__ = [
     "IntervalEOM", "RCTBatch", "fd_estimate", "fd_gradient", "matched_intervals", "nes_directions", "nes_estimate",
     "nes_gradient",
     "q_bisection",
-    "q_lambda_max", "q_value", "remove_level_shifts", "surrogate_loss",
+    "q_lambda_max", "q_value", "remove_invariant_directions", "remove_level_shifts", "surrogate_loss",
 ]
 
 DTYPE = torch.float64
@@ -339,6 +339,24 @@ def remove_level_shifts(grad: torch.Tensor | None) -> torch.Tensor | None:
     if grad is None:
         return None
     return grad - grad.mean(dim=-1, keepdim=True)
+
+
+def remove_invariant_directions(grad: torch.Tensor | None, point: torch.Tensor) -> torch.Tensor | None:
+    """`remove_level_shifts(grad)` and then its component along the centered `point` (B x K, the
+    predicted values or costs the gradient belongs to) removed as well.
+
+    Besides per-user shifts, Q ignores the global scale of the values and of the costs:
+    Q(a v, c) = Q(v, c) = Q(v, a c) for a > 0 (the decision rule argmax_j v_ij - alpha c_ij picks the
+    same levels at alpha / a, resp. a alpha, and the bisection searches the multiplier). The exact
+    gradient is therefore orthogonal to the centered v (resp. c), and an estimate's component along
+    it is estimator noise; left in, it lets a fine-tuned network drift in the scale of its predicted
+    cost uplifts, which moves the spend of the allocation made at a budget with those costs."""
+    if grad is None:
+        return None
+    g = remove_level_shifts(grad)
+    x = remove_level_shifts(point.detach().to(g.dtype))
+    norm = float((x * x).sum())
+    return g if norm <= 0 else g - (float((g * x).sum()) / norm) * x
 
 
 def surrogate_loss(values: torch.Tensor, costs: torch.Tensor | None, grad_values: torch.Tensor,

@@ -58,6 +58,7 @@ COMMON: dict[str, Any] = {
     "batch_size": 1024,     # RCT rows per step (Q's mini-batch)
     "max_iter": 20,         # bisection iterations of Algorithm 1
     "center": False,        # remove each user's mean over the levels from the estimated gradients
+    "project_scale": False,  # also remove their components along the (centered) predicted v and c: Q ignores their scale
 }
 # Defaults chosen on tuning campaigns (seeds 100-104 of e2e_synthetic and uplift_two_arm, never the
 # reported seeds 0-4; README "End-to-end models"): h 0.02 flips decisions of the piecewise-constant
@@ -86,6 +87,8 @@ def common_problems(p: dict[str, Any]) -> list[str]:
         out.append(f"max_iter = {p['max_iter']!r}: must be an integer >= 1")
     if not isinstance(p["center"], bool):
         out.append(f"center = {p['center']!r}: must be true or false")
+    if not isinstance(p["project_scale"], bool):
+        out.append(f"project_scale = {p['project_scale']!r}: must be true or false")
     r = p["budget_range"]
     if r is not None:
         if not (isinstance(r, (list, tuple)) and len(r) == 2 and all(_number(x) for x in r)):
@@ -219,7 +222,10 @@ class _E2EBase(ResponseModel):
             g_v, g_c = self.gradient(v, c if c is not None else torch.as_tensor(
                 config.incentives, dtype=v.dtype)[None, :].expand_as(v), rct_batch(batch, config, targets),
                 budget, hp, gen, wrt_costs=c is not None)
-            if hp["center"]:
+            if hp["project_scale"]:
+                g_v = dl.remove_invariant_directions(g_v, v)
+                g_c = dl.remove_invariant_directions(g_c, c) if c is not None else g_c
+            elif hp["center"]:
                 g_v, g_c = dl.remove_level_shifts(g_v), dl.remove_level_shifts(g_c)
             q_time["seconds"] += time.perf_counter() - t0
             q_time["steps"] += 1
