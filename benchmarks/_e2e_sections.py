@@ -291,6 +291,7 @@ def library(args) -> dict:
         names = ["s_learner", *E2E, "lgbm_s_mono"] + (["lgbm_s", "lgbm_t"] if preset == "uplift_two_arm" else [])
         if args.models:
             names = ["s_learner", *args.models]
+        names += [m for m in args.oracle if m not in names]
         if cfg.n_levels == 2:
             names.append("truth")  # the ceiling: the true curves (pct_oracle 1 by definition, AUCC on the holdout)
         for name in names:

@@ -130,7 +130,9 @@ def main(argv: list[str] | None = None) -> dict:
                     help="snr section: batch sizes (rows; capped at the training rows)")
     ap.add_argument("--models", nargs="+", default=None,
                     help="library section: the models beside s_learner (default: e2e_fd e2e_nes and the LightGBM "
-                         "baselines); e2e_fd_oracle / e2e_nes_oracle: the diagnostic fine-tuning on the true value")
+                         "baselines)")
+    ap.add_argument("--oracle", nargs="*", default=[], choices=["e2e_fd_oracle", "e2e_nes_oracle"],
+                    help="library section: add these diagnostics (the fine-tuning with the true value as Q)")
     ap.add_argument("--snr-repeats", type=int, default=4, help="snr section: batches per size (disjoint draws)")
     args = ap.parse_args(argv)
     if args.section != "q":

@@ -58,7 +58,7 @@ COMMON: dict[str, Any] = {
     "batch_size": 1024,     # RCT rows per step (Q's mini-batch)
     "max_iter": 20,         # bisection iterations of Algorithm 1
     "center": False,        # remove each user's mean over the levels from the estimated gradients
-    "project_scale": False,  # also remove their components along the (centered) predicted v and c: Q ignores their scale
+    "project_scale": True,  # also remove their components along the (centered) predicted v and c: Q ignores their scale
 }
 # Defaults chosen on tuning campaigns (seeds 100-104 of e2e_synthetic and uplift_two_arm, never the
 # reported seeds 0-4; README "End-to-end models"): h 0.02 flips decisions of the piecewise-constant
