@@ -41,6 +41,11 @@ def test_vectorized_q_equals_algorithm_1_reference(redeemed, propensity):
         ref = q_at_budget_bisection(v, c, t, y, z, p, budget, lambda_max=0.5, max_iter=40)
         ours = dl.q_bisection(torch.tensor(v), torch.tensor(c), batch, budget, lambda_max=0.5, max_iter=40)
         assert float(ours[0]) == pytest.approx(ref.value, abs=1e-12)
+    # several budgets at once (the models' validation objective) give each budget's own Q
+    budgets = [0.3 * z.mean(), 0.8 * z.mean(), 1.2 * z.mean()]
+    many = dl.q_at_budgets(torch.tensor(v), torch.tensor(c), batch, budgets, lambda_max=0.5, max_iter=40)
+    for b, q in zip(budgets, many.tolist()):
+        assert q == dl.q_value(v, c, batch, b, lambda_max=0.5, max_iter=40)
     # several copies at once give each copy's own Q
     copies = torch.stack([torch.tensor(v), torch.tensor(v[::-1].copy()), torch.tensor(v) * 0.5])
     q = dl.q_bisection(copies, torch.tensor(c).expand(3, -1, -1), batch, 0.8 * z.mean(), lambda_max=0.5)

@@ -50,7 +50,7 @@ from promo_assets.models.errors import ModelInputError
 __all__ = [
     "IntervalEOM", "RCTBatch", "fd_estimate", "fd_gradient", "matched_intervals", "nes_directions", "nes_estimate",
     "nes_gradient",
-    "q_bisection",
+    "q_at_budgets", "q_bisection",
     "q_lambda_max", "q_value", "remove_invariant_directions", "remove_level_shifts", "surrogate_loss",
 ]
 
@@ -162,8 +162,9 @@ class IntervalEOM:
         return self.ratios(self.sums(lambdas))
 
 
-def _bisect(sums_at, n_copies: int, budget: float, lambda_max: float, max_iter: int, tol: float) -> torch.Tensor:
-    """Algorithm 1 for `n_copies` searches at once; `sums_at(alpha (P,)) -> (P, 4)` EOM sums."""
+def _bisect(sums_at, n_copies: int, budget, lambda_max: float, max_iter: int, tol: float) -> torch.Tensor:
+    """Algorithm 1 for `n_copies` searches at once; `sums_at(alpha (P,)) -> (P, 4)` EOM sums; `budget`
+    a number or one per search (P,)."""
     lo = torch.zeros(n_copies, dtype=DTYPE)
     hi = torch.full((n_copies,), float(lambda_max), dtype=DTYPE)
     done = torch.zeros(n_copies, dtype=torch.bool)
@@ -200,6 +201,18 @@ def q_bisection(values: torch.Tensor, costs: torch.Tensor, batch: RCTBatch, budg
     lower, upper = matched_intervals(v, c, batch.logged)
     eom = IntervalEOM(lower.to(DTYPE), upper.to(DTYPE), batch.channels())
     return _bisect(lambda mid: eom.sums(mid[:, None])[:, 0], v.shape[0], budget, lambda_max, max_iter, tol)
+
+
+def q_at_budgets(values: torch.Tensor, costs: torch.Tensor, batch: RCTBatch, budgets, *, lambda_max: float,
+                 max_iter: int = 50, tol: float = 1e-4) -> torch.Tensor:
+    """Q(v, c) of one (B, K) pair at several budgets, (L,): one interval set and one sort for all of
+    them, their L bisections run together (each equals `q_bisection` at that budget)."""
+    v = values.detach().to(DTYPE)
+    c = costs.detach().to(DTYPE)
+    lower, upper = matched_intervals(v, c, batch.logged)
+    eom = IntervalEOM(lower, upper, batch.channels())
+    b = torch.as_tensor(list(budgets), dtype=DTYPE)
+    return _bisect(lambda mid: eom.sums(mid[None])[0], b.shape[0], b, lambda_max, max_iter, tol)
 
 
 def q_value(values, costs, batch: RCTBatch, budget: float, *, lambda_max: float | None = None,

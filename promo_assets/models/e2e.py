@@ -247,10 +247,9 @@ class _E2EBase(ResponseModel):
             v, c = predicted_curves(module, part["x_num"], part["x_cat"], config, targets, curves=curves)
             c = c if c is not None else torch.as_tensor(config.incentives, dtype=v.dtype)[None, :].expand_as(v)
             lam = dl.q_lambda_max(v, c)
-            qs = [float(torch.nan_to_num(dl.q_bisection(v, c, batch, b, lambda_max=lam,
-                                                        max_iter=int(hp["max_iter"])))[0]) for b in val_budgets]
+            qs = torch.nan_to_num(dl.q_at_budgets(v, c, batch, val_budgets, lambda_max=lam, max_iter=int(hp["max_iter"])))
             module.train(was)
-            return sl - gamma * float(np.mean(qs))
+            return sl - gamma * float(qs.mean())
 
         epochs = resolve_max_epochs(int(hp["epochs"]), max_epochs)
         tc = TrainingConfig(max_epochs=epochs, batch_size=int(hp["batch_size"]), lr=float(hp["lr"]),
