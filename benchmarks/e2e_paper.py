@@ -30,9 +30,17 @@ Issue #15 sections (each prints its own JSON object; `--section` picks, default 
   library   the pipeline section's comparison on the library path (one S-learner per campaign shared
             as the e2e warm start, `solve` on the population, pct_oracle at matched true spend, AUCC
             on the holdout rows): what a loaded machine finishes for 5 seeds.
+            `--models` replaces the models beside s_learner; `--oracle e2e_nes_oracle` (or
+            e2e_fd_oracle, slow on many levels) adds the diagnostic fine-tuning with the TRUE value
+            as Q in every step (the registered model otherwise unchanged).
   cost      seconds per training epoch of s_learner, e2e_fd, e2e_nes (equal hidden sizes: the e2e
             models are the S-learner's network) trained back to back on one campaign (library path),
             and the measured Q time per fine-tuning step.
+  snr       does the RCT Q's gradient point where the true value rises? Per campaign (library sizes,
+            `--first-seed`, `--seeds`), the warm start's predictions on the training rows, batches of
+            `--snr-batches` rows (`--snr-repeats` draws), `--nes-directions` antithetic directions of
+            scale `--nes-sigma`: the correlation over directions of Q(x + sigma d) - Q(x - sigma d) on
+            the RCT rows with the same change of the true value of the batch's KKT allocation.
 """
 
 from __future__ import annotations
