@@ -22,8 +22,8 @@ decision rule's choice exactly for alpha in an interval [a_i, b_i) (`matched_int
 rule's tie rule, the cheaper level wins a tie, makes the lower end inclusive). The EOM sums at any
 alpha are then prefix sums over the users sorted by a_i minus those sorted by b_i
 (`IntervalEOM`): O(log B) per multiplier after one sort. All perturbed copies of a batch run
-their bisections together as tensors: NES builds P = N' interval sets (P x B x K work, one sort
-each); finite differences change one user per perturbation, so each of the 2F' perturbations
+their bisections together as tensors: NES builds P = N' interval sets in ONE batched bisection
+(P x B x K work, one sort each; the perturbed copies in float32, see `nes_gradient`); finite differences change one user per perturbation, so each of the 2F' perturbations
 is the base batch's sums minus that user's old contribution plus its new one (P x K work). The
 result equals `evaluation.eom.q_at_budget_bisection` with the same alpha_max, max_iter and tol
 (tests compare them); alpha_max is fixed per step (`q_lambda_max`) so that every perturbed copy

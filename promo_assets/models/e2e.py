@@ -26,7 +26,11 @@ the campaign's smallest to largest `budget_per_capita`; alpha_max of each step's
 `lambda_upper_bound` of the batch's predictions, the same for every perturbed copy; F' entries are
 drawn for v and again for c; NES perturbs v and c jointly; `center` (off by default) removes each
 row's mean over the levels from the estimates (Q ignores per-row shifts:
-`decision_loss.remove_level_shifts`); the learning rate and epochs of the fine-tuning are their own
+`decision_loss.remove_level_shifts`), and `project_scale` (on by default) also their components
+along the centered predicted v and c (Q ignores their global scale: `decision_loss.
+remove_invariant_directions`; without it the fine-tuning drifted the scale of the predicted cost
+uplifts and with it the spend made at a budget); the loss and Q share one forward pass per step
+(`_Computed`); the learning rate and epochs of the fine-tuning are their own
 hyper-parameters (the paper trains from scratch with lr 1e-4, 10 epochs,
 gamma 200, B 10,000, F' 4,000, h 3e-4, N' 2,000, sigma 1e-3, on 14M rows; our defaults are for
 campaigns of 10^4-10^5 events on CPU). Per-step Q cost is measured (`q_seconds_per_step`).
