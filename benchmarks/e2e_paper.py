@@ -30,9 +30,17 @@ Issue #15 sections (each prints its own JSON object; `--section` picks, default 
   library   the pipeline section's comparison on the library path (one S-learner per campaign shared
             as the e2e warm start, `solve` on the population, pct_oracle at matched true spend, AUCC
             on the holdout rows): what a loaded machine finishes for 5 seeds.
+            `--models` replaces the models beside s_learner; `--oracle e2e_nes_oracle` (or
+            e2e_fd_oracle, slow on many levels) adds the diagnostic fine-tuning with the TRUE value
+            as Q in every step (the registered model otherwise unchanged).
   cost      seconds per training epoch of s_learner, e2e_fd, e2e_nes (equal hidden sizes: the e2e
             models are the S-learner's network) trained back to back on one campaign (library path),
             and the measured Q time per fine-tuning step.
+  snr       does the RCT Q's gradient point where the true value rises? Per campaign (library sizes,
+            `--first-seed`, `--seeds`), the warm start's predictions on the training rows, batches of
+            `--snr-batches` rows (`--snr-repeats` draws), `--nes-directions` antithetic directions of
+            scale `--nes-sigma`: the correlation over directions of Q(x + sigma d) - Q(x - sigma d) on
+            the RCT rows with the same change of the true value of the batch's KKT allocation.
 """
 
 from __future__ import annotations
@@ -106,7 +114,7 @@ def run_seed(seed: int, users: int, budget: float, landing: Path) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--section", choices=["q", "fig2", "pipeline", "library", "cost"], default="q")
+    ap.add_argument("--section", choices=["q", "fig2", "pipeline", "library", "cost", "snr"], default="q")
     ap.add_argument("--seeds", type=int, default=None, help="seeds 0..n-1 (q: 10, others: 5)")
     ap.add_argument("--users", type=int, default=None)
     ap.add_argument("--days", type=int, default=None)
@@ -126,6 +134,14 @@ def main(argv: list[str] | None = None) -> dict:
                     help="cap on every model's epochs (library / cost: none, each model's own defaults; pipeline: 5)")
     ap.add_argument("--params", default="{}", help="JSON models.params block for the pipeline section")
     ap.add_argument("--preset", default="uplift_two_arm", help="cost section's campaign")
+    ap.add_argument("--snr-batches", type=int, nargs="+", default=[256, 1024, 100_000],
+                    help="snr section: batch sizes (rows; capped at the training rows)")
+    ap.add_argument("--models", nargs="+", default=None,
+                    help="library section: the models beside s_learner (default: e2e_fd e2e_nes and the LightGBM "
+                         "baselines)")
+    ap.add_argument("--oracle", nargs="*", default=[], choices=["e2e_fd_oracle", "e2e_nes_oracle"],
+                    help="library section: add these diagnostics (the fine-tuning with the true value as Q)")
+    ap.add_argument("--snr-repeats", type=int, default=4, help="snr section: batches per size (disjoint draws)")
     args = ap.parse_args(argv)
     if args.section != "q":
         from _e2e_sections import run_section

@@ -41,6 +41,11 @@ def test_vectorized_q_equals_algorithm_1_reference(redeemed, propensity):
         ref = q_at_budget_bisection(v, c, t, y, z, p, budget, lambda_max=0.5, max_iter=40)
         ours = dl.q_bisection(torch.tensor(v), torch.tensor(c), batch, budget, lambda_max=0.5, max_iter=40)
         assert float(ours[0]) == pytest.approx(ref.value, abs=1e-12)
+    # several budgets at once (the models' validation objective) give each budget's own Q
+    budgets = [0.3 * z.mean(), 0.8 * z.mean(), 1.2 * z.mean()]
+    many = dl.q_at_budgets(torch.tensor(v), torch.tensor(c), batch, budgets, lambda_max=0.5, max_iter=40)
+    for b, q in zip(budgets, many.tolist()):
+        assert q == dl.q_value(v, c, batch, b, lambda_max=0.5, max_iter=40)
     # several copies at once give each copy's own Q
     copies = torch.stack([torch.tensor(v), torch.tensor(v[::-1].copy()), torch.tensor(v) * 0.5])
     q = dl.q_bisection(copies, torch.tensor(c).expand(3, -1, -1), batch, 0.8 * z.mean(), lambda_max=0.5)
@@ -103,6 +108,59 @@ def test_nes_directions_come_in_antithetic_pairs():
     torch.testing.assert_close(g, torch.zeros(5, dtype=torch.float64))  # a constant f: the pairs cancel
     with pytest.raises(Exception, match="even number of directions"):
         dl.nes_estimate(record, (5,), 5, 0.1, torch.Generator())
+
+
+@pytest.mark.parametrize("wrt_costs", [True, False], ids=["v-and-c", "v-only"])
+def test_batched_nes_equals_the_looped_nes_for_the_same_directions(wrt_costs):
+    """All N' perturbed copies in one (N', B, K) bisection give exactly what one Q per copy gives."""
+    v, c, t, y, z, _ = _rct(6, n=300, k=5, redeemed=True)
+    batch = dl.RCTBatch.from_arrays(t, y, z)
+    vt, ct = torch.tensor(v), torch.tensor(c)
+    lam, sigma, n_dir = dl.q_lambda_max(vt, ct), 0.02, 12
+    g_v, g_c = dl.nes_gradient(vt, ct, batch, 1.0, n_directions=n_dir, sigma=sigma, lambda_max=lam, max_iter=30,
+                               generator=torch.Generator().manual_seed(5), wrt_costs=wrt_costs)
+    base = (torch.stack([vt, ct]) if wrt_costs else vt[None]).float()
+    half = dl.nes_directions(n_dir, tuple(base.shape), torch.Generator().manual_seed(5))
+    ref = torch.zeros(base.shape, dtype=torch.float64)
+    for d in half:  # the loop the batch replaces: one perturbed copy per Q evaluation
+        q = []
+        for op in (torch.add, torch.sub):
+            p = op(base, d, alpha=sigma)
+            q.append(float(dl.q_bisection(p[0], p[1] if wrt_costs else ct.float(), batch, 1.0, lambda_max=lam,
+                                          max_iter=30)[0]))
+        ref += d.double() * (q[0] - q[1])
+    ref /= sigma * n_dir
+    assert float(ref.abs().sum()) > 0  # some perturbation changed Q
+    torch.testing.assert_close(g_v, ref[0], rtol=1e-12, atol=1e-12)
+    if wrt_costs:
+        torch.testing.assert_close(g_c, ref[1], rtol=1e-12, atol=1e-12)
+    else:
+        assert g_c is None
+    # two directions per call (the memory cap's chunks) draw the same directions: the same estimate
+    g_v2, _ = dl.nes_gradient(vt, ct, batch, 1.0, n_directions=n_dir, sigma=sigma, lambda_max=lam, max_iter=30,
+                              generator=torch.Generator().manual_seed(5), wrt_costs=wrt_costs, chunk=2)
+    torch.testing.assert_close(g_v2, g_v, rtol=1e-12, atol=1e-12)
+
+
+def test_q_of_float32_copies_matches_the_float64_q_at_the_models_bisection_depth():
+    """NES evaluates its perturbed copies in float32. At the models' 20 bisection iterations Q is the
+    float64 one on (nearly) every copy: they can differ only where the last midpoint lies within
+    float32 rounding (~1e-7 relative) of a row's interval end, a row's share of Q apart."""
+    same = total = 0
+    for k, redeemed in ((4, False), (4, True), (60, True)):
+        v, c, t, y, z, _ = _rct(7, n=800, k=k, redeemed=redeemed)
+        batch = dl.RCTBatch.from_arrays(t, y, z)
+        vt, ct = torch.tensor(v), torch.tensor(c)
+        lam = dl.q_lambda_max(vt, ct)
+        noise = torch.randn((2, 16) + vt.shape, generator=torch.Generator().manual_seed(k), dtype=torch.float64)
+        pv, pc = vt + 0.01 * noise[0], ct + 0.01 * noise[1]
+        for budget in (0.5 * z.mean(), z.mean()):
+            q64 = dl.q_bisection(pv, pc, batch, budget, lambda_max=lam, max_iter=20)
+            q32 = dl.q_bisection(pv.float(), pc.float(), batch, budget, lambda_max=lam, max_iter=20)
+            same += int((q64 == q32).sum())
+            total += 16
+            assert float((q64 - q32).abs().max()) < 0.05, (k, budget)
+    assert same >= 0.95 * total, f"{same}/{total} copies with the same Q"
 
 
 def _two_users(gap: float):
@@ -171,6 +229,26 @@ def test_q_ignores_per_user_level_shifts_and_the_centered_gradient_keeps_only_wh
     assert dl.remove_level_shifts(None) is None
 
 
+def test_q_ignores_the_scale_of_v_and_c_and_the_projected_gradient_is_orthogonal_to_it():
+    v, c, t, y, z, _ = _rct(8, n=400, redeemed=True)
+    batch = dl.RCTBatch.from_arrays(t, y, z)
+    lam = dl.q_lambda_max(torch.tensor(v), torch.tensor(c))
+    q = dl.q_value(v, c, batch, 1.0, lambda_max=lam)
+    # the multiplier's search interval scales along (powers of two: the same midpoints exactly)
+    assert dl.q_value(2.0 * v, c, batch, 1.0, lambda_max=2.0 * lam) == q
+    assert dl.q_value(v, 0.5 * c, batch, 1.0, lambda_max=2.0 * lam) == q
+    g_v, g_c = dl.nes_gradient(torch.tensor(v), torch.tensor(c), batch, 1.0, n_directions=8, sigma=0.01,
+                               generator=torch.Generator().manual_seed(0))
+    for g, x in ((g_v, v), (g_c, c)):
+        p = dl.remove_invariant_directions(g, torch.tensor(x))
+        xc = dl.remove_level_shifts(torch.tensor(x))
+        torch.testing.assert_close(p.sum(-1), torch.zeros(400, dtype=torch.float64))  # no per-row shift left
+        assert abs(float((p * xc).sum())) < 1e-9 * float(g.norm() * xc.norm())  # no scale component left
+        rest = dl.remove_level_shifts(g) - p  # only a multiple of the centered point was removed
+        assert float(torch.linalg.matrix_rank(torch.stack([rest.flatten(), xc.flatten()]))) <= 1
+    assert dl.remove_invariant_directions(None, torch.tensor(v)) is None
+
+
 def test_fd_on_q_agrees_with_re_evaluating_q():
     v, c, t, y, z, _ = _rct(4, n=400)
     batch = dl.RCTBatch.from_arrays(t, y, z)
@@ -200,9 +278,10 @@ def test_fd_on_q_agrees_with_re_evaluating_q():
     ("e2e_nes", {"gamma": -1.0}, "gamma = -1.0"),
     ("e2e_nes", {"epochs": 0}, "epochs = 0"),
     ("e2e_fd", {"center": "yes"}, "= 'yes'"),
+    ("e2e_nes", {"project_scale": "yes"}, "project_scale"),
 ], ids=["error-h-zero", "error-h-negative", "error-entries-above-batch", "error-empty-budget-range",
         "error-budget-range-one-number", "error-odd-directions", "error-sigma-zero", "error-negative-gamma",
-        "error-no-epochs", "error-center-not-a-boolean"])
+        "error-no-epochs", "error-center-not-a-boolean", "error-project-scale-not-a-boolean"])
 def test_bad_e2e_hyper_parameters_are_refused_by_name(model, params, expected):
     m = registry.get(model)
     problems = m.check_params({**m.params, **params})

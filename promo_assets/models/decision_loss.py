@@ -22,8 +22,8 @@ decision rule's choice exactly for alpha in an interval [a_i, b_i) (`matched_int
 rule's tie rule, the cheaper level wins a tie, makes the lower end inclusive). The EOM sums at any
 alpha are then prefix sums over the users sorted by a_i minus those sorted by b_i
 (`IntervalEOM`): O(log B) per multiplier after one sort. All perturbed copies of a batch run
-their bisections together as tensors: NES builds P = N' interval sets (P x B x K work, one sort
-each); finite differences change one user per perturbation, so each of the 2F' perturbations
+their bisections together as tensors: NES builds P = N' interval sets in ONE batched bisection
+(P x B x K work, one sort each; the perturbed copies in float32, see `nes_gradient`); finite differences change one user per perturbation, so each of the 2F' perturbations
 is the base batch's sums minus that user's old contribution plus its new one (P x K work). The
 result equals `evaluation.eom.q_at_budget_bisection` with the same alpha_max, max_iter and tol
 (tests compare them); alpha_max is fixed per step (`q_lambda_max`) so that every perturbed copy
@@ -48,9 +48,10 @@ from promo_assets.evaluation.eom import inverse_propensity, lambda_upper_bound
 from promo_assets.models.errors import ModelInputError
 
 __all__ = [
-    "IntervalEOM", "RCTBatch", "fd_estimate", "fd_gradient", "matched_intervals", "nes_estimate", "nes_gradient",
-    "q_bisection",
-    "q_lambda_max", "q_value", "remove_level_shifts", "surrogate_loss",
+    "IntervalEOM", "RCTBatch", "fd_estimate", "fd_gradient", "matched_intervals", "nes_directions", "nes_estimate",
+    "nes_gradient",
+    "q_at_budgets", "q_bisection",
+    "q_lambda_max", "q_value", "remove_invariant_directions", "remove_level_shifts", "surrogate_loss",
 ]
 
 DTYPE = torch.float64
@@ -93,21 +94,31 @@ class RCTBatch:
 def matched_intervals(values: torch.Tensor, costs: torch.Tensor, logged: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """[a, b): the multipliers alpha >= 0 at which the decision rule (allocation.decision: argmax_j
     v_j - alpha c_j, a tie goes to the cheaper level, then the lower index) picks each user's
-    logged level. values / costs: (..., B, K); logged: (B,). Returns two (..., B) tensors; an empty
-    interval is (inf, inf)."""
-    t = logged.reshape((1,) * (values.dim() - 2) + (-1, 1)).expand(*values.shape[:-1], 1)
-    vt, ct = values.gather(-1, t), costs.gather(-1, t)
-    dv, dc = values - vt, costs - ct
-    inf = torch.tensor(math.inf, dtype=values.dtype)
-    safe = torch.where(dc != 0, dc, torch.ones_like(dc))
-    slope = dv / safe  # alpha at which level j ties with the logged level
-    a = torch.where(dc > 0, slope, -inf).amax(-1).clamp_min(0.0)  # dearer levels: t wins for alpha >= slope
-    b = torch.where(dc < 0, slope, inf).amin(-1)  # cheaper levels: t wins for alpha < slope
-    k = values.shape[-1]
-    lower_index = torch.arange(k).reshape((1,) * (values.dim() - 1) + (k,)) < t
-    blocked = ((dc == 0) & ((dv > 0) | ((dv == 0) & lower_index))).any(-1)  # an equally dear level wins
-    empty = blocked | ~(a < b)
-    return torch.where(empty, inf, a), torch.where(empty, inf, b)
+    logged level. values / costs: (..., B, K), broadcastable against each other (e.g. P perturbed
+    copies of v against one c of shape (1, B, K)); logged: (B,). Returns two (..., B) tensors; an
+    empty interval is (inf, inf).
+
+    Written for the NES batch (P x B x K with K up to ~100): the slopes are divided once and masked
+    in place, and the tie check on equally dear levels (a few more full passes) runs only when some
+    level other than the logged one costs exactly as much as it, which perturbed continuous costs
+    almost never do."""
+    def differences(x: torch.Tensor) -> torch.Tensor:
+        t = logged.reshape((1,) * (x.dim() - 2) + (-1, 1)).expand(*x.shape[:-1], 1)
+        return x - x.gather(-1, t)
+
+    dv, dc = differences(values), differences(costs)
+    inf = math.inf
+    slope = dv / dc  # alpha at which level j ties with the logged level (inf / nan where dc == 0: masked)
+    a = slope.masked_fill(dc <= 0, -inf).amax(-1).clamp_min(0.0)  # dearer levels: t wins for alpha >= slope
+    b = slope.masked_fill_(dc >= 0, inf).amin(-1)  # cheaper levels: t wins for alpha < slope
+    ties = dc == 0
+    empty = ~(a < b)
+    if int(torch.count_nonzero(ties)) * dc.shape[-1] > ties.numel():  # a tie besides the logged level itself
+        k = values.shape[-1]
+        t = logged.reshape((1,) * (dv.dim() - 2) + (-1, 1))
+        lower_index = torch.arange(k).reshape((1,) * (dv.dim() - 1) + (k,)) < t
+        empty = empty | (ties & ((dv > 0) | ((dv == 0) & lower_index))).any(-1)  # an equally dear level wins
+    return a.masked_fill_(empty, inf), b.masked_fill_(empty, inf)
 
 
 class IntervalEOM:
@@ -151,8 +162,9 @@ class IntervalEOM:
         return self.ratios(self.sums(lambdas))
 
 
-def _bisect(sums_at, n_copies: int, budget: float, lambda_max: float, max_iter: int, tol: float) -> torch.Tensor:
-    """Algorithm 1 for `n_copies` searches at once; `sums_at(alpha (P,)) -> (P, 4)` EOM sums."""
+def _bisect(sums_at, n_copies: int, budget, lambda_max: float, max_iter: int, tol: float) -> torch.Tensor:
+    """Algorithm 1 for `n_copies` searches at once; `sums_at(alpha (P,)) -> (P, 4)` EOM sums; `budget`
+    a number or one per search (P,)."""
     lo = torch.zeros(n_copies, dtype=DTYPE)
     hi = torch.full((n_copies,), float(lambda_max), dtype=DTYPE)
     done = torch.zeros(n_copies, dtype=torch.bool)
@@ -178,14 +190,29 @@ def q_lambda_max(values: torch.Tensor, costs: torch.Tensor, margin: float = 2.0)
 
 def q_bisection(values: torch.Tensor, costs: torch.Tensor, batch: RCTBatch, budget: float, *,
                 lambda_max: float, max_iter: int = 50, tol: float = 1e-4) -> torch.Tensor:
-    """Q(v, c) (Algorithm 1) for P copies at once: values / costs (P, B, K) or (B, K) -> Q (P,)."""
-    v = values.detach().to(DTYPE)
-    c = costs.detach().to(DTYPE)
+    """Q(v, c) (Algorithm 1) for P copies at once: values / costs (P, B, K) or (B, K) -> Q (P,)
+    (costs may be (1, B, K) against P copies of values). float32 inputs (NES's perturbed copies)
+    keep their dtype for the P x B x K passes; the intervals, sums and bisection are float64."""
+    keep = values.dtype == torch.float32 and costs.dtype == torch.float32
+    v = values.detach() if keep else values.detach().to(DTYPE)
+    c = costs.detach() if keep else costs.detach().to(DTYPE)
     if v.dim() == 2:
         v, c = v[None], c[None]
     lower, upper = matched_intervals(v, c, batch.logged)
-    eom = IntervalEOM(lower, upper, batch.channels())
+    eom = IntervalEOM(lower.to(DTYPE), upper.to(DTYPE), batch.channels())
     return _bisect(lambda mid: eom.sums(mid[:, None])[:, 0], v.shape[0], budget, lambda_max, max_iter, tol)
+
+
+def q_at_budgets(values: torch.Tensor, costs: torch.Tensor, batch: RCTBatch, budgets, *, lambda_max: float,
+                 max_iter: int = 50, tol: float = 1e-4) -> torch.Tensor:
+    """Q(v, c) of one (B, K) pair at several budgets, (L,): one interval set and one sort for all of
+    them, their L bisections run together (each equals `q_bisection` at that budget)."""
+    v = values.detach().to(DTYPE)
+    c = costs.detach().to(DTYPE)
+    lower, upper = matched_intervals(v, c, batch.logged)
+    eom = IntervalEOM(lower, upper, batch.channels())
+    b = torch.as_tensor(list(budgets), dtype=DTYPE)
+    return _bisect(lambda mid: eom.sums(mid[None])[0], b.shape[0], b, lambda_max, max_iter, tol)
 
 
 def q_value(values, costs, batch: RCTBatch, budget: float, *, lambda_max: float | None = None,
@@ -211,22 +238,38 @@ def fd_estimate(evaluate, numel: int, n_entries: int, h: float, generator: torch
     return g
 
 
-def nes_estimate(evaluate, shape: tuple[int, ...], n_directions: int, sigma: float, generator: torch.Generator,
-                 chunk: int = 32) -> torch.Tensor:
-    """Eq. 10 with antithetic sampling for any black box: `evaluate(delta (P, *shape)) -> f (P,)`
-    gives f(x + sigma delta) for P directions. N'/2 standard normal directions and their negatives
-    (delta_{N'-i+1} = -delta_i), `chunk` directions per call; returns
-    sum_i delta_i f(x + sigma delta_i) / (sigma N') (a NaN f counts as 0)."""
+MAX_BATCH_ELEMENTS = 1 << 25  # perturbed entries per vectorized Q call (P x B x K); more are split in chunks
+
+
+def nes_directions(n_directions: int, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
+    """The first half of the N' antithetic NES directions (Eq. 10): (N'/2, *shape) standard normal
+    float32 draws delta_i, drawn in one call; the other half is their negatives (delta_{N'/2+i} =
+    -delta_i). float32: ~6x faster to draw than float64 on CPU, and exact enough for a perturbation
+    of scale sigma."""
     if n_directions < 2 or n_directions % 2:
         raise ModelInputError(f"NES needs an even number of directions >= 2 (antithetic pairs), got {n_directions}")
-    half, step = n_directions // 2, max(1, chunk // 2)
-    g = torch.zeros(shape, dtype=DTYPE)
-    for s in range(0, half, step):
-        delta = torch.randn((min(step, half - s),) + tuple(shape), generator=generator, dtype=DTYPE)
-        delta = torch.cat([delta, -delta])
-        q = torch.nan_to_num(evaluate(delta), nan=0.0)
-        g += torch.tensordot(q, delta, dims=1)
-    return g / (sigma * n_directions)
+    return torch.randn((n_directions // 2,) + tuple(shape), generator=generator, dtype=torch.float32)
+
+
+def nes_estimate(evaluate, shape: tuple[int, ...], n_directions: int, sigma: float, generator: torch.Generator,
+                 chunk: int | None = None, *, pairs: bool = False) -> torch.Tensor:
+    """Eq. 10 with antithetic sampling for any black box. `evaluate(delta (P, *shape)) -> f (P,)`
+    gives f(x + sigma delta) for the P = N' directions [delta_1..delta_{N'/2}, -delta_1..-delta_{N'/2}]
+    (`nes_directions` and their negatives); with `pairs`, `evaluate` gets only the N'/2 first ones
+    and returns the N' values [f(x + sigma delta_i)..., f(x - sigma delta_i)...] itself (so that it
+    can build the perturbed copies without materializing -delta). All directions go to ONE
+    `evaluate` call (one batched, vectorized evaluation of every perturbed copy) unless `chunk`
+    caps the directions per call; the directions, and so the estimate, do not depend on `chunk`.
+    Returns sum_i delta_i f(x + sigma delta_i) / (sigma N') = sum_{i <= N'/2} delta_i (f+_i - f-_i)
+    / (sigma N') (a NaN f counts as 0)."""
+    half = nes_directions(n_directions, shape, generator)
+    step = half.shape[0] if chunk is None else max(1, int(chunk) // 2)
+    diffs = []
+    for s in range(0, half.shape[0], step):
+        d = half[s:s + step]
+        f = torch.nan_to_num(evaluate(d) if pairs else evaluate(torch.cat([d, -d])), nan=0.0).to(DTYPE)
+        diffs.append(f[:d.shape[0]] - f[d.shape[0]:])
+    return torch.tensordot(torch.cat(diffs), half.to(DTYPE), dims=1) / (sigma * n_directions)
 
 
 def fd_gradient(values: torch.Tensor, costs: torch.Tensor, batch: RCTBatch, budget: float, *,
@@ -269,20 +312,31 @@ def fd_gradient(values: torch.Tensor, costs: torch.Tensor, batch: RCTBatch, budg
 def nes_gradient(values: torch.Tensor, costs: torch.Tensor, batch: RCTBatch, budget: float, *,
                  n_directions: int, sigma: float, generator: torch.Generator, wrt_costs: bool = True,
                  lambda_max: float | None = None, max_iter: int = 50, tol: float = 1e-4,
-                 chunk: int = 32) -> tuple[torch.Tensor, torch.Tensor | None]:
+                 chunk: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """dQ/dv (and dQ/dc when `wrt_costs`, perturbed jointly with v) by Eq. 10 with antithetic
-    sampling (`nes_estimate`), `chunk` perturbed copies of the batch per vectorized Q.
-    Returns (g_v, g_c or None), B x K."""
+    sampling (`nes_estimate`): all N' perturbed copies of the batch, (N', B, K), in ONE batched
+    bisection (`q_bisection`), or `chunk` copies per call (default: as many as keep a call within
+    `MAX_BATCH_ELEMENTS` perturbed entries). The perturbed copies are float32 (v + sigma delta and
+    v - sigma delta written straight from the float32 directions): half the memory traffic of the
+    P x B x K passes; the intervals, EOM sums and bisection stay float64. Returns (g_v, g_c or
+    None), B x K."""
     v = values.detach().to(DTYPE)
     c = costs.detach().to(DTYPE)
     lam = q_lambda_max(v, c) if lambda_max is None else float(lambda_max)
+    if chunk is None:
+        chunk = max(2, MAX_BATCH_ELEMENTS // max(v.numel(), 1))
+    base = (torch.stack([v, c]) if wrt_costs else v[None]).to(torch.float32)
+    fixed_costs = c[None].to(torch.float32)
 
-    def evaluate(delta: torch.Tensor) -> torch.Tensor:
-        pv = v[None] + sigma * delta[:, 0]
-        pc = c[None] + sigma * delta[:, 1] if wrt_costs else c[None].expand_as(pv)
-        return q_bisection(pv, pc, batch, budget, lambda_max=lam, max_iter=max_iter, tol=tol)
+    def evaluate(half: torch.Tensor) -> torch.Tensor:
+        p = half.shape[0]
+        perturbed = torch.empty((2 * p,) + tuple(base.shape), dtype=torch.float32)
+        torch.add(base, half, alpha=sigma, out=perturbed[:p])
+        torch.sub(base, half, alpha=sigma, out=perturbed[p:])
+        pc = perturbed[:, 1] if wrt_costs else fixed_costs  # (1, B, K) broadcasts against the perturbed v
+        return q_bisection(perturbed[:, 0], pc, batch, budget, lambda_max=lam, max_iter=max_iter, tol=tol)
 
-    g = nes_estimate(evaluate, (2 if wrt_costs else 1,) + tuple(v.shape), n_directions, sigma, generator, chunk)
+    g = nes_estimate(evaluate, tuple(base.shape), n_directions, sigma, generator, chunk, pairs=True)
     return g[0], (g[1] if wrt_costs else None)
 
 
@@ -298,6 +352,24 @@ def remove_level_shifts(grad: torch.Tensor | None) -> torch.Tensor | None:
     if grad is None:
         return None
     return grad - grad.mean(dim=-1, keepdim=True)
+
+
+def remove_invariant_directions(grad: torch.Tensor | None, point: torch.Tensor) -> torch.Tensor | None:
+    """`remove_level_shifts(grad)` and then its component along the centered `point` (B x K, the
+    predicted values or costs the gradient belongs to) removed as well.
+
+    Besides per-user shifts, Q ignores the global scale of the values and of the costs:
+    Q(a v, c) = Q(v, c) = Q(v, a c) for a > 0 (the decision rule argmax_j v_ij - alpha c_ij picks the
+    same levels at alpha / a, resp. a alpha, and the bisection searches the multiplier). The exact
+    gradient is therefore orthogonal to the centered v (resp. c), and an estimate's component along
+    it is estimator noise; left in, it lets a fine-tuned network drift in the scale of its predicted
+    cost uplifts, which moves the spend of the allocation made at a budget with those costs."""
+    if grad is None:
+        return None
+    g = remove_level_shifts(grad)
+    x = remove_level_shifts(point.detach().to(g.dtype))
+    norm = float((x * x).sum())
+    return g if norm <= 0 else g - (float((g * x).sum()) / norm) * x
 
 
 def surrogate_loss(values: torch.Tensor, costs: torch.Tensor | None, grad_values: torch.Tensor,

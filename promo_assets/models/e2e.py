@@ -26,7 +26,11 @@ the campaign's smallest to largest `budget_per_capita`; alpha_max of each step's
 `lambda_upper_bound` of the batch's predictions, the same for every perturbed copy; F' entries are
 drawn for v and again for c; NES perturbs v and c jointly; `center` (off by default) removes each
 row's mean over the levels from the estimates (Q ignores per-row shifts:
-`decision_loss.remove_level_shifts`); the learning rate and epochs of the fine-tuning are their own
+`decision_loss.remove_level_shifts`), and `project_scale` (on by default) also their components
+along the centered predicted v and c (Q ignores their global scale: `decision_loss.
+remove_invariant_directions`; without it the fine-tuning drifted the scale of the predicted cost
+uplifts and with it the spend made at a budget); the loss and Q share one forward pass per step
+(`_Computed`); the learning rate and epochs of the fine-tuning are their own
 hyper-parameters (the paper trains from scratch with lr 1e-4, 10 epochs,
 gamma 200, B 10,000, F' 4,000, h 3e-4, N' 2,000, sigma 1e-3, on 14M rows; our defaults are for
 campaigns of 10^4-10^5 events on CPU). Per-step Q cost is measured (`q_seconds_per_step`).
@@ -58,6 +62,7 @@ COMMON: dict[str, Any] = {
     "batch_size": 1024,     # RCT rows per step (Q's mini-batch)
     "max_iter": 20,         # bisection iterations of Algorithm 1
     "center": False,        # remove each user's mean over the levels from the estimated gradients
+    "project_scale": True,  # also remove their components along the (centered) predicted v and c: Q ignores their scale
 }
 # Defaults chosen on tuning campaigns (seeds 100-104 of e2e_synthetic and uplift_two_arm, never the
 # reported seeds 0-4; README "End-to-end models"): h 0.02 flips decisions of the piecewise-constant
@@ -86,6 +91,8 @@ def common_problems(p: dict[str, Any]) -> list[str]:
         out.append(f"max_iter = {p['max_iter']!r}: must be an integer >= 1")
     if not isinstance(p["center"], bool):
         out.append(f"center = {p['center']!r}: must be true or false")
+    if not isinstance(p["project_scale"], bool):
+        out.append(f"project_scale = {p['project_scale']!r}: must be true or false")
     r = p["budget_range"]
     if r is not None:
         if not (isinstance(r, (list, tuple)) and len(r) == 2 and all(_number(x) for x in r)):
@@ -109,10 +116,11 @@ def budget_bounds(p: dict[str, Any], config: CampaignConfig) -> tuple[float, flo
     return min(budgets), max(budgets)
 
 
-def predicted_curves(module, x_num, x_cat, config: CampaignConfig, targets: dict[str, float]):
+def predicted_curves(module, x_num, x_cat, config: CampaignConfig, targets: dict[str, float], curves=None):
     """The network's expected response and cost (B x K tensors, with grad) as TrainedModel.predict
-    computes them; the cost is None when the rule makes it a constant ('assigned')."""
-    raw, cost_raw = module.curves(x_num, x_cat)
+    computes them; the cost is None when the rule makes it a constant ('assigned'). `curves`: the
+    module's link-scale `curves(x_num, x_cat)` already computed (one forward pass per step)."""
+    raw, cost_raw = module.curves(x_num, x_cat) if curves is None else curves
     values = response_mean(raw, config.response) * targets["response_scale"] + targets["response_mean"]
     incentives = torch.as_tensor(config.incentives, dtype=values.dtype)[None, :]
     if config.cost == "redeemed":
@@ -134,6 +142,17 @@ def rct_batch(batch: dict[str, torch.Tensor], config: CampaignConfig, targets: d
     w = batch["weight"].double() if "weight" in batch else torch.as_tensor(
         dl.inverse_propensity(level.numpy()), dtype=torch.float64)
     return dl.RCTBatch(level, y, z, w)
+
+
+class _Computed:
+    """Stands in for the network in the S-learner's loss with the curves of this step's forward pass,
+    so that the loss and Q's predictions share one forward (and one backward) pass."""
+
+    def __init__(self, curves):
+        self._curves = curves
+
+    def curves(self, x_num, x_cat):
+        return self._curves
 
 
 _WARM: dict[tuple, TrainedModel] = {}
@@ -197,16 +216,20 @@ class _E2EBase(ResponseModel):
         q_time = {"seconds": 0.0, "steps": 0}
 
         def loss_fn(module, batch, step):
-            per_sample, _ = base_loss(module, batch, step)
+            curves = module.curves(batch["x_num"], batch["x_cat"])  # one forward for both terms
+            per_sample, _ = base_loss(_Computed(curves), batch, step)
             if step is None:
                 return per_sample, None
-            v, c = predicted_curves(module, batch["x_num"], batch["x_cat"], config, targets)
+            v, c = predicted_curves(module, batch["x_num"], batch["x_cat"], config, targets, curves=curves)
             t0 = time.perf_counter()
             budget = float(budget_rng.uniform(low, high))
             g_v, g_c = self.gradient(v, c if c is not None else torch.as_tensor(
                 config.incentives, dtype=v.dtype)[None, :].expand_as(v), rct_batch(batch, config, targets),
                 budget, hp, gen, wrt_costs=c is not None)
-            if hp["center"]:
+            if hp["project_scale"]:
+                g_v = dl.remove_invariant_directions(g_v, v)
+                g_c = dl.remove_invariant_directions(g_c, c) if c is not None else g_c
+            elif hp["center"]:
                 g_v, g_c = dl.remove_level_shifts(g_v), dl.remove_level_shifts(g_c)
             q_time["seconds"] += time.perf_counter() - t0
             q_time["steps"] += 1
@@ -221,16 +244,16 @@ class _E2EBase(ResponseModel):
             module.eval()
             part = prep.validation if val_batch is not None else prep.train
             batch = val_batch if val_batch is not None else rct_batch(prep.train, config, targets)
-            per_sample, _ = base_loss(module, part, None)
+            curves = module.curves(part["x_num"], part["x_cat"])
+            per_sample, _ = base_loss(_Computed(curves), part, None)
             w = part.get("weight")
             sl = float((per_sample * w).sum() / w.sum()) if w is not None else float(per_sample.mean())
-            v, c = predicted_curves(module, part["x_num"], part["x_cat"], config, targets)
+            v, c = predicted_curves(module, part["x_num"], part["x_cat"], config, targets, curves=curves)
             c = c if c is not None else torch.as_tensor(config.incentives, dtype=v.dtype)[None, :].expand_as(v)
             lam = dl.q_lambda_max(v, c)
-            qs = [float(torch.nan_to_num(dl.q_bisection(v, c, batch, b, lambda_max=lam,
-                                                        max_iter=int(hp["max_iter"])))[0]) for b in val_budgets]
+            qs = torch.nan_to_num(dl.q_at_budgets(v, c, batch, val_budgets, lambda_max=lam, max_iter=int(hp["max_iter"])))
             module.train(was)
-            return sl - gamma * float(np.mean(qs))
+            return sl - gamma * float(qs.mean())
 
         epochs = resolve_max_epochs(int(hp["epochs"]), max_epochs)
         tc = TrainingConfig(max_epochs=epochs, batch_size=int(hp["batch_size"]), lr=float(hp["lr"]),
