@@ -3,7 +3,8 @@
 Each round simulates the demo campaign (the README's demo: 14 days, 5,000 users, seed 0) into a
 fresh temporary landing folder, then runs `python -m promo_assets.cli run --campaign demo` once with
 the OLD checkout first on PYTHONPATH and once with the NEW one (order alternating between rounds),
-each in its own temporary warehouse / artefact store / DAGSTER_HOME, and prints the wall time and the
+each in its own temporary warehouse / artefact store / DAGSTER_HOME (with that checkout's
+dagster_home/dagster.yaml, as the demo runs), and prints the wall time and the
 CPU time (user + system of the run's process tree: much less sensitive than wall time to other work
 on a shared machine) of each run, the load average after it and the per-code medians.
 
@@ -43,6 +44,8 @@ def run(code: Path, landing: Path, work: Path, max_epochs: str | None) -> tuple[
     if max_epochs:
         env["PROMO_MAX_EPOCHS"] = max_epochs
     (work / "dagster_home").mkdir(parents=True, exist_ok=True)
+    # the instance settings the demo runs with (the `warehouse` pool at limit 1, telemetry off)
+    shutil.copy(code / "dagster_home" / "dagster.yaml", work / "dagster_home" / "dagster.yaml")
     t0, cpu0 = time.perf_counter(), _children_cpu()
     proc = subprocess.run([sys.executable, "-m", "promo_assets.cli", "run", "--campaign", "demo", "--no-progress"],
                           env=env, capture_output=True, text=True, cwd=code)
