@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -55,65 +56,74 @@ class CoMANNet(AttributeCurves):
         self.d = d
         self.st_index = [int(i) for i in st_index]
         self.other_index = [j for j in range(len(cardinalities)) if j not in self.st_index]
-        self.cat_tokens = nn.ModuleList(nn.Embedding(int(c), d) for c in cardinalities)
+        # one token table for every categorical column (column j's codes offset by the cardinalities before
+        # it): one lookup and one parameter tensor instead of one per column; each column's rows are drawn
+        # as its own nn.Embedding would draw them (N(0, 1))
+        cards = [int(c) for c in cardinalities]
+        self.tokens = nn.Embedding(max(1, sum(cards)), d)
+        self.register_buffer("token_offsets", torch.as_tensor(np.cumsum([0] + cards[:-1]), dtype=torch.long),
+                             persistent=False)
         self.num_weight = nn.Parameter(torch.randn(n_numeric, d) * 0.1)
         self.num_bias = nn.Parameter(torch.zeros(n_numeric, d))
         d_st = d * max(1, len(self.st_index))
         n_tokens = n_numeric + len(self.other_index)
-        self.temporal_gate = nn.Linear(d_st, d)       # Eq. 8's FC(e_st)
-        self.target_query = nn.Linear(d_st, d)        # temporal target attention
+        # Every linear map of e_st in one layer `st_heads`, columns [Eq. 8's FC(e_st) (d) | the target
+        # attention's query (d) | the Adaptive Activation's convex-share logit (1, w/o AA: 0) | S-t Attention's
+        # W(e_st) (|z| 4) and b(e_st) (4) (w/o S-t: 0)]: one matrix product per batch.
+        gate, query = nn.Linear(d_st, d), nn.Linear(d_st, d)
         self.tower, z = mlp(n_tokens * d + d + d_st, tuple(hidden))
         self._init_levels(level_attributes, signs, z, cost_heads)
         self.stack = MonotoneStack(self.signs, z, tuple(mono_hidden), "clu")
-        # The Adaptive Activation and the S-t Attention start as CoMAN-B (zero-initialised: a convex share of
-        # 1/2, i.e. the fixed 7:7 blocks, and no spatio-temporal term) and move away only where the
-        # gradient asks: with a random start both made the fit worse in our runs (README, "Monotone models").
-        self.aa = nn.Linear(d_st, 1) if adaptive_activation else None
         self.z_dim = z
         self.fpm_params = nn.Linear(z, 4)
         with torch.no_grad():
             self.fpm_params.bias[0] = float(response_init)
-            if self.aa is not None:
-                self.aa.weight.zero_()
-                self.aa.bias.zero_()
-        if st_attention:
-            self.st_w = nn.Linear(d_st, z * 4)
-            self.st_b = nn.Linear(d_st, 4)
-            for layer in (self.st_w, self.st_b):
-                nn.init.zeros_(layer.weight)
-                nn.init.zeros_(layer.bias)
-        else:
-            self.st_w = self.st_b = None
+        # The Adaptive Activation and the S-t Attention start as CoMAN-B (zero columns: a convex share of 1/2,
+        # i.e. the fixed 7:7 blocks, and no spatio-temporal term) and move away only where the gradient asks:
+        # with a random start both made the fit worse (README, "Monotone models"). Their columns come after
+        # every shared parameter is drawn, so CoMAN-B, w/o AA, w/o S-t and CoMAN start from the same shared
+        # parameters for a seed (a paired comparison of the modules).
+        self.has_aa, self.has_st = bool(adaptive_activation), bool(st_attention)
+        extra = (1 if self.has_aa else 0) + (z * 4 + 4 if self.has_st else 0)
+        self.st_heads = nn.Linear(d_st, 2 * d + extra)
+        with torch.no_grad():
+            self.st_heads.weight.copy_(torch.cat([gate.weight, query.weight, gate.weight.new_zeros(extra, d_st)]))
+            self.st_heads.bias.copy_(torch.cat([gate.bias, query.bias, gate.bias.new_zeros(extra)]))
+        # the generated matrix W(e_st) (|z| x 4) is scaled by 1 / sqrt(|z| |e_st|), the fan-in of z W(e_st) as
+        # a function of (z, e_st): unscaled, Adam moved its |z| |e_st| 4 zero-initialised entries at the
+        # learning rate each and the S-t term swamped the FPM parameters (README, "Monotone models")
+        self.st_scale = 1.0 / math.sqrt(z * d_st)
         self.binary = bool(binary)
 
     def representation(self, x_num: torch.Tensor, x_cat: torch.Tensor):
-        n = x_num.shape[0]
+        n, d = x_num.shape[0], self.d
         num = x_num[:, :, None] * self.num_weight + self.num_bias                    # (N, Dn, d)
-        cat = [self.cat_tokens[j](x_cat[:, j]) for j in range(len(self.cat_tokens))]
+        cat = self.tokens(x_cat + self.token_offsets)                                 # (N, C, d)
         if self.st_index:
-            e_st = torch.cat([cat[j] for j in self.st_index], dim=1)                 # (N, d_st)
+            e_st = cat[:, self.st_index].reshape(n, -1)                               # (N, d_st)
         else:
-            e_st = x_num.new_zeros((n, self.d))
-        others = [num] + [cat[j][:, None, :] for j in self.other_index]
-        e = torch.cat(others, dim=1)                                                  # (N, T, d)
-        gate = torch.sigmoid((e * self.temporal_gate(e_st)[:, None, :]).sum(-1, keepdim=True))
+            e_st = x_num.new_zeros((n, d))
+        e = torch.cat([num, cat[:, self.other_index]], dim=1)                         # (N, T, d)
+        heads = self.st_heads(e_st)
+        gate_w, q = heads[:, None, :d], heads[:, d:2 * d]
+        gate = torch.sigmoid((e * gate_w).sum(-1, keepdim=True))
         h = gate * e + e                                                              # Eq. 8
-        q = self.target_query(e_st)
-        alpha = torch.softmax((h * q[:, None, :]).sum(-1) / math.sqrt(self.d), dim=1)
+        alpha = torch.softmax((h * q[:, None, :]).sum(-1) / math.sqrt(d), dim=1)     # temporal target attention
         att = (alpha[:, :, None] * h).sum(1)
         z = self.tower(torch.cat([h.reshape(n, -1), att, e_st], dim=1))
-        return z, e_st
+        return z, heads[:, 2 * d:]
 
     def respond(self, attrs: torch.Tensor, rep) -> torch.Tensor:
-        z, e_st = rep
+        z, heads = rep
         # convex share in [1/4, 3/4] from the spatio-temporal context (see the module docstring, 5.)
-        share = 0.25 + 0.5 * torch.sigmoid(self.aa(e_st)) if self.aa is not None else None
-        s = self.stack(attrs, z, share).squeeze(-1)                                  # (N, M)
+        share = 0.25 + 0.5 * torch.sigmoid(heads[:, :1]) if self.has_aa else None
+        u = self.unit_index(lambda a: self.stack(a, z, share).squeeze(-1), attrs)   # (N, M) in [0, 1] on the box
         params = self.fpm_params(z)
-        if self.st_w is not None:                                                     # Eq. 15
-            w = self.st_w(e_st).reshape(-1, self.z_dim, 4)
-            params = params + torch.bmm(z[:, None, :], w).squeeze(1) + self.st_b(e_st)
-        return fpm_response(params[:, None, :], s, self.binary)
+        if self.has_st:                                                               # Eq. 15
+            st = heads[:, 1:] if self.has_aa else heads
+            w = st[:, :self.z_dim * 4].reshape(-1, self.z_dim, 4) * self.st_scale
+            params = params + torch.bmm(z[:, None, :], w).squeeze(1) + st[:, self.z_dim * 4:]
+        return fpm_response(params[:, None, :], u, self.binary)
 
 
 class CoMAN(_MonotoneModel):
