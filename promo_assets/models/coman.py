@@ -16,11 +16,15 @@ FORMULAS.md "CoMAN"), registered as `coman`.
    Our choices, measured on coman_spatiotemporal: a share computed from the user representation as
    well, or unbounded, was used as a level shift (all units convex or all concave) and fit worse.
 6. S-t Attention (Eq. 15, our form): FC layers on e_st produce a weight matrix W (|z| x 4) and a
-   bias b; the FPM parameters are z A + a + z W(e_st) + b(e_st) (A, a: a linear layer on z, which
-   alone gives the parameters without S-t). W, b and the Adaptive Activation's layer start at zero,
-   so CoMAN starts as CoMAN-B.
-7. Output: `fpm_response(params, s)` (r0, rmax, x0, k), non-decreasing in s, hence monotone in
-   every attribute in its declared direction (the gates and parameters depend on the user only).
+   bias b; the FPM parameters are z A + a + z W(e_st) / sqrt(|z| |e_st|) + b(e_st) (A, a: a linear
+   layer on z, which alone gives the parameters without S-t; the 1 / sqrt(fan-in) keeps the generated
+   matrix from swamping them: unscaled, CoMAN fit worse than CoMAN-B). W, b and the Adaptive
+   Activation's layer start at zero, so CoMAN starts as CoMAN-B. Every linear map of e_st (Eq. 8's
+   FC, the attention query, AA, W, b) is one layer (`st_heads`).
+7. Output: `fpm_response(params, u)` (r0, rmax, x0, k) of the index normalised per user to the levels'
+   attribute box (u = 0 at the least, 1 at the most generous corner: `AttributeCurves.unit_index`),
+   non-decreasing in u, hence monotone in every attribute in its declared direction (the gates, the
+   normalisation and the parameters depend on the user only).
 
 Ablations (paper §5.2): `adaptive_activation: false` (w/o AA), `st_attention: false` (w/o S-t),
 both false (CoMAN-B: CMNN(CLU) + FPM with the S-T embedding modules).
