@@ -208,3 +208,13 @@ def test_clu_fast_path_equals_the_block_definition():
     m = adaptive_masks(share, cv + cc)
     want = torch.cat([m * clu(z[:, :cv + cc]) + (1 - m) * concave(clu)(z[:, :cv + cc]), saturated(clu)(z[:, cv + cc:])], dim=1)
     torch.testing.assert_close(layer(x, share), want)
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("value, message", [
+    pytest.param(1.5, "'models.params.coman': 'dropout' = 1.5: expected a number in [0, 1)", id="error-coman-dropout-above-1"),
+    pytest.param(-0.1, "'models.params.coman': 'dropout' = -0.1: expected a number in [0, 1)", id="error-coman-dropout-negative"),
+    pytest.param("x", "'models.params.coman.dropout' = 'x' (str): expected float like the default 0.3",
+                 id="error-coman-dropout-not-a-number")])
+def test_bad_coman_dropout_is_refused_naming_it(value, message):
+    assert registry.check_models_block({"params": {"coman": {"dropout": value}}}) == [message]

@@ -8,7 +8,8 @@ FORMULAS.md "CoMAN"), registered as `coman`.
 2. Temporal Activation (Eq. 8): h_i = sigmoid(FC(e_st) . e_i) e_i + e_i for every other token.
 3. Temporal target attention: query FC_q(e_st), keys / values h_i, softmax(q . h_i / sqrt(d)).
 4. Deep representation z = MLP([h_1..h_n, attention output, e_st]) (the paper's expert/gating
-   towers are left out: one tower).
+   towers are left out: one tower), with dropout `dropout` (default 0.3, the paper's Table 5 value for
+   its expert, tower, S-t and AA nets; 0 in the CMNN) on z in training.
 5. Monotonic layer: CMNN with CLU (`MonotoneStack`) on [scaled incentive attributes, z] giving the
    monotone incentive index s. Adaptive Activation (Eq. 14, our form): a convex share
    1/4 + 1/2 sigmoid(FC(e_st)) per spatio-temporal context masks the non-saturated units between the
@@ -54,7 +55,7 @@ class CoMANNet(AttributeCurves):
     def __init__(self, n_numeric: int, cardinalities: list[int], st_index: list[int],
                  level_attributes: list[list[float]], signs: list[int], token_dim: int = 8, hidden=(64, 32),
                  mono_hidden=(32, 16), adaptive_activation: bool = True, st_attention: bool = True,
-                 binary: bool = True, cost_heads: bool = False, response_init: float = 0.0):
+                 binary: bool = True, cost_heads: bool = False, response_init: float = 0.0, dropout: float = 0.0):
         super().__init__()
         d = int(token_dim)
         self.d = d
@@ -98,6 +99,7 @@ class CoMANNet(AttributeCurves):
         # learning rate each and the S-t term swamped the FPM parameters (README, "Monotone models")
         self.st_scale = 1.0 / math.sqrt(z * d_st)
         self.binary = bool(binary)
+        self.dropout = nn.Dropout(float(dropout))   # on the tower's output z (training only)
 
     def representation(self, x_num: torch.Tensor, x_cat: torch.Tensor):
         n, d = x_num.shape[0], self.d
@@ -114,7 +116,7 @@ class CoMANNet(AttributeCurves):
         h = gate * e + e                                                              # Eq. 8
         alpha = torch.softmax((h * q[:, None, :]).sum(-1) / math.sqrt(d), dim=1)     # temporal target attention
         att = (alpha[:, :, None] * h).sum(1)
-        z = self.tower(torch.cat([h.reshape(n, -1), att, e_st], dim=1))
+        z = self.dropout(self.tower(torch.cat([h.reshape(n, -1), att, e_st], dim=1)))
         return z, heads[:, 2 * d:]
 
     def respond(self, attrs: torch.Tensor, rep) -> torch.Tensor:
@@ -136,7 +138,7 @@ class CoMAN(_MonotoneModel):
              "Activation, S-t Attention -> FPM")
     source = "CoMAN paper §4 (Eq. 8-15)"
     params = {**{k: v for k, v in COMMON.items() if k != "embedding_dim"}, "token_dim": 8, "spatiotemporal": list(SPATIOTEMPORAL), "adaptive_activation": True,
-              "st_attention": True}
+              "st_attention": True, "dropout": 0.3}
 
     def check_params(self, params: dict[str, Any]) -> list[str]:
         out = super().check_params(params)
@@ -145,6 +147,9 @@ class CoMAN(_MonotoneModel):
             out.append(f"'spatiotemporal' = {st!r}: expected a non-empty list of feature column names")
         if not isinstance(params["token_dim"], int) or params["token_dim"] < 1:
             out.append(f"'token_dim' = {params['token_dim']!r}: expected an integer >= 1")
+        if not isinstance(params["dropout"], (int, float)) or isinstance(params["dropout"], bool) \
+                or not 0.0 <= params["dropout"] < 1.0:
+            out.append(f"'dropout' = {params['dropout']!r}: expected a number in [0, 1)")
         return out
 
     def fit(self, data: TrainingData, config: CampaignConfig, *, phase: str = "model", previous=None,
@@ -159,7 +164,7 @@ class CoMAN(_MonotoneModel):
         def arch(prep) -> dict[str, Any]:
             return dict(st_index=st_index, token_dim=int(hp["token_dim"]), hidden=_list(hp["hidden"]),
                         mono_hidden=_list(hp["mono_hidden"]), adaptive_activation=bool(hp["adaptive_activation"]),
-                        st_attention=bool(hp["st_attention"]))
+                        st_attention=bool(hp["st_attention"]), dropout=float(hp["dropout"]))
 
         return train_attribute_model(self.name, "coman", data.frame, config, list(data.numeric), categorical, hp, arch,
                                      weighted=data.extra.get("weighted", True), seed=seed, max_epochs=max_epochs, log=log)
