@@ -111,11 +111,10 @@ class CoMANNet(AttributeCurves):
             e_st = x_num.new_zeros((n, d))
         e = torch.cat([num, cat[:, self.other_index]], dim=1)                         # (N, T, d)
         heads = self.st_heads(e_st)
-        gate_w, q = heads[:, None, :d], heads[:, d:2 * d]
-        gate = torch.sigmoid((e * gate_w).sum(-1, keepdim=True))
-        h = gate * e + e                                                              # Eq. 8
-        alpha = torch.softmax((h * q[:, None, :]).sum(-1) / math.sqrt(d), dim=1)     # temporal target attention
-        att = (alpha[:, :, None] * h).sum(1)
+        gate_w, q = heads[:, :d, None], heads[:, d:2 * d, None] * (1.0 / math.sqrt(d))
+        h = torch.addcmul(e, torch.sigmoid(torch.bmm(e, gate_w)), e)                 # Eq. 8: sigmoid(FC(e_st) . e_i) e_i + e_i
+        alpha = torch.softmax(torch.bmm(h, q), dim=1)                                 # temporal target attention (N, T, 1)
+        att = torch.bmm(alpha.transpose(1, 2), h).squeeze(1)
         z = self.dropout(self.tower(torch.cat([h.reshape(n, -1), att, e_st], dim=1)))
         return z, heads[:, 2 * d:]
 
