@@ -68,7 +68,8 @@ WAIVERS = (0, 1, 2, 3, 4, 6)
 DESCRIPTION = (
     "CoMAN-style multi-attribute campaign: coupons with amount (increasing) and threshold (decreasing), or "
     "incentive='fee_waiver'; five periods of day and six cities whose sensitivity curves are concave, convex or "
-    "S-shaped; daily uniform RCT; lists the monotone models in campaign.yaml models.include"
+    "S-shaped, the event day's weekday with a modest weekday effect; daily uniform RCT; lists the monotone models in "
+    "campaign.yaml models.include"
 )
 DEFAULTS: dict[str, Any] = {"incentive": "coupon", "daily_active": 0.5, "budget_per_capita": [0.4, 0.8, 1.2]}
 MODELS = ["s_learner", "dipn", "lgbm_s", "lgbm_s_mono", "lgbm_t", "dnn_m", "fpm", "cmnn", "coman"]
