@@ -17,9 +17,9 @@ the train/validation days and scored on the holdout day's users:
 - monotonicity: violations of each declared direction on a grid (21 points per attribute over its
   level range, the other attributes at every level's values) for every holdout user;
 - time per epoch (`seconds_per_epoch` of the training loop) and its ratio to the S-learner's.
-Variants: DNN (s_learner), DNN-M, FPM, CMNN with ReLU / ELU / CLU, CoMAN-B (no AA, no S-t), CoMAN
-w/o AA, CoMAN w/o S-t, CoMAN, and the LightGBM S- and T-learners (decision references). SBBM is not
-included (not in the registry). `--pipeline-seeds` additionally runs `promo simulate` + `promo run`
+Variants: DNN (s_learner), DNN-M, SBBM (the SBBM-style logistic head: `fpm` with `curve: logistic`),
+FPM, CMNN with ReLU / ELU / CLU, CoMAN-B (no AA, no S-t), CoMAN w/o AA, CoMAN w/o S-t, CoMAN, and the
+LightGBM S- and T-learners (decision references). `--pipeline-seeds` additionally runs `promo simulate` + `promo run`
 (benchmarks/_pipeline_bench.evaluate_campaign) and prints the pipeline's policy_evaluation.
 
 Torch uses one thread (`--threads`): on the shared 2-core machine more threads only contend.
@@ -47,6 +47,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 VARIANTS: dict[str, tuple[str, dict]] = {
     "DNN": ("s_learner", {}),
     "DNN-M": ("dnn_m", {}),
+    "SBBM": ("fpm", {"curve": "logistic"}),
     "FPM": ("fpm", {}),
     "CMNN(ReLU)": ("cmnn", {"activation": "relu"}),
     "CMNN(ELU)": ("cmnn", {"activation": "elu"}),

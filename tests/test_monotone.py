@@ -58,22 +58,25 @@ def test_monotone_dense_sign_transform_and_adaptive_masks():
 
 
 def test_fpm_is_monotone_and_hits_its_parameters():
-    s = torch.linspace(-5, 5, 501, dtype=torch.float64)
+    u = torch.linspace(-2, 3, 501, dtype=torch.float64)
     for binary in (True, False):
         params = torch.randn(50, 1, 4, dtype=torch.float64) * 3
-        r = fpm_response(params, s.expand(50, -1), binary)
+        r = fpm_response(params, u.expand(50, -1), binary)
         assert bool((torch.diff(r, dim=1) >= -1e-12).all())
-    # binary: r0 at -inf, rmax at +inf, slope k at x0
-    p = torch.tensor([[[0.0, 0.0, 1.0, float(np.log(np.e ** 0.1 - 1))]]], dtype=torch.float64)
+    # binary: r0 at u = 0 (no incentive), rmax at u = 1 (the most generous corner), inflection at x0
+    p = torch.tensor([[[0.0, 0.0, 0.0, float(np.log(np.e ** 0.1 - 1))]]], dtype=torch.float64)
     prob = lambda v: torch.sigmoid(fpm_response(p, torch.tensor([[v]], dtype=torch.float64), True)).item()
-    assert abs(prob(-1e3) - 0.5) < 1e-6 and abs(prob(1e3) - 0.75) < 1e-6
-    assert abs((prob(1.0 + 1e-5) - prob(1.0 - 1e-5)) / 2e-5 - 0.1) < 1e-4
+    assert abs(prob(0.0) - 0.5) < 1e-9 and abs(prob(1.0) - 0.75) < 1e-9
+    h = 1e-3
+    assert abs(prob(0.5 + h) - 2 * prob(0.5) + prob(0.5 - h)) < 1e-9              # x0 = sigmoid(0) = 1/2
+    assert abs(prob(0.5) - 0.625) < 1e-9                                           # symmetric about x0
 
 
 def _nets(n_numeric=3, cards=(4, 6, 3)):
     common = dict(n_numeric=n_numeric, cardinalities=list(cards), level_attributes=LEVELS, signs=SIGNS)
     yield "dnn_m", MonotoneNet(head="dnn_m", **common)
     yield "fpm", MonotoneNet(head="fpm", **common)
+    yield "sbbm", MonotoneNet(head="sbbm", **common)
     for act in ("relu", "elu", "clu"):
         yield f"cmnn_{act}", MonotoneNet(head="cmnn", activation=act, **common)
     for aa in (True, False):
@@ -157,6 +160,35 @@ def test_monotone_models_apply_and_skip_with_reasons():
         "'models.params.cmnn': 'activation' = 'tanh': expected one of relu, elu, clu"]
 
 
+@pytest.mark.hostile
+@pytest.mark.parametrize("curve, message", [
+    pytest.param("cubic", "'models.params.fpm': 'curve' = 'cubic': expected one of four_parameter, logistic",
+                 id="error-unknown-fpm-curve"),
+    pytest.param(3, "'models.params.fpm.curve' = 3 (int): expected str like the default 'four_parameter'",
+                 id="error-fpm-curve-not-a-name")])
+def test_bad_fpm_curve_is_refused_naming_it(curve, message):
+    assert registry.check_models_block({"params": {"fpm": {"curve": curve}}}) == [message]
+
+
+def test_sbbm_head_is_logit_linear_in_the_attributes_and_trains(promo_env):
+    """The SBBM-style logistic head: logit r = alpha_i + sum_a t_a w_ia x_a with w_ia >= 0 per user."""
+    config = CampaignConfig.from_dict(MULTI, "m1")
+    frame = _frame()
+    fitted = train_model("fpm", frame, config, ["age"], ["city", "period_of_day"], max_epochs=2, curve="logistic")
+    net = fitted.module.double()
+    assert net.head == "sbbm" and fitted.hparams["curve"] == "logistic"
+    x_num, x_cat = (torch.from_numpy(a) for a in fitted.encoder.transform(frame.head(20)))
+    grid = torch.linspace(0, 30, 7, dtype=torch.float64)
+    for a, sign in enumerate(config.attribute_signs()):
+        attrs = torch.tensor([4.0, 10.0, 1.0], dtype=torch.float64).repeat(20, 7, 1)
+        attrs[:, :, a] = grid
+        with torch.no_grad():
+            logit = net.response_at(x_num.double(), x_cat, attrs)
+        steps = torch.diff(logit, dim=1)
+        torch.testing.assert_close(steps, steps[:, :1].expand_as(steps))          # linear on the logit scale
+        assert bool((sign * steps >= 0).all())
+
+
 def test_coman_without_spatiotemporal_columns_is_skipped(promo_env):
     from promo_assets.models import ModelSkipped
 
@@ -176,3 +208,13 @@ def test_clu_fast_path_equals_the_block_definition():
     m = adaptive_masks(share, cv + cc)
     want = torch.cat([m * clu(z[:, :cv + cc]) + (1 - m) * concave(clu)(z[:, :cv + cc]), saturated(clu)(z[:, cv + cc:])], dim=1)
     torch.testing.assert_close(layer(x, share), want)
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("value, message", [
+    pytest.param(1.5, "'models.params.coman': 'dropout' = 1.5: expected a number in [0, 1)", id="error-coman-dropout-above-1"),
+    pytest.param(-0.1, "'models.params.coman': 'dropout' = -0.1: expected a number in [0, 1)", id="error-coman-dropout-negative"),
+    pytest.param("x", "'models.params.coman.dropout' = 'x' (str): expected float like the default 0.3",
+                 id="error-coman-dropout-not-a-number")])
+def test_bad_coman_dropout_is_refused_naming_it(value, message):
+    assert registry.check_models_block({"params": {"coman": {"dropout": value}}}) == [message]

@@ -204,3 +204,28 @@ def test_malformed_attributes_block_loads_nothing(promo_env, capsys, direction):
     if promo_env["warehouse"].exists():
         with warehouse.connect(promo_env["warehouse"], read_only=True) as con:
             assert con.execute("SELECT count(*) FROM rct_events").fetchone()[0] == 0
+
+
+def test_coman_preset_has_a_weekday_column_and_a_weekday_effect_in_its_truth(tmp_path):
+    """Each day's events carry that day's weekday (the spatio-temporal embedding's third column); the
+    truth and the population are as of the last (holdout) day, and a weekend day's curves are higher."""
+    from promo_assets.simulation import simulate, truth_arrays
+    from promo_assets.simulation.coman import build_pool
+
+    s = simulate("coman_spatiotemporal", "wd", tmp_path, days=3, users=300, seed=5, start="2026-01-01")  # thu .. sat
+    for path in sorted((s.campaign_dir / "events").glob("*.parquet")):
+        events = pd.read_parquet(path)
+        day = pd.Timestamp(path.stem)
+        assert set(events["weekday"]) == {day.day_name().lower()}, path.name
+        assert (events["event_time"].dt.normalize() == day).all()
+    pop = pd.read_parquet(next((s.campaign_dir / "population").glob("*.parquet")))
+    assert set(pop["weekday"]) == {"saturday"}
+    v, _ = truth_arrays(s.campaign_dir, pop["user_id"].tolist())
+    pool, _ = build_pool(300, 5, "coupon")
+    np.testing.assert_allclose(v, pool.on(dt.date(2026, 1, 3)).expected_response)
+    thursday = pool.on(dt.date(2026, 1, 1)).expected_response
+    assert (v >= thursday - 1e-12).all() and v.mean() > thursday.mean() + 0.01
+    from promo_assets.ingestion.frames import load_landing
+
+    loaded = load_landing(tmp_path, "wd", edges=False, merchants=False)
+    assert "weekday" in loaded.categorical and {"period_of_day", "city"} <= set(loaded.categorical)

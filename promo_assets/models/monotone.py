@@ -22,6 +22,8 @@ import torch.nn.functional as F
 from promo_assets.models.errors import ModelInputError
 
 CONVEX_ACTIVATIONS = ("relu", "elu", "clu")
+CLU_ONE = math.sqrt(2.0) / 2.0  # CLU(1)
+ADAPTIVE_SHARPNESS = 2.0  # adaptive_masks' default sharpness
 # reference CMNN split of a layer's units into [convex | concave | saturated]
 BLOCK_RATIO = (7, 7, 2)
 
@@ -91,6 +93,7 @@ class MonotoneDense(nn.Module):
         if t.numel() != in_features or not bool(((t == 1) | (t == -1) | (t == 0)).all()):
             raise ModelInputError(f"monotonicity indicator must hold {in_features} values in {{1, -1, 0}}")
         self.register_buffer("t", t.reshape(-1, 1))
+        self.all_increasing = bool((t == 1).all())
         self.activation = activation
         if activation in CONVEX_ACTIVATIONS:
             self.blocks = block_sizes(out_features, ratio)
@@ -98,10 +101,21 @@ class MonotoneDense(nn.Module):
             self.blocks = (0, 0, 0)
         else:
             raise ModelInputError(f"unknown monotone activation {activation!r}")
+        cv, cc, _ = self.blocks
+        # CLU's one-expression form of the three blocks (`_clu_blocks`): per unit the convex (+1) /
+        # concave (-1) sign q and the saturated mask (not part of the state: derived from the shape)
+        self.register_buffer("clu_q", torch.cat([torch.ones(cv), -torch.ones(cc), torch.zeros(out_features - cv - cc)]),
+                             persistent=False)
+        self.register_buffer("clu_sat", torch.cat([torch.zeros(cv + cc), torch.ones(out_features - cv - cc)]),
+                             persistent=False)
+        self.register_buffer("one", torch.ones(()), persistent=False)
+        self.register_buffer("clu_j", 0.5 * ADAPTIVE_SHARPNESS * (torch.arange(out_features) + 0.5), persistent=False)
 
     def signed_weight(self) -> torch.Tensor:
         w = self.weight
-        return torch.where(self.t > 0, w.abs(), torch.where(self.t < 0, -w.abs(), w))
+        if self.all_increasing:
+            return w.abs()
+        return torch.where(self.t == 0, w, self.t * w.abs())
 
     def forward(self, x: torch.Tensor, convex_share: torch.Tensor | None = None) -> torch.Tensor:
         return self.activate(x @ self.signed_weight() + self.bias, convex_share)
@@ -112,25 +126,39 @@ class MonotoneDense(nn.Module):
             return z
         if self.activation == "sigmoid":
             return torch.sigmoid(z)
+        if self.activation == "clu":
+            return self._clu_blocks(z, convex_share)
         rho = convex_activation(self.activation)
         cv, cc, _ = self.blocks
         n_cc = cv + cc
         head, sat = z[..., :n_cc], z[..., n_cc:]
         if convex_share is None:
-            m = torch.cat([head.new_ones(cv), head.new_zeros(cc)])
-        else:
-            m = adaptive_masks(convex_share, n_cc)
-        if self.activation == "clu":
-            # m CLU(x) + (1 - m) (-CLU(-x)) = (x + (2m - 1)(sqrt(x^2 + 1) - 1)) / 2: one square root
-            out = 0.5 * (head + (2.0 * m - 1.0) * (torch.sqrt(head * head + 1.0) - 1.0))
-        elif convex_share is None:
             out = torch.cat([rho(head[..., :cv]), concave(rho)(head[..., cv:])], dim=-1)
         else:
+            m = adaptive_masks(convex_share, n_cc)
             out = m * rho(head) + (1.0 - m) * concave(rho)(head)
         return torch.cat([out, saturated(rho)(sat)], dim=-1)
 
+    def _clu_blocks(self, x: torch.Tensor, convex_share: torch.Tensor | None) -> torch.Tensor:
+        """The CLU layer's [convex | concave | saturated] blocks in one expression (few tensor ops: on
+        small batches the op count, not the arithmetic, sets the time per epoch). With
+        f_q(y) = (y + q (sqrt(y^2 + 1) - 1)) / 2: convex CLU(x) = f_1(x), concave -CLU(-x) = f_-1(x),
+        m CLU + (1 - m)(-CLU(-x)) = f_{2m-1}(x), and saturated (s = +1 for x >= 0, -1 for x < 0)
+        = f_{-s}(x - s) + s CLU(1), CLU(1) = sqrt(2) / 2. tests/test_monotone.py checks it against the
+        block definition."""
+        sat = self.clu_sat
+        if convex_share is None:
+            q = self.clu_q
+        else:  # 2 adaptive_masks - 1 = tanh(sharpness (share units - j - 1/2) / 2), 0 on the saturated units
+            q = torch.tanh(convex_share * (0.5 * ADAPTIVE_SHARPNESS * (self.blocks[0] + self.blocks[1]))
+                           - self.clu_j) * self.clu_q.abs()
+        s = sat * torch.sign(x)   # sign(0) = 0 gives the saturated block's value 0 at 0 as well
+        y = x - s
+        # hypot(y, 1) = sqrt(y^2 + 1); addcmul / add(alpha) fuse the products: fewer passes over (N, M, units)
+        return torch.add(0.5 * torch.addcmul(y, q - s, torch.hypot(y, self.one) - 1.0), s, alpha=CLU_ONE)
 
-def adaptive_masks(convex_share: torch.Tensor, units: int, sharpness: float = 2.0) -> torch.Tensor:
+
+def adaptive_masks(convex_share: torch.Tensor, units: int, sharpness: float = ADAPTIVE_SHARPNESS) -> torch.Tensor:
     """Adaptive Activation masks (CoMAN Eq. 14, form not recovered; our choice): unit j of the
     `units` non-saturated units is convex with weight sigmoid(sharpness (share * units - j - 1/2)),
     concave with the rest, so a share of 0.3 makes about the first 30 % convex. `convex_share`: any
@@ -140,16 +168,26 @@ def adaptive_masks(convex_share: torch.Tensor, units: int, sharpness: float = 2.
     return torch.sigmoid(sharpness * (convex_share * units - j - 0.5))
 
 
-def fpm_response(params: torch.Tensor, s: torch.Tensor, binary: bool) -> torch.Tensor:
-    """Four-parameter model (FPM; FORMULAS.md's documented choice), link-scale output.
+def fpm_response(params: torch.Tensor, u: torch.Tensor, binary: bool) -> torch.Tensor:
+    """Four-parameter model (FPM; FORMULAS.md's documented choice, normalised to the level range),
+    link-scale output.
 
-    `params` (..., 4) raw network outputs -> r0 (response without incentive), rmax (maximal
-    response), x0 (inflection point), k (slope at x0, softplus); `s` (...) the monotone incentive
-    index. Binary: r0 = sigmoid(p0), rmax = r0 + (1 - r0) sigmoid(p1),
-    r(s) = r0 + (rmax - r0) sigmoid(k' (s - x0)), k' = 4 k / (rmax - r0), returned as logit(r).
-    Other response types: the same curve on the link scale with r0 = p0, rmax - r0 = softplus(p1).
-    Non-decreasing in s for every parameter value."""
-    p0, p1, x0, pk = params.unbind(-1)
+    `params` (..., 4) raw network outputs -> r0, rmax, x0, k; `u` (...) the monotone incentive index
+    normalised per user so that u = 0 at the least and u = 1 at the most generous corner of the
+    levels' attribute box (`AttributeCurves.unit_index`). With g(u) = sigmoid(k' (u - x0)):
+
+        r(u) = r0 + (rmax - r0) (g(u) - g(0)) / (g(1) - g(0)),   k' = 4 k / (rmax - r0)
+
+    so r0 is the response without incentive (u = 0) and rmax the response at the most generous
+    design (u = 1), as the paper describes them; x0 = sigmoid(p2) in (0, 1) is the inflection point
+    inside the level range and k = softplus(p3) the sensitivity there (before the 1 / (g(1) - g(0))
+    normalisation). Binary: r0 = sigmoid(p0), rmax = r0 + (1 - r0) sigmoid(p1), returned as logit(r);
+    other response types: r0 = p0, rmax - r0 = softplus(p1), on the link scale.
+    Non-decreasing in u for every parameter value. (Our first form, r0 + (rmax - r0) sigmoid(k'(s - x0))
+    on the raw index, reached r0 and rmax only at s = -inf / +inf and saturated: x0 could sit outside the
+    levels' index range, where the curve is flat and its gradient vanishes - the README's "Monotone
+    models" has the measurement.)"""
+    p0, p1, px, pk = params.unbind(-1)
     k = F.softplus(pk)
     if binary:
         r0 = torch.sigmoid(p0)
@@ -157,8 +195,10 @@ def fpm_response(params: torch.Tensor, s: torch.Tensor, binary: bool) -> torch.T
     else:
         r0 = p0
         span = F.softplus(p1)
-    slope = (4.0 * k / span.clamp_min(1e-4)).clamp(max=50.0)
-    r = r0 + span * torch.sigmoid(slope * (s - x0))
+    x0 = torch.sigmoid(px)
+    slope = (4.0 * k / span.clamp_min(1e-4)).clamp(0.05, 50.0)
+    g0, g1 = torch.sigmoid(-slope * x0), torch.sigmoid(slope * (1.0 - x0))
+    r = r0 + span * (torch.sigmoid(slope * (u - x0)) - g0) / (g1 - g0).clamp_min(1e-6)
     if binary:
         r = r.clamp(1e-6, 1.0 - 1e-6)
         return torch.log(r) - torch.log1p(-r)

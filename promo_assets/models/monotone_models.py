@@ -12,12 +12,15 @@ Attributes are divided by their largest absolute level value (a positive scale k
   after the first layer, sigmoid activations.
 - FPM: a user network outputs the four parameters (r0, rmax, x0, k) and a non-negative weight per
   attribute; the response is `fpm_response` of the incentive index s = sum_a t_a w_a x_a.
+- SBBM-style logistic head (`fpm` with `curve: logistic`; Zhao et al. 2019's semi-black-box logit
+  demand curve, the CoMAN paper's SBBM baseline): logit r = alpha_i + s_i with the same per-user index
+  s = sum_a t_a w_a x_a (w_a >= 0): a logistic curve in the level, per-user parameters from the network.
 - CMNN: `MonotoneStack` with [convex | concave | saturated] blocks of one convex activation
   (relu / elu / clu, hyper-parameter `activation`), sigmoid link for binary responses.
 - CoMAN (promo_assets.models.coman): spatio-temporal modules, Adaptive Activation, S-t Attention.
 
-Training: the S-learner's loss (the logged level's response, IPS-weighted) through the one training
-loop (`fit_torch_model`); cost heads (a `HeadBank` on the user representation) only for cost rule
+Training: the S-learner's loss (the logged level's response, IPS-weighted; `logged_level_loss` scores
+only the logged level) through the one training loop (`fit_torch_model`); cost heads (a `HeadBank` on the user representation) only for cost rule
 'column', as in the S-learner.
 """
 
@@ -33,12 +36,13 @@ from torch import nn
 
 from promo_assets.campaign import CampaignConfig
 from promo_assets.models.base import (
-    ARCHITECTURES, TrainedModel, fit_metrics, prepare_frame, register_architecture, resolve_max_epochs,
+    ARCHITECTURES, TrainedModel, cost_loss, fit_metrics, prepare_frame, register_architecture, resolve_max_epochs,
+    response_loss,
 )
 from promo_assets.models.errors import ModelInputError
 from promo_assets.models.monotone import CONVEX_ACTIVATIONS, MonotoneStack, fpm_response
 from promo_assets.models.protocol import ResponseModel, TrainingData
-from promo_assets.models.s_learner import FeatureEmbedding, HeadBank, _s_learner_loss, initial_link, mlp
+from promo_assets.models.s_learner import FeatureEmbedding, HeadBank, initial_link, mlp
 from promo_assets.models.training import TrainingConfig, fit_torch_model, seeded
 
 COMMON: dict[str, Any] = {
@@ -74,8 +78,29 @@ class AttributeCurves(nn.Module):
         self.register_buffer("levels", levels)
         self.register_buffer("scale", torch.where(scale > 1e-9, scale, torch.ones_like(scale)))
         self.signs = [int(s) for s in signs]
+        self.register_buffer("box_corners", self._corners(), persistent=False)
         self.has_cost_head = bool(cost_heads)
         self.cost_heads = HeadBank(rep_dim, levels.shape[0], 16) if cost_heads else None
+
+    def _corners(self) -> torch.Tensor:
+        """(2, A) scaled attributes of the least and the most generous corner of the levels' box: per
+        attribute the smallest / largest level value if increasing, the largest / smallest if
+        decreasing, the mean level value if unconstrained (a fixed point: the FPM's normalisation
+        then depends on the user only, never on the queried attributes)."""
+        a = self.levels / self.scale
+        t = torch.as_tensor(self.signs, dtype=a.dtype, device=a.device)
+        lo, hi, mid = a.amin(0), a.amax(0), a.mean(0)
+        return torch.stack([torch.where(t > 0, lo, torch.where(t < 0, hi, mid)),
+                            torch.where(t > 0, hi, torch.where(t < 0, lo, mid))])
+
+    def unit_index(self, index: Callable[[torch.Tensor], torch.Tensor], attrs: torch.Tensor) -> torch.Tensor:
+        """The FPM's normalised incentive index: `index` (N, M', A) -> (N, M') monotone scores, evaluated
+        at `attrs` (N, M, A) and at the two `box_corners` (`_corners`) in one call; returns (s - s_lo) / (s_hi - s_lo + 1e-3)
+        (N, M): 0 at the least, 1 at the most generous corner, non-decreasing in s."""
+        n, m = attrs.shape[0], attrs.shape[1]
+        s = index(torch.cat([attrs, self.box_corners.to(attrs.dtype).expand(n, -1, -1)], dim=1))
+        lo, hi = s[:, m:m + 1], s[:, m + 1:m + 2]
+        return (s[:, :m] - lo) / ((hi - lo).clamp_min(0.0) + 1e-3)
 
     def representation(self, x_num: torch.Tensor, x_cat: torch.Tensor) -> Any:
         raise NotImplementedError
@@ -95,11 +120,36 @@ class AttributeCurves(nn.Module):
         cost = self.cost_heads(rep if isinstance(rep, torch.Tensor) else rep[0]) if self.cost_heads is not None else None
         return self.respond(attrs, rep), cost
 
+    def at_logged(self, x_num: torch.Tensor, x_cat: torch.Tensor, level: torch.Tensor):
+        """Link-scale response (N,) and cost (N,) or None of each user at its logged `level` (N,) only: the
+        training loss needs one level per row, so the monotone layers run on 1 (+ the FPM's 2 corner)
+        attribute vectors per user instead of K (+ 2). Equal to `curves(...)` gathered at `level`."""
+        rep = self.representation(x_num, x_cat)
+        resp = self.respond((self.levels / self.scale)[level].unsqueeze(1), rep).squeeze(1)
+        if self.cost_heads is None:
+            return resp, None
+        cost = self.cost_heads(rep if isinstance(rep, torch.Tensor) else rep[0])
+        return resp, cost.gather(1, level.unsqueeze(1)).squeeze(1)
+
+
+def logged_level_loss(kind: str, has_cost: bool) -> Callable:
+    """The S-learner's loss (`s_learner._s_learner_loss`: the logged level's response and cost) computed
+    with `AttributeCurves.at_logged`, without scoring the other levels."""
+    def loss_fn(module: AttributeCurves, batch: dict[str, torch.Tensor], step: int | None):
+        resp, cost = module.at_logged(batch["x_num"], batch["x_cat"], batch["level"])
+        loss = response_loss(resp, batch["response"], kind)
+        return (loss + cost_loss(cost, batch["cost"]) if has_cost else loss), None
+    return loss_fn
+
 
 @register_architecture("monotone")
 class MonotoneNet(AttributeCurves):
-    """DNN-M (`head='dnn_m'`), FPM (`head='fpm'`) or CMNN (`head='cmnn'`, `activation`) on the
+    """DNN-M (`head='dnn_m'`), FPM (`head='fpm'`), the SBBM-style logistic head (`head='sbbm'`) or CMNN (`head='cmnn'`, `activation`) on the
     S-learner's user trunk (FeatureEmbedding + MLP)."""
+
+    # 2: the FPM head reads the index normalised to the levels' attribute box (r0 at no incentive, rmax
+    # at the most generous design): a version-1 fpm artefact would predict with the wrong formula
+    architecture_version = 2
 
     def __init__(self, n_numeric: int, cardinalities: list[int], level_attributes: list[list[float]],
                  signs: list[int], head: str = "cmnn", activation: str = "clu", hidden=(64, 32),
@@ -111,7 +161,11 @@ class MonotoneNet(AttributeCurves):
         self._init_levels(level_attributes, signs, h, cost_heads)
         self.head, self.binary = head, bool(binary)
         a = len(self.signs)
-        if head == "fpm":
+        if head == "sbbm":
+            self.params_out = nn.Linear(h, 1 + a)
+            with torch.no_grad():
+                self.params_out.bias[0] = float(response_init)
+        elif head == "fpm":
             self.params_out = nn.Linear(h, 4 + a)
             with torch.no_grad():
                 self.params_out.bias[0] = float(response_init)
@@ -121,15 +175,19 @@ class MonotoneNet(AttributeCurves):
                 offset = 0.5 * float(self.stack.output.weight.abs().sum()) if head == "dnn_m" else 0.0
                 self.stack.output.bias.fill_(float(response_init) - offset)
         else:
-            raise ModelInputError(f"unknown monotone head {head!r}; expected dnn_m, fpm or cmnn")
+            raise ModelInputError(f"unknown monotone head {head!r}; expected dnn_m, fpm, sbbm or cmnn")
 
     def representation(self, x_num, x_cat):
         return self.trunk(self.features(x_num, x_cat))
 
     def respond(self, attrs, rep):
+        if self.head == "sbbm":  # logit-linear in the index: sigmoid(alpha + s) for a binary response
+            p = self.params_out(rep)
+            return p[:, :1] + attribute_index(attrs, p[:, 1:], self.signs)
         if self.head == "fpm":
             p = self.params_out(rep)
-            return fpm_response(p[:, None, :4], attribute_index(attrs, p[:, 4:], self.signs), self.binary)
+            u = self.unit_index(lambda a: attribute_index(a, p[:, 4:], self.signs), attrs)
+            return fpm_response(p[:, None, :4], u, self.binary)
         return self.stack(attrs, rep).squeeze(-1)
 
 
@@ -164,7 +222,7 @@ def train_attribute_model(name: str, architecture: str, frame: pd.DataFrame, con
     tc = TrainingConfig(max_epochs=epochs, batch_size=int(hp["batch_size"]), lr=float(hp["lr"]),
                         weight_decay=float(hp["weight_decay"]), patience=int(hp["patience"]))
     t0 = time.perf_counter()
-    fit = fit_torch_model(net, _s_learner_loss(kind, has_cost), prep.train, prep.validation, tc, seed=seed,
+    fit = fit_torch_model(net, logged_level_loss(kind, has_cost), prep.train, prep.validation, tc, seed=seed,
                           weight_key="weight" if weighted else None, log=log, label=name)
     metrics = fit_metrics(fit, prep, net, weighted, t0)
     hp_out = {**hp, "max_epochs": epochs, "seed": seed, "weighted": bool(weighted)}
@@ -218,7 +276,20 @@ class DNNM(_MonotoneModel):
 class FPM(_MonotoneModel):
     name = "fpm"
     head = "fpm"
-    title = "Four-parameter model: per-user r0, rmax, inflection x0 and slope k of a sigmoid response curve"
+    title = ("Four-parameter model: per-user r0, rmax, inflection x0 and slope k of a sigmoid response curve "
+             "(curve: logistic = the SBBM-style logit demand curve)")
+    params = {**COMMON, "curve": "four_parameter"}
+    CURVES = {"four_parameter": "fpm", "logistic": "sbbm"}
+
+    def check_params(self, params: dict[str, Any]) -> list[str]:
+        out = super().check_params(params)
+        if params["curve"] not in self.CURVES:
+            out.append(f"'curve' = {params['curve']!r}: expected one of {', '.join(self.CURVES)}")
+        return out
+
+    def arch(self, hp: dict[str, Any]) -> Callable[[Any], dict[str, Any]]:
+        base = super().arch(hp)
+        return lambda prep: {**base(prep), "head": self.CURVES[hp["curve"]]}
 
 
 class CMNN(_MonotoneModel):

@@ -11,15 +11,19 @@ Incentive designs (option `incentive`):
 
 Users (static over the days): numeric age, activity (0-28), avg_spend (> 0); categorical city (6
 cities), period_of_day (breakfast, lunch, afternoon_tea, dinner, midnight_snack: the user's usual
-ordering time; event_time falls in it), device.
+ordering time; event_time falls in it), device; and the event day's weekday (monday .. sunday,
+the same for every user on a day: the spatio-temporal embedding's third column, as in the paper's
+temporal features; the population file and the truth are as of the last, holdout, day).
 
 True response of user i at a level with attributes (a, t):
   u_i    = a exp(-t / (2 avg_spend_i))            coupon: the effective value (a threshold far above
                                                   the usual basket makes the coupon worth little)
   u_i    = waiver                                  fee waiver
   p_i    = base_i + amp_i h_city(u_i / s_i)
-  base_i = sigmoid(-2.2 + 2.2 a_i + period_base + city_base + N(0, 0.2)),  a_i = activity / 28
-  amp_i  = 0.8 (1 - base_i) sigmoid(period_sens + city_sens - 2 (a_i - 0.5) + N(0, 0.3))
+  base_i = sigmoid(-2.2 + 2.2 a_i + period_base + city_base + weekday_base + N(0, 0.2)),  a_i = activity / 28
+  amp_i  = 0.8 (1 - base_i) sigmoid(period_sens + city_sens + weekday_sens - 2 (a_i - 0.5) + N(0, 0.3))
+  weekday_base, weekday_sens: a modest weekday effect (monday .. sunday: base -0.1, -0.1, -0.05, 0,
+  0.1, 0.25, 0.2; sensitivity 0, 0, 0, 0, 0.1, 0.25, 0.25: weekends order more and react more)
   s_i    = 5 period_speed e^{N(0, 0.15)}   (the incentive scale at which the user reacts)
   h      concave 1 - exp(-2v) in beijing and shanghai; convex min(1, 0.6 v^2) in chengdu and wuhan;
          S-shaped v^4 / (v^4 + 0.35) in hangzhou and xian; every h is non-decreasing, h(0) = 0, h <= 1
@@ -53,6 +57,9 @@ CITY_BASE = (0.2, 0.25, -0.1, -0.15, 0.0, -0.2)
 CITY_SENS = (-0.3, -0.2, 0.4, 0.5, 0.1, 0.3)
 CITY_SHAPE = ("concave", "concave", "convex", "convex", "s", "s")
 DEVICES = ("android", "ios")
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+WEEKDAY_BASE = (-0.1, -0.1, -0.05, 0.0, 0.1, 0.25, 0.2)
+WEEKDAY_SENS = (0.0, 0.0, 0.0, 0.0, 0.1, 0.25, 0.25)
 
 COUPON_LEVELS = ((0, 0), (3, 10), (5, 20), (5, 30), (8, 30), (10, 40))
 FEE = 6
@@ -61,7 +68,8 @@ WAIVERS = (0, 1, 2, 3, 4, 6)
 DESCRIPTION = (
     "CoMAN-style multi-attribute campaign: coupons with amount (increasing) and threshold (decreasing), or "
     "incentive='fee_waiver'; five periods of day and six cities whose sensitivity curves are concave, convex or "
-    "S-shaped; daily uniform RCT; lists the monotone models in campaign.yaml models.include"
+    "S-shaped, the event day's weekday with a modest weekday effect; daily uniform RCT; lists the monotone models in "
+    "campaign.yaml models.include"
 )
 DEFAULTS: dict[str, Any] = {"incentive": "coupon", "daily_active": 0.5, "budget_per_capita": [0.4, 0.8, 1.2]}
 MODELS = ["s_learner", "dipn", "lgbm_s", "lgbm_s_mono", "lgbm_t", "dnn_m", "fpm", "cmnn", "coman"]
@@ -99,10 +107,10 @@ def build_pool(users: int, seed: int, incentive: str) -> tuple[Pool, np.ndarray]
     city = rng.choice(len(CITIES), size=n, p=CITY_SHARE)
     period = rng.choice(len(PERIODS), size=n, p=PERIOD_SHARE)
     device = rng.choice(len(DEVICES), size=n, p=(0.6, 0.4))
-    base = expit(-2.2 + 2.2 * a + np.asarray(PERIOD_BASE)[period] + np.asarray(CITY_BASE)[city]
-                 + rng.normal(0.0, 0.2, n))
-    amp = 0.8 * (1.0 - base) * expit(np.asarray(PERIOD_SENS)[period] + np.asarray(CITY_SENS)[city]
-                                     - 2.0 * (a - 0.5) + rng.normal(0.0, 0.3, n))
+    base_logit = (-2.2 + 2.2 * a + np.asarray(PERIOD_BASE)[period] + np.asarray(CITY_BASE)[city]
+                  + rng.normal(0.0, 0.2, n))
+    sens_logit = (np.asarray(PERIOD_SENS)[period] + np.asarray(CITY_SENS)[city] - 2.0 * (a - 0.5)
+                  + rng.normal(0.0, 0.3, n))
     scale = 5.0 * np.asarray(PERIOD_SPEED)[period] * np.exp(rng.normal(0.0, 0.15, n))
     amount, threshold = at[:, 0][None, :], at[:, 1][None, :]
     u = amount * np.exp(-threshold / (2.0 * avg_spend[:, None]))
@@ -111,17 +119,25 @@ def build_pool(users: int, seed: int, incentive: str) -> tuple[Pool, np.ndarray]
     for c, name in enumerate(CITY_SHAPE):
         rows = city == c
         h[rows] = shape(name, v[rows])
-    expected_response = np.clip(base[:, None] + amp[:, None] * h, 0.0, 0.98)
     cost_amounts = at[:, 0]
     hours = np.asarray(PERIOD_HOURS, dtype=np.float64)[period]
-    return Pool(
-        features={"age": age, "activity": activity, "avg_spend": avg_spend, "city": city, "period_of_day": period,
-                  "device": device},
-        categories={"city": list(CITIES), "period_of_day": list(PERIODS), "device": list(DEVICES)},
-        expected_response=expected_response,
-        expected_cost=expected_response * cost_amounts[None, :],
-        hours=hours,
-    ), cost_amounts
+    static = {"age": age, "activity": activity, "avg_spend": avg_spend, "city": city, "period_of_day": period,
+              "device": device}
+    categories = {"city": list(CITIES), "period_of_day": list(PERIODS), "device": list(DEVICES),
+                  "weekday": list(WEEKDAYS)}
+
+    def on(day: dt.date) -> Pool:
+        wd = day.weekday()
+        base = expit(base_logit + WEEKDAY_BASE[wd])
+        amp = 0.8 * (1.0 - base) * expit(sens_logit + WEEKDAY_SENS[wd])
+        expected_response = np.clip(base[:, None] + amp[:, None] * h, 0.0, 0.98)
+        return Pool(features={**static, "weekday": np.full(n, wd, dtype=np.int64)}, categories=categories,
+                    expected_response=expected_response, expected_cost=expected_response * cost_amounts[None, :],
+                    hours=hours)
+
+    pool = on(dt.date(2026, 1, 1))  # a thursday (no weekday effect): the pool the budgets are checked on
+    pool.by_day = on
+    return pool, cost_amounts
 
 
 def simulate_coman(campaign_dir: Path, days: int, users: int, seed: int, start: dt.date, *,

@@ -95,7 +95,10 @@ class Pool:
     (categorical), in the column order they are written; expected_response / expected_cost:
     users x levels; assignment: users x levels probabilities of the logging policy, or None for a
     uniform RCT; hours: per-user (start_hour, end_hour) window in which the events' event_time falls
-    (None: the whole day); order_value: per-user multiplier of the cost for cost rule 'column'.
+    (None: the whole day); order_value: per-user multiplier of the cost for cost rule 'column';
+    by_day: the pool as it is on a given day (same users, levels and logging; features and truth may
+    change with the date, e.g. a weekday column and effect), None: the same every day. The truth and
+    the population file are written as of the last day (the holdout day).
     """
 
     features: dict[str, np.ndarray]
@@ -105,6 +108,11 @@ class Pool:
     assignment: np.ndarray | None = None
     hours: np.ndarray | None = None
     order_value: np.ndarray | None = None  # per user, for cost rule 'column' (dfcl_discount)
+    by_day: Callable[[dt.date], "Pool"] | None = None
+
+    def on(self, day: dt.date) -> "Pool":
+        """The pool as it is on `day` (itself when it does not change with the date)."""
+        return self if self.by_day is None else self.by_day(day)
 
     @property
     def n_users(self) -> int:
@@ -250,6 +258,7 @@ def write_campaign(
     dates = [start + dt.timedelta(days=i) for i in range(days)]
     pool_key = {"preset": preset, "seed": int(seed), "users": int(n_users), "options": _plain(options)}
     prepare_dir(campaign_dir, pool_key, overwrite)
+    base_pool, pool = pool, pool.on(dates[-1])  # truth and population as of the last (holdout) day
 
     incentives_arr = np.asarray(incentives, dtype=np.float64)
     ids = user_ids(n_users)
@@ -298,6 +307,7 @@ def write_campaign(
     rows_per_day: dict[dt.date, int] = {}
     for day in dates:
         rng = rng_day(seed, day)
+        pool = base_pool.on(day)
         if daily_active >= 1.0:
             idx = np.arange(n_users, dtype=np.int64)
         else:
