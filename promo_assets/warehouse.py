@@ -70,11 +70,15 @@ def schema_columns() -> frozenset[str]:
     in-memory database, so the list follows the DDL)."""
     con = duckdb.connect(":memory:")
     try:
-        for statement in statements("schema"):
-            con.execute(statement)
+        _run_schema_statements(con)
         return frozenset(r[0] for r in con.execute(sql("meta", "all_columns")).fetchall())
     finally:
         con.close()
+
+
+def _run_schema_statements(con: duckdb.DuckDBPyConnection) -> None:
+    for statement in statements("schema"):
+        con.execute(statement)
 
 
 @functools.cache
@@ -94,8 +98,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         recorded = []
     if recorded == [_schema_hash()]:
         return
-    for statement in statements("schema"):
-        con.execute(statement)
+    _run_schema_statements(con)
     for name in ("create_schema_marker", "clear_schema_marker"):
         con.execute(sql("meta", name))
     con.execute(sql("meta", "record_schema_hash"), [_schema_hash()])
