@@ -147,6 +147,16 @@ def test_registered_models_train_predict_reload_and_stay_monotone(name, promo_en
         assert _violations(net, x_num.double(), x_cat, a, int(sign), np.linspace(0, 30, 61), np.array([4.0, 10.0, 1.0])) == 0
 
 
+def test_coman_training_is_reproducible_whatever_ran_before(promo_env):
+    """Dropout draws from torch's global generator: the same seed gives the same CoMAN even when other
+    draws happened in between (a benchmark trains other variants first)."""
+    config, frame = CampaignConfig.from_dict(MULTI, "m1"), _frame()
+    first = train_model("coman", frame, config, ["age"], ["city", "period_of_day"], max_epochs=2, seed=3)
+    torch.rand(1000)
+    second = train_model("coman", frame, config, ["age"], ["city", "period_of_day"], max_epochs=2, seed=3)
+    np.testing.assert_array_equal(first.predict(frame.head(50))[0], second.predict(frame.head(50))[0])
+
+
 def test_monotone_models_apply_and_skip_with_reasons():
     multi = CampaignConfig.from_dict(MULTI, "m1")
     arms = CampaignConfig.from_dict({"treatments": {"arms": {"a": 0, "b": 1}}}, "a1")

@@ -222,8 +222,11 @@ def train_attribute_model(name: str, architecture: str, frame: pd.DataFrame, con
     tc = TrainingConfig(max_epochs=epochs, batch_size=int(hp["batch_size"]), lr=float(hp["lr"]),
                         weight_decay=float(hp["weight_decay"]), patience=int(hp["patience"]))
     t0 = time.perf_counter()
-    fit = fit_torch_model(net, logged_level_loss(kind, has_cost), prep.train, prep.validation, tc, seed=seed,
-                          weight_key="weight" if weighted else None, log=log, label=name)
+    # seeded: CoMAN's dropout draws from torch's global generator; without it one seed's model depended on
+    # whatever ran before it in the process (in benchmarks/coman_paper.py: the variants trained before it)
+    with seeded(seed):
+        fit = fit_torch_model(net, logged_level_loss(kind, has_cost), prep.train, prep.validation, tc, seed=seed,
+                              weight_key="weight" if weighted else None, log=log, label=name)
     metrics = fit_metrics(fit, prep, net, weighted, t0)
     hp_out = {**hp, "max_epochs": epochs, "seed": seed, "weighted": bool(weighted)}
     return TrainedModel(name, net, prep.encoder, config, prep.targets, hp_out, metrics, fit.history, arch_kwargs)
