@@ -240,6 +240,32 @@ class ModelsBlock(_Block):
         default_factory=dict, description="a mapping of model name to a mapping of its hyper-parameters")
 
 
+class ChampionBlock(_Block):
+    """How the campaign's champion (the policy deployed) is chosen: docs/decisions.md."""
+
+    confidence: float = Field(0.9, gt=0.5, lt=1, description="a number in (0.5, 1): the confidence a challenger "
+                              "must be better at to replace the champion (paired comparison at equal spend)")
+    pin: str | None = Field(None, description="a registered model name: deploy that model, whatever the evidence")
+    candidates: list[str] | None = Field(
+        None, min_length=1, description="a list of registered model names the champion is chosen among (default: every "
+                                        "evaluated model)")
+    blends: bool = Field(True, description="true or false: may the champion be a blend (mean of the coefficients) of "
+                                           "models that are not significantly worse than the best")
+
+
+class ExplorationBlock(_Block):
+    """The randomized share kept in every exported decision: docs/decisions.md."""
+
+    share: float = Field(0.05, ge=0, lt=1, description="a number in [0, 1): the share of users whose level is drawn "
+                                                       "at random")
+    seed: int = Field(0, ge=0, description="an integer >= 0 (with the decision date, it seeds the draws)")
+    mix: list[Annotated[float, Field(ge=0)]] | None = Field(
+        None, description="one number >= 0 per incentive level: the weights the explored levels are drawn with "
+                          "(default: uniform)")
+    tolerance: float = Field(0.005, ge=0, le=0.5, description="a number in [0, 0.5]: how far the realized share may "
+                                                              "be from `share` before the export is stopped")
+
+
 class CampaignYaml(_Block):
     """The whole of campaign.yaml. Every key, its type, range and default."""
 
@@ -265,12 +291,17 @@ class CampaignYaml(_Block):
         None, description="a mapping with optional 'include', 'exclude' (model names) and 'params'")
     segments: Annotated[list[Annotated[str, Field(min_length=1)]], AfterValidator(_unique)] | None = Field(
         None, description="a list of feature column names (e.g. [period_of_day, city]), each at most once")
+    champion: ChampionBlock | None = Field(
+        None, description="a mapping with optional 'confidence', 'pin', 'candidates', 'blends'")
+    exploration: ExplorationBlock | None = Field(
+        None, description="a mapping with optional 'share', 'seed', 'mix', 'tolerance'")
     simulation: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
     simulator: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
 
 
 # keys of campaign.yaml that CampaignConfig keeps in `.extra` (validated, defaults filled in)
-EXTRA_KEYS = ("features", "ratio_budget", "merchants", "graph", "models", "simulation", "simulator", "segments")
+EXTRA_KEYS = ("features", "ratio_budget", "merchants", "graph", "models", "simulation", "simulator", "segments",
+              "champion", "exploration")
 
 
 def _schema_messages(exc: ValidationError) -> list[str]:
@@ -415,6 +446,16 @@ class CampaignConfig:
         return tuple(self.extra.get("segments") or ())
 
     @property
+    def champion(self) -> dict[str, Any]:
+        """campaign.yaml `champion:` with its defaults filled in (confidence, pin, candidates, blends)."""
+        return self.extra.get("champion") or ChampionBlock().model_dump()
+
+    @property
+    def exploration(self) -> dict[str, Any]:
+        """campaign.yaml `exploration:` with its defaults filled in (share, seed, mix, tolerance)."""
+        return self.extra.get("exploration") or ExplorationBlock().model_dump()
+
+    @property
     def level_kind(self) -> str:
         """How the levels are given, in words (for skip reasons): ordered amounts, unordered arms, or
         multi-attribute levels (their attribute names)."""
@@ -538,6 +579,10 @@ class CampaignConfig:
             if problems:
                 head = f"{len(problems)} problems: " if len(problems) > 1 else ""
                 raise CampaignConfigError(f"{source}: {head}" + "; ".join(problems))
+        problems = _decision_problems(dumped, len(incentives))
+        if problems:
+            head = f"{len(problems)} problems: " if len(problems) > 1 else ""
+            raise CampaignConfigError(f"{source}: {head}" + "; ".join(problems))
         return cls(
             campaign=campaign,
             incentives=incentives,
@@ -557,6 +602,34 @@ class CampaignConfig:
             directions=directions,
             level_attributes=level_attributes,
         )
+
+
+def _decision_problems(dumped: dict[str, Any], n_levels: int) -> list[str]:
+    """Cross-key problems of the `champion:` and `exploration:` blocks: model names that are not
+    registered, a pin outside the candidates, a mix without one weight per level."""
+    out = []
+    champion = dumped.get("champion")
+    if champion:
+        from promo_assets.models.registry import names  # lazy: the registry imports this module
+
+        known = names()
+        for key, listed in (("champion.pin", [champion["pin"]] if champion["pin"] else []),
+                            ("champion.candidates", champion["candidates"] or [])):
+            for name in listed:
+                if name not in known:
+                    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+                    hint = f"did you mean '{close[0]}'?" if close else f"registered models: {', '.join(known)}"
+                    out.append(f"'{key}': unknown model {name!r} ({hint})")
+        if champion["pin"] and champion["candidates"] and champion["pin"] not in champion["candidates"]:
+            out.append(f"'champion.pin' = {champion['pin']!r} is not one of 'champion.candidates' "
+                       f"({', '.join(champion['candidates'])})")
+    exploration = dumped.get("exploration")
+    if exploration and exploration["mix"] is not None:
+        mix = exploration["mix"]
+        if len(mix) != n_levels or not sum(mix) > 0:
+            out.append(f"'exploration.mix' = {mix!r}: expected {n_levels} weights >= 0 (one per incentive level) with a "
+                       "positive sum")
+    return out
 
 
 def _label(value: Any) -> str:
