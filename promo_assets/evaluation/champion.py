@@ -61,7 +61,12 @@ __all__ = [
     "Evidence",
     "choose_champion",
     "evaluate_candidate",
+    "evidence_frame",
+    "headline_text",
+    "influence",
     "paired_difference",
+    "summary_tables",
+    "truth_audit",
 ]
 
 BLEND_PREFIX = "blend"
@@ -243,7 +248,7 @@ def _quantile(confidence: float) -> float:
     return float(norm.ppf(0.5 + confidence / 2))
 
 
-def _influence(evidence: Evidence, levels: np.ndarray, cost: bool = False) -> np.ndarray:
+def influence(evidence: Evidence, levels: np.ndarray, cost: bool = False) -> np.ndarray:
     """phi (N) of the DR value (or, with cost=True, the DR cost) of the allocation `levels`."""
     t, y, z, p, my, mz = evidence.arrays
     if cost:
@@ -274,8 +279,8 @@ def evaluate_candidate(evidence: Evidence, candidate: Candidate, budgets: Sequen
     for b in budgets:
         res = dr_q_at_budget(v, c, t, y, z, p, my, mz, float(b))
         levels = levels_at_lambdas(v, c, [res.lambda_])[0]
-        phi = _influence(evidence, levels)
-        phi_cost = _influence(evidence, levels, cost=True)
+        phi = influence(evidence, levels)
+        phi_cost = influence(evidence, levels, cost=True)
         values.append(float(np.mean(phi)))
         costs.append(float(np.mean(phi_cost)))
         intervals.append(_interval(phi, q))
