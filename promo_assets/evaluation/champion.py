@@ -1,40 +1,46 @@
-"""The champion: the policy to deploy, chosen among the evaluated models (and blends of them) without
-ground truth, by paired comparisons at equal spend.
+"""The champion: the policy to deploy, chosen among the evaluated models and blends of them without
+ground truth, by paired comparisons on the same evaluation events.
 
-Why paired: two policies evaluated on the *same* events differ with far less noise than either alone
-(most users get the same level from both, and those users' noise cancels). Why at equal spend: a
-policy that spends more looks better; every candidate is evaluated at the multiplier whose doubly
-robust (DR) cost equals the budget (`dr_q_at_budget`'s search), i.e. "DR Q".
+**Evidence.** `Evidence` holds the events the candidates are compared on (the holdout days): the
+logged level t, response y, cost z, propensity p, the direct-method outcome model's predictions m
+(fitted without those events) and each model's coefficients (predicted response v and cost c per
+level) for the same users.
 
-**Evidence.** `Evidence` holds the events the candidates are compared on — the holdout days, and
-optionally more events scored by models that did not train on them (the validation split, see
-docs/decisions.md) — with the logged level, response, cost, propensity, the direct-method outcome
-model's predictions (fitted without those events) and each model's coefficients for them. For a
-candidate at budget b the KKT allocation a at the DR-matched multiplier gives the self-normalized DR
-value V = mean_i dm_i(a_i) + sum_i rho_i r_i / sum_i rho_i (rho_i = 1{a_i = t_i} / p_i, r_i = y_i -
-m(x_i, t_i)) and its influence function
-    phi_i = dm_i(a_i) + rho_i (r_i - R) / mean(rho) + R,   R = sum rho r / sum rho,   mean(phi) = V.
-Pooled over the configured budgets, phi_i is averaged over budgets (the same user, one term).
+**Why not the highest DR value.** A policy's doubly robust (DR) value at equal spend is informed
+only by the events logged at the policy's own levels (1/K of them): on a demo holdout (2,500 users,
+6 levels) two top models' paired difference has a standard error about five times their true
+difference, and picking the highest DR value lost about 1 point of the oracle on the tuning
+campaigns (docs/decisions.md). Every event, however, informs every level through the doubly robust
+pseudo-outcomes (`pseudo_outcomes`)
+    G_ik = m(x_i, k) + 1{t_i = k} (y_i - m(x_i, k)) / p_i      (and the same for the cost),
+unbiased for user i's expected response at level k. The allocation ranks a user's levels by the
+reduced value v_ik - λ c_ik; the **decision loss** of a candidate is the squared error of its
+reduced values against the pseudo-outcomes', summed over the levels and the configured budgets
+(λ_b: the multiplier that spends budget b, `decision_lambdas`), per event (`LossTerms`). Its mean
+estimates, up to a constant shared by all candidates, the mean squared error of the candidate's
+reduced values against the truth's; paired differences of it are far less noisy than those of DR
+values, and ranking by it follows decision quality closely (docs/decisions.md has the measurements).
 
-**Paired comparison.** For candidates A, B: d_i = phi_i(A) - phi_i(B); the difference of their DR
-values is mean(d) with standard error sd(d) / sqrt(N) and the two-sided interval at `confidence`
-(normal quantile: N is in the thousands). "A is better than B at confidence c" means the interval's
-lower end is above 0.
+**Candidates.** Every evaluated model (or those of `candidates:`) that can meet every budget, and,
+with `blends: true`, blends: the weighted mean of several models' coefficients. The stacked blend
+(`LossTerms.stack`) has the weights (>= 0, summing to 1) that minimize the decision loss on the
+evaluation events — "weights chosen on the evaluation days"; it averages the models' errors away
+where they differ and follows the best model where one dominates.
 
-**Candidates.** Every evaluated model (or those of `candidates:`), and, with `blends: true`, blends:
-the mean of several models' coefficients (response and cost), which averages their errors.
+**The rule** (`choose_champion`):
+1. the proposal is the stacked blend (without blends: the single model with the lowest loss);
+2. a campaign's first champion is the proposal; afterwards the proposal replaces the incumbent (the
+   earlier champion's members and weights, at their current versions) only when its decision loss —
+   with weights fitted on the other half of the events, so that it is not judged on the events it
+   was fitted to — is lower than the incumbent's at `confidence` (paired interval); else the
+   incumbent stays;
+3. `pin: <model>` deploys that model whatever the evidence (everything is still reported).
+Every candidate's DR value at equal spend (at the multiplier whose DR cost equals the budget) with its
+interval, and the paired DR value and decision-loss differences against the proposal, are reported.
 
-**The rule** (`choose_champion`; docs/decisions.md gives the measurements that chose it):
-1. the leader is the candidate with the highest pooled DR value;
-2. the contenders are the single models not significantly worse than the leader (the upper end of
-   their paired interval against it is >= 0);
-3. the proposal is the leader when it alone is a contender or blends are off, else the blend of the
-   contenders — the evidence cannot tell them apart, and their mean is as good as the best of them
-   or better more often than any one of them;
-4. a campaign's first champion is the proposal; afterwards the proposal replaces the incumbent (the
-   earlier champion's members, at their current versions) only when it is better than the incumbent
-   at `confidence`; else the incumbent stays;
-5. `pin: <model>` deploys that model whatever the evidence (the comparisons are still reported).
+**Paired comparison.** For per-event terms a_i, b_i of two candidates (their DR influence functions
+phi, or their decision losses) the difference is mean(a - b) with standard error sd(a - b) / sqrt(N)
+and a two-sided normal interval at `confidence`.
 
 No dagster here (domain code).
 """
@@ -60,8 +66,13 @@ __all__ = [
     "ChampionSettings",
     "Evidence",
     "choose_champion",
+    "LossTerms",
+    "cross_fitted_stack_loss",
+    "decision_lambdas",
     "evaluate_candidate",
     "evidence_frame",
+    "loss_terms",
+    "pseudo_outcomes",
     "headline_text",
     "influence",
     "paired_difference",
@@ -300,15 +311,123 @@ def paired_difference(phi_a: np.ndarray, phi_b: np.ndarray, confidence: float = 
     return mean, mean - half, mean + half
 
 
+# ------------------------------------------------------------------ the decision loss and stacking
+def pseudo_outcomes(evidence: Evidence) -> tuple[np.ndarray, np.ndarray]:
+    """Doubly robust pseudo-outcomes of every event at every level (N x K, response and cost):
+        G_ik = m(x_i, k) + 1{t_i = k} (y_i - m(x_i, k)) / p_i,
+    unbiased for the user's expected response at level k when either the outcome model m or the
+    propensity p is right. Every event informs every level (through m), which is why a loss on them
+    is far less noisy than a policy's value, which only the events at its own levels inform."""
+    t, y, z, p, my, mz = evidence.arrays
+    rows = np.arange(evidence.n)
+    gv, gc = my.copy(), mz.copy()
+    gv[rows, t] += (y - my[rows, t]) / p
+    gc[rows, t] += (z - mz[rows, t]) / p
+    return gv, gc
+
+
+def decision_lambdas(evidence: Evidence, models: Sequence[str], budgets: Sequence[float]) -> np.ndarray:
+    """The multiplier of each budget that the loss weighs response against cost with: λ* of the
+    equal-weight blend of `models` allocated on the evidence users at that per-capita budget (NaN
+    where that budget cannot be met)."""
+    from promo_assets.allocation import InfeasibleBudgetError, solve
+
+    v, c = Candidate.blend(models).coefficients(evidence.coefficients)
+    out = []
+    for b in budgets:
+        try:
+            out.append(float(solve(v, c, float(b), per_capita=True, rounding="down").lambda_))
+        except InfeasibleBudgetError:
+            out.append(math.nan)
+    lam = np.asarray(out, dtype=np.float64)
+    return np.where(np.isfinite(lam), lam, np.nan)
+
+
+@dataclass
+class LossTerms:
+    """Per-event pieces of the decision loss of any blend of `models` (weights w):
+        loss_i(w) = w' P_i w - 2 w' R_i + S_i,
+        P_i[m, m'] = sum_b sum_k D_mbik D_m'bik,  R_i[m] = sum_b sum_k D_mbik g_bik,  S_i = sum_b sum_k g_bik^2,
+    D_mbik = v_mik - λ_b c_mik (model m's reduced value of level k at budget b's multiplier) and
+    g_bik = G^v_ik - λ_b G^c_ik (the pseudo-outcomes'). Its mean over events estimates, up to a
+    constant that is the same for every candidate, the mean squared error of the candidate's reduced
+    values against the truth's: the error in exactly what the allocation ranks levels by."""
+
+    models: list[str]
+    P: np.ndarray  # N x M x M
+    R: np.ndarray  # N x M
+    S: np.ndarray  # N
+    lambdas: np.ndarray
+
+    def loss(self, weights: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+        w = np.asarray(weights, dtype=np.float64)
+        P, R, S = (self.P, self.R, self.S) if rows is None else (self.P[rows], self.R[rows], self.S[rows])
+        return np.einsum("nij,i,j->n", P, w, w) - 2 * R @ w + S
+
+    def weights_of(self, candidate: Candidate) -> np.ndarray:
+        w = np.zeros(len(self.models))
+        for m, x in zip(candidate.members, candidate.weights):
+            w[self.models.index(m)] = x
+        return w
+
+    def stack(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """The simplex weights (>= 0, summing to 1) minimizing the mean loss over `rows` (all events)."""
+        from scipy.optimize import minimize
+
+        P, R = (self.P, self.R) if rows is None else (self.P[rows], self.R[rows])
+        Q, r = P.sum(axis=0), R.sum(axis=0)
+        scale = max(float(np.abs(Q).max()), 1e-300)
+        Q, r = Q / scale, r / scale
+        k = len(self.models)
+        res = minimize(lambda w: w @ Q @ w - 2 * r @ w, np.full(k, 1.0 / k), jac=lambda w: 2 * Q @ w - 2 * r,
+                       bounds=[(0.0, 1.0)] * k, constraints=[{"type": "eq", "fun": lambda w: w.sum() - 1.0}],
+                       method="SLSQP", options={"maxiter": 200, "ftol": 1e-12})
+        w = np.clip(res.x, 0.0, None)
+        return w / w.sum()
+
+
+def loss_terms(evidence: Evidence, models: Sequence[str], lambdas: np.ndarray, chunk: int = 20_000) -> LossTerms:
+    """`LossTerms` of `models` on the evidence at the budgets' multipliers (NaN ones skipped)."""
+    gv, gc = pseudo_outcomes(evidence)
+    lams = [float(x) for x in lambdas if math.isfinite(x)]
+    n, m = evidence.n, len(models)
+    P, R, S = np.zeros((n, m, m)), np.zeros((n, m)), np.zeros(n)
+    for s0 in range(0, n, chunk):
+        sl = slice(s0, s0 + chunk)
+        for lam in lams:
+            d = np.stack([evidence.coefficients[x][0][sl] - lam * evidence.coefficients[x][1][sl] for x in models], 1)
+            g = gv[sl] - lam * gc[sl]
+            P[sl] += np.einsum("nik,njk->nij", d, d)
+            R[sl] += np.einsum("nik,nk->ni", d, g)
+            S[sl] += (g * g).sum(axis=1)
+    return LossTerms(list(models), P, R, S, np.asarray(lams))
+
+
+def _folds(n: int, k: int = 2, seed: int = 29) -> np.ndarray:
+    return np.random.default_rng(seed).permutation(np.arange(n) % k)
+
+
+def cross_fitted_stack_loss(terms: LossTerms, k: int = 2) -> np.ndarray:
+    """Per-event loss of the stacked blend with weights fitted on the other folds (k folds): the
+    stack's loss as it will do on events it did not see, to compare it fairly with a fixed incumbent."""
+    fold = _folds(terms.S.shape[0], k)
+    out = np.empty(terms.S.shape[0])
+    for f in range(k):
+        out[fold == f] = terms.loss(terms.stack(np.flatnonzero(fold != f)), np.flatnonzero(fold == f))
+    return out
+
+
 @dataclass
 class ChampionDecision:
     """What `choose_champion` decided and why.
 
-    champion: the candidate to deploy; leader: the candidate with the highest pooled DR value;
-    proposal: what the rule proposes before the incumbent is considered; incumbent: the earlier
-    champion (None for a first champion); changed: the champion differs from the incumbent;
-    reason: one sentence; comparisons: one dict per paired comparison (candidate, reference, budget
-    or None for pooled, difference, low, high, verdict); results: every evaluated candidate."""
+    champion: the candidate to deploy; leader: the single model with the lowest decision loss;
+    proposal: what the rule proposes before the incumbent is considered (the stacked blend);
+    incumbent: the earlier champion (None for a first champion); changed: the champion differs
+    from the incumbent; reason: one sentence; losses: candidate -> (mean decision loss, low, high);
+    comparisons: one dict per paired comparison (statistic 'loss' or 'dr_value', candidate,
+    reference, budget or None for pooled, difference, low, high, verdict); results: the DR value at
+    equal spend of every candidate; excluded: model -> why it is no candidate."""
 
     champion: Candidate
     leader: Candidate
@@ -319,34 +438,58 @@ class ChampionDecision:
     confidence: float
     comparisons: list[dict] = field(default_factory=list)
     results: dict[str, CandidateResult] = field(default_factory=dict)
+    losses: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    excluded: dict[str, str] = field(default_factory=dict)
 
     def headline(self, reference: str | None = None) -> dict:
-        """The champion against `reference` (default: the best single model other than the champion,
-        by pooled DR value): {'reference', 'difference', 'low', 'high'} pooled over the budgets."""
+        """The champion against `reference` (default: the single model with the lowest loss, or when
+        that is the champion the next one): {'reference', 'difference', 'low', 'high'}, the paired
+        difference of their DR values at equal spend pooled over the budgets."""
         champ = self.results[self.champion.name]
-        others = [r for n, r in self.results.items() if n != self.champion.name and not r.candidate.is_blend]
         if reference is None:
-            if not others:
+            singles = [n for n in sorted(self.losses, key=lambda n: self.losses[n][0])
+                       if n in self.results and not self.results[n].candidate.is_blend and n != self.champion.name]
+            if not singles:
                 return {"reference": None, "difference": math.nan, "low": math.nan, "high": math.nan}
-            ref = max(others, key=lambda r: r.value)
-        else:
-            ref = self.results[reference]
+            reference = singles[0]
+        ref = self.results[reference]
         d, lo, hi = paired_difference(champ.phi, ref.phi, self.confidence)
-        return {"reference": ref.candidate.name, "difference": d, "low": lo, "high": hi}
+        return {"reference": reference, "difference": d, "low": lo, "high": hi}
+
+
+def _verdict(lo: float, hi: float, better_is_lower: bool = False) -> str:
+    if better_is_lower:
+        lo, hi = -hi, -lo
+    return "better" if lo > 0 else "worse" if hi < 0 else "not distinguishable"
 
 
 def _compare(a: CandidateResult, b: CandidateResult, confidence: float) -> list[dict]:
+    """Paired DR value differences a - b per budget and pooled."""
     rows = []
     for i, budget in enumerate(a.budgets):
         d, lo, hi = paired_difference(a.phis[i], b.phis[i], confidence)
-        rows.append({"candidate": a.candidate.name, "reference": b.candidate.name, "budget_per_capita": budget,
-                     "difference": d, "low": lo, "high": hi})
+        rows.append({"statistic": "dr_value", "candidate": a.candidate.name, "reference": b.candidate.name,
+                     "budget_per_capita": budget, "difference": d, "low": lo, "high": hi, "verdict": _verdict(lo, hi)})
     d, lo, hi = paired_difference(a.phi, b.phi, confidence)
-    rows.append({"candidate": a.candidate.name, "reference": b.candidate.name, "budget_per_capita": None,
-                 "difference": d, "low": lo, "high": hi})
-    for r in rows:
-        r["verdict"] = ("better" if r["low"] > 0 else "worse" if r["high"] < 0 else "not distinguishable")
+    rows.append({"statistic": "dr_value", "candidate": a.candidate.name, "reference": b.candidate.name,
+                 "budget_per_capita": None, "difference": d, "low": lo, "high": hi, "verdict": _verdict(lo, hi)})
     return rows
+
+
+def _loss_row(name: str, ref: str, la: np.ndarray, lb: np.ndarray, confidence: float) -> dict:
+    d, lo, hi = paired_difference(la, lb, confidence)
+    return {"statistic": "loss", "candidate": name, "reference": ref, "budget_per_capita": None, "difference": d,
+            "low": lo, "high": hi, "verdict": _verdict(lo, hi, better_is_lower=True)}
+
+
+def _feasible(evidence: Evidence, model: str, budgets: Sequence[float]) -> str | None:
+    """None, or why `model` cannot be deployed: a budget below its predicted cheapest allocation."""
+    cheapest = float(np.asarray(evidence.coefficients[model][1]).min(axis=1).mean())
+    low = [b for b in budgets if float(b) < cheapest]
+    if low:
+        return (f"its predicted cheapest allocation costs {cheapest:.4g} per user, more than the budget "
+                f"{', '.join(f'{b:g}' for b in low)}")
+    return None
 
 
 def choose_champion(evidence: Evidence, budgets: Sequence[float], settings: ChampionSettings = ChampionSettings(),
@@ -354,14 +497,33 @@ def choose_champion(evidence: Evidence, budgets: Sequence[float], settings: Cham
     """The champion by the rule of the module docstring. `versions`: model name -> the version of
     the coefficients in the evidence (recorded in the candidates)."""
     versions = dict(versions or {})
-    models = [m for m in evidence.coefficients if settings.candidates is None or m in settings.candidates]
-    if not models:
+    conf = settings.confidence
+    named = [m for m in evidence.coefficients if settings.candidates is None or m in settings.candidates]
+    if not named:
         raise EvaluationError("no candidate: none of the evaluated models is among champion.candidates "
                               f"({', '.join(settings.candidates or ())}); evaluated: {', '.join(evidence.coefficients)}")
     if settings.pin is not None and settings.pin not in evidence.coefficients:
         raise EvaluationError(f"champion.pin = {settings.pin!r} has no evaluation for this campaign (evaluated: "
                               f"{', '.join(evidence.coefficients)})")
-    conf = settings.confidence
+    excluded = {m: why for m in named if (why := _feasible(evidence, m, budgets))}
+    models = [m for m in named if m not in excluded] or named
+    lams = decision_lambdas(evidence, models, budgets)
+    if not np.isfinite(lams).any():
+        lams = np.asarray([0.0])
+    terms = loss_terms(evidence, models, lams)
+    single_loss = {m: terms.loss(np.eye(len(models))[i]) for i, m in enumerate(models)}
+    leader = Candidate((min(models, key=lambda m: single_loss[m].mean()),), (), (versions.get(min(
+        models, key=lambda m: single_loss[m].mean()), ""),))
+    if settings.blends and len(models) > 1:
+        w = terms.stack()
+        keep = [(m, x) for m, x in zip(models, w) if x >= 0.01]
+        proposal = Candidate(tuple(m for m, _ in keep), tuple(x for _, x in keep),
+                             tuple(versions.get(m, "") for m, _ in keep))
+    else:
+        proposal = leader
+    prop_loss = terms.loss(terms.weights_of(proposal))
+    losses = {m: single_loss[m] for m in models}
+    losses[proposal.name] = prop_loss
     results: dict[str, CandidateResult] = {}
 
     def result(cand: Candidate) -> CandidateResult:
@@ -369,64 +531,55 @@ def choose_champion(evidence: Evidence, budgets: Sequence[float], settings: Cham
             results[cand.name] = evaluate_candidate(evidence, cand.with_versions(versions), budgets, confidence=conf)
         return results[cand.name]
 
-    singles = [result(Candidate((m,))) for m in models]
-    pool = list(singles)
-    if settings.blends and len(models) > 1:
-        pool.append(result(Candidate.blend(models)))
-    leader = max(pool, key=lambda r: r.value)
-    comparisons: list[dict] = []
-    contenders = []
-    for r in singles:
-        if r is leader:
-            contenders.append(r)
-            continue
-        rows = _compare(r, leader, conf)
-        comparisons += rows
-        if rows[-1]["high"] >= 0:
-            contenders.append(r)
-    if leader.candidate.is_blend or (settings.blends and len(contenders) > 1):
-        members = sorted({m for r in contenders for m in r.candidate.members if not r.candidate.is_blend} |
-                         (set() if leader.candidate.is_blend else set(leader.candidate.members)))
-        if leader.candidate.is_blend and len(contenders) <= 1:
-            members = list(leader.candidate.members)
-        proposal = result(Candidate.blend(members))
-    else:
-        proposal = leader
-    names = ", ".join(r.candidate.name for r in contenders)
-    why = (f"{proposal.candidate.name}: the leader {leader.candidate.name} has the highest DR value at equal spend"
-           + (f"; not significantly worse than it at {conf:.0%}: {names}" if len(contenders) > 1 else "")
-           + ("; deployed as their blend" if proposal is not leader else ""))
+    for m in models:
+        result(Candidate((m,)))
+    result(proposal)
+    comparisons = []
+    for m in models:
+        if (m,) != proposal.members:
+            comparisons.append(_loss_row(m, proposal.name, single_loss[m], prop_loss, conf))
+            comparisons += _compare(results[m], results[proposal.name], conf)
+    q = _quantile(conf)
+    summary = {n: (float(l.mean()), float(l.mean() - q * l.std(ddof=1) / math.sqrt(l.size)),
+                   float(l.mean() + q * l.std(ddof=1) / math.sqrt(l.size))) for n, l in losses.items()}
+    why = (f"{proposal.name} has the lowest decision loss on the {evidence.n} evaluation events"
+           + (f" (the weights that minimize it; the best single model, {leader.name}, is "
+              f"{_verdict(*paired_difference(prop_loss, single_loss[leader.name], conf)[1:], True)} by "
+              f"{single_loss[leader.name].mean() - prop_loss.mean():.4g})" if proposal.is_blend else "")
+           + (f"; left out: {'; '.join(f'{m}: {r}' for m, r in excluded.items())}" if excluded else ""))
+
+    def decided(champ: Candidate, changed: bool, reason: str) -> ChampionDecision:
+        result(champ)
+        return ChampionDecision(champ, leader, proposal, incumbent, changed, reason, conf, comparisons, results,
+                                summary, excluded)
+
     if settings.pin is not None:
-        pinned = result(Candidate((settings.pin,)))
-        if pinned is not proposal:
-            comparisons += _compare(proposal, pinned, conf)
-        return ChampionDecision(pinned.candidate, leader.candidate, proposal.candidate,
-                                incumbent, incumbent is None or incumbent.name != pinned.candidate.name,
-                                f"{settings.pin}: pinned by campaign.yaml champion.pin (the rule would deploy "
-                                f"{proposal.candidate.name})", conf, comparisons, results)
+        pinned = Candidate((settings.pin,), (), (versions.get(settings.pin, ""),))
+        return decided(pinned, incumbent is None or incumbent.name != pinned.name,
+                       f"{settings.pin}: pinned by campaign.yaml champion.pin (the rule would deploy {proposal.name})")
     if incumbent is None:
-        return ChampionDecision(proposal.candidate, leader.candidate, proposal.candidate, None, True,
-                                f"first champion {why}", conf, comparisons, results)
-    usable = set(incumbent.members) <= set(evidence.coefficients)
-    if not usable:
-        gone = sorted(set(incumbent.members) - set(evidence.coefficients))
-        return ChampionDecision(proposal.candidate, leader.candidate, proposal.candidate, incumbent, True,
-                                f"{why}; the champion {incumbent.name} is replaced: {', '.join(gone)} has no current "
-                                "evaluation", conf, comparisons, results)
-    inc = result(Candidate(incumbent.members, incumbent.weights))
-    if inc.candidate.name == proposal.candidate.name:
-        return ChampionDecision(inc.candidate, leader.candidate, proposal.candidate, incumbent, False,
-                                f"{inc.candidate.name} stays champion: {why}", conf, comparisons, results)
-    rows = _compare(proposal, inc, conf)
-    comparisons += rows
-    d, lo, hi = rows[-1]["difference"], rows[-1]["low"], rows[-1]["high"]
-    if lo > 0:
-        return ChampionDecision(proposal.candidate, leader.candidate, proposal.candidate, incumbent, True,
-                                f"{proposal.candidate.name} replaces {inc.candidate.name}: better by {d:+.4f} "
-                                f"[{lo:+.4f}, {hi:+.4f}] at {conf:.0%} ({why})", conf, comparisons, results)
-    return ChampionDecision(inc.candidate, leader.candidate, proposal.candidate, incumbent, False,
-                            f"{inc.candidate.name} stays champion: the proposal {proposal.candidate.name} is not "
-                            f"better at {conf:.0%} ({d:+.4f} [{lo:+.4f}, {hi:+.4f}])", conf, comparisons, results)
+        return decided(proposal, True, f"first champion: {why}")
+    gone = sorted(set(incumbent.members) - set(models))
+    if gone:
+        return decided(proposal, True, f"{why}; the champion {incumbent.name} is replaced: {', '.join(gone)} is no "
+                       "candidate any more")
+    inc = Candidate(incumbent.members, incumbent.weights, tuple(versions.get(m, "") for m in incumbent.members))
+    if inc.name == proposal.name:
+        return decided(inc, False, f"{inc.name} stays champion: {why}")
+    inc_loss = terms.loss(terms.weights_of(inc))
+    fair = cross_fitted_stack_loss(terms) if proposal.is_blend else prop_loss
+    row = _loss_row(proposal.name, inc.name, fair, inc_loss, conf)
+    row["statistic"] = "loss (challenger cross-fitted)"
+    comparisons.append(row)
+    losses[inc.name] = inc_loss
+    summary[inc.name] = (float(inc_loss.mean()), math.nan, math.nan)
+    comparisons += _compare(result(proposal), result(inc), conf)
+    d, lo, hi = row["difference"], row["low"], row["high"]
+    if hi < 0:
+        return decided(proposal, True, f"{proposal.name} replaces {inc.name}: its decision loss (weights fitted on "
+                       f"other events) is lower by {-d:.4g} [{-hi:.4g}, {-lo:.4g}] at {conf:.0%} ({why})")
+    return decided(inc, False, f"{inc.name} stays champion: the challenger {proposal.name} is not better at {conf:.0%} "
+                   f"(decision loss {d:+.4g} [{lo:+.4g}, {hi:+.4g}], weights fitted on other events)")
 
 
 # ---------------------------------------------------------------------------------- reporting
@@ -454,29 +607,35 @@ def truth_audit(true_values, true_costs, results: Mapping[str, CandidateResult],
 
 
 def evidence_frame(decision: ChampionDecision, pct: Mapping[str, list[float]] | None = None):
-    """The rows of the warehouse table champion_evidence: every candidate per budget and pooled (DR
-    value and cost with intervals, % of the oracle where known) and every paired comparison."""
+    """The rows of the warehouse table champion_evidence: every candidate's DR value at equal spend
+    per budget and pooled (evidence_kind 'candidate', with its DR cost and % of the oracle where
+    known), its mean decision loss ('loss'), and every paired comparison ('dr_comparison' /
+    'loss_comparison': candidate - reference with its interval and verdict)."""
     import pandas as pd
 
     pct = pct or {}
     rows = []
+
+    def row(kind, cand, ref, budget, value, lo, hi, **extra):
+        rows.append({"evidence_kind": kind, "champion_candidate": cand, "champion_reference": ref,
+                     "budget_per_capita": budget, "value": value, "value_low": lo, "value_high": hi,
+                     "dr_cost": extra.get("dr_cost"), "dr_cost_low": extra.get("dr_cost_low"),
+                     "dr_cost_high": extra.get("dr_cost_high"), "champion_verdict": extra.get("verdict"),
+                     "pct_oracle": extra.get("pct")})
+
     for name, r in decision.results.items():
         for i, b in enumerate(r.budgets):
-            rows.append({"evidence_kind": "candidate", "champion_candidate": name, "champion_reference": None,
-                         "budget_per_capita": b, "value": r.values[i], "value_low": r.intervals[i][0],
-                         "value_high": r.intervals[i][1], "dr_cost": r.costs[i], "dr_cost_low": r.cost_intervals[i][0],
-                         "dr_cost_high": r.cost_intervals[i][1], "champion_verdict": None,
-                         "pct_oracle": pct[name][i] if name in pct else None})
-        lo, hi = r.pooled_interval
-        rows.append({"evidence_kind": "candidate", "champion_candidate": name, "champion_reference": None,
-                     "budget_per_capita": None, "value": r.value, "value_low": lo, "value_high": hi,
-                     "dr_cost": float(np.mean(r.costs)), "dr_cost_low": None, "dr_cost_high": None,
-                     "champion_verdict": None, "pct_oracle": float(np.mean(pct[name])) if name in pct else None})
+            row("candidate", name, None, b, r.values[i], *r.intervals[i], dr_cost=r.costs[i],
+                dr_cost_low=r.cost_intervals[i][0], dr_cost_high=r.cost_intervals[i][1],
+                pct=pct[name][i] if name in pct else None)
+        row("candidate", name, None, None, r.value, *r.pooled_interval, dr_cost=float(np.mean(r.costs)),
+            pct=float(np.mean(pct[name])) if name in pct else None)
+    for name, (mean, lo, hi) in decision.losses.items():
+        row("loss", name, None, None, mean, lo, hi)
     for c in decision.comparisons:
-        rows.append({"evidence_kind": "comparison", "champion_candidate": c["candidate"],
-                     "champion_reference": c["reference"], "budget_per_capita": c["budget_per_capita"],
-                     "value": c["difference"], "value_low": c["low"], "value_high": c["high"], "dr_cost": None,
-                     "dr_cost_low": None, "dr_cost_high": None, "champion_verdict": c["verdict"], "pct_oracle": None})
+        kind = "loss_comparison" if c["statistic"].startswith("loss") else "dr_comparison"
+        row(kind, c["candidate"], c["reference"], c["budget_per_capita"], c["difference"], c["low"], c["high"],
+            verdict=c["verdict"])
     frame = pd.DataFrame(rows)
     for col in ("budget_per_capita", "value", "value_low", "value_high", "dr_cost", "dr_cost_low", "dr_cost_high",
                 "pct_oracle"):
@@ -496,15 +655,20 @@ def headline_text(name: str, budgets: Sequence[float], head: Mapping) -> str:
 
 
 def summary_tables(decision: ChampionDecision, pct: Mapping[str, list[float]] | None = None) -> tuple[list, list]:
-    """(candidates, comparisons) as rows for display: each candidate's pooled DR value with its
-    interval (and % of the oracle where known), best first; each paired comparison."""
+    """(candidates, comparisons) as rows for display: each candidate's mean decision loss and pooled
+    DR value at equal spend with its interval (and % of the oracle where known), lowest loss first;
+    each pooled paired comparison."""
     pct = pct or {}
-    cands = [{"candidate": n, "DR value (pooled)": round(r.value, 5),
-              "interval": f"[{r.pooled_interval[0]:.4f}, {r.pooled_interval[1]:.4f}]",
-              **({"% oracle (truth)": round(100 * float(np.mean(pct[n])), 2)} if n in pct else {})}
-             for n, r in sorted(decision.results.items(), key=lambda kv: -kv[1].value)]
-    comps = [{"candidate": c["candidate"], "reference": c["reference"],
-              "budget": "pooled" if c["budget_per_capita"] is None else c["budget_per_capita"],
-              "difference": round(c["difference"], 5), "interval": f"[{c['low']:+.4f}, {c['high']:+.4f}]",
-              "verdict": c["verdict"]} for c in decision.comparisons]
+    names = sorted(decision.results, key=lambda n: decision.losses.get(n, (math.inf,))[0])
+    cands = []
+    for n in names:
+        r = decision.results[n]
+        loss = decision.losses.get(n)
+        cands.append({"candidate": n, "decision loss": None if loss is None else round(loss[0], 6),
+                      "DR value (pooled)": round(r.value, 5),
+                      "interval": f"[{r.pooled_interval[0]:.4f}, {r.pooled_interval[1]:.4f}]",
+                      **({"% oracle (truth)": round(100 * float(np.mean(pct[n])), 2)} if n in pct else {})})
+    comps = [{"statistic": c["statistic"], "candidate": c["candidate"], "reference": c["reference"],
+              "difference": round(c["difference"], 6), "interval": f"[{c['low']:+.4g}, {c['high']:+.4g}]",
+              "verdict": c["verdict"]} for c in decision.comparisons if c["budget_per_capita"] is None]
     return cands, comps
