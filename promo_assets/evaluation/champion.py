@@ -534,6 +534,10 @@ def choose_champion(evidence: Evidence, budgets: Sequence[float], settings: Cham
     for m in models:
         result(Candidate((m,)))
     result(proposal)
+    if settings.blends and len(models) > 2:  # reported beside the others: the blend of every model, equal weights
+        equal = Candidate.blend(models)
+        result(equal)
+        losses.setdefault(equal.name, terms.loss(terms.weights_of(equal)))
     comparisons = []
     for m in models:
         if (m,) != proposal.members:
