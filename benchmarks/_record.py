@@ -25,7 +25,7 @@ def _git(*args: str) -> str:
 
 def context() -> dict:
     """What the measurement ran on (call at the start; `record` adds the load at the end)."""
-    return {"command": " ".join([Path(sys.executable).name, *sys.argv]), "commit": _git("rev-parse", "HEAD"),
+    return {"command": " ".join([Path(sys.executable).name, *sys.argv]), "git_commit": _git("rev-parse", "HEAD"),
             "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
             "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "machine": {"host": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version()},

@@ -26,6 +26,7 @@ import pandas as pd
 from promo_assets.ingestion import day_files, load_config
 from promo_assets.orchestration.campaign_assets import (
     COMMON,
+    _table,
     coefficient_arrays,
     evaluation_inputs,
     results_write,
@@ -97,6 +98,18 @@ def store_champion(context, warehouse: WarehouseResource, campaign: str, decisio
             con.execute(sql("decisions", "insert_champion_evidence"), [campaign, context.run_id])
 
 
+def rows_table(rows: list[dict]) -> dg.MetadataValue:
+    """Dagster table metadata of plain rows (numbers as float columns, the rest as text)."""
+    if not rows:
+        return dg.MetadataValue.md("(none)")
+    cols = list(rows[0])
+    kinds = {c: "float" if all(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool) for r in rows)
+             else "string" for c in cols}
+    records = [{c: (float(r[c]) if kinds[c] == "float" else ("" if r.get(c) is None else str(r[c]))) for c in cols}
+               for r in rows]
+    return _table([(c, kinds[c]) for c in cols], records)
+
+
 def champion_metadata(decision, settings, evidence, pct, budgets, board_run) -> dict:
     from promo_assets.evaluation.champion import headline_text, summary_tables
 
@@ -106,7 +119,7 @@ def champion_metadata(decision, settings, evidence, pct, budgets, board_run) -> 
             "headline": headline_text(champ.name, budgets, decision.headline()), "reason": decision.reason,
             "changed": decision.changed, "incumbent": inc.name if inc else "(none: first champion)",
             "confidence": settings.confidence, "evidence_events": evidence.n, "leaderboard_run": board_run,
-            "candidates": md_table(cands), "comparisons": md_table(comps)}
+            "candidates": rows_table(cands), "comparisons": rows_table(comps)}
     if pct:
         best = max(pct, key=lambda n: np.mean(pct[n]))
         meta.update({"pct_oracle": float(np.mean(pct[champ.name])), "best_candidate": best,
@@ -249,7 +262,7 @@ def decisions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, l
 
 @dg.asset(key="outbox", deps=["decisions"], group_name="decisions", code_version="1", kinds={"parquet"}, **COMMON,
           description="The stored decisions written to the outbox for the systems that send incentives: "
-          "<outbox>/<campaign>/<date>/<budget>.parquet and manifest.json (champion, version, budget, λ, expected response "
+          "`<outbox>/<campaign>/<date>/<budget>.parquet` and `manifest.json` (champion, version, budget, λ, expected response "
           "and cost with intervals, exploration share and its cost, checksums), atomically (a complete folder or none). "
           "Not materialized when a blocking check of `decisions` failed. `promo export` writes the same.")
 def outbox(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource,
