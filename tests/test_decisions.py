@@ -206,3 +206,25 @@ def test_simulated_population_answers_an_exported_decision(tmp_path):
         respond(tmp_path / "d", tmp_path / "bad.parquet", dt.date(2026, 1, 4))
     with pytest.raises(SimulationError, match="preset 'demo'"):
         respond(tmp_path / "d", tmp_path / "dec.parquet", dt.date(2026, 1, 4), preset="dfcl_discount")
+
+
+def test_cli_respond_to_needs_a_day_and_names_what_is_wrong(promo_env, capsys):
+    from promo_assets.cli import main
+
+    assert main(["simulate", "--preset", "demo", "--campaign", "d", "--days", "2", "--users", "200",
+                 "--start", "2026-01-01"]) == 0
+    ids = truth_user_ids(promo_env["landing"] / "d")
+    frame = pd.DataFrame({"user_id": ids, "level": 1, "propensity": 1.0})
+    frame.to_csv(promo_env["landing"].parent / "dec.csv", index=False)
+    dec = str(promo_env["landing"].parent / "dec.csv")
+    capsys.readouterr()
+    assert main(["simulate", "--campaign", "d", "--respond-to", dec]) == 2
+    assert "--respond-to FILE and --day" in capsys.readouterr().err
+    assert main(["simulate", "--campaign", "d", "--respond-to", dec, "--day", "2026-01-02"]) == 2
+    assert "already has events" in capsys.readouterr().err
+    assert main(["simulate", "--campaign", "nope", "--respond-to", dec, "--day", "2026-01-03"]) == 2
+    assert "not a simulated campaign" in capsys.readouterr().err
+    assert main(["simulate", "--campaign", "d", "--respond-to", dec, "--day", "2026-01-03"]) == 0
+    assert "answering 200 decisions" in capsys.readouterr().out
+    written = pd.read_parquet(promo_env["landing"] / "d" / "events" / "2026-01-03.parquet")
+    assert (written["treatment"] == 1.0).all() and (written["propensity"] == 1.0).all()
