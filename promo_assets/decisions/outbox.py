@@ -81,12 +81,31 @@ def _write_frame(frame: pd.DataFrame, path: Path, fmt: str) -> None:
         os.fsync(f.fileno())
 
 
+def _writer_alive(name: str) -> bool:
+    """Whether the process that named a hidden folder `.<date>.tmp-<pid>-<n>` is still running."""
+    try:
+        pid = int(name.rsplit("-", 2)[-2])
+    except (ValueError, IndexError):
+        return False
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def clean_stale(campaign_dir: Path) -> list[Path]:
-    """Remove hidden folders left by a killed write (`.<date>.tmp-*`, `.<date>.old-*`); returns them."""
+    """Remove hidden folders left by a killed write (`.<date>.tmp-*`, `.<date>.old-*`) whose writer is
+    no longer running (another export writing at the same moment keeps its own); returns them."""
     removed = []
     if campaign_dir.is_dir():
         for p in campaign_dir.iterdir():
-            if p.name.startswith(".") and (".tmp-" in p.name or ".old-" in p.name) and p.is_dir() and not p.is_symlink():
+            if (p.name.startswith(".") and (".tmp-" in p.name or ".old-" in p.name) and p.is_dir()
+                    and not p.is_symlink() and not _writer_alive(p.name)):
                 shutil.rmtree(p, ignore_errors=True)
                 removed.append(p)
     return removed

@@ -512,8 +512,8 @@ def choose_champion(evidence: Evidence, budgets: Sequence[float], settings: Cham
         lams = np.asarray([0.0])
     terms = loss_terms(evidence, models, lams)
     single_loss = {m: terms.loss(np.eye(len(models))[i]) for i, m in enumerate(models)}
-    leader = Candidate((min(models, key=lambda m: single_loss[m].mean()),), (), (versions.get(min(
-        models, key=lambda m: single_loss[m].mean()), ""),))
+    best = min(models, key=lambda m: single_loss[m].mean())
+    leader = Candidate((best,), (), (versions.get(best, ""),))
     if settings.blends and len(models) > 1:
         w = terms.stack()
         keep = [(m, x) for m, x in zip(models, w) if x >= 0.01]
