@@ -10,6 +10,10 @@ landing format of DESIGN.md ("Data contract"):
     <campaign_dir>/truth/response.parquet           user_id, level, incentive, expected_response, expected_cost
     <campaign_dir>/truth/propensity.parquet         user_id, level, propensity (non-uniform logging only)
 
+Inside ``responding(Response(...))`` (`promo_assets.simulation.respond`, the closed loop) `write_campaign`
+writes instead one day of an existing campaign as its users answer exported decisions
+(`write_response_day`): same pool, the decided levels, the decisions' propensities logged.
+
 Determinism: the pool is drawn from the stream ``SeedSequence([seed, 0])`` and day ``d`` from
 ``SeedSequence([seed, 1, d.toordinal()])``, so the same arguments give byte-identical files, and
 simulating days one at a time (a daily refresh) gives the same day files as simulating them at once.
