@@ -134,8 +134,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     print(f"{args.campaign}: decisions for {body['date']} by {body['champion']} ({body['champion_version']}) "
           f"written to {folder}")
     print(f"  users: {body['users']}")
-    for entry in body["budgets"]:
-        e = entry
+    for e in body["budgets"]:
         print(f"  {e['file']}: {e['rows']} rows, budget {e['budget_per_capita']:g}, λ {e['lambda_']:.4g}, "
               f"predicted response {e['expected_response']['per_capita']:.4f} and cost "
               f"{e['expected_cost']['per_capita']:.4f} per user, {e['exploration']['users']} explored "
@@ -547,7 +546,7 @@ def _campaign_report(con, campaign: str, finished: list[str], history: bool) -> 
         title = "latest succeeded run" if i == 0 else "earlier run"
         lines.append(f"== {campaign}: {title} {run_id} (started {started_at:%Y-%m-%d %H:%M:%S})")
         if i == 0:
-            lines += _champion_lines(con, campaign, finished)
+            lines += _champion_lines(con, campaign)
         if note:
             lines.append(f"   {note}")
         lines.append(format_leaderboard(board).rstrip("\n") if not board.empty
@@ -567,9 +566,11 @@ def _campaign_report(con, campaign: str, finished: list[str], history: bool) -> 
     return lines, True
 
 
-def _champion_lines(con, campaign: str, finished: list[str]) -> list[str]:
+def _champion_lines(con, campaign: str) -> list[str]:
     """The report's first lines: what to deploy and why (the latest champion of a succeeded run)."""
     import json
+
+    import pandas as pd
 
     from promo_assets import warehouse
 
@@ -581,7 +582,7 @@ def _champion_lines(con, campaign: str, finished: list[str]) -> list[str]:
     r = rows.iloc[0]
     budgets = [float(b) for b in _current_budgets(campaign)[0] or []]
     at = ", ".join(f"{b:g}" for b in budgets)
-    if r["champion_reference"] is None or r["champion_difference"] is None or r["champion_difference"] != r["champion_difference"]:
+    if pd.isna(r["champion_reference"]) or pd.isna(r["champion_difference"]):
         head = f"   deploy: {r['champion']} at budget {at}"
     else:
         word = "better than" if r["champion_difference"] >= 0 else "behind"
@@ -590,7 +591,7 @@ def _champion_lines(con, campaign: str, finished: list[str]) -> list[str]:
                 f"{r['champion_difference_high']:+.4f}] (DR value per user at equal spend, "
                 f"{r['champion_confidence']:.0%} interval)")
     lines = [head, f"   why: {r['champion_reason']}"]
-    if r["pct_oracle"] is not None and r["pct_oracle"] == r["pct_oracle"]:
+    if not pd.isna(r["pct_oracle"]):
         lines.append(f"   truth (simulated): champion {100 * r['pct_oracle']:.2f}% of the oracle; best candidate "
                      f"{r['best_candidate']} {100 * r['best_pct_oracle']:.2f}%")
     members = json.loads(r["champion_members"])
