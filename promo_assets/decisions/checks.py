@@ -35,7 +35,8 @@ def check_decisions(frame: pd.DataFrame, *, users, budget_per_capita: float, lab
       (the allocator's one fractional user);
     - valid_levels: every level is one of the campaign's, with its own label and incentive;
     - no_missing_values: no NaN or missing value; propensities in (0, 1];
-    - exploration_share: the share of users marked 'explore' is within `tolerance` of `share`.
+    - exploration_share: the share of users marked 'explore' is within `tolerance` of `share` (and
+      half a user: exactly round(share x N) users explore).
     """
     out = []
     b = float(budget_per_capita)
@@ -81,9 +82,11 @@ def check_decisions(frame: pd.DataFrame, *, users, budget_per_capita: float, lab
                             f"{nan} missing or non-finite value(s), {bad_p} propensity(ies) outside (0, 1]",
                             {"missing": nan, "bad_propensities": bad_p}))
     realized = float((frame["policy"] == "explore").mean()) if len(frame) else 0.0
-    ok = abs(realized - float(share)) <= float(tolerance) + 1e-12
+    rounding = 0.5 / max(len(frame), 1)  # round(share x N) users explore: half a user off at most
+    ok = abs(realized - float(share)) <= float(tolerance) + rounding + 1e-12
     out.append(CheckOutcome("exploration_share", ok,
-                            f"exploration share {realized:.4f} (configured {share:g} +/- {tolerance:g})",
+                            f"exploration share {realized:.4f} (configured {share:g} +/- {tolerance:g}, + half a user "
+                            f"of {len(frame)} for the rounding)",
                             {"realized": realized, "configured": float(share), "tolerance": float(tolerance)}))
     return out
 
