@@ -514,8 +514,19 @@ def cmd_models(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _version() -> str:
+    """The installed package's version (pyproject.toml is the one place it is set)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("promo_assets")
+    except PackageNotFoundError:
+        return "unknown (not installed: pip install .)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="promo", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"promo_assets {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("simulate", help="write a simulated campaign (with ground truth) into the landing folder")

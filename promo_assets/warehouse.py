@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import os
+import importlib.resources
 import re
 import time
 from contextlib import contextmanager
@@ -23,16 +23,18 @@ from promo_assets import settings
 if TYPE_CHECKING:
     import pandas as pd
 
-SQL_DIR = Path(os.environ.get("PROMO_SQL_DIR") or Path(__file__).resolve().parents[1] / "sql")
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 
 
 @functools.cache
 def _family(family: str) -> dict[str, str]:
-    path = SQL_DIR / f"{family}.sql"
-    if not path.exists():
-        raise FileNotFoundError(f"SQL file {path} not found (PROMO_SQL_DIR={SQL_DIR})")
-    text = path.read_text()
+    """The statements of sql/<family>.sql, read from the installed package (`promo_assets.sql`: the
+    top-level sql/ folder, shipped as package data), the same way in a wheel and an editable install."""
+    resource = importlib.resources.files("promo_assets.sql") / f"{family}.sql"
+    if not resource.is_file():
+        raise FileNotFoundError(f"SQL file {family}.sql is not in the installed package promo_assets.sql "
+                                f"({resource}); reinstall promo_assets")
+    text = resource.read_text(encoding="utf-8")
     marks = list(_NAME.finditer(text))
     out: dict[str, str] = {}
     for i, m in enumerate(marks):
