@@ -422,7 +422,7 @@ class CampaignConfig:
     Levels are indexed 0..K-1; level 0 is the lowest incentive (the control when it is 0).
     `extra` holds the validated optional blocks (EXTRA_KEYS present in the file, defaults filled in).
 
-    Multi-attribute campaigns (`treatments.levels` given as mappings, see README "Multi-attribute
+    Multi-attribute campaigns (`treatments.levels` given as mappings, see docs/data-contract.md "Multi-attribute
     incentives"): `attributes` are the attribute names, `directions` their monotone direction
     (increasing | decreasing | none), `level_attributes[level]` the level's attribute values;
     `incentives[level]` is the value of the cost attribute (`treatments.cost.attribute`), `labels` the
