@@ -128,8 +128,9 @@ def test_docs_build_strict_and_offline(tmp_path):
 
 
 @pytest.mark.slow
-def test_docs_build_fails_on_a_broken_link(tmp_path):
-    """The same build with one link to a page that does not exist fails, naming the link."""
+def test_docs_build_fails_on_a_broken_link_and_a_page_missing_from_the_nav(tmp_path):
+    """The same build with a link to a page that does not exist and a page that the navigation
+    leaves out fails, naming both."""
     work = tmp_path / "copy"
     work.mkdir()
     shutil.copy(ROOT / "mkdocs.yml", work)
@@ -138,6 +139,8 @@ def test_docs_build_fails_on_a_broken_link(tmp_path):
         (work / name).symlink_to(ROOT / name)
     page = work / "docs" / "evaluation.md"
     page.write_text(page.read_text() + "\nSee [the missing page](no-such-page.md).\n")
+    (work / "docs" / "orphan.md").write_text("# A page nobody can reach\n")
     proc = mkdocs_build(work, tmp_path / "site")
     assert proc.returncode != 0
-    assert "no-such-page.md" in proc.stdout + proc.stderr
+    log = proc.stdout + proc.stderr
+    assert "contains a link 'no-such-page.md'" in log and "orphan.md" in log, log[-3000:]
