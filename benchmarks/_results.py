@@ -88,16 +88,20 @@ class Recorder:
         self.started = dt.datetime.now(dt.timezone.utc)
         self.load_start = _load()
         self._t0 = time.perf_counter()
+        # the code measured is the code at the start (a commit made while a long benchmark runs is not)
+        self.commit = _git("rev-parse", "HEAD")
+        dirty = _git("status", "--porcelain", "--", "promo_assets", "sql", "benchmarks", ":(exclude)benchmarks/results",
+                     "pyproject.toml", "setup.py")
+        self.modified_code = bool(dirty) if dirty is not None else None
 
     def document(self, figures: Any, headline: dict[str, Any] | None = None, tag: str | None = None) -> dict:
         """The result as stored: provenance first, then the headline and every figure."""
-        dirty = _git("status", "--porcelain", "--", "promo_assets", "sql", "benchmarks", "pyproject.toml", "setup.py")
         return plain({
             "benchmark": self.name,
             "tag": tag,
             "command": self.command,
-            "commit": _git("rev-parse", "HEAD"),
-            "modified_code": bool(dirty) if dirty is not None else None,
+            "commit": self.commit,
+            "modified_code": self.modified_code,
             "date": self.started.isoformat(timespec="seconds"),
             "seconds": round(time.perf_counter() - self._t0, 1),
             "load_start": self.load_start,
