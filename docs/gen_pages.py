@@ -37,6 +37,8 @@ def cell(text: object) -> str:
 
 def code(text: object) -> str:
     text = str(text)
+    if not text:
+        return "`\"\"`"
     tick = "``" if "`" in text else "`"
     pad = " " if "`" in text else ""
     return f"{tick}{pad}{text}{pad}{tick}"
@@ -44,6 +46,11 @@ def code(text: object) -> str:
 
 # ------------------------------------------------------------------------------------------------
 # campaign.yaml, from the schema
+
+def yaml_value(value: object) -> str:
+    """A default as it is written in campaign.yaml (true, [], {}, 20.0)."""
+    return value if isinstance(value, str) else json.dumps(value)
+
 
 def field_docs(cls: type) -> dict[str, str]:
     """The attribute docstrings of a class body (a string literal right after `name: type = ...`)."""
@@ -71,11 +78,11 @@ def schema_rows(model, prefix: str, blocks: list) -> list[tuple]:
         if info.is_required():
             default = "required"
         elif info.default_factory is not None:
-            default = code(info.default_factory())
+            default = code(yaml_value(info.default_factory()))
         elif info.default is None:
             default = "—"
         elif info.default is not PydanticUndefined:
-            default = code(info.default)
+            default = code(yaml_value(info.default))
         rows.append((key, info.description or "", default, docs[name]))
         sub = _submodel(info.annotation)
         if sub is not None:
@@ -129,7 +136,8 @@ def option_row(action: argparse.Action, formatter: argparse.HelpFormatter) -> st
     if action.nargs in ("+", "*") or isinstance(action, argparse._AppendAction):
         arg += " (repeatable)" if isinstance(action, argparse._AppendAction) else " (one or more)"
     default = ""
-    if action.default not in (None, False, argparse.SUPPRESS) and action.nargs != 0:
+    if action.default is not None and action.default is not False and action.default != argparse.SUPPRESS \
+            and action.nargs != 0:
         default = code(action.default)
     required = "required" if action.required else ""
     help_text = formatter._expand_help(action) if action.help else ""
@@ -157,7 +165,7 @@ def cli_page() -> str:
         out += [parser.description, ""]
     top = [a for a in parser._actions if a.option_strings and not isinstance(a, argparse._HelpAction)]
     if top:
-        out += ["| option | argument | default | | what it does |", "|---|---|---|---|---|"]
+        out += ["| option | argument | default | required | what it does |", "|---|---|---|---|---|"]
         out += [option_row(a, formatter) for a in top] + [""]
     if parser.epilog:
         out += ["```text", parser.epilog.strip(), "```", ""]
@@ -173,7 +181,7 @@ def cli_page() -> str:
         sp_formatter = sp._get_formatter()
         actions = [a for a in sp._actions if not isinstance(a, argparse._HelpAction)]
         if actions:
-            out += ["| option | argument | default | | what it does |", "|---|---|---|---|---|"]
+            out += ["| option | argument | default | required | what it does |", "|---|---|---|---|---|"]
             out += [option_row(a, sp_formatter) for a in actions] + [""]
         if sp.epilog:
             out += ["```text", sp.epilog.strip(), "```", ""]
