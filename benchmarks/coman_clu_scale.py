@@ -1,4 +1,4 @@
-"""Why CMNN(CLU) does not beat CMNN(ReLU) on `coman_spatiotemporal` (issue #17): the scale of the
+"""Why CMNN(CLU) does not beat CMNN(ReLU) on `coman_spatiotemporal`: the scale of the
 monotone layers' pre-activations against CLU's curvature scale.
 
 For each activation (relu, elu, clu) `cmnn` is built (lr ~ 0: the initial parameters) and trained

@@ -1,4 +1,4 @@
-"""The CoMAN paper's offline tables on the `coman_spatiotemporal` preset (issue #17, Deliver 7).
+"""The CoMAN paper's offline tables on the `coman_spatiotemporal` preset.
 
 For every seed: `promo simulate`'s preset (multi-attribute coupons, five periods of day, six cities
 with differently shaped curves, RCT) is written to a temporary landing folder, read the pipeline's way

@@ -1,4 +1,4 @@
-"""The DFCL paper's tables on our simulator (issue #16): what DFCL gains over the two-stage S-learner.
+"""The DFCL paper's tables on our simulator: what DFCL gains over the two-stage S-learner.
 
 Parts (`--parts`, default all):
   table3    Table 3 analogue. For each seed: `promo simulate --preset dfcl_discount` + `promo run`

@@ -1,4 +1,4 @@
-"""How close to the oracle can ANY model get from the paper's 5,000 training samples? (issue 6)
+"""How close to the oracle can ANY model get from the paper's 5,000 training samples?
 
 The DIPN synthetic data (§5.1) has one true response curve per feature combination (3 one-hot
 categorical features, n1 n2 n3 combinations), so a model can at best learn each combination's curve

@@ -1,4 +1,4 @@
-"""Issue 6 item 4: the DIPN paper's synthetic comparison (Tables 2-3), DNN S-learner vs DIPN.
+"""The DIPN paper's synthetic comparison (Tables 2-3), DNN S-learner vs DIPN.
 
 For each preset (`dipn_synthetic_1`: categories (2,2,2); `dipn_synthetic_2`: (3,5,7); 100 levels =
 promotions 1..100, cost = promotion x response) and seed, the simulator writes one day with every

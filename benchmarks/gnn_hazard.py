@@ -1,4 +1,4 @@
-"""Benchmark of the GNN/hazard paper on the `bipartite` simulator (issue 7).
+"""Benchmark of the GNN/hazard paper on the `bipartite` simulator.
 
 Prints, averaged over seeds (mean ± std), tables shaped like the paper's Table 2 (GNN vs DNN-H vs
 DNN, all with the hazard head) and Table 3 (hazard vs SBBM vs Cox, all on the GNN), the predicted

@@ -1,4 +1,4 @@
-"""Issue 3 "Must show": the S-learner with and without IPS weights on a confounded campaign.
+"""The S-learner with and without IPS weights on a confounded campaign.
 
 Simulates the `demo` preset with `logging="confounded"` (active users get lower incentives, the DIPN
 paper's Figure 3; no propensity logged), estimates the propensities with

@@ -1,4 +1,4 @@
-"""Issue #13: the honest leaderboard, every registered model and the cost-matched random reference at
+"""The honest leaderboard: every registered model and the cost-matched random reference at
 equal spend, on `demo`, `dipn_synthetic_2`, `e2e_synthetic` and `bipartite` (customer side), 5 seeds,
 through the production pipeline.
 

@@ -1,4 +1,4 @@
-"""Issue #14 item 7: the LightGBM baselines against the S-learner at equal true spend, on `demo`,
+"""The LightGBM baselines against the S-learner at equal true spend, on `demo`,
 `dipn_synthetic_2`, `e2e_synthetic` and `bipartite` (customer side), 5 seeds.
 
 Each (preset, seed): the campaign is simulated and read with the propensity / split / IPS weight

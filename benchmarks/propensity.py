@@ -1,4 +1,4 @@
-"""Propensity model quality on a confounded demo campaign (issue 3: estimated vs true propensities).
+"""Propensity model quality on a confounded demo campaign: estimated vs true propensities.
 
 Simulates `demo` with logging='confounded' (active users get lower incentives; the events carry no
 propensity), fits PropensityModel on the training window (train + validation splits, i.e. every day

@@ -1,4 +1,4 @@
-"""Scale benchmark (issue #18): the chunked exact allocator out-of-core and on Dask.
+"""Scale benchmark: the chunked exact allocator out-of-core and on Dask.
 
 Parts (each in a fresh subprocess, so that its peak RSS is its own; prints what it measured, then
 one JSON line per part):

@@ -144,3 +144,25 @@ def test_docs_build_fails_on_a_broken_link_and_a_page_missing_from_the_nav(tmp_p
     assert proc.returncode != 0
     log = proc.stdout + proc.stderr
     assert "contains a link 'no-such-page.md'" in log and "orphan.md" in log, log[-3000:]
+
+
+ISSUE_NUMBER = re.compile(r"(?i)\bissues?\s*#?\d+|(?<![\w&/])#\d+\b")
+
+
+def test_user_documentation_names_no_issue_numbers():
+    """The README, the hand-written pages and the generated ones speak to users: no issue numbers."""
+    module = gen_pages()
+    texts = {"README.md": (ROOT / "README.md").read_text()}
+    texts |= {f"docs/{p.name}": p.read_text() for p in (ROOT / "docs").glob("*.md")}
+    texts |= {"campaign-yaml": module.campaign_yaml_page(), "cli": module.cli_page(), "models": module.models_page(),
+              "benchmarks": module.benchmarks_page()}
+    found = {name: ISSUE_NUMBER.findall(text) for name, text in texts.items()}
+    assert not {k: v for k, v in found.items() if v}, found
+
+
+def test_readme_is_short():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 200 and max(len(line) for line in lines) <= 400
+    # the two set-up commands come first
+    assert lines[2] == "```bash" and lines[5] == "```", lines[:6]
+    assert lines[3].startswith("bash scripts/demo.sh") and lines[4].startswith("bash scripts/test.sh")
