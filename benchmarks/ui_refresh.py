@@ -67,7 +67,9 @@ def main() -> None:
     promo(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", str(args.days),
           "--users", str(args.users), "--seed", "0")
     days = sorted(p.stem for p in (tmp / "landing" / "demo" / "events").iterdir() if p.suffix in (".parquet", ".csv"))
-    partitions = [str(dg.MultiPartitionKey({"date": d, "campaign": "demo"})) for d in days]
+    # a multi-partition run carries its key and one tag per dimension, as the UI's launchpad sets them
+    partitions = [(str(dg.MultiPartitionKey({"date": d, "campaign": "demo"})),
+                   {"dagster/partition/date": d, "dagster/partition/campaign": "demo"}) for d in days]
 
     def promo_run() -> dict:
         start = time.perf_counter()
@@ -91,7 +93,7 @@ def main() -> None:
         refreshes = []
         for _ in range(args.repeat):
             t0 = time.perf_counter()
-            ingest = wait_all(ui, [ui.launch_partition_run("ingest_job", p, CLI_TAG) for p in partitions], args.timeout, log)
+            ingest = wait_all(ui, [ui.launch_partition_run("ingest_job", p, CLI_TAG | dims) for p, dims in partitions], args.timeout, log)
             t1 = time.perf_counter()
             campaign = wait_all(ui, [ui.launch_partition_run("campaign_job", "demo", CLI_TAG)], args.timeout, log)
             board = wait_all(ui, [ui.launch_partition_run("leaderboard_job", "demo", CLI_TAG)], args.timeout, log)
