@@ -89,7 +89,7 @@ class Recorder:
         self.load_start = _load()
         self._t0 = time.perf_counter()
         # the code measured is the code at the start (a commit made while a long benchmark runs is not)
-        self.commit = _git("rev-parse", "HEAD")
+        self.git_commit = _git("rev-parse", "HEAD")
         dirty = _git("status", "--porcelain", "--", "promo_assets", "sql", "benchmarks", ":(exclude)benchmarks/results",
                      "pyproject.toml", "setup.py")
         self.modified_code = bool(dirty) if dirty is not None else None
@@ -100,7 +100,7 @@ class Recorder:
             "benchmark": self.name,
             "tag": tag,
             "command": self.command,
-            "commit": self.commit,
+            "commit": self.git_commit,
             "modified_code": self.modified_code,
             "date": self.started.isoformat(timespec="seconds"),
             "seconds": round(time.perf_counter() - self._t0, 1),
