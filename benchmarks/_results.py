@@ -100,7 +100,7 @@ class Recorder:
             "benchmark": self.name,
             "tag": tag,
             "command": self.command,
-            "commit": self.git_commit,
+            "git_commit": self.git_commit,
             "modified_code": self.modified_code,
             "date": self.started.isoformat(timespec="seconds"),
             "seconds": round(time.perf_counter() - self._t0, 1),

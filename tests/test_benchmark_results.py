@@ -32,7 +32,7 @@ def test_result_carries_its_provenance_and_plain_json(tmp_path, monkeypatch):
     assert path == tmp_path / "demo_bench--quick.json"
     doc = json.loads(path.read_text())
     assert doc["command"].endswith("--users 10") and doc["benchmark"] == "demo_bench" and doc["tag"] == "quick"
-    assert len(doc["commit"]) == 40 and isinstance(doc["modified_code"], bool)
+    assert len(doc["git_commit"]) == 40 and isinstance(doc["modified_code"], bool)
     assert len(doc["load_start"]) == 3 and len(doc["load_end"]) == 3 and doc["cpu_count"] >= 1
     assert doc["date"].endswith("+00:00") and doc["seconds"] >= 0
     assert doc["figures"] == {"mae": 0.25, "per_level": [1.0, None], "n": 3}  # NaN stored as null
