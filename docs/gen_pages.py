@@ -286,7 +286,7 @@ def benchmarks_page() -> str:
             out += [f"| {cell(k)} | {cell(figure(v))} |" for k, v in r["headline"].items()] + [""]
         load = f"{r['load_start'][0]:.2f} at the start, {r['load_end'][0]:.2f} at the end (1-minute load average)"
         env = ", ".join(f"{k}={v}" for k, v in (r.get("env") or {}).items())
-        commit = (r.get("git_commit") or r.get("commit") or "unknown")[:10] + (" (with uncommitted changes)" if r.get("modified_code") else "")
+        commit = (r.get("git_commit") or "unknown")[:10] + (" (with uncommitted changes)" if r.get("modified_code") else "")
         out += [
             f"- **Command:** `{r['command']}`" + (f" with {env}" if env else ""),
             f"- **Commit:** `{commit}`; **date:** {r['date']}; **took:** {r['seconds']:.0f} s",
