@@ -238,7 +238,15 @@ def main() -> None:
         results.append(timing(args.seeds[0], args.days, args.users, args.max_epochs))
     figures = {"results": results, "seconds": round(time.perf_counter() - start, 1), "end": load()}
     print(json.dumps(figures, default=lambda o: o.item() if isinstance(o, np.generic) else str(o)))
-    rec.write(figures, tag=None if set(args.parts) == {"table3", "table2", "ablation", "timing"} else "-".join(args.parts))
+    headline = {}
+    for part in results:
+        if part.get("part") == "timing":
+            headline |= {f"seconds per epoch, {m} / s_learner": round(r, 2) for m, r in part["ratio_to_s_learner"].items()}
+        for row in part.get("table", []):  # the tables' model rows: their mean columns
+            name = row.get("model") or row.get("index")
+            headline |= {f"{part['part']}: {name} {k}": v for k, v in row.items() if name and k.startswith("mean")}
+    rec.write(figures, headline=headline,
+              tag=None if set(args.parts) == {"table3", "table2", "ablation", "timing"} else "-".join(args.parts))
 
 
 if __name__ == "__main__":
