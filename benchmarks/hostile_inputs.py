@@ -25,6 +25,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _results import Recorder  # noqa: E402
 
 
 def _case_id(name: str) -> str:
@@ -32,6 +34,7 @@ def _case_id(name: str) -> str:
 
 
 def main() -> int:
+    rec = Recorder("hostile_inputs")
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "hostile.xml"
         proc = subprocess.run(
@@ -70,7 +73,12 @@ def main() -> int:
     print(f"{'total':<{width}}  " + "  ".join(f"{total[c]:>20}" for c in cols))
     if failed:
         print("failed cases:", *failed, sep="\n  ")
-    print(json.dumps({"total": {c: total[c] for c in cols}, "failed": failed}))
+    figures = {"total": {c: total[c] for c in cols}, "per_suite": {m: {c: n[c] for c in cols} for m, n in sorted(per_file.items())},
+               "failed": failed}
+    print(json.dumps(figures))
+    rec.write(figures, headline={"inputs tried": total["tried"], "refused with a clear, specific error": total["clear_error"],
+                                "documented as accepted": total["documented_accepted"],
+                                "traceback or unclear": total["traceback_or_unclear"], "skipped": total["skipped"]})
     return 0 if not failed and total["tried"] else 1
 
 

@@ -132,10 +132,13 @@ def _levels_kind(value: Any) -> str:
 
 class AttributeBlock(_Block):
     monotone: Literal[MONOTONE_DIRECTIONS] = Field(description=" | ".join(MONOTONE_DIRECTIONS))
+    """How the response moves when this attribute grows: `increasing`, `decreasing` or `none`. The
+    monotone models are constrained to it by construction."""
 
 
 class LevelCostBlock(_Block):
     attribute: str = Field(description="the name of the attribute whose value is the level's cost amount")
+    """The attribute whose value is the level's cost amount (the `incentive` of the events)."""
 
 
 class TreatmentsBlock(_Block):
@@ -143,14 +146,23 @@ class TreatmentsBlock(_Block):
         Annotated[Levels, Tag("amounts")] | Annotated[Annotated[list[LevelRow], Field(min_length=2)], Tag("attribute_rows")],
         Discriminator(_levels_kind),
     ] | None = Field(None, description=f"{LEVELS}, or {LEVEL_ROWS}")
+    """The incentive levels the allocator chooses from, ascending amounts (`[0, 1, 2, 5, 10]`), or one
+    mapping per level for multi-attribute incentives (`{amount: 8, threshold: 30}`). Events name a
+    level by its amount, or by its index when the levels are mappings. Give `levels` or `arms`."""
     arms: Annotated[dict[str, Amount] | None, BeforeValidator(_text_keys)] = Field(
         None, min_length=2, description="a mapping of at least 2 arm labels to a unit cost (a number >= 0)")
+    """Unordered treatment arms, each label with its unit cost (`{"No E-Mail": 0, "Mens E-Mail": 1}`);
+    events name the arm by its label. Models that need ordered levels (`dipn`, `lgbm_s_mono`) are
+    skipped for such a campaign."""
     attributes: dict[str, AttributeBlock] | None = Field(
         None, min_length=1, description="a mapping of attribute name to {monotone: increasing | decreasing | none} "
                                         "(only with levels given as mappings)")
+    """Required when `levels` are mappings: every attribute and its monotone direction, the direction
+    in which it moves the response (a coupon's amount `increasing`, its threshold `decreasing`)."""
     cost: LevelCostBlock | None = Field(
         None, description="{attribute: NAME}: the attribute whose value is a level's cost amount "
                           "(default: the attribute 'amount')")
+    """With levels given as mappings: which attribute is the level's cost amount (default `amount`)."""
 
     @model_validator(mode="after")
     def _levels_or_arms(self) -> "TreatmentsBlock":
@@ -210,18 +222,26 @@ def _attribute_problems(t: TreatmentsBlock) -> list[str]:
 
 class MerchantTreatmentsBlock(_Block):
     levels: Levels = Field(description=LEVELS)
+    """The merchants' commission levels, ascending."""
 
 
 class MerchantsBlock(_Block):
     treatments: MerchantTreatmentsBlock = Field(description="a mapping with 'levels: [commission amounts...]'")
+    """The merchant-side treatments: `levels`, the commission amounts."""
     response: Literal[RESPONSE_TYPES] = Field("count", description=" | ".join(RESPONSE_TYPES))
+    """The merchants' response type (the sharing count by default)."""
     cost: Literal[COST_RULES] = Field("redeemed", description=" | ".join(COST_RULES))
+    """The merchants' cost rule, as the campaign's `cost`."""
     normalizer: str | None = Field("prev_shares", description="a merchant column name (or null)")
-    # the folder layout is fixed (README, "Bringing your own campaign"); `promo simulate` writes it down
+    """A merchant column that divides the merchant response (the shares of the previous days), or null."""
+    # the folder layout is fixed (docs/data-contract.md); `promo simulate` writes it down
     events: Literal["merchants/"] = Field("merchants/", description="'merchants/' (the folder is fixed)")
+    """The folder of the merchant RCT day files (fixed)."""
     population: Literal["merchant_population/"] = Field(
         "merchant_population/", description="'merchant_population/' (the folder is fixed)")
+    """The folder of the merchants to allocate for (fixed)."""
     truth: str = Field("truth/merchant_response.parquet", description="a file path inside the campaign folder")
+    """Simulated campaigns: the merchants' true response, inside the campaign folder."""
 
 
 class GraphBlock(_Block):
@@ -229,15 +249,22 @@ class GraphBlock(_Block):
     weight from the first of the columns weight | n_payments | amount that the file has."""
 
     edges: Literal["edges/"] = Field("edges/", description="'edges/' (the folder is fixed)")
+    """The folder of the customer-merchant interaction day files (fixed)."""
     weight: Literal["weight", "n_payments", "amount"] = Field("n_payments", description="weight | n_payments | amount")
+    """The edge column recorded as the weight (the loader takes the first of these columns a file has)."""
 
 
 class ModelsBlock(_Block):
     include: list[str] | None = Field(
         None, description="a list of registered model names (default: every model whose `default` is true)")
+    """The models trained for this campaign (default: every model trained by default). A model left
+    out is skipped with the reason, and the leaderboard lists it."""
     exclude: list[str] = Field(default_factory=list, description="a list of registered model names")
+    """Models not to train, applied after `include`."""
     params: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="a mapping of model name to a mapping of its hyper-parameters")
+    """Per model, hyper-parameters over its defaults (`{e2e_fd: {gamma: 0.5}}`); checked against
+    the model's own parameters and rules when the file is loaded."""
 
 
 class CampaignYaml(_Block):
@@ -245,28 +272,51 @@ class CampaignYaml(_Block):
 
     treatments: TreatmentsBlock = Field(
         description="a mapping with 'levels: [amounts...]' or 'arms: {label: unit_cost}'")
+    """What the campaign can give each user: ordered incentive levels or unordered arms."""
     cost: Literal[COST_RULES] = Field("redeemed", description=" | ".join(COST_RULES))
+    """How a user's cost follows from the events: `redeemed` = incentive x response (paid when
+    used), `assigned` = the incentive (paid when given), `column` = the events' `cost` column."""
     randomized: bool = Field(True, description="true or false (a YAML boolean, not a quoted string)")
+    """`true`: a randomized experiment (the events' `propensity` column, or the empirical share of
+    each level); `false`: observational logs, propensities estimated from the features."""
     response: Literal[RESPONSE_TYPES] = Field("binary", description=" | ".join(RESPONSE_TYPES))
+    """The response's type: `binary` (0/1), `count` (0, 1, 2, ...) or `continuous`; picks the
+    models' loss."""
     budget_per_capita: Budgets | None = Field(
         None, description="a number > 0 or a non-empty list of numbers > 0")
+    """The budgets, per user, that the allocation and the evaluation use (one allocation per budget)."""
     holdout_days: int = Field(1, ge=1, description="an integer >= 1")
+    """The last N days are held out: never trained on, used for the offline evaluation."""
     validation_fraction: float = Field(0.2, ge=0, lt=1, description="a number in [0, 1)")
+    """Share of the users (by a hash of `user_id`) in the validation split, for early stopping."""
     ips_clip: float = Field(20.0, ge=1, description="a number >= 1 (the cap on 1 / propensity)")
+    """Cap on the inverse propensity 1 / p used as the IPS weight."""
     max_rejected_fraction: float = Field(0.0, ge=0, le=1, description="a number in [0, 1]")
+    """Share of rejected rows a day file may have and still load (its valid rows); 0: one bad row
+    refuses the file. Rejected rows are kept in `rejected_events` with their reason."""
     min_holdout_users: int = Field(100, ge=1, description="an integer >= 1")
+    """A holdout with fewer users is still evaluated but flagged "too small to evaluate"."""
     features: dict[str, Literal[FEATURE_KINDS]] | None = Field(
         None, description="a mapping of column name to 'numeric' or 'categorical'")
+    """Force a feature column's kind; otherwise numbers are numeric, text and booleans categorical."""
     ratio_budget: Budgets | None = Field(
         None, description="a number > 0 or a non-empty list of numbers > 0 (average incentive per response)")
+    """Customer-merchant campaigns: ratio budgets for the joint allocation, total incentive / total
+    response at most this value."""
     merchants: MerchantsBlock | None = Field(None, description="a mapping (the merchant side of a bipartite campaign)")
+    """The merchant side of a customer-merchant campaign (turns on `gnn_hazard` and the joint allocation)."""
     graph: GraphBlock | None = Field(None, description="a mapping with 'edges' and 'weight'")
+    """A record of the customer-merchant graph's layout (written by `promo simulate`)."""
     models: ModelsBlock | None = Field(
         None, description="a mapping with optional 'include', 'exclude' (model names) and 'params'")
+    """Which registered models this campaign trains, and their hyper-parameters."""
     segments: Annotated[list[Annotated[str, Field(min_length=1)]], AfterValidator(_unique)] | None = Field(
         None, description="a list of feature column names (e.g. [period_of_day, city]), each at most once")
+    """Feature columns evaluated per value (simulated campaigns: the table `segment_evaluation`)."""
     simulation: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
+    """Provenance written by `promo simulate` (preset, seed, sizes); not read by the pipeline."""
     simulator: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
+    """The simulator's parameters, written by `promo simulate`; not read by the pipeline."""
 
 
 # keys of campaign.yaml that CampaignConfig keeps in `.extra` (validated, defaults filled in)
@@ -372,7 +422,7 @@ class CampaignConfig:
     Levels are indexed 0..K-1; level 0 is the lowest incentive (the control when it is 0).
     `extra` holds the validated optional blocks (EXTRA_KEYS present in the file, defaults filled in).
 
-    Multi-attribute campaigns (`treatments.levels` given as mappings, see README "Multi-attribute
+    Multi-attribute campaigns (`treatments.levels` given as mappings, see docs/data-contract.md "Multi-attribute
     incentives"): `attributes` are the attribute names, `directions` their monotone direction
     (increasing | decreasing | none), `level_attributes[level]` the level's attribute values;
     `incentives[level]` is the value of the cost attribute (`treatments.cost.attribute`), `labels` the

@@ -1,4 +1,4 @@
-"""Settings read from the environment, with documented defaults (see README, "Settings").
+"""Settings read from the environment, with documented defaults (docs/settings.md).
 
 Relative paths are resolved against the current working directory at the time of the call, so
 `promo` run from the repository root and `dagster dev` started there see the same files.

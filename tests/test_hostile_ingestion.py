@@ -2,7 +2,7 @@
 
 Every case is `@pytest.mark.hostile` with an id starting `error-` (the file is refused with an
 IngestError naming the file and the offending column / rule, the warehouse is left as it was, no
-raw DuckDB error) or `accepted-` (documented as accepted: the rows load as stated in README).
+raw DuckDB error) or `accepted-` (documented as accepted: the rows load as stated in docs/data-contract.md).
 """
 
 from __future__ import annotations

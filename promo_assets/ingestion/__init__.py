@@ -98,7 +98,7 @@ def today_utc() -> dt.date:
 
 def scan_day_files(landing: Path, campaign: str, kind: str = "events", today: dt.date | None = None) -> DayScan:
     """The loadable `<kind>/<YYYY-MM-DD>.parquet|.csv` files of one campaign, and every other file with
-    the rule it breaks (README, "Day files"). Skipped, each on its own, the other days unaffected:
+    the rule it breaks (docs/data-contract.md, "Day files"). Skipped, each on its own, the other days unaffected:
     a name that is not `YYYY-MM-DD.parquet|.csv` (e.g. `notadate.csv`), a name that is not a real
     date (`2026-13-45.parquet`), a day after today (UTC: no events can have been logged yet), a day
     before PROMO_PARTITIONS_START when that is set, and both files of a day that has two
@@ -219,7 +219,7 @@ def check_column_names(path: Path, source: dict[str, str], landing: tuple[str, .
             raise IngestError(
                 f"{path}: column '{col}' is a reserved name (the pipeline uses it internally); rename it. "
                 "Reserved: every column of the warehouse tables and names starting with '__' "
-                "(README: Bringing your own campaign)"
+                "(docs/data-contract.md)"
             )
 
 

@@ -214,6 +214,6 @@ class DaskResource(dg.ConfigurableResource):
 
 def make_resources() -> dict[str, dg.ConfigurableResource]:
     """The resources of the Definitions; locations unset, so each follows the settings of the
-    process that runs it (README "Settings" and "Resources")."""
+    process that runs it (docs/settings.md, "Settings" and "Resources")."""
     return {"warehouse": WarehouseResource(), "landing": LandingResource(), "artifacts": ArtifactStoreResource(),
             "dask": DaskResource()}
