@@ -15,7 +15,6 @@ link scale; `TrainedModel.predict` turns them into expected responses and expect
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -270,9 +269,7 @@ class TrainedModel:
     def version(self) -> str:
         """Content hash of the artefact (the version `save()` stores it under)."""
         if self._version is None:
-            buf = io.BytesIO()
-            torch.save(self.payload(), buf)
-            self._version = artifacts.content_version(buf.getvalue())
+            self._version = artifacts.content_version(artifacts.to_bytes(self.payload()))
         return self._version
 
     def save(self, root=None) -> str:
@@ -297,22 +294,33 @@ class TrainedModel:
             raise ModelInputError(
                 f"model artefact {payload.get('name')!r} was saved by version {saved} of the {arch!r} architecture; "
                 f"this code reads version {current}: re-materialize the model's asset (or retrain the model)")
-        module = ARCHITECTURES[arch](**payload["arch_kwargs"])
-        module.load_state_dict(payload["state_dict"])
-        cfg_dict = dict(payload["config"])
-        config = CampaignConfig(**{k: (tuple(v) if k in ("incentives", "labels", "budgets_per_capita") else v)
-                                   for k, v in cfg_dict.items()})
-        return cls(payload["name"], module, FeatureEncoder.from_state(payload["encoder"]), config,
-                   payload["targets"], payload["hparams"], payload["metrics"], payload["history"],
-                   payload["arch_kwargs"])
+        try:
+            module = ARCHITECTURES[arch](**payload["arch_kwargs"])
+            module.load_state_dict(payload["state_dict"])
+            cfg_dict = dict(payload["config"])
+            config = CampaignConfig(**{k: (tuple(v) if k in ("incentives", "labels", "budgets_per_capita") else v)
+                                       for k, v in cfg_dict.items()})
+            return cls(payload["name"], module, FeatureEncoder.from_state(payload["encoder"]), config,
+                       payload["targets"], payload["hparams"], payload["metrics"], payload["history"],
+                       payload["arch_kwargs"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise ModelInputError(f"model artefact {payload.get('name')!r} is damaged ({type(exc).__name__}: "
+                                  f"{str(exc).splitlines()[0][:200] if str(exc) else ''}): re-materialize the "
+                                  "model's asset") from None
 
     def __repr__(self) -> str:
         return f"TrainedModel(name={self.name!r}, campaign={self.config.campaign!r}, K={self.n_levels})"
 
 
 def load_model(version: str, root=None) -> TrainedModel:
-    """Load a model artefact saved by `TrainedModel.save()`; its predictions are identical."""
-    model = TrainedModel.from_payload(artifacts.load_object("model", version, root))
+    """Load a model artefact saved by `TrainedModel.save()`; its predictions are identical. The file's
+    bytes are checked against `version` first (artifacts.ArtifactMissingError when they differ) and
+    parsed as data, never unpickled (ModelInputError for anything that is not a model artefact)."""
+    try:
+        payload = artifacts.load_object("model", version, root)
+    except artifacts.ArtifactFormatError as exc:
+        raise ModelInputError(str(exc)) from None
+    model = TrainedModel.from_payload(payload)
     model._version = version
     return model
 

@@ -216,8 +216,8 @@ def load_lgbm(version: str, root=None, expect: str | None = None) -> LGBMFitted:
     where = f"model artefact {version!r}"
     try:
         data = artifacts.load_bytes("model", version, root)
-    except FileNotFoundError as exc:
-        raise ModelInputError(f"{where} not found ({exc}): re-materialize the model's asset") from None
+    except FileNotFoundError as exc:  # absent, or bytes that do not match the version (artifacts.ArtifactMissingError)
+        raise ModelInputError(f"{where}: {exc}") from None
     try:
         payload = json.loads(data)
     except (UnicodeDecodeError, ValueError):

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from promo_assets import results, settings
-from promo_assets.artifacts import content_version
+from promo_assets.artifacts import ArtifactMissingError, content_version
 from promo_assets.ingestion import day_files, load_config
 from promo_assets.ingestion.frames import FrameUsers, PopulationFile
 from promo_assets.models import ModelInputError, ModelSkipped, ResponseModel, TrainingData, registry
@@ -70,7 +70,8 @@ def _fail(exc: Exception) -> dg.Failure:
     return dg.Failure(str(exc))
 
 
-DOMAIN_ERRORS = (ModelInputError, ValueError)  # domain errors: the asset fails with their message
+# domain errors: the asset fails with their message (a missing or tampered artefact included)
+DOMAIN_ERRORS = (ModelInputError, ValueError, ArtifactMissingError)
 
 
 # --------------------------------------------------------------------------------------------
@@ -131,7 +132,10 @@ def fit_phase(context, warehouse, landing, model: ResponseModel, phase: str, pre
     previous = meta = None
     if previous_key is not None:
         _, meta, _ = upstream(context, previous_key)
-        previous = model.load(meta["model_version"])
+        try:
+            previous = model.load(meta["model_version"])
+        except DOMAIN_ERRORS as exc:
+            raise _fail(exc) from None
     with connect(warehouse) as con:
         data = training_data(con, landing, campaign, model, config)
     start = time.perf_counter()
