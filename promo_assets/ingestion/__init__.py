@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import logging
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +31,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from promo_assets import settings
+from promo_assets import files, settings
 from promo_assets.campaign import CampaignConfig, usable_campaign_folder
 from promo_assets.warehouse import quote_ident, schema_columns, sql, table_columns, transaction
 
@@ -43,6 +46,9 @@ _NUMERIC_TYPES = re.compile(
     r"^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|UHUGEINT|FLOAT|DOUBLE|REAL|DECIMAL.*)$"
 )
 _DAY_FILE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.(parquet|csv)$")
+
+
+log = logging.getLogger(__name__)
 
 
 class IngestError(ValueError):
@@ -66,12 +72,21 @@ class IngestResult:
 
 
 def discover_campaigns(landing: Path) -> list[str]:
-    """Campaign ids: sub-folders of the landing root holding a campaign.yaml, sorted; a folder whose
-    name breaks the campaign-name rule is skipped with a warning naming it (`usable_campaign_folder`)."""
+    """Campaign ids: sub-folders of the landing root holding a campaign.yaml (of any kind: a
+    campaign.yaml that is a folder, a link or a FIFO is refused when the campaign is run, naming
+    it), sorted. Skipped with a warning naming them: a folder whose name breaks the campaign-name
+    rule (`usable_campaign_folder`) and a symbolic link (links are not followed, docs/operations.md)."""
     if not landing.exists():
         return []
-    return sorted(p.name for p in landing.iterdir()
-                  if p.is_dir() and (p / "campaign.yaml").exists() and usable_campaign_folder(p))
+    found = []
+    for p in sorted(landing.iterdir()):
+        if p.is_symlink():
+            if p.name[:1] != ".":
+                log.warning("%s: skipped: %s", p, files.problem(p, landing, want="dir"))
+            continue
+        if p.is_dir() and os.path.lexists(p / "campaign.yaml") and usable_campaign_folder(p):
+            found.append(p.name)
+    return found
 
 
 @dataclass(frozen=True)
@@ -102,26 +117,41 @@ def scan_day_files(landing: Path, campaign: str, kind: str = "events", today: dt
     a name that is not `YYYY-MM-DD.parquet|.csv` (e.g. `notadate.csv`), a name that is not a real
     date (`2026-13-45.parquet`), a day after today (UTC: no events can have been logged yet), a day
     before PROMO_PARTITIONS_START when that is set, and both files of a day that has two
-    (`<day>.csv` and `<day>.parquet`). Hidden files (names starting with '.') and folders are ignored."""
+    (`<day>.csv` and `<day>.parquet`). Only regular files are read (docs/operations.md): a symbolic link
+    (wherever it points), a named pipe (FIFO), socket or device is skipped with that reason, by its
+    name, without being opened; a `<kind>/` folder that is a link is skipped as a whole. Hidden files
+    (names starting with '.') and folders are ignored."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     folder = landing / campaign / kind
     scan = DayScan()
+    if folder.is_symlink():
+        scan.skipped.append(SkippedFile(folder, files.problem(folder, landing / campaign, want="dir")))
+        return scan
     if not folder.is_dir():
         return scan
     today = today or today_utc()
     start = settings.partitions_start()
     found: dict[dt.date, list[Path]] = {}
     for path in sorted(folder.iterdir()):
-        if path.name.startswith(".") or path.is_dir():
+        if path.name.startswith("."):
             continue
         m = _DAY_FILE.match(path.name)
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:  # deleted while we looked
+            continue
+        if stat.S_ISDIR(mode):
+            continue
+        if not stat.S_ISREG(mode):  # a link, FIFO, socket or device: named, never opened
+            day = _valid_day(m.group(1)) if m else None
+            scan.skipped.append(SkippedFile(path, files.problem(path, folder) or "not a regular file", day))
+            continue
         if not m:
             scan.skipped.append(SkippedFile(path, "not a day file (expected YYYY-MM-DD.parquet or YYYY-MM-DD.csv)"))
             continue
-        try:
-            day = dt.date.fromisoformat(m.group(1))
-        except ValueError:
+        day = _valid_day(m.group(1))
+        if day is None:
             scan.skipped.append(SkippedFile(path, f"'{m.group(1)}' is not a valid date (expected YYYY-MM-DD)"))
             continue
         if day > today:
@@ -138,6 +168,13 @@ def scan_day_files(landing: Path, campaign: str, kind: str = "events", today: dt
             scan.skipped.extend(SkippedFile(p, f"two files for {day} ({names}); keep one, the day is skipped", day)
                                 for p in paths)
     return scan
+
+
+def _valid_day(text: str) -> dt.date | None:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        return None
 
 
 def skipped_side_files(landing: Path, campaign: str) -> list[SkippedFile]:
@@ -159,10 +196,21 @@ def load_config(landing: Path, campaign: str) -> CampaignConfig:
 # events
 
 
+def check_landing_file(path: Path, below: Path | None = None) -> Path:
+    """`path` when it is a regular file reached without a symbolic link from `below` (default: its
+    campaign's folder, two folders up; `files.check_file`), checked again right before DuckDB or
+    pyarrow opens it; IngestError otherwise."""
+    try:
+        return files.check_file(path, below)
+    except files.UnsafeFileError as exc:
+        raise IngestError(f"{exc}; only regular files in the landing folder are read") from None
+
+
 def _source_columns(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str]:
     """{column: DuckDB type} of a landing file, after checking its header: a name written twice
     (case-insensitively, as DuckDB compares names) fails the file with an IngestError naming it."""
     fmt = "parquet" if path.suffix == ".parquet" else "csv"
+    check_landing_file(path)
     try:
         rows = con.execute(sql("meta", f"describe_{fmt}"), [str(path)]).fetchall()
         if fmt == "csv":  # the header line as written: DuckDB renames a repeated name to name_1

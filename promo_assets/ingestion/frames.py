@@ -25,6 +25,7 @@ import pandas as pd
 from promo_assets.campaign import CampaignConfig
 from promo_assets.ingestion import (
     IngestError,
+    check_landing_file,
     day_files,
     ingest_edges_day,
     ingest_events_day,
@@ -95,7 +96,7 @@ def load_landing(landing: Path, campaign: str, con: duckdb.DuckDBPyConnection | 
 def read_day_file(path: Path) -> pd.DataFrame:
     """One landing day file (.parquet or .csv) as a DataFrame, for the side files the pipeline does
     not load into the warehouse (population/, merchant_population/)."""
-    path = Path(path)
+    path = check_landing_file(Path(path))
     try:
         return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
     except Exception as exc:  # pyarrow / pandas parser errors
@@ -119,7 +120,7 @@ class PopulationFile:
     file lacks, added to every chunk as NULL (NaN). `n_users`: distinct users."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, path, features: Sequence[str] = ()):
-        self._con, self.path = con, Path(path)
+        self._con, self.path = con, check_landing_file(Path(path))
         self._fmt = "parquet" if self.path.suffix == ".parquet" else "csv"
         try:
             columns = [name for name, _ in con.execute(sql("meta", f"describe_{self._fmt}"), [str(self.path)]).fetchall()]
