@@ -271,8 +271,14 @@ def solve_duals(context, con, campaign: str, model: str, version: str, config,
     from promo_assets.allocation import InfeasibleBudgetError
     from promo_assets.allocation.chunked import ChunkError, solve_chunked, tie_share_chunked
 
+    from promo_assets.allocation import check_solve_size
+
     client, source = population_source(con, campaign, model, version, config, dask)
     n = source.n_users
+    try:
+        check_solve_size(n, config.n_levels)  # the cap per solve, before the frontier's passes
+    except ValueError as exc:
+        raise _fail(exc) from None
     fr, n_fr = sampled_frontier(source, client=client)
     idx = np.unique(np.linspace(0, len(fr.costs) - 1, 12).round().astype(int))
     curve = [{"lambda_": float(fr.lambdas[i]), "cost_per_capita": float(fr.costs[i]) / n_fr,
