@@ -1,7 +1,10 @@
 """`promo`: simulate campaigns, materialize the asset graph in-process, print the leaderboard.
 
-Exit codes: 0 success; 1 some partitions or assets failed (each is named); 2 bad usage or
-configuration (unknown campaign, bad dates, unreadable campaign.yaml), or the warehouse stayed busy.
+Exit codes (docs/operations.md): 0 success; 1 some partitions or assets failed (each is named), or
+the warehouse file cannot be used (named, with the reason); 2 bad usage or configuration (unknown
+campaign, bad dates, a refused campaign.yaml: that campaign is not run, the others are), or the
+warehouse stayed busy. No command prints a stack trace (PROMO_TRACEBACK=1 shows one for an
+unexpected error).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import os
 import signal
 import sys
 import time
+import traceback
 from pathlib import Path
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -157,20 +161,26 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"promo run: --from {args.date_from} is after --to {args.date_to}", file=sys.stderr)
         return EXIT_USAGE
 
-    bad_configs = []
-    for campaign in campaigns:  # every campaign.yaml is checked before anything runs
+    bad_configs = {}
+    for campaign in campaigns:  # every campaign.yaml is checked first: a refused one stops its campaign only
         try:
             load_config(landing, campaign)
         except CampaignConfigError as exc:
-            bad_configs.append(str(exc))
+            bad_configs[campaign] = str(exc)
     if bad_configs:
-        print("promo run: nothing was run: " + "\n  ".join(bad_configs), file=sys.stderr)
-        return EXIT_USAGE
+        campaigns = [c for c in campaigns if c not in bad_configs]
+        head = "nothing was run" if not campaigns else f"campaign(s) {', '.join(bad_configs)} not run"
+        print(f"promo run: {head}: " + "\n  ".join(bad_configs.values()), file=sys.stderr)
+        if not campaigns:
+            return EXIT_USAGE
 
     bad_settings = settings.check()  # PROMO_KEEP_RUNS etc.: refused before anything runs, not in every step
     if bad_settings:
         print("promo run: nothing was run: " + "\n  ".join(bad_settings), file=sys.stderr)
         return EXIT_USAGE
+    from promo_assets import warehouse
+
+    warehouse.check_writable()  # a directory, a read-only mount: one line (main), not a failed step per day
 
     signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops a waiting `promo run` like Ctrl-C
     instance = dg.DagsterInstance.get()
@@ -189,9 +199,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             load_config(landing, campaign)
             scan = scan_day_files(landing, campaign, "events")
-        except (CampaignConfigError, IngestError) as exc:
+        except (CampaignConfigError, IngestError) as exc:  # changed since the check: this campaign only
             print(f"promo run: {exc}", file=sys.stderr)
-            return EXIT_USAGE
+            bad_configs[campaign] = str(exc)
+            continue
         for skipped in scan.skipped + skipped_side_files(landing, campaign):
             print(f"{campaign}: skipped {skipped}", file=sys.stderr)
         wait_for_pool(instance, print)  # forgetting writes the warehouse: not while another run holds the pool
@@ -232,6 +243,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         for f in failures:
             print(f"  {f}", file=sys.stderr)
         return EXIT_FAILED
+    if bad_configs:
+        print(f"promo run: not run (campaign.yaml refused): {', '.join(bad_configs)}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_OK
 
 
@@ -558,8 +572,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import duckdb
+
+    from promo_assets import settings
     from promo_assets.settings import SettingsError
-    from promo_assets.warehouse import WarehouseBusyError
+    from promo_assets.warehouse import WarehouseBusyError, WarehouseUnusableError, unusable
 
     args = build_parser().parse_args(argv)
     try:
@@ -567,9 +584,23 @@ def main(argv: list[str] | None = None) -> int:
     except (WarehouseBusyError, SettingsError) as exc:  # e.g. `promo report` while a run writes
         print(f"promo {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except WarehouseUnusableError as exc:  # truncated, corrupt, a directory, a read-only file system
+        print(f"promo {args.command}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except duckdb.Error as exc:  # the warehouse failed while being read or written outside a run's steps
+        print(f"promo {args.command}: {unusable(settings.warehouse_path(), exc)}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 (last resort: one line, never a stack, unless asked for)
+        if os.environ.get("PROMO_TRACEBACK"):
+            raise
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        print(f"promo {args.command}: unexpected error {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]} "
+              f"(at {Path(where.filename).name}:{where.lineno}; set PROMO_TRACEBACK=1 to see the traceback, and "
+              "please report it)", file=sys.stderr)
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":
