@@ -39,6 +39,9 @@ YAML_MAX_VALUES = 100_000
 # every user's convex hull over the levels one level at a time, so its time grows with the square of
 # the number of levels (800 users: 0.25 s per solve at 256 levels, 1.5 s at 1,000, minutes at 10,000).
 MAX_LEVELS = 256
+# the mean response the data check `response_rate` accepts for a binary response when campaign.yaml
+# gives no `plausible_response_rate` (promo_assets.causal.checks)
+DEFAULT_RESPONSE_RATE = (0.001, 0.95)
 MONOTONE_DIRECTIONS = ("increasing", "decreasing", "none")
 RESPONSE_TYPES = ("binary", "count", "continuous")
 FEATURE_KINDS = ("numeric", "categorical")
@@ -119,6 +122,12 @@ def _unique(names: list[str]) -> list[str]:
     if repeated:
         raise ValueError(f"{', '.join(repr(n) for n in repeated)} given more than once")
     return names
+
+
+def _ascending_pair(pair: list[float]) -> list[float]:
+    if pair[0] > pair[1]:
+        raise ValueError("low must not be above high")
+    return pair
 
 
 def _inside_campaign_folder(text: str) -> str:
@@ -277,6 +286,13 @@ class CampaignYaml(_Block):
     ips_clip: float = Field(20.0, ge=1, description="a number >= 1 (the cap on 1 / propensity)")
     max_rejected_fraction: float = Field(0.0, ge=0, le=1, description="a number in [0, 1]")
     min_holdout_users: int = Field(100, ge=1, description="an integer >= 1")
+    min_events_per_level: int = Field(
+        30, ge=1, description="an integer >= 1 (logged events a level or arm needs in the training days before the "
+        "data check events_per_level passes)")
+    plausible_response_rate: Annotated[list[Annotated[float, Field(ge=0)]], Field(min_length=2, max_length=2),
+                                       AfterValidator(_ascending_pair)] | None = Field(
+        None, description="[low, high], two numbers >= 0 with low <= high: the range of the mean response the data "
+        f"check response_rate accepts (default {list(DEFAULT_RESPONSE_RATE)} for a binary response, none otherwise)")
     features: dict[str, Literal[FEATURE_KINDS]] | None = Field(
         None, description="a mapping of column name to 'numeric' or 'categorical'")
     ratio_budget: Budgets | None = Field(
@@ -535,6 +551,8 @@ class CampaignConfig:
     extra: dict[str, Any] = field(default_factory=dict)
     min_holdout_users: int = 100
     attributes: tuple[str, ...] = ()
+    min_events_per_level: int = 30
+    plausible_response_rate: tuple[float, float] | None = None  # None: DEFAULT_RESPONSE_RATE if binary
     directions: tuple[str, ...] = ()
     level_attributes: tuple[tuple[float, ...], ...] = ()
 
@@ -543,6 +561,10 @@ class CampaignConfig:
         object.__setattr__(self, "attributes", tuple(self.attributes))
         object.__setattr__(self, "directions", tuple(self.directions))
         object.__setattr__(self, "level_attributes", tuple(tuple(float(x) for x in r) for r in self.level_attributes))
+        rate = self.plausible_response_rate
+        if rate is None and self.response == "binary":
+            rate = DEFAULT_RESPONSE_RATE
+        object.__setattr__(self, "plausible_response_rate", None if rate is None else tuple(float(x) for x in rate))
 
     @property
     def n_levels(self) -> int:
@@ -687,6 +709,8 @@ class CampaignConfig:
             max_rejected_fraction=doc.max_rejected_fraction,
             extra=extra,
             min_holdout_users=doc.min_holdout_users,
+            min_events_per_level=doc.min_events_per_level,
+            plausible_response_rate=None if doc.plausible_response_rate is None else tuple(doc.plausible_response_rate),
             attributes=attributes,
             directions=directions,
             level_attributes=level_attributes,

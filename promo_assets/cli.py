@@ -340,6 +340,13 @@ def _run_downstream(defs, campaign, instance, verbose: bool, tags: dict[str, str
     wait_for_pool(instance, print)
     result = _run_job(defs.resolve_implicit_global_asset_job_def(), campaign, instance, verbose, tags, keys)
     failures = _failure_lines(campaign, result)
+    for check in result.get_asset_check_evaluations():  # the training frame's data checks
+        if not check.passed:
+            message = check.metadata["message"].value if "message" in check.metadata else check.check_name
+            line = f"data check {check.check_name} failed ({check.severity.value}): {message}"
+            print(f"{campaign}: {line}", file=sys.stderr)
+            if check.severity.value == "ERROR":  # no model could learn: the run made no decision
+                failures.append(f"{campaign}: {line}")
     for model, reason in sorted(_skipped_models(campaign, result.run_id) + list(left_out.items())):
         print(f"{campaign}: {model} skipped: {reason}")
     if not _materialized(result, board_key) and "leaderboard" not in _failed_steps(result):
@@ -478,8 +485,13 @@ def _campaign_report(con, campaign: str, finished: list[str], history: bool) -> 
                      else "   (none of its budgets is in campaign.yaml now)")
         for model, b, minimum, message in infeasible:
             lines.append(f"   budget {b:g} per capita not allocated for {model}: {message}")
+        for name, severity, message in con.execute(warehouse.sql("results", "run_data_checks"), [campaign, run_id]).fetchall():
+            lines.append(f"   data check {name} failed ({severity}): {message}")
         for model, status, reason in con.execute(warehouse.sql("results", "run_not_evaluated"), [campaign, run_id]).fetchall():
-            lines.append(f"   {model} {'skipped' if status == 'skipped' else 'not evaluated'}: {reason}")
+            if status == "stale":  # its reason starts with "stale: "
+                lines.append(f"   {model} not ranked, {reason}")
+            else:
+                lines.append(f"   {model} {'skipped' if status == 'skipped' else 'not evaluated'}: {reason}")
         if others:
             shown = ", ".join(f"{b:g}" for b in others)
             lines.append(f"   budgets not in campaign.yaml now: {shown}"

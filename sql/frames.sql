@@ -96,6 +96,9 @@ SELECT * FROM policy_evaluation WHERE campaign = ? AND model = ? AND run_id = ? 
 -- name: insert_leaderboard_entry
 INSERT INTO leaderboard_entries VALUES (?, ?, ?, ?, ?, ?, ?, now());
 
+-- name: insert_data_check
+INSERT INTO data_checks VALUES (?, ?, ?, ?, ?, ?, now());
+
 -- name: insert_outcome_predictions
 -- outcome_df: one row per holdout event x level (event_date, source_row, level, value, cost).
 INSERT INTO outcome_predictions SELECT ?, ?, event_date, source_row, level, value, cost FROM outcome_df;
@@ -123,8 +126,9 @@ WHERE e.campaign = ? AND t.split <> 'holdout'
 ORDER BY e.event_date, e.source_row;
 
 -- name: propensity_events
--- the events of a campaign with their stored propensity (training_frame: split and IPS weights)
-SELECT e.event_date, e.source_row, e.user_id, e.level, p.propensity
+-- the events of a campaign with their stored propensity (training_frame: split and IPS weights,
+-- the data checks of the level counts and the response)
+SELECT e.event_date, e.source_row, e.user_id, e.level, e.response, p.propensity
 FROM rct_events e
 JOIN propensity p USING (campaign, event_date, source_row)
 WHERE e.campaign = ?

@@ -28,6 +28,7 @@ import pandas as pd
 
 from promo_assets import results, settings
 from promo_assets.artifacts import ArtifactMissingError, content_version
+from promo_assets.causal.checks import cannot_learn, frame_checks
 from promo_assets.ingestion import day_files, load_config
 from promo_assets.ingestion.frames import FrameUsers, PopulationFile
 from promo_assets.models import ModelInputError, ModelSkipped, ResponseModel, TrainingData, registry
@@ -138,6 +139,9 @@ def fit_phase(context, warehouse, landing, model: ResponseModel, phase: str, pre
             raise _fail(exc) from None
     with connect(warehouse) as con:
         data = training_data(con, landing, campaign, model, config)
+    blocked = cannot_learn(frame_checks(data.frame, config))  # training_frame's data checks: nothing to learn
+    if blocked is not None:
+        return None, blocked
     start = time.perf_counter()
     try:
         fitted = model.fit(data, config, phase=phase, previous=previous, seed=0, max_epochs=settings.max_epochs(),
