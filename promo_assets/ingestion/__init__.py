@@ -206,6 +206,44 @@ def check_landing_file(path: Path, below: Path | None = None) -> Path:
         raise IngestError(f"{exc}; only regular files in the landing folder are read") from None
 
 
+CSV_ENCODING_RULE = ("CSV files are read as UTF-8 (a UTF-8 byte-order mark is fine): save the file as UTF-8, "
+                     "or write Parquet")
+
+
+def csv_encoding_problem(path: Path, head_bytes: int = 1 << 20) -> str | None:
+    """Why a CSV landing file is not UTF-8 text, in its first `head_bytes` bytes (the encoding it
+    looks like, the first bad byte and its line), or None."""
+    import codecs
+
+    with open(check_landing_file(path), "rb") as fh:
+        head = fh.read(head_bytes)
+    for bom, name in ((codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"),
+                      (codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32")):
+        if head.startswith(bom) and not head.startswith(codecs.BOM_UTF8):
+            return f"the file is {name} encoded (byte-order mark {bom.hex(' ').upper()}); {CSV_ENCODING_RULE}"
+    if b"\x00" in head[:4096]:
+        return f"the file holds NUL bytes near its start (UTF-16 without a byte-order mark, or not text); {CSV_ENCODING_RULE}"
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=len(head) < head_bytes)
+    except UnicodeDecodeError as exc:
+        line = head.count(b"\n", 0, exc.start) + 1
+        return (f"not UTF-8 text: byte 0x{head[exc.start]:02X} on line {line} (the file looks latin-1 / Windows-1252 "
+                f"encoded); {CSV_ENCODING_RULE}")
+    return None
+
+
+def read_problem(path: Path, fmt: str, exc: Exception) -> str:
+    """An IngestError message for a file DuckDB / pyarrow could not read: the encoding and the rule
+    for a CSV that is not UTF-8 (DuckDB only says 'CSV Error on Line: 2'), else their first line."""
+    text = str(exc)
+    if fmt == "csv" and ("not utf-8 encoded" in text.lower() or "invalid unicode" in text.lower()
+                         or isinstance(exc, UnicodeDecodeError)):
+        line = re.search(r"Line: (\d+)", text)
+        return f"{path}: " + (csv_encoding_problem(path) or
+                              f"not UTF-8 text{f' (line {line.group(1)})' if line else ''}; {CSV_ENCODING_RULE}")
+    return f"{path}: cannot be read as {fmt}: {(text.splitlines() or [type(exc).__name__])[0]}"
+
+
 def _source_columns(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str]:
     """{column: DuckDB type} of a landing file, after checking its header: a name written twice
     (case-insensitively, as DuckDB compares names) fails the file with an IngestError naming it."""
@@ -224,7 +262,7 @@ def _source_columns(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str
         else:
             header = pq.read_schema(path).names
     except (duckdb.Error, OSError, pa.ArrowException) as exc:
-        raise IngestError(f"{path}: cannot be read as {fmt}: {str(exc).splitlines()[0]}") from None
+        raise IngestError(read_problem(path, fmt, exc)) from None
     seen: dict[str, str] = {}
     for name in header:
         if name.lower() in seen:
@@ -271,11 +309,30 @@ def check_column_names(path: Path, source: dict[str, str], landing: tuple[str, .
             )
 
 
+_NESTED_TYPE = re.compile(r"^(STRUCT|MAP|UNION)\b|\[\d*\]$")
+_UNREADABLE_TYPES = ("BLOB", "BIT")
+
+
+def check_column_types(path: Path, source: dict[str, str]) -> None:
+    """IngestError naming the first column of a nested type (a Parquet struct, list, map or union)
+    or of raw bytes: their values would be stored as text such as "{'lat': 1.0, 'lon': 2.0}".
+    Rule (docs/operations.md): every column holds plain numbers, text, booleans, dates or times."""
+    for col, dtype in source.items():
+        if _NESTED_TYPE.search(dtype):
+            raise IngestError(f"{path}: column '{col}' is a nested type ({dtype[:120]}); write it as plain "
+                              "columns, one number or text each")
+        if dtype in _UNREADABLE_TYPES:
+            raise IngestError(f"{path}: column '{col}' holds raw bytes ({dtype}); write it as a number or a text")
+
+
 def _feature_kinds(
-    con: duckdb.DuckDBPyConnection, config: CampaignConfig, source: dict[str, str], path: Path
+    con: duckdb.DuckDBPyConnection, config: CampaignConfig, source: dict[str, str], path: Path,
+    day: dt.date | None = None,
 ) -> dict[str, str]:
     """numeric/categorical per feature column: declared in campaign.yaml `features:`, else as in the
-    campaign's loaded days, else from the file's column type. Conflicts raise IngestError."""
+    campaign's loaded days, else from the file's column type. Conflicts raise IngestError, among them
+    a column of numbers in this file (day `day`) that other loaded days hold as text: the type is
+    decided from every loaded day, whichever came first, never by turning numbers into categories."""
     declared = config.extra.get("features") or {}
     known = loaded_features(con, config.campaign)
     others = {}
@@ -286,9 +343,22 @@ def _feature_kinds(
     for col, dtype in source.items():
         if col in LANDING_COLUMNS:
             continue
-        kind = declared.get(col) or known.get(col) or ("numeric" if _NUMERIC_TYPES.match(dtype) else "categorical")
+        here = "numeric" if _NUMERIC_TYPES.match(dtype) else "categorical"
+        kind = declared.get(col) or known.get(col) or here
         if kind not in ("numeric", "categorical"):
             raise IngestError(f"campaign.yaml features.{col}: kind must be 'numeric' or 'categorical', got {kind!r}")
+        if col not in declared and known.get(col) == "categorical" and here == "numeric":
+            # numbers here, text on the campaign's earlier days: never turned into the categories '0', '1', ...
+            days = [str(d) for (d,) in con.execute(sql("ingest", "feature_days", col=quote_ident(col)),
+                                                   [config.campaign]).fetchall() if d != day]
+            if not days:  # only this day had it (a reload): the stored column's type decides
+                kinds[col] = here
+                continue
+            raise IngestError(
+                f"{path}: feature column '{col}' holds numbers here ({dtype}) but text on the loaded day(s) "
+                f"{', '.join(days[:5]) + (' ...' if len(days) > 5 else '')} (stored as categorical); a "
+                "column has one type on every day: fix the file(s), or declare it under 'features:' in campaign.yaml "
+                f"('{col}: numeric' or '{col}: categorical')")
         if col in others and others[col][0] != kind:
             raise IngestError(
                 f"{path}: feature column '{col}' is {kind} here but {others[col][0]} in campaign "
@@ -321,7 +391,11 @@ def _events_query(
     if config.cost == "column" and "cost" not in source:
         raise IngestError(f"{path}: missing column 'cost' (campaign.yaml says cost: column)")
     check_column_names(path, source)
-    kinds = _feature_kinds(con, config, source, path)
+    check_column_types(path, source)
+    if config.ordered and source["treatment"] == "BOOLEAN":
+        raise IngestError(f"{path}: column 'treatment' is boolean (true / false); campaign.yaml gives incentive "
+                          f"amounts ({', '.join(config.labels)}): write the amount of each row's level, not a flag")
+    kinds = _feature_kinds(con, config, source, path, day)
 
     con.execute(sql("ingest", "create_grid"))
     con.executemany(
@@ -340,11 +414,12 @@ def _events_query(
                    response_ok=response_ok)]
     valid = [sql("ingest", "valid_required"), response_ok]  # a row passing these skips the reasons
     valid_params: list = []
-    if repeated:
+    if repeated:  # an exact copy: the same trimmed id and the same other fields
+        other_fields = ", ".join(sql("ingest", "raw_field", col=quote_ident(c)) for c in source if c != "user_id")
         try:
-            _stage_repeated_rows(con, src, raw_fields, path)
+            _stage_repeated_rows(con, src, other_fields, path)
         except duckdb.Error as exc:
-            raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0]}") from None
+            raise IngestError(read_problem(path, fmt, exc)) from None
         reasons.append(sql("ingest", "check_repeated"))
         valid.append(sql("ingest", "valid_repeated"))
     params: list = []
@@ -366,10 +441,9 @@ def _events_query(
     for col, kind in kinds.items():
         typed.append(sql("ingest", f"typed_{kind}", col=quote_ident(col)))
         stored.append(col)
-        if kind == "numeric":
-            reasons.append(sql("ingest", "check_numeric_feature", col=quote_ident(col)))
-            params.append(col)
-            valid.append(sql("ingest", "valid_numeric_feature", col=quote_ident(col)))
+        reasons.append(sql("ingest", f"check_{kind}_feature", col=quote_ident(col)))
+        params.append(col)
+        valid.append(sql("ingest", f"valid_{kind}_feature", col=quote_ident(col)))
 
     rows = sql(
         "ingest", "typed_rows", typed=", ".join(typed), valid=" AND ".join(valid), reasons=", ".join(reasons),
@@ -483,7 +557,7 @@ def ingest_events_day(
                         con.execute(sql("ingest", "stage_rejected", rows=rows), query_params)
                         problems = _problems(con, [*LANDING_COLUMNS, *kinds])
                 except duckdb.Error as exc:
-                    raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0]}") from None
+                    raise IngestError(read_problem(path, fmt, exc)) from None
                 failed = n_rejected / n_rows > config.max_rejected_fraction
                 if failed:
                     raise _Refused  # roll the partition replace back

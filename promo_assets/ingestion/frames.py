@@ -31,6 +31,7 @@ from promo_assets.ingestion import (
     ingest_events_day,
     load_config,
     loaded_features,
+    read_problem,
 )
 from promo_assets.warehouse import ensure_schema, quote_ident, sql
 
@@ -98,9 +99,9 @@ def read_day_file(path: Path) -> pd.DataFrame:
     not load into the warehouse (population/, merchant_population/)."""
     path = check_landing_file(Path(path))
     try:
-        return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+        return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, encoding="utf-8")
     except Exception as exc:  # pyarrow / pandas parser errors
-        raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+        raise IngestError(read_problem(path, "parquet" if path.suffix == ".parquet" else "csv", exc)) from None
 
 
 def latest_day_file(landing: Path, campaign: str, kind: str) -> tuple[pd.DataFrame | None, str | None]:
@@ -128,9 +129,12 @@ class PopulationFile:
                 raise IngestError(f"{self.path}: missing required column 'user_id'")
             n_users, no_id = con.execute(sql("frames", f"population_count_{self._fmt}"), [str(self.path)]).fetchone()
         except duckdb.Error as exc:
-            raise IngestError(f"{self.path}: cannot be read as {self._fmt}: {str(exc).splitlines()[0]}") from None
+            raise IngestError(read_problem(self.path, self._fmt, exc)) from None
         if no_id:
             raise IngestError(f"{self.path}: {no_id} row(s) without a user_id")
+        if not n_users:  # scoring it would leave budget_dual nothing to solve
+            raise IngestError(f"{self.path}: the population file has no users (no rows); write the users to decide "
+                              "for into it, or remove it (then the holdout users are scored)")
         self.n_users = int(n_users)
         self.absent = [c for c in features if c not in columns]
 

@@ -179,6 +179,23 @@ def rule_costs(config: CampaignConfig, values: np.ndarray, cost_model: Callable[
     return cost_model()
 
 
+def negative_cost_problem(model: str, config: CampaignConfig, costs: np.ndarray, users) -> str | None:
+    """Why a model's predicted costs cannot be allocated (some are negative), in the campaign's terms
+    (its cost rule and response type), or None. The allocation needs costs >= 0."""
+    negative = np.asarray(costs) < 0
+    if not negative.any():
+        return None
+    i, j = (int(x) for x in np.argwhere(negative)[0])
+    made = {"redeemed": "incentive x predicted response (this model predicts responses below 0)",
+            "assigned": "the level's incentive", "column": "the model's prediction of the cost column"}[config.cost]
+    hint = (" With response: continuous, look for extreme or negative values in the events' response column (a "
+            "single outlier such as 1e12 is enough to pull the predictions below 0), or use cost: assigned"
+            if config.response == "continuous" else "")
+    return (f"{model}: {int(negative.sum())} predicted costs are negative (first: user {users[i]}, level "
+            f"'{config.labels[j]}', cost {float(costs[i, j]):.4g}); with campaign.yaml's cost rule '{config.cost}' a "
+            f"cost is {made}; an allocation needs costs >= 0.{hint}")
+
+
 # ---------------------------------------------------------------------------- trained model
 class TrainedModel:
     """A trained response model with its encoder: `predict(frame) -> (values N x K, costs N x K)`.

@@ -191,18 +191,24 @@ def population(con, landing: LandingResource, campaign: str, features) -> Popula
     return PopulationFile(con, files[max(files)], features) if files else None
 
 
-def score(con, context, campaign: str, model_name: str, fitted, target: str, users, k: int,
+def score(con, context, campaign: str, model_name: str, fitted, target: str, users, config,
           dask: DaskResource) -> int:
     """Score `users` (a PopulationFile or FrameUsers) chunk by chunk as they are read (as Dask tasks
     when the run has a Dask scheduler) and store their coefficients (replacing this version's rows)."""
     from promo_assets.allocation.chunked import ChunkError, map_frame_stream, predict_chunk
 
+    from promo_assets.models.base import negative_cost_problem
+
+    k = config.n_levels
     con.execute(sql("frames", "delete_coefficients"), [campaign, model_name, fitted.version, target])
     n, done = users.n_users, 0
     client = dask.client()
     rows = SCORING_CHUNK if client is None else dask.chunk_rows(n)
     try:
         for part, (values, costs) in map_frame_stream(predict_chunk, fitted, users.frames(rows), client=client):
+            problem = negative_cost_problem(model_name, config, costs, part["user_id"].to_numpy())
+            if problem:
+                raise _fail(ValueError(problem))
             chunk_df = pd.DataFrame({
                 "user_id": np.repeat(part["user_id"].to_numpy(), k),
                 "level": np.tile(np.arange(k, dtype=np.int32), len(part)),
@@ -249,8 +255,8 @@ def coefficients_asset(model: ResponseModel) -> dg.AssetsDefinition:
             with connect(warehouse) as con:
                 pop, holdout, source, frame_version = scoring_targets(con, context, landing, campaign)
                 with results_write(context, con, campaign, "response_coefficients"):
-                    n_pop = score(con, context, campaign, model.name, fitted, "population", pop, config.n_levels, dask)
-                    n_hold = score(con, context, campaign, model.name, fitted, "holdout", holdout, config.n_levels, dask)
+                    n_pop = score(con, context, campaign, model.name, fitted, "population", pop, config, dask)
+                    n_hold = score(con, context, campaign, model.name, fitted, "holdout", holdout, config, dask)
         except DOMAIN_ERRORS as exc:
             raise _fail(exc) from None
         version = _version(fitted.version, frame_version, source, n_pop)
