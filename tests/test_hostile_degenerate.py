@@ -197,3 +197,60 @@ def test_a_failed_models_earlier_evaluation_is_marked_stale(promo_env, capfd, mo
     report = capfd.readouterr().out
     assert "flaky not ranked, stale:" in report and not any(" flaky " in line for line in report.splitlines()
                                                              if line.startswith("c1 "))
+
+
+@pytest.mark.slow
+@pytest.mark.hostile
+@pytest.mark.parametrize("case", ["accepted-level-added-to-campaign-yaml-never-logged"])
+def test_a_level_added_to_campaign_yaml_runs_to_a_leaderboard(promo_env, capfd, case):
+    """A real RCT (no truth) whose campaign.yaml gains a level nobody was ever given: every model
+    predicts it or is skipped naming it; no 'cannot reshape' from the earlier run's coefficients."""
+    assert main(["simulate", "--campaign", "c1", "--days", "4", "--users", "400", "--start", "2026-01-01"]) == 0
+    folder = promo_env["landing"] / "c1"
+    for path in (folder / "truth").iterdir():
+        path.unlink()
+    (folder / "truth").rmdir()
+    yaml_path = folder / "campaign.yaml"
+    yaml_path.write_text(yaml_path.read_text() + "models:\n  include: [lgbm_s, lgbm_t, s_learner]\n")
+    assert main(["run", "--no-progress"]) == 0  # 6 levels, every one logged: all three evaluated
+    assert {m: s for m, (s, _) in entries(promo_env, "c1").items() if m in ("lgbm_t", "s_learner")} == {
+        "lgbm_t": "evaluated", "s_learner": "evaluated"}
+    yaml_path.write_text(yaml_path.read_text().replace("  - 8\n", "  - 8\n  - 13\n", 1))
+    assert CampaignConfig.load(yaml_path).labels[-1] == "13"
+    capfd.readouterr()
+    assert main(["run", "--no-progress"]) == 0
+    out = "".join(capfd.readouterr())
+    assert "cannot reshape" not in out and "Traceback" not in out
+    board = entries(promo_env, "c1")
+    assert board["lgbm_t"][0] == "skipped" and "level '13' (index 6)" in board["lgbm_t"][1]
+    assert board["lgbm_s"][0] == board["s_learner"][0] == "evaluated"
+    assert "level(s) '13' have fewer than min_events_per_level=30" in out
+
+
+@pytest.mark.slow
+@pytest.mark.hostile
+@pytest.mark.parametrize("case", ["error-continuous-response-with-a-1e12-outlier", "error-empty-population-file"])
+def test_hidden_causes_are_named_by_promo_run(promo_env, capfd, case):
+    assert main(["simulate", "--campaign", "c1", "--days", "4", "--users", "400", "--start", "2026-01-01"]) == 0
+    folder = promo_env["landing"] / "c1"
+    yaml_path = folder / "campaign.yaml"
+    if case == "error-continuous-response-with-a-1e12-outlier":
+        yaml_path.write_text(yaml_path.read_text().replace("response: binary", "response: continuous")
+                             + "models:\n  include: [s_learner]\n")
+        first = sorted((folder / "events").iterdir())[0]
+        df = pd.read_parquet(first)
+        df.loc[df.index[0], "response"] = 1e12
+        df.to_parquet(first, index=False)
+        expected = ["s_learner/response_coefficients: s_learner: ", "predicted costs are negative",
+                    "cost rule 'redeemed'", "look for extreme or negative values in the events' response column"]
+    else:
+        yaml_path.write_text(yaml_path.read_text() + "models:\n  include: [lgbm_s]\n")
+        population = next((folder / "population").iterdir())
+        pd.read_parquet(population).iloc[:0].to_parquet(population, index=False)
+        expected = [f"lgbm_s/response_coefficients: {population}: the population file has no users (no rows)"]
+    assert main(["run", "--no-progress"]) == 1
+    out = "".join(capfd.readouterr())
+    failures = out[out.index("failures:"):]
+    for text in expected:
+        assert text in failures, failures
+    assert "solve_ratio" not in out and "chunk source" not in out and "Traceback" not in out
