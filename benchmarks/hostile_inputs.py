@@ -1,77 +1,120 @@
-"""Count the hostile-input suite: inputs tried / clear specific error / traceback / silently accepted.
+"""Count the hostile-input suite: inputs tried / clear error / documented acceptance / traceback / silent.
 
 Every bad or hostile input the project is tested against is a pytest case marked `hostile`, with an
 id that starts `error-` (the input must be refused with a clear error naming the offending thing:
 the test asserts the message) or `accepted-` (documented as accepted, e.g. clipped with a warning:
-the test asserts the documented behaviour). This script runs exactly those cases and counts them:
+the test asserts the documented behaviour). This script runs exactly those cases (the `slow` ones
+too: they go through `promo run`) and counts them:
 
-- clear specific error: an `error-` case that passed (the refusal and its message were asserted);
-- documented accepted: an `accepted-` case that passed;
-- traceback / unclear: any case that failed or raised (must be 0);
-- silently accepted: a case that failed because the input went through without a word (must be 0);
-  reported together with the failures, since a failing `error-` case is either.
+- clear error: an `error-` case that passed (the refusal and its message were asserted);
+- documented acceptance: an `accepted-` case that passed;
+- traceback: a case that failed with an exception other than a failed assertion (the code raised
+  something nobody expected; must be 0);
+- silent: a case that failed on an assertion or "DID NOT RAISE" (the input went through without
+  the expected refusal or message; must be 0);
+- skipped: a case that could not run here (its reason is printed; e.g. no user namespaces for the
+  read-only mount).
 
-    .venv/bin/python benchmarks/hostile_inputs.py            # prints a table and JSON
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/hostile_inputs.py [--out benchmarks/results/hostile_inputs.json]
+
+It prints a table per test module and the totals, and writes them as JSON with the command, the
+commit, the date, the machine load and the wall time.
 """
 
 from __future__ import annotations
 
+import argparse
 import collections
+import datetime as dt
 import json
+import os
 import subprocess
 import sys
 import tempfile
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+COLUMNS = ["tried", "clear_error", "documented_acceptance", "traceback", "silent", "skipped"]
 
 
 def _case_id(name: str) -> str:
     return name[name.index("[") + 1:-1] if "[" in name else name
 
 
-def main() -> int:
+def classify(case: ET.Element) -> str:
+    """The column of one junit test case (COLUMNS, 'tried' aside)."""
+    if case.find("skipped") is not None:
+        return "skipped"
+    bad = case.find("failure") if case.find("failure") is not None else case.find("error")
+    if bad is not None:
+        text = (bad.get("message") or "") + (bad.text or "")
+        silent = bad.tag == "failure" and (text.startswith("AssertionError") or "DID NOT RAISE" in text
+                                           or text.startswith("assert "))
+        return "silent" if silent else "traceback"
+    return "documented_acceptance" if _case_id(case.get("name", "")).startswith("accepted-") else "clear_error"
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "hostile_inputs.json"),
+                        help="where the JSON goes [benchmarks/results/hostile_inputs.json]")
+    args = parser.parse_args(argv)
+    load_before, start = os.getloadavg(), time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "hostile.xml"
-        proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-m", "hostile", "-q", "-p", "no:cacheprovider",
-             f"--junitxml={report}"],
-            cwd=ROOT, capture_output=True, text=True,
-        )
+        pytest_args = ["-m", "pytest", "-m", "hostile", "-q", "-p", "no:cacheprovider", "-rs", f"--junitxml={report}"]
+        proc = subprocess.run([sys.executable, *pytest_args], cwd=ROOT, capture_output=True, text=True)
         if not report.exists():
             print(proc.stdout[-3000:], proc.stderr[-3000:], sep="\n")
             return 2
-        cases = ET.parse(report).getroot().iter("testcase")
-        per_file: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
-        failed: list[str] = []
-        for case in cases:
-            module = case.get("classname", "").split(".")[-1]
-            cid = _case_id(case.get("name", ""))
-            bad = case.find("failure") is not None or case.find("error") is not None
-            skipped = case.find("skipped") is not None
-            counts = per_file[module]
-            counts["tried"] += 1
-            if skipped:
-                counts["skipped"] += 1
-            elif bad:
-                counts["traceback_or_unclear"] += 1
-                failed.append(f"{module}::{cid}")
-            elif cid.startswith("accepted-"):
-                counts["documented_accepted"] += 1
-            else:
-                counts["clear_error"] += 1
+        cases = list(ET.parse(report).getroot().iter("testcase"))
+    per_file: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    bad: dict[str, list[str]] = {"traceback": [], "silent": [], "skipped": []}
+    for case in cases:
+        module = case.get("classname", "").split(".")[-1]
+        column = classify(case)
+        per_file[module]["tried"] += 1
+        per_file[module][column] += 1
+        if column in bad:
+            bad[column].append(f"{module}::{_case_id(case.get('name', ''))}")
     total = sum(per_file.values(), collections.Counter())
-    cols = ["tried", "clear_error", "documented_accepted", "traceback_or_unclear", "skipped"]
     width = max([len(m) for m in per_file] + [len("total")])
-    print(f"{'suite':<{width}}  " + "  ".join(f"{c:>20}" for c in cols))
+    print(f"{'suite':<{width}}  " + "  ".join(f"{c:>21}" for c in COLUMNS))
     for module, counts in sorted(per_file.items()):
-        print(f"{module:<{width}}  " + "  ".join(f"{counts[c]:>20}" for c in cols))
-    print(f"{'total':<{width}}  " + "  ".join(f"{total[c]:>20}" for c in cols))
-    if failed:
-        print("failed cases:", *failed, sep="\n  ")
-    print(json.dumps({"total": {c: total[c] for c in cols}, "failed": failed}))
-    return 0 if not failed and total["tried"] else 1
+        print(f"{module:<{width}}  " + "  ".join(f"{counts[c]:>21}" for c in COLUMNS))
+    print(f"{'total':<{width}}  " + "  ".join(f"{total[c]:>21}" for c in COLUMNS))
+    for column, names in bad.items():
+        if names:
+            print(f"{column}:", *names, sep="\n  ")
+    result = {
+        "benchmark": "hostile_inputs",
+        "command": " ".join([Path(sys.executable).name, "benchmarks/hostile_inputs.py", *(argv or sys.argv[1:])]),
+        "pytest": " ".join(pytest_args[2:-1]),
+        "commit": _git("rev-parse", "HEAD"),
+        "worktree_clean": _git("status", "--porcelain") == "",
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"cpus": os.cpu_count(), "load_average_before": [round(x, 2) for x in load_before],
+                    "load_average_after": [round(x, 2) for x in os.getloadavg()]},
+        "wall_seconds": round(time.perf_counter() - start, 1),
+        "total": {c: total[c] for c in COLUMNS},
+        "per_module": {m: {c: counts[c] for c in COLUMNS} for m, counts in sorted(per_file.items())},
+        **{column: names for column, names in bad.items()},
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps({"total": result["total"], "wall_seconds": result["wall_seconds"]}))
+    print(f"written to {out}")
+    return 0 if not (bad["traceback"] or bad["silent"]) and total["tried"] else 1
 
 
 if __name__ == "__main__":
