@@ -19,6 +19,13 @@ too: they go through `promo run`) and counts them:
 
 It prints a table per test module and the totals, and writes them as JSON with the command, the
 commit, the date, the machine load and the wall time.
+
+Then it times the inputs that used to hang a run (the same inputs as tests/test_hostile_landing.py):
+each campaign.yaml bomb through `CampaignConfig.load`, a FIFO day file through the day scan, and
+each of them end to end through `promo run --ingest-only` in a fresh process (Dagster's start
+included; the baseline is the same run of a campaign with no day file), with the message shown;
+each must be refused within 10 s and make `promo run` no more than 10 s slower than the baseline
+(`--no-hang-cases` skips this part).
 """
 
 from __future__ import annotations
@@ -63,10 +70,67 @@ def _git(*args: str) -> str:
         return "unknown"
 
 
+def _first_line_with(text: str, *needles: str) -> str:
+    return next((line.strip() for line in text.splitlines() if any(n in line for n in needles)), "")
+
+
+def hang_cases() -> list[dict]:
+    """Time every input that used to hang a run: in-process, then through `promo run` (a subprocess)."""
+    sys.path.insert(0, str(ROOT))
+    from promo_assets.campaign import CampaignConfig, CampaignConfigError
+    from promo_assets.ingestion import scan_day_files
+    from tests.test_hostile_landing import BOMBS, GOOD_YAML, HOSTILE_YAML
+
+    yaml_cases = {**BOMBS, **{i: t for i, t, _ in HOSTILE_YAML if i in ("error-10000-deep-nested-list",
+                                                                      "error-10000-levels", "error-alias-cycle")}}
+    out = []
+    cases = [*yaml_cases.items(), ("error-fifo-day-file", None), ("baseline-campaign-without-day-files", "")]
+    for name, text in cases:
+        with tempfile.TemporaryDirectory() as tmp:
+            landing = Path(tmp) / "landing"
+            folder = landing / "c1"
+            (folder / "events").mkdir(parents=True)
+            if not text:  # the FIFO, or the baseline: promo run's own start with nothing to load
+                (folder / "campaign.yaml").write_text(GOOD_YAML)
+            if text == "":
+                seconds, message = 0.0, "(nothing to refuse: the time of promo run itself)"
+            elif text is None:
+                os.mkfifo(folder / "events" / "2026-03-02.csv")
+                start = time.perf_counter()
+                scan = scan_day_files(landing, "c1")
+                seconds, message = time.perf_counter() - start, str(scan.skipped[0])
+            else:
+                (folder / "campaign.yaml").write_bytes(text.encode())
+                start = time.perf_counter()
+                try:
+                    CampaignConfig.load(folder / "campaign.yaml")
+                    message = "accepted"
+                except CampaignConfigError as exc:
+                    message = str(exc)
+                seconds = time.perf_counter() - start
+            env = {**os.environ, "PROMO_LANDING_DIR": str(landing), "PROMO_WAREHOUSE": f"{tmp}/w.duckdb",
+                   "PROMO_ARTIFACTS_DIR": f"{tmp}/artifacts", "DAGSTER_HOME": f"{tmp}/dagster_home"}
+            Path(env["DAGSTER_HOME"]).mkdir()
+            (Path(env["DAGSTER_HOME"]) / "dagster.yaml").write_text((ROOT / "dagster_home" / "dagster.yaml").read_text())
+            start = time.perf_counter()
+            try:
+                proc = subprocess.run([sys.executable, "-m", "promo_assets.cli", "run", "--ingest-only", "--no-progress"],
+                                      cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+                cli = {"exit_code": proc.returncode, "seconds": round(time.perf_counter() - start, 2),
+                       "line": _first_line_with(proc.stderr + proc.stdout, "campaign.yaml", "skipped", "FIFO")[:300],
+                       "traceback": "Traceback" in proc.stderr}
+            except subprocess.TimeoutExpired:
+                cli = {"exit_code": None, "seconds": 300.0, "line": "timed out after 300 s", "traceback": False}
+        out.append({"case": name, "seconds": round(seconds, 3), "message": message[:400], "promo_run": cli})
+        print(f"{name:<40} {seconds:7.3f} s  promo run: exit {cli['exit_code']} in {cli['seconds']:.1f} s  {message[:150]}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "hostile_inputs.json"),
                         help="where the JSON goes [benchmarks/results/hostile_inputs.json]")
+    parser.add_argument("--no-hang-cases", action="store_true", help="do not time the inputs that used to hang a run")
     args = parser.parse_args(argv)
     load_before, start = os.getloadavg(), time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -95,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     for column, names in bad.items():
         if names:
             print(f"{column}:", *names, sep="\n  ")
+    hangs = [] if args.no_hang_cases else hang_cases()
+    # a case hangs when its refusal takes 10 s, or promo run takes 10 s more than with nothing to load
+    base = next((h["promo_run"]["seconds"] for h in hangs if h["case"].startswith("baseline")), 0.0)
+    slow_hangs = [h["case"] for h in hangs if h["seconds"] >= 10 or h["promo_run"]["seconds"] >= base + 10]
     result = {
         "benchmark": "hostile_inputs",
         "command": " ".join([Path(sys.executable).name, "benchmarks/hostile_inputs.py", *(argv or sys.argv[1:])]),
@@ -108,13 +176,15 @@ def main(argv: list[str] | None = None) -> int:
         "total": {c: total[c] for c in COLUMNS},
         "per_module": {m: {c: counts[c] for c in COLUMNS} for m, counts in sorted(per_file.items())},
         **{column: names for column, names in bad.items()},
+        "hang_cases": hangs,
+        "hang_cases_over_10_s": slow_hangs,
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({"total": result["total"], "wall_seconds": result["wall_seconds"]}))
     print(f"written to {out}")
-    return 0 if not (bad["traceback"] or bad["silent"]) and total["tried"] else 1
+    return 0 if not (bad["traceback"] or bad["silent"] or slow_hangs) and total["tried"] else 1
 
 
 if __name__ == "__main__":

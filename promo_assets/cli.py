@@ -133,16 +133,9 @@ def _campaign_names_ok(command: str, names: list[str]) -> bool:
 
 def cmd_run(args: argparse.Namespace) -> int:
     _default_dagster_home()
-    import dagster as dg
-    from tqdm import tqdm
-
     from promo_assets import settings
     from promo_assets.campaign import CampaignConfigError
-    from promo_assets.definitions import build_defs
     from promo_assets.ingestion import IngestError, discover_campaigns, load_config, scan_day_files, skipped_side_files
-    from promo_assets.orchestration.common import partition_key, register_partitions
-    from promo_assets.orchestration.recovery import process_tags, wait_for_pool
-    from promo_assets.orchestration.conditions import REFRESHED_BY_CLI
 
     landing = settings.landing_dir()
     if not _campaign_names_ok("run", args.campaign or []):
@@ -181,6 +174,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     from promo_assets import warehouse
 
     warehouse.check_writable()  # a directory, a read-only mount: one line (main), not a failed step per day
+
+    # Dagster and the Definitions (seconds to import) only once the inputs were found usable
+    import dagster as dg
+    from tqdm import tqdm
+
+    from promo_assets.definitions import build_defs
+    from promo_assets.orchestration.common import partition_key, register_partitions
+    from promo_assets.orchestration.conditions import REFRESHED_BY_CLI
+    from promo_assets.orchestration.recovery import process_tags, wait_for_pool
 
     signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops a waiting `promo run` like Ctrl-C
     instance = dg.DagsterInstance.get()
