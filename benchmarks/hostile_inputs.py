@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "hostile_inputs",
         "command": " ".join([Path(sys.executable).name, "benchmarks/hostile_inputs.py", *(argv or sys.argv[1:])]),
         "pytest": " ".join(pytest_args[2:-1]),
-        "commit": _git("rev-parse", "HEAD"),
+        "git_commit": _git("rev-parse", "HEAD"),
         "worktree_clean": _git("status", "--porcelain") == "",
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": {"cpus": os.cpu_count(), "load_average_before": [round(x, 2) for x in load_before],

@@ -271,11 +271,13 @@ def _forget_days(instance, landing: Path, campaign: str, days: list, reason: str
 
 def _forget_removed_days(instance, landing: Path, campaign: str, scan) -> None:
     """Loaded days whose events file is gone from the landing folder (a skipped file of that day
-    still counts as there) are forgotten: the warehouse mirrors the landing folder."""
+    still counts as there) are forgotten: the warehouse mirrors the landing folder. An events/
+    folder that is refused as a whole (a symbolic link) forgets nothing: its days are unreadable,
+    not gone."""
     from promo_assets import settings, warehouse
     from promo_assets.ingestion import loaded_days
 
-    if not settings.warehouse_path().exists():
+    if not settings.warehouse_path().exists() or any(s.path == landing / campaign / "events" for s in scan.skipped):
         return
     with warehouse.connect() as con:
         loaded = loaded_days(con, campaign)

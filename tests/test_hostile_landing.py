@@ -143,6 +143,22 @@ def test_links_in_the_landing_folder_are_not_followed(promo_env, capfd, outside,
 
 
 @pytest.mark.hostile
+@pytest.mark.parametrize("case", ["error-loaded-events-folder-replaced-by-a-link"])
+def test_an_events_folder_replaced_by_a_link_forgets_nothing(promo_env, capfd, tmp_path, case):
+    folder = write_campaign(promo_env["landing"], "c1")
+    write_day(folder, f"{DAY1}.parquet")
+    assert main(["run", "--ingest-only", "--no-progress"]) == 0
+    moved = tmp_path / "elsewhere"
+    (folder / "events").rename(moved)
+    (folder / "events").symlink_to(moved)
+    capfd.readouterr()
+    assert main(["run", "--ingest-only", "--no-progress"]) == 0
+    err = capfd.readouterr().err
+    assert f"c1: skipped {folder / 'events'}: a symbolic link" in err and "forgot" not in err
+    assert rct_days(promo_env) == [("c1", DAY1)]  # unreadable is not gone: the loaded day stays
+
+
+@pytest.mark.hostile
 @pytest.mark.parametrize("case", ["error-campaign-yaml-linked-to-a-system-file", "error-campaign-folder-linked"])
 def test_a_linked_campaign_yaml_or_folder_is_refused_without_echoing_it(promo_env, capfd, tmp_path, case, caplog):
     secret = tmp_path / "system-file"
