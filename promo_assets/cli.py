@@ -489,7 +489,9 @@ def _campaign_report(con, campaign: str, finished: list[str], history: bool) -> 
                      else "   (none of its budgets is in campaign.yaml now)")
         for model, b, minimum, message in infeasible:
             lines.append(f"   budget {b:g} per capita not allocated for {model}: {message}")
-        for name, severity, message in con.execute(warehouse.sql("results", "run_data_checks"), [campaign, run_id]).fetchall():
+        checks = (con.execute(warehouse.sql("results", "run_data_checks"), [campaign, run_id]).fetchall()
+                  if warehouse.table_columns(con, "data_checks") else [])  # a warehouse older than the checks
+        for name, severity, message in checks:
             lines.append(f"   data check {name} failed ({severity}): {message}")
         for model, status, reason in con.execute(warehouse.sql("results", "run_not_evaluated"), [campaign, run_id]).fetchall():
             if status == "stale":  # its reason starts with "stale: "

@@ -144,6 +144,9 @@ def test_a_never_logged_level_is_flagged_and_the_models_handle_or_skip_it(promo_
     assert main(["report", "--campaign", "c1"]) == 0
     report = capfd.readouterr().out
     assert "data check events_per_level failed (WARN)" in report and "lgbm_t skipped: level" in report
+    with duckdb.connect(str(promo_env["warehouse"])) as con:  # a warehouse written before the data checks
+        con.execute("DROP TABLE data_checks")
+    assert main(["report", "--campaign", "c1"]) == 0 and "lgbm_t skipped: level" in capfd.readouterr().out
 
 
 @pytest.mark.slow

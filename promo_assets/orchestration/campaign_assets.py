@@ -182,9 +182,15 @@ def _frame_check_specs() -> list[dg.AssetCheckSpec]:
             for name, text in CHECKS.items()]
 
 
-def frame_check_results(checks) -> list[dg.AssetCheckResult]:
-    """The data checks of promo_assets.causal.checks as Dagster asset check results (ERROR when no
-    model can learn, else WARN)."""
+def frame_check_results(context, events: pd.DataFrame, split, config) -> list[dg.AssetCheckResult]:
+    """The data checks of promo_assets.causal.checks on the events (level, response) and their split,
+    as Dagster asset check results (ERROR when no model can learn, else WARN); failures logged."""
+    from promo_assets.causal.checks import frame_checks
+
+    checks = frame_checks(pd.DataFrame({"level": events["level"], "response": events["response"], "split": split}), config)
+    for c in checks:
+        if not c.passed:
+            context.log.warning(f"data check {c.name} failed ({c.severity}): {c.message}")
     return [dg.AssetCheckResult(check_name=c.name, passed=c.passed, description=c.message,
                                 severity=dg.AssetCheckSeverity.ERROR if c.blocking else dg.AssetCheckSeverity.WARN,
                                 metadata={"message": c.message, **{k: dg.MetadataValue.json(_jsonable(v))
@@ -206,7 +212,6 @@ def frame_check_results(checks) -> list[dg.AssetCheckResult]:
     "anything to learn: events per level, a response that varies, a plausible response rate.",
 )
 def training_frame(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
-    from promo_assets.causal.checks import frame_checks
     from promo_assets.causal.frame import split_and_weights
 
     campaign = context.partition_key
@@ -224,12 +229,8 @@ def training_frame(context: dg.AssetExecutionContext, warehouse: WarehouseResour
     counts = pd.Series(split).value_counts().to_dict()
     ess = float(weights.sum() ** 2 / np.square(weights).sum())
     days = sorted(set(events["event_date"].astype(str)))
-    checks = frame_checks(pd.DataFrame({"level": events["level"], "response": events["response"], "split": split}), config)
-    for c in checks:
-        if not c.passed:
-            context.log.warning(f"data check {c.name} failed ({c.severity}): {c.message}")
     return dg.MaterializeResult(
-        check_results=frame_check_results(checks),
+        check_results=frame_check_results(context, events, split, config),
         metadata={
             "frame_version": version,
             "rows_per_split": dg.MetadataValue.json({k: int(v) for k, v in counts.items()}),

@@ -117,6 +117,18 @@ def board_metadata(board: pd.DataFrame, specs: dict, ev, config, campaign: str, 
     }
 
 
+def store_board(con, campaign: str, run_id: str, random: pd.DataFrame, entries: list[dict], checks: list) -> None:
+    """The leaderboard run's rows: the random reference's evaluation, what it assembled of each model
+    (leaderboard_entries) and the data checks it saw (data_checks); inside the caller's transaction."""
+    with registered(con, "eval_df", random):
+        con.execute(sql("frames", "insert_evaluation"))
+    for e in entries:
+        con.execute(sql("frames", "insert_leaderboard_entry"), [campaign, run_id, e["model"], e["model_version"],
+                                                                e["evaluation_run_id"], e["status"], e["reason"]])
+    for c in checks:
+        con.execute(sql("frames", "insert_data_check"), [campaign, run_id, c.name, c.passed, c.severity, c.message])
+
+
 def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
     @dg.asset(key="leaderboard", deps=[dg.AssetKey([n, "policy_evaluation"]) for n in names] + ["outcome_model"],
               group_name="evaluation", code_version="1", kinds={"duckdb", "matplotlib"},
@@ -148,14 +160,7 @@ def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
                         "status": "evaluated", "reason": None})
         with connect(warehouse) as con, results_write(context, con, campaign, "policy_evaluation", "leaderboard_entries",
                                                       "data_checks"):
-            with registered(con, "eval_df", random):
-                con.execute(sql("frames", "insert_evaluation"))
-            for e in entries:
-                con.execute(sql("frames", "insert_leaderboard_entry"), [campaign, context.run_id, e["model"], e["model_version"],
-                                                                        e["evaluation_run_id"], e["status"], e["reason"]])
-            for c in checks:
-                con.execute(sql("frames", "insert_data_check"), [campaign, context.run_id, c.name, c.passed, c.severity,
-                                                                 c.message])
+            store_board(con, campaign, context.run_id, random, entries, checks)
         board = pd.concat([f for f in frames + [random] if not f.empty], ignore_index=True)
         return dg.MaterializeResult(metadata=board_metadata(board, specs, ev, config, campaign, entries[:-1], checks))
 
