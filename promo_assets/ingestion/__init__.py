@@ -557,7 +557,7 @@ def ingest_events_day(
                         con.execute(sql("ingest", "stage_rejected", rows=rows), query_params)
                         problems = _problems(con, [*LANDING_COLUMNS, *kinds])
                 except duckdb.Error as exc:
-                    raise IngestError(read_problem(path, fmt, exc)) from None
+                    raise IngestError(read_problem(path, "parquet" if path.suffix == ".parquet" else "csv", exc)) from None
                 failed = n_rejected / n_rows > config.max_rejected_fraction
                 if failed:
                     raise _Refused  # roll the partition replace back
