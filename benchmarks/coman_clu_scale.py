@@ -1,4 +1,4 @@
-"""Why CMNN(CLU) does not beat CMNN(ReLU) on `coman_spatiotemporal` (issue #17): the scale of the
+"""Why CMNN(CLU) does not beat CMNN(ReLU) on `coman_spatiotemporal`: the scale of the
 monotone layers' pre-activations against CLU's curvature scale.
 
 For each activation (relu, elu, clu) `cmnn` is built (lr ~ 0: the initial parameters) and trained
@@ -59,6 +59,9 @@ def main() -> None:
     ap.add_argument("--max-epochs", type=int, default=15)
     ap.add_argument("--batch-size", type=int, default=512)
     args = ap.parse_args()
+    from _results import Recorder
+
+    rec = Recorder("coman_clu_scale")
     import torch
 
     from _model_frames import load_training_frame
@@ -80,6 +83,10 @@ def main() -> None:
                 x_num, x_cat = (torch.from_numpy(a) for a in f.encoder.transform(holdout))
                 result[f"{act} {label}"] = layer_stats(f.module, x_num, x_cat)
     print(json.dumps(result, indent=1))
+    rec.write(result, headline={f"{k}, layer {i}: {what}": v[f"layer{i}"][key]
+                               for k, v in result.items() if k.endswith("trained") for i in (1, 2)
+                               for what, key in (("median level range of z", "level_range_median"),
+                                                 ("share of ranges crossing 0", "share_crossing_0"))})
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The CoMAN paper's offline tables on the `coman_spatiotemporal` preset (issue #17, Deliver 7).
+"""The CoMAN paper's offline tables on the `coman_spatiotemporal` preset.
 
 For every seed: `promo simulate`'s preset (multi-attribute coupons, five periods of day, six cities
 with differently shaped curves, RCT) is written to a temporary landing folder, read the pipeline's way
@@ -182,9 +182,14 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
+    from _results import Recorder
+
+    rec = Recorder("coman_paper")
     torch.set_num_threads(args.threads)
     if args.timing_repeats:
-        print(json.dumps(timing(args), indent=1))
+        t = timing(args)
+        print(json.dumps(t, indent=1))
+        rec.write(t, tag="timing")
         return
     started = time.perf_counter()
     all_rows, evals, mono, infos = [], [], [], []
@@ -235,7 +240,7 @@ def main() -> None:
         print(f"\n## {title}\n", file=sys.stderr)
         print(t.round(5).to_markdown(), file=sys.stderr)
     mono_df = pd.DataFrame(mono)
-    print(json.dumps({
+    figures = {
         "args": vars(args), "seconds": round(time.perf_counter() - started, 1), "seeds": infos,
         "table1_mean": mean.round(6).to_dict("index"),
         "table1_std": overall.groupby("variant", sort=False)[cols].std().round(6).to_dict("index"),
@@ -244,7 +249,12 @@ def main() -> None:
         "pct_oracle": {m: {f"{s}|{b}": round(float(x), 3) for (s, b), x in r.items()} for m, r in decision.iterrows()},
         "monotonicity_violations": mono_df.groupby("variant")["violations"].sum().to_dict() if len(mono_df) else {},
         "checks": checks, "pipeline": pipeline,
-    }, indent=1, default=str))
+    }
+    print(json.dumps(figures, indent=1, default=str))
+    rec.write(figures, headline={f"{v}: KL / MAE (x 1e-2)": f"{100 * r['kl']:.2f} / {100 * r['curve_mae']:.2f}"
+                                for v, r in mean.iterrows()} | {k: (v if not isinstance(v, dict) else
+                                f"{'yes' if v['overall'] else 'no'} overall, {v['periods_better']}/{v['periods']} periods")
+                                for k, v in checks.items()})
 
 
 if __name__ == "__main__":

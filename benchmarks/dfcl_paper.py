@@ -1,4 +1,4 @@
-"""The DFCL paper's tables on our simulator (issue #16): what DFCL gains over the two-stage S-learner.
+"""The DFCL paper's tables on our simulator: what DFCL gains over the two-stage S-learner.
 
 Parts (`--parts`, default all):
   table3    Table 3 analogue. For each seed: `promo simulate --preset dfcl_discount` + `promo run`
@@ -38,6 +38,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _honest_bench import simulated_events  # noqa: E402
 from _pipeline_bench import evaluate_campaign  # noqa: E402
+from _results import Recorder  # noqa: E402
 
 from promo_assets.evaluation import evaluate_policies  # noqa: E402
 from promo_assets.models import registry  # noqa: E402
@@ -224,6 +225,7 @@ def main() -> None:
                     help="user pool of uplift_two_arm (daily_active 1: the holdout day has this many users) [20000]")
     ap.add_argument("--max-epochs", type=int, default=20, help="PROMO_MAX_EPOCHS / epoch cap [20]")
     args = ap.parse_args()
+    rec = Recorder("dfcl_paper")
     start = time.perf_counter()
     results = []
     if "table3" in args.parts:
@@ -234,8 +236,17 @@ def main() -> None:
         results.append(ablation(args.ablation_seeds or args.seeds, args.days, args.users, args.max_epochs, args.ablation_model))
     if "timing" in args.parts:
         results.append(timing(args.seeds[0], args.days, args.users, args.max_epochs))
-    print(json.dumps({"results": results, "seconds": round(time.perf_counter() - start, 1), "end": load()},
-                     default=lambda o: o.item() if isinstance(o, np.generic) else str(o)))
+    figures = {"results": results, "seconds": round(time.perf_counter() - start, 1), "end": load()}
+    print(json.dumps(figures, default=lambda o: o.item() if isinstance(o, np.generic) else str(o)))
+    headline = {}
+    for part in results:
+        if part.get("part") == "timing":
+            headline |= {f"seconds per epoch, {m} / s_learner": round(r, 2) for m, r in part["ratio_to_s_learner"].items()}
+        for row in part.get("table", []):  # the tables' model rows: their mean columns
+            name = row.get("model") or row.get("index")
+            headline |= {f"{part['part']}: {name} {k}": v for k, v in row.items() if name and k.startswith("mean")}
+    rec.write(figures, headline=headline,
+              tag=None if set(args.parts) == {"table3", "table2", "ablation", "timing"} else "-".join(args.parts))
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""How close to the oracle can ANY model get from the paper's 5,000 training samples? (issue 6)
+"""How close to the oracle can ANY model get from the paper's 5,000 training samples?
 
 The DIPN synthetic data (§5.1) has one true response curve per feature combination (3 one-hot
 categorical features, n1 n2 n3 combinations), so a model can at best learn each combination's curve
@@ -33,6 +33,7 @@ from sklearn.isotonic import IsotonicRegression
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _model_frames import load_events, load_population  # noqa: E402
+from _results import Recorder  # noqa: E402
 
 from promo_assets.allocation import solve  # noqa: E402
 from promo_assets.simulation import simulate, truth_arrays  # noqa: E402
@@ -122,6 +123,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--test-size", type=int, default=10000)
     ap.add_argument("--budget", type=float, default=11.0)
     args = ap.parse_args(argv)
+    rec = Recorder("dipn_ceiling", argv)
     runs = []
     with tempfile.TemporaryDirectory(prefix="dipn_ceiling_") as tmp:
         for preset in args.presets:
@@ -138,6 +140,10 @@ def main(argv: list[str] | None = None) -> dict:
                                          "mle_true_family_curve_mae")} for p in args.presets},
                "runs": runs}
     print(json.dumps(summary))
+    rec.write(summary, headline={f"{p}: % of oracle, per-combination isotonic": round(100 * s["isotonic_share"], 1)
+                                for p, s in summary["presets"].items()}
+              | {f"{p}: % of oracle, true-family MLE": round(100 * s["mle_true_family_share"], 1)
+                 for p, s in summary["presets"].items()})
     return summary
 
 

@@ -1,4 +1,4 @@
-"""Issue 6 item 4: the DIPN paper's synthetic comparison (Tables 2-3), DNN S-learner vs DIPN.
+"""The DIPN paper's synthetic comparison (Tables 2-3), DNN S-learner vs DIPN.
 
 For each preset (`dipn_synthetic_1`: categories (2,2,2); `dipn_synthetic_2`: (3,5,7); 100 levels =
 promotions 1..100, cost = promotion x response) and seed, the simulator writes one day with every
@@ -43,6 +43,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _model_frames import load_events, load_population  # noqa: E402
+from _results import Recorder  # noqa: E402
 
 from sklearn.isotonic import IsotonicRegression  # noqa: E402
 
@@ -220,6 +221,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--timing-repeats", type=int, default=7, help="alternating timing runs per model")
     ap.add_argument("--quick", action="store_true", help="2 seeds, at most 25 epochs")
     args = ap.parse_args(argv)
+    rec = Recorder("dipn_paper", argv)
     if args.quick:
         args.seeds, args.max_epochs = args.seeds[:2], args.max_epochs or 25
     runs, timing = [], {}
@@ -240,6 +242,13 @@ def main(argv: list[str] | None = None) -> dict:
     for p in args.presets:
         print_table(p, summary["presets"][p], args.budget)
     print(json.dumps(summary))
+    headline = {}
+    for p, s in summary["presets"].items():
+        for m in ("s_learner", "dipn"):
+            headline[f"{p}: {m} % of the oracle's future response"] = round(100 * s[m]["share_of_oracle"], 1)
+        headline[f"{p}: seeds where DIPN >= DNN"] = f"{s['dipn_future_response_ge_dnn_seeds']}/{len(s['seeds'])}"
+        headline[f"{p}: DIPN / DNN seconds per epoch"] = round(s["timing"]["ratio_of_medians"], 2)
+    rec.write(summary, headline=headline, tag="quick" if args.quick else None)
     return summary
 
 

@@ -57,6 +57,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _model_frames import load_events  # noqa: E402  (the pipeline's landing reader)
+from _results import Recorder  # noqa: E402
 
 from promo_assets.evaluation import (  # noqa: E402
     eom,
@@ -143,10 +144,13 @@ def main(argv: list[str] | None = None) -> dict:
                     help="library section: add these diagnostics (the fine-tuning with the true value as Q)")
     ap.add_argument("--snr-repeats", type=int, default=4, help="snr section: batches per size (disjoint draws)")
     args = ap.parse_args(argv)
+    rec = Recorder("e2e_paper", argv)
     if args.section != "q":
         from _e2e_sections import run_section
 
-        return run_section(args)
+        result = run_section(args)
+        rec.write(result, tag=args.section)
+        return result
     args.seeds = 10 if args.seeds is None else args.seeds
     args.users = 10_000 if args.users is None else args.users
 
@@ -169,6 +173,8 @@ def main(argv: list[str] | None = None) -> dict:
         "per_seed": rows,
     }
     print(json.dumps(result, indent=2, default=float))
+    rec.write(result, headline={"Q(v_gt, c_gt), mean over seeds": round(q_mean, 4), "the paper's Q": PAPER_Q,
+                               "oracle true value, mean": round(mean["oracle_true_value"], 4)})
 
     print("\nend-to-end paper, synthetic K=4 (10 seeds unless told):", file=sys.stderr)
     table = df[["seed", "q_value", "q8_value", "q_eom_cost", "q_true_value", "oracle_true_value",

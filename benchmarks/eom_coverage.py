@@ -30,6 +30,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _pipeline_bench import add_arguments, evaluate_campaign  # noqa: E402
+from _results import Recorder  # noqa: E402
 
 ESTIMATORS = {"IPW": ("eom_value", "eom_ci_low", "eom_ci_high"), "DR": ("dr_value", "dr_ci_low", "dr_ci_high")}
 
@@ -57,6 +58,7 @@ def main() -> None:
     ap.add_argument("--rows", type=Path, default=None,
                     help="read the rows written by leaderboard.py --save-rows instead of recomputing them")
     args = ap.parse_args()
+    rec = Recorder("eom_coverage")
     saved = pd.read_parquet(args.rows) if args.rows else None
     results, runs = {}, []
     for preset in args.presets:
@@ -85,10 +87,12 @@ def main() -> None:
         for e, v in res.items():
             print(f"{preset:18}{e:>14}{v['inside']:>6}/{v['pairs']:<3} {100 * v['coverage']:3.0f}%"
                   f"{v['mean_width']:>12.4f}{v['mean_abs_error']:>12.4f}")
-    print(json.dumps({"benchmark": "eom_coverage", "seeds": args.seeds, "max_epochs": args.max_epochs,
-                      "path": "promo simulate + promo run (production pipeline)", "results": results,
-                      "target_coverage": 0.9, "runs": runs},
-                     default=lambda o: o.item() if isinstance(o, np.generic) else str(o)))
+    figures = {"benchmark": "eom_coverage", "seeds": args.seeds, "max_epochs": args.max_epochs,
+               "path": "promo simulate + promo run (production pipeline)", "results": results,
+               "target_coverage": 0.9, "runs": runs}
+    print(json.dumps(figures, default=lambda o: o.item() if isinstance(o, np.generic) else str(o)))
+    rec.write(figures, headline={f"{p}, {e}: true value inside the 95% interval": f"{v['inside']}/{v['pairs']}"
+                                for p, res in results.items() for e, v in res.items() if " " not in e})
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Benchmark of the GNN/hazard paper on the `bipartite` simulator (issue 7).
+"""Benchmark of the GNN/hazard paper on the `bipartite` simulator.
 
 Prints, averaged over seeds (mean ± std), tables shaped like the paper's Table 2 (GNN vs DNN-H vs
 DNN, all with the hazard head) and Table 3 (hazard vs SBBM vs Cox, all on the GNN), the predicted
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -308,8 +309,12 @@ def main() -> None:
     p.add_argument("--merchant-exponent", type=float, default=0.8,
                    help="simulator: merchants' expected sharing count is v (1 + s (c/100)^e)")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--results", type=Path, default=Path(__file__).parent / "results")
+    p.add_argument("--results", type=Path, default=Path(__file__).parent / "results", help="folder of the uplift plot")
     args = p.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _results import Recorder
+
+    rec = Recorder("gnn_hazard")
     torch.set_num_threads(args.threads)
     args.results.mkdir(parents=True, exist_ok=True)
     report: dict = {"args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
@@ -354,8 +359,11 @@ def main() -> None:
             "epoch_le_60s": report.get("epoch_time", {}).get("epoch_seconds_max", float("nan")) <= 60,
         }
     print("\nmust-show:", json.dumps(report["must_show"]))
-    name = "gnn_hazard_joint.json" if args.joint_only else "gnn_hazard.json"
-    (args.results / name).write_text(json.dumps(report, default=float, indent=1))
+    headline = {f"joint / independent true value, {scale}, ratio budget {r}": round(row["joint_over_independent"], 4)
+                for scale, rows in report["joint_summary"].items() for r, row in rows.items()}
+    if not args.joint_only:
+        headline |= {f"AUC_c {m}": round(v, 3) for m, v in report["table2"]["auc_c"].items()}
+    rec.write(report, headline=headline, tag="joint" if args.joint_only else None)
     print(json.dumps({k: report[k] for k in ("table2", "table3", "joint_summary", "must_show") if k in report}
                      | ({"epoch_time": report["epoch_time"]} if "epoch_time" in report else {}), default=float))
 

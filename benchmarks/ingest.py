@@ -23,12 +23,16 @@ from pathlib import Path
 
 import duckdb
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import Recorder  # noqa: E402
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3, help="timed repetitions; the best is reported")
     args = ap.parse_args()
+    rec = Recorder("ingest")
 
     tmp = Path(tempfile.mkdtemp(prefix="promo-ingest-bench-"))
     os.environ.update(
@@ -104,6 +108,9 @@ def main() -> None:
         "cpu_count": os.cpu_count(),
     }
     print(json.dumps(out, indent=2))
+    rec.write(out, headline={"rows": n_rows, "ingest function / bare DuckDB": out["ratio_ingest_fn_to_bare"],
+                            "rct_events Dagster run / bare DuckDB": out["ratio_asset_to_bare"],
+                            "rows/s, Dagster run": out["rows_per_s"]["asset"]})
 
 
 if __name__ == "__main__":

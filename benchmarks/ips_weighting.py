@@ -1,4 +1,4 @@
-"""Issue 3 "Must show": the S-learner with and without IPS weights on a confounded campaign.
+"""The S-learner with and without IPS weights on a confounded campaign.
 
 Simulates the `demo` preset with `logging="confounded"` (active users get lower incentives, the DIPN
 paper's Figure 3; no propensity logged), estimates the propensities with
@@ -30,6 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _model_frames import load_events, load_population  # noqa: E402
+from _results import Recorder  # noqa: E402
 
 from promo_assets.causal import PropensityModel, assign_split, effective_sample_size, ips_weights  # noqa: E402
 from promo_assets.models import train_model  # noqa: E402
@@ -99,6 +100,7 @@ def main(argv: list[str] | None = None) -> dict:
                          "Default: activity, the DIPN paper's Figure 3 setting (a response model 'without "
                          "knowledge of this bias'); `--hide` with no names lets it see the confounder")
     args = ap.parse_args(argv)
+    rec = Recorder("ips_weighting", argv)
     if args.quick:
         args.seeds, args.max_epochs = args.seeds[:1], args.max_epochs or 15
     with tempfile.TemporaryDirectory(prefix="ips_bench_") as tmp:
@@ -129,6 +131,9 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"seed {r['seed']}: unweighted {r['unweighted']['mae']:.4f}, IPS {r['ips']['mae']:.4f}, "
               f"propensity MAE {r['propensity_mae']:.4f}, train ESS/N {r['ips_ess_fraction']:.3f}")
     print(json.dumps(summary))
+    rec.write(summary, headline={"response-curve MAE, unweighted": round(summary["mae_unweighted"], 4),
+                                "response-curve MAE, IPS-weighted": round(summary["mae_ips"], 4),
+                                "relative reduction": round(summary["relative_reduction"], 3)})
     return summary
 
 

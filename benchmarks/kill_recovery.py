@@ -136,7 +136,10 @@ def main() -> None:
     ap.add_argument("--no-baseline", action="store_true", help="skip the clean run used for comparison")
     ap.add_argument("--json", action="store_true", help="also print one JSON object per phase")
     args = ap.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _results import Recorder
 
+    rec = Recorder("kill_recovery")
     tmp = Path(tempfile.mkdtemp(prefix="promo-kill-bench-"))
     landing = tmp / "landing-src"
     subprocess.run(_promo("simulate", "--preset", "demo", "--campaign", "demo", "--days", str(args.days),
@@ -175,6 +178,11 @@ def main() -> None:
         dead = "; ".join(f"{k} {v}" for k, v in r["dead_runs"].items()) or "none recorded"
         print(f"{r['phase']:<11} {(r['marker'] or 'marker not seen')[-40:]:<40} {'yes' if r['recovered'] else 'NO':<9} "
               f"{r['recovery_s']:>8.1f}s  {dead}; {left}; pool slots left {r['pool_slots_left']}")
+    rec.write({"days": args.days, "users": args.users, "max_epochs": args.epochs, "clean_run_s": normal_s,
+               "phases": rows},
+              headline={f"killed in {r['phase']}: next run recovered / its seconds / rows left":
+                        f"{'yes' if r['recovered'] else 'NO'} / {r['recovery_s']} s / {sum(v for v in r['leftover_rows'].values() if isinstance(v, int))}"
+                        for r in rows} | {"clean run seconds": round(normal_s, 1) if normal_s else None})
     shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -1,4 +1,4 @@
-"""Issue #13: the honest leaderboard, every registered model and the cost-matched random reference at
+"""The honest leaderboard: every registered model and the cost-matched random reference at
 equal spend, on `demo`, `dipn_synthetic_2`, `e2e_synthetic` and `bipartite` (customer side), 5 seeds,
 through the production pipeline.
 
@@ -34,6 +34,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _pipeline_bench import add_arguments, evaluate_campaign  # noqa: E402
+from _results import Recorder  # noqa: E402
 
 PRESETS = ("demo", "dipn_synthetic_2", "e2e_synthetic", "bipartite")
 PCT_MAX = 1.0
@@ -110,6 +111,7 @@ def main() -> None:
                     help="also write every policy_evaluation row (parquet), e.g. for eom_coverage.py --rows")
     ap.add_argument("--rows", type=Path, default=None, help="summarize rows saved by --save-rows instead of running")
     args = ap.parse_args()
+    rec = Recorder("leaderboard")
     frames, runs = [], []
     start = time.perf_counter()
     if args.rows:
@@ -141,10 +143,13 @@ def main() -> None:
         print(f"failed promo runs: {len(failed)} {failed if failed else ''}")
         print(f"wall time {total:.0f} s for {len(runs)} campaigns (promo run: mean {np.mean(run_secs):.0f} s, "
               f"max {np.max(run_secs):.0f} s)")
-    print(json.dumps({"benchmark": "leaderboard", "path": "promo simulate + promo run (production pipeline)",
-                      "seeds": args.seeds, "presets": args.presets, "max_epochs": args.max_epochs,
-                      **summary, "failed_runs": failed, "wall_seconds": round(total, 1), "runs": runs},
-                     default=lambda o: o.item() if isinstance(o, np.generic) else str(o)))
+    figures = {"benchmark": "leaderboard", "path": "promo simulate + promo run (production pipeline)",
+               "seeds": args.seeds, "presets": args.presets, "max_epochs": args.max_epochs,
+               **summary, "failed_runs": failed, "wall_seconds": round(total, 1), "runs": runs}
+    print(json.dumps(figures, default=lambda o: o.item() if isinstance(o, np.generic) else str(o)))
+    rec.write(figures, headline={f"{r['preset']}: {r['model']} % oracle at matched true spend / spend ratio":
+                                f"{100 * r['pct_oracle']:.1f}% / {r['spend_ratio']:.3f}" for r in summary["table"]}
+              | {"failed promo runs": len(failed), **{f"violations: {k}": v for k, v in summary["violations"].items()}})
 
 
 if __name__ == "__main__":

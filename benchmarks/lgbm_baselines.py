@@ -1,4 +1,4 @@
-"""Issue #14 item 7: the LightGBM baselines against the S-learner at equal true spend, on `demo`,
+"""The LightGBM baselines against the S-learner at equal true spend, on `demo`,
 `dipn_synthetic_2`, `e2e_synthetic` and `bipartite` (customer side), 5 seeds.
 
 Each (preset, seed): the campaign is simulated and read with the propensity / split / IPS weight
@@ -32,6 +32,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _honest_bench import PRESET_SIZES, simulated_events  # noqa: E402
+from _results import Recorder  # noqa: E402
 
 from promo_assets.evaluation import evaluate_policies  # noqa: E402
 from promo_assets.models import registry  # noqa: E402
@@ -94,6 +95,7 @@ def main() -> None:
     ap.add_argument("--users", type=int, default=None, help="user pool (default: _honest_bench.PRESET_SIZES)")
     ap.add_argument("--max-epochs", type=int, default=20, help="the neural models' epochs (LightGBM: early stopping)")
     args = ap.parse_args()
+    rec = Recorder("lgbm_baselines")
     frames, runs = [], []
     for preset in args.presets:
         d0, u0 = PRESET_SIZES[preset]
@@ -117,9 +119,11 @@ def main() -> None:
     print(f"{'model':12}" + "".join(f"{p:>30}" for p in args.presets))
     for m in args.models:
         print(f"{m:12}" + "".join(f"{cell.get((m, p), 'skipped'):>30}" for p in args.presets))
-    print(json.dumps({"benchmark": "lgbm_baselines", "seeds": args.seeds, "presets": args.presets,
-                      "max_epochs": args.max_epochs, "table": table.to_dict(orient="records"), "runs": runs},
-                     default=lambda o: o.item() if isinstance(o, np.generic) else str(o)))
+    figures = {"benchmark": "lgbm_baselines", "seeds": args.seeds, "presets": args.presets,
+               "max_epochs": args.max_epochs, "table": table.to_dict(orient="records"), "runs": runs}
+    print(json.dumps(figures, default=lambda o: o.item() if isinstance(o, np.generic) else str(o)))
+    rec.write(figures, headline={f"{r.preset}: {r.model} % oracle / spend ratio / training s":
+                                f"{100 * r.pct_oracle:.1f}% / {r.spend_ratio:.3f} / {r.train_seconds:.1f} s" for r in table.itertuples()})
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import platform
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import scipy
@@ -238,12 +239,15 @@ def main(argv=None) -> int:
     p.add_argument("--multi-n", type=int, default=None)
     p.add_argument("--no-highs", action="store_true")
     p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--json-out", default=None)
     p.add_argument("--_child", nargs=3, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a._child:
         _child(int(a._child[0]), int(a._child[1]), a._child[2])
         return 0
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _results import Recorder
+
+    rec = Recorder("mckp", argv)
     parse = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
     sizes = parse(a.sizes) if a.sizes is not None else ([2_000, 10_000] if a.quick else [10_000, 50_000, 200_000])
     big_sizes = (parse(a.big_sizes) if a.big_sizes is not None
@@ -266,9 +270,15 @@ def main(argv=None) -> int:
     result["parent_rss_at_first_fork_bytes"] = _parent_rss_note
     print(table(result))
     print(json.dumps(result))
-    if a.json_out:
-        with open(a.json_out, "w") as fh:
-            json.dump(result, fh, indent=2)
+    headline = {}
+    for r in result["single_budget"]:
+        if "rel_gap_lp" in r:
+            headline[f"N={r['n']} x 10, {r['curve']}: relative gap to HiGHS LP"] = float(f"{r['rel_gap_lp']:.2e}")
+            headline[f"N={r['n']} x 10, {r['curve']}: speed-up over HiGHS-IPM"] = round(r["speedup_wall"])
+    for r in result["big"]:
+        headline[f"N={r['n']:,} x 16, {r['curve']}: solve seconds / peak RSS GB"] = (
+            f"{r['solve_wall_s']:.2f} s / {r['peak_rss_bytes'] / 1e9:.2f} GB")
+    rec.write(result, headline=headline, tag="quick" if a.quick else None)
     return 0
 
 

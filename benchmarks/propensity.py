@@ -1,4 +1,4 @@
-"""Propensity model quality on a confounded demo campaign (issue 3: estimated vs true propensities).
+"""Propensity model quality on a confounded demo campaign: estimated vs true propensities.
 
 Simulates `demo` with logging='confounded' (active users get lower incentives; the events carry no
 propensity), fits PropensityModel on the training window (train + validation splits, i.e. every day
@@ -26,6 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _model_frames import load_events  # noqa: E402
+from _results import Recorder  # noqa: E402
 
 from promo_assets.causal import (  # noqa: E402
     PropensityModel,
@@ -48,6 +49,7 @@ def main() -> int:
     ap.add_argument("--confounding", type=float, default=2.0)
     ap.add_argument("--splines", action="store_true", help="add the spline basis of numeric features")
     args = ap.parse_args()
+    rec = Recorder("propensity")
 
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
@@ -96,6 +98,10 @@ def main() -> int:
         "simulate_seconds": round(sim_s, 2),
     }
     print(json.dumps(result, indent=2))
+    rec.write(result, headline={"propensity MAE (estimated vs true)": round(result["mae"]["all_events"], 4),
+                               "MAE of the uniform guess 1/K": round(result["mae"]["uniform_guess"], 4),
+                               "ESS / N, estimated propensities": round(result["weights_estimated"]["ess_fraction"], 3),
+                               "ESS / N, true propensities": round(result["weights_true"]["ess_fraction"], 3)})
     print("\nlevel  incentive  MAE(est vs true)  mean true P  mean est P", file=sys.stderr)
     for j in range(k):
         print(f"{j:5d}  {config.incentives[j]:9g}  {err[:, j].mean():16.4f}  {truth[:, j].mean():11.4f}  {proba[:, j].mean():10.4f}",

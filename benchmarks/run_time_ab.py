@@ -30,6 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _results import Recorder  # noqa: E402
+
 
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -62,6 +65,7 @@ def main() -> int:
     ap.add_argument("--new-models", nargs="+", default=None,
                     help="models.include for the NEW runs (the old code's models, for the same work on both sides)")
     args = ap.parse_args()
+    rec = Recorder("run_time_ab")
     codes = {"old": args.old.resolve(), "new": args.new.resolve()}
     times: dict[str, list[float]] = {"old": [], "new": []}
     cpus: dict[str, list[float]] = {"old": [], "new": []}
@@ -96,6 +100,13 @@ def main() -> int:
               f"{statistics.median(cpus[which]):.1f} s CPU ({', '.join(f'{t:.1f}' for t in cpus[which])}) code {codes[which]}")
     for label, xs in (("wall time", times), ("CPU time", cpus)):
         print(f"new / old median {label}: {statistics.median(xs['new']) / statistics.median(xs['old']):.2f}")
+    git = lambda code: subprocess.run(["git", "rev-parse", "HEAD"], cwd=code, capture_output=True, text=True).stdout.strip()  # noqa: E731
+    rec.write({"old_commit": git(codes["old"]), "new_commit": git(codes["new"]), "rounds": args.rounds,
+               "max_epochs": args.max_epochs, "new_models": args.new_models, "wall_s": times, "cpu_s": cpus},
+              headline={"old median wall s": round(statistics.median(times["old"]), 1),
+                        "new median wall s": round(statistics.median(times["new"]), 1),
+                        "new / old median wall": round(statistics.median(times["new"]) / statistics.median(times["old"]), 2),
+                        "new / old median CPU": round(statistics.median(cpus["new"]) / statistics.median(cpus["old"]), 2)})
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Scale benchmark (issue #18): the chunked exact allocator out-of-core and on Dask.
+"""Scale benchmark: the chunked exact allocator out-of-core and on Dask.
 
 Parts (each in a fresh subprocess, so that its peak RSS is its own; prints what it measured, then
 one JSON line per part):
@@ -365,12 +365,15 @@ def main() -> None:
     ap.add_argument("--e2e-users", type=int, default=1_000_000)
     ap.add_argument("--curve", default="1000000,10000000,100000000", help="sizes of part curve")
     ap.add_argument("--exact-users", type=int, default=10_000_000)
-    ap.add_argument("--json-out")
     ap.add_argument("--child")
     args = ap.parse_args()
     if args.child:
         print("RESULT " + json.dumps(child(args.child, args), default=str), flush=True)
         return
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _results import Recorder
+
+    rec = Recorder("scale")
     results = {"loadavg_start": uptime(), "cpus": os.cpu_count()}
     for part in args.parts.split(","):
         t0 = time.perf_counter()
@@ -386,9 +389,14 @@ def main() -> None:
         if part == "curve" and "error" not in results[part]:
             print(curve_table({n: r for n, r in results[part].items() if n.isdigit()}), flush=True)
     results["loadavg_end"] = uptime()
-    if args.json_out:
-        Path(args.json_out).write_text(json.dumps(results, indent=1, default=str))
     print(json.dumps(results, default=str))
+    headline = {f"part {p}: seconds": round(r["part_wall_s"], 1) for p, r in results.items() if isinstance(r, dict) and "part_wall_s" in r}
+    headline |= {f"part {p}: FAILED": r["error"][-200:] for p, r in results.items() if isinstance(r, dict) and "error" in r}
+    for model, r in (results.get("online") or {}).items():
+        if isinstance(r, dict) and "users_per_cpu_s" in r:
+            headline[f"decide_stream {model}: users per CPU-second"] = round(r["users_per_cpu_s"])
+    default = args.parts == "exact,curve,big,parquet,e2e,online"
+    rec.write(results, headline=headline, tag=None if default else args.parts.replace(",", "-"))
 
 
 if __name__ == "__main__":

@@ -1,14 +1,17 @@
-"""A campaign refresh started from the UI (the daemon's run) vs `promo run`, on the same small campaign.
+"""A campaign refresh started from the UI vs `promo run`, doing the same work on the same small campaign.
 
-Simulates the demo campaign into a temporary landing folder, times
-  - promo_run:  `python -m promo_assets.cli run --campaign demo` (ingestion + every downstream asset,
-                in-process);
-  - ui_run:     `dagster dev` (own process group, a free port, the repository's dagster.yaml), then
-                `campaign_job` for partition `demo` launched through the GraphQL API as the UI's
-                launchpad does, from the launch until the run's SUCCESS; `queued_s` is launch → run
-                start (run queue + daemon + run process start), `run_s` run start → end;
-and prints them as JSON with the ratio ui_run / promo_run (issue #12 item 14: ≤ 2); `promo run` is
-timed before and after the UI runs and the ratio uses their mean.
+`promo run --campaign demo` ingests every day file (one `ingest_job` run per day), then runs the
+models' chains and the leaderboard. The UI side does exactly that work through `dagster dev`
+(own process group, a free port, the repository's dagster.yaml), launched through the GraphQL API as
+the UI's launchpad and a backfill do:
+  - ingest:     one `ingest_job` run per day|campaign partition, all queued at once (as a backfill);
+  - downstream: `campaign_job` for the campaign, then `leaderboard_job`;
+each timed from the launch to the last run's SUCCESS (`queued_s`: launch to run start, summed). The
+sensors are switched off first (as a user can on the Automation page) and the runs they had already
+started are waited for, so nothing else runs during the measurement; the runs launched here carry
+the tag `promo/downstream=cli`, as `promo run`'s do. `promo run` is timed before and after the UI
+runs; its downstream part is the time it prints ("downstream done in N s"). Ratios use the mean of
+the two `promo run`s.
 
     .venv/bin/python benchmarks/ui_refresh.py [--days 4] [--users 300] [--epochs 3] [--repeat 2]
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -26,8 +30,23 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _results import Recorder  # noqa: E402
 
 from promo_assets.devserver import DagsterDev, demo_env, promo  # noqa: E402
+
+CLI_TAG = {"promo/downstream": "cli"}  # conditions.REFRESHED_BY_CLI: the caller refreshes downstream itself
+
+
+def wait_all(ui: DagsterDev, run_ids: list[str], timeout: float, log: Path) -> list[dict]:
+    runs = []
+    for run_id in run_ids:
+        run = ui.wait_for_run(run_id, timeout)
+        if run["status"] != "SUCCESS":
+            raise SystemExit(f"run {run_id} ended {run['status']}; log: {log}")
+        runs.append(run)
+    return runs
 
 
 def main() -> None:
@@ -35,47 +54,74 @@ def main() -> None:
     ap.add_argument("--days", type=int, default=4)
     ap.add_argument("--users", type=int, default=300)
     ap.add_argument("--epochs", type=int, default=3, help="PROMO_MAX_EPOCHS")
-    ap.add_argument("--repeat", type=int, default=2, help="campaign_job runs launched one after the other")
+    ap.add_argument("--repeat", type=int, default=2, help="UI refreshes, one after the other")
     ap.add_argument("--timeout", type=float, default=900, help="seconds one UI run may take")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder (its path is printed)")
     args = ap.parse_args()
+    rec = Recorder("ui_refresh")
+
+    import dagster as dg  # the partition keys exactly as the UI writes them
 
     tmp = Path(tempfile.mkdtemp(prefix="promo-ui-bench-"))
     env = demo_env(tmp, ROOT, args.epochs)
     promo(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", str(args.days),
           "--users", str(args.users), "--seed", "0")
+    days = sorted(p.stem for p in (tmp / "landing" / "demo" / "events").iterdir() if p.suffix in (".parquet", ".csv"))
+    # a multi-partition run carries its key and one tag per dimension, as the UI's launchpad sets them
+    partitions = [(str(dg.MultiPartitionKey({"date": d, "campaign": "demo"})),
+                   {"dagster/partition/date": d, "dagster/partition/campaign": "demo"}) for d in days]
 
-    def promo_run() -> float:
+    def promo_run() -> dict:
         start = time.perf_counter()
-        promo(env, "run", "--campaign", "demo", "--no-progress")
+        done = promo(env, "run", "--campaign", "demo", "--no-progress")
         seconds = time.perf_counter() - start
-        print(f"promo run: {seconds:.1f} s", file=sys.stderr)
-        return round(seconds, 1)
+        found = re.search(r"downstream done in (\d+)s", done.stdout)
+        out = {"total_s": round(seconds, 1), "downstream_s": float(found.group(1)) if found else None}
+        print(f"promo run: {out}", file=sys.stderr)
+        return out
 
-    result = {"days": args.days, "users": args.users, "max_epochs": args.epochs, "promo_run_s": [promo_run()]}
+    result = {"days": args.days, "users": args.users, "max_epochs": args.epochs, "promo_run": [promo_run()]}
+    log = tmp / "dagster_dev.log"
     start = time.perf_counter()
-    with DagsterDev(ROOT, env, tmp / "dagster_dev.log") as ui:
+    with DagsterDev(ROOT, env, log) as ui:
         result["dagster_dev_ready_s"] = round(time.perf_counter() - start, 1)
-        runs = []
+        for sensor in ("landing_sensor", "automation"):
+            ui.stop_sensor(sensor)
+        before = ui.unfinished_runs()
+        wait_all(ui, [r["runId"] for r in before], args.timeout, log)
+        result["runs_started_by_sensors_before_they_were_stopped"] = len(before)
+        refreshes = []
         for _ in range(args.repeat):
-            start = time.perf_counter()
-            run_id = ui.launch_partition_run("campaign_job", "demo")
-            run = ui.wait_for_run(run_id, args.timeout)
-            wall = time.perf_counter() - start
-            if run["status"] != "SUCCESS":
-                raise SystemExit(f"campaign_job run {run_id} ended {run['status']}; log: {tmp / 'dagster_dev.log'}")
-            runs.append({
-                "ui_run_s": round(wall, 1),
-                "queued_s": round(run["startTime"] - run["creationTime"], 1),
-                "run_s": round(run["endTime"] - run["startTime"], 1),
+            t0 = time.perf_counter()
+            ingest = wait_all(ui, [ui.launch_partition_run("ingest_job", p, CLI_TAG | dims) for p, dims in partitions], args.timeout, log)
+            t1 = time.perf_counter()
+            campaign = wait_all(ui, [ui.launch_partition_run("campaign_job", "demo", CLI_TAG)], args.timeout, log)
+            board = wait_all(ui, [ui.launch_partition_run("leaderboard_job", "demo", CLI_TAG)], args.timeout, log)
+            t2 = time.perf_counter()
+            runs = ingest + campaign + board
+            refreshes.append({
+                "total_s": round(t2 - t0, 1), "ingest_s": round(t1 - t0, 1), "downstream_s": round(t2 - t1, 1),
+                "runs": len(runs),
+                "queued_s": round(sum(r["startTime"] - r["creationTime"] for r in runs), 1),
+                "run_s": round(sum(r["endTime"] - r["startTime"] for r in runs), 1),
             })
-            print(f"campaign_job from the UI: {runs[-1]}", file=sys.stderr)
-    result["ui_runs"] = runs
-    result["promo_run_s"].append(promo_run())  # again after the UI runs: the machine's load drifts
-    baseline = sum(result["promo_run_s"]) / 2
-    result["ratio_ui_over_promo_run"] = [round(r["ui_run_s"] / baseline, 2) for r in runs]
-    result["load_average_1m"] = round(os.getloadavg()[0], 2)
+            print(f"refresh from the UI: {refreshes[-1]}", file=sys.stderr)
+        result["other_runs_during_measurement"] = len(ui.unfinished_runs())
+    result["ui_refresh"] = refreshes
+    result["promo_run"].append(promo_run())  # again after the UI runs: the machine's load drifts
+    base_total = sum(r["total_s"] for r in result["promo_run"]) / 2
+    downs = [r["downstream_s"] for r in result["promo_run"] if r["downstream_s"] is not None]
+    base_down = sum(downs) / len(downs) if downs else None
+    result["ratio_total_ui_over_promo_run"] = [round(r["total_s"] / base_total, 2) for r in refreshes]
+    result["ratio_downstream_ui_over_promo_run"] = (
+        [round(r["downstream_s"] / base_down, 2) for r in refreshes] if base_down else None)
     print(json.dumps(result, indent=2))
+    rec.write(result, headline={
+        "promo run, mean seconds (ingest every day + models + leaderboard)": round(base_total, 1),
+        "UI refresh, seconds (the same runs launched through the UI's API)": [r["total_s"] for r in refreshes],
+        "UI / promo run, same work": result["ratio_total_ui_over_promo_run"],
+        "UI / promo run, models and leaderboard only": result["ratio_downstream_ui_over_promo_run"],
+    })
     if args.keep:
         print(f"kept {tmp}", file=sys.stderr)
     else:

@@ -17,6 +17,7 @@ import difflib
 import logging
 import math
 import re
+import reprlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -27,6 +28,20 @@ from pydantic import (
 )
 
 COST_RULES = ("redeemed", "assigned", "column")
+# Limits of a campaign.yaml, checked while it is parsed and before it is validated (the landing
+# folder is written by other systems; docs/operations.md): its size, how deep mappings and lists
+# nest, how many aliases (*name) it uses and how many values it holds once its aliases are expanded.
+YAML_MAX_BYTES = 256 * 1024
+YAML_MAX_DEPTH = 32
+YAML_MAX_ALIASES = 100
+YAML_MAX_VALUES = 100_000
+# At most this many incentive levels (or arms, or merchant commission levels): the allocation builds
+# every user's convex hull over the levels one level at a time, so its time grows with the square of
+# the number of levels (800 users: 0.25 s per solve at 256 levels, 1.5 s at 1,000, minutes at 10,000).
+MAX_LEVELS = 256
+# the mean response the data check `response_rate` accepts for a binary response when campaign.yaml
+# gives no `plausible_response_rate` (promo_assets.causal.checks)
+DEFAULT_RESPONSE_RATE = (0.001, 0.95)
 MONOTONE_DIRECTIONS = ("increasing", "decreasing", "none")
 RESPONSE_TYPES = ("binary", "count", "continuous")
 FEATURE_KINDS = ("numeric", "categorical")
@@ -109,16 +124,29 @@ def _unique(names: list[str]) -> list[str]:
     return names
 
 
+def _ascending_pair(pair: list[float]) -> list[float]:
+    if pair[0] > pair[1]:
+        raise ValueError("low must not be above high")
+    return pair
+
+
+def _inside_campaign_folder(text: str) -> str:
+    if not text or Path(text).is_absolute() or ".." in Path(text).parts:
+        raise ValueError("the path must be relative to the campaign folder and stay inside it")
+    return text
+
+
 Amount = Annotated[float, Field(ge=0)]
-Levels = Annotated[list[Amount], Field(min_length=2), AfterValidator(_ascending)]
+Levels = Annotated[list[Amount], Field(min_length=2, max_length=MAX_LEVELS), AfterValidator(_ascending)]
 Budgets = Annotated[list[Annotated[float, Field(gt=0)]], BeforeValidator(_one_or_more), Field(min_length=1)]
-LEVELS = "a list of at least 2 amounts (numbers >= 0), strictly ascending"
+LEVELS = (f"a list of 2 to {MAX_LEVELS} amounts (numbers >= 0), strictly ascending (at most {MAX_LEVELS}: the time "
+          "of every allocation grows with the square of the number of levels)")
 
 
 AttributeValue = Annotated[float, Field()]
 LevelRow = dict[str, AttributeValue]
-LEVEL_ROWS = ("a list of at least 2 mappings {attribute: number}, one per incentive level, every level giving "
-              "every attribute declared under 'treatments.attributes'")
+LEVEL_ROWS = (f"a list of 2 to {MAX_LEVELS} mappings {{attribute: number}}, one per incentive level, every level "
+              "giving every attribute declared under 'treatments.attributes'")
 # tags of the `levels` union (levels: [amounts] | levels: [{attribute: value}]); _schema_messages skips them
 _LEVEL_TAGS = ("amounts", "attribute_rows")
 
@@ -132,25 +160,39 @@ def _levels_kind(value: Any) -> str:
 
 class AttributeBlock(_Block):
     monotone: Literal[MONOTONE_DIRECTIONS] = Field(description=" | ".join(MONOTONE_DIRECTIONS))
+    """How the response moves when this attribute grows: `increasing`, `decreasing` or `none`. The
+    monotone models are constrained to it by construction."""
 
 
 class LevelCostBlock(_Block):
     attribute: str = Field(description="the name of the attribute whose value is the level's cost amount")
+    """The attribute whose value is the level's cost amount (the `incentive` of the events)."""
 
 
 class TreatmentsBlock(_Block):
     levels: Annotated[
-        Annotated[Levels, Tag("amounts")] | Annotated[Annotated[list[LevelRow], Field(min_length=2)], Tag("attribute_rows")],
+        Annotated[Levels, Tag("amounts")]
+        | Annotated[Annotated[list[LevelRow], Field(min_length=2, max_length=MAX_LEVELS)], Tag("attribute_rows")],
         Discriminator(_levels_kind),
     ] | None = Field(None, description=f"{LEVELS}, or {LEVEL_ROWS}")
+    """The incentive levels the allocator chooses from, ascending amounts (`[0, 1, 2, 5, 10]`), or one
+    mapping per level for multi-attribute incentives (`{amount: 8, threshold: 30}`). Events name a
+    level by its amount, or by its index when the levels are mappings. Give `levels` or `arms`."""
     arms: Annotated[dict[str, Amount] | None, BeforeValidator(_text_keys)] = Field(
-        None, min_length=2, description="a mapping of at least 2 arm labels to a unit cost (a number >= 0)")
+        None, min_length=2, max_length=MAX_LEVELS,
+        description=f"a mapping of 2 to {MAX_LEVELS} arm labels to a unit cost (a number >= 0)")
+    """Unordered treatment arms, each label with its unit cost (`{"No E-Mail": 0, "Mens E-Mail": 1}`);
+    events name the arm by its label. Models that need ordered levels (`dipn`, `lgbm_s_mono`) are
+    skipped for such a campaign."""
     attributes: dict[str, AttributeBlock] | None = Field(
         None, min_length=1, description="a mapping of attribute name to {monotone: increasing | decreasing | none} "
                                         "(only with levels given as mappings)")
+    """Required when `levels` are mappings: every attribute and its monotone direction, the direction
+    in which it moves the response (a coupon's amount `increasing`, its threshold `decreasing`)."""
     cost: LevelCostBlock | None = Field(
         None, description="{attribute: NAME}: the attribute whose value is a level's cost amount "
                           "(default: the attribute 'amount')")
+    """With levels given as mappings: which attribute is the level's cost amount (default `amount`)."""
 
     @model_validator(mode="after")
     def _levels_or_arms(self) -> "TreatmentsBlock":
@@ -185,7 +227,7 @@ def _attribute_problems(t: TreatmentsBlock) -> list[str]:
                 out.append(f"unknown attribute 'treatments.levels[{i}].{name}' ({hint})")
         missing = [a for a in declared if a not in row]
         if missing:
-            out.append(f"'treatments.levels[{i}]' = {row!r}: missing attribute(s) {', '.join(repr(a) for a in missing)}; "
+            out.append(f"'treatments.levels[{i}]' = {short_repr(row)}: missing attribute(s) {', '.join(repr(a) for a in missing)}; "
                        f"expected a value for every attribute declared under 'treatments.attributes' ({', '.join(declared)})")
     cost_attr = t.cost.attribute if t.cost is not None else "amount"
     if cost_attr not in t.attributes:
@@ -202,7 +244,7 @@ def _attribute_problems(t: TreatmentsBlock) -> list[str]:
         for i, row in enumerate(rows):
             key = tuple(float(row[a]) for a in declared)
             if key in seen:
-                out.append(f"'treatments.levels[{i}]' = {row!r}: the same attributes as treatments.levels[{seen[key]}]; "
+                out.append(f"'treatments.levels[{i}]' = {short_repr(row)}: the same attributes as treatments.levels[{seen[key]}]; "
                            "expected every level to differ in at least one attribute")
             seen.setdefault(key, i)
     return out
@@ -210,18 +252,27 @@ def _attribute_problems(t: TreatmentsBlock) -> list[str]:
 
 class MerchantTreatmentsBlock(_Block):
     levels: Levels = Field(description=LEVELS)
+    """The merchants' commission levels, ascending."""
 
 
 class MerchantsBlock(_Block):
     treatments: MerchantTreatmentsBlock = Field(description="a mapping with 'levels: [commission amounts...]'")
+    """The merchant-side treatments: `levels`, the commission amounts."""
     response: Literal[RESPONSE_TYPES] = Field("count", description=" | ".join(RESPONSE_TYPES))
+    """The merchants' response type (the sharing count by default)."""
     cost: Literal[COST_RULES] = Field("redeemed", description=" | ".join(COST_RULES))
+    """The merchants' cost rule, as the campaign's `cost`."""
     normalizer: str | None = Field("prev_shares", description="a merchant column name (or null)")
-    # the folder layout is fixed (README, "Bringing your own campaign"); `promo simulate` writes it down
+    """A merchant column that divides the merchant response (the shares of the previous days), or null."""
+    # the folder layout is fixed (docs/data-contract.md); `promo simulate` writes it down
     events: Literal["merchants/"] = Field("merchants/", description="'merchants/' (the folder is fixed)")
+    """The folder of the merchant RCT day files (fixed)."""
     population: Literal["merchant_population/"] = Field(
         "merchant_population/", description="'merchant_population/' (the folder is fixed)")
-    truth: str = Field("truth/merchant_response.parquet", description="a file path inside the campaign folder")
+    """The folder of the merchants to allocate for (fixed)."""
+    truth: Annotated[str, AfterValidator(_inside_campaign_folder)] = Field(
+        "truth/merchant_response.parquet", description="a relative file path inside the campaign folder (no '..')")
+    """Simulated campaigns: the merchants' true response, inside the campaign folder."""
 
 
 class GraphBlock(_Block):
@@ -229,15 +280,22 @@ class GraphBlock(_Block):
     weight from the first of the columns weight | n_payments | amount that the file has."""
 
     edges: Literal["edges/"] = Field("edges/", description="'edges/' (the folder is fixed)")
+    """The folder of the customer-merchant interaction day files (fixed)."""
     weight: Literal["weight", "n_payments", "amount"] = Field("n_payments", description="weight | n_payments | amount")
+    """The edge column recorded as the weight (the loader takes the first of these columns a file has)."""
 
 
 class ModelsBlock(_Block):
     include: list[str] | None = Field(
         None, description="a list of registered model names (default: every model whose `default` is true)")
+    """The models trained for this campaign (default: every model trained by default). A model left
+    out is skipped with the reason, and the leaderboard lists it."""
     exclude: list[str] = Field(default_factory=list, description="a list of registered model names")
+    """Models not to train, applied after `include`."""
     params: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="a mapping of model name to a mapping of its hyper-parameters")
+    """Per model, hyper-parameters over its defaults (`{e2e_fd: {gamma: 0.5}}`); checked against
+    the model's own parameters and rules when the file is loaded."""
 
 
 class ChampionBlock(_Block):
@@ -271,32 +329,68 @@ class CampaignYaml(_Block):
 
     treatments: TreatmentsBlock = Field(
         description="a mapping with 'levels: [amounts...]' or 'arms: {label: unit_cost}'")
+    """What the campaign can give each user: ordered incentive levels or unordered arms."""
     cost: Literal[COST_RULES] = Field("redeemed", description=" | ".join(COST_RULES))
+    """How a user's cost follows from the events: `redeemed` = incentive x response (paid when
+    used), `assigned` = the incentive (paid when given), `column` = the events' `cost` column."""
     randomized: bool = Field(True, description="true or false (a YAML boolean, not a quoted string)")
+    """`true`: a randomized experiment (the events' `propensity` column, or the empirical share of
+    each level); `false`: observational logs, propensities estimated from the features."""
     response: Literal[RESPONSE_TYPES] = Field("binary", description=" | ".join(RESPONSE_TYPES))
+    """The response's type: `binary` (0/1), `count` (0, 1, 2, ...) or `continuous`; picks the
+    models' loss."""
     budget_per_capita: Budgets | None = Field(
         None, description="a number > 0 or a non-empty list of numbers > 0")
+    """The budgets, per user, that the allocation and the evaluation use (one allocation per budget)."""
     holdout_days: int = Field(1, ge=1, description="an integer >= 1")
+    """The last N days are held out: never trained on, used for the offline evaluation."""
     validation_fraction: float = Field(0.2, ge=0, lt=1, description="a number in [0, 1)")
+    """Share of the users (by a hash of `user_id`) in the validation split, for early stopping."""
     ips_clip: float = Field(20.0, ge=1, description="a number >= 1 (the cap on 1 / propensity)")
+    """Cap on the inverse propensity 1 / p used as the IPS weight."""
     max_rejected_fraction: float = Field(0.0, ge=0, le=1, description="a number in [0, 1]")
+    """Share of rejected rows a day file may have and still load (its valid rows); 0: one bad row
+    refuses the file. Rejected rows are kept in `rejected_events` with their reason."""
     min_holdout_users: int = Field(100, ge=1, description="an integer >= 1")
+    """A holdout with fewer users is still evaluated but flagged "too small to evaluate"."""
+    min_events_per_level: int = Field(
+        30, ge=1, description="an integer >= 1 (logged events a level or arm needs in the training days before the "
+        "data check events_per_level passes)")
+    """Logged events a level or arm needs in the training days before the data check `events_per_level`
+    passes; a level below it is flagged (fewer than two logged levels at all skips every model)."""
+    plausible_response_rate: Annotated[list[Annotated[float, Field(ge=0)]], Field(min_length=2, max_length=2),
+                                       AfterValidator(_ascending_pair)] | None = Field(
+        None, description="[low, high], two numbers >= 0 with low <= high: the range of the mean response the data "
+        f"check response_rate accepts (default {list(DEFAULT_RESPONSE_RATE)} for a binary response, none otherwise)")
+    """The range of the mean training response the data check `response_rate` accepts (default
+    [0.001, 0.95] for a binary response, no check otherwise); outside it the check warns."""
     features: dict[str, Literal[FEATURE_KINDS]] | None = Field(
         None, description="a mapping of column name to 'numeric' or 'categorical'")
+    """Force a feature column's kind; otherwise numbers are numeric, text and booleans categorical."""
     ratio_budget: Budgets | None = Field(
         None, description="a number > 0 or a non-empty list of numbers > 0 (average incentive per response)")
+    """Customer-merchant campaigns: ratio budgets for the joint allocation, total incentive / total
+    response at most this value."""
     merchants: MerchantsBlock | None = Field(None, description="a mapping (the merchant side of a bipartite campaign)")
+    """The merchant side of a customer-merchant campaign (turns on `gnn_hazard` and the joint allocation)."""
     graph: GraphBlock | None = Field(None, description="a mapping with 'edges' and 'weight'")
+    """A record of the customer-merchant graph's layout (written by `promo simulate`)."""
     models: ModelsBlock | None = Field(
         None, description="a mapping with optional 'include', 'exclude' (model names) and 'params'")
+    """Which registered models this campaign trains, and their hyper-parameters."""
     segments: Annotated[list[Annotated[str, Field(min_length=1)]], AfterValidator(_unique)] | None = Field(
         None, description="a list of feature column names (e.g. [period_of_day, city]), each at most once")
+    """Feature columns evaluated per value (simulated campaigns: the table `segment_evaluation`)."""
     champion: ChampionBlock | None = Field(
         None, description="a mapping with optional 'confidence', 'pin', 'candidates', 'blends'")
+    """How the champion is chosen among the models' policies (docs: decisions)."""
     exploration: ExplorationBlock | None = Field(
         None, description="a mapping with optional 'share', 'seed', 'mix', 'tolerance'")
+    """The randomized share of the exported decisions that keeps the next days an RCT (docs: decisions)."""
     simulation: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
+    """Provenance written by `promo simulate` (preset, seed, sizes); not read by the pipeline."""
     simulator: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
+    """The simulator's parameters, written by `promo simulate`; not read by the pipeline."""
 
 
 # keys of campaign.yaml that CampaignConfig keeps in `.extra` (validated, defaults filled in)
@@ -346,11 +440,23 @@ def _schema_messages(exc: ValidationError) -> list[str]:
             out.append(f"missing required key '{path}': expected {expected}")
         else:
             msg = err["msg"].removeprefix("Value error, ")
-            shown = f"{value!r}" if not isinstance(value, (dict, list)) or len(repr(value)) <= 120 else f"{repr(value)[:117]}..."
+            shown = short_repr(value)
             typ = type(value).__name__
             target = f"'{path}'" if path else "the top level"
             out.append(f"{target} = {shown} ({typ}): {msg[0].lower() + msg[1:]}; expected {expected}")
     return out
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxtuple, _REPR.maxdict, _REPR.maxset = 3, 8, 8, 6, 6
+_REPR.maxstring, _REPR.maxother, _REPR.maxlong = 80, 80, 40
+
+
+def short_repr(value: Any, limit: int = 120) -> str:
+    """repr of a value from a file, bounded however large or deep the value is (reprlib looks at no
+    more than a few items per level and 3 levels: an expanded alias structure is never formatted)."""
+    text = _REPR.repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _is_mapping(annotation: Any) -> bool:
@@ -391,6 +497,111 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 # --------------------------------------------------------------------------------------------
+# reading campaign.yaml: a regular file, parsed with limits before anything is validated
+
+
+def read_campaign_yaml(path: Path) -> Any:
+    """The parsed YAML of a campaign.yaml. CampaignConfigError naming the file when it is missing,
+    a folder, a link, a FIFO or other special file (never opened), larger than YAML_MAX_BYTES, not
+    UTF-8, not valid YAML, nested deeper than YAML_MAX_DEPTH, using more than YAML_MAX_ALIASES
+    aliases or holding more than YAML_MAX_VALUES values once its aliases are expanded."""
+    from promo_assets import files
+
+    path = Path(path)
+    try:
+        text = files.read_text(path, YAML_MAX_BYTES, below=path.parent, what="campaign.yaml")
+    except FileNotFoundError:
+        raise CampaignConfigError(f"{path}: campaign.yaml not found") from None
+    except files.UnsafeFileError as exc:
+        raise CampaignConfigError(f"{exc}; campaign.yaml must be a regular file in the campaign folder") from None
+    except UnicodeDecodeError as exc:
+        raise CampaignConfigError(f"{path}: cannot be read as UTF-8 text (byte {exc.start}: {exc.reason}); "
+                                  "save campaign.yaml as UTF-8") from None
+    except (OSError, ValueError) as exc:
+        raise CampaignConfigError(str(exc) if str(path) in str(exc) else f"{path}: cannot be read: {exc}") from None
+    try:
+        return _bounded_yaml(text, path)
+    except yaml.YAMLError as exc:
+        raise CampaignConfigError(f"{path}: not valid YAML: {exc}") from None
+
+
+def _bounded_yaml(text: str, path: Path) -> Any:
+    """Parse `text` (PyYAML's safe loader, keys given twice refused) within the YAML_MAX_* limits.
+    The events are scanned first (nesting depth, alias count: no recursion, nothing built), then the
+    node graph is composed and its expanded size counted (each shared node once) before any Python
+    object is constructed, so neither deep nesting nor an alias bomb costs more than the file's size."""
+    depth = aliases = 0
+    for event in yaml.parse(text, Loader=_UniqueKeyLoader):
+        if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+            depth += 1
+            if depth > YAML_MAX_DEPTH:
+                line = event.start_mark.line + 1 if event.start_mark else "?"
+                raise CampaignConfigError(f"{path}: mappings and lists nested more than {YAML_MAX_DEPTH} deep "
+                                          f"(line {line}); campaign.yaml needs at most a few levels")
+        elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+            depth -= 1
+        elif isinstance(event, yaml.AliasEvent):
+            aliases += 1
+            if aliases > YAML_MAX_ALIASES:
+                raise CampaignConfigError(f"{path}: more than {YAML_MAX_ALIASES} YAML aliases (*name); refused")
+    loader = _UniqueKeyLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expansion(node, path)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _check_expansion(root: yaml.Node, path: Path) -> None:
+    """CampaignConfigError when the node graph, with every alias expanded, holds more than
+    YAML_MAX_VALUES nodes, nests deeper than YAML_MAX_DEPTH or refers to itself. Iterative, each
+    node counted once (memoized)."""
+    size: dict[int, int] = {}
+    deep: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+
+    def children(node: yaml.Node) -> list[yaml.Node]:
+        if isinstance(node, yaml.SequenceNode):
+            return list(node.value)
+        if isinstance(node, yaml.MappingNode):
+            return [n for pair in node.value for n in pair]
+        return []
+
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            kids = children(node)
+            size[key] = 1 + sum(size[id(k)] for k in kids)
+            deep[key] = 1 + max((deep[id(k)] for k in kids), default=0)
+            open_nodes.discard(key)
+            if size[key] > YAML_MAX_VALUES:
+                raise CampaignConfigError(
+                    f"{path}: its aliases (*name) expand to more than {YAML_MAX_VALUES:,} values; refused (an alias "
+                    "bomb?); write the values out or use fewer aliases")
+            if deep[key] > YAML_MAX_DEPTH + 1:
+                raise CampaignConfigError(f"{path}: with its aliases expanded, mappings and lists nest more than "
+                                          f"{YAML_MAX_DEPTH} deep; refused")
+            continue
+        if key in size:
+            continue
+        if key in open_nodes:
+            raise CampaignConfigError(f"{path}: a YAML alias refers to the structure that contains it (a cycle); refused")
+        open_nodes.add(key)
+        stack.append((node, True))
+        for child in children(node):
+            if id(child) in open_nodes:
+                raise CampaignConfigError(f"{path}: a YAML alias refers to the structure that contains it (a cycle); "
+                                          "refused")
+            if id(child) not in size:
+                stack.append((child, False))
+
+
+# --------------------------------------------------------------------------------------------
 # CampaignConfig
 
 
@@ -403,7 +614,7 @@ class CampaignConfig:
     Levels are indexed 0..K-1; level 0 is the lowest incentive (the control when it is 0).
     `extra` holds the validated optional blocks (EXTRA_KEYS present in the file, defaults filled in).
 
-    Multi-attribute campaigns (`treatments.levels` given as mappings, see README "Multi-attribute
+    Multi-attribute campaigns (`treatments.levels` given as mappings, see docs/data-contract.md "Multi-attribute
     incentives"): `attributes` are the attribute names, `directions` their monotone direction
     (increasing | decreasing | none), `level_attributes[level]` the level's attribute values;
     `incentives[level]` is the value of the cost attribute (`treatments.cost.attribute`), `labels` the
@@ -427,6 +638,8 @@ class CampaignConfig:
     extra: dict[str, Any] = field(default_factory=dict)
     min_holdout_users: int = 100
     attributes: tuple[str, ...] = ()
+    min_events_per_level: int = 30
+    plausible_response_rate: tuple[float, float] | None = None  # None: DEFAULT_RESPONSE_RATE if binary
     directions: tuple[str, ...] = ()
     level_attributes: tuple[tuple[float, ...], ...] = ()
 
@@ -435,6 +648,10 @@ class CampaignConfig:
         object.__setattr__(self, "attributes", tuple(self.attributes))
         object.__setattr__(self, "directions", tuple(self.directions))
         object.__setattr__(self, "level_attributes", tuple(tuple(float(x) for x in r) for r in self.level_attributes))
+        rate = self.plausible_response_rate
+        if rate is None and self.response == "binary":
+            rate = DEFAULT_RESPONSE_RATE
+        object.__setattr__(self, "plausible_response_rate", None if rate is None else tuple(float(x) for x in rate))
 
     @property
     def n_levels(self) -> int:
@@ -512,17 +729,12 @@ class CampaignConfig:
 
     @classmethod
     def load(cls, path: str | Path, campaign: str | None = None) -> "CampaignConfig":
+        """Read (`read_campaign_yaml`: a regular file, no link, bounded YAML) and validate a
+        campaign.yaml; `path` may also be the campaign's folder."""
         path = Path(path)
-        if path.is_dir():
+        if path.name != "campaign.yaml" and path.is_dir() and not path.is_symlink():
             path = path / "campaign.yaml"
-        if not path.exists():
-            raise CampaignConfigError(f"{path}: campaign.yaml not found")
-        try:
-            raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
-        except yaml.YAMLError as exc:
-            raise CampaignConfigError(f"{path}: not valid YAML: {exc}") from exc
-        except (OSError, UnicodeDecodeError) as exc:
-            raise CampaignConfigError(f"{path}: cannot be read as UTF-8 text: {exc}") from exc
+        raw = read_campaign_yaml(path)
         return cls.from_dict({} if raw is None else raw, campaign=campaign or path.parent.name, source=str(path))
 
     @classmethod
@@ -536,10 +748,10 @@ class CampaignConfig:
         if not isinstance(raw, dict):
             raise CampaignConfigError(
                 f"{source}: expected a mapping of keys (treatments:, cost:, ...) at the top level, "
-                f"got a {type(raw).__name__}: {str(raw)[:80]!r}")
+                f"got a {type(raw).__name__}: {short_repr(raw, 80)}")
         bad_keys = [k for k in raw if not isinstance(k, str)]
         if bad_keys:
-            raise CampaignConfigError(f"{source}: top-level keys must be text, got {bad_keys[0]!r}")
+            raise CampaignConfigError(f"{source}: top-level keys must be text, got {short_repr(bad_keys[0])}")
         try:
             doc = CampaignYaml.model_validate(raw)
         except ValidationError as exc:
@@ -598,6 +810,8 @@ class CampaignConfig:
             max_rejected_fraction=doc.max_rejected_fraction,
             extra=extra,
             min_holdout_users=doc.min_holdout_users,
+            min_events_per_level=doc.min_events_per_level,
+            plausible_response_rate=None if doc.plausible_response_rate is None else tuple(doc.plausible_response_rate),
             attributes=attributes,
             directions=directions,
             level_attributes=level_attributes,

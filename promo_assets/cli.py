@@ -1,7 +1,10 @@
 """`promo`: simulate campaigns, materialize the asset graph in-process, print the leaderboard.
 
-Exit codes: 0 success; 1 some partitions or assets failed (each is named); 2 bad usage or
-configuration (unknown campaign, bad dates, unreadable campaign.yaml), or the warehouse stayed busy.
+Exit codes (docs/operations.md): 0 success; 1 some partitions or assets failed (each is named), or
+the warehouse file cannot be used (named, with the reason); 2 bad usage or configuration (unknown
+campaign, bad dates, a refused campaign.yaml: that campaign is not run, the others are), or the
+warehouse stayed busy. No command prints a stack trace (PROMO_TRACEBACK=1 shows one for an
+unexpected error).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import os
 import signal
 import sys
 import time
+import traceback
 from pathlib import Path
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -210,16 +214,9 @@ def _campaign_names_ok(command: str, names: list[str]) -> bool:
 
 def cmd_run(args: argparse.Namespace) -> int:
     _default_dagster_home()
-    import dagster as dg
-    from tqdm import tqdm
-
     from promo_assets import settings
     from promo_assets.campaign import CampaignConfigError
-    from promo_assets.definitions import build_defs
     from promo_assets.ingestion import IngestError, discover_campaigns, load_config, scan_day_files, skipped_side_files
-    from promo_assets.orchestration.common import partition_key, register_partitions
-    from promo_assets.orchestration.recovery import process_tags, wait_for_pool
-    from promo_assets.orchestration.conditions import REFRESHED_BY_CLI
 
     landing = settings.landing_dir()
     if not _campaign_names_ok("run", args.campaign or []):
@@ -238,20 +235,35 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"promo run: --from {args.date_from} is after --to {args.date_to}", file=sys.stderr)
         return EXIT_USAGE
 
-    bad_configs = []
-    for campaign in campaigns:  # every campaign.yaml is checked before anything runs
+    bad_configs = {}
+    for campaign in campaigns:  # every campaign.yaml is checked first: a refused one stops its campaign only
         try:
             load_config(landing, campaign)
         except CampaignConfigError as exc:
-            bad_configs.append(str(exc))
+            bad_configs[campaign] = str(exc)
     if bad_configs:
-        print("promo run: nothing was run: " + "\n  ".join(bad_configs), file=sys.stderr)
-        return EXIT_USAGE
+        campaigns = [c for c in campaigns if c not in bad_configs]
+        head = "nothing was run" if not campaigns else f"campaign(s) {', '.join(bad_configs)} not run"
+        print(f"promo run: {head}: " + "\n  ".join(bad_configs.values()), file=sys.stderr)
+        if not campaigns:
+            return EXIT_USAGE
 
     bad_settings = settings.check()  # PROMO_KEEP_RUNS etc.: refused before anything runs, not in every step
     if bad_settings:
         print("promo run: nothing was run: " + "\n  ".join(bad_settings), file=sys.stderr)
         return EXIT_USAGE
+    from promo_assets import warehouse
+
+    warehouse.check_writable()  # a directory, a read-only mount: one line (main), not a failed step per day
+
+    # Dagster and the Definitions (seconds to import) only once the inputs were found usable
+    import dagster as dg
+    from tqdm import tqdm
+
+    from promo_assets.definitions import build_defs
+    from promo_assets.orchestration.common import partition_key, register_partitions
+    from promo_assets.orchestration.conditions import REFRESHED_BY_CLI
+    from promo_assets.orchestration.recovery import process_tags, wait_for_pool
 
     signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops a waiting `promo run` like Ctrl-C
     instance = dg.DagsterInstance.get()
@@ -270,9 +282,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             load_config(landing, campaign)
             scan = scan_day_files(landing, campaign, "events")
-        except (CampaignConfigError, IngestError) as exc:
+        except (CampaignConfigError, IngestError) as exc:  # changed since the check: this campaign only
             print(f"promo run: {exc}", file=sys.stderr)
-            return EXIT_USAGE
+            bad_configs[campaign] = str(exc)
+            continue
         for skipped in scan.skipped + skipped_side_files(landing, campaign):
             print(f"{campaign}: skipped {skipped}", file=sys.stderr)
         wait_for_pool(instance, print)  # forgetting writes the warehouse: not while another run holds the pool
@@ -313,6 +326,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         for f in failures:
             print(f"  {f}", file=sys.stderr)
         return EXIT_FAILED
+    if bad_configs:
+        print(f"promo run: not run (campaign.yaml refused): {', '.join(bad_configs)}", file=sys.stderr)
+        return EXIT_USAGE
     return EXIT_OK
 
 
@@ -336,11 +352,13 @@ def _forget_days(instance, landing: Path, campaign: str, days: list, reason: str
 
 def _forget_removed_days(instance, landing: Path, campaign: str, scan) -> None:
     """Loaded days whose events file is gone from the landing folder (a skipped file of that day
-    still counts as there) are forgotten: the warehouse mirrors the landing folder."""
+    still counts as there) are forgotten: the warehouse mirrors the landing folder. An events/
+    folder that is refused as a whole (a symbolic link) forgets nothing: its days are unreadable,
+    not gone."""
     from promo_assets import settings, warehouse
     from promo_assets.ingestion import loaded_days
 
-    if not settings.warehouse_path().exists():
+    if not settings.warehouse_path().exists() or any(s.path == landing / campaign / "events" for s in scan.skipped):
         return
     with warehouse.connect() as con:
         loaded = loaded_days(con, campaign)
@@ -407,6 +425,13 @@ def _run_downstream(defs, campaign, instance, verbose: bool, tags: dict[str, str
     wait_for_pool(instance, print)
     result = _run_job(defs.resolve_implicit_global_asset_job_def(), campaign, instance, verbose, tags, keys)
     failures = _failure_lines(campaign, result)
+    for check in result.get_asset_check_evaluations():  # the training frame's data checks
+        if not check.passed:
+            message = check.metadata["message"].value if "message" in check.metadata else check.check_name
+            line = f"data check {check.check_name} failed ({check.severity.value}): {message}"
+            print(f"{campaign}: {line}", file=sys.stderr)
+            if check.severity.value == "ERROR":  # no model could learn: the run made no decision
+                failures.append(f"{campaign}: {line}")
     for model, reason in sorted(_skipped_models(campaign, result.run_id) + list(left_out.items())):
         print(f"{campaign}: {model} skipped: {reason}")
     board_ok = _materialized(result, board_key)
@@ -553,8 +578,15 @@ def _campaign_report(con, campaign: str, finished: list[str], history: bool) -> 
                      else "   (none of its budgets is in campaign.yaml now)")
         for model, b, minimum, message in infeasible:
             lines.append(f"   budget {b:g} per capita not allocated for {model}: {message}")
+        checks = (con.execute(warehouse.sql("results", "run_data_checks"), [campaign, run_id]).fetchall()
+                  if warehouse.table_columns(con, "data_checks") else [])  # a warehouse older than the checks
+        for name, severity, message in checks:
+            lines.append(f"   data check {name} failed ({severity}): {message}")
         for model, status, reason in con.execute(warehouse.sql("results", "run_not_evaluated"), [campaign, run_id]).fetchall():
-            lines.append(f"   {model} {'skipped' if status == 'skipped' else 'not evaluated'}: {reason}")
+            if status == "stale":  # its reason starts with "stale: "
+                lines.append(f"   {model} not ranked, {reason}")
+            else:
+                lines.append(f"   {model} {'skipped' if status == 'skipped' else 'not evaluated'}: {reason}")
         if others:
             shown = ", ".join(f"{b:g}" for b in others)
             lines.append(f"   budgets not in campaign.yaml now: {shown}"
@@ -637,8 +669,19 @@ def cmd_models(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _version() -> str:
+    """The installed package's version (pyproject.toml is the one place it is set)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("promo_assets")
+    except PackageNotFoundError:
+        return "unknown (not installed: pip install .)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="promo", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"promo_assets {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("simulate", help="write a simulated campaign (with ground truth) into the landing folder")
@@ -694,8 +737,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import duckdb
+
+    from promo_assets import settings
     from promo_assets.settings import SettingsError
-    from promo_assets.warehouse import WarehouseBusyError
+    from promo_assets.warehouse import WarehouseBusyError, WarehouseUnusableError, unusable
 
     args = build_parser().parse_args(argv)
     try:
@@ -703,9 +749,23 @@ def main(argv: list[str] | None = None) -> int:
     except (WarehouseBusyError, SettingsError) as exc:  # e.g. `promo report` while a run writes
         print(f"promo {args.command}: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except WarehouseUnusableError as exc:  # truncated, corrupt, a directory, a read-only file system
+        print(f"promo {args.command}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except duckdb.Error as exc:  # the warehouse failed while being read or written outside a run's steps
+        print(f"promo {args.command}: {unusable(settings.warehouse_path(), exc)}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # noqa: BLE001 (last resort: one line, never a stack, unless asked for)
+        if os.environ.get("PROMO_TRACEBACK"):
+            raise
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        print(f"promo {args.command}: unexpected error {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:300]} "
+              f"(at {Path(where.filename).name}:{where.lineno}; set PROMO_TRACEBACK=1 to see the traceback, and "
+              "please report it)", file=sys.stderr)
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

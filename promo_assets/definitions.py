@@ -42,7 +42,7 @@ def build_defs(models: Sequence[str] | None = None) -> dg.Definitions:
         # Every job (campaign_job, ingest_job, the UI's materializations and backfills) runs its steps in
         # the run's own process: the default multiprocess executor started one process per step (each
         # importing torch, ~5-10 s) only for the steps to queue on the `warehouse` pool (limit 1) anyway.
-        # README "The Dagster UI" has the measured times.
+        # benchmarks/ui_refresh.py measures a UI refresh against promo run.
         executor=dg.in_process_executor,
     )
 

@@ -131,18 +131,41 @@ class DagsterDev:
             raise DevServerError(f"GraphQL errors: {answer['errors']}")
         return answer["data"]
 
-    def launch_partition_run(self, job: str, partition: str) -> str:
-        """Queue one run of `job` for `partition` (as the UI's launchpad does); returns its run id."""
+    def launch_partition_run(self, job: str, partition: str, tags: dict[str, str] | None = None) -> str:
+        """Queue one run of `job` for `partition` (as the UI's launchpad does), with extra `tags`;
+        returns its run id."""
+        run_tags = [{"key": "dagster/partition", "value": partition}] + [{"key": k, "value": v} for k, v in (tags or {}).items()]
         data = self.graphql(
             """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename
                  ... on LaunchRunSuccess { run { runId } } ... on PythonError { message }
                  ... on RunConfigValidationInvalid { errors { message } } ... on InvalidSubsetError { message } } }""",
             {"p": {"selector": {"repositoryLocationName": LOCATION, "repositoryName": REPOSITORY, "jobName": job},
-                   "runConfigData": {}, "executionMetadata": {"tags": [{"key": "dagster/partition", "value": partition}]}}},
+                   "runConfigData": {}, "executionMetadata": {"tags": run_tags}}},
         )["launchRun"]
         if data["__typename"] != "LaunchRunSuccess":
             raise DevServerError(f"launching {job} for partition {partition!r} failed: {data}")
         return data["run"]["runId"]
+
+    def stop_sensor(self, name: str) -> None:
+        """Turn a sensor off (the UI's toggle on the Automation page)."""
+        state = self.graphql(
+            """query($s: SensorSelector!) { sensorOrError(sensorSelector: $s) { __typename
+                 ... on Sensor { sensorState { id status } } ... on PythonError { message } } }""",
+            {"s": {"repositoryLocationName": LOCATION, "repositoryName": REPOSITORY, "sensorName": name}},
+        )["sensorOrError"]
+        if state["__typename"] != "Sensor":
+            raise DevServerError(f"sensor {name!r}: {state}")
+        if state["sensorState"]["status"] == "RUNNING":
+            answer = self.graphql("mutation($id: String) { stopSensor(id: $id) { __typename } }",
+                                  {"id": state["sensorState"]["id"]})["stopSensor"]
+            if answer["__typename"] != "StopSensorMutationResult":
+                raise DevServerError(f"stopping sensor {name!r}: {answer}")
+
+    def unfinished_runs(self) -> list[dict]:
+        """Runs queued, starting or started (run id, job, tags)."""
+        return self.graphql(
+            """{ runsOrError(filter: {statuses: [QUEUED, NOT_STARTED, STARTING, STARTED]}) { __typename
+                 ... on Runs { results { runId jobName tags { key value } } } } }""")["runsOrError"]["results"]
 
     def run_status(self, run_id: str) -> dict:
         return self.graphql(

@@ -1,4 +1,4 @@
-"""Settings read from the environment, with documented defaults (see README, "Settings").
+"""Settings read from the environment, with documented defaults (docs/settings.md).
 
 Relative paths are resolved against the current working directory at the time of the call, so
 `promo` run from the repository root and `dagster dev` started there see the same files.
@@ -96,6 +96,19 @@ def keep_runs() -> int:
     return DEFAULT_KEEP_RUNS if value is None else value
 
 
+DEFAULT_MAX_SOLVE_CELLS = 500_000_000
+
+
+def max_solve_cells() -> int:
+    """The cap on users x levels of one allocation solve (PROMO_MAX_SOLVE_CELLS, default 500,000,000):
+    each budget's exact solve passes over every user x level cell several times (about a microsecond
+    per cell and pass on one core), so a larger problem is refused with this reason instead of running
+    for hours. Campaigns also have at most `campaign.MAX_LEVELS` levels."""
+    value = _env("PROMO_MAX_SOLVE_CELLS", _at_least(1, int),
+                 f": expected a whole number of user x level cells >= 1 (default {DEFAULT_MAX_SOLVE_CELLS:,})")
+    return DEFAULT_MAX_SOLVE_CELLS if value is None else value
+
+
 def _scheduler(text: str) -> str:
     if text.startswith("local:"):
         workers = int(text[len("local:"):])  # ValueError: not a number
@@ -121,7 +134,7 @@ def check() -> list[str]:
     """Every setting with a value of the wrong kind, one message each ([] when all are fine): what
     `promo run` checks before anything runs."""
     problems = []
-    for read in (max_epochs, warehouse_busy_seconds, partitions_start, keep_runs, dask_scheduler):
+    for read in (max_epochs, warehouse_busy_seconds, partitions_start, keep_runs, dask_scheduler, max_solve_cells):
         try:
             read()
         except SettingsError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import importlib.resources
 import re
 import time
 from contextlib import contextmanager
@@ -23,16 +24,18 @@ from promo_assets import settings
 if TYPE_CHECKING:
     import pandas as pd
 
-SQL_DIR = Path(os.environ.get("PROMO_SQL_DIR") or Path(__file__).resolve().parents[1] / "sql")
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 
 
 @functools.cache
 def _family(family: str) -> dict[str, str]:
-    path = SQL_DIR / f"{family}.sql"
-    if not path.exists():
-        raise FileNotFoundError(f"SQL file {path} not found (PROMO_SQL_DIR={SQL_DIR})")
-    text = path.read_text()
+    """The statements of sql/<family>.sql, read from the installed package (`promo_assets.sql`: the
+    top-level sql/ folder, shipped as package data), the same way in a wheel and an editable install."""
+    resource = importlib.resources.files("promo_assets.sql") / f"{family}.sql"
+    if not resource.is_file():
+        raise FileNotFoundError(f"SQL file {family}.sql is not in the installed package promo_assets.sql "
+                                f"({resource}); reinstall promo_assets")
+    text = resource.read_text(encoding="utf-8")
     marks = list(_NAME.finditer(text))
     out: dict[str, str] = {}
     for i, m in enumerate(marks):
@@ -108,18 +111,55 @@ class WarehouseBusyError(RuntimeError):
     """Another process holds the warehouse file's lock for longer than PROMO_WAREHOUSE_BUSY_SECONDS."""
 
 
+class WarehouseUnusableError(RuntimeError):
+    """The warehouse file cannot be opened or read: not a DuckDB file, truncated, a failed checksum,
+    a directory, a read-only file system. The message names the file and DuckDB's (or the OS's) reason."""
+
+
+def unusable(path: Path, exc: BaseException) -> WarehouseUnusableError:
+    """WarehouseUnusableError naming `path` and the first line of `exc` (DuckDB's or the OS's reason)."""
+    reason = (str(exc).splitlines() or [type(exc).__name__])[0]
+    if isinstance(exc, OSError) and exc.strerror:
+        reason = exc.strerror + (f": {exc.filename}" if exc.filename else "")
+    return WarehouseUnusableError(
+        f"cannot use the warehouse {path}: {reason.rstrip('.!')}; move it away (or point PROMO_WAREHOUSE "
+        "elsewhere) and `promo run` builds a new one from the landing folder")
+
+
+def check_writable(path: Path | str | None = None) -> None:
+    """WarehouseUnusableError when the warehouse file could not be written: a directory, a file or a
+    folder on a read-only file system or without write permission. Checked by `promo run` before
+    anything runs (so the cause is one line, not a failed step per day); it takes no DuckDB lock."""
+    import tempfile
+
+    path = Path(path) if path is not None else settings.warehouse_path()
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(21, "a directory, not a DuckDB file")
+        if path.exists():
+            os.close(os.open(path, os.O_RDWR))
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryFile(dir=path.parent, prefix=".promo-write-probe-"):
+                pass
+    except OSError as exc:
+        raise unusable(path, exc) from None
+
+
 def _open(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     """duckdb.connect, retried with backoff (50 ms doubling to 1 s) while another process holds the
     file's lock (DuckDB: one writing process, or readers only), up to PROMO_WAREHOUSE_BUSY_SECONDS."""
     budget = settings.warehouse_busy_seconds()
     start = time.monotonic()
     delay = 0.05
+    if path.is_dir():
+        raise unusable(path, IsADirectoryError(21, "a directory, not a DuckDB file"))
     while True:
         try:
             return duckdb.connect(str(path), read_only=read_only)
         except duckdb.IOException as exc:
             if "could not set lock" not in str(exc).lower():
-                raise
+                raise unusable(path, exc) from None
             waited = time.monotonic() - start
             if waited + delay > budget:
                 holder = _LOCK_HOLDER.search(str(exc))
@@ -183,13 +223,19 @@ def connect(path: Path | str | None = None, read_only: bool = False) -> Iterator
     if read_only and not path.exists():
         raise FileNotFoundError(f"warehouse {path} does not exist yet: run `promo run` (or materialize rct_events) first")
     if not read_only:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise unusable(path, exc) from None
     con = _open(path, read_only)
     try:
-        if read_only:
-            no_replacement_scans(con)
-        else:
-            ensure_schema(con)  # turns replacement scans off too
+        try:
+            if read_only:
+                no_replacement_scans(con)
+            else:
+                ensure_schema(con)  # turns replacement scans off too
+        except (duckdb.IOException, duckdb.InternalException) as exc:  # a damaged file shows here first
+            raise unusable(path, exc) from None
         yield con
     finally:
         con.close()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create (or refresh) the project's virtual environment in .venv: torch's CPU build first, then the
-# package with its pinned dependencies and the test tools. Safe to run again: it reinstalls only
-# when pyproject.toml (or the extras asked for) changed.
+# package with its pinned dependencies, the test tools and the docs generator (the `docs` extra).
+# Safe to run again: it reinstalls only when pyproject.toml (or the extras asked for) changed.
 # PROMO_UI_TESTS=1 also installs what the browser test of the UI needs (tests/test_ui_browser.py):
 # Debian's chromium through apt-get (as root, or with sudo) and the `ui-test` extra (the playwright
 # wheel). Playwright drives that chromium; it never downloads a browser of its own.
@@ -12,9 +12,9 @@ if [[ ! -x .venv/bin/python ]]; then
   echo "[setup] creating .venv with $($PYTHON --version)"
   "$PYTHON" -m venv .venv
 fi
-extras=dev
+extras=dev,docs
 if [[ ${PROMO_UI_TESTS:-0} == 1 ]]; then
-  extras=dev,ui-test
+  extras=dev,docs,ui-test
   if ! command -v chromium >/dev/null; then
     echo "[setup] PROMO_UI_TESTS=1: installing Debian's chromium with apt-get (about 1-2 minutes; log: .venv/chromium.log)"
     sudo=; [[ $(id -u) == 0 ]] || sudo=sudo

@@ -96,6 +96,9 @@ SELECT * FROM policy_evaluation WHERE campaign = ? AND model = ? AND run_id = ? 
 -- name: insert_leaderboard_entry
 INSERT INTO leaderboard_entries VALUES (?, ?, ?, ?, ?, ?, ?, now());
 
+-- name: insert_data_check
+INSERT INTO data_checks VALUES (?, ?, ?, ?, ?, ?, now());
+
 -- name: insert_outcome_predictions
 -- outcome_df: one row per holdout event x level (event_date, source_row, level, value, cost).
 INSERT INTO outcome_predictions SELECT ?, ?, event_date, source_row, level, value, cost FROM outcome_df;
@@ -123,8 +126,9 @@ WHERE e.campaign = ? AND t.split <> 'holdout'
 ORDER BY e.event_date, e.source_row;
 
 -- name: propensity_events
--- the events of a campaign with their stored propensity (training_frame: split and IPS weights)
-SELECT e.event_date, e.source_row, e.user_id, e.level, p.propensity
+-- the events of a campaign with their stored propensity (training_frame: split and IPS weights,
+-- the data checks of the level counts and the response)
+SELECT e.event_date, e.source_row, e.user_id, e.level, e.response, p.propensity
 FROM rct_events e
 JOIN propensity p USING (campaign, event_date, source_row)
 WHERE e.campaign = ?
@@ -132,11 +136,11 @@ ORDER BY e.event_date, e.source_row
 
 -- name: population_parquet
 -- The latest population/ file (its path bound), one row per user: the user's last row in file order
--- (a user listed again is updated), user_id as text. Streamed in record batches
+-- (a user listed again is updated), user_id as text with surrounding spaces, tabs and newlines trimmed. Streamed in record batches
 -- (promo_assets.ingestion.frames.PopulationFile), never whole in memory: DuckDB keeps only the row
 -- number of each user's last row (a hash aggregate) and scans the file again keeping those rows.
 WITH src AS NOT MATERIALIZED (
-    SELECT * EXCLUDE (file_row_number) REPLACE (CAST(user_id AS VARCHAR) AS user_id),
+    SELECT * EXCLUDE (file_row_number) REPLACE (trim(CAST(user_id AS VARCHAR), E' \t\n\r') AS user_id),
            file_row_number AS __population_row
     FROM read_parquet(?, file_row_number = true))
 SELECT * EXCLUDE (__population_row) FROM src
@@ -144,14 +148,14 @@ WHERE __population_row IN (SELECT max(__population_row) FROM src GROUP BY user_i
 
 -- name: population_csv
 WITH src AS NOT MATERIALIZED (
-    SELECT * REPLACE (CAST(user_id AS VARCHAR) AS user_id), row_number() OVER () AS __population_row
+    SELECT * REPLACE (trim(CAST(user_id AS VARCHAR), E' \t\n\r') AS user_id), row_number() OVER () AS __population_row
     FROM read_csv(?, header = true))
 SELECT * EXCLUDE (__population_row) FROM src
 WHERE __population_row IN (SELECT max(__population_row) FROM src GROUP BY user_id);
 
 -- name: population_count_parquet
 -- (distinct users, rows without a user_id) of a population file.
-SELECT count(DISTINCT CAST(user_id AS VARCHAR)), count(*) FILTER (WHERE user_id IS NULL) FROM read_parquet(?);
+SELECT count(DISTINCT trim(CAST(user_id AS VARCHAR), E' \t\n\r')), count(*) FILTER (WHERE user_id IS NULL) FROM read_parquet(?);
 
 -- name: population_count_csv
-SELECT count(DISTINCT CAST(user_id AS VARCHAR)), count(*) FILTER (WHERE user_id IS NULL) FROM read_csv(?, header = true);
+SELECT count(DISTINCT trim(CAST(user_id AS VARCHAR), E' \t\n\r')), count(*) FILTER (WHERE user_id IS NULL) FROM read_csv(?, header = true);

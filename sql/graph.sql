@@ -46,7 +46,7 @@ INSERT INTO commission_grid VALUES (?, ?);
 -- expressions over the file's own (quoted) columns.
 CREATE OR REPLACE TEMP TABLE typed_merchants AS
 SELECT s.__source_row AS source_row,
-       nullif(trim(CAST(s."merchant_id" AS VARCHAR)), '') AS merchant_id,
+       nullif(trim(CAST(s."merchant_id" AS VARCHAR), E' \t\n\r'), '') AS merchant_id,
        CAST(s."treatment" AS VARCHAR) AS raw_treatment,
        g.level AS level,
        g.incentive AS incentive,

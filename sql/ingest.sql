@@ -43,7 +43,7 @@ TRY_CAST(src."treatment" AS DOUBLE) = g.incentive
 trim(CAST(src."treatment" AS VARCHAR)) = g.label
 
 -- name: typed_required
-src.__source_row AS source_row, trim(CAST(src."user_id" AS VARCHAR)) AS user_id, g.level AS level,
+src.__source_row AS source_row, trim(CAST(src."user_id" AS VARCHAR), E' \t\n\r') AS user_id, g.level AS level,
 g.incentive AS incentive, TRY_CAST(src."response" AS DOUBLE) AS response
 
 -- name: typed_cost_redeemed
@@ -59,7 +59,7 @@ TRY_CAST(src."cost" AS DOUBLE) AS cost
 TRY_CAST(src."propensity" AS DOUBLE) AS propensity
 
 -- name: typed_merchant_id
-CAST(src."merchant_id" AS VARCHAR) AS merchant_id
+trim(CAST(src."merchant_id" AS VARCHAR), E' \t\n\r') AS merchant_id
 
 -- name: typed_event_time
 TRY_CAST(src."event_time" AS TIMESTAMP) AS event_time
@@ -78,7 +78,9 @@ CAST(src.{col} AS VARCHAR) AS {col}
 -- cost, numeric features): finite and |x| <= 1e15 (NaN, inf and absurd values such as 1e308 are refused).
 -- A valid row is recognized by the valid_* conditions alone (typed_rows' {valid}; DuckDB compares NaN
 -- above every number, so abs(x) <= 1e15 is false for NaN and inf) and skips the tests naming a problem.
-CASE WHEN src."user_id" IS NULL OR trim(CAST(src."user_id" AS VARCHAR)) = '' THEN 'user_id: missing' END,
+CASE WHEN src."user_id" IS NULL OR trim(CAST(src."user_id" AS VARCHAR), E' \t\n\r') = '' THEN 'user_id: missing'
+     WHEN regexp_matches(trim(CAST(src."user_id" AS VARCHAR), E' \t\n\r'), '[\x00-\x1F\x7F]')
+     THEN 'user_id: a control character inside the id, such as NUL, tab or newline (' || replace(CAST(src."user_id" AS VARCHAR), chr(0), '\0') || ')' END,
 CASE WHEN g.level IS NULL THEN 'treatment: unknown treatment (' || coalesce(CAST(src."treatment" AS VARCHAR), 'NULL') || ')' END
 
 -- name: check_response
@@ -102,7 +104,8 @@ abs(TRY_CAST(src."response" AS DOUBLE)) <= 1e15 AND TRY_CAST(src."response" AS D
 abs(TRY_CAST(src."response" AS DOUBLE)) <= 1e15
 
 -- name: valid_required
-src."user_id" IS NOT NULL AND trim(CAST(src."user_id" AS VARCHAR)) <> '' AND g.level IS NOT NULL
+src."user_id" IS NOT NULL AND trim(CAST(src."user_id" AS VARCHAR), E' \t\n\r') <> '' AND g.level IS NOT NULL
+AND NOT regexp_matches(trim(CAST(src."user_id" AS VARCHAR), E' \t\n\r'), '[\x00-\x1F\x7F]')
 
 -- name: valid_cost
 abs(TRY_CAST(src."cost" AS DOUBLE)) <= 1e15 AND TRY_CAST(src."cost" AS DOUBLE) >= 0
@@ -116,6 +119,14 @@ abs(TRY_CAST(src."cost" AS DOUBLE)) <= 1e15 AND TRY_CAST(src."cost" AS DOUBLE) >
 
 -- name: valid_numeric_feature
 (src.{col} IS NULL OR abs(TRY_CAST(src.{col} AS DOUBLE)) <= 1e15)
+
+-- name: check_categorical_feature
+-- ? = the feature's name (bound). A control character inside a text value refuses the row.
+CASE WHEN regexp_matches(CAST(src.{col} AS VARCHAR), '[\x00-\x1F\x7F]')
+     THEN ? || ': a control character inside the value, such as NUL, tab or newline (' || replace(CAST(src.{col} AS VARCHAR), chr(0), '\0') || ')' END
+
+-- name: valid_categorical_feature
+(src.{col} IS NULL OR NOT regexp_matches(CAST(src.{col} AS VARCHAR), '[\x00-\x1F\x7F]'))
 
 -- name: valid_repeated
 rep.reason IS NULL
@@ -164,28 +175,28 @@ SELECT count(*) - count(DISTINCT hash(user_id)) FROM rct_events WHERE campaign =
 -- name: repeated_users
 -- Users with more than one row in the file.
 CREATE OR REPLACE TEMP TABLE repeated_users AS
-SELECT trim(CAST(src."user_id" AS VARCHAR)) AS user_id FROM ({source}) AS src GROUP BY ALL HAVING count(*) > 1;
+SELECT trim(CAST(src."user_id" AS VARCHAR), E' \t\n\r') AS user_id FROM ({source}) AS src GROUP BY ALL HAVING count(*) > 1;
 
 -- name: repeated_rows
 -- The rows of repeated users that are refused: an exact copy of an earlier row (every column
--- equal), and every row of a user whose rows disagree on treatment or response.
--- raw_fields: every column of the file; ? = the file.
+-- equal, the id compared trimmed), and every row of a user whose rows disagree on treatment or response.
+-- raw_fields: every column of the file but user_id; ? = the file.
 CREATE OR REPLACE TEMP TABLE repeated_rows AS
 WITH r AS (
-    SELECT src.__source_row AS source_row, trim(CAST(src."user_id" AS VARCHAR)) AS user_id,
+    SELECT src.__source_row AS source_row, trim(CAST(src."user_id" AS VARCHAR), E' \t\n\r') AS user_id,
            CAST(src."treatment" AS VARCHAR) AS treatment, CAST(src."response" AS VARCHAR) AS response,
            struct_pack({raw_fields}) AS row_values
     FROM ({source}) AS src
-    WHERE trim(CAST(src."user_id" AS VARCHAR)) IN (SELECT user_id FROM repeated_users)
+    WHERE trim(CAST(src."user_id" AS VARCHAR), E' \t\n\r') IN (SELECT user_id FROM repeated_users)
 ), per_user AS (
     SELECT user_id, count(DISTINCT (treatment, response)) AS n_versions,
            string_agg(CAST(source_row AS VARCHAR), ', ' ORDER BY source_row) AS row_list
     FROM r GROUP BY user_id
 ), flagged AS (
     SELECT r.source_row, concat_ws(chr(30),
-        CASE WHEN r.source_row > min(r.source_row) OVER (PARTITION BY r.row_values)
+        CASE WHEN r.source_row > min(r.source_row) OVER (PARTITION BY r.user_id, r.row_values)
              THEN 'user_id: exact duplicate of an earlier row (' || r.user_id || ' as in row '
-                  || min(r.source_row) OVER (PARTITION BY r.row_values) || ')' END,
+                  || min(r.source_row) OVER (PARTITION BY r.user_id, r.row_values) || ')' END,
         CASE WHEN u.n_versions > 1
              THEN 'user_id: same user and day with a different treatment or response (' || r.user_id
                   || ' in rows ' || u.row_list || ')' END) AS reason
@@ -266,6 +277,10 @@ SELECT count(COLUMNS(*)) FROM rct_events WHERE campaign = ?;
 -- name: delete_campaign_features
 DELETE FROM campaign_features WHERE campaign = ? AND list_contains(?::VARCHAR[], feature);
 
+-- name: feature_days
+-- The loaded days of a campaign on which feature column {col} (quoted by quote_ident) has a value.
+SELECT DISTINCT event_date FROM rct_events WHERE campaign = ? AND {col} IS NOT NULL ORDER BY event_date;
+
 -- name: loaded_days
 -- Days with rows of one campaign in any per-day table.
 SELECT DISTINCT event_date FROM (
@@ -283,7 +298,7 @@ SELECT level, count(*) FROM rct_events WHERE campaign = ? AND event_date = ? GRO
 
 -- name: stage_edges_parquet
 CREATE OR REPLACE TEMP TABLE staged_edges AS
-SELECT CAST(user_id AS VARCHAR) AS user_id, CAST(merchant_id AS VARCHAR) AS merchant_id,
+SELECT trim(CAST(user_id AS VARCHAR), E' \t\n\r') AS user_id, trim(CAST(merchant_id AS VARCHAR), E' \t\n\r') AS merchant_id,
        TRY_CAST({weight} AS DOUBLE) AS weight,
        TRY_CAST({amount} AS DOUBLE) AS amount,
        ({amount} IS NOT NULL AND TRY_CAST({amount} AS DOUBLE) IS NULL) AS amount_unreadable
@@ -291,7 +306,7 @@ FROM read_parquet(?);
 
 -- name: stage_edges_csv
 CREATE OR REPLACE TEMP TABLE staged_edges AS
-SELECT CAST(user_id AS VARCHAR) AS user_id, CAST(merchant_id AS VARCHAR) AS merchant_id,
+SELECT trim(CAST(user_id AS VARCHAR), E' \t\n\r') AS user_id, trim(CAST(merchant_id AS VARCHAR), E' \t\n\r') AS merchant_id,
        TRY_CAST({weight} AS DOUBLE) AS weight,
        TRY_CAST({amount} AS DOUBLE) AS amount,
        ({amount} IS NOT NULL AND TRY_CAST({amount} AS DOUBLE) IS NULL) AS amount_unreadable

@@ -85,6 +85,11 @@ ORDER BY p.budget_per_capita, p.true_value DESC NULLS LAST, p.eom_value DESC;
 SELECT model, status, reason FROM leaderboard_entries
 WHERE campaign = ? AND run_id = ? AND status <> 'evaluated' ORDER BY status DESC, model;
 
+-- name: run_data_checks
+-- The failed data checks of the training frame one leaderboard run saw, errors first.
+SELECT check_name, check_severity, check_message FROM data_checks
+WHERE campaign = ? AND run_id = ? AND NOT check_passed ORDER BY check_severity, check_name;
+
 -- name: run_infeasible
 -- The infeasible budgets of the model versions a leaderboard run assembled.
 SELECT DISTINCT i.model, i.budget_per_capita, i.minimum_budget, i.message

@@ -498,3 +498,16 @@ CREATE TABLE IF NOT EXISTS decision_budgets (
     decision_manifest   VARCHAR   NOT NULL,   -- JSON: the budget's manifest entry
     decided_at          TIMESTAMP NOT NULL
 );
+
+-- name: create_data_checks
+-- The data checks of the training frame (promo_assets.causal.checks) as each leaderboard run saw
+-- them: whether there was anything to learn from (shown by `promo report`).
+CREATE TABLE IF NOT EXISTS data_checks (
+    campaign        VARCHAR   NOT NULL,
+    run_id          VARCHAR   NOT NULL,
+    check_name      VARCHAR   NOT NULL,   -- events_per_level | response_varies | response_rate
+    check_passed    BOOLEAN   NOT NULL,
+    check_severity  VARCHAR   NOT NULL,   -- 'ERROR' (no model can learn) | 'WARN'
+    check_message   VARCHAR   NOT NULL,
+    checked_at      TIMESTAMP NOT NULL
+);

@@ -420,7 +420,7 @@ TIE_EXPECTED = [0, 1, 1, 1]
 def test_one_decision_rule_same_ties_at_every_former_call_site():
     """The solver's scans, `decide` (allocation / OnlinePolicy), the joint customer + merchant
     allocation and the EOM evaluation make identical decisions on ties, by the documented rule:
-    the cheaper level, then the lower index (README "Allocation": the decision rule)."""
+    the cheaper level, then the lower index (docs/design.md, "One decision rule")."""
     from promo_assets.allocation import decision
     from promo_assets.evaluation.eom import levels_at_lambdas
     from promo_assets.graph import joint

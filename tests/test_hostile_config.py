@@ -240,16 +240,21 @@ def test_cli_refuses_bad_names_with_exit_2(promo_env, capsys, argv, words):
 @pytest.mark.hostile
 @pytest.mark.parametrize("bad", ["holdout_day: 2\n", "randomized: \"false\"\n"],
                          ids=["error-cli-run-typo", "error-cli-run-string-bool"])
-def test_promo_run_checks_every_campaign_yaml_before_anything_runs(promo_env, capsys, bad):
+def test_promo_run_checks_every_campaign_yaml_and_runs_the_others(promo_env, capsys, bad):
     assert main(["simulate", "--campaign", "good", "--days", "2", "--users", "50", "--start", "2026-01-01"]) == 0
     assert main(["simulate", "--campaign", "zbad", "--days", "2", "--users", "50", "--start", "2026-01-01"]) == 0
     path = promo_env["landing"] / "zbad" / "campaign.yaml"
     path.write_text(path.read_text() + bad)
     capsys.readouterr()
-    assert main(["run", "--no-progress"]) == 2
+    assert main(["run", "--ingest-only", "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert "nothing was run" in err and str(path) in err and bad.split(":")[0] in err
-    assert not promo_env["warehouse"].exists()  # not even the good campaign was ingested
+    assert "campaign(s) zbad not run" in err and str(path) in err and bad.split(":")[0] in err
+    with duckdb.connect(str(promo_env["warehouse"]), read_only=True) as con:  # only the good campaign was run
+        assert con.execute("SELECT DISTINCT campaign FROM rct_events").fetchall() == [("good",)]
+    path.write_text(path.read_text().replace(bad, ""))
+    (promo_env["landing"] / "good" / "campaign.yaml").write_text(bad)
+    assert main(["run", "--campaign", "good", "--no-progress"]) == 2  # only bad campaigns: nothing was run
+    assert "nothing was run" in capsys.readouterr().err
 
 
 def test_a_config_for_an_invalid_campaign_name_is_refused():

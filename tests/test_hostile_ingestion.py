@@ -2,7 +2,7 @@
 
 Every case is `@pytest.mark.hostile` with an id starting `error-` (the file is refused with an
 IngestError naming the file and the offending column / rule, the warehouse is left as it was, no
-raw DuckDB error) or `accepted-` (documented as accepted: the rows load as stated in README).
+raw DuckDB error) or `accepted-` (documented as accepted: the rows load as stated in docs/data-contract.md).
 """
 
 from __future__ import annotations
@@ -409,3 +409,157 @@ def test_merchant_file_header_rules(tmp_path, header, named):
             ingest_merchants_day(con, "shop", DAY, path, mconf)
         assert con.execute("SELECT count(*) FROM merchant_events").fetchone()[0] == 0
     assert str(path) in str(err.value) and named in str(err.value), str(err.value)
+
+
+# ------------------------------------------------------------------------------------------------
+# types and ids decided once (docs/operations.md, "What the landing folder may hold")
+
+DAY2 = dt.date(2026, 3, 3)
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("case", ["error-text-on-the-earliest-day-numbers-later", "error-numbers-first-text-later"])
+def test_a_features_type_comes_from_all_its_loaded_days(env, case):
+    first, later = (["p", "q", "r", "s", "t"], [0.0, 1.0, 2.0, 0.0, 1.0])
+    if case == "error-numbers-first-text-later":
+        first, later = later, first
+    load(env, write(env, frame(5, seed=2).assign(tier=first)))
+    path = write(env, frame(5, seed=3).assign(tier=later), day=DAY2)
+    with pytest.raises(IngestError) as err:
+        load(env, path, day=DAY2)
+    message = str(err.value)
+    if case == "error-text-on-the-earliest-day-numbers-later":  # never the categories '0', '1', '2'
+        assert (f"{path}: feature column 'tier' holds numbers here (DOUBLE) but text on the loaded day(s) {DAY} "
+                "(stored as categorical)") in message and "declare it under 'features:'" in message
+    else:
+        assert "column 'tier': not a number" in message, message
+    stored = table(env, "rct_events")
+    assert set(stored["event_date"]) == {pd.Timestamp(DAY0), TS}  # the later day was not loaded
+    if case == "error-text-on-the-earliest-day-numbers-later":
+        assert set(stored["tier"].dropna()) == {"p", "q", "r", "s", "t"}
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("case", ["accepted-declared-kind-wins"])
+def test_a_declared_kind_settles_the_type(env, case):
+    load(env, write(env, frame(5, seed=2).assign(tier=["p", "q", "r", "s", "t"])),
+         yaml=YAML + "features:\n  tier: categorical\n")
+    load(env, write(env, frame(5, seed=3).assign(tier=[0, 1, 2, 0, 1]), day=DAY2), day=DAY2)
+    assert sorted(table(env, "rct_events")["tier"].dropna().unique()) == ["0", "1", "2", "p", "q", "r", "s", "t"]
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+@pytest.mark.parametrize("case", ["error-padded-id-is-an-exact-duplicate", "accepted-padded-id-trimmed"])
+def test_ids_are_trimmed_before_the_duplicate_checks(env, case, fmt):
+    ids = ["u1", " u1 ", "u2"] if case.startswith("error") else [" u1\t", "u2 ", "u3"]
+    df = pd.DataFrame({"user_id": ids, "treatment": [1, 1, 2], "response": [1.0, 1.0, 0.0]})
+    path = write(env, df, fmt)
+    if case.startswith("error"):
+        refused(env, path, "column 'user_id': exact duplicate of an earlier row", "u1 as in row 1")
+    else:
+        load(env, path)
+        assert sorted(table(env, "rct_events").query("event_date == @TS")["user_id"]) == ["u1", "u2", "u3"]
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("column, value, named", [
+    ("user_id", "u\x001", "column 'user_id': a control character inside the id"),
+    ("user_id", "u\n1", "column 'user_id': a control character inside the id"),
+    ("city", "b\x00c", "column 'city': a control character inside the value"),
+    ("city", "b\tc", "column 'city': a control character inside the value"),
+], ids=["error-nul-in-user-id", "error-newline-in-user-id", "error-nul-in-text-feature", "error-tab-in-text-feature"])
+def test_control_characters_in_values_are_refused(env, column, value, named):
+    df = frame(5, seed=4)
+    df.loc[2, column] = value
+    path = write(env, df)
+    refused(env, path, named, "first at row 3")
+    assert "\x00" not in stored_text(env)  # the rejected row's raw values are kept, the NUL shown as \0
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("column, values, named", [
+    ("loc", [{"lat": 1.0, "lon": 2.0}] * 5, "column 'loc' is a nested type (STRUCT(lat DOUBLE, lon DOUBLE))"),
+    ("tags", [[1, 2]] * 5, "column 'tags' is a nested type (BIGINT[])"),
+    ("attrs", pa.array([[("k", 1)]] * 5, type=pa.map_(pa.string(), pa.int64())), "column 'attrs' is a nested type (MAP("),
+    ("user_id", [{"id": "a"}] * 5, "column 'user_id' is a nested type"),
+], ids=["error-parquet-struct-column", "error-parquet-list-column", "error-parquet-map-column",
+        "error-parquet-struct-user-id"])
+def test_nested_parquet_columns_are_refused(env, column, values, named):
+    df = frame(5, seed=5)
+    data = {c: df[c].tolist() for c in df.columns if c != column}
+    data[column] = values
+    path = write(env, pa.table(data))
+    refused(env, path, named, "write it as plain columns")
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("case", ["error-boolean-treatment-with-amounts", "accepted-boolean-treatment-with-true-false-arms"])
+def test_a_boolean_treatment(env, case):
+    table_ = pa.table({"user_id": [f"u{i}" for i in range(6)], "treatment": [False, True] * 3,
+                       "response": [0.0, 1.0] * 3})
+    path = write(env, table_)
+    if case.startswith("error"):
+        refused(env, path, "column 'treatment' is boolean (true / false)", "write the amount of each row's level")
+    else:  # arms named true / false: the treatment is compared as text
+        load(env, path, yaml="treatments:\n  arms: {'false': 0, 'true': 1}\nbudget_per_capita: [0.5]\n")
+        assert sorted(table(env, "rct_events").query("event_date == @TS")["level"]) == [0, 0, 0, 1, 1, 1]
+
+
+# ------------------------------------------------------------------------------------------------
+# causes in the user's terms
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("encoding, named", [
+    ("latin-1", "not UTF-8 text: byte 0xFC on line 2 (the file looks latin-1 / Windows-1252 encoded)"),
+    ("cp1252", "not UTF-8 text: byte 0x80 on line 2"),
+    ("utf-16", "the file is UTF-16 encoded (byte-order mark FF FE)"),
+], ids=["error-latin-1-csv", "error-windows-1252-csv", "error-utf-16-csv"])
+def test_a_csv_that_is_not_utf8_names_its_encoding(env, encoding, named):
+    df = frame(5, seed=6)
+    df["city"] = ["Zürich", "b", "c", "d", "e"] if encoding != "cp1252" else ["€uro", "b", "c", "d", "e"]
+    path = env["folder"] / "events" / f"{DAY}.csv"
+    df.to_csv(path, index=False, encoding=encoding)
+    message = refused(env, path, named, "CSV files are read as UTF-8")
+    assert "CSV Error on Line" not in message
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("case", ["accepted-utf-8-with-byte-order-mark"])
+def test_a_utf8_csv_with_a_byte_order_mark_loads(env, case):
+    df = frame(5, seed=6).assign(city=["Zürich", "b", "c", "d", "e"])
+    path = env["folder"] / "events" / f"{DAY}.csv"
+    df.to_csv(path, index=False, encoding="utf-8-sig")
+    load(env, path)
+    assert "Zürich" in set(table(env, "rct_events")["city"])
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("fmt", ["csv", "parquet"], ids=["error-empty-population-csv", "error-empty-population-parquet"])
+def test_an_empty_population_file_is_named(env, fmt):
+    from promo_assets.ingestion.frames import PopulationFile
+
+    folder = env["folder"] / "population"
+    folder.mkdir()
+    path = folder / f"{DAY}.{fmt}"
+    empty = frame(0).astype({"treatment": "int64"}).drop(columns=["treatment", "response"])
+    empty.to_csv(path, index=False) if fmt == "csv" else empty.to_parquet(path, index=False)
+    with warehouse.connect(env["db"]) as con, pytest.raises(IngestError) as err:
+        PopulationFile(con, path, ["age", "city"])
+    assert str(err.value) == (f"{path}: the population file has no users (no rows); write the users to decide for "
+                              "into it, or remove it (then the holdout users are scored)")
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("case", ["error-continuous-outlier-negative-costs"])
+def test_negative_predicted_costs_are_explained_in_the_campaigns_terms(case):
+    from promo_assets.campaign import CampaignConfig
+    from promo_assets.models.base import negative_cost_problem
+
+    config = CampaignConfig(campaign="c", incentives=(0.0, 1.0, 3.0), labels=("0", "1", "3"), response="continuous")
+    costs = np.array([[0.0, 1.0, 2.0], [0.0, -5.0, -3.6e8]])
+    message = negative_cost_problem("s_learner", config, costs, np.array(["a", "b"]))
+    assert message.startswith("s_learner: 2 predicted costs are negative (first: user b, level '1', cost -5)")
+    assert "cost rule 'redeemed'" in message and "response column" in message and "1e12" in message
+    assert "solve_ratio" not in message and negative_cost_problem("s", config, np.abs(costs), ["a", "b"]) is None

@@ -269,8 +269,10 @@ def test_promo_run_prints_the_domain_errors_of_every_failed_step(promo_env, monk
     from promo_assets.models.errors import ModelInputError
     from promo_assets.simulation import simulate
 
-    summary = simulate("demo", "c1", promo_env["landing"], 2, 200, 0)
-    assert "2 day(s)" in str(summary)
+    # 3 days: the first fails to load, the second trains, the third is the holdout (with the second
+    # failing too, no training day would be left and the data checks would skip every model instead)
+    summary = simulate("demo", "c1", promo_env["landing"], 3, 200, 0)
+    assert "3 day(s)" in str(summary)
     days = sorted(p.stem for p in (promo_env["landing"] / "c1" / "events").iterdir())
     real_ingest = ingest_assets.ingest_events_day
 

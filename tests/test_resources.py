@@ -129,7 +129,7 @@ def test_artifact_store_resource_saves_and_loads_under_its_root(tmp_path):
     assert store.load_object("test_model", version) == {"weights": [1.0, 2.0]}
     assert store.save_bytes(b"abc", "raw") == (artifacts.content_version(b"abc"), tmp_path / "store" / "raw" / f"{artifacts.content_version(b'abc')}.bin")
     assert store.load_bytes("raw", artifacts.content_version(b"abc")) == b"abc"
-    with pytest.raises(FileNotFoundError, match=f"artefact raw/0000000000000000 not found under {tmp_path / 'store'}"):
+    with pytest.raises(FileNotFoundError, match=f"artefact {tmp_path / 'store' / 'raw' / '0000000000000000.bin'} not found"):
         store.load_bytes("raw", "0000000000000000")
 
 

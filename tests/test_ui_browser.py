@@ -176,7 +176,7 @@ def test_backfill_of_three_days_from_rct_events_page(ui, page):
     page.get_by_role("button", name="Materialize…").first.click()
     dialog = page.get_by_role("dialog").filter(has_text="Launch runs to materialize rct_events")
     dialog.wait_for()
-    # both dimensions are dynamic (README "Partitions"): a multi-select of keys each, no date range box;
+    # both dimensions are dynamic (docs/automation.md, "Partitions"): a multi-select of keys each, no date range box;
     # the day picker offers exactly the days that have a landing file
     _pick_partitions(page, dialog, "campaign", "date", ["demo"], listed=1)
     _pick_partitions(page, dialog, "date", "campaign", picked, listed=len(days))

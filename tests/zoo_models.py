@@ -33,3 +33,24 @@ class TunedModel(ResponseModel):
 
     def fit(self, data, config, *, phase="model", previous=None, seed=0, max_epochs=None, log=None):
         raise ModelInputError("tuned: a test model that is never trained")
+
+
+class FlakyModel(ResponseModel):
+    """The s_learner under another name, whose training fails while PROMO_TEST_FLAKY_FAILS is set: its
+    earlier evaluation must then be marked stale, not ranked."""
+
+    name = "flaky"
+    title = "test model: s_learner that fails on demand"
+    source = "tests"
+    default = False
+
+    def fit(self, data, config, *, phase="model", previous=None, seed=0, max_epochs=None, log=None):
+        import os
+
+        from promo_assets.models import registry
+
+        if os.environ.get("PROMO_TEST_FLAKY_FAILS"):
+            raise ModelInputError("flaky: failing on purpose (PROMO_TEST_FLAKY_FAILS is set)")
+        fitted = registry.get("s_learner").fit(data, config, phase=phase, seed=seed, max_epochs=max_epochs, log=log)
+        fitted.name = "flaky"
+        return fitted

@@ -40,11 +40,14 @@ Public API
 ``tie_share(values, costs, lambda_, budget)``, ``decide_at(values, costs, lambda_, share, seed)``
     The decision at a stored λ* with the rule for users tied at λ* (the LP optimum's fractional
     part): what the allocation and the policy evaluation apply instead of solving again.
-Errors: ``AllocationInputError`` (shapes, dtypes, NaN/inf, negative costs, empty input) and
-``InfeasibleBudgetError`` (budget below sum_i min_j c_ij; ``.minimum_budget``), both ValueError.
+Errors: ``AllocationInputError`` (shapes, dtypes, NaN/inf, negative costs, empty input),
+``SolveTooLargeError`` (one of them: more users x levels than PROMO_MAX_SOLVE_CELLS per solve;
+``check_solve_size(n_users, n_levels)`` checks it up front) and ``InfeasibleBudgetError`` (budget
+below sum_i min_j c_ij; ``.minimum_budget``), all ValueError.
 """
 
-from .errors import AllocationInputError, InfeasibleBudgetError
+from ._checks import check_solve_size
+from .errors import AllocationInputError, InfeasibleBudgetError, SolveTooLargeError
 from .frontier import Frontier, frontier
 from .multi import MultiAllocation, solve_multi
 from .at_lambda import decide_at, tie_share
@@ -55,6 +58,8 @@ from .solver import Allocation, dual_objective, solve, solve_ratio
 __all__ = [
     "Allocation",
     "AllocationInputError",
+    "SolveTooLargeError",
+    "check_solve_size",
     "Frontier",
     "InfeasibleBudgetError",
     "MultiAllocation",

@@ -6,10 +6,24 @@ import math
 
 import numpy as np
 
-from .errors import AllocationInputError
+from .errors import AllocationInputError, SolveTooLargeError
 
 #: elements per chunk for streaming passes over N x K arrays (~1M elements, 4-8 MB)
 CHUNK_ELEMENTS = 1 << 20
+
+
+def check_solve_size(n_users: int, n_levels: int) -> None:
+    """SolveTooLargeError when users x levels exceeds the cap per solve (settings.max_solve_cells)."""
+    from promo_assets import settings
+
+    cap = settings.max_solve_cells()
+    cells = int(n_users) * int(n_levels)
+    if cells > cap:
+        raise SolveTooLargeError(
+            f"{int(n_users):,} users x {int(n_levels)} levels = {cells:,} user-level cells is more than one solve "
+            f"takes (PROMO_MAX_SOLVE_CELLS={cap:,}): each budget's exact solve passes over every cell several "
+            "times, about a microsecond per cell and pass on one core. Score fewer users (the population/ file), "
+            "use fewer levels, or raise PROMO_MAX_SOLVE_CELLS")
 
 
 def rows_per_chunk(k: int, elements: int = CHUNK_ELEMENTS) -> int:

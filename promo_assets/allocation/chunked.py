@@ -432,6 +432,7 @@ def solve_chunked(source, budget: float, per_capita: bool = False, seed: int = 0
     if rounding not in ("sample", "down"):
         raise AllocationInputError(f"rounding must be 'sample' or 'down', got {rounding!r}")
     b = _checks.check_budget(budget)
+    _checks.check_solve_size(source.n_users, source.n_levels)
     runner = ChunkRunner(source, client)
     n_all, k = int(source.n_users), int(source.n_levels)
     say = log or (lambda _m: None)

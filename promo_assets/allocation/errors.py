@@ -7,6 +7,11 @@ class AllocationInputError(ValueError):
     """Bad coefficients or arguments: wrong shape or dtype, NaN/inf entries, negative costs, empty input."""
 
 
+class SolveTooLargeError(AllocationInputError):
+    """More users x levels than one solve may take (PROMO_MAX_SOLVE_CELLS); the message says why and
+    what to do."""
+
+
 class InfeasibleBudgetError(ValueError):
     """The budget is below the cheapest possible allocation (every user at their cheapest level).
 

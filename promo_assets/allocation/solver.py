@@ -500,6 +500,7 @@ def solve(
     """
     v, c = _checks.check_pair(values, costs)
     b = _checks.check_budget(budget)
+    _checks.check_solve_size(*v.shape)
     n = v.shape[0]
     total = b * n if per_capita else b
     min_total = _checks.min_cost_total(c, total)

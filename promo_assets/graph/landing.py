@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
+from promo_assets.campaign import read_campaign_yaml
 from promo_assets.graph.warehouse_io import features_frame, latest_landing_file, read_truth
 
 
@@ -85,5 +85,5 @@ def load_bipartite_campaign(campaign_dir: Path) -> BipartiteCampaign:
         merchants=merchants,
         customer_truth=c_truth,
         merchant_truth=m_truth,
-        config=yaml.safe_load(cfg_path.read_text()) or {},
+        config=read_campaign_yaml(cfg_path) or {},
     )

@@ -409,9 +409,12 @@ def label_metrics(
 
 def load_graph_model(version: str, root: Path | None = None) -> TrainedGraphModel:
     """Load a TrainedGraphModel stored by `TrainedGraphModel.save` (artefact kind 'model')."""
-    from promo_assets.artifacts import load_object
+    from promo_assets.artifacts import ArtifactFormatError, load_object
 
-    payload = load_object("model", version, root)
+    try:
+        payload = load_object("model", version, root)
+    except ArtifactFormatError as exc:
+        raise GraphTrainingError(str(exc)) from None
     if not isinstance(payload, dict) or "customer_values" not in payload:
         raise GraphTrainingError(f"artefact model/{version} is not a graph model")
     return TrainedGraphModel.from_payload(payload, version=version)

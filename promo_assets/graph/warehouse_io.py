@@ -68,8 +68,10 @@ def latest_landing_file(landing_dir: Path, campaign: str, kind: str) -> tuple[pd
 def read_truth(landing_dir: Path, campaign: str, merchant_truth: str) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
     """(customer truth, merchant truth) frames of a simulated campaign: truth/response.parquet and
     `merchant_truth` (relative to the campaign folder); None for a file that does not exist."""
-    c_path = Path(landing_dir) / campaign / "truth" / "response.parquet"
-    m_path = Path(landing_dir) / campaign / merchant_truth
-    c = pd.read_parquet(c_path) if c_path.exists() else None
-    m = pd.read_parquet(m_path) if m_path.exists() else None
+    from promo_assets.ingestion import check_landing_file
+
+    folder = Path(landing_dir) / campaign
+    c_path, m_path = folder / "truth" / "response.parquet", folder / merchant_truth
+    c = pd.read_parquet(check_landing_file(c_path, folder)) if c_path.exists() or c_path.is_symlink() else None
+    m = pd.read_parquet(check_landing_file(m_path, folder)) if m_path.exists() or m_path.is_symlink() else None
     return c, m

@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import logging
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +31,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from promo_assets import settings
+from promo_assets import files, settings
 from promo_assets.campaign import CampaignConfig, usable_campaign_folder
 from promo_assets.warehouse import quote_ident, schema_columns, sql, table_columns, transaction
 
@@ -43,6 +46,9 @@ _NUMERIC_TYPES = re.compile(
     r"^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|UHUGEINT|FLOAT|DOUBLE|REAL|DECIMAL.*)$"
 )
 _DAY_FILE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.(parquet|csv)$")
+
+
+log = logging.getLogger(__name__)
 
 
 class IngestError(ValueError):
@@ -66,12 +72,21 @@ class IngestResult:
 
 
 def discover_campaigns(landing: Path) -> list[str]:
-    """Campaign ids: sub-folders of the landing root holding a campaign.yaml, sorted; a folder whose
-    name breaks the campaign-name rule is skipped with a warning naming it (`usable_campaign_folder`)."""
+    """Campaign ids: sub-folders of the landing root holding a campaign.yaml (of any kind: a
+    campaign.yaml that is a folder, a link or a FIFO is refused when the campaign is run, naming
+    it), sorted. Skipped with a warning naming them: a folder whose name breaks the campaign-name
+    rule (`usable_campaign_folder`) and a symbolic link (links are not followed, docs/operations.md)."""
     if not landing.exists():
         return []
-    return sorted(p.name for p in landing.iterdir()
-                  if p.is_dir() and (p / "campaign.yaml").exists() and usable_campaign_folder(p))
+    found = []
+    for p in sorted(landing.iterdir()):
+        if p.is_symlink():
+            if p.name[:1] != ".":
+                log.warning("%s: skipped: %s", p, files.problem(p, landing, want="dir"))
+            continue
+        if p.is_dir() and os.path.lexists(p / "campaign.yaml") and usable_campaign_folder(p):
+            found.append(p.name)
+    return found
 
 
 @dataclass(frozen=True)
@@ -98,30 +113,45 @@ def today_utc() -> dt.date:
 
 def scan_day_files(landing: Path, campaign: str, kind: str = "events", today: dt.date | None = None) -> DayScan:
     """The loadable `<kind>/<YYYY-MM-DD>.parquet|.csv` files of one campaign, and every other file with
-    the rule it breaks (README, "Day files"). Skipped, each on its own, the other days unaffected:
+    the rule it breaks (docs/data-contract.md, "Day files"). Skipped, each on its own, the other days unaffected:
     a name that is not `YYYY-MM-DD.parquet|.csv` (e.g. `notadate.csv`), a name that is not a real
     date (`2026-13-45.parquet`), a day after today (UTC: no events can have been logged yet), a day
     before PROMO_PARTITIONS_START when that is set, and both files of a day that has two
-    (`<day>.csv` and `<day>.parquet`). Hidden files (names starting with '.') and folders are ignored."""
+    (`<day>.csv` and `<day>.parquet`). Only regular files are read (docs/operations.md): a symbolic link
+    (wherever it points), a named pipe (FIFO), socket or device is skipped with that reason, by its
+    name, without being opened; a `<kind>/` folder that is a link is skipped as a whole. Hidden files
+    (names starting with '.') and folders are ignored."""
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     folder = landing / campaign / kind
     scan = DayScan()
+    if folder.is_symlink():
+        scan.skipped.append(SkippedFile(folder, files.problem(folder, landing / campaign, want="dir")))
+        return scan
     if not folder.is_dir():
         return scan
     today = today or today_utc()
     start = settings.partitions_start()
     found: dict[dt.date, list[Path]] = {}
     for path in sorted(folder.iterdir()):
-        if path.name.startswith(".") or path.is_dir():
+        if path.name.startswith("."):
             continue
         m = _DAY_FILE.match(path.name)
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:  # deleted while we looked
+            continue
+        if stat.S_ISDIR(mode):
+            continue
+        if not stat.S_ISREG(mode):  # a link, FIFO, socket or device: named, never opened
+            day = _valid_day(m.group(1)) if m else None
+            scan.skipped.append(SkippedFile(path, files.problem(path, folder) or "not a regular file", day))
+            continue
         if not m:
             scan.skipped.append(SkippedFile(path, "not a day file (expected YYYY-MM-DD.parquet or YYYY-MM-DD.csv)"))
             continue
-        try:
-            day = dt.date.fromisoformat(m.group(1))
-        except ValueError:
+        day = _valid_day(m.group(1))
+        if day is None:
             scan.skipped.append(SkippedFile(path, f"'{m.group(1)}' is not a valid date (expected YYYY-MM-DD)"))
             continue
         if day > today:
@@ -138,6 +168,13 @@ def scan_day_files(landing: Path, campaign: str, kind: str = "events", today: dt
             scan.skipped.extend(SkippedFile(p, f"two files for {day} ({names}); keep one, the day is skipped", day)
                                 for p in paths)
     return scan
+
+
+def _valid_day(text: str) -> dt.date | None:
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        return None
 
 
 def skipped_side_files(landing: Path, campaign: str) -> list[SkippedFile]:
@@ -159,10 +196,59 @@ def load_config(landing: Path, campaign: str) -> CampaignConfig:
 # events
 
 
+def check_landing_file(path: Path, below: Path | None = None) -> Path:
+    """`path` when it is a regular file reached without a symbolic link from `below` (default: its
+    campaign's folder, two folders up; `files.check_file`), checked again right before DuckDB or
+    pyarrow opens it; IngestError otherwise."""
+    try:
+        return files.check_file(path, below)
+    except files.UnsafeFileError as exc:
+        raise IngestError(f"{exc}; only regular files in the landing folder are read") from None
+
+
+CSV_ENCODING_RULE = ("CSV files are read as UTF-8 (a UTF-8 byte-order mark is fine): save the file as UTF-8, "
+                     "or write Parquet")
+
+
+def csv_encoding_problem(path: Path, head_bytes: int = 1 << 20) -> str | None:
+    """Why a CSV landing file is not UTF-8 text, in its first `head_bytes` bytes (the encoding it
+    looks like, the first bad byte and its line), or None."""
+    import codecs
+
+    with open(check_landing_file(path), "rb") as fh:
+        head = fh.read(head_bytes)
+    for bom, name in ((codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"),
+                      (codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32")):
+        if head.startswith(bom) and not head.startswith(codecs.BOM_UTF8):
+            return f"the file is {name} encoded (byte-order mark {bom.hex(' ').upper()}); {CSV_ENCODING_RULE}"
+    if b"\x00" in head[:4096]:
+        return f"the file holds NUL bytes near its start (UTF-16 without a byte-order mark, or not text); {CSV_ENCODING_RULE}"
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=len(head) < head_bytes)
+    except UnicodeDecodeError as exc:
+        line = head.count(b"\n", 0, exc.start) + 1
+        return (f"not UTF-8 text: byte 0x{head[exc.start]:02X} on line {line} (the file looks latin-1 / Windows-1252 "
+                f"encoded); {CSV_ENCODING_RULE}")
+    return None
+
+
+def read_problem(path: Path, fmt: str, exc: Exception) -> str:
+    """An IngestError message for a file DuckDB / pyarrow could not read: the encoding and the rule
+    for a CSV that is not UTF-8 (DuckDB only says 'CSV Error on Line: 2'), else their first line."""
+    text = str(exc)
+    if fmt == "csv" and ("not utf-8 encoded" in text.lower() or "invalid unicode" in text.lower()
+                         or isinstance(exc, UnicodeDecodeError)):
+        line = re.search(r"Line: (\d+)", text)
+        return f"{path}: " + (csv_encoding_problem(path) or
+                              f"not UTF-8 text{f' (line {line.group(1)})' if line else ''}; {CSV_ENCODING_RULE}")
+    return f"{path}: cannot be read as {fmt}: {(text.splitlines() or [type(exc).__name__])[0]}"
+
+
 def _source_columns(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str]:
     """{column: DuckDB type} of a landing file, after checking its header: a name written twice
     (case-insensitively, as DuckDB compares names) fails the file with an IngestError naming it."""
     fmt = "parquet" if path.suffix == ".parquet" else "csv"
+    check_landing_file(path)
     try:
         rows = con.execute(sql("meta", f"describe_{fmt}"), [str(path)]).fetchall()
         if fmt == "csv":  # the header line as written: DuckDB renames a repeated name to name_1
@@ -176,7 +262,7 @@ def _source_columns(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str
         else:
             header = pq.read_schema(path).names
     except (duckdb.Error, OSError, pa.ArrowException) as exc:
-        raise IngestError(f"{path}: cannot be read as {fmt}: {str(exc).splitlines()[0]}") from None
+        raise IngestError(read_problem(path, fmt, exc)) from None
     seen: dict[str, str] = {}
     for name in header:
         if name.lower() in seen:
@@ -219,15 +305,34 @@ def check_column_names(path: Path, source: dict[str, str], landing: tuple[str, .
             raise IngestError(
                 f"{path}: column '{col}' is a reserved name (the pipeline uses it internally); rename it. "
                 "Reserved: every column of the warehouse tables and names starting with '__' "
-                "(README: Bringing your own campaign)"
+                "(docs/data-contract.md)"
             )
 
 
+_NESTED_TYPE = re.compile(r"^(STRUCT|MAP|UNION)\b|\[\d*\]$")
+_UNREADABLE_TYPES = ("BLOB", "BIT")
+
+
+def check_column_types(path: Path, source: dict[str, str]) -> None:
+    """IngestError naming the first column of a nested type (a Parquet struct, list, map or union)
+    or of raw bytes: their values would be stored as text such as "{'lat': 1.0, 'lon': 2.0}".
+    Rule (docs/operations.md): every column holds plain numbers, text, booleans, dates or times."""
+    for col, dtype in source.items():
+        if _NESTED_TYPE.search(dtype):
+            raise IngestError(f"{path}: column '{col}' is a nested type ({dtype[:120]}); write it as plain "
+                              "columns, one number or text each")
+        if dtype in _UNREADABLE_TYPES:
+            raise IngestError(f"{path}: column '{col}' holds raw bytes ({dtype}); write it as a number or a text")
+
+
 def _feature_kinds(
-    con: duckdb.DuckDBPyConnection, config: CampaignConfig, source: dict[str, str], path: Path
+    con: duckdb.DuckDBPyConnection, config: CampaignConfig, source: dict[str, str], path: Path,
+    day: dt.date | None = None,
 ) -> dict[str, str]:
     """numeric/categorical per feature column: declared in campaign.yaml `features:`, else as in the
-    campaign's loaded days, else from the file's column type. Conflicts raise IngestError."""
+    campaign's loaded days, else from the file's column type. Conflicts raise IngestError, among them
+    a column of numbers in this file (day `day`) that other loaded days hold as text: the type is
+    decided from every loaded day, whichever came first, never by turning numbers into categories."""
     declared = config.extra.get("features") or {}
     known = loaded_features(con, config.campaign)
     others = {}
@@ -238,9 +343,22 @@ def _feature_kinds(
     for col, dtype in source.items():
         if col in LANDING_COLUMNS:
             continue
-        kind = declared.get(col) or known.get(col) or ("numeric" if _NUMERIC_TYPES.match(dtype) else "categorical")
+        here = "numeric" if _NUMERIC_TYPES.match(dtype) else "categorical"
+        kind = declared.get(col) or known.get(col) or here
         if kind not in ("numeric", "categorical"):
             raise IngestError(f"campaign.yaml features.{col}: kind must be 'numeric' or 'categorical', got {kind!r}")
+        if col not in declared and known.get(col) == "categorical" and here == "numeric":
+            # numbers here, text on the campaign's earlier days: never turned into the categories '0', '1', ...
+            days = [str(d) for (d,) in con.execute(sql("ingest", "feature_days", col=quote_ident(col)),
+                                                   [config.campaign]).fetchall() if d != day]
+            if not days:  # only this day had it (a reload): the stored column's type decides
+                kinds[col] = here
+                continue
+            raise IngestError(
+                f"{path}: feature column '{col}' holds numbers here ({dtype}) but text on the loaded day(s) "
+                f"{', '.join(days[:5]) + (' ...' if len(days) > 5 else '')} (stored as categorical); a "
+                "column has one type on every day: fix the file(s), or declare it under 'features:' in campaign.yaml "
+                f"('{col}: numeric' or '{col}: categorical')")
         if col in others and others[col][0] != kind:
             raise IngestError(
                 f"{path}: feature column '{col}' is {kind} here but {others[col][0]} in campaign "
@@ -273,7 +391,11 @@ def _events_query(
     if config.cost == "column" and "cost" not in source:
         raise IngestError(f"{path}: missing column 'cost' (campaign.yaml says cost: column)")
     check_column_names(path, source)
-    kinds = _feature_kinds(con, config, source, path)
+    check_column_types(path, source)
+    if config.ordered and source["treatment"] == "BOOLEAN":
+        raise IngestError(f"{path}: column 'treatment' is boolean (true / false); campaign.yaml gives incentive "
+                          f"amounts ({', '.join(config.labels)}): write the amount of each row's level, not a flag")
+    kinds = _feature_kinds(con, config, source, path, day)
 
     con.execute(sql("ingest", "create_grid"))
     con.executemany(
@@ -292,11 +414,12 @@ def _events_query(
                    response_ok=response_ok)]
     valid = [sql("ingest", "valid_required"), response_ok]  # a row passing these skips the reasons
     valid_params: list = []
-    if repeated:
+    if repeated:  # an exact copy: the same trimmed id and the same other fields
+        other_fields = ", ".join(sql("ingest", "raw_field", col=quote_ident(c)) for c in source if c != "user_id")
         try:
-            _stage_repeated_rows(con, src, raw_fields, path)
+            _stage_repeated_rows(con, src, other_fields, path)
         except duckdb.Error as exc:
-            raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0]}") from None
+            raise IngestError(read_problem(path, fmt, exc)) from None
         reasons.append(sql("ingest", "check_repeated"))
         valid.append(sql("ingest", "valid_repeated"))
     params: list = []
@@ -318,10 +441,9 @@ def _events_query(
     for col, kind in kinds.items():
         typed.append(sql("ingest", f"typed_{kind}", col=quote_ident(col)))
         stored.append(col)
-        if kind == "numeric":
-            reasons.append(sql("ingest", "check_numeric_feature", col=quote_ident(col)))
-            params.append(col)
-            valid.append(sql("ingest", "valid_numeric_feature", col=quote_ident(col)))
+        reasons.append(sql("ingest", f"check_{kind}_feature", col=quote_ident(col)))
+        params.append(col)
+        valid.append(sql("ingest", f"valid_{kind}_feature", col=quote_ident(col)))
 
     rows = sql(
         "ingest", "typed_rows", typed=", ".join(typed), valid=" AND ".join(valid), reasons=", ".join(reasons),
@@ -435,7 +557,7 @@ def ingest_events_day(
                         con.execute(sql("ingest", "stage_rejected", rows=rows), query_params)
                         problems = _problems(con, [*LANDING_COLUMNS, *kinds])
                 except duckdb.Error as exc:
-                    raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0]}") from None
+                    raise IngestError(read_problem(path, "parquet" if path.suffix == ".parquet" else "csv", exc)) from None
                 failed = n_rejected / n_rows > config.max_rejected_fraction
                 if failed:
                     raise _Refused  # roll the partition replace back

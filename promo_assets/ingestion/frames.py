@@ -25,11 +25,13 @@ import pandas as pd
 from promo_assets.campaign import CampaignConfig
 from promo_assets.ingestion import (
     IngestError,
+    check_landing_file,
     day_files,
     ingest_edges_day,
     ingest_events_day,
     load_config,
     loaded_features,
+    read_problem,
 )
 from promo_assets.warehouse import ensure_schema, quote_ident, sql
 
@@ -95,11 +97,11 @@ def load_landing(landing: Path, campaign: str, con: duckdb.DuckDBPyConnection | 
 def read_day_file(path: Path) -> pd.DataFrame:
     """One landing day file (.parquet or .csv) as a DataFrame, for the side files the pipeline does
     not load into the warehouse (population/, merchant_population/)."""
-    path = Path(path)
+    path = check_landing_file(Path(path))
     try:
-        return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+        return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, encoding="utf-8")
     except Exception as exc:  # pyarrow / pandas parser errors
-        raise IngestError(f"{path}: cannot be read: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+        raise IngestError(read_problem(path, "parquet" if path.suffix == ".parquet" else "csv", exc)) from None
 
 
 def latest_day_file(landing: Path, campaign: str, kind: str) -> tuple[pd.DataFrame | None, str | None]:
@@ -119,7 +121,7 @@ class PopulationFile:
     file lacks, added to every chunk as NULL (NaN). `n_users`: distinct users."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, path, features: Sequence[str] = ()):
-        self._con, self.path = con, Path(path)
+        self._con, self.path = con, check_landing_file(Path(path))
         self._fmt = "parquet" if self.path.suffix == ".parquet" else "csv"
         try:
             columns = [name for name, _ in con.execute(sql("meta", f"describe_{self._fmt}"), [str(self.path)]).fetchall()]
@@ -127,9 +129,12 @@ class PopulationFile:
                 raise IngestError(f"{self.path}: missing required column 'user_id'")
             n_users, no_id = con.execute(sql("frames", f"population_count_{self._fmt}"), [str(self.path)]).fetchone()
         except duckdb.Error as exc:
-            raise IngestError(f"{self.path}: cannot be read as {self._fmt}: {str(exc).splitlines()[0]}") from None
+            raise IngestError(read_problem(self.path, self._fmt, exc)) from None
         if no_id:
             raise IngestError(f"{self.path}: {no_id} row(s) without a user_id")
+        if not n_users:  # scoring it would leave budget_dual nothing to solve
+            raise IngestError(f"{self.path}: the population file has no users (no rows); write the users to decide "
+                              "for into it, or remove it (then the holdout users are scored)")
         self.n_users = int(n_users)
         self.absent = [c for c in features if c not in columns]
 

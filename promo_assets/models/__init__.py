@@ -3,7 +3,7 @@
 Public API (no dagster here; the orchestration layer calls these plain functions):
 
 - `ResponseModel`, `TrainingData`, `Fitted`, `ModelSkipped` (the protocol) and `registry` (the one
-  list of models: `registry.names()`, `registry.get(name)`; README "Adding a model").
+  list of models: `registry.names()`, `registry.get(name)`; docs/models.md "Adding a model").
 - `FeatureEncoder` — categorical vocabularies with an unknown bucket, numeric standardization.
 - `fit_torch_model`, `TrainingConfig`, `FitResult` — the common training loop.
 - `train_model(name, frame, config, numeric, categorical, weighted=True, seed=0, max_epochs=None,

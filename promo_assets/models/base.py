@@ -15,7 +15,6 @@ link scale; `TrainedModel.predict` turns them into expected responses and expect
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -180,6 +179,23 @@ def rule_costs(config: CampaignConfig, values: np.ndarray, cost_model: Callable[
     return cost_model()
 
 
+def negative_cost_problem(model: str, config: CampaignConfig, costs: np.ndarray, users) -> str | None:
+    """Why a model's predicted costs cannot be allocated (some are negative), in the campaign's terms
+    (its cost rule and response type), or None. The allocation needs costs >= 0."""
+    negative = np.asarray(costs) < 0
+    if not negative.any():
+        return None
+    i, j = (int(x) for x in np.argwhere(negative)[0])
+    made = {"redeemed": "incentive x predicted response (this model predicts responses below 0)",
+            "assigned": "the level's incentive", "column": "the model's prediction of the cost column"}[config.cost]
+    hint = (" With response: continuous, look for extreme or negative values in the events' response column (a "
+            "single outlier such as 1e12 is enough to pull the predictions below 0), or use cost: assigned"
+            if config.response == "continuous" else "")
+    return (f"{model}: {int(negative.sum())} predicted costs are negative (first: user {users[i]}, level "
+            f"'{config.labels[j]}', cost {float(costs[i, j]):.4g}); with campaign.yaml's cost rule '{config.cost}' a "
+            f"cost is {made}; an allocation needs costs >= 0.{hint}")
+
+
 # ---------------------------------------------------------------------------- trained model
 class TrainedModel:
     """A trained response model with its encoder: `predict(frame) -> (values N x K, costs N x K)`.
@@ -270,9 +286,7 @@ class TrainedModel:
     def version(self) -> str:
         """Content hash of the artefact (the version `save()` stores it under)."""
         if self._version is None:
-            buf = io.BytesIO()
-            torch.save(self.payload(), buf)
-            self._version = artifacts.content_version(buf.getvalue())
+            self._version = artifacts.content_version(artifacts.to_bytes(self.payload()))
         return self._version
 
     def save(self, root=None) -> str:
@@ -297,22 +311,33 @@ class TrainedModel:
             raise ModelInputError(
                 f"model artefact {payload.get('name')!r} was saved by version {saved} of the {arch!r} architecture; "
                 f"this code reads version {current}: re-materialize the model's asset (or retrain the model)")
-        module = ARCHITECTURES[arch](**payload["arch_kwargs"])
-        module.load_state_dict(payload["state_dict"])
-        cfg_dict = dict(payload["config"])
-        config = CampaignConfig(**{k: (tuple(v) if k in ("incentives", "labels", "budgets_per_capita") else v)
-                                   for k, v in cfg_dict.items()})
-        return cls(payload["name"], module, FeatureEncoder.from_state(payload["encoder"]), config,
-                   payload["targets"], payload["hparams"], payload["metrics"], payload["history"],
-                   payload["arch_kwargs"])
+        try:
+            module = ARCHITECTURES[arch](**payload["arch_kwargs"])
+            module.load_state_dict(payload["state_dict"])
+            cfg_dict = dict(payload["config"])
+            config = CampaignConfig(**{k: (tuple(v) if k in ("incentives", "labels", "budgets_per_capita") else v)
+                                       for k, v in cfg_dict.items()})
+            return cls(payload["name"], module, FeatureEncoder.from_state(payload["encoder"]), config,
+                       payload["targets"], payload["hparams"], payload["metrics"], payload["history"],
+                       payload["arch_kwargs"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise ModelInputError(f"model artefact {payload.get('name')!r} is damaged ({type(exc).__name__}: "
+                                  f"{str(exc).splitlines()[0][:200] if str(exc) else ''}): re-materialize the "
+                                  "model's asset") from None
 
     def __repr__(self) -> str:
         return f"TrainedModel(name={self.name!r}, campaign={self.config.campaign!r}, K={self.n_levels})"
 
 
 def load_model(version: str, root=None) -> TrainedModel:
-    """Load a model artefact saved by `TrainedModel.save()`; its predictions are identical."""
-    model = TrainedModel.from_payload(artifacts.load_object("model", version, root))
+    """Load a model artefact saved by `TrainedModel.save()`; its predictions are identical. The file's
+    bytes are checked against `version` first (artifacts.ArtifactMissingError when they differ) and
+    parsed as data, never unpickled (ModelInputError for anything that is not a model artefact)."""
+    try:
+        payload = artifacts.load_object("model", version, root)
+    except artifacts.ArtifactFormatError as exc:
+        raise ModelInputError(str(exc)) from None
+    model = TrainedModel.from_payload(payload)
     model._version = version
     return model
 

@@ -88,7 +88,7 @@ class CoMANNet(AttributeCurves):
             self.fpm_params.bias[0] = float(response_init)
         # The Adaptive Activation and the S-t Attention start as CoMAN-B (zero columns: a convex share of 1/2,
         # i.e. the fixed 7:7 blocks, and no spatio-temporal term) and move away only where the gradient asks:
-        # with a random start both made the fit worse (README, "Monotone models"). Their columns come after
+        # with a random start both made the fit worse (measured with benchmarks/coman_paper.py on the tuning seeds). Their columns come after
         # every shared parameter is drawn, so CoMAN-B, w/o AA, w/o S-t and CoMAN start from the same shared
         # parameters for a seed (a paired comparison of the modules).
         self.has_aa, self.has_st = bool(adaptive_activation), bool(st_attention)
@@ -99,7 +99,7 @@ class CoMANNet(AttributeCurves):
             self.st_heads.bias.copy_(torch.cat([gate.bias, query.bias, gate.bias.new_zeros(extra)]))
         # the generated matrix W(e_st) (|z| x 4) is scaled by 1 / sqrt(|z| |e_st|), the fan-in of z W(e_st) as
         # a function of (z, e_st): unscaled, Adam moved its |z| |e_st| 4 zero-initialised entries at the
-        # learning rate each and the S-t term swamped the FPM parameters (README, "Monotone models")
+        # learning rate each and the S-t term swamped the FPM parameters (measured with benchmarks/coman_paper.py on the tuning seeds)
         self.st_scale = 1.0 / math.sqrt(z * d_st)
         self.binary = bool(binary)
         self.dropout = nn.Dropout(float(dropout))   # on the tower's output z (training only)

@@ -67,7 +67,7 @@ from promo_assets.models.base import (
     response_loss, summed_embedding_input,
 )
 from promo_assets.models.errors import ModelInputError
-from promo_assets.models.protocol import ResponseModel, TrainingData
+from promo_assets.models.protocol import ModelSkipped, ResponseModel, TrainingData
 from promo_assets.models.isotonic_kernel import isotonic_chain
 from promo_assets.models.s_learner import initial_link, mlp
 from promo_assets.models.training import TrainingConfig, fit_torch_model, seeded
@@ -250,8 +250,9 @@ def train_dipn_bias(frame: pd.DataFrame, config: CampaignConfig, numeric: list[s
     epochs = resolve_max_epochs(hp["max_epochs"], max_epochs)
     prep = prepare_frame(frame, config, list(numeric), list(categorical), weighted,
                          row_filter=lambda f: f["level"].astype("int64") == 0)
-    if prep.n_train == 0:
-        raise ModelInputError("DIPN bias phase: no 'train' rows at the lowest level (level 0)")
+    if prep.n_train == 0:  # skipped, not failed: the other models still run
+        raise ModelSkipped(f"level {config.labels[0]!r} (the lowest, index 0) of campaign {config.campaign!r} has no "
+                           "training events (never logged in the training days); DIPN learns its baseline at that level")
     kind = config.response
     arch_kwargs = dict(n_numeric=prep.encoder.n_numeric, cardinalities=prep.encoder.cardinalities,
                        incentives=[float(x) for x in config.incentives], hidden=[int(h) for h in hidden],

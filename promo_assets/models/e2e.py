@@ -65,7 +65,7 @@ COMMON: dict[str, Any] = {
     "project_scale": True,  # also remove their components along the (centered) predicted v and c: Q ignores their scale
 }
 # Defaults chosen on tuning campaigns (seeds 100-104 of e2e_synthetic and uplift_two_arm, never the
-# reported seeds 0-4; README "End-to-end models"): h 0.02 flips decisions of the piecewise-constant
+# reported seeds 0-4; benchmarks/e2e_paper.py): h 0.02 flips decisions of the piecewise-constant
 # Q where 0.003 and 0.001 mostly do not; more steps (batch 1024, lr 1e-3) than before; batch 1024
 # and 20 bisection iterations (and NES N' 16) keep an epoch within 3x the S-learner's (batch 512 took
 # 4.2x (FD) / 5.2x (NES), NES N' 32 at batch 1024 3.6x on e2e_synthetic).

@@ -10,7 +10,8 @@ of the training frame with the IPS weights (`ips_weight`) as sample weights and 
 - `lgbm_s_mono`: the same with a monotone-increasing constraint on the level (LightGBM's
   `monotone_constraints`): every user's predicted response never decreases with the incentive.
   Ordered campaigns only; for an arms campaign `applies_to` gives the reason.
-- `lgbm_t` (T-learner): one model per level or arm, each on the rows logged at that level.
+- `lgbm_t` (T-learner): one model per level or arm, each on the rows logged at that level; skipped
+  (ModelSkipped, with the level named) when a configured level has no training rows.
 
 Objective by `config.response`: 'binary' -> cross-entropy (labels in [0, 1]), 'count' -> Poisson,
 'continuous' -> squared error. Costs follow the campaign's cost rule exactly as
@@ -216,8 +217,8 @@ def load_lgbm(version: str, root=None, expect: str | None = None) -> LGBMFitted:
     where = f"model artefact {version!r}"
     try:
         data = artifacts.load_bytes("model", version, root)
-    except FileNotFoundError as exc:
-        raise ModelInputError(f"{where} not found ({exc}): re-materialize the model's asset") from None
+    except FileNotFoundError as exc:  # absent, or bytes that do not match the version (artifacts.ArtifactMissingError)
+        raise ModelInputError(f"{where}: {exc}") from None
     try:
         payload = json.loads(data)
     except (UnicodeDecodeError, ValueError):
@@ -320,9 +321,10 @@ def _train(name: str, variant: str, data: TrainingData, config: CampaignConfig, 
         if variant == "t":
             for k in range(config.n_levels):
                 m, mv = lv == k, lvv == k
-                if not m.any():
-                    raise ModelInputError(f"{name}: level {config.labels[k]!r} (index {k}) of campaign "
-                                          f"{config.campaign!r} has no training rows; a T-learner needs every level")
+                if not m.any():  # skipped, not failed: the other models still predict that level
+                    raise ModelSkipped(f"level {config.labels[k]!r} (index {k}) of campaign {config.campaign!r} has no "
+                                       "training events (never logged in the training days); a T-learner needs events "
+                                       "at every level")
                 text, info = _boost(params, x[m], y[m], w[m], xv[mv], yv[mv], wv[mv], cat_cols, None, objective, seed)
                 boosters[f"{part}/{k}"] = text
                 rounds[f"{part}/{k}"] = info["rounds"]

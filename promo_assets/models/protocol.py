@@ -1,7 +1,7 @@
 """The response-model protocol: what every model of the zoo implements (issue #14).
 
 A model is one class deriving from `ResponseModel`, registered once in `promo_assets.models.registry`.
-The asset graph, the CLI, the benchmarks and the README's model table are generated from the registry;
+The asset graph, the CLI, the benchmarks and the docs' model reference are generated from the registry;
 nothing else lists models.
 
 - `applies_to(config)` -> None, or the reason the model does not apply to the campaign (e.g. "needs
@@ -84,7 +84,7 @@ class Fitted(Protocol):
 
 class ResponseModel(ABC):
     """One model of the zoo. Class attributes describe it (they generate assets, CLI help and the
-    README's model table); the methods train and load it."""
+    the docs' model reference); the methods train and load it."""
 
     name: ClassVar[str]                        # registry key = asset key prefix = `model` column in tables
     title: ClassVar[str]                       # one line: what it is

@@ -1,6 +1,6 @@
 """The one model registry. Adding a model: write its `ResponseModel` class in its own module and add
-one line to `BUILTIN` below (README, "Adding a model"). The asset graph (one chain of assets per
-model, key prefix = the model's name), the CLI, the benchmarks and the README's model table are all
+one line to `BUILTIN` below (docs/models.md, "Adding a model"). The asset graph (one chain of assets per
+model, key prefix = the model's name), the CLI, the benchmarks and the docs' model reference are all
 generated from here.
 
 Entries are "module:Class" paths so that a model's heavy imports (torch_geometric, lightgbm) load
@@ -65,7 +65,7 @@ def models() -> list[ResponseModel]:
 
 
 def table_markdown() -> str:
-    """The model table of README "Adding a model" (`promo models` prints it), one row per model."""
+    """The model table that `promo models` prints, one row per model."""
     lines = ["| model | assets (key prefix = model) | applies to | trained by default | hyper-parameters (`models.params`) "
              "| source | what it is |", "|---|---|---|---|---|---|---|"]
     for m in models():

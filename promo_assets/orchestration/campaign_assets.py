@@ -175,15 +175,41 @@ def _propensity_metadata(events: pd.DataFrame, prop, config, version: str) -> di
     return metadata
 
 
+def _frame_check_specs() -> list[dg.AssetCheckSpec]:
+    from promo_assets.causal.checks import CHECKS
+
+    return [dg.AssetCheckSpec(name, asset="training_frame", description=text)
+            for name, text in CHECKS.items()]
+
+
+def frame_check_results(context, events: pd.DataFrame, split, config) -> list[dg.AssetCheckResult]:
+    """The data checks of promo_assets.causal.checks on the events (level, response) and their split,
+    as Dagster asset check results (ERROR when no model can learn, else WARN); failures logged."""
+    from promo_assets.causal.checks import frame_checks
+
+    checks = frame_checks(pd.DataFrame({"level": events["level"], "response": events["response"], "split": split}), config)
+    for c in checks:
+        if not c.passed:
+            context.log.warning(f"data check {c.name} failed ({c.severity}): {c.message}")
+    return [dg.AssetCheckResult(check_name=c.name, passed=c.passed, description=c.message,
+                                severity=dg.AssetCheckSeverity.ERROR if c.blocking else dg.AssetCheckSeverity.WARN,
+                                metadata={"message": c.message, **{k: dg.MetadataValue.json(_jsonable(v))
+                                                                   if isinstance(v, dict) else v
+                                                                   for k, v in c.metadata.items()}})
+            for c in checks]
+
+
 @dg.asset(
     **COMMON,
     deps=["propensity"],
     code_version="1",
     group_name="causal",
     kinds={"duckdb"},
+    check_specs=_frame_check_specs(),
     description="Train / validation / holdout split by date window (last `holdout_days` days are the "
     "holdout; earlier days split by a hash of the user id) and clipped, self-normalized IPS weights "
-    "per event. Table training_frame.",
+    "per event. Table training_frame. Its asset checks (promo_assets.causal.checks) say whether there is "
+    "anything to learn: events per level, a response that varies, a plausible response rate.",
 )
 def training_frame(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
     from promo_assets.causal.frame import split_and_weights
@@ -204,6 +230,7 @@ def training_frame(context: dg.AssetExecutionContext, warehouse: WarehouseResour
     ess = float(weights.sum() ** 2 / np.square(weights).sum())
     days = sorted(set(events["event_date"].astype(str)))
     return dg.MaterializeResult(
+        check_results=frame_check_results(context, events, split, config),
         metadata={
             "frame_version": version,
             "rows_per_split": dg.MetadataValue.json({k: int(v) for k, v in counts.items()}),

@@ -20,7 +20,7 @@ INGESTION_ASSETS = ("rct_events", "payment_edges", "merchant_events")  # the dat
 
 # Both dimensions are dynamic: a campaign or a day exists once a landing file for it does (the
 # landing sensor, the daily schedule and `promo run` register them), so the partitions start where
-# the landing data starts and the UI lists only days that have files (README, "Partitions").
+# the landing data starts and the UI lists only days that have files (docs/automation.md, "Partitions").
 campaign_partitions = dg.DynamicPartitionsDefinition(name="campaign")
 day_partitions = dg.DynamicPartitionsDefinition(name="day")
 day_campaign_partitions = dg.MultiPartitionsDefinition({"date": day_partitions, "campaign": campaign_partitions})

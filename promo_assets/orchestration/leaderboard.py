@@ -34,10 +34,12 @@ def _latest(instance, asset_key: dg.AssetKey, campaign: str, observations: bool 
     return records[0] if records else None
 
 
-def board_entry(instance, name: str, campaign: str, config) -> dict:
+def board_entry(instance, name: str, campaign: str, config, frame_version: str | None = None) -> dict:
     """Where model `name` stands for `campaign`: 'skipped' (campaign.yaml leaves it out or it does not
     apply: `registry.skip_reason`; or its first phase's latest event is a skip), 'evaluated' (the run
-    of its latest policy_evaluation materialization) or 'missing'."""
+    of its latest policy_evaluation materialization), 'stale' (that evaluation is of another training
+    frame than `frame_version`, the current one: the model's chain failed or did not run since; not
+    ranked) or 'missing'."""
     model = registry.get(name)
     entry = {"model": name, "model_version": None, "evaluation_run_id": None, "status": "missing", "reason": None}
     left_out = registry.skip_reason(name, config)
@@ -51,8 +53,15 @@ def board_entry(instance, name: str, campaign: str, config) -> dict:
     ev = _latest(instance, dg.AssetKey([name, "policy_evaluation"]), campaign)
     if ev is None:
         return {**entry, "reason": "no evaluation yet (its chain failed or has not run)"}
-    version = ev.asset_materialization.metadata["model_version"].value
-    return {**entry, "status": "evaluated", "model_version": version, "evaluation_run_id": ev.run_id}
+    meta = ev.asset_materialization.metadata
+    version = meta["model_version"].value
+    evaluated = {**entry, "model_version": version, "evaluation_run_id": ev.run_id}
+    if frame_version is not None and "frame_version" in meta and meta["frame_version"].value != frame_version:
+        return {**evaluated, "status": "stale",
+                "reason": f"stale: its latest evaluation (run {ev.run_id[:8]}) is of an earlier training frame "
+                          f"({meta['frame_version'].value}, now {frame_version}); its chain failed or has not run since, "
+                          "so it is not ranked"}
+    return {**evaluated, "status": "evaluated"}
 
 
 def assemble(con, campaign: str, entries: list[dict], ev, k: int) -> tuple[list[pd.DataFrame], dict]:
@@ -65,13 +74,20 @@ def assemble(con, campaign: str, entries: list[dict], ev, k: int) -> tuple[list[
         if rows.empty:
             e.update(status="missing", reason=f"its evaluation of run {e['evaluation_run_id']} was removed (the run failed)")
             continue
-        users, values, costs = coefficient_arrays(con, campaign, e["model"], e["model_version"], "holdout", k)
+        try:
+            users, values, costs = coefficient_arrays(con, campaign, e["model"], e["model_version"], "holdout", k)
+        except ValueError:  # scored for another number of levels: campaign.yaml changed since
+            e.update(status="stale", reason=f"stale: its latest evaluation (run {e['evaluation_run_id'][:8]}) was made "
+                                            f"for another campaign.yaml (not {k} levels); its chain failed or has not "
+                                            "run since, so it is not ranked")
+            continue
         frames.append(rows)
         specs[e["model"]] = (e["model_version"], *ev.align(users, values, costs, e["model"]))
     return frames, specs
 
 
-def board_metadata(board: pd.DataFrame, specs: dict, ev, config, campaign: str, entries: list[dict]) -> dict:
+def board_metadata(board: pd.DataFrame, specs: dict, ev, config, campaign: str, entries: list[dict],
+                   checks: list) -> dict:
     from promo_assets.evaluation import (
         leaderboard_markdown, leaderboard_table, plot_frontier, plot_response_by_level, policy_curves,
     )
@@ -84,16 +100,33 @@ def board_metadata(board: pd.DataFrame, specs: dict, ev, config, campaign: str, 
         propensity=prop, incentives=list(config.incentives) if config.ordered else None,
         labels=None if config.ordered else list(config.labels), title=f"{campaign}: average response per level")
     others = [{k: e[k] for k in ("model", "status", "reason")} for e in entries if e["status"] != "evaluated"]
+    failed = [f"**data check {c.name} failed ({c.severity})**: {c.message}" for c in checks if not c.passed]
+    stale = [f"**{e['model']}** {e['reason']}" for e in entries if e["status"] == "stale"]
+    notes = "".join(f"\n\n{line}" for line in failed + stale)
     return {
         "leaderboard": _table(*leaderboard_table(board)),
-        "leaderboard_markdown": dg.MetadataValue.md(leaderboard_markdown(board)),
+        "leaderboard_markdown": dg.MetadataValue.md(leaderboard_markdown(board) + notes),
         "frontier_plot": dg.MetadataValue.md(png_md(frontier_png, "Cost–response frontier (EOM on holdout; truth where simulated)")),
         "response_per_level_plot": dg.MetadataValue.md(png_md(levels_png, "Average response per level: models vs truth")),
         "not_evaluated": md_table(others),
+        "data_checks": md_table([{"check": c.name, "passed": c.passed, "severity": c.severity, "message": c.message}
+                                 for c in checks]),
         "models": dg.MetadataValue.json({e["model"]: {"version": e["model_version"], "evaluation_run": e["evaluation_run_id"]}
                                          for e in entries if e["status"] == "evaluated"}),
         "holdout_events": ev.n, "ground_truth": ev.true_values is not None, **ev.versions,
     }
+
+
+def store_board(con, campaign: str, run_id: str, random: pd.DataFrame, entries: list[dict], checks: list) -> None:
+    """The leaderboard run's rows: the random reference's evaluation, what it assembled of each model
+    (leaderboard_entries) and the data checks it saw (data_checks); inside the caller's transaction."""
+    with registered(con, "eval_df", random):
+        con.execute(sql("frames", "insert_evaluation"))
+    for e in entries:
+        con.execute(sql("frames", "insert_leaderboard_entry"), [campaign, run_id, e["model"], e["model_version"],
+                                                                e["evaluation_run_id"], e["status"], e["reason"]])
+    for c in checks:
+        con.execute(sql("frames", "insert_data_check"), [campaign, run_id, c.name, c.passed, c.severity, c.message])
 
 
 def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
@@ -109,25 +142,26 @@ def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
         from promo_assets.evaluation import evaluate_policies
         from promo_assets.evaluation.report import RANDOM_MODEL, RANDOM_VERSION
 
+        from promo_assets.causal.checks import frame_checks
+
         campaign = context.partition_key
         config = load_config(landing.path, campaign)
-        # every registered model, also one whose chain is not in these Definitions (`promo run` builds
-        # only the chains it runs: the others are left out for this campaign, listed with the reason)
-        entries = [board_entry(context.instance, n, campaign, config) for n in registry.names()]
         with connect(warehouse) as con:
+            frame_version = con.execute(sql("frames", "frame_version"), [campaign]).fetchone()[0]
+            checks = frame_checks(con.execute(sql("frames", "training_frame", columns=""), [campaign]).df(), config)
+            # every registered model, also one whose chain is not in these Definitions (`promo run` builds
+            # only the chains it runs: the others are left out for this campaign, listed with the reason)
+            entries = [board_entry(context.instance, n, campaign, config, frame_version) for n in registry.names()]
             ev = evaluation_inputs(context, con, landing, campaign, config)
             frames, specs = assemble(con, campaign, entries, ev, config.n_levels)
         random = evaluate_policies({}, *ev.logged, with_random=True, log=_log(context), **ev.kwargs(config, campaign))
         random["run_id"] = context.run_id
         entries.append({"model": RANDOM_MODEL, "model_version": RANDOM_VERSION, "evaluation_run_id": context.run_id,
                         "status": "evaluated", "reason": None})
-        with connect(warehouse) as con, results_write(context, con, campaign, "policy_evaluation", "leaderboard_entries"):
-            with registered(con, "eval_df", random):
-                con.execute(sql("frames", "insert_evaluation"))
-            for e in entries:
-                con.execute(sql("frames", "insert_leaderboard_entry"), [campaign, context.run_id, e["model"], e["model_version"],
-                                                                        e["evaluation_run_id"], e["status"], e["reason"]])
+        with connect(warehouse) as con, results_write(context, con, campaign, "policy_evaluation", "leaderboard_entries",
+                                                      "data_checks"):
+            store_board(con, campaign, context.run_id, random, entries, checks)
         board = pd.concat([f for f in frames + [random] if not f.empty], ignore_index=True)
-        return dg.MaterializeResult(metadata=board_metadata(board, specs, ev, config, campaign, entries[:-1]))
+        return dg.MaterializeResult(metadata=board_metadata(board, specs, ev, config, campaign, entries[:-1], checks))
 
     return leaderboard

@@ -27,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from promo_assets import results, settings
-from promo_assets.artifacts import content_version
+from promo_assets.artifacts import ArtifactMissingError, content_version
+from promo_assets.causal.checks import cannot_learn, frame_checks
 from promo_assets.ingestion import day_files, load_config
 from promo_assets.ingestion.frames import FrameUsers, PopulationFile
 from promo_assets.models import ModelInputError, ModelSkipped, ResponseModel, TrainingData, registry
@@ -70,7 +71,8 @@ def _fail(exc: Exception) -> dg.Failure:
     return dg.Failure(str(exc))
 
 
-DOMAIN_ERRORS = (ModelInputError, ValueError)  # domain errors: the asset fails with their message
+# domain errors: the asset fails with their message (a missing or tampered artefact included)
+DOMAIN_ERRORS = (ModelInputError, ValueError, ArtifactMissingError)
 
 
 # --------------------------------------------------------------------------------------------
@@ -131,9 +133,15 @@ def fit_phase(context, warehouse, landing, model: ResponseModel, phase: str, pre
     previous = meta = None
     if previous_key is not None:
         _, meta, _ = upstream(context, previous_key)
-        previous = model.load(meta["model_version"])
+        try:
+            previous = model.load(meta["model_version"])
+        except DOMAIN_ERRORS as exc:
+            raise _fail(exc) from None
     with connect(warehouse) as con:
         data = training_data(con, landing, campaign, model, config)
+    blocked = cannot_learn(frame_checks(data.frame, config))  # training_frame's data checks: nothing to learn
+    if blocked is not None:
+        return None, blocked
     start = time.perf_counter()
     try:
         fitted = model.fit(data, config, phase=phase, previous=previous, seed=0, max_epochs=settings.max_epochs(),
@@ -183,18 +191,24 @@ def population(con, landing: LandingResource, campaign: str, features) -> Popula
     return PopulationFile(con, files[max(files)], features) if files else None
 
 
-def score(con, context, campaign: str, model_name: str, fitted, target: str, users, k: int,
+def score(con, context, campaign: str, model_name: str, fitted, target: str, users, config,
           dask: DaskResource) -> int:
     """Score `users` (a PopulationFile or FrameUsers) chunk by chunk as they are read (as Dask tasks
     when the run has a Dask scheduler) and store their coefficients (replacing this version's rows)."""
     from promo_assets.allocation.chunked import ChunkError, map_frame_stream, predict_chunk
 
+    from promo_assets.models.base import negative_cost_problem
+
+    k = config.n_levels
     con.execute(sql("frames", "delete_coefficients"), [campaign, model_name, fitted.version, target])
     n, done = users.n_users, 0
     client = dask.client()
     rows = SCORING_CHUNK if client is None else dask.chunk_rows(n)
     try:
         for part, (values, costs) in map_frame_stream(predict_chunk, fitted, users.frames(rows), client=client):
+            problem = negative_cost_problem(model_name, config, costs, part["user_id"].to_numpy())
+            if problem:
+                raise _fail(ValueError(problem))
             chunk_df = pd.DataFrame({
                 "user_id": np.repeat(part["user_id"].to_numpy(), k),
                 "level": np.tile(np.arange(k, dtype=np.int32), len(part)),
@@ -241,8 +255,8 @@ def coefficients_asset(model: ResponseModel) -> dg.AssetsDefinition:
             with connect(warehouse) as con:
                 pop, holdout, source, frame_version = scoring_targets(con, context, landing, campaign)
                 with results_write(context, con, campaign, "response_coefficients"):
-                    n_pop = score(con, context, campaign, model.name, fitted, "population", pop, config.n_levels, dask)
-                    n_hold = score(con, context, campaign, model.name, fitted, "holdout", holdout, config.n_levels, dask)
+                    n_pop = score(con, context, campaign, model.name, fitted, "population", pop, config, dask)
+                    n_hold = score(con, context, campaign, model.name, fitted, "holdout", holdout, config, dask)
         except DOMAIN_ERRORS as exc:
             raise _fail(exc) from None
         version = _version(fitted.version, frame_version, source, n_pop)
@@ -267,8 +281,14 @@ def solve_duals(context, con, campaign: str, model: str, version: str, config,
     from promo_assets.allocation import InfeasibleBudgetError
     from promo_assets.allocation.chunked import ChunkError, solve_chunked, tie_share_chunked
 
+    from promo_assets.allocation import check_solve_size
+
     client, source = population_source(con, campaign, model, version, config, dask)
     n = source.n_users
+    try:
+        check_solve_size(n, config.n_levels)  # the cap per solve, before the frontier's passes
+    except ValueError as exc:
+        raise _fail(exc) from None
     fr, n_fr = sampled_frontier(source, client=client)
     idx = np.unique(np.linspace(0, len(fr.costs) - 1, 12).round().astype(int))
     curve = [{"lambda_": float(fr.lambdas[i]), "cost_per_capita": float(fr.costs[i]) / n_fr,

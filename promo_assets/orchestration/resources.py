@@ -130,13 +130,14 @@ class LandingResource(_FolderResource):
 
 class ArtifactStoreResource(_FolderResource):
     """The content-addressed artefact store (resource key `artifacts`, see promo_assets.artifacts):
-    trained models and encoders written once under their hash."""
+    trained models written under the hash of their bytes, stored as data (never pickles) and checked
+    against that hash on every load (docs/operations.md, "The artefact store")."""
 
     def _default(self) -> Path:
         return settings.artifacts_dir()
 
-    # promo_assets.artifacts imports torch: imported when first used, so that sensors and the
-    # ingestion assets do not pay for it
+    # promo_assets.artifacts imports torch when an object is stored or loaded: imported when first
+    # used, so that sensors and the ingestion assets do not pay for it
     def save_bytes(self, data: bytes, kind: str) -> tuple[str, Path]:
         from promo_assets import artifacts
         return artifacts.save_bytes(data, kind, self.location)
@@ -223,6 +224,6 @@ class DaskResource(dg.ConfigurableResource):
 
 def make_resources() -> dict[str, dg.ConfigurableResource]:
     """The resources of the Definitions; locations unset, so each follows the settings of the
-    process that runs it (README "Settings" and "Resources")."""
+    process that runs it (docs/settings.md, "Settings" and "Resources")."""
     return {"warehouse": WarehouseResource(), "landing": LandingResource(), "artifacts": ArtifactStoreResource(),
             "dask": DaskResource(), "outbox": OutboxResource()}

@@ -20,7 +20,13 @@ class TruthError(ValueError):
 
 
 def _truth_path(campaign_dir: str | Path, name: str) -> Path:
+    """`<campaign_dir>/truth/<name>`, a regular file reached without a link (promo_assets.files)."""
+    from promo_assets import files
+
     path = Path(campaign_dir) / "truth" / name
+    why = files.problem(path, Path(campaign_dir))
+    if why:
+        raise TruthError(f"{path}: {why}; only regular files in the landing folder are read")
     if not path.exists():
         raise TruthError(f"{path}: no ground truth (only simulated campaigns have truth files)")
     return path
