@@ -258,24 +258,26 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     # Dagster and the Definitions (seconds to import) only once the inputs were found usable
     import dagster as dg
-    from tqdm import tqdm
 
     from promo_assets.definitions import build_defs
-    from promo_assets.orchestration.common import partition_key, register_partitions
-    from promo_assets.orchestration.conditions import REFRESHED_BY_CLI
-    from promo_assets.orchestration.recovery import process_tags, wait_for_pool
+    from promo_assets.orchestration.common import register_partitions
+    from promo_assets.orchestration.recovery import process_tags, recover_dead_runs
 
-    signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops a waiting `promo run` like Ctrl-C
+    signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops a `promo run` waiting on the pool like Ctrl-C
     instance = dg.DagsterInstance.get()
+    # The runs below are Dagster's own jobs on this instance (the UI's and the automation's), and
+    # Dagster's pool makes their warehouse steps wait for each other. What Dagster cannot do: its
+    # run monitoring is a daemon feature that never sees a `promo run` process killed with its
+    # in-process run, which stays STARTED holding its `warehouse` pool slot; so those runs are
+    # marked failed and their slots freed here first (orchestration/recovery.py).
+    for line in recover_dead_runs(instance):
+        print(f"recovered {line}")
     register_partitions(instance, campaigns=campaigns)
     tags = {"promo/trigger": "cli", **process_tags()}  # host/pid: a later run can tell this one died
     # the chains of the models trained for at least one of the campaigns, from the model registry as it
     # is now (a model registered by a test included); the others would only be left out of every run
     defs = build_defs(_trained_models(campaigns))
-    if not args.ingest_only:  # this call refreshes downstream itself: the automation sensor leaves it alone
-        tags.update(REFRESHED_BY_CLI)
-    ingest_job = defs.resolve_job_def("ingest_job")
-    run_config = _quiet_run_config(args.verbose)
+    day_range = {name: day.isoformat() for name, day in (("first_day", args.date_from), ("last_day", args.date_to)) if day}
     failures: list[str] = []
     t0 = time.perf_counter()
     for campaign in campaigns:
@@ -288,36 +290,22 @@ def cmd_run(args: argparse.Namespace) -> int:
             continue
         for skipped in scan.skipped + skipped_side_files(landing, campaign):
             print(f"{campaign}: skipped {skipped}", file=sys.stderr)
-        wait_for_pool(instance, print)  # forgetting writes the warehouse: not while another run holds the pool
-        _forget_removed_days(instance, landing, campaign, scan)
-        days = sorted(scan.files)
-        days = [d for d in days if (not args.date_from or d >= args.date_from) and (not args.date_to or d <= args.date_to)]
-        register_partitions(instance, days=[d.isoformat() for d in days])
+        days = [d for d in sorted(scan.files)
+                if (not args.date_from or d >= args.date_from) and (not args.date_to or d <= args.date_to)]
         if not days:
             print(f"{campaign}: no events day files in the chosen range; skipped")
             continue
-        print(f"{campaign}: ingesting {len(days)} day(s) {days[0]} … {days[-1]}")
-        ok_days = 0
-        for day in tqdm(days, desc=f"{campaign} rct_events", unit="day", disable=args.no_progress):
-            wait_for_pool(instance, tqdm.write)
-            result = ingest_job.execute_in_process(
-                partition_key=partition_key(day.isoformat(), campaign), instance=instance,
-                run_config=run_config, raise_on_error=False, tags=tags,
-            )
-            if result.success:
-                ok_days += 1
-            else:
-                for message in _failure_messages(result):
-                    failures.append(f"{campaign} {day}: {message}")
-                    tqdm.write(f"  FAILED {campaign} {day}: {message}")
+        print(f"{campaign}: ingesting {len(days)} day file(s) {days[0]} … {days[-1]} (the new or changed ones)")
+        run_config = _ingest_run_config(_quiet_run_config(args.verbose, progress=not args.ingest_only), day_range)
+        start = time.perf_counter()
         if args.ingest_only:
-            continue
-        if ok_days == 0:
-            failures.append(f"{campaign}: no day loaded; downstream assets not run")
+            result = defs.resolve_job_def("ingest_job").execute_in_process(
+                partition_key=campaign, instance=instance, run_config=run_config, raise_on_error=False, tags=tags)
+            failures += _ingestion_lines(campaign, result, days)
+            failures += _failure_lines(campaign, result)
             continue
         print(f"{campaign}: materializing models, coefficients, allocations and evaluation …")
-        start = time.perf_counter()
-        downstream = _run_downstream(defs, campaign, instance, args.verbose, tags)
+        downstream = _run_refresh(defs, campaign, instance, args.verbose, tags, run_config, days)
         failures += downstream
         print(f"{campaign}: downstream {'FAILED' if downstream else 'done'} in {time.perf_counter() - start:.0f}s")
     print(f"finished in {time.perf_counter() - t0:.0f}s; warehouse: {settings.warehouse_path()}; DAGSTER_HOME: {os.environ['DAGSTER_HOME']}")
@@ -332,50 +320,65 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _forget_days(instance, landing: Path, campaign: str, days: list, reason: str) -> list[str]:
-    """Remove (campaign, day) partitions from the warehouse (one transaction each) and show them as
-    not materialized in Dagster; prints one line per day. Returns notes on what stayed."""
-    from promo_assets import warehouse
-    from promo_assets.ingestion import discover_campaigns, forget_partition, scan_day_files
-    from promo_assets.orchestration.common import unmaterialize_partition
+def _ingest_run_config(run_config: dict, day_range: dict[str, str]) -> dict:
+    """The run config with the --from / --to range for every ingestion asset (their DayRange)."""
+    if not day_range:
+        return run_config
+    from promo_assets.orchestration.common import INGESTION_ASSETS
 
-    others = [c for c in discover_campaigns(landing) if c != campaign]
-    notes = []
+    return {**run_config, "ops": {name: {"config": dict(day_range)} for name in INGESTION_ASSETS}}
+
+
+def _ingestion_lines(campaign: str, result, days: list) -> list[str]:
+    """Print what the run's ingestion did (the days forgotten, loaded, unchanged) and return a
+    failure line per events day file of the range whose last load failed (the ledger's word)."""
+    from promo_assets import warehouse
+    from promo_assets.ingestion.days import failed_files
+
+    for event in result.all_events:
+        if event.event_type_value == "ASSET_MATERIALIZATION" and event.asset_key == _key("rct_events"):
+            meta = event.event_specific_data.materialization.metadata
+            for record in meta["days"].value.records if "days" in meta else []:
+                day = record.data
+                if day["status"] == "forgotten":
+                    print(f"{campaign}: forgot {day['day']} (its events file is gone from the landing folder): "
+                          f"{day['message']}")
+            print(f"{campaign}: {meta['days_loaded_now'].value} day(s) loaded ({meta['rows_loaded_now'].value} rows), "
+                  f"{meta['days_unchanged'].value} unchanged, {meta['days_failed'].value} failed")
+    lines = []
+    with warehouse.connect(read_only=True) as con:
+        failed = failed_files(con, campaign)
+    for kind, day, _, message in failed:
+        if kind == "events" and day in days:
+            print(f"  FAILED {campaign} {day}: rct_events: {message}")
+            lines.append(f"{campaign} {day}: rct_events: {message}")
+    return lines
+
+
+def _key(name: str):
+    import dagster as dg
+
+    return dg.AssetKey(name)
+
+
+def _forget_days(campaign: str, days: list, reason: str) -> None:
+    """Remove (campaign, day) from every per-day table and the ledger (one transaction each); prints
+    one line per day. The campaign's partition stays: its days are rows, not partitions."""
+    from promo_assets import warehouse
+    from promo_assets.ingestion import forget_partition
+    from promo_assets.ingestion.days import forget_ledger_day
+
     with warehouse.connect() as con:
         for day in days:
             removed = forget_partition(con, campaign, day, reason)
-            keep_day = any(day in scan_day_files(landing, c, "events").files for c in others)
-            notes += unmaterialize_partition(instance, campaign, day.isoformat(), keep_day=keep_day)
+            forget_ledger_day(con, campaign, day)
             print(f"{campaign}: forgot {day} ({reason}): removed " + ", ".join(f"{n} {t}" for t, n in removed.items()))
-    return notes
-
-
-def _forget_removed_days(instance, landing: Path, campaign: str, scan) -> None:
-    """Loaded days whose events file is gone from the landing folder (a skipped file of that day
-    still counts as there) are forgotten: the warehouse mirrors the landing folder. An events/
-    folder that is refused as a whole (a symbolic link) forgets nothing: its days are unreadable,
-    not gone."""
-    from promo_assets import settings, warehouse
-    from promo_assets.ingestion import loaded_days
-
-    if not settings.warehouse_path().exists() or any(s.path == landing / campaign / "events" for s in scan.skipped):
-        return
-    with warehouse.connect() as con:
-        loaded = loaded_days(con, campaign)
-    present = set(scan.files) | {s.day for s in scan.skipped}
-    gone = [d for d in loaded if d not in present]
-    if gone:
-        for note in _forget_days(instance, landing, campaign, gone, "its events file is gone from the landing folder"):
-            print(f"{campaign}: {note}", file=sys.stderr)
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    _default_dagster_home()
-    import dagster as dg
-
     from promo_assets import settings, warehouse
     from promo_assets.ingestion import loaded_days, scan_day_files
-    from promo_assets.orchestration.common import partition_key
+    from promo_assets.ingestion.days import ledger
 
     if not _campaign_names_ok("forget", [args.campaign]):
         return EXIT_USAGE
@@ -384,7 +387,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
         print(f"promo forget: no warehouse at {settings.warehouse_path()}: nothing to forget", file=sys.stderr)
         return EXIT_USAGE
     with warehouse.connect() as con:
-        loaded = set(loaded_days(con, args.campaign))
+        loaded = set(loaded_days(con, args.campaign)) | set(ledger(con, args.campaign, "events"))
     days = sorted(set(args.day))
     scan = scan_day_files(landing, args.campaign, "events")
     for day in days:
@@ -393,40 +396,41 @@ def cmd_forget(args: argparse.Namespace) -> int:
             print(f"promo forget: {', '.join(still)} is still in the landing folder; delete or move it first "
                   f"(otherwise the next `promo run` loads day {day} of campaign '{args.campaign}' again)", file=sys.stderr)
             return EXIT_USAGE
-    instance = dg.DagsterInstance.get()
-    materialized = instance.get_materialized_partitions(dg.AssetKey("rct_events"))
-    unknown = [d for d in days if d not in loaded and str(partition_key(d.isoformat(), args.campaign)) not in materialized]
+    unknown = [d for d in days if d not in loaded]
     if unknown:
         print(f"promo forget: campaign '{args.campaign}' has nothing loaded for {', '.join(map(str, unknown))} "
               f"(loaded days: {', '.join(map(str, sorted(loaded))) or 'none'})", file=sys.stderr)
         return EXIT_USAGE
-    notes = _forget_days(instance, landing, args.campaign, days, "promo forget")
-    for note in notes:
-        print(f"promo forget: {note}", file=sys.stderr)
+    _forget_days(args.campaign, days, "promo forget")
     print(f"run `promo run --campaign {args.campaign}` to refresh its models and decisions")
     return EXIT_OK
 
 
-def _run_downstream(defs, campaign, instance, verbose: bool, tags: dict[str, str]) -> list[str]:
-    """One run of the campaign's downstream assets: the chains of the models trained for it, then the
-    leaderboard; prints the skipped models and the leaderboard. Returns the failure lines.
+def _run_refresh(defs, campaign, instance, verbose: bool, tags: dict[str, str], run_config: dict,
+                 days: list) -> list[str]:
+    """One run of the campaign's ingestion and downstream assets (the chains of the models trained
+    for it, then the leaderboard), as the UI materializes them; prints the ingestion, the skipped
+    models and the leaderboard. Returns the failure lines.
     The chains of the models known from campaign.yaml not to be trained (`registry.skip_reason`: left
     out by its `models:` block, or not applicable) are not in the run: each would only record its
     skip (~20 Dagster events) and stop the leaderboard's step, which Dagster does not execute after a
     skipped upstream. After a failed chain the leaderboard is materialized by `leaderboard_job` in a
-    second run, as the UI's automation does."""
+    second run, as the UI's automation does; then the decisions by `decision_job`."""
     import dagster as dg
 
-    from promo_assets.orchestration.recovery import wait_for_pool
+    from promo_assets.orchestration.common import INGESTION_ASSETS
 
     left_out, board_key = _models_left_out(campaign), dg.AssetKey("leaderboard")
     chains = defs.resolve_job_def("campaign_job").asset_layer.executable_asset_keys
-    keys = [k for k in chains if k.path[0] not in left_out] + [board_key]
-    wait_for_pool(instance, print)
-    result = _run_job(defs.resolve_implicit_global_asset_job_def(), campaign, instance, verbose, tags, keys)
-    failures = _failure_lines(campaign, result)
+    ingestion = [dg.AssetKey(a) for a in INGESTION_ASSETS]
+    keys = ingestion + [k for k in chains if k.path[0] not in left_out] + [board_key]
+    result = _run_job(defs.resolve_implicit_global_asset_job_def(), campaign, instance, verbose, tags, keys,
+                      run_config=run_config)
+    failures = _ingestion_lines(campaign, result, days) + _failure_lines(campaign, result)
+    if any(step in INGESTION_ASSETS for step in _failed_steps(result)):
+        return failures  # nothing downstream of a failed ingestion ran: no leaderboard, no decisions
     for check in result.get_asset_check_evaluations():  # the training frame's data checks
-        if not check.passed:
+        if not check.passed and check.asset_key not in ingestion:
             message = check.metadata["message"].value if "message" in check.metadata else check.check_name
             line = f"data check {check.check_name} failed ({check.severity.value}): {message}"
             print(f"{campaign}: {line}", file=sys.stderr)
@@ -437,12 +441,10 @@ def _run_downstream(defs, campaign, instance, verbose: bool, tags: dict[str, str
     board_ok = _materialized(result, board_key)
     if not board_ok and "leaderboard" not in _failed_steps(result):
         # a chain failed (or skipped), so Dagster did not execute the leaderboard's step: on its own
-        wait_for_pool(instance, print)
         board = _run_job(defs.resolve_job_def("leaderboard_job"), campaign, instance, verbose, tags)
         failures += _failure_lines(campaign, board)
         board_ok = board.success
     if board_ok:  # the champion, the decisions (blocking checks) and the outbox: a run of their own
-        wait_for_pool(instance, print)
         decided = _run_job(defs.resolve_job_def("decision_job"), campaign, instance, verbose, tags)
         failures += _failure_lines(campaign, decided)
     _print_leaderboard(campaign)
@@ -479,7 +481,7 @@ def _models_left_out(campaign: str) -> dict[str, str]:
     return {n: r for n in registry.names() if (r := registry.skip_reason(n, config)) is not None}
 
 
-def _run_job(job, campaign, instance, verbose: bool, tags: dict[str, str], asset_selection=None):
+def _run_job(job, campaign, instance, verbose: bool, tags: dict[str, str], asset_selection=None, run_config=None):
     """Run a campaign-partitioned job; asset log lines (epochs, scoring chunks) are printed as they
     come. Its results rows then count (succeeded; the other models' rows when only some models'
     chains failed) or are deleted (failed): promo_assets.results."""
@@ -490,7 +492,7 @@ def _run_job(job, campaign, instance, verbose: bool, tags: dict[str, str], asset
         instance=instance,
         raise_on_error=False,
         tags=tags,
-        run_config=_quiet_run_config(verbose, progress=True),
+        run_config=run_config or _quiet_run_config(verbose, progress=True),
         asset_selection=asset_selection,
     )
     failed_steps = _failed_steps(result)

@@ -325,3 +325,26 @@ WHERE amount_unreadable OR isnan(amount) OR amount < 0;
 -- name: insert_edges
 INSERT INTO payment_edges (campaign, event_date, user_id, merchant_id, weight, source_file, amount)
 SELECT ?, CAST(? AS DATE), user_id, merchant_id, weight, ?, amount FROM staged_edges;
+
+-- name: ledger
+-- The landing_files rows of one campaign and kind: day, file, content hash, config hash, status.
+SELECT event_date, source_file, content_sha256, config_sha256, status, rows_loaded, rows_rejected, message
+FROM landing_files WHERE campaign = ? AND kind = ? ORDER BY event_date;
+
+-- name: ledger_upsert
+INSERT OR REPLACE INTO landing_files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now());
+
+-- name: ledger_delete
+DELETE FROM landing_files WHERE campaign = ? AND kind = ? AND event_date = ?;
+
+-- name: ledger_delete_day
+DELETE FROM landing_files WHERE campaign = ? AND event_date = ?;
+
+-- name: ledger_failed
+-- Day files of one campaign whose last load attempt failed: kind, day, file, message.
+SELECT kind, event_date, source_file, message FROM landing_files
+WHERE campaign = ? AND status = 'failed' ORDER BY kind, event_date;
+
+-- name: table_days
+-- Days with rows of one campaign in one per-day table ({table}: a quoted identifier).
+SELECT DISTINCT event_date FROM {table} WHERE campaign = ? ORDER BY event_date;

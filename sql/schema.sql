@@ -50,6 +50,25 @@ CREATE TABLE IF NOT EXISTS ingest_log (
     ingested_at   TIMESTAMP NOT NULL
 );
 
+-- name: create_landing_files
+-- The ledger of the landing day files loaded per campaign and kind (events, edges, merchants): the
+-- content hash of the file and of campaign.yaml at its last load attempt, so that a run loads only
+-- new or changed files (and the days whose files are gone are forgotten). One row per day.
+CREATE TABLE IF NOT EXISTS landing_files (
+    campaign       VARCHAR NOT NULL,
+    kind           VARCHAR NOT NULL,   -- 'events' | 'edges' | 'merchants'
+    event_date     DATE    NOT NULL,
+    source_file    VARCHAR NOT NULL,
+    content_sha256 VARCHAR NOT NULL,   -- of the file's bytes at the last attempt
+    config_sha256  VARCHAR NOT NULL,   -- of campaign.yaml at the last attempt (it decides validation)
+    rows_loaded    BIGINT  NOT NULL,
+    rows_rejected  BIGINT  NOT NULL,
+    status         VARCHAR NOT NULL,   -- 'loaded' | 'failed' (the previous rows of the day stay)
+    message        VARCHAR,
+    checked_at     TIMESTAMP NOT NULL,
+    PRIMARY KEY (campaign, kind, event_date)
+);
+
 -- name: create_payment_edges
 CREATE TABLE IF NOT EXISTS payment_edges (
     campaign     VARCHAR NOT NULL,

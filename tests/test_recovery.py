@@ -1,4 +1,4 @@
-"""Recovery after a killed `promo run`, waiting for the warehouse pool, a busy warehouse, and the
+"""Recovery after a killed `promo run`, Dagster's waiting for the warehouse pool, a busy warehouse, and the
 domain error's own message in the CLI's failure list (issue #12 items 4, 13, 11-CLI)."""
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from promo_assets.orchestration.recovery import (
     PID_TAG,
     process_tags,
     recover_dead_runs,
-    wait_for_pool,
 )
 from promo_assets.settings import SettingsError
 
@@ -68,10 +67,8 @@ def test_dead_run_is_marked_failed_and_its_pool_slot_freed(promo_env):
     run_id = _started_run_holding_slot(instance, tags)
     assert instance.event_log_storage.get_concurrency_info(WAREHOUSE_POOL).claimed_slots
 
-    said: list[str] = []
-    waited = wait_for_pool(instance, said.append, poll_seconds=0.05)
+    said = recover_dead_runs(instance)
 
-    assert waited < 5
     assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.FAILURE
     info = instance.event_log_storage.get_concurrency_info(WAREHOUSE_POOL)
     assert not info.claimed_slots and not info.pending_steps
@@ -93,25 +90,27 @@ def test_reused_pid_counts_as_gone(promo_env):
         _stop(other)
 
 
-def test_waiting_run_names_the_live_holder_and_stops_on_interrupt(promo_env):
+def test_a_run_waits_for_the_pool_slot_of_a_live_run(promo_env):
+    """`promo run` leaves the waiting to Dagster: an in-process run's `warehouse` step waits while a
+    live run holds the pool's slot, and runs once the slot is free; the holder is left alone."""
+    import threading
+
     instance = dg.DagsterInstance.get()
     live = _sleeper()
     try:
         tags = {**process_tags(), PID_TAG: str(live.pid)}
         tags.pop(PID_START_TAG, None)
         run_id = _started_run_holding_slot(instance, tags)
-        said: list[str] = []
-
-        def say(line: str) -> None:
-            said.append(line)
-            raise KeyboardInterrupt  # what Ctrl-C / SIGTERM (promo run's handler) do while it waits
-
-        with pytest.raises(KeyboardInterrupt):
-            wait_for_pool(instance, say, poll_seconds=0.05)
-        assert len(said) == 1
-        assert f"run {run_id[:8]}" in said[0] and f"pid {live.pid}" in said[0]
-        assert "waiting for the 'warehouse' pool" in said[0] and "Ctrl-C" in said[0]
-        assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.STARTED  # alive: left alone
+        assert recover_dead_runs(instance) == []  # alive: not ours to recover
+        assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.STARTED
+        release = threading.Timer(2.0, instance.event_log_storage.free_concurrency_slots_for_run, [run_id])
+        release.start()
+        start = time.monotonic()
+        result = _pool_job.execute_in_process(instance=instance)
+        waited = time.monotonic() - start
+        release.join()
+        assert result.success
+        assert waited >= 2.0, waited  # the step did not start before the slot was freed
     finally:
         _stop(live)
 

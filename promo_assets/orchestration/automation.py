@@ -2,25 +2,20 @@
 
 
 import datetime as dt
+import hashlib
 import json
 
 import dagster as dg
 
 from promo_assets.ingestion import day_files, discover_campaigns, landing_changes, landing_removed, landing_scan
-from promo_assets.orchestration.common import (
-    LandingResource,
-    campaign_partitions,
-    day_campaign_partitions,
-    day_partitions,
-    partition_key,
-    register_partitions,
-)
+from promo_assets.orchestration.common import LandingResource, campaign_partitions
 
 ingest_job = dg.define_asset_job(
     "ingest_job",
     selection=dg.AssetSelection.groups("ingestion"),
-    partitions_def=day_campaign_partitions,
-    description="Load one date|campaign partition of the landing files (rct_events, payment_edges).",
+    partitions_def=campaign_partitions,
+    description="Load a campaign's new or changed landing day files (rct_events, payment_edges, merchant_events) "
+    "in one run; run config first_day / last_day / reload choose a range of days.",
 )
 
 campaign_job = dg.define_asset_job(
@@ -56,8 +51,8 @@ decision_job = dg.define_asset_job(
     cron_schedule="0 3 * * *",
     job=ingest_job,
     execution_timezone="UTC",
-    description="Every day at 03:00 UTC: ingest yesterday's landing file of every campaign; the "
-    "automation sensor then refreshes each campaign's models and decisions.",
+    description="Every day at 03:00 UTC: ingest the new or changed landing files of every campaign that has "
+    "a file for yesterday; the automation sensor then refreshes each campaign's models and decisions.",
 )
 def daily_campaign_refresh(context: dg.ScheduleEvaluationContext, landing: LandingResource):
     day = (context.scheduled_execution_time.date() - dt.timedelta(days=1))
@@ -68,11 +63,10 @@ def daily_campaign_refresh(context: dg.ScheduleEvaluationContext, landing: Landi
         if campaign not in registered:
             missing.append(f"{campaign} (not registered yet: the landing sensor adds it)")
         elif day in day_files(landing, campaign, "events"):
-            register_partitions(context.instance, days=[day.isoformat()])
             requests.append(
                 dg.RunRequest(
                     run_key=f"daily:{campaign}:{day.isoformat()}",
-                    partition_key=partition_key(day.isoformat(), campaign),
+                    partition_key=campaign,
                     tags={"promo/campaign": campaign, "promo/trigger": "daily_campaign_refresh"},
                 )
             )
@@ -87,9 +81,10 @@ def daily_campaign_refresh(context: dg.ScheduleEvaluationContext, landing: Landi
     job=ingest_job,
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Notices new campaigns and days (adds their partitions) and new or rewritten landing "
-    "day files (requests their ingestion); warns once about each skipped file (bad name, future "
-    "date, ...) and each removed day file (`promo run` or `promo forget` removes its rows).",
+    description="Notices new campaigns (adds their partitions) and new or rewritten landing day files "
+    "(requests one ingestion run per campaign, which loads every changed file); warns once about each "
+    "skipped file (bad name, future date, ...) and each removed day file (the campaign's next ingestion "
+    "or `promo forget` removes its rows).",
 )
 def landing_sensor(context: dg.SensorEvaluationContext, landing: LandingResource):
     before, skipped_before = _landing_cursor(context.cursor)
@@ -98,13 +93,13 @@ def landing_sensor(context: dg.SensorEvaluationContext, landing: LandingResource
     _warn_landing(context.log, before, now, skipped_before, skipped_now)
     new_campaigns, changed = landing_changes(before or {}, now)
     if before is None:
-        new_campaigns, changed = _not_loaded_yet(context.instance, new_campaigns, changed)
+        new_campaigns, changed = _not_loaded_yet(context.instance, new_campaigns, changed, now)
     cursor = json.dumps({"files": now, "skipped": skipped_now}, sort_keys=True)
     if not new_campaigns and not changed:
         note = f"; {len(skipped_now)} landing file(s) skipped (see the tick's log)" if skipped_now else ""
         return dg.SensorResult(skip_reason=f"no new or changed landing files{note}", cursor=cursor)
     return dg.SensorResult(run_requests=_ingest_requests(changed, now), cursor=cursor,
-                           dynamic_partitions_requests=_partition_requests(context.instance, new_campaigns, changed))
+                           dynamic_partitions_requests=_partition_requests(new_campaigns))
 
 
 # helpers of the landing sensor
@@ -124,41 +119,49 @@ def _warn_landing(log, before: dict | None, now: dict, skipped_before: list[str]
         log.warning(f"skipped landing file {line}")
     for campaign, day in landing_removed(before or {}, now):
         log.warning(
-            f"landing file of campaign '{campaign}' day {day} is gone; its loaded rows stay until "
-            f"`promo run` or `promo forget --campaign {campaign} --day {day}`"
+            f"landing file of campaign '{campaign}' day {day} is gone; its loaded rows stay until the "
+            f"campaign's next ingestion (`promo run`, a new day file) or `promo forget --campaign {campaign} --day {day}`"
         )
 
 
-def _not_loaded_yet(instance: dg.DagsterInstance, new_campaigns: list[str], changed: list[tuple[str, str]]):
-    """First tick: files whose partition is already materialized (e.g. by `promo run`) are taken as
-    seen, and campaigns already registered as not new; only the others are requested."""
-    done = instance.get_materialized_partitions(dg.AssetKey("rct_events"))
+def _not_loaded_yet(instance: dg.DagsterInstance, new_campaigns: list[str], changed: list[tuple[str, str]],
+                    now: dict) -> tuple[list[str], list[tuple[str, str]]]:
+    """First tick: files not modified since the campaign's latest rct_events materialization (e.g.
+    by `promo run`) are taken as seen, and campaigns already registered as not new; only the others
+    are requested."""
     registered = set(instance.get_dynamic_partitions(campaign_partitions.name))
+    latest: dict[str, float] = {}
+    for campaign in {c for c, _ in changed}:
+        records = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey("rct_events"), asset_partitions=[campaign]), limit=1).records
+        latest[campaign] = records[0].timestamp if records else float("-inf")
     return ([c for c in new_campaigns if c not in registered],
-            [(c, d) for c, d in changed if str(partition_key(d, c)) not in done])
+            [(c, d) for c, d in changed if _modified_ns(now[c][d]) / 1e9 > latest[c]])
+
+
+def _modified_ns(fingerprint: str) -> int:
+    """The modification time in a landing_scan fingerprint ('<size>-<mtime_ns>')."""
+    return int(fingerprint.rsplit("-", 1)[1])
 
 
 def _ingest_requests(changed: list[tuple[str, str]], now: dict) -> list[dg.RunRequest]:
+    """One run per campaign with changed files: rct_events[campaign] loads every one of them."""
+    by_campaign: dict[str, list[str]] = {}
+    for campaign, day in changed:
+        by_campaign.setdefault(campaign, []).append(f"{day}:{now[campaign][day]}")
     return [
         dg.RunRequest(
-            run_key=f"landing:{campaign}:{day}:{now[campaign][day]}",
-            partition_key=partition_key(day, campaign),
+            run_key=f"landing:{campaign}:" + hashlib.sha256(",".join(sorted(files)).encode()).hexdigest()[:16],
+            partition_key=campaign,
             tags={"promo/campaign": campaign, "promo/trigger": "landing_sensor"},
         )
-        for campaign, day in changed
+        for campaign, files in sorted(by_campaign.items())
     ]
 
 
-def _partition_requests(instance: dg.DagsterInstance, new_campaigns: list[str], changed: list[tuple[str, str]]) -> list:
-    """Add the new campaigns and the days not registered yet as partitions."""
-    registered_days = set(instance.get_dynamic_partitions(day_partitions.name))
-    new_days = sorted({day for _, day in changed} - registered_days)
-    requests = []
-    if new_campaigns:
-        requests.append(campaign_partitions.build_add_request(new_campaigns))
-    if new_days:
-        requests.append(day_partitions.build_add_request(new_days))
-    return requests
+def _partition_requests(new_campaigns: list[str]) -> list:
+    """Add the new campaigns as partitions (a campaign's days are no partitions: see common.py)."""
+    return [campaign_partitions.build_add_request(new_campaigns)] if new_campaigns else []
 
 
 automation_sensor = dg.AutomationConditionSensorDefinition(

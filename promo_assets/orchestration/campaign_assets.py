@@ -123,7 +123,7 @@ def results_write(context, con, campaign: str, *tables: str):
 
 @dg.asset(
     **COMMON,
-    deps=["rct_events"],  # multi → single dimension mapping on "campaign" (inferred)
+    deps=["rct_events"],  # the same campaign partition
     code_version="1",
     group_name="causal",
     kinds={"duckdb", "sklearn"},

@@ -5,13 +5,12 @@ only. The `automation` sensor (automation.py) evaluates them in the code server 
 one operand is Python code of this module; `dagster dev` runs the sensor);
 the UI's Automation page shows every evaluation, node by node, with the labels below.
 
-- `INGESTION_CONDITION` (payment_edges, merchant_events): reload a date|campaign partition when
-  `rct_events` of that partition was materialized by a run that did not load it too (a backfill of
-  `rct_events` alone from its asset page), once that partition is no longer in progress.
+- `INGESTION_CONDITION` (payment_edges, merchant_events): load a campaign's new or changed side files
+  when its `rct_events` was materialized by a run that did not load them too (a materialization or
+  backfill of `rct_events` alone from its asset page), once that campaign is no longer in progress.
 - `CAMPAIGN_CONDITION` (every campaign-level asset, through `COMMON` / `GRAPH`): refresh a campaign
-  when any upstream partition of it was updated, by any run (`promo run` excepted: it refreshes
-  downstream itself), once none of its upstream partitions is in progress (a run or a backfill not
-  past it yet); a 3-day backfill therefore refreshes the campaign once, after its last day, and all
+  when any upstream partition of it was updated, by any run that did not also target the asset, once none of its upstream partitions is in progress (a run or a backfill not
+  past it yet); a backfill of several campaigns' ingestion therefore refreshes each campaign once, after its ingestion, and all
   the campaign's assets are requested on the same tick, with that tick's reloads of
   payment_edges / merchant_events (one backfill: Dagster runs the reloads before the graph assets
   that read them). Updates made by a run that also targeted the asset do not count (Dagster's
@@ -36,10 +35,12 @@ the UI's Automation page shows every evaluation, node by node, with the labels b
   No dependency has to be present (a campaign without a day of some file, a model that failed or
   does not apply): `AutomationCondition.eager()` would wait for all of them forever.
 
-Runs of `promo run` carry the tag `REFRESHED_BY_CLI`: the CLI materializes the campaign downstream
-itself in the same call, so their updates trigger nothing here, also when a tick falls between the
-CLI's ingestion runs and its campaign run. (After the CLI has finished, nothing is left to do anyway:
-every downstream asset was materialized after its deps.)
+`promo run` needs no case of its own: it ingests and refreshes a campaign in one run that targets
+every asset it updates (`executed_with_root_target`), as a materialization from the UI does. Only
+when a chain failed or was skipped does it run the leaderboard (and then the decisions) in runs of
+their own, exactly what these conditions request; a tick that falls between its refresh run and its
+leaderboard run (the daemon running beside `promo run`) requests the leaderboard too, which
+re-assembles the same rows.
 """
 
 from __future__ import annotations
@@ -50,24 +51,10 @@ import dagster as dg
 
 AC = dg.AutomationCondition
 
-# Tag on `promo run`'s runs: the CLI refreshes the campaign downstream itself (`--ingest-only` runs
-# do not carry it, so the automation refreshes after them).
-REFRESHED_BY_CLI = {"promo/downstream": "cli"}
-
-
 def _updated_elsewhere() -> dg.AutomationCondition:
     """A partition updated since the previous tick, by a run that did not target the asset this
-    condition belongs to and was not a `promo run` run."""
-    return (
-        AC.newly_updated()
-        & ~AC.executed_with_root_target()
-        # per partition updated since the previous tick (executed_with_tags covers the first tick of a
-        # fresh instance, where Dagster has no event cursor yet, for the latest partition)
-        & ~(
-            AC.all_new_updates_have_run_tags(tag_values=REFRESHED_BY_CLI)
-            | AC.executed_with_tags(tag_values=REFRESHED_BY_CLI)
-        ).with_label("updated_by_promo_run")
-    ).with_label("newly_updated_elsewhere")
+    condition belongs to."""
+    return (AC.newly_updated() & ~AC.executed_with_root_target()).with_label("newly_updated_elsewhere")
 
 
 def _any_deps_updated() -> dg.AutomationCondition:
@@ -149,7 +136,7 @@ def _gathered_unhandled() -> dg.AutomationCondition:
     """An upstream partition was updated after this asset was last requested, and this asset has not
     materialized since that update (timestamps decide when both are seen on the same tick), and
     another upstream's latest execution failed or ended without materializing it (skipped): the asset
-    was not executed for that upstream's failure or skip, its other upstreams are new. Not while an upstream's latest update is from `promo run`."""
+    was not executed for that upstream's failure or skip, its other upstreams are new."""
     dep_updated_since_request = (
         AC.any_deps_match(AC.newly_updated()).since(AC.newly_requested()).with_label("dep_updated_since_requested")
     )
@@ -160,7 +147,6 @@ def _gathered_unhandled() -> dg.AutomationCondition:
         dep_updated_since_request
         & ~updated_after_deps
         & AC.any_deps_match(AC.execution_failed() | EndedUnmaterialized()).with_label("any_deps_failed_or_skipped")
-        & ~AC.any_deps_match(AC.executed_with_tags(tag_values=REFRESHED_BY_CLI)).with_label("any_deps_from_promo_run")
     ).with_label("gathered_unhandled")
 
 

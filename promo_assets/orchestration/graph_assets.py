@@ -11,14 +11,12 @@ gnn_hazard, group graph: they succeed, skip or fail with it).
 """
 
 
-import datetime as dt
 
 import dagster as dg
 import numpy as np
 import pandas as pd
 
 from promo_assets.campaign import CampaignConfig, CampaignConfigError
-from promo_assets.ingestion import IngestError, day_files
 from promo_assets.ingestion import merchants as ingest_merchants
 from promo_assets.ingestion.merchants import MerchantConfig
 from promo_assets.orchestration.campaign_assets import (
@@ -34,11 +32,10 @@ from promo_assets.orchestration.common import (
     WarehouseResource,
     campaign_partitions,
     connect,
-    day_and_campaign,
-    day_campaign_partitions,
     md_table,
 )
 from promo_assets.orchestration.conditions import CAMPAIGN_CONDITION, INGESTION_CONDITION
+from promo_assets.orchestration.ingest_assets import DayRange, days_metadata, ingest_days
 from promo_assets.warehouse import registered, sql
 
 MODEL_NAME = "gnn_hazard"  # the registered model (promo_assets.models.registry) whose chain the joint allocation reads
@@ -68,44 +65,32 @@ def _log(context):
 
 
 @dg.asset(
-    partitions_def=day_campaign_partitions,
+    partitions_def=campaign_partitions,
     pool=WAREHOUSE_POOL,
-    code_version="1",
+    code_version="2",
     group_name="ingestion",
     kinds={"duckdb"},
-    deps=["rct_events"],  # reloaded with the same date|campaign of rct_events (conditions.py)
+    deps=["rct_events"],  # reloaded with rct_events of the same campaign (conditions.py)
     automation_condition=INGESTION_CONDITION,
-    description="Merchant-side RCT rows of a bipartite campaign and day (commission level, sharing count, "
-    "cost, features as JSON), loaded from `<landing>/<campaign>/merchants/<day>.parquet|csv` into the table "
-    "`merchant_events`. The partition is replaced in one transaction; a file with any bad row (unknown "
-    "commission, bad response/cost/propensity, missing `merchant_id`) loads nothing and the error names the "
-    "file, column and first row. A campaign without `merchants/` files materializes an empty partition.",
+    description="Merchant-side RCT rows of a bipartite campaign (commission level, sharing count, "
+    "cost, features as JSON), loaded from its day files `<landing>/<campaign>/merchants/<day>.parquet|csv` into "
+    "the table `merchant_events`: the new or changed day files, like rct_events; each day is replaced in one "
+    "transaction; a file with any bad row (unknown commission, bad response/cost/propensity, missing "
+    "`merchant_id`) loads nothing for its day and the error names the file, column and first row. A campaign "
+    "without `merchants/` files materializes with no rows.",
 )
-def merchant_events(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
-    day, campaign = day_and_campaign(context)
-    config, mconf = merchant_config(landing, campaign)
-    path = day_files(landing.path, campaign, "merchants").get(dt.date.fromisoformat(day))
-    if path is None:
-        with connect(warehouse) as con:
-            ingest_merchants.clear_merchants_day(con, campaign, day)
-        context.log.info(f"{campaign} {day}: no merchants file; empty partition")
-        return dg.MaterializeResult(metadata={"rows_loaded": 0, "note": "no merchants/ file for this day"})
-    with connect(warehouse) as con:
-        try:
-            result = ingest_merchants.ingest_merchants_day(con, campaign, day, path, mconf)
-        except IngestError as exc:
-            raise dg.Failure(str(exc)) from None
-    context.log.info(f"{campaign} {day}: loaded {result.rows_loaded} merchant rows from {path}")
-    return dg.MaterializeResult(
-        metadata={
-            "rows_loaded": result.rows_loaded,
-            "source_file": dg.MetadataValue.path(str(path)),
-            "commission_distribution": md_table(
-                [{"level": lvl, "commission": float(mconf.commissions[lvl]), "rows": k}
-                 for lvl, k in sorted(result.level_counts.items())]),
-            "features": dg.MetadataValue.json(list(result.features)),
-        }
-    )
+def merchant_events(context: dg.AssetExecutionContext, config: DayRange, warehouse: WarehouseResource,
+                    landing: LandingResource):
+    campaign = context.partition_key
+    _, mconf = merchant_config(landing, campaign)
+
+    def load(con, day, path):
+        return ingest_merchants.ingest_merchants_day(con, campaign, day, path, mconf)
+
+    days = ingest_days(context, warehouse, landing, "merchants", load, config)
+    if days.failed:
+        raise dg.Failure("; ".join(d.message for d in days.failed))
+    return dg.MaterializeResult(metadata=days_metadata(days))
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,44 +1,117 @@
-"""Ingestion assets: one landing day file → one date|campaign partition of the warehouse."""
+"""Ingestion assets: a campaign's landing day files → its rows in the warehouse, in one run.
+
+Partitioned by campaign only: a run of `rct_events[campaign]` loads every new or changed day file of
+the campaign, leaves the unchanged ones alone and forgets the days whose file is gone
+(`promo_assets.ingestion.days`; the ledger `landing_files` knows each file's content hash), so the
+cost of a run grows with the rows that changed, not with the days the campaign has, and no
+partition exists that no file will ever fill. Run config `first_day` / `last_day` limit the days
+loaded, `reload: true` loads them again whatever the ledger says.
+"""
 
 
 import datetime as dt
+from typing import Optional
 
 import dagster as dg
+from pydantic import Field
 
 from promo_assets.ingestion import (
-    IngestError,
-    day_files,
     ingest_edges_day,
     ingest_events_day,
     load_config,
 )
+from promo_assets.ingestion.days import CampaignDays, DayLoader, ingest_campaign_days
 from promo_assets.orchestration.conditions import INGESTION_CONDITION
 from promo_assets.orchestration.common import (
     WAREHOUSE_POOL,
     LandingResource,
     WarehouseResource,
-    day_and_campaign,
-    day_campaign_partitions,
+    campaign_partitions,
     md_table,
 )
 
+
+class DayRange(dg.Config):
+    """Which day files a run of an ingestion asset loads (every new or changed one by default)."""
+
+    first_day: Optional[str] = Field(default=None, description="first day to load, YYYY-MM-DD [the first file]")
+    last_day: Optional[str] = Field(default=None, description="last day to load, YYYY-MM-DD [the last file]")
+    reload: bool = Field(default=False, description="load the days of the range again even when their file "
+                         "and campaign.yaml are unchanged since they were loaded")
+
+    def bounds(self) -> tuple[dt.date | None, dt.date | None]:
+        try:
+            return tuple(dt.date.fromisoformat(d) if d else None for d in (self.first_day, self.last_day))
+        except ValueError as exc:
+            raise dg.Failure(f"run config first_day / last_day: not a date (YYYY-MM-DD): {exc}") from None
+
+
+def ingest_days(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource,
+                kind: str, load_day: DayLoader, config: DayRange) -> CampaignDays:
+    """The asset's call of `ingest_campaign_days` for its campaign, logged line by line."""
+    campaign = context.partition_key
+    with warehouse.connect() as con:
+        days = ingest_campaign_days(con, landing.path, campaign, kind, load_day, config.bounds(), config.reload,
+                                    log=context.log.info)
+    for skipped in days.skipped:
+        context.log.warning(f"skipped {skipped}")
+    context.log.info(days.summary())
+    return days
+
+
+def days_table(days: CampaignDays) -> dg.MetadataValue:
+    """The campaign's days as a typed table: day, status, rows, rejected, file, message."""
+    schema = dg.TableSchema(columns=[
+        dg.TableColumn("day", "date", description="the day of the file (its name)"),
+        dg.TableColumn("status", "string", description="loaded by this run, unchanged since it was loaded, "
+                       "forgotten (file gone), or failed (the day's earlier rows stay)"),
+        dg.TableColumn("rows", "int", description="rows loaded (by this run or when the file was loaded)"),
+        dg.TableColumn("rejected", "int", description="rows rejected (rejected_events has their reasons)"),
+        dg.TableColumn("file", "string"),
+        dg.TableColumn("message", "string", description="why the file failed"),
+    ])
+    records = [dg.TableRecord({"day": d.day.isoformat(), "status": d.status, "rows": int(d.rows or 0),
+                               "rejected": int(d.rejected or 0), "file": d.file, "message": d.message or ""})
+               for d in days.days]
+    return dg.MetadataValue.table(records, schema=schema)
+
+
+def days_metadata(days: CampaignDays) -> dict:
+    loaded = [d for d in days.days if d.status in ("loaded", "unchanged")]
+    return {
+        "days": days_table(days),
+        "days_loaded_now": days.count("loaded"),
+        "days_unchanged": days.count("unchanged"),
+        "days_forgotten": days.count("forgotten"),
+        "days_failed": days.count("failed"),
+        "rows_loaded_now": sum(d.rows for d in days.days if d.status == "loaded"),
+        "first_day": loaded[0].day.isoformat() if loaded else "",
+        "last_day": loaded[-1].day.isoformat() if loaded else "",
+    }
+
+
 CHECKS = [
-    dg.AssetCheckSpec("row_count", asset="rct_events", description="the partition holds at least one event"),
+    dg.AssetCheckSpec("row_count", asset="rct_events", description="the campaign holds at least one event"),
     dg.AssetCheckSpec("treatment_on_grid", asset="rct_events", description="every level is on the campaign's grid and its incentive matches"),
     dg.AssetCheckSpec("response_and_cost_range", asset="rct_events", description="responses fit the response type; costs are finite and ≥ 0"),
     dg.AssetCheckSpec("propensity_range", asset="rct_events", description="logged propensities lie in (0, 1]"),
+    dg.AssetCheckSpec("day_files_loaded", asset="rct_events", description="every events day file of the campaign "
+                      "(of the run's range) is loaded: none failed"),
 ]
 
 
-def _checks(warehouse: WarehouseResource, con, config, campaign: str, day: str) -> list[dg.AssetCheckResult]:
-    [stats] = warehouse.read_rows("checks", "rct_events_partition", [len(config.incentives), campaign, day], con=con)
+def _checks(warehouse: WarehouseResource, con, config, campaign: str,
+            days: CampaignDays) -> tuple[int, list[dg.AssetCheckResult]]:
+    """(rows of the campaign in rct_events, the asset checks over all of them)."""
+    [stats] = warehouse.read_rows("checks", "rct_events_campaign", [len(config.incentives), campaign], con=con)
     n, off_grid, bad_resp_binary, bad_resp_count, bad_resp, bad_cost, bad_prop = stats
     [(wrong_incentive,)] = warehouse.read_rows(
-        "checks", "incentive_mismatch", [list(range(config.n_levels)), list(config.incentives), campaign, day], con=con)
+        "checks", "incentive_mismatch_campaign", [list(range(config.n_levels)), list(config.incentives), campaign], con=con)
     bad_response = bad_resp + (bad_resp_binary if config.response == "binary" else 0) + (
         bad_resp_count if config.response == "count" else 0
     )
-    return [
+    failed = days.failed
+    return n, [
         dg.AssetCheckResult(check_name="row_count", passed=n > 0, metadata={"rows": n}),
         dg.AssetCheckResult(
             check_name="treatment_on_grid", passed=off_grid + wrong_incentive == 0,
@@ -49,73 +122,83 @@ def _checks(warehouse: WarehouseResource, con, config, campaign: str, day: str) 
             metadata={"bad_response": bad_response, "bad_cost": bad_cost},
         ),
         dg.AssetCheckResult(check_name="propensity_range", passed=bad_prop == 0, metadata={"bad_propensity": bad_prop}),
+        dg.AssetCheckResult(
+            check_name="day_files_loaded", passed=not failed, severity=dg.AssetCheckSeverity.ERROR,
+            metadata={"failed_days": len(failed),
+                      "failures": md_table([{"day": d.day.isoformat(), "file": d.file, "message": d.message}
+                                            for d in failed])},
+        ),
     ]
 
 
 @dg.asset(
-    partitions_def=day_campaign_partitions,
+    partitions_def=campaign_partitions,
     pool=WAREHOUSE_POOL,
-    code_version="1",
+    code_version="2",
     group_name="ingestion",
     kinds={"duckdb"},
     check_specs=CHECKS,
     description=(
-        "Validated RCT events of one campaign and day, loaded from `<landing>/<campaign>/events/<day>.parquet|csv` "
-        "into the warehouse table `rct_events`. Re-materializing replaces exactly that partition; rejected rows "
-        "go to `rejected_events` with their reason."
+        "Validated RCT events of one campaign, loaded from its day files `<landing>/<campaign>/events/<day>.parquet|csv` "
+        "into the warehouse table `rct_events`: one run loads every new or changed day file (run config "
+        "`first_day` / `last_day` / `reload` choose a range) and forgets the days whose file is gone; rejected rows "
+        "go to `rejected_events` with their reason. The `days` table shows each day's file, rows and status."
     ),
 )
-def rct_events(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
-    day, campaign = day_and_campaign(context)
-    config = load_config(landing.path, campaign)
-    files = day_files(landing.path, campaign, "events")
-    path = files.get(dt.date.fromisoformat(day))
-    if path is None:
-        raise dg.Failure(f"no events file for campaign '{campaign}' on {day} under {landing.path / campaign / 'events'}")
+def rct_events(context: dg.AssetExecutionContext, config: DayRange, warehouse: WarehouseResource,
+               landing: LandingResource):
+    campaign = context.partition_key
+    campaign_config = load_config(landing.path, campaign)
+
+    def load(con, day, path):
+        return ingest_events_day(con, campaign_config, day, path)
+
+    days = ingest_days(context, warehouse, landing, "events", load, config)
     with warehouse.connect() as con:
-        try:
-            result = ingest_events_day(con, config, dt.date.fromisoformat(day), path)
-        except IngestError as exc:
-            raise dg.Failure(str(exc)) from None
-        checks = _checks(warehouse, con, config, campaign, day)
-    context.log.info(f"{campaign} {day}: loaded {result.rows_loaded} rows, rejected {result.rows_rejected} from {path}")
-    distribution = [
-        {"level": lvl, "incentive": config.incentives[lvl], "label": config.labels[lvl], "rows": n}
-        for lvl, n in sorted(result.level_counts.items())
-    ]
+        rows, checks = _checks(warehouse, con, campaign_config, campaign, days)
+    if rows == 0:  # nothing to learn from: downstream does not run on an empty campaign
+        failed = "; ".join(f"{d.day}: {d.message}" for d in days.failed)
+        raise dg.Failure(f"campaign '{campaign}' has no events loaded" + (f" (failed: {failed})" if failed else
+                                                                             " (no events day file)"))
+    features = sorted({f: k for r in days.results for f, k in r.features.items()}.items())
+    distribution: dict[int, int] = {}
+    for r in days.results:
+        for level, n in r.level_counts.items():
+            distribution[level] = distribution.get(level, 0) + n
     return dg.MaterializeResult(
         metadata={
-            "rows_loaded": result.rows_loaded,
-            "rows_rejected": result.rows_rejected,
-            "source_file": dg.MetadataValue.path(str(path)),
-            "treatment_distribution": md_table(distribution),
-            "rejections": md_table(result.problems),
-            "features": dg.MetadataValue.json(result.features),
+            **days_metadata(days),
+            "rows_rejected_now": sum(d.rejected for d in days.days if d.status == "loaded"),
+            "treatment_distribution_now": md_table(
+                [{"level": lvl, "incentive": campaign_config.incentives[lvl], "label": campaign_config.labels[lvl],
+                  "rows": n} for lvl, n in sorted(distribution.items())]),
+            "rejections_now": md_table([p for r in days.results for p in r.problems]),
+            "features": dg.MetadataValue.json(dict(features)),
         },
         check_results=checks,
     )
 
 
 @dg.asset(
-    partitions_def=day_campaign_partitions,
+    partitions_def=campaign_partitions,
     pool=WAREHOUSE_POOL,
-    code_version="1",
+    code_version="2",
     group_name="ingestion",
     kinds={"duckdb"},
-    deps=["rct_events"],  # reloaded with the same date|campaign of rct_events (conditions.py)
+    deps=["rct_events"],  # reloaded with rct_events of the same campaign (conditions.py)
     automation_condition=INGESTION_CONDITION,
-    description="Customer–merchant payment edges of one campaign and day (`<landing>/<campaign>/edges/<day>`), "
-    "table `payment_edges`. A campaign without edge files materializes an empty partition.",
+    description="Customer–merchant payment edges of one campaign (`<landing>/<campaign>/edges/<day>`), "
+    "table `payment_edges`: the new or changed day files, like rct_events. A campaign without edge files "
+    "materializes with no rows.",
 )
-def payment_edges(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
-    day, campaign = day_and_campaign(context)
-    path = day_files(landing.path, campaign, "edges").get(dt.date.fromisoformat(day))
-    if path is None:
-        context.log.info(f"{campaign} {day}: no edges file; nothing to load")
-        return dg.MaterializeResult(metadata={"rows_loaded": 0})
-    with warehouse.connect() as con:
-        try:
-            result = ingest_edges_day(con, campaign, dt.date.fromisoformat(day), path)
-        except IngestError as exc:
-            raise dg.Failure(str(exc)) from None
-    return dg.MaterializeResult(metadata={"rows_loaded": result.rows_loaded, "source_file": dg.MetadataValue.path(str(path))})
+def payment_edges(context: dg.AssetExecutionContext, config: DayRange, warehouse: WarehouseResource,
+                  landing: LandingResource):
+    campaign = context.partition_key
+
+    def load(con, day, path):
+        return ingest_edges_day(con, campaign, day, path)
+
+    days = ingest_days(context, warehouse, landing, "edges", load, config)
+    if days.failed:
+        raise dg.Failure("; ".join(d.message for d in days.failed))
+    return dg.MaterializeResult(metadata=days_metadata(days))

@@ -1,4 +1,4 @@
-"""Runs whose process is gone, and waiting for the `warehouse` pool (Dagster wiring for `promo run`).
+"""Runs whose process is gone (Dagster wiring for `promo run`): what Dagster's run monitoring cannot see.
 
 `promo run` executes its jobs in-process; a kill -9 (or an OOM kill) leaves that run STARTED in
 DAGSTER_HOME and, when it died inside a step, holding the `warehouse` pool slot, so every later run
@@ -7,17 +7,16 @@ its process (`process_tags`); `recover_dead_runs` marks such a run whose process
 failed (`instance.report_run_failed`) and frees its pool slots
 (`event_log_storage.free_concurrency_slots_for_run`), and frees the slots of every finished run that
 still holds one (what the daemon's `run_monitoring.free_slots_after_run_end_seconds` does for the
-UI's runs). `wait_for_pool` is what `promo run` does before each job: it waits in plain Python (so
-Ctrl-C / SIGTERM stop it) while another live run uses the pool, saying which run that is.
+UI's runs). Run monitoring is a daemon feature that watches runs launched through a run launcher;
+an in-process run has no worker it could check, so this is the one thing `promo run` does besides
+launching Dagster's jobs. Waiting for the pool is Dagster's: a step of the `warehouse` pool waits
+for its slot (dagster_home/dagster.yaml sets the limit).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import socket
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -113,46 +112,3 @@ def recover_dead_runs(instance: dg.DagsterInstance) -> list[str]:
                 if run is not None:
                     lines.append(f"{describe_run(run)}: {run.status.value.lower()} but still held a pool slot; freed")
     return lines
-
-
-def pool_holders(instance: dg.DagsterInstance, pool: str = WAREHOUSE_POOL) -> list[dg.DagsterRun]:
-    """Other live runs that hold a slot of `pool` or are in progress with a step in it."""
-    run_ids: set[str] = set()
-    storage = instance.event_log_storage
-    if storage.supports_global_concurrency_limits:
-        info = storage.get_concurrency_info(pool)
-        run_ids |= {slot.run_id for slot in info.claimed_slots}
-        run_ids |= {step.run_id for step in info.pending_steps if step.assigned_timestamp is not None}
-    for record in instance.get_run_records(filters=RunsFilter(statuses=ACTIVE)):
-        concurrency = record.dagster_run.run_op_concurrency
-        if concurrency and pool in (concurrency.all_pools or ()):
-            run_ids.add(record.dagster_run.run_id)
-    runs = [instance.get_run_by_id(run_id) for run_id in sorted(run_ids)]
-    return [r for r in runs if r is not None and r.status not in FINISHED_STATUSES
-            and r.tags.get(PID_TAG) != str(os.getpid())]
-
-
-def wait_for_pool(instance: dg.DagsterInstance, say: Callable[[str], None], pool: str = WAREHOUSE_POOL,
-                  poll_seconds: float = 1.0, remind_seconds: float = 30.0) -> float:
-    """Recover dead runs, then wait (interruptibly) until no other live run uses `pool`, telling
-    `say` which runs hold it. Returns the seconds waited."""
-    start = time.monotonic()
-    told: tuple[str, ...] = ()
-    last_told = 0.0
-    while True:
-        for line in recover_dead_runs(instance):
-            say(f"recovered {line}")
-        holders = pool_holders(instance, pool)
-        if not holders:
-            if told:
-                say(f"the '{pool}' pool is free after {time.monotonic() - start:.0f}s; going on")
-            return time.monotonic() - start
-        ids = tuple(r.run_id for r in holders)
-        now = time.monotonic()
-        if ids != told or now - last_told >= remind_seconds:
-            since = dt.datetime.now().strftime("%H:%M:%S")
-            say(f"waiting for the '{pool}' pool (DuckDB allows one writer), held by "
-                + "; ".join(describe_run(r) for r in holders)
-                + f" [{since}, waited {now - start:.0f}s; Ctrl-C stops]")
-            told, last_told = ids, now
-        time.sleep(poll_seconds)
