@@ -12,7 +12,7 @@ to the 50-day time (target: ≤ 3).
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/ingest_days.py --code before=/path/to/old \
         --code after=. [--days 5 50 365] [--rounds 1]
 
-Same Python environment for every checkout (the checkout comes first on PYTHONPATH).
+Same Python environment for every checkout (its code and its own SQL: benchmarks/_checkout.py).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from pathlib import Path
 import duckdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _checkout import cli_command  # noqa: E402
 from _results import Recorder  # noqa: E402
 
 USERS = 300
@@ -56,8 +57,8 @@ def run(code: Path, landing: Path, work: Path) -> dict:
     (work / "dagster_home").mkdir(parents=True, exist_ok=True)
     shutil.copy(code / "dagster_home" / "dagster.yaml", work / "dagster_home" / "dagster.yaml")
     t0, cpu0 = time.perf_counter(), _children_cpu()
-    proc = subprocess.run([sys.executable, "-m", "promo_assets.cli", "run", "--ingest-only", "--campaign", CAMPAIGN,
-                           "--no-progress"], env=env, capture_output=True, text=True, cwd=code)
+    proc = subprocess.run(cli_command(code, "run", "--ingest-only", "--campaign", CAMPAIGN, "--no-progress"),
+                          env=env, capture_output=True, text=True, cwd=code)
     seconds, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
     rows = days = None
     if (work / "warehouse.duckdb").exists():

@@ -11,7 +11,8 @@ on a shared machine) of each run, the load average after it and the per-code med
     .venv/bin/python benchmarks/run_time_ab.py --old /path/to/old/checkout [--new .] [--rounds 3]
         [--new-models s_learner dipn gnn_hazard]
 
-(e.g. `git worktree add /tmp/old <commit>` for the old checkout). Same Python environment for both.
+(e.g. `git worktree add /tmp/old <commit>` for the old checkout). Same Python environment for both, each
+checkout with its own SQL (benchmarks/_checkout.py: the editable install would give the old code this one's).
 `--new-models` restricts the NEW runs to the models the old code trains (campaign.yaml
 `models.include`, in a copy of the landing folder: the old code would refuse the key), so that both
 sides do the same work; without it the new code trains its default model set.
@@ -31,6 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _checkout import cli_command  # noqa: E402
 from _results import Recorder  # noqa: E402
 
 
@@ -50,7 +52,7 @@ def run(code: Path, landing: Path, work: Path, max_epochs: str | None) -> tuple[
     # the instance settings the demo runs with (the `warehouse` pool at limit 1, telemetry off)
     shutil.copy(code / "dagster_home" / "dagster.yaml", work / "dagster_home" / "dagster.yaml")
     t0, cpu0 = time.perf_counter(), _children_cpu()
-    proc = subprocess.run([sys.executable, "-m", "promo_assets.cli", "run", "--campaign", "demo", "--no-progress"],
+    proc = subprocess.run(cli_command(code, "run", "--campaign", "demo", "--no-progress"),
                           env=env, capture_output=True, text=True, cwd=code)
     seconds, cpu = time.perf_counter() - t0, _children_cpu() - cpu0
     return seconds, cpu, proc.returncode, proc.stdout[-600:] + proc.stderr[-600:]

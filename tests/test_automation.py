@@ -39,7 +39,7 @@ def schedule_context(instance, landing, when):
 
 
 def keys(requests):
-    return sorted((r.partition_key.keys_by_dimension["campaign"], r.partition_key.keys_by_dimension["date"]) for r in requests)
+    return sorted(r.partition_key for r in requests)
 
 
 def test_landing_sensor_adds_campaigns_and_requests_new_files(landing):
@@ -47,17 +47,23 @@ def test_landing_sensor_adds_campaigns_and_requests_new_files(landing):
 
     with dg.instance_for_test() as instance:
         result = landing_sensor(sensor_context(instance, landing))
-        assert keys(result.run_requests) == [("c1", "2026-03-01"), ("c1", "2026-03-02"), ("c2", "2026-03-01")]
-        assert sorted(result.dynamic_partitions_requests[0].partition_keys) == ["c1", "c2"]
-        assert result.dynamic_partitions_requests[1].partition_keys == ["2026-03-01", "2026-03-02"]  # the days
+        assert keys(result.run_requests) == ["c1", "c2"]  # one run per campaign loads all its new files
+        [added] = result.dynamic_partitions_requests  # the campaigns; days are no partitions
+        assert sorted(added.partition_keys) == ["c1", "c2"]
         # nothing changed: skip
         again = landing_sensor(sensor_context(instance, landing, result.cursor))
         assert again.run_requests == [] and again.skip_reason is not None
         # a new day file for c2 only
         good_frame(seed=9).to_parquet(landing / "c2" / "events" / "2026-03-02.parquet")
         third = landing_sensor(sensor_context(instance, landing, result.cursor))
-        assert keys(third.run_requests) == [("c2", "2026-03-02")]
-        assert third.dynamic_partitions_requests[0].partition_keys == ["2026-03-02"]  # not added to the instance here
+        assert keys(third.run_requests) == ["c2"]
+        assert third.dynamic_partitions_requests == []  # c2 is no new campaign
+        # the same file rewritten: a new run (its run key names the file's new fingerprint)
+        fourth = landing_sensor(sensor_context(instance, landing, third.cursor))
+        assert fourth.run_requests == []
+        good_frame(seed=10).to_parquet(landing / "c2" / "events" / "2026-03-02.parquet")
+        fifth = landing_sensor(sensor_context(instance, landing, third.cursor))
+        assert keys(fifth.run_requests) == ["c2"] and fifth.run_requests[0].run_key != third.run_requests[0].run_key
         assert json.loads(third.cursor)["files"]["c2"].keys() == {"2026-03-01", "2026-03-02"}
 
 
@@ -67,14 +73,12 @@ def test_landing_sensor_first_tick_skips_partitions_already_materialized(landing
 
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("campaign", ["c1"])
-        instance.add_dynamic_partitions("day", ["2026-03-01"])
         job = defs.resolve_job_def("ingest_job")
-        key = dg.MultiPartitionKey({"date": "2026-03-01", "campaign": "c1"})
-        assert job.execute_in_process(partition_key=key, instance=instance).success
+        assert job.execute_in_process(partition_key="c1", instance=instance).success  # both days of c1
         result = landing_sensor(sensor_context(instance, landing))
-        assert keys(result.run_requests) == [("c1", "2026-03-02"), ("c2", "2026-03-01")]
-        assert result.dynamic_partitions_requests[0].partition_keys == ["c2"]
-        assert result.dynamic_partitions_requests[1].partition_keys == ["2026-03-02"]  # 03-01 is registered
+        assert keys(result.run_requests) == ["c2"]  # c1's files are older than its materialization
+        [added] = result.dynamic_partitions_requests
+        assert added.partition_keys == ["c2"]
 
 
 def test_daily_schedule_requests_yesterday_for_registered_campaigns(landing):
@@ -84,11 +88,11 @@ def test_daily_schedule_requests_yesterday_for_registered_campaigns(landing):
         instance.add_dynamic_partitions("campaign", ["c1", "c2"])
         when = dt.datetime(2026, 3, 3, 3, 0, tzinfo=dt.timezone.utc)
         requests = daily_campaign_refresh(schedule_context(instance, landing, when))
-        assert keys(requests) == [("c1", "2026-03-02")]  # c2 has no file for 2026-03-02
-        assert instance.get_dynamic_partitions("day") == ["2026-03-02"]  # the schedule registers the day
+        assert keys(requests) == ["c1"]  # c2 has no file for 2026-03-02
+        assert requests[0].run_key == "daily:c1:2026-03-02"
         when = dt.datetime(2026, 3, 2, 3, 0, tzinfo=dt.timezone.utc)
         requests = daily_campaign_refresh(schedule_context(instance, landing, when))
-        assert keys(requests) == [("c1", "2026-03-01"), ("c2", "2026-03-01")]
+        assert keys(requests) == ["c1", "c2"]
         when = dt.datetime(2026, 4, 1, 3, 0, tzinfo=dt.timezone.utc)
         skipped = daily_campaign_refresh(schedule_context(instance, landing, when))
         assert isinstance(skipped, dg.SkipReason) and "2026-03-31" in skipped.skip_message
@@ -144,10 +148,6 @@ def chain_defs() -> dg.Definitions:
     return build_defs(CHAINS)
 
 
-def pkey(day: str, campaign: str = "c1") -> dg.MultiPartitionKey:
-    return dg.MultiPartitionKey({"date": day, "campaign": campaign})
-
-
 class Ticks:
     """The automation sensor's ticks, evaluated in the test (cursor carried from tick to tick)."""
 
@@ -171,14 +171,14 @@ class Ticks:
         }
 
 
-def materialize(defs, instance, names, partition_key, tags=None, must_succeed=True):
+def materialize(defs, instance, names, partition_key, tags=None, must_succeed=True, run_config=None):
     """One run of `names` as Dagster launches one (UI, sensor, backfill): the run records its asset
     selection, which the conditions read (`executed_with_root_target`; `dg.materialize`'s ephemeral
     job would record none)."""
     job = defs.resolve_implicit_global_asset_job_def()
     result = job.execute_in_process(
         asset_selection=[dg.AssetKey.from_user_string(n) for n in names], partition_key=partition_key,
-        instance=instance, tags=tags or {}, raise_on_error=False,
+        instance=instance, tags=tags or {}, raise_on_error=False, run_config=run_config or {},
     )
     assert result.success or not must_succeed, [e.message for e in result.all_events if e.is_failure]
     return result
@@ -206,8 +206,8 @@ def in_progress_backfill(defs, instance, backfill_id: str, names, partitions) ->
     ))
 
 
-def refresh_as_requested(defs, instance, tick, campaign: set[str], reloads: list[str], days: list[str]) -> set[str]:
-    """Execute the refresh a tick requested (the campaign's assets and the reloads of `days`) as
+def refresh_as_requested(defs, instance, tick, campaign: set[str], reloads: list[str]) -> set[str]:
+    """Execute the refresh a tick requested (the campaign's assets and the reloads) as
     Dagster's asset backfill runs it, the backfill in progress meanwhile (a tick then requests
     nothing): first the reloads and every campaign asset that does not read them, then the graph
     assets and everything downstream of them in one run, the leaderboard with them. Returns the
@@ -220,10 +220,9 @@ def refresh_as_requested(defs, instance, tick, campaign: set[str], reloads: list
         for child in graph.get(todo.pop()).child_keys:
             after_reload.add(child.to_user_string())
             todo.append(child)
-    in_progress_backfill(defs, instance, "refresh_days", reloads, [pkey(d) for d in days])
+    in_progress_backfill(defs, instance, "refresh_days", reloads, ["c1"])
     in_progress_backfill(defs, instance, "refresh_c1", sorted(campaign), ["c1"])
-    for day in days:
-        materialize(defs, instance, reloads, pkey(day))
+    materialize(defs, instance, reloads, "c1")
     materialize(defs, instance, sorted(campaign - after_reload), "c1")
     assert tick() == {}, "nothing while the backfill runs"
     last = materialize(defs, instance, sorted(campaign & after_reload), "c1", must_succeed=False)
@@ -256,20 +255,18 @@ def chain_tables(warehouse) -> dict[str, list[tuple]]:
         return {name: sorted(con.execute(q).fetchall()) for name, q in queries.items()}
 
 
-@pytest.mark.slow  # 12 ingestion runs, the campaign's whole refresh (PROMO_MAX_EPOCHS=3) and 7 evaluations of the graph
+@pytest.mark.slow  # the ingestion, the campaign's whole refresh (PROMO_MAX_EPOCHS=3) and 7 evaluations of the graph
 def test_backfill_of_three_days_from_the_asset_page_refreshes_the_campaign_once(three_days):
-    """Catalog → rct_events → Materialize… → campaign c1 + 3 days → Launch backfill: the UI creates an
-    asset backfill of rct_events alone, whose runs materialize one date|c1 partition each. The
-    automation then reloads payment_edges / merchant_events of those 3 days and requests every
-    campaign-level asset for c1 exactly once, after the backfill's last day; nothing while a day is
-    still in progress. The refresh it requested is then executed for real, as Dagster's asset backfill
-    runs it: the gnn_hazard chain is skipped (no graph), and with it the leaderboard in the same run;
-    the next tick requests the leaderboard alone (not the skipped chain again), then the champion, the
-    decisions and the outbox together (downstream of it, skipped with it), then nothing. Every
-    model chain's tables hold one set of rows for c1 (no duplicates)."""
+    """Catalog → rct_events → Materialize… → campaign c1 (run config: its 3 days, reload) → Launch
+    backfill: the UI creates an asset backfill of rct_events alone, whose one run loads the 3 days.
+    The automation then reloads payment_edges / merchant_events of the campaign and requests every
+    campaign-level asset for c1 exactly once, after the backfill; nothing while it is in progress.
+    The refresh it requested is then executed for real, as Dagster's asset backfill runs it: the
+    gnn_hazard chain is skipped (no graph), and with it the leaderboard in the same run; the next
+    tick requests the leaderboard alone (not the skipped chain again), then the champion, the
+    decisions and the outbox together (downstream of it, skipped with it), then nothing. Every model
+    chain's tables hold one set of rows for c1 (no duplicates)."""
     from dagster._core.execution.backfill import BulkActionStatus
-
-    from promo_assets.orchestration.conditions import REFRESHED_BY_CLI
 
     defs = chain_defs()
 
@@ -278,32 +275,27 @@ def test_backfill_of_three_days_from_the_asset_page_refreshes_the_campaign_once(
     } - INGESTION
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("campaign", ["c1"])
-        instance.add_dynamic_partitions("day", list(DAYS))
         tick = Ticks(defs, instance)
-        materialize(defs, instance, INGESTION, pkey(DAYS[0]), tags=REFRESHED_BY_CLI)
+        materialize(defs, instance, INGESTION, "c1")
         assert tick() == {}  # first evaluation: nothing (Dagster's initial_evaluation)
-        for day in DAYS[1:]:  # `promo run` ingests (and then refreshes the campaign itself)
-            materialize(defs, instance, INGESTION, pkey(day), tags=REFRESHED_BY_CLI)
-        assert tick() == {}, "promo run's own ingestion must not trigger a second refresh"
         before = row_counts(three_days["warehouse"])
         assert before["rct_events"] == 150 and before["payment_edges"] == 6
 
-        in_progress_backfill(defs, instance, "uibackfill", ["rct_events"], [pkey(d) for d in DAYS])
-        materialize(defs, instance, ["rct_events"], pkey(DAYS[0]), tags={"dagster/backfill": "uibackfill"})
-        assert tick() == {}, "the backfill's other days are in progress: nothing yet"
-        for day in DAYS[1:]:
-            materialize(defs, instance, ["rct_events"], pkey(day), tags={"dagster/backfill": "uibackfill"})
+        in_progress_backfill(defs, instance, "uibackfill", ["rct_events"], ["c1"])
+        assert tick() == {}, "the backfill is in progress: nothing yet"
+        reload = {"ops": {"rct_events": {"config": {"first_day": DAYS[0], "last_day": DAYS[-1], "reload": True}}}}
+        materialize(defs, instance, ["rct_events"], "c1", tags={"dagster/backfill": "uibackfill"}, run_config=reload)
+        assert tick() == {}, "the backfill is in progress: nothing yet"
         instance.update_backfill(instance.get_backfill("uibackfill").with_status(BulkActionStatus.COMPLETED_SUCCESS))
 
         requested = tick()
-        same_days = {str(pkey(d)) for d in DAYS}
-        assert requested.pop("payment_edges") == same_days
-        assert requested.pop("merchant_events") == same_days
+        assert requested.pop("payment_edges") == {"c1"}
+        assert requested.pop("merchant_events") == {"c1"}
         assert requested == {name: {"c1"} for name in campaign_assets}  # the whole campaign, once
         assert tick() == {}  # requested: not again on the next tick
 
         # The tick's backfill, executed for real (the reloads first: the graph assets read them)
-        last = refresh_as_requested(defs, instance, tick, set(requested), ["payment_edges", "merchant_events"], DAYS)
+        last = refresh_as_requested(defs, instance, tick, set(requested), ["payment_edges", "merchant_events"])
         assert "customer_merchant_graph" in last and "leaderboard" not in last
         assert not {a for a in last if a.startswith("gnn_hazard/")}  # skipped: the campaign has no graph
         assert tick() == {"leaderboard": {"c1"}}, "only the leaderboard, which the skipped chain skipped"
@@ -339,11 +331,10 @@ def test_ingestion_of_another_campaign_requests_only_that_campaign(three_days):
     good_frame().to_parquet(folder / "events" / f"{DAYS[0]}.parquet")
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("campaign", ["c1", "c2"])
-        instance.add_dynamic_partitions("day", list(DAYS))
         tick = Ticks(defs, instance)
         tick()
         job = defs.resolve_job_def("ingest_job")  # the daily schedule / landing sensor's job: all three assets
-        assert job.execute_in_process(partition_key=pkey(DAYS[0], "c2"), instance=instance).success
+        assert job.execute_in_process(partition_key="c2", instance=instance).success
         requested = tick()
         assert not INGESTION & set(requested)  # loaded together: no reload
         assert set(requested) and all(parts == {"c2"} for parts in requested.values())
@@ -398,8 +389,6 @@ def test_an_asset_gathering_chains_refreshes_when_another_chain_failed():
     """The campaign's leaderboard gathers every model's evaluation: when one model's chain fails in the
     refresh run, the run skips the leaderboard; the next tick requests it alone (once), and a failed
     model itself is not retried."""
-    from promo_assets.orchestration.conditions import REFRESHED_BY_CLI
-
     defs, run = toy_campaign()
     chains = ["features", "good_model", "bad_model", "graph", "graph_model", "graph_coef"]
     with dg.instance_for_test() as instance:
@@ -413,11 +402,11 @@ def test_an_asset_gathering_chains_refreshes_when_another_chain_failed():
         assert tick() == {}
         assert run(instance, ["leaderboard"])
         assert tick() == {}
-        # promo run: its runs (tagged) trigger nothing, also between its model runs and its leaderboard run
-        run(instance, ["frame"], REFRESHED_BY_CLI)
-        run(instance, ["features", "good_model"], REFRESHED_BY_CLI)
-        assert tick() == {}
-        run(instance, ["leaderboard"], REFRESHED_BY_CLI)
+        # promo run: one run of the ingestion and every chain triggers nothing of what it targeted;
+        # with a chain failed in it, only the leaderboard (which `promo run` then runs on its own)
+        assert not run(instance, ["frame", *chains, "leaderboard"])
+        assert tick() == {"leaderboard": {"c1"}}
+        assert run(instance, ["leaderboard"])
         assert tick() == {}
 
 
@@ -452,13 +441,13 @@ def test_a_skipped_chain_is_not_requested_again(split):
 
 @pytest.mark.slow  # the whole campaign graph is materialized twice: minutes on 2 cores
 def test_rct_events_landing_while_a_reload_runs_refreshes_each_asset_once(promo_env):
-    """A *Materialize* of rct_events for day 3 lands while the reload of payment_edges for day 1 is
-    still running. The assets that do not read the edges are refreshed at once; the graph assets wait
-    for the reload, and so does everything downstream of them (the gnn_hazard chain, the joint
-    allocation, the leaderboard), instead of running first on the stale graph and again after it:
-    over all ticks every campaign asset is requested exactly once. Materializations are recorded, not
-    computed (this is about what the conditions request; the refresh itself runs in
-    test_backfill_of_three_days_...)."""
+    """A *Materialize* of rct_events lands while a reload of payment_edges is still running. The
+    assets that do not read the edges are refreshed at once; payment_edges is not requested again
+    (its running reload loads whatever edge files changed), and the graph assets wait for the
+    reload, and so does everything downstream of them (the gnn_hazard chain, the joint allocation,
+    the leaderboard), instead of running first on the stale graph and again after it: over all ticks
+    every campaign asset is requested exactly once. Materializations are recorded, not computed (this
+    is about what the conditions request; the refresh itself runs in test_backfill_of_three_days_...)."""
     from collections import Counter
 
     from dagster._core.execution.backfill import BulkActionStatus
@@ -478,29 +467,25 @@ def test_rct_events_landing_while_a_reload_runs_refreshes_each_asset_once(promo_
             instance.report_runless_asset_event(dg.AssetMaterialization(name, partition=str(partition)))
 
         instance.add_dynamic_partitions("campaign", ["c1"])
-        instance.add_dynamic_partitions("day", list(DAYS))
         tick = Ticks(defs, instance)
-        for day in DAYS:  # loaded earlier (seen by the first tick: nothing to do)
-            for name in INGESTION:
-                record(name, pkey(day))
+        for name in INGESTION:  # loaded earlier (seen by the first tick: nothing to do)
+            record(name, "c1")
         assert tick() == {}
-        in_progress_backfill(defs, instance, "reload1", ["payment_edges"], [pkey(DAYS[0])])
-        record("rct_events", pkey(DAYS[2]))  # a *Materialize* of rct_events for day 3
+        in_progress_backfill(defs, instance, "reload1", ["payment_edges"], ["c1"])
+        record("rct_events", "c1")  # a *Materialize* of rct_events
 
         counts: Counter = Counter()
         first = tick()
-        assert first.pop("payment_edges") == {str(pkey(DAYS[2]))}
-        assert first.pop("merchant_events") == {str(pkey(DAYS[2]))}
+        assert first.pop("merchant_events") == {"c1"}
         assert set(first) == campaign_assets - waits  # the graph and its downstream wait for the reload
         counts.update(list(first))
         for name in sorted(first):
             record(name, "c1")
-        for name in ("payment_edges", "merchant_events"):
-            record(name, pkey(DAYS[2]))
-        counts.update(list(tick()))  # the reload of day 1 still runs
+        record("merchant_events", "c1")
+        counts.update(list(tick()))  # the reload still runs
 
-        # the reload of day 1 lands
-        record("payment_edges", pkey(DAYS[0]))
+        # the reload lands
+        record("payment_edges", "c1")
         instance.update_backfill(instance.get_backfill("reload1").with_status(BulkActionStatus.COMPLETED_SUCCESS))
         second = tick()
         assert set(second) == waits

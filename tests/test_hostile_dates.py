@@ -80,8 +80,8 @@ def test_bad_day_file_is_skipped_by_name_and_the_rest_proceeds(two_campaigns, pr
     # the landing sensor does not raise, requests every good day of both campaigns and warns by name
     with dg.instance_for_test() as instance:
         result = landing_sensor(dg.build_sensor_context(resources=landing_resource(promo_env["landing"]), instance=instance))
-    assert sorted(str(r.partition_key) for r in result.run_requests) == [f"c1|{DAY1}", f"c2|{DAY1}"]
-    assert [r.partition_keys for r in result.dynamic_partitions_requests] == [["c1", "c2"], [DAY1]]
+    assert sorted(str(r.partition_key) for r in result.run_requests) == ["c1", "c2"]  # one run per campaign
+    assert [r.partition_keys for r in result.dynamic_partitions_requests] == [["c1", "c2"]]
     assert f"WARNING - skipped landing file {two_campaigns / 'events' / name}: " in capfd.readouterr().err
 
     # promo run: one line naming the file and the rule; the other days and campaigns are loaded
@@ -89,8 +89,8 @@ def test_bad_day_file_is_skipped_by_name_and_the_rest_proceeds(two_campaigns, pr
     err = capfd.readouterr().err
     assert f"c1: skipped {two_campaigns / 'events' / name}: " in err and expected in err
     assert rct_days(promo_env) == [("c1", DAY1), ("c2", DAY1)]
-    assert materialized() == {f"c1|{DAY1}", f"c2|{DAY1}"}
-    assert dg.DagsterInstance.get().get_dynamic_partitions("day") == [DAY1]  # partitions = days with files
+    assert materialized() == {"c1", "c2"}  # campaigns are the partitions; their days are rows
+    assert dg.DagsterInstance.get().get_dynamic_partitions("campaign") == ["c1", "c2"]
 
 
 @pytest.mark.hostile
@@ -122,7 +122,7 @@ def test_documented_accepted_day_files(promo_env, capsys, name, loaded):
     assert "skipped" not in capsys.readouterr().err
     day = name.split(".")[0]
     assert ((("c1", day) in rct_days(promo_env)) is loaded) and ("c1", DAY1) in rct_days(promo_env)
-    assert (f"c1|{day}" in materialized()) is loaded
+    assert materialized() == {"c1"}
 
 
 def test_bad_partitions_start_setting_is_a_usage_error(promo_env, monkeypatch, capsys):
@@ -179,7 +179,7 @@ def test_sensor_reads_a_cursor_of_the_earlier_format(promo_env):
     write_day(folder, f"{DAY2}.parquet")
     with dg.instance_for_test() as instance:
         result = landing_sensor(dg.build_sensor_context(resources=landing_resource(promo_env["landing"]), instance=instance, cursor=old_cursor))
-    assert [str(r.partition_key) for r in result.run_requests] == [f"c1|{DAY2}"]
+    assert [str(r.partition_key) for r in result.run_requests] == ["c1"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -201,16 +201,17 @@ def test_deleted_day_file_is_forgotten_by_promo_run(promo_env, capsys):
         assert "extra" in loaded_features(con, "c1")
         assert con.execute("SELECT count(extra) FILTER (WHERE event_date = ?), count(extra) FROM rct_events",
                            [DAY1]).fetchone() == (0, 50)  # NULL on the day without the column
-    assert materialized() == {f"c1|{DAY1}", f"c1|{DAY2}"}
+    assert materialized() == {"c1"}
 
     (folder / "events" / f"{DAY2}.parquet").unlink()
     assert main(["run", "--ingest-only", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert f"c1: forgot {DAY2} (its events file is gone from the landing folder): removed 50 rct_events" in out
     assert rct_days(promo_env) == [("c1", DAY1)]
-    assert materialized() == {f"c1|{DAY1}"}  # the UI shows the partition as not materialized
+    # the UI shows the day as forgotten in rct_events' days table
     instance = dg.DagsterInstance.get()
-    assert instance.get_dynamic_partitions("day") == [DAY1]
+    days = instance.get_latest_materialization_event(dg.AssetKey("rct_events")).asset_materialization.metadata["days"]
+    assert [(r.data["day"], r.data["status"]) for r in days.value.records] == [(DAY1, "unchanged"), (DAY2, "forgotten")]
     with duckdb.connect(str(promo_env["warehouse"]), read_only=True) as con:
         from promo_assets.ingestion import loaded_features
 
@@ -221,7 +222,7 @@ def test_deleted_day_file_is_forgotten_by_promo_run(promo_env, capsys):
     # the file comes back: it is loaded again like a new one
     with_extra(good_frame(seed=2)).to_parquet(folder / "events" / f"{DAY2}.parquet")
     assert main(["run", "--ingest-only", "--no-progress"]) == 0
-    assert rct_days(promo_env) == [("c1", DAY1), ("c1", DAY2)] and f"c1|{DAY2}" in materialized()
+    assert rct_days(promo_env) == [("c1", DAY1), ("c1", DAY2)]
 
 
 def test_promo_forget_removes_rows_rejected_rows_and_the_partition(promo_env, capsys):
@@ -250,11 +251,9 @@ def test_promo_forget_removes_rows_rejected_rows_and_the_partition(promo_env, ca
     with duckdb.connect(str(promo_env["warehouse"]), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM rejected_events WHERE campaign = 'c1'").fetchone()[0] == 0
     assert rct_days(promo_env) == [("c2", DAY1), ("c2", DAY2)]  # the other campaign is untouched
-    assert materialized() == {f"c2|{DAY1}", f"c2|{DAY2}"}
-    instance = dg.DagsterInstance.get()
-    assert instance.get_dynamic_partitions("day") == [DAY1, DAY2]  # c2 still has files for both days
-    failed = instance.get_runs(filters=dg.RunsFilter(tags={"dagster/partition": f"c1|{DAY2}"}))
-    assert failed == []  # the failed load's run went with the partition
+    with duckdb.connect(str(promo_env["warehouse"]), read_only=True) as con:  # the ledger forgot them too
+        ledger = con.execute("SELECT campaign, count(*) FROM landing_files GROUP BY 1 ORDER BY 1").fetchall()
+    assert ledger == [("c2", 2)]
 
 
 @pytest.mark.hostile
@@ -346,21 +345,18 @@ def test_feature_on_one_day_only_then_deleted_keeps_the_campaign_running(promo_e
     assert main(["run", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert f"demo: forgot {start + dt.timedelta(days=1)}" in out and "downstream done" in out
-    assert f"demo|{start + dt.timedelta(days=1)}" not in materialized()
     with duckdb.connect(str(promo_env["warehouse"]), read_only=True) as con:
         assert con.execute("SELECT count(DISTINCT event_date) FROM rct_events").fetchone()[0] == 3
     assert "extra" not in latest_s_learner_features(promo_env)
 
 
-def test_a_date_range_of_the_dynamic_days_selects_those_days():
-    """What a UI backfill over a date range selects: the registered days between the two ends."""
-    from dagster._core.definitions.partitions.context import partition_loading_context
+def test_a_campaign_partition_has_only_its_own_days():
+    """No date dimension shared by every campaign: the ingestion assets are partitioned by campaign
+    only, so a campaign never shows days as missing that only another campaign has files for."""
+    from promo_assets.definitions import build_defs
+    from promo_assets.orchestration.common import campaign_partitions
 
-    from promo_assets.orchestration.common import day_campaign_partitions, register_partitions
-
-    with dg.instance_for_test() as instance:
-        register_partitions(instance, campaigns=["c1", "c2"], days=["2026-03-04", "2026-03-02", "2026-03-01", "2026-03-03"])
-        assert instance.get_dynamic_partitions("day") == ["2026-03-01", "2026-03-02", "2026-03-03", "2026-03-04"]
-        with partition_loading_context(dynamic_partitions_store=instance):
-            keys = day_campaign_partitions.get_partition_keys_in_range(dg.PartitionKeyRange("c1|2026-03-02", "c1|2026-03-04"))
-    assert keys == ["c1|2026-03-02", "c1|2026-03-03", "c1|2026-03-04"]
+    graph = build_defs([]).resolve_asset_graph()
+    for name in ("rct_events", "payment_edges", "merchant_events", "propensity"):
+        assert graph.get(dg.AssetKey(name)).partitions_def == campaign_partitions, name
+    assert not any(isinstance(graph.get(k).partitions_def, dg.MultiPartitionsDefinition) for k in graph.get_all_asset_keys())

@@ -29,9 +29,11 @@ def test_cli_backfill_of_seven_days_and_idempotent_rematerialization(promo_env):
     assert main(["run", "--campaign", "demo", "--from", first.isoformat(), "--to", last.isoformat(),
                  "--ingest-only", "--no-progress"]) == 0
     instance = dg.DagsterInstance.get()
-    parts = materialized_partitions(instance, "rct_events")
-    assert len(parts) == 7
-    assert {p.split("|")[1] for p in parts} == {(first + dt.timedelta(days=i)).isoformat() for i in range(7)}
+    assert materialized_partitions(instance, "rct_events") == {"demo"}  # campaigns are the partitions
+    [run] = instance.get_runs()  # the seven days in one run
+    days = instance.get_latest_materialization_event(dg.AssetKey("rct_events")).asset_materialization.metadata["days"]
+    assert [(r.data["day"], r.data["status"]) for r in days.value.records] == [
+        ((first + dt.timedelta(days=i)).isoformat(), "loaded") for i in range(7)]
 
     def counts():
         with duckdb.connect(str(promo_env["warehouse"]), read_only=True) as con:
@@ -39,16 +41,23 @@ def test_cli_backfill_of_seven_days_and_idempotent_rematerialization(promo_env):
 
     before = counts()
     assert len(before) == 7
-    # re-materialize one partition: the row counts do not change
-    assert main(["run", "--campaign", "demo", "--from", first.isoformat(), "--to", first.isoformat(),
-                 "--ingest-only", "--no-progress"]) == 0
+    # load one day again (reload: true from the launchpad does the same): the row counts do not change
+    from promo_assets.definitions import build_defs
+
+    result = build_defs([]).resolve_job_def("ingest_job").execute_in_process(
+        partition_key="demo", instance=instance,
+        run_config={"ops": {"rct_events": {"config": {"first_day": first.isoformat(), "last_day": first.isoformat(),
+                                                      "reload": True}}}})
+    [mat] = result.asset_materializations_for_node("rct_events")
+    assert mat.metadata["days_loaded_now"].value == 1 and mat.metadata["days_unchanged"].value == 0
     assert counts() == before
-    # asset checks ran and passed for the partition
+    # asset checks ran and passed for the campaign
     checks = instance.event_log_storage.get_latest_asset_check_execution_by_key(
         [dg.AssetCheckKey(dg.AssetKey("rct_events"), n) for n in ("row_count", "treatment_on_grid",
-                                                                  "response_and_cost_range", "propensity_range")]
+                                                                  "response_and_cost_range", "propensity_range",
+                                                                  "day_files_loaded")]
     )
-    assert len(checks) == 4 and all(c.status.value == "SUCCEEDED" for c in checks.values())
+    assert len(checks) == 5 and all(c.status.value == "SUCCEEDED" for c in checks.values())
 
 
 def test_cli_errors_have_exit_codes(promo_env, capsys):

@@ -146,25 +146,26 @@ def test_resources(tmp_path, promo_env):
     return {"warehouse": WarehouseResource(path=str(tmp_path / "own.duckdb")), "landing": LandingResource(root=str(landing))}
 
 
-def materialize_rct_events(resources, instance, day: str = DAY) -> dg.ExecuteInProcessResult:
+def materialize_rct_events(resources, instance) -> dg.ExecuteInProcessResult:
     from promo_assets.orchestration.ingest_assets import rct_events
 
     instance.add_dynamic_partitions("campaign", [CAMPAIGN])
-    instance.add_dynamic_partitions("day", [day])
     return dg.materialize([rct_events], resources=resources, instance=instance, raise_on_error=False,
-                          partition_key=dg.MultiPartitionKey({"date": day, "campaign": CAMPAIGN}))
+                          partition_key=CAMPAIGN)
 
 
 def test_rct_events_materialized_with_test_resources(test_resources, promo_env):
     with dg.instance_for_test() as instance:
-        for _ in range(2):  # re-materializing replaces the partition
+        for loaded in (1, 0):  # the second run finds the file unchanged: nothing loaded again
             result = materialize_rct_events(test_resources, instance)
             assert result.success
             [mat] = result.asset_materializations_for_node("rct_events")
-            assert mat.metadata["rows_loaded"].value == 40 and mat.metadata["rows_rejected"].value == 0
-            assert mat.metadata["source_file"].value.endswith(f"own_landing/{CAMPAIGN}/events/{DAY}.parquet")
+            assert mat.metadata["days_loaded_now"].value == loaded and mat.metadata["days_unchanged"].value == 1 - loaded
+            assert mat.metadata["rows_loaded_now"].value == 40 * loaded and mat.metadata["rows_rejected_now"].value == 0
+            [day] = [r.data for r in mat.metadata["days"].value.records]
+            assert day["file"].endswith(f"own_landing/{CAMPAIGN}/events/{DAY}.parquet") and day["rows"] == 40
             checks = result.get_asset_check_evaluations()
-            assert len(checks) == 4 and all(c.passed for c in checks)
+            assert len(checks) == 5 and all(c.passed for c in checks)
             rows = test_resources["warehouse"].read_df("meta", "campaign_rows", [CAMPAIGN], table=quote_ident("rct_events"))
             assert len(rows) == 40 and set(rows["user_id"]) == {f"u{i:04d}" for i in range(40)}
     assert not promo_env["warehouse"].exists()  # PROMO_WAREHOUSE was never opened
@@ -173,10 +174,11 @@ def test_rct_events_materialized_with_test_resources(test_resources, promo_env):
 @pytest.mark.hostile
 @pytest.mark.parametrize("case", ["error-no-file-for-the-day"])
 def test_rct_events_without_a_day_file_fails_naming_it(test_resources, case):
+    (test_resources["landing"].path / CAMPAIGN / "events" / f"{DAY}.parquet").unlink()
     with dg.instance_for_test() as instance:
-        result = materialize_rct_events(test_resources, instance, day="2026-03-05")
+        result = materialize_rct_events(test_resources, instance)
     assert not result.success
     [failure] = [e for e in result.all_events if e.is_step_failure]
     message = failure.step_failure_data.error.message
-    assert f"no events file for campaign '{CAMPAIGN}' on 2026-03-05 under" in message
+    assert f"campaign '{CAMPAIGN}' has no events loaded: no events day file under" in message
     assert str(test_resources["landing"].path / CAMPAIGN / "events") in message

@@ -157,9 +157,9 @@ def rct_events(context: dg.AssetExecutionContext, config: DayRange, warehouse: W
     with warehouse.connect() as con:
         rows, checks = _checks(warehouse, con, campaign_config, campaign, days)
     if rows == 0:  # nothing to learn from: downstream does not run on an empty campaign
-        failed = "; ".join(f"{d.day}: {d.message}" for d in days.failed)
-        raise dg.Failure(f"campaign '{campaign}' has no events loaded" + (f" (failed: {failed})" if failed else
-                                                                             " (no events day file)"))
+        why = (f"every events day file failed ({len(days.failed)}: see the check day_files_loaded)" if days.failed
+               else f"no events day file under {landing.path / campaign / 'events'}")
+        raise dg.Failure(f"campaign '{campaign}' has no events loaded: {why}")
     features = sorted({f: k for r in days.results for f, k in r.features.items()}.items())
     distribution: dict[int, int] = {}
     for r in days.results:
