@@ -77,6 +77,7 @@ def main() -> int:
                     help="a checkout to measure (repeatable), e.g. before=/tmp/old")
     ap.add_argument("--days", type=int, nargs="+", default=[5, 50, 365])
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--tag", default=None, help="write benchmarks/results/ingest_days--TAG.json (a comparison of its own)")
     args = ap.parse_args()
     rec = Recorder("ingest_days")
     codes = {label: Path(path).resolve() for label, path in (c.split("=", 1) for c in args.code)}
@@ -101,7 +102,7 @@ def main() -> int:
     for label, by_days in runs.items():
         wall = {n: statistics.median(o["wall_s"] for o in outs) for n, outs in by_days.items()}
         summary[label] = {
-            "commit": git(codes[label]),
+            "git_commit": git(codes[label]),
             "median_wall_s": wall,
             "wall_s_per_day": {n: round(w / int(n), 3) for n, w in wall.items()},
             "all_ok": all(o["exit"] == 0 and o["rows"] == USERS * int(n) for n, outs in by_days.items() for o in outs),
@@ -115,7 +116,7 @@ def main() -> int:
     headline = {f"{label} {n} days s": round(w, 1) for label, s in summary.items() for n, w in s["median_wall_s"].items()}
     headline.update({f"{label} 365 / 50 days": s.get("ratio_365_to_50") for label, s in summary.items()})
     rec.write({"users_per_day": USERS, "days": args.days, "rounds": args.rounds, "codes": {k: str(v) for k, v in codes.items()},
-               "runs": runs, "summary": summary}, headline=headline)
+               "runs": runs, "summary": summary}, headline=headline, tag=args.tag)
     return 0
 
 

@@ -1,15 +1,14 @@
 """A campaign refresh started from the UI vs `promo run`, doing the same work on the same small campaign.
 
-`promo run --campaign demo` ingests every day file (one `ingest_job` run per day), then runs the
-models' chains and the leaderboard. The UI side does exactly that work through `dagster dev`
+`promo run --campaign demo` ingests the campaign's day files, then runs the models' chains and the
+leaderboard. The UI side does exactly that work through `dagster dev`
 (own process group, a free port, the repository's dagster.yaml), launched through the GraphQL API as
 the UI's launchpad and a backfill do:
-  - ingest:     one `ingest_job` run per day|campaign partition, all queued at once (as a backfill);
+  - ingest:     one `ingest_job` run of the campaign partition (every new or changed day file);
   - downstream: `campaign_job` for the campaign, then `leaderboard_job`;
 each timed from the launch to the last run's SUCCESS (`queued_s`: launch to run start, summed). The
 sensors are switched off first (as a user can on the Automation page) and the runs they had already
-started are waited for, so nothing else runs during the measurement; the runs launched here carry
-the tag `promo/downstream=cli`, as `promo run`'s do. `promo run` is timed before and after the UI
+started are waited for, so nothing else runs during the measurement. `promo run` is timed before and after the UI
 runs; its downstream part is the time it prints ("downstream done in N s"). Ratios use the mean of
 the two `promo run`s.
 
@@ -36,9 +35,6 @@ from _results import Recorder  # noqa: E402
 
 from promo_assets.devserver import DagsterDev, demo_env, promo  # noqa: E402
 
-CLI_TAG = {"promo/downstream": "cli"}  # conditions.REFRESHED_BY_CLI: the caller refreshes downstream itself
-
-
 def wait_all(ui: DagsterDev, run_ids: list[str], timeout: float, log: Path) -> list[dict]:
     runs = []
     for run_id in run_ids:
@@ -60,16 +56,10 @@ def main() -> None:
     args = ap.parse_args()
     rec = Recorder("ui_refresh")
 
-    import dagster as dg  # the partition keys exactly as the UI writes them
-
     tmp = Path(tempfile.mkdtemp(prefix="promo-ui-bench-"))
     env = demo_env(tmp, ROOT, args.epochs)
     promo(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", str(args.days),
           "--users", str(args.users), "--seed", "0")
-    days = sorted(p.stem for p in (tmp / "landing" / "demo" / "events").iterdir() if p.suffix in (".parquet", ".csv"))
-    # a multi-partition run carries its key and one tag per dimension, as the UI's launchpad sets them
-    partitions = [(str(dg.MultiPartitionKey({"date": d, "campaign": "demo"})),
-                   {"dagster/partition/date": d, "dagster/partition/campaign": "demo"}) for d in days]
 
     def promo_run() -> dict:
         start = time.perf_counter()
@@ -93,10 +83,10 @@ def main() -> None:
         refreshes = []
         for _ in range(args.repeat):
             t0 = time.perf_counter()
-            ingest = wait_all(ui, [ui.launch_partition_run("ingest_job", p, CLI_TAG | dims) for p, dims in partitions], args.timeout, log)
+            ingest = wait_all(ui, [ui.launch_partition_run("ingest_job", "demo", {})], args.timeout, log)
             t1 = time.perf_counter()
-            campaign = wait_all(ui, [ui.launch_partition_run("campaign_job", "demo", CLI_TAG)], args.timeout, log)
-            board = wait_all(ui, [ui.launch_partition_run("leaderboard_job", "demo", CLI_TAG)], args.timeout, log)
+            campaign = wait_all(ui, [ui.launch_partition_run("campaign_job", "demo", {})], args.timeout, log)
+            board = wait_all(ui, [ui.launch_partition_run("leaderboard_job", "demo", {})], args.timeout, log)
             t2 = time.perf_counter()
             runs = ingest + campaign + board
             refreshes.append({
@@ -117,7 +107,7 @@ def main() -> None:
         [round(r["downstream_s"] / base_down, 2) for r in refreshes] if base_down else None)
     print(json.dumps(result, indent=2))
     rec.write(result, headline={
-        "promo run, mean seconds (ingest every day + models + leaderboard)": round(base_total, 1),
+        "promo run, mean seconds (ingestion + models + leaderboard)": round(base_total, 1),
         "UI refresh, seconds (the same runs launched through the UI's API)": [r["total_s"] for r in refreshes],
         "UI / promo run, same work": result["ratio_total_ui_over_promo_run"],
         "UI / promo run, models and leaderboard only": result["ratio_downstream_ui_over_promo_run"],

@@ -89,4 +89,4 @@ def test_every_registered_model_has_its_chain_and_the_leaderboard_reads_them():
         assert f"{model.name}/allocation" in snap[f"{model.name}/policy_evaluation"]["deps"]
         assert f"{model.name}/policy_evaluation" in snap["leaderboard"]["deps"]
         assert snap[f"{model.name}/allocation"]["automation_condition"] is not None
-    assert snap["rct_events"]["partitions"] == "multi(campaign=dynamic:campaign, date=dynamic:day)"
+    assert snap["rct_events"]["partitions"] == "dynamic:campaign"  # a campaign's days are rows, not partitions

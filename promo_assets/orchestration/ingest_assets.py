@@ -59,6 +59,24 @@ def ingest_days(context: dg.AssetExecutionContext, warehouse: WarehouseResource,
     return days
 
 
+def _events_metadata(days: CampaignDays, config) -> dict:
+    """rct_events' metadata: the days, and what this run loaded (levels, rejections, features)."""
+    distribution: dict[int, int] = {}
+    for r in days.results:
+        for level, n in r.level_counts.items():
+            distribution[level] = distribution.get(level, 0) + n
+    features = {f: k for r in days.results for f, k in r.features.items()}
+    return {
+        **days_metadata(days),
+        "rows_rejected_now": sum(d.rejected for d in days.days if d.status == "loaded"),
+        "treatment_distribution_now": md_table(
+            [{"level": lvl, "incentive": config.incentives[lvl], "label": config.labels[lvl], "rows": n}
+             for lvl, n in sorted(distribution.items())]),
+        "rejections_now": md_table([p for r in days.results for p in r.problems]),
+        "features": dg.MetadataValue.json(dict(sorted(features.items()))),
+    }
+
+
 def days_table(days: CampaignDays) -> dg.MetadataValue:
     """The campaign's days as a typed table: day, status, rows, rejected, file, message."""
     schema = dg.TableSchema(columns=[
@@ -160,23 +178,7 @@ def rct_events(context: dg.AssetExecutionContext, config: DayRange, warehouse: W
         why = (f"every events day file failed ({len(days.failed)}: see the check day_files_loaded)" if days.failed
                else f"no events day file under {landing.path / campaign / 'events'}")
         raise dg.Failure(f"campaign '{campaign}' has no events loaded: {why}")
-    features = sorted({f: k for r in days.results for f, k in r.features.items()}.items())
-    distribution: dict[int, int] = {}
-    for r in days.results:
-        for level, n in r.level_counts.items():
-            distribution[level] = distribution.get(level, 0) + n
-    return dg.MaterializeResult(
-        metadata={
-            **days_metadata(days),
-            "rows_rejected_now": sum(d.rejected for d in days.days if d.status == "loaded"),
-            "treatment_distribution_now": md_table(
-                [{"level": lvl, "incentive": campaign_config.incentives[lvl], "label": campaign_config.labels[lvl],
-                  "rows": n} for lvl, n in sorted(distribution.items())]),
-            "rejections_now": md_table([p for r in days.results for p in r.problems]),
-            "features": dg.MetadataValue.json(dict(features)),
-        },
-        check_results=checks,
-    )
+    return dg.MaterializeResult(metadata=_events_metadata(days, campaign_config), check_results=checks)
 
 
 @dg.asset(
