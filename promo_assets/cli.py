@@ -301,11 +301,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         if args.ingest_only:
             result = defs.resolve_job_def("ingest_job").execute_in_process(
                 partition_key=campaign, instance=instance, run_config=run_config, raise_on_error=False, tags=tags)
-            failures += _ingestion_lines(campaign, result, days)
+            failures += _ingestion_lines(campaign, result, (args.date_from, args.date_to))
             failures += _failure_lines(campaign, result)
             continue
         print(f"{campaign}: materializing models, coefficients, allocations and evaluation …")
-        downstream = _run_refresh(defs, campaign, instance, args.verbose, tags, run_config, days)
+        downstream = _run_refresh(defs, campaign, instance, args.verbose, tags, run_config, (args.date_from, args.date_to))
         failures += downstream
         print(f"{campaign}: downstream {'FAILED' if downstream else 'done'} in {time.perf_counter() - start:.0f}s")
     print(f"finished in {time.perf_counter() - t0:.0f}s; warehouse: {settings.warehouse_path()}; DAGSTER_HOME: {os.environ['DAGSTER_HOME']}")
@@ -329,11 +329,13 @@ def _ingest_run_config(run_config: dict, day_range: dict[str, str]) -> dict:
     return {**run_config, "ops": {name: {"config": dict(day_range)} for name in INGESTION_ASSETS}}
 
 
-def _ingestion_lines(campaign: str, result, days: list) -> list[str]:
+def _ingestion_lines(campaign: str, result, bounds: tuple) -> list[str]:
     """Print what the run's ingestion did (the days forgotten, loaded, unchanged) and return a
-    failure line per events day file of the range whose last load failed (the ledger's word)."""
+    failure line per day file (events, edges, merchants) within `bounds` (--from, --to; None: open)
+    whose last load failed (the ledger's word: a file that failed before and did not change since is
+    still named)."""
     from promo_assets import warehouse
-    from promo_assets.ingestion.days import failed_files
+    from promo_assets.ingestion.days import TABLES, failed_files
 
     for event in result.all_events:
         if event.event_type_value == "ASSET_MATERIALIZATION" and event.asset_key == _key("rct_events"):
@@ -349,9 +351,9 @@ def _ingestion_lines(campaign: str, result, days: list) -> list[str]:
     with warehouse.connect(read_only=True) as con:
         failed = failed_files(con, campaign)
     for kind, day, _, message in failed:
-        if kind == "events" and day in days:
-            print(f"  FAILED {campaign} {day}: rct_events: {message}")
-            lines.append(f"{campaign} {day}: rct_events: {message}")
+        if (bounds[0] is None or day >= bounds[0]) and (bounds[1] is None or day <= bounds[1]):
+            print(f"  FAILED {campaign} {day}: {TABLES[kind]}: {message}")
+            lines.append(f"{campaign} {day}: {TABLES[kind]}: {message}")
     return lines
 
 
@@ -407,7 +409,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 
 def _run_refresh(defs, campaign, instance, verbose: bool, tags: dict[str, str], run_config: dict,
-                 days: list) -> list[str]:
+                 bounds: tuple) -> list[str]:
     """One run of the campaign's ingestion and downstream assets (the chains of the models trained
     for it, then the leaderboard), as the UI materializes them; prints the ingestion, the skipped
     models and the leaderboard. Returns the failure lines.
@@ -426,7 +428,7 @@ def _run_refresh(defs, campaign, instance, verbose: bool, tags: dict[str, str], 
     keys = ingestion + [k for k in chains if k.path[0] not in left_out] + [board_key]
     result = _run_job(defs.resolve_implicit_global_asset_job_def(), campaign, instance, verbose, tags, keys,
                       run_config=run_config)
-    failures = _ingestion_lines(campaign, result, days) + _failure_lines(campaign, result)
+    failures = _ingestion_lines(campaign, result, bounds) + _failure_lines(campaign, result)
     if any(step in INGESTION_ASSETS for step in _failed_steps(result)):
         return failures  # nothing downstream of a failed ingestion ran: no leaderboard, no decisions
     for check in result.get_asset_check_evaluations():  # the training frame's data checks
