@@ -490,13 +490,19 @@ def _row_count(con, path: Path, source: str) -> int:
 
 
 def _add_feature_columns(con, path: Path, campaign: str, kinds: dict[str, str]) -> None:
+    """Add the feature columns rct_events lacks and register the campaign's features. The schema is
+    changed only for a new column (an ALTER TABLE is a catalog write on every call: most of a small
+    day's load time when repeated for each day's known columns)."""
     existing = table_columns(con, "rct_events")
+    registered = dict(con.execute(sql("ingest", "campaign_feature_kinds"), [campaign]).fetchall())
     for col, kind in kinds.items():
         want = "DOUBLE" if kind == "numeric" else "VARCHAR"
         if col in existing and existing[col] != want:
             raise IngestError(f"{path}: feature column '{col}' is {kind} but rct_events stores it as {existing[col]}")
-        con.execute(sql("ingest", "add_feature_column", column=quote_ident(col), dtype=want))
-        con.execute(sql("ingest", "insert_campaign_feature"), [campaign, col, kind])
+        if col not in existing:
+            con.execute(sql("ingest", "add_feature_column", column=quote_ident(col), dtype=want))
+        if registered.get(col) != kind:
+            con.execute(sql("ingest", "insert_campaign_feature"), [campaign, col, kind])
 
 
 class _RepeatedUsers(Exception):
