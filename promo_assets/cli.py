@@ -720,7 +720,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--to", dest="date_to", type=_date, help="last day to ingest (YYYY-MM-DD) [last file]")
     p.add_argument("--ingest-only", action="store_true", help="only load the day files (rct_events), skip models and decisions")
     p.add_argument("--verbose", action="store_true", help="show Dagster's own log lines")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--no-progress", action="store_true", help="accepted for scripts; progress is printed as log lines")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("forget", help="remove loaded day partitions whose landing file was deleted")
