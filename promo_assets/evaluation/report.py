@@ -679,7 +679,7 @@ def leaderboard_footer(board: pd.DataFrame) -> list[str]:
     by, the spend caveat, a too small holdout."""
     lines = _footer(board)
     if any(c.endswith("value [95% CI]") for c in board.columns):
-        lines.insert(len(board.attrs.get("rank_basis", {})),
-                     "value [95% CI] and spend ratio are each allocation as made, at its own spend; the ranking "
-                     "figure compares at equal spend (= the budget). `promo report --wide` shows every column.")
+        at = len(board.attrs.get("rank_basis", {}))
+        lines[at:at] = ["value [95% CI], spend ratio: each allocation as made, at its own spend; the ranking figure: "
+                        "at equal spend (= budget).", "`promo report --wide` shows every column."]
     return lines
