@@ -303,12 +303,19 @@ class ChampionBlock(_Block):
 
     confidence: float = Field(0.9, gt=0.5, lt=1, description="a number in (0.5, 1): the confidence a challenger "
                               "must be better at to replace the champion (paired comparison at equal spend)")
+    """How sure the proposal must be to replace the incumbent champion: its decision loss must be lower
+    at this confidence (the upper end of the paired interval of the difference below 0)."""
     pin: str | None = Field(None, description="a registered model name: deploy that model, whatever the evidence")
+    """Deploy this model whatever the evidence; the candidates are still compared and reported."""
     candidates: list[str] | None = Field(
         None, min_length=1, description="a list of registered model names the champion is chosen among (default: every "
                                         "evaluated model)")
-    blends: bool = Field(True, description="true or false: may the champion be a blend (mean of the coefficients) of "
-                                           "models that are not significantly worse than the best")
+    """The models the champion (or its blend) is chosen among; unset: every model the leaderboard
+    evaluated that can meet every configured budget."""
+    blends: bool = Field(True, description="true or false: may the champion be a blend (weighted mean of the "
+                                           "models' coefficients)")
+    """`true`: the proposal is the stacked blend (weights >= 0 summing to 1 that minimize the decision
+    loss); `false`: the single model with the lowest decision loss."""
 
 
 class ExplorationBlock(_Block):
@@ -316,12 +323,18 @@ class ExplorationBlock(_Block):
 
     share: float = Field(0.05, ge=0, lt=1, description="a number in [0, 1): the share of users whose level is drawn "
                                                        "at random")
+    """The share of users whose level is drawn at random (their propensities written with the
+    decision), so that the next days stay a randomized experiment; 0 turns exploration off."""
     seed: int = Field(0, ge=0, description="an integer >= 0 (with the decision date, it seeds the draws)")
+    """Seeds which users explore and their levels, together with the decision date."""
     mix: list[Annotated[float, Field(ge=0)]] | None = Field(
         None, description="one number >= 0 per incentive level: the weights the explored levels are drawn with "
                           "(default: uniform)")
+    """The weights the explored users' levels are drawn with, one per level; unset: uniform."""
     tolerance: float = Field(0.005, ge=0, le=0.5, description="a number in [0, 0.5]: how far the realized share may "
                                                               "be from `share` before the export is stopped")
+    """How far the realized exploration share may be from `share` before the decision's checks stop
+    the export."""
 
 
 class CampaignYaml(_Block):
