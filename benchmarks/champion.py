@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _pipeline_bench import evaluate_campaign  # noqa: E402
-from _record import RESULTS, context, record  # noqa: E402
+from _results import RESULTS, Recorder  # noqa: E402
 
 PRESETS = ("demo", "dipn_synthetic_2", "e2e_synthetic", "uplift_two_arm", "dfcl_discount")
 SIZES = {"demo": (8, 5000), "dipn_synthetic_2": (8, 10000), "e2e_synthetic": (8, 2500),
@@ -106,7 +106,7 @@ def main() -> int:
     ap.add_argument("--max-epochs", type=int, default=None, help="PROMO_MAX_EPOCHS (default: unset, as the demo)")
     ap.add_argument("--rows", type=Path, default=None, help="summarize saved rows instead of running")
     args = ap.parse_args()
-    started = context()
+    rec = Recorder("champion")
     if args.rows:
         rows = pd.read_parquet(args.rows)
     else:
@@ -132,7 +132,7 @@ def main() -> int:
           f"{summary['campaigns_ahead_of_base']} of {summary['campaigns']} campaigns")
     result = {"seeds": args.seeds, "presets": args.presets, "sizes": {p: SIZES.get(p) for p in args.presets},
               "summary": summary, "campaigns": rows.to_dict(orient="records")}
-    path = record("champion", started, result)
+    path = rec.write(result, headline=summary["mean"])
     print(json.dumps({"written": str(path), **summary["mean"]}))
     return 0
 
