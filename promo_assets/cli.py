@@ -571,7 +571,6 @@ def _skipped_models(campaign: str, run_id: str) -> list[tuple[str, str]]:
 
 def _print_leaderboard(campaign: str) -> None:
     from promo_assets import warehouse
-
     from promo_assets.cli_format import wrap_lines
 
     with warehouse.connect(read_only=True) as con:
