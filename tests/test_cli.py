@@ -108,6 +108,15 @@ def test_warehouse_and_dagster_home_options_override_the_environment(promo_env, 
     assert elsewhere["dagster_home"].is_dir() and os.environ["DAGSTER_HOME"] == str(elsewhere["dagster_home"])
 
 
+def test_export_reads_the_landing_folder_and_warehouse_of_the_options(promo_env, elsewhere, capsys):
+    assert main(["export", "--campaign", "demo", "--landing", str(elsewhere["landing"])]) == 2
+    assert f"{elsewhere['landing'] / 'demo' / 'campaign.yaml'}: campaign.yaml not found" in capsys.readouterr().err
+    assert main(["simulate", "--landing", str(elsewhere["landing"]), "--users", "50", "--days", "2"]) == 0
+    assert main(["export", "--campaign", "demo", "--landing", str(elsewhere["landing"]),
+                 "--warehouse", str(elsewhere["warehouse"])]) == 2
+    assert f"warehouse {elsewhere['warehouse']} does not exist yet" in capsys.readouterr().err
+
+
 def test_relative_path_options_are_made_absolute(promo_env, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     args = cli.build_parser().parse_args(["report", "--warehouse", "w.duckdb", "--landing", "land"])
