@@ -638,9 +638,9 @@ def _board_lines(board, wide: bool) -> list[str]:
     compact = leaderboard_compact(board)
     if compact.empty:
         return ["(no policy evaluations)"]
-    left = {"model", "note"}
-    return (text_table(list(compact.columns), compact.values.tolist(), width=REPORT_COLUMNS, wrap=["note"],
-                       right=[c for c in compact.columns if c not in left])
+    shown = compact.drop(columns="campaign")  # one campaign per table: its name is in the title
+    return (text_table(list(shown.columns), shown.values.tolist(), width=REPORT_COLUMNS, wrap=["note"],
+                       right=[c for c in shown.columns if c not in ("model", "note")])
             + wrap_lines(leaderboard_footer(compact), REPORT_COLUMNS))
 
 

@@ -143,8 +143,8 @@ def test_compact_leaderboard_and_records_follow_the_full_board(evaluation):
     from promo_assets.evaluation import leaderboard_compact, leaderboard_records
 
     board, compact, records = leaderboard(evaluation), leaderboard_compact(evaluation), leaderboard_records(evaluation)
-    assert list(compact.columns) == ["budget", "rank", "model", "% oracle", "EOM value [95% CI]", "spend ratio",
-                                     "vs random", "note"]
+    assert list(compact.columns) == ["campaign", "budget", "rank", "model", "% oracle", "EOM value [95% CI]",
+                                     "spend ratio", "vs random", "note"]
     assert list(compact["model"]) == list(board["model"]) == [r["model"] for r in records]
     assert list(compact["rank"]) == list(board["rank"]) == [str(r["rank"]) for r in records]
     assert list(compact["% oracle"]) == list(board["% oracle"])
@@ -156,10 +156,9 @@ def test_compact_leaderboard_and_records_follow_the_full_board(evaluation):
             assert np.isnan(r["vs_random"])
         else:
             assert r["vs_random"] == pytest.approx(r["pct_oracle"] - random["pct_oracle"])
-    for row, r in zip(compact.itertuples(index=False), records):
-        value = row[4]
-        assert value.startswith(f"{r['eom_value']:.4f} [{r['eom_ci_low']:.4f}, ")
-        assert row[6] == ("" if r["model"] == "random" else f"{100 * r['vs_random']:+.1f} pt")
+    for row, r in zip(compact.to_dict(orient="records"), records):
+        assert row["EOM value [95% CI]"].startswith(f"{r['eom_value']:.4f} [{r['eom_ci_low']:.4f}, ")
+        assert row["vs random"] == ("" if r["model"] == "random" else f"{100 * r['vs_random']:+.1f} pt")
 
 
 def test_report_lines_fit_120_columns_unless_wide(evaluation):
@@ -171,6 +170,11 @@ def test_report_lines_fit_120_columns_unless_wide(evaluation):
     assert lines[0].split()[:4] == ["budget", "rank", "model", "%"]
     wide = _board_lines(noted, wide=True)
     assert max(map(len, wide)) > REPORT_COLUMNS and "matched value" in wide[0] and "oracle" in wide[0]
+    # a too small holdout: flagged in the note and under the table, no % oracle and no vs random
+    small = _board_lines(evaluation.assign(too_small=True, n_users=80), wide=False)
+    flat = " ".join(" ".join(small).split())
+    assert "too small to evaluate (80 holdout users)" in flat and "min_holdout_users" in flat
+    assert "%" not in " ".join(small[2:8]) and " pt" not in " ".join(small)
 
 
 def test_leaderboard_reads_metrics_from_a_json_column(evaluation):

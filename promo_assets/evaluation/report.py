@@ -613,11 +613,12 @@ def _vs_random(d: pd.DataFrame) -> pd.Series:
 
 def leaderboard_compact(df: pd.DataFrame) -> pd.DataFrame:
     """The few columns of the leaderboard that fit a terminal (`promo report`; `--wide` shows all of
-    `leaderboard`): budget, rank, model, the figure the rows are ranked by (titled as in the full
-    board), the estimate with its 95 % interval (DR value, else EOM value: the allocation as made),
-    the spend ratio, `vs random` (the ranking figure minus the cost-matched random policy's at the
-    same budget; percentage points for % oracle) and the note. Same rows and order as `leaderboard`;
-    `attrs["rank_basis"]` as there."""
+    `leaderboard`): campaign (`promo report` prints one campaign per table and leaves it out), budget,
+    rank, model, the figure the rows are ranked by (titled as in the full board), the estimate with
+    its 95 % interval (DR value, else EOM value: the allocation as made), the spend ratio, `vs random`
+    (the ranking figure minus the cost-matched random policy's at the same budget; percentage points
+    for % oracle; empty where the holdout is too small, as % oracle) and the note. Same rows and order
+    as `leaderboard`; `attrs["rank_basis"]` as there."""
     board = leaderboard(df)
     d, basis = _ranked(df)
     if board.empty:
@@ -636,9 +637,10 @@ def leaderboard_compact(df: pd.DataFrame) -> pd.DataFrame:
     small = [False if _missing(x) else bool(x) for x in d["too_small"]]  # no % oracle, as in the full board
     key_text = ["" if _missing(k) or (p and sm) else (f"{100 * k:.1f}%" if p else f"{k:.4f}")
                 for k, p, sm in zip(d["_key"], points, small)]
-    vs = ["" if _missing(x) else (f"{100 * x:+.1f} pt" if p else f"{x:+.4f}") for x, p in zip(_vs_random(d), points)]
+    vs = ["" if _missing(x) or sm else (f"{100 * x:+.1f} pt" if p else f"{x:+.4f}")
+          for x, p, sm in zip(_vs_random(d), points, small)]
     out = pd.DataFrame({
-        "budget": board["budget"], "rank": board["rank"], "model": board["model"],
+        "campaign": board["campaign"], "budget": board["budget"], "rank": board["rank"], "model": board["model"],
         head: key_text,
         f"{'DR' if dr else 'EOM'} value [95% CI]": [estimate(*t) for t in zip(d[value], d[low], d[high])],
         "spend ratio": board["spend ratio"] if "spend ratio" in board.columns else "",
