@@ -617,8 +617,8 @@ def leaderboard_compact(df: pd.DataFrame) -> pd.DataFrame:
     rank, model, the figure the rows are ranked by (titled as in the full board), the estimate with
     its 95 % interval (DR value, else EOM value: the allocation as made), the spend ratio, `vs random`
     (the ranking figure minus the cost-matched random policy's at the same budget; percentage points
-    for % oracle; empty where the holdout is too small, as % oracle) and the note. Same rows and order
-    as `leaderboard`; `attrs["rank_basis"]` as there."""
+    for % oracle; empty where the holdout is too small, as % oracle) and the note; a column empty for
+    every row is left out. Same rows and order as `leaderboard`; `attrs["rank_basis"]` as there."""
     board = leaderboard(df)
     d, basis = _ranked(df)
     if board.empty:
@@ -649,6 +649,7 @@ def leaderboard_compact(df: pd.DataFrame) -> pd.DataFrame:
     })
     if head == "EOM value" and not dr:
         out = out.drop(columns=[head])
+    out = out[[c for c in out.columns if c in ("campaign", "budget", "rank", "model") or (out[c] != "").any()]]
     out.attrs["rank_basis"] = basis
     return out
 
