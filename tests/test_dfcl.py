@@ -244,7 +244,7 @@ def test_one_dfcl_fit_serves_every_budget(tmp_path, monkeypatch):
 
 
 def test_training_loop_monitor_keeps_the_starting_parameters_when_no_epoch_beats_them():
-    from promo_assets.models.training import TrainingConfig, fit_torch_model
+    from promo_assets.models.training import Metric, MiniBatches, TrainingConfig, WeightedLoss, fit_torch_model
 
     torch.manual_seed(0)
     net = torch.nn.Linear(2, 1)
@@ -258,8 +258,8 @@ def test_training_loop_monitor_keeps_the_starting_parameters_when_no_epoch_beats
     def drift(module):  # any move away from the start is worse
         return float(sum(((p - start[k]) ** 2).sum() for k, p in module.state_dict().items()))
 
-    fit = fit_torch_model(net, loss_fn, data, data, TrainingConfig(max_epochs=3, batch_size=16, lr=0.1, patience=2),
-                          weight_key=None, monitor=drift)
+    fit = fit_torch_model(net, WeightedLoss(loss_fn, None), MiniBatches(data, 16), Metric(drift),
+                          TrainingConfig(max_epochs=3, batch_size=16, lr=0.1, patience=2))
     assert fit.best_epoch == 0 and fit.epochs == 2 and fit.stopped_early
     assert all(torch.equal(net.state_dict()[k], v) for k, v in start.items())
     assert fit.history[0]["validation_loss"] > 0      # what the monitor said after epoch 1

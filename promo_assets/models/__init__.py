@@ -5,7 +5,8 @@ Public API (no dagster here; the orchestration layer calls these plain functions
 - `ResponseModel`, `TrainingData`, `Fitted`, `ModelSkipped` (the protocol) and `registry` (the one
   list of models: `registry.names()`, `registry.get(name)`; docs/models.md "Adding a model").
 - `FeatureEncoder` — categorical vocabularies with an unknown bucket, numeric standardization.
-- `fit_torch_model`, `TrainingConfig`, `FitResult` — the common training loop.
+- `fit_torch_model`, `TrainingConfig`, `FitResult` — the common training loop, with its hooks
+  (`training.WeightedLoss`, `MiniBatches` / `FullBatch`, `ValidationLoss` / `Metric` / `SamePass`).
 - `train_model(name, frame, config, numeric, categorical, weighted=True, seed=0, max_epochs=None,
   log=None, **hparams)` — every phase of registered model `name`, in order (library use, benchmarks).
 - `train_s_learner(...)` (DNN S-learner, 2K heads), `train_dipn_bias(...)` / `train_dipn_uplift(...)`

@@ -62,7 +62,7 @@ from promo_assets.models.base import TrainedModel, fit_metrics, prepare_frame, r
 from promo_assets.models.errors import ModelInputError
 from promo_assets.models.protocol import ResponseModel, TrainingData
 from promo_assets.models.s_learner import _s_learner_loss, train_s_learner
-from promo_assets.models.training import TrainingConfig, fit_torch_model
+from promo_assets.models.training import Metric, MiniBatches, TrainingConfig, WeightedLoss, fit_torch_model
 
 GRADIENTS = ("pl", "mer", "ifd")
 CLIPS = ("fix", "max", "none")
@@ -387,9 +387,9 @@ def train_dfcl(gradient: str, data: TrainingData, config: CampaignConfig, params
     tc = TrainingConfig(max_epochs=epochs, batch_size=int(params["batch_size"]), lr=float(params["lr"]),
                         patience=int(params["patience"]), min_delta=0.0)
     t0 = time.perf_counter()
-    fit = fit_torch_model(net, loss_fn, prep.train, prep.validation, tc, seed=seed,
-                          weight_key="weight" if weighted else None, log=log, label=f"dfcl_{gradient}",
-                          monitor=monitor)
+    fit = fit_torch_model(net, WeightedLoss(loss_fn, "weight" if weighted else None),
+                          MiniBatches(prep.train, tc.batch_size, seed), Metric(monitor), tc, log=log,
+                          label=f"dfcl_{gradient}")
     metrics = fit_metrics(fit, prep, net, weighted, t0, lambdas=[float(x) for x in lams],
                           warm_start_version=warm.version, validation_dual_objective_warm_start=-start_value,
                           validation_dual_objective=-fit.best_validation_loss)

@@ -70,7 +70,7 @@ from promo_assets.models.errors import ModelInputError
 from promo_assets.models.protocol import ModelSkipped, ResponseModel, TrainingData
 from promo_assets.models.isotonic_kernel import isotonic_chain
 from promo_assets.models.s_learner import initial_link, mlp
-from promo_assets.models.training import TrainingConfig, fit_torch_model, seeded
+from promo_assets.models.training import MiniBatches, TrainingConfig, ValidationLoss, WeightedLoss, fit_torch_model, seeded
 
 BIAS_DEFAULTS: dict[str, Any] = {
     "embedding_dim": 8,
@@ -268,8 +268,9 @@ def train_dipn_bias(frame: pd.DataFrame, config: CampaignConfig, numeric: list[s
     tc = TrainingConfig(max_epochs=epochs, batch_size=int(hp["batch_size"]), lr=float(hp["lr"]),
                         patience=int(hp["patience"]))
     t0 = time.perf_counter()
-    fit = fit_torch_model(net, loss_fn, prep.train, prep.validation, tc, seed=seed,
-                          weight_key="weight" if weighted else None, parameters=net.bias_parameters(),
+    loss = WeightedLoss(loss_fn, "weight" if weighted else None)
+    fit = fit_torch_model(net, loss, MiniBatches(prep.train, tc.batch_size, seed),
+                          ValidationLoss(loss, prep.validation, prep.train), tc, parameters=net.bias_parameters(),
                           log=log, label="dipn_bias")
     metrics = fit_metrics(fit, prep, net, weighted, t0)
     hp_out = {**hp, "hidden": [int(h) for h in hidden], "uplift_embedding_dim": int(uplift_embedding_dim),
@@ -348,8 +349,9 @@ def train_dipn_uplift(bias_model: TrainedModel, frame: pd.DataFrame, weighted: b
     tc = TrainingConfig(max_epochs=epochs, batch_size=int(hp["batch_size"]), lr=float(hp["lr"]),
                         patience=int(hp["patience"]))
     t0 = time.perf_counter()
-    fit = fit_torch_model(net, loss_fn, prep.train, prep.validation, tc, seed=seed,
-                          weight_key="weight" if weighted else None, parameters=net.uplift_parameters(),
+    loss = WeightedLoss(loss_fn, "weight" if weighted else None)
+    fit = fit_torch_model(net, loss, MiniBatches(prep.train, tc.batch_size, seed),
+                          ValidationLoss(loss, prep.validation, prep.train), tc, parameters=net.uplift_parameters(),
                           log=log, label="dipn_uplift")
     for p in net.parameters():
         p.requires_grad_(True)

@@ -52,7 +52,7 @@ from promo_assets.models import decision_loss as dl
 from promo_assets.models.base import TrainedModel, fit_metrics, prepare_frame, resolve_max_epochs, response_mean
 from promo_assets.models.protocol import ResponseModel, TrainingData
 from promo_assets.models.s_learner import _s_learner_loss, train_s_learner
-from promo_assets.models.training import TrainingConfig, fit_torch_model
+from promo_assets.models.training import Metric, MiniBatches, TrainingConfig, WeightedLoss, fit_torch_model
 
 COMMON: dict[str, Any] = {
     "gamma": 50.0,          # weight of Q in Eq. 7 / 11
@@ -259,8 +259,8 @@ class _E2EBase(ResponseModel):
         tc = TrainingConfig(max_epochs=epochs, batch_size=int(hp["batch_size"]), lr=float(hp["lr"]),
                             patience=epochs + 1)
         t0 = time.perf_counter()
-        fit = fit_torch_model(net, loss_fn, prep.train, prep.validation, tc, seed=seed,
-                              weight_key="weight" if weighted else None, log=log, label=self.name, monitor=monitor)
+        fit = fit_torch_model(net, WeightedLoss(loss_fn, "weight" if weighted else None),
+                              MiniBatches(prep.train, tc.batch_size, seed), Metric(monitor), tc, log=log, label=self.name)
         metrics = fit_metrics(fit, prep, net, weighted, t0,
                               q_seconds_per_step=q_time["seconds"] / max(q_time["steps"], 1),
                               q_steps=q_time["steps"], warm_seconds_per_epoch=warm.metrics["seconds_per_epoch"],

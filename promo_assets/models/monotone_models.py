@@ -43,7 +43,7 @@ from promo_assets.models.errors import ModelInputError
 from promo_assets.models.monotone import CONVEX_ACTIVATIONS, MonotoneStack, fpm_response
 from promo_assets.models.protocol import ResponseModel, TrainingData
 from promo_assets.models.s_learner import FeatureEmbedding, HeadBank, initial_link, mlp
-from promo_assets.models.training import TrainingConfig, fit_torch_model, seeded
+from promo_assets.models.training import MiniBatches, TrainingConfig, ValidationLoss, WeightedLoss, fit_torch_model, seeded
 
 COMMON: dict[str, Any] = {
     "hidden": [64, 32],        # the user network (S-learner trunk)
@@ -225,8 +225,9 @@ def train_attribute_model(name: str, architecture: str, frame: pd.DataFrame, con
     # seeded: CoMAN's dropout draws from torch's global generator; without it one seed's model depended on
     # whatever ran before it in the process (in benchmarks/coman_paper.py: the variants trained before it)
     with seeded(seed):
-        fit = fit_torch_model(net, logged_level_loss(kind, has_cost), prep.train, prep.validation, tc, seed=seed,
-                              weight_key="weight" if weighted else None, log=log, label=name)
+        loss = WeightedLoss(logged_level_loss(kind, has_cost), "weight" if weighted else None)
+        fit = fit_torch_model(net, loss, MiniBatches(prep.train, tc.batch_size, seed),
+                              ValidationLoss(loss, prep.validation, prep.train), tc, log=log, label=name)
     metrics = fit_metrics(fit, prep, net, weighted, t0)
     hp_out = {**hp, "max_epochs": epochs, "seed": seed, "weighted": bool(weighted)}
     return TrainedModel(name, net, prep.encoder, config, prep.targets, hp_out, metrics, fit.history, arch_kwargs)

@@ -32,7 +32,9 @@ from promo_assets.models.base import (
 )
 from promo_assets.models.errors import ModelInputError
 from promo_assets.models.protocol import ResponseModel, TrainingData
-from promo_assets.models.training import TrainingConfig, evaluate_loss, fit_torch_model, seeded
+from promo_assets.models.training import (
+    MiniBatches, TrainingConfig, ValidationLoss, WeightedLoss, evaluate_loss, fit_torch_model, seeded,
+)
 
 DEFAULTS: dict[str, Any] = {
     "hidden": (64, 32),
@@ -172,8 +174,9 @@ def train_s_learner(frame: pd.DataFrame, config: CampaignConfig, numeric: list[s
                         weight_decay=float(hp["weight_decay"]), patience=int(hp["patience"]))
     loss_fn = _s_learner_loss(kind, has_cost)
     t0 = time.perf_counter()
-    fit = fit_torch_model(net, loss_fn, prep.train, prep.validation, tc, seed=seed,
-                          weight_key="weight" if weighted else None, log=log, label="s_learner")
+    loss = WeightedLoss(loss_fn, "weight" if weighted else None)
+    fit = fit_torch_model(net, loss, MiniBatches(prep.train, tc.batch_size, seed),
+                          ValidationLoss(loss, prep.validation, prep.train), tc, log=log, label="s_learner")
     metrics = fit_metrics(fit, prep, net, weighted, t0)
     if has_cost and prep.n_validation:
         metrics["validation_response_loss"] = evaluate_loss(
