@@ -314,9 +314,7 @@ class TrainedModel:
         try:
             module = ARCHITECTURES[arch](**payload["arch_kwargs"])
             module.load_state_dict(payload["state_dict"])
-            cfg_dict = dict(payload["config"])
-            config = CampaignConfig(**{k: (tuple(v) if k in ("incentives", "labels", "budgets_per_capita") else v)
-                                       for k, v in cfg_dict.items()})
+            config = CampaignConfig.from_record(payload["config"])
             return cls(payload["name"], module, FeatureEncoder.from_state(payload["encoder"]), config,
                        payload["targets"], payload["hparams"], payload["metrics"], payload["history"],
                        payload["arch_kwargs"])

@@ -28,7 +28,7 @@ class GnnHazard(ResponseModel):
     applies = "customer–merchant campaigns (`merchants:` block, payment edges and merchant events)"
 
     def applies_to(self, config: CampaignConfig) -> str | None:
-        if isinstance(config.extra.get("merchants"), dict):
+        if config.merchants is not None:
             return None
         return "needs a customer–merchant campaign (campaign.yaml has no merchants: block)"
 

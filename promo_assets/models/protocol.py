@@ -104,7 +104,7 @@ class ResponseModel(ABC):
     def hparams(self, config: CampaignConfig) -> dict[str, Any]:
         """This model's hyper-parameters for the campaign: `params` updated with campaign.yaml's
         `models.params.<name>` (validated when the file was loaded)."""
-        given = ((config.extra.get("models") or {}).get("params") or {}).get(self.name) or {}
+        given = config.models.params.get(self.name) or {}
         return {**self.params, **given}
 
     def fit_hparams(self, data: "TrainingData", config: CampaignConfig) -> dict[str, Any]:

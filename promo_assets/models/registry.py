@@ -14,6 +14,9 @@ import importlib
 import math
 import re
 
+from typing import Any, Mapping
+
+from promo_assets.campaign import ModelsBlock
 from promo_assets.models.errors import ModelInputError
 from promo_assets.models.protocol import ResponseModel
 
@@ -80,10 +83,10 @@ def table_markdown() -> str:
 def not_selected(name: str, config) -> str | None:
     """None when campaign.yaml's `models:` block selects model `name`, else the reason it does not:
     listed in `exclude`, left out of `include`, or (no `include`) not a default model."""
-    block = config.extra.get("models") or {}
-    if name in (block.get("exclude") or ()):
+    block = config.models
+    if name in block.exclude:
         return "excluded by campaign.yaml models.exclude"
-    include = block.get("include")
+    include = block.include
     if include is not None:
         return None if name in include else "not listed in campaign.yaml models.include"
     if not get(name).default:
@@ -99,9 +102,14 @@ def skip_reason(name: str, config) -> str | None:
     return not_selected(name, config) or get(name).applies_to(config)
 
 
-def check_models_block(block: dict) -> list[str]:
-    """Problems of campaign.yaml's `models:` block (unknown model names, unknown hyper-parameters,
-    a value of the wrong type, what the model's `check_params` refuses), each naming the key."""
+def check_models_block(block: ModelsBlock | Mapping[str, Any]) -> list[str]:
+    """Problems of campaign.yaml's `models:` block (`CampaignConfig.models`, or the same as a mapping):
+    unknown model names, unknown hyper-parameters, a value of the wrong type, what the model's
+    `check_params` refuses; each naming the key. The pipeline calls it where it loads a campaign's
+    config (`promo_assets.ingestion.load_config`)."""
+    if not isinstance(block, ModelsBlock):
+        block = ModelsBlock.model_validate(dict(block))
+    block = {"include": block.include, "exclude": block.exclude, "params": block.params}
     known = names()
     problems = []
 

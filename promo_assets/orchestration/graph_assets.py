@@ -285,7 +285,7 @@ def joint_allocation(context: dg.AssetExecutionContext, warehouse: WarehouseReso
     version = meta["model_version"]
     users, vc, cc, merchants, vm, cm, norm, source = _joint_inputs(warehouse, campaign, config, mconf, version)
     try:
-        ratios = ratio_budgets(config.extra.get("ratio_budget"))
+        ratios = ratio_budgets(list(config.ratio_budget or ()))
     except ValueError as exc:
         raise dg.Failure(f"campaign '{campaign}': {exc}") from None
     if not ratios:
