@@ -159,12 +159,12 @@ def test_models_block_selects_and_tunes(tuned, tmp_path):
     plain = CampaignConfig.from_dict({"treatments": {"levels": [0, 1, 2]}}, "c1")
     assert registry.not_selected("s_learner", plain) is None
     assert "off by default" in registry.not_selected("tuned", plain)
-    assert tuned.hparams(plain) == {"gamma": 1.0, "steps": 10, "mode": "fd"}
+    assert registry.for_campaign("tuned", plain).get_params() == {"gamma": 1.0, "steps": 10, "mode": "fd"}
 
     config = _config({"include": ["tuned", "s_learner"], "params": {"tuned": {"gamma": 2, "mode": "nes"}}}, tmp_path)
     assert registry.not_selected("tuned", config) is None and registry.not_selected("s_learner", config) is None
     assert registry.not_selected("dipn", config) == "not listed in campaign.yaml models.include"
-    assert tuned.hparams(config) == {"gamma": 2, "steps": 10, "mode": "nes"}
+    assert registry.for_campaign("tuned", config).get_params() == {"gamma": 2, "steps": 10, "mode": "nes"}
     assert registry.not_selected("dipn", _config({"exclude": ["dipn"]}, tmp_path)) == "excluded by campaign.yaml models.exclude"
 
 
@@ -175,7 +175,7 @@ def test_models_block_selects_and_tunes(tuned, tmp_path):
     ({"params": {"tuned": {"gama": 2}}}, "unknown key 'models.params.tuned.gama' (did you mean 'gamma'?)"),
     ({"params": {"tuned": {"gamma": "big"}}}, "'models.params.tuned.gamma' = 'big' (str): expected float"),
     ({"params": {"tuned": {"steps": 2.5}}}, "'models.params.tuned.steps' = 2.5 (float): expected int"),
-    ({"params": {"tuned": {"gamma": -1}}}, "'models.params.tuned': gamma = -1 must be > 0"),
+    ({"params": {"tuned": {"gamma": -1}}}, "'models.params.tuned': gamma = -1: expected a number > 0"),
     ({"params": {"nope": {}}}, "'models.params': unknown model 'nope'"),
     ({"inclde": ["tuned"]}, "unknown key 'models.inclde' (did you mean 'include'?)"),
 ], ids=["error-model-typo", "error-unknown-model", "error-param-typo", "error-param-type", "error-int-param",

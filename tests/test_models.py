@@ -9,8 +9,8 @@ import torch
 
 from promo_assets.campaign import CampaignConfig
 from promo_assets.models import (
-    DIPNNet, FeatureEncoder, ModelInputError, ModelSkipped, TrainingConfig, fit_torch_model, load_model, train_dipn_bias,
-    train_dipn_uplift, train_model,
+    DIPNNet, FeatureEncoder, ModelInputError, ModelSkipped, TrainingConfig, TrainingData, fit_torch_model, load_model,
+    registry, train_dipn_bias, train_dipn_uplift,
 )
 from promo_assets.models.dipn import alpha_at, isotonic_embedding
 from promo_assets.models.training import FullBatch, MiniBatches, SamePass, Step, ValidationLoss, WeightedLoss
@@ -18,6 +18,12 @@ from promo_assets.models.isotonic_kernel import isotonic_chain
 
 NUMERIC = ["activity", "age"]
 CATEGORICAL = ["city", "segment"]
+
+
+def train_model(name, frame, config, numeric, categorical, **params):
+    """Registered model `name` built with `params` and fitted on `frame`; returns its fitted object
+    (`model_`: the TrainedModel)."""
+    return registry.create(name, params).fit(TrainingData(config, frame, list(numeric), list(categorical))).model_
 
 
 def make_config(levels=(0, 1, 2, 5, 10), cost="redeemed", response="binary", ordered=True) -> CampaignConfig:
@@ -234,7 +240,7 @@ def test_bad_input_errors():
         train_model("s_learner", frame.drop(columns="ips_weight"), config, NUMERIC, CATEGORICAL, max_epochs=1)
     with pytest.raises(ModelInputError, match="split"):
         train_model("s_learner", frame.assign(split="test"), config, NUMERIC, CATEGORICAL, max_epochs=1)
-    with pytest.raises(ModelSkipped, match="dipn: needs ordered incentive levels"):
+    with pytest.raises(ModelSkipped, match="needs ordered incentive levels"):
         train_model("dipn", frame, make_config(ordered=False), NUMERIC, CATEGORICAL, max_epochs=1)
 
 

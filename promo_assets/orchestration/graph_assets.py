@@ -193,7 +193,7 @@ def merchant_coefficients(context: dg.AssetExecutionContext, warehouse: Warehous
     campaign = context.partition_key
     _, meta, _ = upstream(context, MODEL_KEY)
     version = meta["model_version"]
-    model = registry.get(MODEL_NAME).load(version)
+    model = registry.get(MODEL_NAME).load(version).model_  # the fitted TrainedGraphModel
     with connect(warehouse) as con:
         coef_df = model.coefficients("merchant")
         with results_write(context, con, campaign, "merchant_coefficients"), registered(con, "coef_df", coef_df):
