@@ -35,6 +35,7 @@ BUILTIN: dict[str, str] = {
     "dfcl_pl": "promo_assets.models.dfcl:DFCLPolicyLearning",
     "dfcl_mer": "promo_assets.models.dfcl:DFCLMaxEntropy",
     "dfcl_ifd": "promo_assets.models.dfcl:DFCLFiniteDifference",
+    "logistic_s": "promo_assets.models.sklearn_logistic:LogisticSLearner",
 }
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
