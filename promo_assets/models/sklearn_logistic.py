@@ -38,7 +38,7 @@ def _design(encoder: FeatureEncoder, users: pd.DataFrame, level: int, k: int) ->
 
 
 class LogisticFitted:
-    """The fitted regression: `predict(users) -> (response, cost)`, `save(root) -> version`."""
+    """The fitted regression: `predict(users) -> (response, cost)`, `save(root) -> version`, `version`."""
 
     def __init__(self, name: str, config: CampaignConfig, encoder: FeatureEncoder, coef: np.ndarray,
                  intercept: float, metrics: dict[str, Any], estimator: dict | None = None):
@@ -59,6 +59,11 @@ class LogisticFitted:
                 "metrics": {k: v for k, v in self.metrics.items() if k not in TIMING_KEYS},
                 "config": {"campaign": c.campaign, "incentives": list(c.incentives), "labels": list(c.labels),
                            "ordered": c.ordered, "cost": c.cost, "response": c.response}}
+
+    @property
+    def version(self) -> str:
+        """Content hash of the artefact (what `save` stores it under)."""
+        return artifacts.content_version(artifacts.to_bytes(self.payload()))
 
     def save(self, root=None) -> str:
         version, _ = artifacts.save_object(self.payload(), "model", root)
