@@ -97,6 +97,7 @@ class TrainedGraphModel:
     history: list[dict[str, float]]
     state_dict: dict[str, dict[str, torch.Tensor]] = field(repr=False)  # best 'customer' / 'merchant' states
     version: str | None = None
+    estimator: dict[str, Any] | None = None  # the registered model's parameters and phase (models.protocol)
 
     def predict_customers(self) -> tuple[np.ndarray, np.ndarray]:
         """(values N_c x K, costs N_c x K) for `customer_ids` (Eq. 10 scores; cost = incentive x value)."""
@@ -159,6 +160,7 @@ class TrainedGraphModel:
             "metrics": self.metrics,
             "history": self.history,
             "state_dict": self.state_dict,
+            **({"estimator": self.estimator} if self.estimator is not None else {}),
         }
 
     def save(self, root: Path | None = None) -> str:

@@ -93,9 +93,12 @@ class GnnHazard(ResponseModel):
 
     @classmethod
     def _params_of(cls, fitted) -> dict:
-        """The graph model stores its GraphTrainConfig: the hyper-parameters it was trained with."""
+        """The parameters stored with the artefact; for an artefact stored before them, its
+        GraphTrainConfig (where max_epochs is the cap it trained under)."""
         from dataclasses import asdict
 
+        if fitted.estimator:
+            return super()._params_of(fitted)
         return {k: v for k, v in asdict(fitted.config).items() if k in cls.param_names()}
 
 
