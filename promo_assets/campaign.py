@@ -300,6 +300,43 @@ class ModelsBlock(_Block):
     registry when the pipeline loads the file."""
 
 
+class ChampionBlock(_Block):
+    """How the campaign's champion (the policy deployed) is chosen: docs/decisions.md."""
+
+    confidence: float = Field(0.9, gt=0.5, lt=1, description="a number in (0.5, 1): the confidence a challenger "
+                              "must be better at to replace the champion (paired comparison at equal spend)")
+    """How sure the paired comparison (same holdout users, equal spend) must be that a challenger
+    beats the champion before it replaces it."""
+    pin: str | None = Field(None, description="a registered model name: deploy that model, whatever the evidence")
+    """Deploy this model whatever the evidence says (the evidence is still computed and shown)."""
+    candidates: list[str] | None = Field(
+        None, min_length=1, description="a list of registered model names the champion is chosen among (default: every "
+                                        "evaluated model)")
+    """The models the champion is chosen among (default: every model evaluated for the campaign)."""
+    blends: bool = Field(True, description="true or false: may the champion be a blend (mean of the coefficients) of "
+                                           "models that are not significantly worse than the best")
+    """Whether the champion may be a blend of several models' coefficients when the evidence cannot
+    separate them."""
+
+
+class ExplorationBlock(_Block):
+    """The randomized share kept in every exported decision: docs/decisions.md."""
+
+    share: float = Field(0.05, ge=0, lt=1, description="a number in [0, 1): the share of users whose level is drawn "
+                                                       "at random")
+    """Share of the users whose level is drawn at random (with its propensity written), so the next
+    days stay an experiment; 0 turns exploration off."""
+    seed: int = Field(0, ge=0, description="an integer >= 0 (with the decision date, it seeds the draws)")
+    """Seed of the exploration draws (combined with the decision date: each day draws anew)."""
+    mix: list[Annotated[float, Field(ge=0)]] | None = Field(
+        None, description="one number >= 0 per incentive level: the weights the explored levels are drawn with "
+                          "(default: uniform)")
+    """Weights the explored levels are drawn with, one per level in level order (default: uniform)."""
+    tolerance: float = Field(0.005, ge=0, le=0.5, description="a number in [0, 0.5]: how far the realized share may "
+                                                              "be from `share` before the export is stopped")
+    """How far the realized exploration share may be from `share` before the check stops the export."""
+
+
 class CampaignYaml(_Block):
     """The whole of campaign.yaml. Every key, its type, range and default."""
 
@@ -357,6 +394,12 @@ class CampaignYaml(_Block):
     segments: Annotated[list[Annotated[str, Field(min_length=1)]], AfterValidator(_unique)] | None = Field(
         None, description="a list of feature column names (e.g. [period_of_day, city]), each at most once")
     """Feature columns evaluated per value (simulated campaigns: the table `segment_evaluation`)."""
+    champion: ChampionBlock | None = Field(
+        None, description="a mapping with optional 'confidence', 'pin', 'candidates', 'blends'")
+    """How the champion is chosen among the models' policies (docs: decisions)."""
+    exploration: ExplorationBlock | None = Field(
+        None, description="a mapping with optional 'share', 'seed', 'mix', 'tolerance'")
+    """The randomized share of the exported decisions that keeps the next days an RCT (docs: decisions)."""
     simulation: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
     """Provenance written by `promo simulate` (preset, seed, sizes); not read by the pipeline."""
     simulator: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
@@ -619,6 +662,8 @@ class CampaignConfig:
     graph: GraphBlock | None = None
     models: ModelsBlock = field(default_factory=ModelsBlock)
     segments: tuple[str, ...] = ()
+    champion: ChampionBlock = field(default_factory=ChampionBlock)
+    exploration: ExplorationBlock = field(default_factory=ExplorationBlock)
     simulation: dict[str, Any] | None = None
     simulator: dict[str, Any] | None = None
 
@@ -629,7 +674,8 @@ class CampaignConfig:
             object.__setattr__(self, name, tuple(getattr(self, name)))
         if self.ratio_budget is not None:
             object.__setattr__(self, "ratio_budget", tuple(float(x) for x in self.ratio_budget))
-        for name, block in (("merchants", MerchantsBlock), ("graph", GraphBlock), ("models", ModelsBlock)):
+        for name, block in (("merchants", MerchantsBlock), ("graph", GraphBlock), ("models", ModelsBlock),
+                            ("champion", ChampionBlock), ("exploration", ExplorationBlock)):
             value = getattr(self, name)
             if isinstance(value, dict):
                 object.__setattr__(self, name, block.model_validate(value))
@@ -768,6 +814,10 @@ class CampaignConfig:
             incentives = tuple(float(v) for v in t.arms.values())
             labels = tuple(str(k) for k in t.arms)
             ordered = False
+        problems = _decision_problems(doc.model_dump(), len(incentives))
+        if problems:
+            head = f"{len(problems)} problems: " if len(problems) > 1 else ""
+            raise CampaignConfigError(f"{source}: {head}" + "; ".join(problems))
         return cls(
             campaign=campaign,
             incentives=incentives,
@@ -793,9 +843,30 @@ class CampaignConfig:
             graph=doc.graph,
             models=doc.models if doc.models is not None else ModelsBlock(),
             segments=tuple(doc.segments or ()),
+            champion=doc.champion if doc.champion is not None else ChampionBlock(),
+            exploration=doc.exploration if doc.exploration is not None else ExplorationBlock(),
             simulation=doc.simulation,
             simulator=doc.simulator,
         )
+
+
+def _decision_problems(dumped: dict[str, Any], n_levels: int) -> list[str]:
+    """Cross-key problems of the `champion:` and `exploration:` blocks: a pin outside the candidates,
+    a mix without one weight per level. (Whether the names are registered models is the model
+    registry's check, `registry.check_champion_block`, run where the pipeline loads the file.)"""
+    out = []
+    champion = dumped.get("champion")
+    if champion:
+        if champion["pin"] and champion["candidates"] and champion["pin"] not in champion["candidates"]:
+            out.append(f"'champion.pin' = {champion['pin']!r} is not one of 'champion.candidates' "
+                       f"({', '.join(champion['candidates'])})")
+    exploration = dumped.get("exploration")
+    if exploration and exploration["mix"] is not None:
+        mix = exploration["mix"]
+        if len(mix) != n_levels or not sum(mix) > 0:
+            out.append(f"'exploration.mix' = {mix!r}: expected {n_levels} weights >= 0 (one per incentive level) with a "
+                       "positive sum")
+    return out
 
 
 def _label(value: Any) -> str:

@@ -46,6 +46,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from promo_assets import settings
     from promo_assets.simulation import PRESETS, SimulationError, simulate
 
+    if args.respond_to or args.day:
+        return _respond(args)
+    args.preset = args.preset or "demo"
     if args.preset not in PRESETS:
         print(f"promo simulate: unknown preset {args.preset!r}; choose one of {', '.join(PRESETS)}", file=sys.stderr)
         return EXIT_USAGE
@@ -66,6 +69,84 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     print(f"wrote {args.preset} campaign '{summary.campaign}' to {summary.campaign_dir} in {time.perf_counter() - start:.1f}s")
     print(f"  {summary}")
+    return EXIT_OK
+
+
+def _respond(args: argparse.Namespace) -> int:
+    """`promo simulate --respond-to FILE --day D`: the simulated population answers exported decisions."""
+    from promo_assets import settings
+    from promo_assets.simulation import SimulationError, respond
+
+    if not (args.respond_to and args.day):
+        print("promo simulate: --respond-to FILE and --day YYYY-MM-DD go together (the decisions to answer and the day "
+              "they are for)", file=sys.stderr)
+        return EXIT_USAGE
+    landing = Path(args.landing) if args.landing else settings.landing_dir()
+    if not _campaign_names_ok("simulate", [args.campaign]):
+        return EXIT_USAGE
+    start = time.perf_counter()
+    try:
+        summary = respond(landing / args.campaign, Path(args.respond_to), args.day, preset=args.preset)
+    except SimulationError as exc:
+        print(f"promo simulate: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"promo simulate: cannot write day {args.day} of campaign {args.campaign!r}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return EXIT_FAILED
+    d = summary.details
+    print(f"wrote {summary.files[0]} in {time.perf_counter() - start:.1f}s: {d['events']} events answering "
+          f"{d['decided_users']} decisions (true expected response {d['true_value_per_decided_user']:.4f}, cost "
+          f"{d['true_cost_per_decided_user']:.4f} per decided user)")
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """`promo export`: the stored decisions of a campaign written to the outbox (never solved again)."""
+    import duckdb
+
+    from promo_assets import settings, warehouse
+    from promo_assets.campaign import CampaignConfigError
+    from promo_assets.decisions import ExportError, OutboxError, export_stored
+    from promo_assets.ingestion import load_config
+
+    if not _campaign_names_ok("export", [args.campaign]):
+        return EXIT_USAGE
+    try:
+        config = load_config(settings.landing_dir(), args.campaign)
+    except CampaignConfigError as exc:
+        print(f"promo export: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    out = Path(args.out) if args.out else settings.outbox_dir()
+    signal.signal(signal.SIGTERM, _interrupt)  # a killed export cleans its temporary folder
+    try:
+        with warehouse.connect(read_only=True) as con:
+            folder, body, checks = export_stored(con, args.campaign, out, config=config, budgets=args.budget,
+                                                 fmt=args.format)
+    except FileNotFoundError as exc:
+        print(f"promo export: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except ExportError as exc:
+        print(f"promo export: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OutboxError as exc:
+        print(f"promo export: {exc}; nothing was written", file=sys.stderr)
+        return EXIT_FAILED
+    except duckdb.Error as exc:
+        print(f"promo export: cannot read {settings.warehouse_path()}: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"{args.campaign}: decisions for {body['date']} by {body['champion']} ({body['champion_version']}) "
+          f"written to {folder}")
+    print(f"  users: {body['users']}")
+    for e in body["budgets"]:
+        print(f"  {e['file']}: {e['rows']} rows, budget {e['budget_per_capita']:g}, λ {e['lambda_']:.4g}, "
+              f"predicted response {e['expected_response']['per_capita']:.4f} and cost "
+              f"{e['expected_cost']['per_capita']:.4f} per user, {e['exploration']['users']} explored "
+              f"(value given up {e['exploration']['value_given_up_per_capita']:.4f} per user), sha256 {e['sha256'][:12]}…")
+    passed = sum(c.passed for _, cs in checks for c in cs)
+    print(f"  checks: {passed} of {sum(len(cs) for _, cs in checks)} passed "
+          f"({', '.join(sorted({c.name for _, cs in checks for c in cs}))})")
+    print(f"  manifest: {folder / 'manifest.json'}")
     return EXIT_OK
 
 
@@ -353,11 +434,17 @@ def _run_downstream(defs, campaign, instance, verbose: bool, tags: dict[str, str
                 failures.append(f"{campaign}: {line}")
     for model, reason in sorted(_skipped_models(campaign, result.run_id) + list(left_out.items())):
         print(f"{campaign}: {model} skipped: {reason}")
-    if not _materialized(result, board_key) and "leaderboard" not in _failed_steps(result):
+    board_ok = _materialized(result, board_key)
+    if not board_ok and "leaderboard" not in _failed_steps(result):
         # a chain failed (or skipped), so Dagster did not execute the leaderboard's step: on its own
         wait_for_pool(instance, print)
         board = _run_job(defs.resolve_job_def("leaderboard_job"), campaign, instance, verbose, tags)
         failures += _failure_lines(campaign, board)
+        board_ok = board.success
+    if board_ok:  # the champion, the decisions (blocking checks) and the outbox: a run of their own
+        wait_for_pool(instance, print)
+        decided = _run_job(defs.resolve_job_def("decision_job"), campaign, instance, verbose, tags)
+        failures += _failure_lines(campaign, decided)
     _print_leaderboard(campaign)
     return failures
 
@@ -483,6 +570,8 @@ def _campaign_report(con, campaign: str, finished: list[str], history: bool) -> 
             infeasible = [r for r in infeasible if budgets is None or r[1] in budgets]
         title = "latest succeeded run" if i == 0 else "earlier run"
         lines.append(f"== {campaign}: {title} {run_id} (started {started_at:%Y-%m-%d %H:%M:%S})")
+        if i == 0:
+            lines += _champion_lines(con, campaign)
         if note:
             lines.append(f"   {note}")
         lines.append(format_leaderboard(board).rstrip("\n") if not board.empty
@@ -507,6 +596,40 @@ def _campaign_report(con, campaign: str, finished: list[str], history: bool) -> 
     elif len(runs) > 1:
         lines.append(f"   {len(runs) - 1} earlier run(s) kept: `promo report --history`")
     return lines, True
+
+
+def _champion_lines(con, campaign: str) -> list[str]:
+    """The report's first lines: what to deploy and why (the latest champion of a succeeded run)."""
+    import json
+
+    import pandas as pd
+
+    from promo_assets import warehouse
+
+    if not warehouse.table_columns(con, "champion"):
+        return []
+    rows = con.execute(warehouse.sql("decisions", "latest_champion"), [campaign, ""]).df()
+    if rows.empty:
+        return ["   deploy: no champion yet (the champion asset has not run for this campaign)"]
+    r = rows.iloc[0]
+    budgets = [float(b) for b in _current_budgets(campaign)[0] or []]
+    at = ", ".join(f"{b:g}" for b in budgets)
+    if pd.isna(r["champion_reference"]) or pd.isna(r["champion_difference"]):
+        head = f"   deploy: {r['champion']} at budget {at}"
+    else:
+        word = "better than" if r["champion_difference"] >= 0 else "behind"
+        head = (f"   deploy: {r['champion']} at budget {at} — {word} {r['champion_reference']} by "
+                f"{abs(r['champion_difference']):.4f} [{r['champion_difference_low']:+.4f}, "
+                f"{r['champion_difference_high']:+.4f}] (DR value per user at equal spend, "
+                f"{r['champion_confidence']:.0%} interval)")
+    lines = [head, f"   why: {r['champion_reason']}"]
+    if not pd.isna(r["pct_oracle"]):
+        lines.append(f"   truth (simulated): champion {100 * r['pct_oracle']:.2f}% of the oracle; best candidate "
+                     f"{r['best_candidate']} {100 * r['best_pct_oracle']:.2f}%")
+    members = json.loads(r["champion_members"])
+    if len(members["members"]) > 1:
+        lines.append("   blend of: " + ", ".join(f"{m} ({w:.2f})" for m, w in zip(members["members"], members["weights"])))
+    return lines
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -562,7 +685,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("simulate", help="write a simulated campaign (with ground truth) into the landing folder")
-    p.add_argument("--preset", default="demo", help="demo | dipn_synthetic_1 | dipn_synthetic_2 | e2e_synthetic | bipartite | coman_spatiotemporal")
+    p.add_argument("--preset", default=None, help="demo | dipn_synthetic_1 | dipn_synthetic_2 | e2e_synthetic | bipartite | "
+                   "coman_spatiotemporal | dfcl_discount | uplift_two_arm [demo; with --respond-to: the campaign's]")
     p.add_argument("--campaign", default="demo", help="campaign id (folder name) [demo]")
     p.add_argument("--days", type=int, default=14, help="number of daily event files [14]")
     p.add_argument("--users", type=int, default=5000, help="size of the user pool [5000]")
@@ -572,7 +696,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--landing", default=None, help="landing root [PROMO_LANDING_DIR or data/landing]")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing simulated campaign of the same name (its day files and truth)")
+    p.add_argument("--respond-to", default=None, metavar="FILE",
+                   help="an exported decision file (outbox <budget>.parquet|csv): write day --day of the existing "
+                   "simulated campaign as its users answer those decisions (their propensities logged)")
+    p.add_argument("--day", type=_date, default=None, help="with --respond-to: the day the decisions are for (YYYY-MM-DD)")
     p.set_defaults(func=cmd_simulate)
+
+    p = sub.add_parser("export", help="write a campaign's stored decisions to the outbox (files + manifest.json)")
+    p.add_argument("--campaign", required=True, help="campaign id")
+    p.add_argument("--budget", type=float, action="append", default=None,
+                   help="only this per-capita budget (repeatable) [every configured budget]")
+    p.add_argument("--format", choices=("parquet", "csv"), default="parquet", help="file format [parquet]")
+    p.add_argument("--out", default=None, help="outbox folder [PROMO_OUTBOX_DIR or data/outbox]")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("run", help="materialize the whole asset graph for the landing folder's campaigns")
     p.add_argument("--campaign", action="append", help="only this campaign (repeatable) [all]")
@@ -622,6 +758,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `promo report | head`: the reader has gone, nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush cannot fail again
+        return 141  # 128 + SIGPIPE, as a shell reports a command stopped by a closed pipe
     except Exception as exc:  # noqa: BLE001 (last resort: one line, never a stack, unless asked for)
         if os.environ.get("PROMO_TRACEBACK"):
             raise

@@ -14,7 +14,14 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from promo_assets.orchestration import automation, campaign_assets, graph_assets, ingest_assets, simulate_job
+from promo_assets.orchestration import (
+    automation,
+    campaign_assets,
+    decision_assets,
+    graph_assets,
+    ingest_assets,
+    simulate_job,
+)
 from promo_assets.orchestration.common import make_resources, progress_logger
 from promo_assets.orchestration.model_assets import model_assets
 
@@ -23,9 +30,11 @@ def build_defs(models: Sequence[str] | None = None) -> dg.Definitions:
     """The Definitions with a chain per registered model, or per model of `models` (a subset of the
     registry: the automation tests evaluate the conditions on fewer chains, the same factory)."""
     return dg.Definitions(
-        assets=[*dg.load_assets_from_modules([ingest_assets, campaign_assets, graph_assets]), *model_assets(models)],
+        assets=[*dg.load_assets_from_modules([ingest_assets, campaign_assets, graph_assets, decision_assets]),
+                *model_assets(models)],
         asset_checks=dg.load_asset_checks_from_modules([campaign_assets, graph_assets]),
-        jobs=[automation.ingest_job, automation.campaign_job, automation.leaderboard_job, simulate_job.simulate_demo_job],
+        jobs=[automation.ingest_job, automation.campaign_job, automation.leaderboard_job, automation.decision_job,
+              simulate_job.simulate_demo_job],
         schedules=[automation.daily_campaign_refresh],
         sensors=[automation.landing_sensor, automation.automation_sensor],
         resources=make_resources(),

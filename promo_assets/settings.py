@@ -16,6 +16,7 @@ T = TypeVar("T")
 DEFAULT_LANDING_DIR = "data/landing"
 DEFAULT_WAREHOUSE = "data/warehouse.duckdb"
 DEFAULT_ARTIFACTS_DIR = "data/artifacts"
+DEFAULT_OUTBOX_DIR = "data/outbox"
 
 
 def _path(var: str, default: str) -> Path:
@@ -35,6 +36,11 @@ def warehouse_path() -> Path:
 def artifacts_dir() -> Path:
     """Content-addressed store of trained artefacts and encoders (PROMO_ARTIFACTS_DIR)."""
     return _path("PROMO_ARTIFACTS_DIR", DEFAULT_ARTIFACTS_DIR)
+
+
+def outbox_dir() -> Path:
+    """Where decisions are exported for the systems that send incentives (PROMO_OUTBOX_DIR)."""
+    return _path("PROMO_OUTBOX_DIR", DEFAULT_OUTBOX_DIR)
 
 
 class SettingsError(ValueError):

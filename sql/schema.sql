@@ -411,6 +411,94 @@ CREATE TABLE IF NOT EXISTS segment_evaluation (
     evaluated_at      TIMESTAMP NOT NULL
 );
 
+-- name: create_champion
+-- The champion chosen by each materialization of the `champion` asset (promo_assets.evaluation.champion):
+-- the policy deployed (a model or a blend: members and weights as JSON), its version, why, the
+-- leaderboard run whose evaluations it compared, and where the campaign is simulated the truth for
+-- auditing: the champion's % of the oracle at matched true spend and the best candidate's. Column
+-- names carry a champion_ prefix: every warehouse column name is reserved for landing files.
+CREATE TABLE IF NOT EXISTS champion (
+    campaign                  VARCHAR   NOT NULL,
+    run_id                    VARCHAR   NOT NULL,
+    champion                  VARCHAR   NOT NULL,
+    champion_version          VARCHAR   NOT NULL,
+    champion_members          VARCHAR   NOT NULL,   -- JSON: {"members", "weights", "versions", ...}
+    champion_leader           VARCHAR   NOT NULL,
+    champion_proposal         VARCHAR   NOT NULL,
+    champion_incumbent        VARCHAR,
+    champion_changed          BOOLEAN   NOT NULL,
+    champion_pinned           BOOLEAN   NOT NULL,
+    champion_confidence       DOUBLE    NOT NULL,
+    champion_reason           VARCHAR   NOT NULL,
+    champion_reference        VARCHAR,              -- the best other single model: the headline's comparison
+    champion_difference       DOUBLE,               -- champion - reference, DR value at equal spend (pooled)
+    champion_difference_low   DOUBLE,
+    champion_difference_high  DOUBLE,
+    evidence_events           BIGINT    NOT NULL,
+    leaderboard_run_id        VARCHAR   NOT NULL,
+    pct_oracle                DOUBLE,               -- truth (simulated campaigns): mean over the budgets
+    best_candidate            VARCHAR,
+    best_pct_oracle           DOUBLE,
+    decided_at                TIMESTAMP NOT NULL
+);
+
+-- name: create_champion_evidence
+-- Every candidate the champion asset evaluated (evidence_kind 'candidate': its DR value at DR cost =
+-- budget with the interval; budget NULL = pooled over the budgets) and every paired comparison
+-- ('comparison': candidate - reference, interval at the configured confidence, verdict).
+CREATE TABLE IF NOT EXISTS champion_evidence (
+    campaign            VARCHAR   NOT NULL,
+    run_id              VARCHAR   NOT NULL,
+    evidence_kind       VARCHAR   NOT NULL,   -- 'candidate' | 'comparison'
+    champion_candidate  VARCHAR   NOT NULL,
+    champion_reference  VARCHAR,
+    budget_per_capita   DOUBLE,
+    value               DOUBLE,               -- DR value, or the difference
+    value_low           DOUBLE,
+    value_high          DOUBLE,
+    dr_cost             DOUBLE,
+    dr_cost_low         DOUBLE,
+    dr_cost_high        DOUBLE,
+    champion_verdict    VARCHAR,
+    pct_oracle          DOUBLE                -- truth (simulated campaigns), candidates only
+);
+
+-- name: create_decisions
+-- The champion's decision for every user decided for x budget, with the exploration share
+-- (decision_policy 'champion' | 'explore') and the propensity of the level given (promo_assets.decisions).
+CREATE TABLE IF NOT EXISTS decisions (
+    campaign            VARCHAR   NOT NULL,
+    run_id              VARCHAR   NOT NULL,
+    decision_date       DATE      NOT NULL,
+    budget_per_capita   DOUBLE    NOT NULL,
+    user_id             VARCHAR   NOT NULL,
+    level               INTEGER   NOT NULL,
+    level_label         VARCHAR   NOT NULL,
+    incentive           DOUBLE    NOT NULL,
+    predicted_response  DOUBLE    NOT NULL,
+    predicted_cost      DOUBLE    NOT NULL,
+    decision_policy     VARCHAR   NOT NULL,
+    propensity          DOUBLE    NOT NULL,
+    model               VARCHAR   NOT NULL,
+    model_version       VARCHAR   NOT NULL
+);
+
+-- name: create_decision_budgets
+-- One row per decisions run x budget: what the manifest of an export says (without the checksums,
+-- which belong to the written files).
+CREATE TABLE IF NOT EXISTS decision_budgets (
+    campaign            VARCHAR   NOT NULL,
+    run_id              VARCHAR   NOT NULL,
+    decision_date       DATE      NOT NULL,
+    budget_per_capita   DOUBLE    NOT NULL,
+    champion            VARCHAR   NOT NULL,
+    champion_version    VARCHAR   NOT NULL,
+    champion_run_id     VARCHAR   NOT NULL,
+    decision_users      VARCHAR   NOT NULL,   -- which users are decided for, and why
+    decision_manifest   VARCHAR   NOT NULL,   -- JSON: the budget's manifest entry
+    decided_at          TIMESTAMP NOT NULL
+);
+
 -- name: create_data_checks
 -- The data checks of the training frame (promo_assets.causal.checks) as each leaderboard run saw
 -- them: whether there was anything to learn from (shown by `promo report`).

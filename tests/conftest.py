@@ -23,6 +23,7 @@ def promo_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path
         "warehouse": tmp_path / "warehouse.duckdb",
         "artifacts": tmp_path / "artifacts",
         "dagster_home": tmp_path / "dagster_home",
+        "outbox": tmp_path / "outbox",
     }
     paths["landing"].mkdir()
     paths["dagster_home"].mkdir()
@@ -31,6 +32,7 @@ def promo_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path
     monkeypatch.setenv("PROMO_WAREHOUSE", str(paths["warehouse"]))
     monkeypatch.setenv("PROMO_ARTIFACTS_DIR", str(paths["artifacts"]))
     monkeypatch.setenv("DAGSTER_HOME", str(paths["dagster_home"]))
+    monkeypatch.setenv("PROMO_OUTBOX_DIR", str(paths["outbox"]))
     monkeypatch.setenv("PROMO_MAX_EPOCHS", os.environ.get("PROMO_MAX_EPOCHS", "3"))
     return paths
 

@@ -264,7 +264,8 @@ def test_backfill_of_three_days_from_the_asset_page_refreshes_the_campaign_once(
     campaign-level asset for c1 exactly once, after the backfill's last day; nothing while a day is
     still in progress. The refresh it requested is then executed for real, as Dagster's asset backfill
     runs it: the gnn_hazard chain is skipped (no graph), and with it the leaderboard in the same run;
-    the next tick requests the leaderboard alone (not the skipped chain again), then nothing. Every
+    the next tick requests the leaderboard alone (not the skipped chain again), then the champion, the
+    decisions and the outbox together (downstream of it, skipped with it), then nothing. Every
     model chain's tables hold one set of rows for c1 (no duplicates)."""
     from dagster._core.execution.backfill import BulkActionStatus
 
@@ -308,6 +309,9 @@ def test_backfill_of_three_days_from_the_asset_page_refreshes_the_campaign_once(
         assert tick() == {"leaderboard": {"c1"}}, "only the leaderboard, which the skipped chain skipped"
         assert tick() == {}
         materialize(defs, instance, ["leaderboard"], "c1")
+        decided = ["champion", "decisions", "outbox"]  # skipped with the leaderboard: requested together after it
+        assert tick() == {asset: {"c1"} for asset in decided}
+        materialize(defs, instance, decided, "c1")
         assert tick() == {}, "the reloads were requested with the refresh: no second refresh"
         assert tick() == {}
         assert row_counts(three_days["warehouse"]) == before  # partitions replaced, nothing duplicated

@@ -87,7 +87,8 @@ def test_three_arm_campaign_skips_dipn_and_gnn_hazard_with_their_reasons(promo_e
     instance = dg.DagsterInstance.get()
     assert instance.get_latest_materialization_event(dg.AssetKey(["dipn", "bias_net"])) is None
     runs = instance.get_runs()
-    assert len(runs) == 3 + 1, [r.job_name for r in runs]  # 3 ingestion days, then chains and leaderboard in one
+    # 3 ingestion days, then chains and leaderboard in one, then the champion, decisions and outbox
+    assert sorted(r.job_name for r in runs) == ["__ASSET_JOB", "decision_job"] + ["ingest_job"] * 3
     meta = instance.get_latest_materialization_event(dg.AssetKey("leaderboard")).asset_materialization.metadata
     assert {r.data["model"] for r in meta["leaderboard"].value.records} == {"s_learner", "lgbm_s", "lgbm_t", "random"}
     assert "dipn" in meta["not_evaluated"].value and "gnn_hazard" in meta["not_evaluated"].value
@@ -123,7 +124,8 @@ def test_a_failing_model_fails_alone(promo_env, monkeypatch, capsys, failing_mod
         assert _query(promo_env, "SELECT count(eom_value) FROM policy_evaluation WHERE model = ?", [model])[0][0] > 0
     assert _query(promo_env, "SELECT count(*) FROM model_registry WHERE model = 'failing'") == [(0,)]
     statuses = [r[0] for r in _query(promo_env, "SELECT status FROM result_runs ORDER BY started_at")]
-    assert statuses == ["partial", "succeeded"]  # the models' run (one chain failed), the leaderboard's run
+    # the models' run (one chain failed), the leaderboard's run, the decisions' run
+    assert statuses == ["partial", "succeeded", "succeeded"]
     board = {r[0]: r[1] for r in _query(promo_env, "SELECT model, status FROM leaderboard_entries")}
     assert board == {"s_learner": "evaluated", "dipn": "evaluated", "random": "evaluated",
                      "lgbm_s": "evaluated", "lgbm_s_mono": "evaluated", "lgbm_t": "evaluated",
@@ -198,3 +200,23 @@ def test_the_campaign_schema_knows_no_model_the_registry_checks_the_block():
     assert config.models.include == ["xgboost"]
     assert registry.check_models_block(config.models) == [
         "'models.include': unknown model 'xgboost' (registered models: " + ", ".join(registry.names()) + ")"]
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("champion, expected", [
+    ({"pin": "lgbm_s_mon"}, "'champion.pin': unknown model 'lgbm_s_mon' (did you mean 'lgbm_s_mono'?)"),
+    ({"candidates": ["s_learner", "nope"]}, "'champion.candidates': unknown model 'nope' (registered models:"),
+], ids=["error-pin-unknown-model", "error-candidate-unknown-model"])
+def test_champion_block_names_registered_models(champion, expected, tmp_path):
+    """campaign.py checks the champion block's shape; the registry checks the names it gives, where
+    the pipeline loads the file."""
+    from promo_assets.campaign import CampaignConfig, CampaignConfigError
+    from promo_assets.ingestion import load_config
+
+    (tmp_path / "c1").mkdir()
+    (tmp_path / "c1" / "campaign.yaml").write_text(yaml.safe_dump({"treatments": {"levels": [0, 1, 2]},
+                                                                    "champion": champion}))
+    assert CampaignConfig.load(tmp_path / "c1" / "campaign.yaml").champion.model_dump()["pin"] == champion.get("pin")
+    with pytest.raises(CampaignConfigError) as err:
+        load_config(tmp_path, "c1")
+    assert expected in str(err.value)

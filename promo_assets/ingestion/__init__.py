@@ -190,14 +190,14 @@ def day_files(landing: Path, campaign: str, kind: str = "events") -> dict[dt.dat
 
 def load_config(landing: Path, campaign: str) -> CampaignConfig:
     """The campaign's campaign.yaml, validated: its schema (`CampaignConfig.load`) and what its
-    `models:` block names, checked by the model registry (`registry.check_models_block`: registered
-    model names, each model's hyper-parameters and their values). CampaignConfigError names every
-    problem. This is where the pipeline and the CLI read a campaign's config."""
+    `models:` and `champion:` blocks name, checked by the model registry (`registry.check_config`:
+    registered model names, each model's hyper-parameters and their values). CampaignConfigError
+    names every problem. This is where the pipeline and the CLI read a campaign's config."""
     from promo_assets.models import registry  # the models know the campaign config, never the other way round
 
     path = landing / campaign / "campaign.yaml"
     config = CampaignConfig.load(path, campaign=campaign)
-    problems = registry.check_models_block(config.models)
+    problems = registry.check_config(config)
     if problems:
         head = f"{len(problems)} problems: " if len(problems) > 1 else ""
         raise CampaignConfigError(f"{path}: {head}" + "; ".join(problems))
@@ -569,7 +569,7 @@ def ingest_events_day(
                         con.execute(sql("ingest", "stage_rejected", rows=rows), query_params)
                         problems = _problems(con, [*LANDING_COLUMNS, *kinds])
                 except duckdb.Error as exc:
-                    raise IngestError(read_problem(path, fmt, exc)) from None
+                    raise IngestError(read_problem(path, "parquet" if path.suffix == ".parquet" else "csv", exc)) from None
                 failed = n_rejected / n_rows > config.max_rejected_fraction
                 if failed:
                     raise _Refused  # roll the partition replace back

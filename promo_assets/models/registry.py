@@ -165,6 +165,27 @@ def check_models_block(block: ModelsBlock | Mapping[str, Any]) -> list[str]:
     return problems
 
 
+def check_champion_block(block) -> list[str]:
+    """Problems of campaign.yaml's `champion:` block (`CampaignConfig.champion`): a pinned or
+    candidate model that is not registered, naming the key and the closest registered name."""
+    known = names()
+    out = []
+    for key, listed in (("champion.pin", [block.pin] if block.pin else []),
+                        ("champion.candidates", block.candidates or [])):
+        for name in listed:
+            if name not in known:
+                close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+                hint = f"did you mean '{close[0]}'?" if close else f"registered models: {', '.join(known)}"
+                out.append(f"'{key}': unknown model {name!r} ({hint})")
+    return out
+
+
+def check_config(config) -> list[str]:
+    """What only the registry can check of a parsed campaign.yaml: its `models:` block
+    (`check_models_block`) and the models its `champion:` block names (`check_champion_block`)."""
+    return check_models_block(config.models) + check_champion_block(config.champion)
+
+
 def import_all() -> None:
     """Import every registered model's module (their torch architectures register themselves on
     import: what `models.base` needs to rebuild a stored artefact)."""

@@ -25,7 +25,8 @@ ingest_job = dg.define_asset_job(
 
 campaign_job = dg.define_asset_job(
     "campaign_job",
-    selection=dg.AssetSelection.all() - dg.AssetSelection.groups("ingestion") - dg.AssetSelection.keys("leaderboard"),
+    selection=dg.AssetSelection.all() - dg.AssetSelection.groups("ingestion") - dg.AssetSelection.keys("leaderboard")
+    - dg.AssetSelection.groups("decisions"),
     partitions_def=campaign_partitions,
     description="Re-materialize everything downstream of ingestion for one campaign: propensities, "
     "training frame, outcome model, and every model's chain (model, coefficients, dual, allocation, "
@@ -39,6 +40,15 @@ leaderboard_job = dg.define_asset_job(
     partitions_def=campaign_partitions,
     description="Assemble the campaign's leaderboard from the latest evaluation of every model and the "
     "cost-matched random reference (after campaign_job, whatever its models' chains did).",
+)
+
+decision_job = dg.define_asset_job(
+    "decision_job",
+    selection=dg.AssetSelection.groups("decisions"),
+    partitions_def=campaign_partitions,
+    description="Choose the campaign's champion from its leaderboard, decide every user's level with the "
+    "exploration share (blocking checks) and write the outbox (after leaderboard_job). A run of its own: a "
+    "decision that fails a check fails this run only, never the models' evaluations.",
 )
 
 

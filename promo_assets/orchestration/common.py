@@ -10,6 +10,7 @@ import duckdb
 from promo_assets.orchestration.resources import (  # noqa: F401  (imported from here by the asset modules)
     ArtifactStoreResource,
     LandingResource,
+    OutboxResource,
     WarehouseResource,
     make_resources,
 )

@@ -155,6 +155,15 @@ class ArtifactStoreResource(_FolderResource):
         return artifacts.load_object(kind, version, self.location)
 
 
+class OutboxResource(_FolderResource):
+    """The outbox (resource key `outbox`): decisions exported for the systems that send incentives,
+    `<outbox>/<campaign>/<date>/<budget>.parquet` and a manifest (promo_assets.decisions.outbox).
+    Unset: PROMO_OUTBOX_DIR (default data/outbox) read when the run starts."""
+
+    def _default(self) -> Path:
+        return settings.outbox_dir()
+
+
 class DaskResource(dg.ConfigurableResource):
     """Where the per-user work runs (resource key `dask`): `client()` is a `dask.distributed.Client`
     on the configured scheduler, or None for in-process work (the default). `local:N` starts a
@@ -217,4 +226,4 @@ def make_resources() -> dict[str, dg.ConfigurableResource]:
     """The resources of the Definitions; locations unset, so each follows the settings of the
     process that runs it (docs/settings.md, "Settings" and "Resources")."""
     return {"warehouse": WarehouseResource(), "landing": LandingResource(), "artifacts": ArtifactStoreResource(),
-            "dask": DaskResource()}
+            "dask": DaskResource(), "outbox": OutboxResource()}

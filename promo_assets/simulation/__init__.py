@@ -11,6 +11,10 @@ Presets (``PRESETS``, name -> :class:`Preset` with ``description`` and ``default
   uplift_two_arm      two-arm uplift RCT shaped like CRITEO-UPLIFT v2 (promo_assets.simulation.uplift)
   bipartite           registered when promo_assets.simulation.bipartite exists
 
+The closed loop: ``respond(campaign_dir, decision_file, day)`` writes day `day`'s events of an existing
+simulated campaign as its population answers an exported decision file (the outbox's
+`<budget>.parquet|csv`: user_id, level, propensity), the decision's propensities logged.
+
 Truth readers: ``truth_arrays(campaign_dir, user_ids) -> (values N x K, costs N x K)``,
 ``true_propensity_arrays``, ``load_truth``, ``truth_user_ids``.
 No dagster import here (domain package).
@@ -28,6 +32,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+import pandas as pd
+
 from promo_assets.campaign import CampaignNameError, check_campaign_name
 from promo_assets.simulation import coman as _coman
 from promo_assets.simulation import demo as _demo
@@ -35,7 +42,15 @@ from promo_assets.simulation import dfcl as _dfcl
 from promo_assets.simulation import dipn as _dipn
 from promo_assets.simulation import e2e as _e2e
 from promo_assets.simulation import uplift as _uplift
-from promo_assets.simulation.landing import Log, SimulationError, SimulationSummary, summary_from_folder
+from promo_assets.simulation.landing import (
+    Log,
+    Response,
+    SimulationError,
+    SimulationSummary,
+    existing_simulation,
+    responding,
+    summary_from_folder,
+)
 from promo_assets.simulation.truth import (
     TruthError,
     load_truth,
@@ -46,7 +61,7 @@ from promo_assets.simulation.truth import (
 
 __all__ = [
     "PRESETS", "Preset", "SimulationError", "SimulationSummary", "TruthError", "load_truth",
-    "simulate", "true_propensity_arrays", "truth_arrays", "truth_user_ids",
+    "respond", "simulate", "true_propensity_arrays", "truth_arrays", "truth_user_ids",
 ]
 
 
@@ -58,6 +73,7 @@ class Preset:
     description: str
     defaults: dict[str, Any] = field(default_factory=dict)
     run: Callable[..., SimulationSummary] | None = None
+    respondable: bool = True  # its runner writes through landing.write_campaign (`respond` works)
 
 
 PRESETS: dict[str, Preset] = {
@@ -85,7 +101,7 @@ if importlib.util.find_spec("promo_assets.simulation.bipartite") is not None:
     _bipartite = importlib.import_module("promo_assets.simulation.bipartite")
     PRESETS["bipartite"] = Preset(
         "bipartite", getattr(_bipartite, "DESCRIPTION", "customer-merchant bipartite campaign"),
-        dict(getattr(_bipartite, "DEFAULTS", {})), _bipartite.simulate_bipartite,
+        dict(getattr(_bipartite, "DEFAULTS", {})), _bipartite.simulate_bipartite, respondable=False,
     )
 
 
@@ -168,3 +184,61 @@ def simulate(
     # a preset runner that reports a plain dict (bipartite): read the summary back from the folder
     details = result if isinstance(result, dict) else {}
     return summary_from_folder(campaign_dir, preset, int(seed), users, details)
+
+
+def respond(campaign_dir: str | Path, decision_file: str | Path, day: dt.date, *, preset: str | None = None,
+            log: Log = None) -> SimulationSummary:
+    """Day `day`'s events of the simulated campaign in `campaign_dir` as its population answers the
+    decisions in `decision_file` (columns user_id, level, propensity; an outbox file), the truth known.
+
+    The pool is rebuilt from campaign.yaml's `simulation:` block (preset, seed, users, options: the
+    same users, features and true curves); `preset`, when given, must be that preset. The same share
+    of the decided users as on an RCT day answers (`daily_active`), each at its decided level, and the
+    day's file logs the decision's propensities, so ingestion and IPS use them. campaign.yaml and the
+    truth are not touched; a day that already has events is refused. Raises SimulationError (bad
+    file, unknown users, levels or propensities out of range, a campaign that was not simulated)."""
+    from promo_assets.decisions.outbox import OutboxError, read_decision_file
+
+    campaign_dir = Path(campaign_dir)
+    sim = existing_simulation(campaign_dir)
+    if not sim or "preset" not in sim:
+        raise SimulationError(f"{campaign_dir}: not a simulated campaign (its campaign.yaml has no `simulation:` block "
+                              "written by `promo simulate`)")
+    name = sim["preset"]
+    if preset is not None and preset != name:
+        raise SimulationError(f"{campaign_dir} was simulated with preset {name!r}, not {preset!r}")
+    if name not in PRESETS:
+        raise SimulationError(f"{campaign_dir}: unknown preset {name!r} in campaign.yaml")
+    spec = PRESETS[name]
+    if not spec.respondable:
+        raise SimulationError(f"preset {name!r} cannot answer exported decisions (only the single-sided presets can: "
+                              f"{', '.join(p for p, s in PRESETS.items() if s.respondable)})")
+    if isinstance(day, str):
+        try:
+            day = dt.date.fromisoformat(day)
+        except ValueError:
+            raise SimulationError(f"day must be a date (YYYY-MM-DD), got {day!r}") from None
+    try:
+        frame = read_decision_file(Path(decision_file))
+    except (OutboxError, OSError, ValueError) as exc:
+        raise SimulationError(f"{decision_file}: cannot read the decisions: {exc}") from None
+    missing = [c for c in ("user_id", "level", "propensity") if c not in frame.columns]
+    if missing:
+        raise SimulationError(f"{decision_file}: a decision file needs the columns user_id, level, propensity; "
+                              f"missing {missing}")
+    levels = pd.to_numeric(frame["level"], errors="coerce")
+    if levels.isna().any() or (levels % 1 != 0).any():
+        raise SimulationError(f"{decision_file}: column 'level' must hold level indexes (whole numbers)")
+    response = Response(day=day, user_ids=frame["user_id"].astype(str).to_numpy(),
+                        levels=levels.to_numpy().astype(np.int64),
+                        propensity=pd.to_numeric(frame["propensity"], errors="coerce").to_numpy(dtype=np.float64))
+    options = dict(sim.get("options") or {})
+    names, var_kw = _accepted(spec.run)
+    kwargs = {k: v for k, v in options.items() if k in names or var_kw}
+    if "log" in names or var_kw:
+        kwargs["log"] = log
+    with responding(response):
+        result = spec.run(campaign_dir, 1, int(sim["users"]), int(sim["seed"]), day, **kwargs)
+    if not isinstance(result, SimulationSummary) or "decided_users" not in result.details:
+        raise SimulationError(f"preset {name!r} did not answer the decisions")
+    return result

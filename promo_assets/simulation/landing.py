@@ -10,6 +10,10 @@ landing format of DESIGN.md ("Data contract"):
     <campaign_dir>/truth/response.parquet           user_id, level, incentive, expected_response, expected_cost
     <campaign_dir>/truth/propensity.parquet         user_id, level, propensity (non-uniform logging only)
 
+Inside ``responding(Response(...))`` (`promo_assets.simulation.respond`, the closed loop) `write_campaign`
+writes instead one day of an existing campaign as its users answer exported decisions
+(`write_response_day`): same pool, the decided levels, the decisions' propensities logged.
+
 Determinism: the pool is drawn from the stream ``SeedSequence([seed, 0])`` and day ``d`` from
 ``SeedSequence([seed, 1, d.toordinal()])``, so the same arguments give byte-identical files, and
 simulating days one at a time (a daily refresh) gives the same day files as simulating them at once.
@@ -18,6 +22,8 @@ Files are written with pyarrow straight from Arrow arrays (no pandas metadata).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import datetime as dt
 import shutil
 from dataclasses import dataclass, field
@@ -117,6 +123,31 @@ class Pool:
     @property
     def n_users(self) -> int:
         return int(self.expected_response.shape[0])
+
+
+@dataclass(frozen=True)
+class Response:
+    """Exported decisions the simulated population answers on `day` (the closed loop): per decided
+    user its id, the level index it was given and the propensity the decision logged."""
+
+    day: dt.date
+    user_ids: np.ndarray
+    levels: np.ndarray
+    propensity: np.ndarray
+
+
+_RESPONSE: contextvars.ContextVar[Response | None] = contextvars.ContextVar("promo_simulation_response", default=None)
+
+
+@contextlib.contextmanager
+def responding(response: Response):
+    """Within the block, `write_campaign` writes the day's answer to `response` (see `write_response_day`)
+    instead of a campaign: a preset runner builds its pool as always and hands it over unchanged."""
+    token = _RESPONSE.set(response)
+    try:
+        yield
+    finally:
+        _RESPONSE.reset(token)
 
 
 def rng_pool(seed: int) -> np.random.Generator:
@@ -257,6 +288,12 @@ def write_campaign(
     check_common(days, n_users, n_levels, daily_active)
     dates = [start + dt.timedelta(days=i) for i in range(days)]
     pool_key = {"preset": preset, "seed": int(seed), "users": int(n_users), "options": _plain(options)}
+    response = _RESPONSE.get()
+    if response is not None:
+        return write_response_day(campaign_dir, response, preset=preset, pool=pool, pool_key=pool_key,
+                                  incentives=np.asarray(incentives, dtype=np.float64), seed=seed,
+                                  daily_active=daily_active, cost_rule=cost_rule,
+                                  treatment_labels=treatment_labels, options=options, log=log)
     prepare_dir(campaign_dir, pool_key, overwrite)
     base_pool, pool = pool, pool.on(dates[-1])  # truth and population as of the last (holdout) day
 
@@ -320,40 +357,9 @@ def write_campaign(
             u = rng.random(n)[:, None]
             level = np.minimum((u >= cum[idx]).sum(axis=1), n_levels - 1)
             propensity = pool.assignment[idx, level]
-        p = pool.expected_response[idx, level]
-        u = rng.random(n)
-        response = (u < p).astype(np.float64)
-        incentive = incentives_arr[level]
-        if cost_rule == "column":  # cost = incentive x the user's order value x response (a cost column)
-            cost = incentive * pool.order_value[idx] * response
-        elif cost_rule == "bernoulli":
-            cost = (u < pool.expected_cost[idx, level]).astype(np.float64)
-        else:
-            cost = incentive * response if cost_rule == "redeemed" else incentive.copy()
-        if pool.hours is None:
-            lo, hi = np.zeros(n), np.full(n, 24.0)
-        else:
-            lo, hi = pool.hours[idx, 0], pool.hours[idx, 1]
-        seconds = np.floor((lo + rng.random(n) * (hi - lo)) * 3600.0).astype(np.int64)
-        midnight = _epoch_us(day)
-        event_time = midnight + seconds * 1_000_000
-        order = np.argsort(event_time, kind="stable")
-        idx, level, response, incentive, cost, propensity, event_time = (
-            a[order] for a in (idx, level, response, incentive, cost, propensity, event_time)
-        )
-        cols: dict[str, pa.Array] = {
-            "user_id": pc.take(ids, pa.array(idx)),
-            "treatment": (pa.array(incentive) if treatment_labels is None
-                          else pc.take(pa.array(list(treatment_labels), type=pa.string()), pa.array(level))),
-            "response": pa.array(response),
-            "cost": pa.array(cost),
-        }
-        if log_propensity:
-            cols["propensity"] = pa.array(propensity)
-        cols["event_time"] = pa.array(event_time, type=pa.timestamp("us"))
-        for name, values in pool.features.items():
-            cols[name] = _feature_array(name, values, pool.categories, idx)
-        _write(pa.table(cols), campaign_dir / "events" / f"{day.isoformat()}.parquet", files)
+        table = day_events(pool, ids, idx, level, propensity if log_propensity else None, rng, day,
+                           incentives_arr, cost_rule, treatment_labels)
+        _write(table, campaign_dir / "events" / f"{day.isoformat()}.parquet", files)
         rows_per_day[day] = int(n)
         if log:
             log(f"{preset}: {day.isoformat()}: {n} events")
@@ -370,6 +376,104 @@ def write_campaign(
         n_levels=int(n_levels),
         options=_plain(options),
     )
+
+
+def write_response_day(campaign_dir: Path, response: Response, *, preset: str, pool: Pool, pool_key: dict[str, Any],
+                       incentives: np.ndarray, seed: int, daily_active: float, cost_rule: str,
+                       treatment_labels: list[str] | None, options: dict[str, Any], log: Log = None) -> SimulationSummary:
+    """Day `response.day`'s events of an existing simulated campaign as its population answers the
+    exported decisions: the same share `daily_active` of the decided users is active as on an RCT day
+    (a seeded draw of its own), each at the level the decision gave it, with the response and cost
+    drawn from the pool's truth on that day and the decision's propensity logged. campaign.yaml and
+    the truth files are left as they are. `details` of the summary: the decided users, the events and
+    the decision's true expected response and cost per decided user (the truth is known)."""
+    existing = existing_simulation(campaign_dir)
+    if existing is None:
+        raise SimulationError(f"{campaign_dir}: no simulated campaign to respond for (simulate its RCT days first)")
+    old_key = {k: existing.get(k) for k in pool_key}
+    if old_key != pool_key:
+        diff = {k: (old_key[k], pool_key[k]) for k in pool_key if old_key[k] != pool_key[k]}
+        raise SimulationError(f"{campaign_dir} holds another simulated pool than the one asked for ({diff}: existing vs "
+                              "requested)")
+    target = campaign_dir / "events" / f"{response.day.isoformat()}.parquet"
+    if target.exists() or target.with_suffix(".csv").exists():
+        raise SimulationError(f"{target}: day {response.day} already has events; respond to the decisions for a new day")
+    n_users, n_levels = pool.expected_response.shape
+    ids = user_ids(n_users)
+    index = {u: i for i, u in enumerate(ids.to_pylist())}
+    rows = np.fromiter((index.get(str(u), -1) for u in response.user_ids), dtype=np.int64, count=len(response.user_ids))
+    unknown = np.flatnonzero(rows < 0)
+    if unknown.size:
+        shown = ", ".join(repr(str(response.user_ids[i])) for i in unknown[:3])
+        raise SimulationError(f"{unknown.size} decided user(s) are not in the simulated population of {campaign_dir.name} "
+                              f"(e.g. {shown})")
+    if len(np.unique(rows)) != rows.size:
+        raise SimulationError("the decisions list a user more than once; one level per user is expected")
+    levels = np.asarray(response.levels)
+    if levels.size and (not np.issubdtype(levels.dtype, np.integer) or levels.min() < 0 or levels.max() >= n_levels):
+        raise SimulationError(f"decision levels must be integers in 0..{n_levels - 1}")
+    prop = np.asarray(response.propensity, dtype=np.float64)
+    if prop.size and (not np.all(np.isfinite(prop)) or prop.min() <= 0 or prop.max() > 1):
+        raise SimulationError("decision propensities must lie in (0, 1]")
+    day_pool = pool.on(response.day)
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 2, response.day.toordinal()]))
+    active = np.ones(rows.size, dtype=bool) if daily_active >= 1.0 else rng.random(rows.size) < daily_active
+    table = day_events(day_pool, ids, rows[active], levels[active].astype(np.int64), prop[active], rng, response.day,
+                       incentives, cost_rule, treatment_labels)
+    files: list[Path] = []
+    _write(table, target, files)
+    truth_v = day_pool.expected_response[rows, levels]
+    truth_c = day_pool.expected_cost[rows, levels]
+    if log:
+        log(f"{preset}: {response.day.isoformat()}: {int(active.sum())} events answering {rows.size} decisions")
+    return SimulationSummary(
+        campaign=campaign_dir.name, preset=preset, campaign_dir=campaign_dir, files=files,
+        rows_per_day={response.day: int(active.sum())}, users=int(n_users), dates=[response.day], seed=int(seed),
+        n_levels=int(n_levels), options=_plain(options),
+        details={"decided_users": int(rows.size), "events": int(active.sum()),
+                 "true_value_per_decided_user": float(truth_v.mean()) if rows.size else float("nan"),
+                 "true_cost_per_decided_user": float(truth_c.mean()) if rows.size else float("nan")})
+
+
+def day_events(pool: Pool, ids: pa.Array, idx: np.ndarray, level: np.ndarray, propensity: np.ndarray | None,
+               rng: np.random.Generator, day: dt.date, incentives: np.ndarray, cost_rule: str,
+               treatment_labels: list[str] | None) -> pa.Table:
+    """One day's events of users `idx` (pool rows) at levels `level`: the response drawn from the
+    pool's truth on that day, the cost by `cost_rule` (see `write_campaign`), the logged `propensity`
+    (None: no propensity column), event_time within each user's hours, the features; rows in time order."""
+    n = idx.size
+    p = pool.expected_response[idx, level]
+    u = rng.random(n)
+    response = (u < p).astype(np.float64)
+    incentive = incentives[level]
+    if cost_rule == "column":  # cost = incentive x the user's order value x response (a cost column)
+        cost = incentive * pool.order_value[idx] * response
+    elif cost_rule == "bernoulli":
+        cost = (u < pool.expected_cost[idx, level]).astype(np.float64)
+    else:
+        cost = incentive * response if cost_rule == "redeemed" else incentive.copy()
+    if pool.hours is None:
+        lo, hi = np.zeros(n), np.full(n, 24.0)
+    else:
+        lo, hi = pool.hours[idx, 0], pool.hours[idx, 1]
+    seconds = np.floor((lo + rng.random(n) * (hi - lo)) * 3600.0).astype(np.int64)
+    event_time = _epoch_us(day) + seconds * 1_000_000
+    order = np.argsort(event_time, kind="stable")
+    idx, level, response, incentive, cost, event_time = (
+        a[order] for a in (idx, level, response, incentive, cost, event_time))
+    cols: dict[str, pa.Array] = {
+        "user_id": pc.take(ids, pa.array(idx)),
+        "treatment": (pa.array(incentive) if treatment_labels is None
+                      else pc.take(pa.array(list(treatment_labels), type=pa.string()), pa.array(level))),
+        "response": pa.array(response),
+        "cost": pa.array(cost),
+    }
+    if propensity is not None:
+        cols["propensity"] = pa.array(np.asarray(propensity, dtype=np.float64)[order])
+    cols["event_time"] = pa.array(event_time, type=pa.timestamp("us"))
+    for name, values in pool.features.items():
+        cols[name] = _feature_array(name, values, pool.categories, idx)
+    return pa.table(cols)
 
 
 def summary_from_folder(campaign_dir: Path, preset: str, seed: int, users: int, details: dict[str, Any]) -> SimulationSummary:

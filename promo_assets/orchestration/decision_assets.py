@@ -1,0 +1,283 @@
+"""The campaign-level `champion`, `decisions` and `outbox` assets (Dagster wiring; the logic is in
+`promo_assets.evaluation.champion` and `promo_assets.decisions`).
+
+    leaderboard ─► champion ─► decisions ──(blocking checks)──► outbox files
+
+- `champion` compares every model the leaderboard run assembled (and blends of them) paired, on the
+  same events and at equal spend, and keeps or replaces the campaign's champion (tables champion,
+  champion_evidence).
+- `decisions` gives every user decided for a level at every budget: the champion's allocation with
+  the exploration share and the propensities (tables decisions, decision_budgets). Its checks are
+  blocking: a decision that fails one is never exported.
+- `outbox` writes the stored decisions to `<outbox>/<campaign>/<date>/` atomically with a manifest
+  (the same code as `promo export`).
+They run in `decision_job`, after the leaderboard: a failed check fails that run only.
+"""
+
+
+import datetime as dt
+import json
+import math
+
+import dagster as dg
+import numpy as np
+import pandas as pd
+
+from promo_assets.ingestion import day_files, load_config
+from promo_assets.orchestration.campaign_assets import (
+    COMMON,
+    _table,
+    coefficient_arrays,
+    evaluation_inputs,
+    results_write,
+    upstream,
+)
+from promo_assets.orchestration.common import LandingResource, OutboxResource, WarehouseResource, connect, md_table
+from promo_assets.warehouse import registered, sql
+
+CHECKS = {
+    "every_user_once": "Every user decided for appears exactly once per budget.",
+    "spend_within_budget": "The predicted spend is within the budget (plus one user's dearest level).",
+    "valid_levels": "Every level is one of the campaign's, with its label and incentive.",
+    "no_missing_values": "No missing or non-finite value; propensities in (0, 1].",
+    "exploration_share": "The share of explored users is within campaign.yaml exploration.tolerance of its share.",
+    "champion_fresh": "The champion was chosen after the newest evaluation of every model.",
+}
+
+
+def _fail(exc: Exception) -> dg.Failure:
+    return dg.Failure(str(exc))
+
+
+def _num(x) -> float | None:
+    return None if x is None or not math.isfinite(float(x)) else float(x)
+
+
+# --------------------------------------------------------------------------------------------
+# champion
+
+
+def champion_inputs(context, warehouse: WarehouseResource, landing: LandingResource, campaign: str, config):
+    """(evaluation inputs, Evidence, model versions, incumbent Candidate or None, leaderboard run, its
+    version) for the champion of `campaign`: the models the upstream leaderboard run assembled."""
+    from promo_assets.evaluation.champion import Candidate, Evidence
+
+    board_run, _, board_version = upstream(context, "leaderboard")
+    with connect(warehouse) as con:
+        ev = evaluation_inputs(context, con, landing, campaign, config)
+        models = con.execute(sql("decisions", "board_models"), [campaign, board_run]).fetchall()
+        coefs = {m: ev.align(*coefficient_arrays(con, campaign, m, v, "holdout", config.n_levels), m) for m, v, _ in models}
+        last = con.execute(sql("decisions", "latest_champion"), [campaign, context.run_id]).df()
+    if not models:
+        raise dg.Failure(f"the leaderboard of campaign '{campaign}' (run {board_run}) has no evaluated model: "
+                         "nothing to choose a champion from")
+    t, y, z, p = ev.logged
+    k = config.n_levels
+    dm_v = ev.dm_values if ev.dm_values is not None else np.zeros((len(t), k))
+    dm_c = ev.dm_costs if ev.dm_costs is not None else np.zeros((len(t), k))
+    evidence = Evidence(t, y, z, p, dm_v, dm_c, coefs, np.full(len(t), "holdout"))
+    incumbent = Candidate.from_dict(json.loads(last["champion_members"].iloc[0])) if len(last) else None
+    return ev, evidence, {m: v for m, v, _ in models}, incumbent, board_run, board_version
+
+
+def store_champion(context, warehouse: WarehouseResource, campaign: str, decision, settings, evidence, pct,
+                   board_run: str) -> None:
+    """Tables champion and champion_evidence (one transaction, with the run's bookkeeping)."""
+    from promo_assets.evaluation.champion import evidence_frame
+
+    champ, inc, head = decision.champion, decision.incumbent, decision.headline()
+    best = max(pct, key=lambda n: np.mean(pct[n])) if pct else None
+    with connect(warehouse) as con, results_write(context, con, campaign, "champion", "champion_evidence"):
+        con.execute(sql("decisions", "insert_champion"), [
+            campaign, context.run_id, champ.name, champ.version, json.dumps(champ.to_dict()), decision.leader.name,
+            decision.proposal.name, inc.name if inc else None, decision.changed, settings.pin is not None,
+            settings.confidence, decision.reason, head["reference"], _num(head["difference"]), _num(head["low"]),
+            _num(head["high"]), evidence.n, board_run, float(np.mean(pct[champ.name])) if champ.name in pct else None,
+            best, float(np.mean(pct[best])) if best else None])
+        with registered(con, "evidence_df", evidence_frame(decision, pct)):
+            con.execute(sql("decisions", "insert_champion_evidence"), [campaign, context.run_id])
+
+
+def rows_table(rows: list[dict]) -> dg.MetadataValue:
+    """Dagster table metadata of plain rows (numbers as float columns, the rest as text)."""
+    if not rows:
+        return dg.MetadataValue.md("(none)")
+    cols = list(rows[0])
+    kinds = {c: "float" if all(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool) for r in rows)
+             else "string" for c in cols}
+    records = [{c: (float(r[c]) if kinds[c] == "float" else ("" if r.get(c) is None else str(r[c]))) for c in cols}
+               for r in rows]
+    return _table([(c, kinds[c]) for c in cols], records)
+
+
+def champion_metadata(decision, settings, evidence, pct, budgets, board_run) -> dict:
+    from promo_assets.evaluation.champion import headline_text, summary_tables
+
+    champ, inc = decision.champion, decision.incumbent
+    cands, comps = summary_tables(decision, pct)
+    meta = {"champion": champ.name, "champion_version": champ.version, "members": dg.MetadataValue.json(champ.to_dict()),
+            "headline": headline_text(champ.name, budgets, decision.headline()), "reason": decision.reason,
+            "changed": decision.changed, "incumbent": inc.name if inc else "(none: first champion)",
+            "confidence": settings.confidence, "evidence_events": evidence.n, "leaderboard_run": board_run,
+            "candidates": rows_table(cands), "comparisons": rows_table(comps)}
+    if pct:
+        best = max(pct, key=lambda n: np.mean(pct[n]))
+        meta.update({"pct_oracle": float(np.mean(pct[champ.name])), "best_candidate": best,
+                     "best_pct_oracle": float(np.mean(pct[best]))})
+    return meta
+
+
+@dg.asset(key="champion", deps=["leaderboard"], group_name="decisions", code_version="1", kinds={"duckdb"}, **COMMON,
+          description="The campaign's champion: the policy to deploy, chosen without ground truth among the models the "
+          "leaderboard assembled and blends of them, by paired comparisons of their doubly robust value at equal spend "
+          "on the same events (campaign.yaml `champion:` confidence, pin, candidates, blends; docs/decisions.md). A "
+          "challenger replaces the champion only when better at the configured confidence. Tables champion and "
+          "champion_evidence; on simulated campaigns the champion's and the best candidate's % of the oracle.")
+def champion(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
+    from promo_assets.evaluation import EvaluationError
+    from promo_assets.evaluation.champion import ChampionSettings, choose_champion, truth_audit
+
+    campaign = context.partition_key
+    config = load_config(landing.path, campaign)
+    budgets = [float(b) for b in config.budgets_per_capita]
+    settings = ChampionSettings.from_config(config.champion)
+    ev, evidence, versions, incumbent, board_run, board_version = champion_inputs(context, warehouse, landing, campaign,
+                                                                                config)
+    try:
+        decision = choose_champion(evidence, budgets, settings, incumbent=incumbent, versions=versions)
+    except EvaluationError as exc:
+        raise _fail(exc) from None
+    pct = {} if ev.true_values is None else truth_audit(ev.true_values, ev.true_costs, decision.results,
+                                                         {m: evidence.coefficients[m] for m in versions}, budgets)
+    context.log.info(decision.reason)
+    store_champion(context, warehouse, campaign, decision, settings, evidence, pct, board_run)
+    return dg.MaterializeResult(metadata=champion_metadata(decision, settings, evidence, pct, budgets, board_run),
+                                data_version=dg.DataVersion(f"{decision.champion.version}-{board_version or board_run}"[:48]))
+
+
+# --------------------------------------------------------------------------------------------
+# decisions
+
+
+def users_decided_for(landing: LandingResource, campaign: str, n: int) -> str:
+    """Which users the decisions are for, in words (the manifest's `users`)."""
+    files = day_files(landing.path, campaign, "population")
+    if files:
+        return f"the {n} users of the population file {files[max(files)].name}"
+    return (f"the {n} users of the holdout days: campaign '{campaign}' has no population/ file (add "
+            "population/<date>.parquet listing every user to decide for)")
+
+
+def champion_coefficients(con, campaign: str, members: dict, k: int):
+    """(users, values, costs) of the champion for the population: the weighted mean of its members'
+    population coefficients (the versions the champion was chosen with)."""
+    users = values = costs = None
+    for m, w, version in zip(members["members"], members["weights"], members["versions"]):
+        u, v, c = coefficient_arrays(con, campaign, m, version, "population", k)
+        if len(u) == 0:
+            raise dg.Failure(f"no population coefficients of {m} {version}: re-materialize {m}/response_coefficients")
+        if users is not None and not np.array_equal(u, users):
+            raise dg.Failure(f"the population coefficients of the champion's members differ in their users ({m}): "
+                             "re-materialize their response_coefficients")
+        users, values, costs = u, w * v + (0 if values is None else values), w * c + (0 if costs is None else costs)
+    return users, values, costs
+
+
+def decision_inputs(warehouse: WarehouseResource, campaign: str, champ_run: str, k: int):
+    """(champion row, champion info, users, values, costs, decision date, newest evaluations, the
+    champion's evidence rows) for the decisions of champion run `champ_run`."""
+    with connect(warehouse) as con:
+        rows = con.execute(sql("decisions", "champion_of_run"), [campaign, champ_run]).df()
+        if rows.empty:
+            raise dg.Failure(f"the champion of run {champ_run} was removed (its run failed): re-materialize champion")
+        row = rows.iloc[0]
+        members = json.loads(row["champion_members"])
+        users, values, costs = champion_coefficients(con, campaign, members, k)
+        last_day = con.execute(sql("decisions", "last_event_day"), [campaign]).fetchone()[0]
+        newest = con.execute(sql("decisions", "latest_evaluations"), [campaign, champ_run]).fetchall()
+        evidence = con.execute(sql("decisions", "champion_evidence_of_run"), [campaign, champ_run]).df()
+    day = (pd.Timestamp(last_day).date() if last_day is not None else dt.date.today()) + dt.timedelta(days=1)
+    info = {**members, "name": row["champion"], "version": row["champion_version"], "run_id": champ_run}
+    return row, info, users, values, costs, day, newest, evidence
+
+
+def store_decisions(context, warehouse: WarehouseResource, campaign: str, day: dt.date, made, info: dict, who: str):
+    with connect(warehouse) as con, results_write(context, con, campaign, "decisions", "decision_budgets"):
+        for entry in made.entries:
+            b = float(entry["budget_per_capita"])
+            with registered(con, "decisions_df", made.frames[b].assign(budget_per_capita=b)):
+                con.execute(sql("decisions", "insert_decisions"), [campaign, context.run_id, day.isoformat()])
+            con.execute(sql("decisions", "insert_decision_budget"), [
+                campaign, context.run_id, day.isoformat(), b, info["name"], info["version"], info["run_id"], who,
+                json.dumps({"entry": entry, "champion": info, "max_user_cost": made.max_user_cost})])
+
+
+def check_results(outcomes: dict) -> list[dg.AssetCheckResult]:
+    return [dg.AssetCheckResult(check_name=name, passed=all(o.passed for _, o in got), metadata={
+        "result": "; ".join((f"budget {b:g}: " if b is not None else "") + o.message for b, o in got)})
+        for name, got in outcomes.items()]
+
+
+def decision_metadata(info: dict, day: dt.date, who: str, exploration, entries: list) -> dict:
+    rows = [{"budget": e["budget_per_capita"], "users": e["users"], "lambda": e["lambda_"],
+             "predicted response / user": e["expected_response"]["per_capita"],
+             "predicted cost / user": e["expected_cost"]["per_capita"], "explored": e["exploration"]["users"],
+             "value given up / user": e["exploration"]["value_given_up_per_capita"]} for e in entries]
+    return {"champion": info["name"], "champion_version": info["version"], "decision_date": str(day), "users": who,
+            "exploration_share": exploration.share, "budgets": md_table(rows)}
+
+
+@dg.asset(key="decisions", deps=["champion"], group_name="decisions", code_version="1", kinds={"duckdb"}, **COMMON,
+          check_specs=[dg.AssetCheckSpec(n, asset="decisions", blocking=True, description=t) for n, t in CHECKS.items()],
+          description="The champion's allocation for every user decided for (the population file, else the holdout "
+          "users, said in the metadata) at every configured budget, with the exploration share of campaign.yaml "
+          "`exploration:` (levels drawn at random, the propensity of every user's level written) for the day after the "
+          "last loaded day. Tables decisions and decision_budgets. Blocking checks: every user once, spend within "
+          "budget, valid levels, no missing value, exploration share, champion not older than the newest evaluation.")
+def decisions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
+    from promo_assets.decisions import DecisionError, Exploration, champion_freshness, decide_budgets
+
+    campaign = context.partition_key
+    config = load_config(landing.path, campaign)
+    champ_run, _, champ_version = upstream(context, "champion")
+    exploration = Exploration.from_config(config.exploration)
+    row, info, users, values, costs, day, newest, evidence = decision_inputs(warehouse, campaign, champ_run,
+                                                                             config.n_levels)
+    try:
+        made = decide_budgets(users, values, costs, config.budgets_per_capita, exploration, day, labels=config.labels,
+                              incentives=config.incentives, champion=info, evidence=evidence)
+    except DecisionError as exc:
+        raise _fail(exc) from None
+    made.outcomes["champion_fresh"] = [(None, champion_freshness(row["decided_at"], newest))]
+    who = users_decided_for(landing, campaign, len(users))
+    store_decisions(context, warehouse, campaign, day, made, info, who)
+    return dg.MaterializeResult(metadata=decision_metadata(info, day, who, exploration, made.entries),
+                                check_results=check_results(made.outcomes),
+                                data_version=dg.DataVersion(f"{info['version']}-{day}-{champ_version}"[:48]))
+
+
+# --------------------------------------------------------------------------------------------
+# outbox
+
+
+@dg.asset(key="outbox", deps=["decisions"], group_name="decisions", code_version="1", kinds={"parquet"}, **COMMON,
+          description="The stored decisions written to the outbox for the systems that send incentives: "
+          "`<outbox>/<campaign>/<date>/<budget>.parquet` and `manifest.json` (champion, version, budget, λ, expected response "
+          "and cost with intervals, exploration share and its cost, checksums), atomically (a complete folder or none). "
+          "Not materialized when a blocking check of `decisions` failed. `promo export` writes the same.")
+def outbox(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource,
+           outbox: OutboxResource):
+    from promo_assets.decisions import ExportError, OutboxError, export_stored
+
+    campaign = context.partition_key
+    config = load_config(landing.path, campaign)
+    run_id, _, version = upstream(context, "decisions")
+    try:
+        with connect(warehouse) as con:
+            folder, body, _ = export_stored(con, campaign, outbox.path, config=config, run_id=run_id)
+    except (ExportError, OutboxError) as exc:
+        raise _fail(exc) from None
+    files = [{"file": e["file"], "rows": e["rows"], "sha256": e["sha256"][:16] + "…"} for e in body["budgets"]]
+    return dg.MaterializeResult(metadata={"folder": dg.MetadataValue.path(str(folder)), "date": body["date"],
+                                          "champion": body["champion"], "files": md_table(files)},
+                                data_version=dg.DataVersion(version or run_id))

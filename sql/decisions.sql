@@ -1,0 +1,59 @@
+-- The champion and decisions assets (promo_assets/orchestration/decision_assets.py) and `promo export`.
+
+-- name: board_models
+-- The models a leaderboard run assembled with an evaluation: model, version, evaluation run.
+SELECT model, model_version, evaluation_run_id FROM leaderboard_entries
+WHERE campaign = ? AND run_id = ? AND status = 'evaluated' AND model <> 'random' ORDER BY model;
+
+-- name: latest_champion
+-- The campaign's latest champion of a visible run (succeeded or partial), or of run ? itself.
+SELECT c.* FROM champion AS c JOIN result_runs AS r ON r.campaign = c.campaign AND r.run_id = c.run_id
+WHERE c.campaign = ? AND (r.status IN ('succeeded', 'partial') OR c.run_id = ?)
+ORDER BY c.decided_at DESC LIMIT 1;
+
+-- name: champion_of_run
+SELECT * FROM champion WHERE campaign = ? AND run_id = ?;
+
+-- name: insert_champion
+INSERT INTO champion VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now());
+
+-- name: insert_champion_evidence
+INSERT INTO champion_evidence SELECT ?, ?, evidence_kind, champion_candidate, champion_reference, budget_per_capita,
+    value, value_low, value_high, dr_cost, dr_cost_low, dr_cost_high, champion_verdict, pct_oracle FROM evidence_df;
+
+-- name: champion_evidence_of_run
+SELECT * FROM champion_evidence WHERE campaign = ? AND run_id = ? ORDER BY evidence_kind, champion_candidate, champion_reference, budget_per_capita;
+
+-- name: insert_decisions
+INSERT INTO decisions SELECT ?, ?, CAST(? AS DATE), budget_per_capita, user_id, level, label, incentive,
+    predicted_response, predicted_cost, policy, propensity, model, model_version FROM decisions_df;
+
+-- name: insert_decision_budget
+INSERT INTO decision_budgets VALUES (?, ?, CAST(? AS DATE), ?, ?, ?, ?, ?, ?, now());
+
+-- name: latest_decisions_run
+-- The campaign's latest decisions run that is visible (succeeded or partial).
+SELECT d.run_id, any_value(d.decision_date), max(d.decided_at) AS decided_at
+FROM decision_budgets AS d JOIN result_runs AS r ON r.campaign = d.campaign AND r.run_id = d.run_id
+WHERE d.campaign = ? AND r.status IN ('succeeded', 'partial')
+GROUP BY d.run_id ORDER BY decided_at DESC LIMIT 1;
+
+-- name: decision_budgets_of_run
+SELECT * FROM decision_budgets WHERE campaign = ? AND run_id = ? ORDER BY budget_per_capita;
+
+-- name: decisions_of_run
+-- One budget's decisions of a run, in user order.
+SELECT user_id, level, level_label AS label, incentive, predicted_response, predicted_cost, decision_policy AS policy,
+       propensity, model, model_version
+FROM decisions WHERE campaign = ? AND run_id = ? AND budget_per_capita = ? ORDER BY user_id;
+
+-- name: latest_evaluations
+-- The latest policy_evaluation time of each model of the campaign (visible runs): the champion must
+-- not be older than the newest evaluation.
+SELECT p.model, max(p.evaluated_at) FROM policy_evaluation AS p
+JOIN result_runs AS r ON r.campaign = p.campaign AND r.run_id = p.run_id
+WHERE p.campaign = ? AND p.model <> 'random' AND (r.status IN ('succeeded', 'partial') OR p.run_id = ?)
+GROUP BY p.model ORDER BY p.model;
+
+-- name: last_event_day
+SELECT max(event_date) FROM rct_events WHERE campaign = ?;
