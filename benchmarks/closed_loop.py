@@ -172,8 +172,9 @@ def main() -> int:
     print(pd.DataFrame(table).to_string(index=False))
     result = {"preset": "demo", "users": args.users, "seed": args.seed, "budget": args.budget, "days": args.days,
               "rct_days": args.rct_days, "table": table, "loops": loops}
-    path = rec.write(result, headline={f"share {r['share']:g}: % of the oracle at the same spend":
-                                       r["pct_oracle_at_same_spend"] for r in table})
+    path = rec.write(result, headline={f"share {row['share']}: % of oracle at the same spend / champion day first -> last":
+                                       f"{row['pct_oracle_at_same_spend']} / {row['champion_pct_oracle_day_first']} -> "
+                                       f"{row['champion_pct_oracle_day_last']}" for row in table})
     print(json.dumps({"written": str(path), "table": table}))
     return 0
 

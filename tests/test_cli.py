@@ -147,8 +147,8 @@ def test_models_markdown_csv_and_json(capsys):
     assert main(["models", "--format", "json"]) == 0
     records = json.loads(capsys.readouterr().out)
     assert [r["model"] for r in records] == list(registry.names())
-    tuned = next(r for r in records if registry.get(r["model"]).params)
-    assert tuned["params"] == plain(registry.get(tuned["model"]).params) and tuned["params"]
+    tuned = next(r for r in records if registry.get(r["model"]).defaults())
+    assert tuned["params"] == plain(registry.get(tuned["model"]).defaults()) and tuned["params"]
     dipn = next(r for r in records if r["model"] == "dipn")
     assert dipn["assets"][-1] == "dipn/policy_evaluation" and dipn["default"] is True
     assert main(["models", "--format", "csv"]) == 0
