@@ -808,7 +808,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from promo_assets.cli_format import text_table, to_csv, to_json
+    from promo_assets.cli_format import text_table, to_csv, to_json, wrap_lines
     from promo_assets.models import registry
 
     if args.format == "markdown":
@@ -822,7 +822,8 @@ def cmd_models(args: argparse.Namespace) -> int:
         width = min(REPORT_COLUMNS, shutil.get_terminal_size((REPORT_COLUMNS, 24)).columns)
         print("\n".join(text_table(["model", "default", "applies to", "what it is"], rows, width=width,
                                    wrap=["applies to", "what it is"])))
-        print("hyper-parameters, assets and papers: `promo models --format json` or the docs' model reference")
+        print("\n".join(wrap_lines(["hyper-parameters, assets and papers: `promo models --format json` or the "
+                                    "docs' model reference"], width)))
     return EXIT_OK
 
 

@@ -130,13 +130,14 @@ def test_relative_path_options_are_made_absolute(promo_env, tmp_path, monkeypatc
 # promo models
 
 
-def test_models_table_fits_the_terminal_and_lists_every_model(capsys, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "100")
+@pytest.mark.parametrize("columns", [80, 100])
+def test_models_table_fits_the_terminal_and_lists_every_model(capsys, monkeypatch, columns):
+    monkeypatch.setenv("COLUMNS", str(columns))
     assert main(["models"]) == 0
     out = capsys.readouterr().out
     assert "|" not in out.splitlines()[0] and out.splitlines()[0].split() == ["model", "default", "applies", "to",
                                                                               "what", "it", "is"]
-    assert max(len(line) for line in out.splitlines()) <= 100
+    assert max(len(line) for line in out.splitlines()) <= columns
     firsts = [line.split()[0] for line in out.splitlines()[2:] if line[:1] not in (" ", "")]
     assert firsts[:len(registry.names())] == list(registry.names())
 
