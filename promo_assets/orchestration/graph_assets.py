@@ -103,7 +103,7 @@ def merchant_events(context: dg.AssetExecutionContext, warehouse: WarehouseResou
             "commission_distribution": md_table(
                 [{"level": lvl, "commission": float(mconf.commissions[lvl]), "rows": k}
                  for lvl, k in sorted(result.level_counts.items())]),
-            "features": dg.MetadataValue.json(list(result.features)),
+            "features": ", ".join(map(str, result.features)),
         }
     )
 

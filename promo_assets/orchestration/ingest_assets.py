@@ -14,6 +14,7 @@ from promo_assets.ingestion import (
 )
 from promo_assets.orchestration.conditions import INGESTION_CONDITION
 from promo_assets.orchestration.common import (
+    for_people,
     WAREHOUSE_POOL,
     LandingResource,
     WarehouseResource,
@@ -90,7 +91,7 @@ def rct_events(context: dg.AssetExecutionContext, warehouse: WarehouseResource, 
             "source_file": dg.MetadataValue.path(str(path)),
             "treatment_distribution": md_table(distribution),
             "rejections": md_table(result.problems),
-            "features": dg.MetadataValue.json(result.features),
+            "features": for_people(result.features),
         },
         check_results=checks,
     )
