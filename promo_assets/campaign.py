@@ -303,12 +303,16 @@ class ChampionBlock(_Block):
 
     confidence: float = Field(0.9, gt=0.5, lt=1, description="a number in (0.5, 1): the confidence a challenger "
                               "must be better at to replace the champion (paired comparison at equal spend)")
+    """How sure a challenger must be of doing better before it replaces the champion (paired interval)."""
     pin: str | None = Field(None, description="a registered model name: deploy that model, whatever the evidence")
+    """Deploy this model whatever the evidence (everything is still evaluated and reported)."""
     candidates: list[str] | None = Field(
         None, min_length=1, description="a list of registered model names the champion is chosen among (default: every "
                                         "evaluated model)")
+    """The models the champion is chosen among (default: every model the leaderboard evaluated)."""
     blends: bool = Field(True, description="true or false: may the champion be a blend (mean of the coefficients) of "
                                            "models that are not significantly worse than the best")
+    """May the champion be a blend of models (the weighted mean of their coefficients)."""
 
 
 class ExplorationBlock(_Block):
@@ -316,12 +320,16 @@ class ExplorationBlock(_Block):
 
     share: float = Field(0.05, ge=0, lt=1, description="a number in [0, 1): the share of users whose level is drawn "
                                                        "at random")
+    """The share of users given a level drawn at random, so that the next days stay an experiment."""
     seed: int = Field(0, ge=0, description="an integer >= 0 (with the decision date, it seeds the draws)")
+    """Seeds the exploration draws, with the decision date."""
     mix: list[Annotated[float, Field(ge=0)]] | None = Field(
         None, description="one number >= 0 per incentive level: the weights the explored levels are drawn with "
                           "(default: uniform)")
+    """The weights the explored levels are drawn with, one per level (default: uniform)."""
     tolerance: float = Field(0.005, ge=0, le=0.5, description="a number in [0, 0.5]: how far the realized share may "
                                                               "be from `share` before the export is stopped")
+    """How far the realized share may be from `share` before the export is stopped."""
 
 
 class CampaignYaml(_Block):
