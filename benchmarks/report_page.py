@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _results import Recorder  # noqa: E402
 
 from promo_assets.devserver import DagsterDev, demo_env, promo  # noqa: E402
+from promo_assets.ingestion import load_config  # noqa: E402
 
 CHROMIUM = os.environ.get("PROMO_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -82,8 +83,7 @@ def report_part(args) -> dict:
         done = promo(env, "report", "--campaign", campaign, "--html", str(tmp / "cli.html"))
         cli_s = time.perf_counter() - start
         html = (tmp / "cli.html").read_text(encoding="utf-8")
-        levels = len(__import__("yaml").safe_load((tmp / "landing" / campaign / "campaign.yaml").read_text())
-                     .get("incentives") or []) or None
+        levels = load_config(tmp / "landing", campaign).n_levels
         out[campaign] = {
             "preset": preset, "days": days, "users": users, "levels": levels, "promo_run_s": round(run_s, 1),
             "campaign_report_asset_written": asset_file.exists(),
