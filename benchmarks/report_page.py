@@ -136,7 +136,16 @@ def backfill_part(args) -> dict:
                 if asset not in seen and ts is not None and ts > max(before[asset] or 0, t0):
                     seen[asset] = round(ts - t0, 1)
             time.sleep(5)
-        time.sleep(10)
+        # leave the server only once every run it launched has ended: a run killed while starting would
+        # keep the warehouse pool's slot, and the `promo run` after it would wait for it
+        runs = """query($after: Float) { runsOrError(filter: {createdAfter: $after}) { ... on Runs { results {
+                    runId status } } } }"""
+        while time.time() - t0 < args.timeout:
+            later = ui.graphql(runs, {"after": t0 - 5})["runsOrError"]["results"]
+            if all(r["status"] in ("SUCCESS", "FAILURE", "CANCELED") for r in later):
+                break
+            time.sleep(5)
+        result["runs_after_click"] = [r["status"] for r in later]
         q = """{ partitionBackfillsOrError(limit: 20) { ... on PartitionBackfills { results {
                  id status timestamp assetSelection { path } } } } }"""
         backfills = ui.graphql(q)["partitionBackfillsOrError"]["results"]
