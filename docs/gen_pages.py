@@ -154,7 +154,9 @@ def cli_page() -> str:
         "",
         "Generated from `promo`'s argument parser (`promo_assets.cli.build_parser()`), so it lists exactly",
         "what `promo --help` and `promo COMMAND --help` accept. Where the commands fit in a day's work:",
-        "[Getting started](../getting-started.md).",
+        "[Getting started](../getting-started.md). The path options `--landing`, `--warehouse` and",
+        "`--dagster-home` override, for one command, the environment variables of",
+        "[Settings](../settings.md) (`PROMO_LANDING_DIR`, `PROMO_WAREHOUSE`, `DAGSTER_HOME`).",
         "",
         "```text",
         parser.format_usage().strip(),
@@ -167,7 +169,7 @@ def cli_page() -> str:
     if top:
         out += ["| option | argument | default | required | what it does |", "|---|---|---|---|---|"]
         out += [option_row(a, formatter) for a in top] + [""]
-    if parser.epilog:
+    if parser.epilog:  # the exit codes; every command's --help repeats them, this page shows them once
         out += ["```text", parser.epilog.strip(), "```", ""]
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     helps = {c.dest: c.help for c in sub._choices_actions}
@@ -183,8 +185,9 @@ def cli_page() -> str:
         if actions:
             out += ["| option | argument | default | required | what it does |", "|---|---|---|---|---|"]
             out += [option_row(a, sp_formatter) for a in actions] + [""]
-        if sp.epilog:
-            out += ["```text", sp.epilog.strip(), "```", ""]
+        epilog = (sp.epilog or "").replace(parser.epilog or "\0", "").strip()
+        if epilog:
+            out += ["```text", epilog, "```", ""]
     return "\n".join(out)
 
 
@@ -216,8 +219,8 @@ def models_page() -> str:
             f" → `{m.name}/response_coefficients` → `{m.name}/budget_dual` → `{m.name}/allocation` → "
             f"`{m.name}/policy_evaluation`")
         out += [f"## {m.name}", "", f"**{m.title}**", ""]
-        doc = inspect.getdoc(type(m))
-        if doc and doc != inspect.getdoc(type(m).__mro__[1]):
+        doc = inspect.getdoc(m)
+        if doc and doc != inspect.getdoc(m.__mro__[1]):
             out += [doc, ""]
         out += [
             f"- **Source:** {m.source}",
@@ -228,11 +231,14 @@ def models_page() -> str:
             f"- **Assets:** {assets}",
             "",
         ]
-        if m.params:
-            out += ["| hyper-parameter | default |", "|---|---|"]
-            out += [f"| `{k}` | {cell(code(repr(v)))} |" for k, v in m.params.items()]
+        defaults = m.defaults()
+        if defaults:
+            out += [f"Constructor: `{m.__name__}(**params)`; campaign.yaml's `models.params.{m.name}` gives its "
+                    "arguments.", "",
+                    "| hyper-parameter | default |", "|---|---|"]
+            out += [f"| `{k}` | {cell(code(repr(v)))} |" for k, v in defaults.items()]
         else:
-            out.append("No hyper-parameters in campaign.yaml: its settings are fixed in its module.")
+            out.append("No hyper-parameters.")
         out.append("")
     return "\n".join(out)
 
