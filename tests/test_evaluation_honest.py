@@ -348,7 +348,8 @@ def test_policy_evaluation_materialization_carries_the_leaderboard_table(promo_e
     for small in compact:
         assert [c.name for c in small.schema.columns] == ["rank", "model", "% oracle", "spend", "gain", "★", "note"]
         assert {c.type for c in small.schema.columns} >= {"int", "float", "string"}
-        assert sum(1 for r in small.records if r.data["★"]) >= 1  # the champion (or its blend's members)
+        # ★: the champion deployed when the board was assembled (none yet at a campaign's first run)
+        assert all(r.data["★"] == "" or r.data["★"].startswith("★") for r in small.records)
     names = [c.name for c in table.schema.columns]
     for col in ("campaign", "budget", "rank", "model", "% oracle", "matched value", "spend ratio", "DR Q",
                 "DR value", "DR 95% CI", "Q(v,c)", "EOM value", "true value", "oracle", "area ratio"):
@@ -372,7 +373,8 @@ def test_policy_evaluation_materialization_carries_the_leaderboard_table(promo_e
             assert "np.float" not in text and "np.int" not in text, (key.to_user_string(), name)
             # metadata for people: no JSON blobs, no dict reprs, no 17-digit floats
             assert not isinstance(value, dg.JsonMetadataValue), (key.to_user_string(), name)
-            assert "{'" not in text and '{"' not in text, (key.to_user_string(), name, text[:80])
+            if isinstance(value, (dg.TextMetadataValue, dg.MarkdownMetadataValue)):
+                assert "{'" not in text and '{"' not in text, (key.to_user_string(), name, text[:80])
             if isinstance(value, dg.FloatMetadataValue):
                 assert len(repr(value.value).lstrip("-").replace(".", "").lstrip("0")) <= 8, (key.to_user_string(), name, value.value)
 
