@@ -497,6 +497,9 @@ def _run_refresh(defs, campaign, instance, verbose: bool, tags: dict[str, str], 
                 failures.append(f"{campaign}: {line}")
     for model, reason in sorted(_skipped_models(campaign, result.run_id) + list(left_out.items())):
         print(f"{campaign}: {model} skipped: {reason}")
+    from promo_assets.orchestration.model_assets import record_left_out
+
+    record_left_out(instance, campaign, left_out)  # each left-out chain's asset pages say why
     board_ok = _materialized(result, board_key)
     if not board_ok and "leaderboard" not in _failed_steps(result):
         # a chain failed (or skipped), so Dagster did not execute the leaderboard's step: on its own
@@ -777,6 +780,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if not _campaign_names_ok("report", args.campaign or []):
         return EXIT_USAGE
+    if args.html:
+        return _report_html(args)
     try:
         with warehouse.connect(read_only=True) as con:
             if not warehouse.table_columns(con, "result_runs"):
@@ -809,6 +814,46 @@ def cmd_report(args: argparse.Namespace) -> int:
         for lines, _ in reports:
             print("\n".join(lines if args.wide else wrap_lines(lines, REPORT_COLUMNS)))
     return EXIT_OK if all(ok for _, ok in reports) else EXIT_USAGE
+
+
+def _report_html(args: argparse.Namespace) -> int:
+    """`promo report --html PATH`: one campaign's self-contained HTML report (promo_assets.report)."""
+    import duckdb
+
+    from promo_assets import settings, warehouse
+    from promo_assets.campaign import CampaignConfigError
+    from promo_assets.ingestion import load_config
+    from promo_assets.report import ReportError, gather, latest_board_run, render, write_report
+
+    try:
+        with warehouse.connect(read_only=True) as con:
+            if not warehouse.table_columns(con, "result_runs"):
+                print(f"promo report: {settings.warehouse_path()} has no run bookkeeping yet: run `promo run` first",
+                      file=sys.stderr)
+                return EXIT_USAGE
+            campaigns = args.campaign or [r[0] for r in con.execute(warehouse.sql("results", "report_campaigns")).fetchall()]
+            if len(campaigns) != 1:
+                print("promo report: --html writes the report of one campaign: name it with --campaign (campaigns: "
+                      f"{', '.join(campaigns) or 'none'})", file=sys.stderr)
+                return EXIT_USAGE
+            board_run, started = latest_board_run(con, campaigns[0], _finished_in_dagster(con))
+            config = load_config(settings.landing_dir(), campaigns[0])
+            data = gather(con, settings.landing_dir(), campaigns[0], config, board_run=board_run)
+            data.board_started = started
+    except (FileNotFoundError, ValueError, CampaignConfigError, ReportError) as exc:
+        print(f"promo report: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except duckdb.Error as exc:
+        print(f"promo report: cannot read {settings.warehouse_path()}: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return EXIT_FAILED
+    html = render(data)
+    try:
+        path = write_report(html, Path(args.html))
+    except OSError as exc:
+        print(f"promo report: cannot write {args.html}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"{campaigns[0]}: report written to {path} ({len(html.encode()) / 1e6:.1f} MB, opens without network access)")
+    return EXIT_OK
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -917,6 +962,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "ranking figure, the estimate with its interval, spend ratio, vs random, note]")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table",
                    help="table for people; csv (the leaderboard rows) or json (everything) for machines [table]")
+    p.add_argument("--html", default=None, metavar="PATH",
+                   help="write the campaign's self-contained HTML report (plots, champion, decisions) to PATH "
+                   "instead of printing; needs one --campaign when the warehouse holds several")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("models", help="list the registered models", **kw)

@@ -34,6 +34,7 @@ def demo_env(tmp: Path, repo_root: Path, max_epochs: int = 3) -> dict[str, str]:
         "PYTHONPATH": os.pathsep.join(filter(None, [str(repo_root), os.environ.get("PYTHONPATH")])),
         "PROMO_LANDING_DIR": str(Path(tmp) / "landing"), "PROMO_WAREHOUSE": str(Path(tmp) / "warehouse.duckdb"),
         "PROMO_ARTIFACTS_DIR": str(Path(tmp) / "artifacts"), "DAGSTER_HOME": str(home),
+        "PROMO_OUTBOX_DIR": str(Path(tmp) / "outbox"), "PROMO_REPORT_DIR": str(Path(tmp) / "reports"),
         "PROMO_MAX_EPOCHS": str(max_epochs),
     }
 

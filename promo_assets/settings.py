@@ -17,6 +17,7 @@ DEFAULT_LANDING_DIR = "data/landing"
 DEFAULT_WAREHOUSE = "data/warehouse.duckdb"
 DEFAULT_ARTIFACTS_DIR = "data/artifacts"
 DEFAULT_OUTBOX_DIR = "data/outbox"
+DEFAULT_REPORT_DIR = "data/reports"
 
 
 def _path(var: str, default: str) -> Path:
@@ -41,6 +42,11 @@ def artifacts_dir() -> Path:
 def outbox_dir() -> Path:
     """Where decisions are exported for the systems that send incentives (PROMO_OUTBOX_DIR)."""
     return _path("PROMO_OUTBOX_DIR", DEFAULT_OUTBOX_DIR)
+
+
+def report_dir() -> Path:
+    """Where the campaign_report asset writes each campaign's HTML report (PROMO_REPORT_DIR)."""
+    return _path("PROMO_REPORT_DIR", DEFAULT_REPORT_DIR)
 
 
 class SettingsError(ValueError):

@@ -33,6 +33,7 @@ def promo_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path
     monkeypatch.setenv("PROMO_ARTIFACTS_DIR", str(paths["artifacts"]))
     monkeypatch.setenv("DAGSTER_HOME", str(paths["dagster_home"]))
     monkeypatch.setenv("PROMO_OUTBOX_DIR", str(paths["outbox"]))
+    monkeypatch.setenv("PROMO_REPORT_DIR", str(tmp_path / "reports"))
     monkeypatch.setenv("PROMO_MAX_EPOCHS", os.environ.get("PROMO_MAX_EPOCHS", "3"))
     return paths
 

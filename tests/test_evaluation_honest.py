@@ -340,8 +340,16 @@ def test_policy_evaluation_materialization_carries_the_leaderboard_table(promo_e
     instance = dg.DagsterInstance.get()
     event = instance.get_latest_materialization_event(dg.AssetKey("leaderboard"))
     meta = event.asset_materialization.metadata
-    table = meta["leaderboard"]
+    table = meta["leaderboard_full"]
     assert isinstance(table, dg.TableMetadataValue)
+    assert all(c.description for c in table.schema.columns)  # every column explained under "Show schema"
+    compact = [v for k, v in meta.items() if k.startswith("leaderboard at budget ")]
+    assert compact and list(meta)[0].startswith("leaderboard at budget ")  # the compact tables come first
+    for small in compact:
+        assert [c.name for c in small.schema.columns] == ["rank", "model", "% oracle", "spend", "gain", "★", "note"]
+        assert {c.type for c in small.schema.columns} >= {"int", "float", "string"}
+        # ★: the champion deployed when the board was assembled (none yet at a campaign's first run)
+        assert all(r.data["★"] == "" or r.data["★"].startswith("★") for r in small.records)
     names = [c.name for c in table.schema.columns]
     for col in ("campaign", "budget", "rank", "model", "% oracle", "matched value", "spend ratio", "DR Q",
                 "DR value", "DR 95% CI", "Q(v,c)", "EOM value", "true value", "oracle", "area ratio"):
@@ -352,7 +360,7 @@ def test_policy_evaluation_materialization_carries_the_leaderboard_table(promo_e
     outcome = instance.get_latest_materialization_event(dg.AssetKey("outcome_model"))
     assert outcome.asset_materialization.metadata["fitted"].value is True
     alloc = instance.get_latest_materialization_event(dg.AssetKey(["s_learner", "allocation"]))
-    assert "'0':" in str(alloc.asset_materialization.metadata["allocations"].value)  # level labels
+    assert "share 0" in str(alloc.asset_materialization.metadata["allocations"].value)  # level labels, in order
     # no numpy repr (np.float64(0.5), np.int64(3)) in any metadata of any asset the run materialized
     keys = instance.get_asset_keys()
     assert len(keys) >= 8
@@ -363,6 +371,12 @@ def test_policy_evaluation_materialization_carries_the_leaderboard_table(promo_e
         for name, value in event.asset_materialization.metadata.items():
             text = str(getattr(value, "value", value))
             assert "np.float" not in text and "np.int" not in text, (key.to_user_string(), name)
+            # metadata for people: no JSON blobs, no dict reprs, no 17-digit floats
+            assert not isinstance(value, dg.JsonMetadataValue), (key.to_user_string(), name)
+            if isinstance(value, (dg.TextMetadataValue, dg.MarkdownMetadataValue)):
+                assert "{'" not in text and '{"' not in text, (key.to_user_string(), name, text[:80])
+            if isinstance(value, dg.FloatMetadataValue):
+                assert len(repr(value.value).lstrip("-").replace(".", "").lstrip("0")) <= 8, (key.to_user_string(), name, value.value)
 
 
 # ------------------------------------------------------------------------------ the frontier plot

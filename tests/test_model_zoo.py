@@ -90,8 +90,16 @@ def test_three_arm_campaign_skips_dipn_and_gnn_hazard_with_their_reasons(promo_e
     # the ingestion, chains and leaderboard in one run, then the champion, decisions and outbox
     assert sorted(r.job_name for r in runs) == ["__ASSET_JOB", "decision_job"]
     meta = instance.get_latest_materialization_event(dg.AssetKey("leaderboard")).asset_materialization.metadata
-    assert {r.data["model"] for r in meta["leaderboard"].value.records} == {"s_learner", "lgbm_s", "lgbm_t", "random"}
-    assert "dipn" in meta["not_evaluated"].value and "gnn_hazard" in meta["not_evaluated"].value
+    compact = [v for k, v in meta.items() if k.startswith("leaderboard at budget ")]
+    assert compact and all({r.data["model"] for r in t.value.records} == {"s_learner", "lgbm_s", "lgbm_t", "random"}
+                           for t in compact)
+    reasons = {r.data["model"]: r.data["reason"] for r in meta["not_evaluated"].value.records}
+    assert "unordered arms" in reasons["dipn"] and "merchants" in reasons["gnn_hazard"]
+    # each chain's assets say why, also the ones `promo run` left out of its run
+    for asset in (["cmnn", "model"], ["cmnn", "policy_evaluation"], ["gnn_hazard", "allocation"]):
+        seen = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=["mail"]),
+                                           limit=1).records
+        assert seen and "skipped_reason" in seen[0].asset_observation.metadata, asset
     assert main(["report", "--campaign", "mail"]) == 0
     out = capsys.readouterr().out
     assert "dipn skipped: needs ordered incentive levels" in out and "s_learner" in out and "random" in out

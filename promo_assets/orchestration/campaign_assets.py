@@ -23,6 +23,8 @@ from promo_assets.orchestration.common import (
     WarehouseResource,
     campaign_partitions,
     connect,
+    for_people,
+    kv_table,
     md_table,
 )
 from promo_assets.orchestration.conditions import CAMPAIGN_CONDITION
@@ -162,14 +164,14 @@ def _propensity_metadata(events: pd.DataFrame, prop, config, version: str) -> di
     metadata = {"events": len(events)}
     if prop.proba is not None:
         diag = propensity_diagnostics(prop.proba, levels, ips_weights(p, clip=config.ips_clip))
-        metadata["diagnostics"] = dg.MetadataValue.json(_jsonable(diag))
+        metadata["diagnostics"] = kv_table(_jsonable(diag))
         metadata["plot"] = dg.MetadataValue.md(png_md(propensity_plot(prop.proba, levels), "Estimated propensities per level"))
     metadata.update(
         {
             "propensity_version": version,
-            "source": dg.MetadataValue.json(pd.Series(prop.source).value_counts().to_dict()),
-            "min_propensity": float(np.min(p)),
-            "mean_propensity": float(np.mean(p)),
+            "source": kv_table({str(k): int(v) for k, v in pd.Series(prop.source).value_counts().items()}, "events"),
+            "min_propensity": for_people(float(np.min(p))),
+            "mean_propensity": for_people(float(np.mean(p))),
         }
     )
     return metadata
@@ -193,8 +195,7 @@ def frame_check_results(context, events: pd.DataFrame, split, config) -> list[dg
             context.log.warning(f"data check {c.name} failed ({c.severity}): {c.message}")
     return [dg.AssetCheckResult(check_name=c.name, passed=c.passed, description=c.message,
                                 severity=dg.AssetCheckSeverity.ERROR if c.blocking else dg.AssetCheckSeverity.WARN,
-                                metadata={"message": c.message, **{k: dg.MetadataValue.json(_jsonable(v))
-                                                                   if isinstance(v, dict) else v
+                                metadata={"message": c.message, **{k: for_people(_jsonable(v))
                                                                    for k, v in c.metadata.items()}})
             for c in checks]
 
@@ -233,11 +234,11 @@ def training_frame(context: dg.AssetExecutionContext, warehouse: WarehouseResour
         check_results=frame_check_results(context, events, split, config),
         metadata={
             "frame_version": version,
-            "rows_per_split": dg.MetadataValue.json({k: int(v) for k, v in counts.items()}),
-            "holdout_days": dg.MetadataValue.json(days[-config.holdout_days:]),
-            "effective_sample_size": ess,
-            "ess_fraction": ess / len(weights),
-            "max_ips_weight": float(weights.max()),
+            "rows_per_split": kv_table({k: int(v) for k, v in counts.items()}, "rows"),
+            "holdout_days": ", ".join(days[-config.holdout_days:]),
+            "effective_sample_size": for_people(ess),
+            "ess_fraction": for_people(ess / len(weights)),
+            "max_ips_weight": for_people(float(weights.max())),
         },
         data_version=dg.DataVersion(version),
     )
@@ -255,8 +256,8 @@ def _model_metadata(trained, seconds: float) -> dict:
     history = getattr(trained, "history", None) or []
     meta = {
         "model_version": trained.version,
-        "metrics": dg.MetadataValue.json(_jsonable(trained.metrics)),
-        "training_seconds": round(seconds, 2),
+        "metrics": kv_table(_jsonable(trained.metrics)),
+        "training_seconds": round(seconds, 2),  # seconds, two decimals
     }
     if history:
         meta["epochs"] = md_table([_jsonable(h) if isinstance(h, dict) else {"epoch": i, "loss": h} for i, h in enumerate(history)])

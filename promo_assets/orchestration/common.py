@@ -53,7 +53,41 @@ def md_table(rows: list[dict]) -> dg.MetadataValue:
 def _fmt(v) -> str:
     if isinstance(v, float):
         return f"{v:.4g}"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}: {_fmt(x)}" for k, x in v.items())
+    if isinstance(v, (list, tuple)):
+        return ", ".join(_fmt(x) for x in v)
     return str(v)
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        name = f"{prefix}{k}"
+        out.update(_flat(v, f"{name}.") if isinstance(v, dict) else {name: v})
+    return out
+
+
+def kv_table(values: dict, what: str = "value") -> dg.MetadataValue:
+    """A dict (nested dicts flattened as 'a.b') as a two-column table for people: name | value, floats
+    to 4 significant digits, lists joined; never a JSON string or a dict repr."""
+    return md_table([{"name": k, what: v.item() if hasattr(v, "item") else v} for k, v in _flat(dict(values)).items()])
+
+
+def for_people(value):
+    """A metadata value a person can read: scalars as they are (floats rounded to 4 significant
+    digits), dicts as a name | value table, lists joined by commas."""
+    if hasattr(value, "item") and not isinstance(value, (list, dict)):
+        value = value.item()
+    if isinstance(value, bool) or isinstance(value, (int, str)):
+        return value
+    if isinstance(value, float):
+        return float(f"{value:.4g}")
+    if isinstance(value, dict):
+        return kv_table(value)
+    if isinstance(value, (list, tuple)):
+        return _fmt(list(value))
+    return str(value)
 
 
 @dg.logger(

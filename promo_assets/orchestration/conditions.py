@@ -160,12 +160,67 @@ def _refresh_due() -> dg.AutomationCondition:
     return _any_deps_updated().since(_handled()).with_label("refresh_due")
 
 
+class TrainedForCampaign(dg.AutomationCondition):
+    """The campaign (partition key) trains model `model` (default: the model whose chain the asset
+    is in, `<model>/<step>`; any other asset is true): its campaign.yaml selects it and it applies
+    (`registry.skip_reason` is None). A chain skipped by design is then never requested, so an
+    automation backfill holds only the chains that run, and shows success when they all succeed;
+    an asset gathering the chains (the leaderboard) does not wait for the chains not trained. A
+    campaign.yaml that cannot be read counts as training it (the campaign's own assets then fail
+    with the reason)."""
+
+    def __init__(self, model: str | None = None, label: str | None = None):
+        self.model, self.label = model, label
+
+    def with_label(self, label: str | None) -> "TrainedForCampaign":
+        return TrainedForCampaign(self.model, label)
+
+    @property
+    def name(self) -> str:
+        return f"trained_for_campaign({self.model or 'its chain'})"
+
+    def evaluate(self, context: dg.AutomationContext) -> dg.AutomationResult:
+        from promo_assets.models import registry
+
+        model = self.model
+        if model is None and len(context.key.path) == 2 and context.key.path[0] in registry.names():
+            model = context.key.path[0]
+        if model is None or context.candidate_subset.is_empty:
+            return dg.AutomationResult(context, true_subset=context.candidate_subset)
+        keys = context.candidate_subset.expensively_compute_partition_keys()
+        trained = {k for k in keys if skip_reason(model, k) is None}
+        return dg.AutomationResult(context, true_subset=context.candidate_subset.compute_intersection_with_partition_keys(trained))
+
+
+def skip_reason(model: str, campaign: str) -> str | None:
+    """Why `campaign` does not train `model` (from its campaign.yaml alone), None when it does or
+    the campaign.yaml cannot be read."""
+    from promo_assets import settings
+    from promo_assets.ingestion import load_config
+    from promo_assets.models import registry
+
+    landing = settings.landing_dir()
+    try:
+        stamp = (campaign, str(landing), (landing / campaign / "campaign.yaml").stat().st_mtime_ns)
+        if stamp not in _CONFIGS:  # read once per change, not once per chain asset and tick
+            if len(_CONFIGS) > 256:
+                _CONFIGS.clear()
+            _CONFIGS[stamp] = load_config(landing, campaign)
+        return registry.skip_reason(model, _CONFIGS[stamp])
+    except Exception:  # noqa: BLE001 (a refused campaign.yaml fails the campaign's own assets, with its reason)
+        return None
+
+
+_CONFIGS: dict = {}  # (campaign, landing, campaign.yaml's mtime) -> its CampaignConfig
+
+
 def _any_deps_waiting() -> dg.AutomationCondition:
     """An upstream asset is due for a refresh but not requested on this tick (it waits for one of
-    its own upstreams in progress, e.g. the graph for a running payment_edges reload): this asset
-    waits with it, so that it does not run now on the stale upstream and again after it. Through
+    its own upstreams in progress, e.g. the graph for a running payment_edges reload), unless it is
+    the chain of a model the campaign does not train (never requested for it): this asset waits with it, so that it does not run now on the stale upstream and again after it. Through
     each asset's own condition, the wait reaches everything downstream."""
-    return AC.any_deps_match(_refresh_due() & ~AC.will_be_requested()).with_label("any_deps_waiting")
+    return AC.any_deps_match(_refresh_due() & ~AC.will_be_requested() & TrainedForCampaign().with_label(
+        "trained_for_campaign")).with_label("any_deps_waiting")
 
 
 def _campaign_condition(trigger: dg.AutomationCondition, label: str) -> dg.AutomationCondition:
@@ -182,3 +237,8 @@ CAMPAIGN_CONDITION = _campaign_condition(_refresh_due(), "refresh_campaign")
 # The leaderboard gathers every model's chain: also requested alone when the run that requested it
 # did not execute it because one chain was skipped or failed in it.
 GATHER_CONDITION = _campaign_condition(_refresh_due() | _gathered_unhandled(), "refresh_gathered")
+
+
+def model_condition(model: str) -> dg.AutomationCondition:
+    """A model chain's condition: the campaign's refresh, only for the campaigns that train the model."""
+    return (CAMPAIGN_CONDITION & TrainedForCampaign(model).with_label("trained_for_campaign")).with_label("refresh_trained_model")

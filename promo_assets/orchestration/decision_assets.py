@@ -105,9 +105,17 @@ def rows_table(rows: list[dict]) -> dg.MetadataValue:
     cols = list(rows[0])
     kinds = {c: "float" if all(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool) for r in rows)
              else "string" for c in cols}
-    records = [{c: (float(r[c]) if kinds[c] == "float" else ("" if r.get(c) is None else str(r[c]))) for c in cols}
+    records = [{c: (float(f"{r[c]:.4g}") if kinds[c] == "float" else ("" if r.get(c) is None else str(r[c]))) for c in cols}
                for r in rows]
     return _table([(c, kinds[c]) for c in cols], records)
+
+
+def members_table(members: dict) -> dg.MetadataValue:
+    """The champion's members with their weights and versions, one row each."""
+    names, weights = members.get("members", []), members.get("weights", [])
+    versions = members.get("versions") or [""] * len(names)
+    versions = [versions.get(n, "") for n in names] if isinstance(versions, dict) else versions
+    return md_table([{"member": n, "weight": round(float(w), 3), "version": v} for n, w, v in zip(names, weights, versions)])
 
 
 def champion_metadata(decision, settings, evidence, pct, budgets, board_run) -> dict:
@@ -115,15 +123,15 @@ def champion_metadata(decision, settings, evidence, pct, budgets, board_run) -> 
 
     champ, inc = decision.champion, decision.incumbent
     cands, comps = summary_tables(decision, pct)
-    meta = {"champion": champ.name, "champion_version": champ.version, "members": dg.MetadataValue.json(champ.to_dict()),
+    meta = {"champion": champ.name, "champion_version": champ.version, "members": members_table(champ.to_dict()),
             "headline": headline_text(champ.name, budgets, decision.headline()), "reason": decision.reason,
             "changed": decision.changed, "incumbent": inc.name if inc else "(none: first champion)",
             "confidence": settings.confidence, "evidence_events": evidence.n, "leaderboard_run": board_run,
             "candidates": rows_table(cands), "comparisons": rows_table(comps)}
     if pct:
         best = max(pct, key=lambda n: np.mean(pct[n]))
-        meta.update({"pct_oracle": float(np.mean(pct[champ.name])), "best_candidate": best,
-                     "best_pct_oracle": float(np.mean(pct[best]))})
+        meta.update({"pct_oracle": round(float(np.mean(pct[champ.name])), 4), "best_candidate": best,
+                     "best_pct_oracle": round(float(np.mean(pct[best])), 4)})
     return meta
 
 
@@ -281,3 +289,39 @@ def outbox(context: dg.AssetExecutionContext, warehouse: WarehouseResource, land
     return dg.MaterializeResult(metadata={"folder": dg.MetadataValue.path(str(folder)), "date": body["date"],
                                           "champion": body["champion"], "files": md_table(files)},
                                 data_version=dg.DataVersion(version or run_id))
+
+
+# --------------------------------------------------------------------------------------------
+# the campaign report
+
+
+@dg.asset(key="campaign_report", deps=["leaderboard", "champion", "decisions"], group_name="decisions",
+          code_version="1", kinds={"html", "plotly"}, **COMMON,
+          description="The campaign's report as one self-contained HTML file (plotly.js inlined: it opens without "
+          "network access): the champion and its evidence, the leaderboard with what each column means, the "
+          "cost–response frontier of every policy, response per level, per-segment results, the decisions exported "
+          "and their exploration share, spend per day where a pacing table exists. Written to "
+          "`<PROMO_REPORT_DIR>/<campaign>.html`; `promo report --html PATH` writes the same.")
+def campaign_report(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
+    from promo_assets import settings
+    from promo_assets.report import ReportError, gather, render, write_report
+
+    campaign = context.partition_key
+    config = load_config(landing.path, campaign)
+    board_run, _, _ = upstream(context, "leaderboard")
+    champion_run, _, _ = upstream(context, "champion")
+    decisions_run, _, version = upstream(context, "decisions")
+    try:
+        with connect(warehouse) as con:
+            data = gather(con, landing.path, campaign, config, board_run=board_run, champion_run=champion_run,
+                          decisions_run=decisions_run)
+    except ReportError as exc:
+        raise _fail(exc) from None
+    html = render(data)
+    path = write_report(html, settings.report_dir() / f"{campaign}.html")
+    context.log.info(f"report written to {path} ({len(html) / 1e6:.1f} MB)")
+    return dg.MaterializeResult(
+        metadata={"report": dg.MetadataValue.path(str(path)), "open": dg.MetadataValue.url(path.as_uri()),
+                  "size_mb": round(len(html.encode()) / 1e6, 2), "plots": html.count('class="plotly-graph-div"'),
+                  "leaderboard_run": board_run, "champion_run": champion_run, "decisions_run": decisions_run},
+        data_version=dg.DataVersion(f"{board_run[:12]}-{champion_run[:12]}-{decisions_run[:12]}"))

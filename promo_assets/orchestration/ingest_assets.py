@@ -27,6 +27,7 @@ from promo_assets.orchestration.common import (
     LandingResource,
     WarehouseResource,
     campaign_partitions,
+    for_people,
     md_table,
 )
 
@@ -75,7 +76,7 @@ def _events_metadata(days: CampaignDays, config) -> dict:
             [{"level": lvl, "incentive": config.incentives[lvl], "label": config.labels[lvl], "rows": n}
              for lvl, n in sorted(distribution.items())]),
         "rejections_now": md_table([p for r in days.results for p in r.problems]),
-        "features": dg.MetadataValue.json(dict(sorted(features.items()))),
+        "features": for_people(dict(sorted(features.items()))),
     }
 
 

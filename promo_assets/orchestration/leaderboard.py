@@ -16,7 +16,6 @@ from promo_assets.models import registry
 from promo_assets.orchestration.campaign_assets import (
     COMMON,
     _log,
-    _table,
     coefficient_arrays,
     evaluation_inputs,
     png_md,
@@ -86,10 +85,45 @@ def assemble(con, campaign: str, entries: list[dict], ev, k: int) -> tuple[list[
     return frames, specs
 
 
+def schema_table(columns, records: list[dict]) -> dg.MetadataValue:
+    """Dagster table metadata with typed, described columns (`board_view.Column`)."""
+    return dg.MetadataValue.table(
+        records=[dg.TableRecord(r) for r in records],
+        schema=dg.TableSchema(columns=[dg.TableColumn(c.name, c.type, description=c.description) for c in columns]))
+
+
+def board_key(budget: float) -> str:
+    """The metadata key of the compact leaderboard at one budget."""
+    return f"leaderboard at budget {budget:g}"
+
+
+def board_tables(board: pd.DataFrame, entries: list[dict], champion: dict[str, float]) -> dict:
+    """The compact leaderboard (one table per budget), the models not evaluated with the reason and
+    the full leaderboard, as Dagster tables, in that order."""
+    from promo_assets.evaluation.board_view import compact_boards, full_board, not_evaluated
+
+    others = [{k: e[k] for k in ("model", "status", "reason")} for e in entries if e["status"] != "evaluated"]
+    out = {board_key(b): schema_table(columns, records) for b, columns, records in compact_boards(board, champion)}
+    out["not_evaluated"] = schema_table(*not_evaluated(others))
+    out["leaderboard_full"] = schema_table(*full_board(board))
+    return out
+
+
+def current_champion(con, campaign: str) -> dict[str, float]:
+    """{member: weight} of the campaign's deployed champion ({} before the first)."""
+    import json
+
+    rows = con.execute(sql("decisions", "latest_champion"), [campaign, ""]).df()
+    if rows.empty:
+        return {}
+    members = json.loads(rows.iloc[0]["champion_members"])
+    return dict(zip(members.get("members", []), map(float, members.get("weights", []))))
+
+
 def board_metadata(board: pd.DataFrame, specs: dict, ev, config, campaign: str, entries: list[dict],
-                   checks: list) -> dict:
+                   checks: list, champion: dict[str, float] | None = None) -> dict:
     from promo_assets.evaluation import (
-        leaderboard_markdown, leaderboard_table, plot_frontier, plot_response_by_level, policy_curves,
+        leaderboard_markdown, plot_frontier, plot_response_by_level, policy_curves,
     )
 
     logged, response, cost, prop = ev.logged
@@ -99,20 +133,18 @@ def board_metadata(board: pd.DataFrame, specs: dict, ev, config, campaign: str, 
         {m: s[1] for m, s in specs.items()}, true_values=ev.true_values, logged=logged, response=response,
         propensity=prop, incentives=list(config.incentives) if config.ordered else None,
         labels=None if config.ordered else list(config.labels), title=f"{campaign}: average response per level")
-    others = [{k: e[k] for k in ("model", "status", "reason")} for e in entries if e["status"] != "evaluated"]
     failed = [f"**data check {c.name} failed ({c.severity})**: {c.message}" for c in checks if not c.passed]
     stale = [f"**{e['model']}** {e['reason']}" for e in entries if e["status"] == "stale"]
     notes = "".join(f"\n\n{line}" for line in failed + stale)
     return {
-        "leaderboard": _table(*leaderboard_table(board)),
+        **board_tables(board, entries, champion or {}),
         "leaderboard_markdown": dg.MetadataValue.md(leaderboard_markdown(board) + notes),
         "frontier_plot": dg.MetadataValue.md(png_md(frontier_png, "Cost–response frontier (EOM on holdout; truth where simulated)")),
         "response_per_level_plot": dg.MetadataValue.md(png_md(levels_png, "Average response per level: models vs truth")),
-        "not_evaluated": md_table(others),
         "data_checks": md_table([{"check": c.name, "passed": c.passed, "severity": c.severity, "message": c.message}
                                  for c in checks]),
-        "models": dg.MetadataValue.json({e["model"]: {"version": e["model_version"], "evaluation_run": e["evaluation_run_id"]}
-                                         for e in entries if e["status"] == "evaluated"}),
+        "models": md_table([{"model": e["model"], "version": e["model_version"], "evaluation_run": e["evaluation_run_id"]}
+                            for e in entries if e["status"] == "evaluated"]),
         "holdout_events": ev.n, "ground_truth": ev.true_values is not None, **ev.versions,
     }
 
@@ -154,6 +186,7 @@ def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
             entries = [board_entry(context.instance, n, campaign, config, frame_version) for n in registry.names()]
             ev = evaluation_inputs(context, con, landing, campaign, config)
             frames, specs = assemble(con, campaign, entries, ev, config.n_levels)
+            champion = current_champion(con, campaign)
         random = evaluate_policies({}, *ev.logged, with_random=True, log=_log(context), **ev.kwargs(config, campaign))
         random["run_id"] = context.run_id
         entries.append({"model": RANDOM_MODEL, "model_version": RANDOM_VERSION, "evaluation_run_id": context.run_id,
@@ -162,6 +195,6 @@ def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
                                                       "data_checks"):
             store_board(con, campaign, context.run_id, random, entries, checks)
         board = pd.concat([f for f in frames + [random] if not f.empty], ignore_index=True)
-        return dg.MaterializeResult(metadata=board_metadata(board, specs, ev, config, campaign, entries[:-1], checks))
+        return dg.MaterializeResult(metadata=board_metadata(board, specs, ev, config, campaign, entries[:-1], checks, champion))
 
     return leaderboard

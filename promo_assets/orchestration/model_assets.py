@@ -46,7 +46,7 @@ from promo_assets.orchestration.campaign_assets import (
     results_write,
     upstream,
 )
-from promo_assets.orchestration.common import LandingResource, WarehouseResource, connect, md_table
+from promo_assets.orchestration.common import LandingResource, WarehouseResource, connect, for_people, md_table
 from promo_assets.orchestration.resources import DaskResource
 from promo_assets.allocation.stored import StoredCoefficients, decide_into_allocation, sampled_frontier
 from promo_assets.warehouse import registered, sql
@@ -65,6 +65,24 @@ def key(model: str, step: str) -> dg.AssetKey:
 
 def _version(*parts) -> str:
     return content_version("|".join(str(p) for p in parts).encode())
+
+
+OPTIONAL_GROUP = "optional_models"  # the chains of the models off by default (docs/automation.md)
+
+
+def chain_kwargs(model: ResponseModel) -> dict:
+    """The asset kwargs of every asset of `model`'s chain: its group (the model's name; the models off
+    by default share `OPTIONAL_GROUP`) and its condition (refreshed only for the campaigns that train it)."""
+    from promo_assets.orchestration.conditions import model_condition
+
+    return {**COMMON, "group_name": model.name if model.default else OPTIONAL_GROUP,
+            "automation_condition": model_condition(model.name)}
+
+
+def chain_keys(model: ResponseModel) -> list[dg.AssetKey]:
+    """Every asset key of `model`'s chain, in order."""
+    phases = ["model"] if len(model.phases) == 1 else list(model.phases)
+    return [key(model.name, p) for p in phases + list(CHAIN)]
 
 
 def _fail(exc: Exception) -> dg.Failure:
@@ -93,13 +111,29 @@ def training_data(con, landing: LandingResource, campaign: str, model: type[Resp
 
 
 def record_skip(context, warehouse: WarehouseResource, model: str, reason: str) -> dg.AssetObservation:
-    """The skip, stored (table model_skips) and as an observation of the phase asset for the UI."""
+    """The skip, stored (table model_skips) and as an observation of every asset of the chain (the
+    phase asset and those Dagster then skips), so that each asset's page says why."""
     campaign = context.partition_key
     with connect(warehouse) as con, results_write(context, con, campaign, "model_skips"):
         con.execute(sql("frames", "insert_skip"), [campaign, model, reason, context.run_id])
     context.log.warning(f"{campaign}: {model} skipped: {reason}")
-    return dg.AssetObservation(asset_key=context.asset_key, partition=campaign,
-                               metadata={"skipped_reason": reason, "model": model})
+    own, others = context.asset_key, [k for k in chain_keys(registry.get(model)) if k != context.asset_key]
+    for other in others:
+        context.log_event(skip_observation(other, campaign, model, reason))
+    return skip_observation(own, campaign, model, reason)
+
+
+def skip_observation(asset_key: dg.AssetKey, campaign: str, model: str, reason: str) -> dg.AssetObservation:
+    return dg.AssetObservation(asset_key=asset_key, partition=campaign,
+                               metadata={"skipped_reason": reason, "model": model, "status": "skipped"})
+
+
+def record_left_out(instance: dg.DagsterInstance, campaign: str, left_out: dict[str, str]) -> None:
+    """`promo run` leaves the chains of the models the campaign does not train out of its run: an
+    observation of each of their assets (this campaign's partition) says why on the asset's page."""
+    for model, reason in left_out.items():
+        for asset_key in chain_keys(registry.get(model)):
+            instance.report_runless_asset_event(skip_observation(asset_key, campaign, model, reason))
 
 
 def register_model(context, warehouse: WarehouseResource, fitted: ResponseModel, data_version: str | None) -> None:
@@ -119,7 +153,7 @@ def report_metadata(report: dict) -> dict:
         elif isinstance(v, list) and v and isinstance(v[0], dict):
             out[k] = md_table(_jsonable(v))
         elif v is not None:
-            out[k] = v if isinstance(v, (bool, int, float, str)) else dg.MetadataValue.json(_jsonable(v))
+            out[k] = for_people(_jsonable(v))
     return out
 
 
@@ -165,8 +199,8 @@ def phase_asset(model: type[ResponseModel], i: int) -> dg.AssetsDefinition:
     deps = ["training_frame"] + (["customer_merchant_graph"] if model.needs_graph else []) + \
         ([previous_key] if previous_key else [])
 
-    @dg.asset(key=key(model.name, name), deps=deps, output_required=False, group_name=model.name,
-              code_version="1", kinds=set(model.kinds), **COMMON,
+    @dg.asset(key=key(model.name, name), deps=deps, output_required=False,
+              code_version="1", kinds=set(model.kinds), **chain_kwargs(model),
               description=f"{model.title} ({model.source}). Phase '{phase}' of model '{model.name}' "
               f"({i + 1} of {len(model.phases)}); content-addressed artefact registered in model_registry. "
               "A campaign it does not apply to skips this model's chain with the reason.")
@@ -239,8 +273,8 @@ def scoring_targets(con, context, landing, campaign: str) -> tuple[PopulationFil
 def coefficients_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
     fitted_key = key(model.name, "model" if len(model.phases) == 1 else model.phases[-1])
 
-    @dg.asset(key=key(model.name, "response_coefficients"), deps=[fitted_key, "training_frame"], group_name=model.name,
-              code_version="2", kinds={"duckdb"}, **COMMON,
+    @dg.asset(key=key(model.name, "response_coefficients"), deps=[fitted_key, "training_frame"],
+              code_version="2", kinds={"duckdb"}, **chain_kwargs(model),
               description=f"Predicted response (value) and cost of every target user × level by {model.name}'s "
               "fitted model (the version its upstream asset materialized): the target population (latest "
               "population/ file, else the holdout users) and the holdout users (for evaluation). Scored in "
@@ -339,7 +373,7 @@ def allocate(con, context, campaign: str, model: str, run_id: str, version: str,
             raise _fail(exc) from None
         share_of = got["level_counts"] / max(got["users"], 1)
         rows.append({"budget_per_capita": b, "users": got["users"], "cost_per_capita": got["cost"] / max(got["users"], 1),
-                     "share_per_level": {str(lab): round(float(s), 3) for lab, s in zip(config.labels, share_of)}})
+                     **{f"share {lab}": round(float(s), 3) for lab, s in zip(config.labels, share_of)}})  # levels in order
     return rows, [{"budget_per_capita": b, "message": f"budget {b:g} per capita cannot be met: {m}"}
                   for b, m in infeasible], lineage
 
@@ -353,8 +387,8 @@ def budgets(config) -> list[float]:
 def dual_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
     coef_key = key(model.name, "response_coefficients")
 
-    @dg.asset(key=key(model.name, "budget_dual"), deps=[coef_key], group_name=model.name, code_version="2",
-              kinds={"duckdb"}, **COMMON,
+    @dg.asset(key=key(model.name, "budget_dual"), deps=[coef_key], code_version="2",
+              kinds={"duckdb"}, **chain_kwargs(model),
               description=f"λ* of the multiple-choice knapsack for {model.name} × every configured per-capita "
               "budget on the target population (exact LP optimum), with the share of the users tied at λ* that "
               "the optimum moves up, the dual bound and the budget–value frontier. Table budget_dual (history "
@@ -407,15 +441,16 @@ def stored_duals(con, campaign: str, model: str, run_id: str, version: str, dual
         raise dg.Failure(f"{key(model, 'budget_dual').to_user_string()} of run {run_id} left no λ* for {model} "
                          f"{version} (its run failed and its rows were removed): re-materialize it")
     lineage = {"model_version": version, "budget_dual_run": run_id, "budget_dual_version": dual_version,
-               "lambdas": dg.MetadataValue.json({f"{b:g}": {"lambda_": lam, "tie_share": s} for b, lam, s in duals})}
+               "lambdas": md_table([{"budget_per_capita": float(b), "lambda_": float(f"{lam:.6g}"), "tie_share": round(float(s), 4)}
+                                    for b, lam, s in duals])}
     return [(float(b), lam, s) for b, lam, s in duals], [(float(b), m) for b, m in infeasible], lineage
 
 
 def allocation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
     dual_key = key(model.name, "budget_dual")
 
-    @dg.asset(key=key(model.name, "allocation"), deps=[dual_key], group_name=model.name, code_version="2",
-              kinds={"duckdb"}, **COMMON,
+    @dg.asset(key=key(model.name, "allocation"), deps=[dual_key], code_version="2",
+              kinds={"duckdb"}, **chain_kwargs(model),
               description=f"The incentive level of every target user for {model.name} × budget: the decision at "
               "the λ* budget_dual stored (no second solve; users tied at λ* take the dearer level up to the "
               "stored share, the one fractional user by seeded sampling). Table allocation (history kept per "
@@ -446,7 +481,7 @@ def evaluation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
     alloc_key = key(model.name, "allocation")
 
     @dg.asset(key=key(model.name, "policy_evaluation"), deps=[alloc_key, key(model.name, "response_coefficients"),
-              "outcome_model", "training_frame"], group_name=model.name, code_version="3", kinds={"duckdb", "sklearn"}, **COMMON,
+              "outcome_model", "training_frame"], code_version="3", kinds={"duckdb", "sklearn"}, **chain_kwargs(model),
               description=f"Offline evaluation of {model.name}'s stored decision on the holdout RCT days: the λ* "
               "its allocation applied, applied to the holdout users' coefficients, evaluated at equal spend (EOM "
               "and doubly robust EOM with the outcome_model asset's predictions, bootstrap 95% intervals, Q(v, c), "

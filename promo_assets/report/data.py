@@ -1,0 +1,170 @@
+"""What the campaign report shows, read from the warehouse (no dagster): one leaderboard run (its
+policy_evaluation rows, the models it listed, the data checks it saw), the frontier of every policy
+and the mean response per level recomputed from the stored holdout coefficients, the champion and its
+evidence, the latest decisions and their exploration share, the per-segment results and, where a
+`pacing` table exists, the spend per day."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from promo_assets import warehouse
+from promo_assets.warehouse import sql
+
+
+class ReportError(ValueError):
+    """The campaign has nothing to report yet (no leaderboard of a succeeded run)."""
+
+
+@dataclass
+class ReportData:
+    campaign: str
+    board_run: str
+    board_started: dt.datetime | None
+    labels: list[str]
+    budgets: list[float]
+    board: pd.DataFrame                      # policy_evaluation rows of the leaderboard run
+    entries: pd.DataFrame                    # model, model_version, evaluation_run_id, status, reason
+    checks: list[tuple] = field(default_factory=list)   # failed data checks: name, severity, message
+    curves: pd.DataFrame | None = None       # policy_curves: every model, 'random' and ('oracle')
+    per_level: pd.DataFrame | None = None    # model, level, label, mean_response (holdout users)
+    champion: dict | None = None             # the latest champion row
+    evidence: pd.DataFrame | None = None     # its champion_evidence rows
+    decisions: pd.DataFrame | None = None    # per budget: users, exploration share, expected response / cost
+    decision_levels: pd.DataFrame | None = None  # budget, level, label, policy, users
+    segments: pd.DataFrame | None = None     # segment_evaluation rows
+    pacing: pd.DataFrame | None = None       # rows of a `pacing` table, when the warehouse has one
+    notes: list[str] = field(default_factory=list)  # what could not be shown, and why
+
+
+def _has(con, table: str) -> bool:
+    return bool(warehouse.table_columns(con, table))
+
+
+def latest_board_run(con, campaign: str, finished=()) -> tuple[str, dt.datetime | None]:
+    """The campaign's latest succeeded leaderboard run (`finished`: run ids that count as succeeded)."""
+    runs = con.execute(sql("results", "succeeded_runs"), [campaign, list(finished)]).fetchall()
+    if not runs:
+        raise ReportError(f"no leaderboard of a succeeded run for campaign '{campaign}': run `promo run` first")
+    return runs[0][0], runs[0][1]
+
+
+def gather(con, landing: Path, campaign: str, config, board_run: str | None = None, finished=(),
+           champion_run: str | None = None, decisions_run: str | None = None) -> ReportData:
+    """Everything the report shows for `campaign` (its parsed campaign.yaml `config`), of leaderboard
+    run `board_run` (default: the latest succeeded one), the champion of run `champion_run` and the
+    decisions of run `decisions_run` (default: the latest visible ones)."""
+    started = None
+    if board_run is None:
+        board_run, started = latest_board_run(con, campaign, finished)
+    board = con.execute(sql("results", "run_evaluation"), [campaign, board_run]).df()
+    if board.empty:
+        raise ReportError(f"leaderboard run {board_run} of campaign '{campaign}' has no evaluation rows")
+    data = ReportData(campaign, board_run, started, [str(x) for x in config.labels],
+                      [float(b) for b in config.budgets_per_capita], board,
+                      con.execute(sql("report", "board_entries"), [campaign, board_run]).df())
+    if _has(con, "data_checks"):
+        data.checks = con.execute(sql("results", "run_data_checks"), [campaign, board_run]).fetchall()
+    _curves(con, landing, campaign, config, data)
+    _champion(con, campaign, data, champion_run)
+    _decisions(con, campaign, data, decisions_run)
+    data.segments = con.execute(sql("report", "run_segments"), [campaign, board_run]).df()
+    if "campaign" in warehouse.table_columns(con, "pacing"):
+        data.pacing = con.execute(sql("report", "pacing_rows"), [campaign]).df()
+    return data
+
+
+def _aligned(con, campaign: str, model: str, version: str, target_users: np.ndarray, k: int):
+    """The model's holdout coefficients (values, costs: N x K) in the order of `target_users`, or None."""
+    df = con.execute(sql("frames", "coefficients"), [campaign, model, version, "holdout"]).df()
+    if df.empty or len(df) % k:
+        return None
+    n = len(df) // k
+    users = df["user_id"].to_numpy()[::k]
+    idx = pd.Series(np.arange(n), index=users).reindex(target_users).to_numpy()
+    if np.isnan(idx).any():
+        return None
+    idx = idx.astype(int)
+    return df["value"].to_numpy().reshape(n, k)[idx], df["cost"].to_numpy().reshape(n, k)[idx]
+
+
+def _curves(con, landing: Path, campaign: str, config, data: ReportData) -> None:
+    from promo_assets.evaluation.curves import policy_curves
+    from promo_assets.simulation import truth_arrays
+
+    holdout = con.execute(sql("frames", "holdout_events", columns=""), [campaign]).df()
+    if holdout.empty:
+        data.notes.append("no holdout events: no frontier and no response per level")
+        return
+    k = config.n_levels
+    users = holdout["user_id"].to_numpy()
+    specs = {}
+    evaluated = data.entries[(data.entries["status"] == "evaluated") & (data.entries["model"] != "random")]
+    for model, version in zip(evaluated["model"], evaluated["model_version"]):
+        got = _aligned(con, campaign, model, version, users, k)
+        if got is None:
+            data.notes.append(f"{model}: its holdout coefficients of version {version} are no longer stored "
+                              "(kept runs: PROMO_KEEP_RUNS); not in the plots")
+            continue
+        specs[model] = got
+    true_values = true_costs = None
+    if (landing / campaign / "truth" / "response.parquet").exists():
+        true_values, true_costs = truth_arrays(landing / campaign, holdout["user_id"].tolist())
+    t, y = holdout["level"].to_numpy(), holdout["response"].to_numpy(dtype=float)
+    z, p = holdout["cost"].to_numpy(dtype=float), holdout["propensity"].to_numpy(dtype=float)
+    if specs or true_values is not None:
+        data.curves = policy_curves(specs, t, y, z, p, true_values=true_values, true_costs=true_costs)
+    rows = []
+    for k_ in range(k):
+        label = data.labels[k_] if k_ < len(data.labels) else str(k_)
+        for model, (v, _) in specs.items():
+            rows.append({"model": model, "level": k_, "label": label, "mean_response": float(v[:, k_].mean())})
+        if true_values is not None:
+            rows.append({"model": "truth", "level": k_, "label": label, "mean_response": float(true_values[:, k_].mean())})
+        at = t == k_
+        if at.any():  # randomized logging: the mean observed response of the events logged at the level
+            rows.append({"model": "observed", "level": k_, "label": label, "mean_response": float(y[at].mean())})
+    data.per_level = pd.DataFrame(rows)
+
+
+def _champion(con, campaign: str, data: ReportData, run_id: str | None) -> None:
+    if not _has(con, "champion"):
+        return
+    rows = con.execute(sql("decisions", "latest_champion") if run_id is None else sql("decisions", "champion_of_run"),
+                       [campaign, run_id or ""]).df()
+    if rows.empty:
+        data.notes.append("no champion yet: the champion asset has not run for this campaign")
+        return
+    data.champion = rows.iloc[0].to_dict()
+    data.evidence = con.execute(sql("decisions", "champion_evidence_of_run"), [campaign, data.champion["run_id"]]).df()
+
+
+def _decisions(con, campaign: str, data: ReportData, run_id: str | None) -> None:
+    if not _has(con, "decision_budgets"):
+        return
+    if run_id is None:
+        latest = con.execute(sql("decisions", "latest_decisions_run"), [campaign]).fetchall()
+        if not latest:
+            data.notes.append("no decisions yet: the decisions asset has not run for this campaign")
+            return
+        run_id = latest[0][0]
+    budgets = con.execute(sql("decisions", "decision_budgets_of_run"), [campaign, run_id]).df()
+    rows = []
+    for _, r in budgets.iterrows():
+        entry = json.loads(r["decision_manifest"]).get("entry", {})
+        explore = entry.get("exploration", {})
+        rows.append({"budget_per_capita": float(r["budget_per_capita"]), "decision_date": str(pd.Timestamp(r["decision_date"]).date()),
+                     "champion": r["champion"], "users": entry.get("users"),
+                     "exploration_share": explore.get("share"), "exploration_users": explore.get("users"),
+                     "expected_response_per_capita": entry.get("expected_response", {}).get("per_capita"),
+                     "expected_cost_per_capita": entry.get("expected_cost", {}).get("per_capita"),
+                     "value_given_up_per_capita": explore.get("value_given_up_per_capita"),
+                     "decided_for": r["decision_users"]})
+    data.decisions = pd.DataFrame(rows)
+    data.decision_levels = con.execute(sql("report", "decision_levels"), [campaign, run_id]).df()
