@@ -127,14 +127,34 @@ class CampaignState:
                 raise RequestError("users", f"at most {MAX_BATCH} users per request, got {len(users)}")
             where = lambda i: f"users[{i}]"  # noqa: E731
         names = list(self.features)
-        ids, rows = [], []
+        numeric = [n for n in names if self.features[n] == "numeric"]
+        categorical = [n for n in names if self.features[n] != "numeric"]
+        expected = set(names)
+        ids = []
+        num_rows, cat_rows = [], []
         for i, user in enumerate(users):
+            # the common case checked in bulk; anything unusual goes through the checks that name the field
+            feats = user.get("features") if type(user) is dict else None
+            uid = user.get("user_id") if type(user) is dict else None
+            if (type(feats) is dict and feats.keys() == expected and len(user) == 2 and type(uid) is str
+                    and 0 < len(uid) <= MAX_USER_ID):
+                nums = [feats[n] for n in numeric]
+                cats = [feats[n] for n in categorical]
+                if all(type(v) is float and math.isfinite(v) or type(v) is int or v is None for v in nums) and \
+                        all(type(v) is str or v is None for v in cats):
+                    ids.append(uid)
+                    num_rows.append(nums)
+                    cat_rows.append(cats)
+                    continue
             ids.append(self._user_id(user, where(i)))
-            rows.append(self._features(user.get("features"), f"{where(i)}.features", names))
-        frame = pd.DataFrame(rows, columns=names)
-        for name, kind in self.features.items():
-            frame[name] = frame[name].astype(np.float64 if kind == "numeric" else object)
-        return budget, ids, frame
+            row = dict(zip(names, self._features(user.get("features"), f"{where(i)}.features", names)))
+            num_rows.append([row[n] for n in numeric])
+            cat_rows.append([row[n] for n in categorical])
+        frame = pd.DataFrame(np.array(num_rows, dtype=np.float64).reshape(len(ids), len(numeric)), columns=numeric)
+        cats = np.array(cat_rows, dtype=object).reshape(len(ids), len(categorical))
+        for j, name in enumerate(categorical):
+            frame[name] = pd.Series(cats[:, j], dtype=object)
+        return budget, ids, frame[names]
 
     def _budget(self, value: Any) -> float:
         shown = ", ".join(f"{b:g}" for b in sorted(self.lambdas))
@@ -205,12 +225,9 @@ class CampaignState:
     def explore_draws(self, user_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """(explores, level drawn) per user: a deterministic draw from the seed, the decision date and
         the user id (two uniforms from BLAKE2b)."""
-        n = len(user_ids)
-        u = np.empty((n, 2))
         salt = f"{self.seed}|{self.decision_date.isoformat()}|".encode()
-        for i, uid in enumerate(user_ids):
-            digest = hashlib.blake2b(salt + uid.encode(), digest_size=16).digest()
-            u[i] = np.frombuffer(digest, dtype="<u8") / 2.0 ** 64
+        digests = b"".join(hashlib.blake2b(salt + uid.encode(), digest_size=16).digest() for uid in user_ids)
+        u = np.frombuffer(digests, dtype="<u8").reshape(len(user_ids), 2) / 2.0 ** 64
         explores = u[:, 0] < self.share
         drawn = np.minimum(np.searchsorted(np.cumsum(self.mix), u[:, 1], side="right"), len(self.mix) - 1)
         return explores, drawn
