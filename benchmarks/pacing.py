@@ -32,9 +32,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,16 +44,11 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+from _champion_campaign import decided_campaign  # noqa: E402
 from _results import Recorder  # noqa: E402
 
 START = dt.date(2026, 1, 1)
 RCT_DAYS = 3
-
-
-def _promo(env: dict, *args: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "promo_assets.cli", *args], env=env, capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"promo {' '.join(args)} failed: {done.stderr[-3000:]}")
 
 
 def run_arm(arm: str, base: Path, work: Path, users: np.ndarray, values: np.ndarray, costs: np.ndarray,
@@ -117,34 +110,17 @@ def main() -> int:
     args = ap.parse_args()
     rec = Recorder("pacing")
 
-    from promo_assets import warehouse
     from promo_assets.decisions.pacing import PeriodBudget
-    from promo_assets.serve import read_campaign
 
     tmp = Path(tempfile.mkdtemp(prefix="pacing-bench-"))
-    (tmp / "dagster_home").mkdir()
-    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", tmp / "dagster_home")
-    env = {**os.environ, "PROMO_LANDING_DIR": str(tmp / "landing"), "PROMO_WAREHOUSE": str(tmp / "wh.duckdb"),
-           "PROMO_ARTIFACTS_DIR": str(tmp / "artifacts"), "DAGSTER_HOME": str(tmp / "dagster_home"),
-           "PROMO_OUTBOX_DIR": str(tmp / "outbox")}
-    os.environ["PROMO_ARTIFACTS_DIR"] = env["PROMO_ARTIFACTS_DIR"]
     try:
         t0 = time.perf_counter()
-        _promo(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", str(RCT_DAYS), "--users",
-               str(args.users), "--seed", str(args.seed), "--start", START.isoformat())
-        with open(tmp / "landing" / "demo" / "campaign.yaml", "a") as f:
-            f.write(f"models:\n  include: [{args.model}]\nchampion:\n  pin: {args.model}\nexploration:\n  share: 0\n")
-        _promo(env, "run", "--campaign", "demo", "--no-progress")
+        _, pop, values, costs = decided_campaign(tmp, users=args.users, days=RCT_DAYS, seed=args.seed,
+                                                 model=args.model, start=START,
+                                                 yaml_extra="exploration:\n  share: 0\n")
         print(f"champion trained by promo run in {time.perf_counter() - t0:.0f}s", flush=True)
-        with warehouse.connect(tmp / "wh.duckdb", read_only=True) as con:
-            state = read_campaign(con, tmp / "landing", "demo")
         base = tmp / "landing" / "demo"
-        pop = pd.read_parquet(sorted((base / "population").glob("*.parquet"))[-1])
         users = pop["user_id"].astype(str).to_numpy()
-        frame = pop[list(state.features)].copy()
-        for f, kind in state.features.items():
-            frame[f] = frame[f].astype(np.float64 if kind == "numeric" else object)
-        values, costs = state.coefficients(frame)
         seen = [pd.read_parquet(p, columns=["user_id"])["user_id"].nunique() for p in sorted((base / "events").glob("*.parquet"))]
         prior = float(np.mean(seen)) / len(users)
         start = START + dt.timedelta(days=RCT_DAYS)

@@ -13,6 +13,7 @@ file is reported at once, in one `CampaignConfigError`.
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import logging
 import math
@@ -303,12 +304,16 @@ class ChampionBlock(_Block):
 
     confidence: float = Field(0.9, gt=0.5, lt=1, description="a number in (0.5, 1): the confidence a challenger "
                               "must be better at to replace the champion (paired comparison at equal spend)")
+    """How sure a challenger must be (its paired interval of the decision loss) to replace the champion."""
     pin: str | None = Field(None, description="a registered model name: deploy that model, whatever the evidence")
+    """Deploy this model whatever the evidence (everything is still computed and reported)."""
     candidates: list[str] | None = Field(
         None, min_length=1, description="a list of registered model names the champion is chosen among (default: every "
                                         "evaluated model)")
+    """The models the champion is chosen among (default: every model the leaderboard evaluated)."""
     blends: bool = Field(True, description="true or false: may the champion be a blend (mean of the coefficients) of "
                                            "models that are not significantly worse than the best")
+    """May the champion be a blend of several models' predictions (the stacked blend)."""
 
 
 class ExplorationBlock(_Block):
@@ -316,12 +321,43 @@ class ExplorationBlock(_Block):
 
     share: float = Field(0.05, ge=0, lt=1, description="a number in [0, 1): the share of users whose level is drawn "
                                                        "at random")
+    """The share of users whose level is drawn at random in every decision (0: none)."""
     seed: int = Field(0, ge=0, description="an integer >= 0 (with the decision date, it seeds the draws)")
+    """Seeds the draws of who explores and which level, together with the decision date."""
     mix: list[Annotated[float, Field(ge=0)]] | None = Field(
         None, description="one number >= 0 per incentive level: the weights the explored levels are drawn with "
                           "(default: uniform)")
+    """The weights the explored levels are drawn with, one per level (default: uniform)."""
     tolerance: float = Field(0.005, ge=0, le=0.5, description="a number in [0, 0.5]: how far the realized share may "
                                                               "be from `share` before the export is stopped")
+    """How far the realized exploration share may be from `share` before the export is stopped."""
+
+
+class BudgetBlock(_Block):
+    """A budget for a period, paced day by day (docs/pacing.md): `total` (or `per_day`) from `start` to
+    `end`, both days included."""
+
+    total: float | None = Field(None, gt=0, description="a number > 0: the spend for the whole period")
+    """The spend for the whole period (give `total` or `per_day`)."""
+    per_day: float | None = Field(None, gt=0, description="a number > 0: the spend per day (total = per_day x days)")
+    """The spend per day of the period (give `total` or `per_day`)."""
+    start: dt.date = Field(strict=False, description="a date YYYY-MM-DD: the period's first day")
+    """The first day of the period (decisions for this day are the first paced ones)."""
+    end: dt.date = Field(strict=False, description="a date YYYY-MM-DD, not before start: the period's last day")
+    """The last day of the period (included)."""
+    controller: Literal["ratio", "dual"] = Field("ratio", description="ratio | dual")
+    """How each day's λ is corrected by the spend that came back: `ratio` (λ meets the plan over the
+    realized / predicted spend ratio) or `dual` (DIPN's multiplicative dual update)."""
+    gain: float = Field(1.0, gt=0, le=5, description="a number in (0, 5]: the step of the dual update")
+    """The exponent η of the `dual` controller's step λ_d = λ_{d-1} (realized / plan)^η."""
+
+    @model_validator(mode="after")
+    def _one_amount(self) -> "BudgetBlock":
+        if (self.total is None) == (self.per_day is None):
+            raise ValueError("give exactly one of 'total' and 'per_day'")
+        if self.end < self.start:
+            raise ValueError(f"'end' ({self.end}) is before 'start' ({self.start})")
+        return self
 
 
 class CampaignYaml(_Block):
@@ -387,6 +423,9 @@ class CampaignYaml(_Block):
     exploration: ExplorationBlock | None = Field(
         None, description="a mapping with optional 'share', 'seed', 'mix', 'tolerance'")
     """The randomized share of the exported decisions that keeps the next days an RCT (docs: decisions)."""
+    budget: BudgetBlock | None = Field(
+        None, description="a mapping with 'total' or 'per_day', 'start', 'end' and optional 'controller', 'gain'")
+    """A budget for a period, paced day by day next to the per-capita budgets (docs: pacing)."""
     simulation: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
     """Provenance written by `promo simulate` (preset, seed, sizes); not read by the pipeline."""
     simulator: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
@@ -395,7 +434,7 @@ class CampaignYaml(_Block):
 
 # keys of campaign.yaml that CampaignConfig keeps in `.extra` (validated, defaults filled in)
 EXTRA_KEYS = ("features", "ratio_budget", "merchants", "graph", "models", "simulation", "simulator", "segments",
-              "champion", "exploration")
+              "champion", "exploration", "budget")
 
 
 def _schema_messages(exc: ValidationError) -> list[str]:
@@ -673,6 +712,11 @@ class CampaignConfig:
         return self.extra.get("exploration") or ExplorationBlock().model_dump()
 
     @property
+    def period_budget(self) -> dict[str, Any] | None:
+        """campaign.yaml `budget:` (total or per_day, start and end as text, controller, gain), or None."""
+        return self.extra.get("budget")
+
+    @property
     def level_kind(self) -> str:
         """How the levels are given, in words (for skip reasons): ordered amounts, unordered arms, or
         multi-attribute levels (their attribute names)."""
@@ -783,6 +827,8 @@ class CampaignConfig:
             labels = tuple(str(k) for k in t.arms)
             ordered = False
         dumped = doc.model_dump()
+        if doc.budget is not None:  # dates as text: the config travels as JSON inside model artefacts
+            dumped["budget"] = doc.budget.model_dump(mode="json")
         extra = {k: dumped[k] for k in EXTRA_KEYS if k in doc.model_fields_set}
         if doc.models is not None:
             from promo_assets.models.registry import check_models_block  # lazy: the registry imports this module

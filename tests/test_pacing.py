@@ -79,3 +79,50 @@ def test_unknown_controller_is_refused():
     b = PeriodBudget(total=10.0, start=START, end=START, controller="pid")
     with pytest.raises(PacingError, match="ratio, dual"):
         pace_day(b, START, v, c, [], 1.0)
+
+
+@pytest.mark.slow
+def test_promo_run_paces_a_period_budget_with_the_spend_that_came_back(promo_env, capsys):
+    """campaign.yaml `budget:` over days 4-6: day 4's paced decision plans total / 3; its file answered
+    by the simulator, the next run plans (total - day 4's realized spend) / 2 and the service's λ is the
+    paced one."""
+    import json
+
+    import duckdb
+    import pandas as pd
+
+    from promo_assets.cli import main
+    from promo_assets.decisions import read_manifest
+    from promo_assets.decisions.pacing import stored_history
+    from promo_assets.serve import read_campaign
+
+    start = dt.date(2026, 3, 1)
+    assert main(["simulate", "--preset", "demo", "--campaign", "demo", "--days", "3", "--users", "600", "--seed", "2",
+                 "--start", start.isoformat()]) == 0
+    d4, d5 = start + dt.timedelta(days=3), start + dt.timedelta(days=4)
+    with open(promo_env["landing"] / "demo" / "campaign.yaml", "a") as f:
+        f.write(f"models:\n  include: [lgbm_s_mono]\nexploration:\n  share: 0.1\n"
+                f"budget:\n  total: 900\n  start: {d4}\n  end: {d4 + dt.timedelta(days=2)}\n")
+    assert main(["run", "--campaign", "demo", "--no-progress"]) == 0
+    manifest = read_manifest(promo_env["outbox"] / "demo" / d4.isoformat())
+    (paced,) = [e for e in manifest["budgets"] if "pacing" in e]
+    assert paced["pacing"]["plan"] == pytest.approx(300.0) and paced["pacing"]["day"] == d4.isoformat()
+    assert 0 < paced["pacing"]["ratio"] <= 1  # the prior: the share of users seen on a loaded day
+    assert {e["budget_per_capita"] for e in manifest["budgets"]} >= {0.5, 1.0, 1.5}
+    file = promo_env["outbox"] / "demo" / d4.isoformat() / paced["file"]
+
+    assert main(["simulate", "--respond-to", str(file), "--day", d4.isoformat(), "--campaign", "demo"]) == 0
+    realized = float(pd.read_parquet(promo_env["landing"] / "demo" / "events" / f"{d4}.parquet")["cost"].sum())
+    assert main(["run", "--campaign", "demo", "--no-progress"]) == 0
+    with duckdb.connect(str(promo_env["warehouse"]), read_only=True) as con:
+        history = stored_history(con, "demo")
+        state = read_campaign(con, promo_env["landing"], "demo")
+    assert [h.day for h in history] == [d4, d5]
+    assert history[0].realized == pytest.approx(realized) and history[1].realized is None
+    assert history[1].plan == pytest.approx((900.0 - realized) / 2)
+    assert history[1].ratio == pytest.approx(realized / history[0].predicted)  # corrected by what came back
+    assert state.paced_budget is not None and state.pacing["day"] == d5.isoformat()
+    assert state._budget(None) == state.paced_budget == state._budget("period")
+    assert main(["export", "--campaign", "demo", "--out", str(promo_env["outbox"] / "again")]) == 0
+    again = json.loads((promo_env["outbox"] / "again" / "demo" / d5.isoformat() / "manifest.json").read_text())
+    assert any("pacing" in e for e in again["budgets"])

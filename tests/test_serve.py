@@ -193,7 +193,7 @@ def test_serve_one_user_a_batch_and_bad_input(served):
 def test_serve_picks_up_a_new_champion_while_requests_run(served):
     """Day 4 answered from the outbox, `promo run` again (it holds the warehouse's write lock for a
     while): the service keeps answering with the old champion, then switches, with no failed request."""
-    port, root, env = served["port"], served["root"], served["env"]
+    port, root = served["port"], served["root"]
     before = _call(port, "/v1/campaigns/demo")[1]
     users = _users(root, 50, offset=100)
     results, stop = [], threading.Event()

@@ -156,7 +156,9 @@ def export_stored(con, campaign: str, outbox: Path, *, config, budgets: Sequence
     stored = con.execute(sql("decisions", "decision_budgets_of_run"), [campaign, run_id]).df()
     if stored.empty:
         raise ExportError(f"decisions run {run_id} of campaign '{campaign}' left no decisions (its run failed)")
-    configured = [float(b) for b in config.budgets_per_capita]
+    paced = [float(b) for b, m in zip(stored["budget_per_capita"], stored["decision_manifest"])
+             if "pacing" in json.loads(m)["entry"]]  # campaign.yaml `budget:`: today's paced decision
+    configured = [float(b) for b in config.budgets_per_capita] + paced
     available = [float(b) for b in stored["budget_per_capita"]]
     shown = ", ".join(f"{b:g}" for b in configured)
     if budgets:

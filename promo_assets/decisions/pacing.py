@@ -161,3 +161,65 @@ def pace_day(budget: PeriodBudget, day: dt.date, values: np.ndarray, costs: np.n
         lam = lambda_for_spend(v, c, plan / ratio, start=previous.lambda_ if previous else None)
     return PacingDay(day=day, plan=plan, lambda_=float(lam), predicted=predicted_spend(v, c, lam), ratio=ratio,
                      users=int(v.shape[0]))
+
+
+def stored_history(con, campaign: str) -> list[PacingDay]:
+    """The paced days of the campaign's visible decisions runs (the latest run of each day), each with
+    the spend its users' events reported once that day is loaded (decision_budgets' manifest entries
+    with `pacing`, rct_events joined with the run's decisions)."""
+    import json
+
+    from promo_assets.warehouse import sql
+
+    latest: dict[str, tuple] = {}
+    for run_id, day, budget, manifest, _ in con.execute(sql("decisions", "paced_days"), [campaign]).fetchall():
+        latest[str(day)] = (run_id, day, budget, json.loads(manifest)["entry"]["pacing"])
+    out = []
+    for run_id, day, budget, p in latest.values():
+        realized, _ = con.execute(sql("decisions", "realized_spend"), [campaign, str(day), run_id, budget]).fetchone()
+        out.append(PacingDay(day=_date(str(day)[:10]), plan=float(p["plan"]), lambda_=float(p["lambda_"]),
+                             predicted=float(p["predicted"]), realized=None if realized is None else float(realized),
+                             ratio=float(p["ratio"]), users=int(p["users"])))
+    return out
+
+
+def prior_ratio(con, campaign: str, n_users: int) -> float:
+    """The share of the users decided for expected back on a day before any paced day came back: the
+    mean number of distinct users per loaded day over the users decided for (at most 1)."""
+    from promo_assets.warehouse import sql
+
+    mean = con.execute(sql("decisions", "users_per_day"), [campaign]).fetchone()[0]
+    return min(1.0, float(mean) / n_users) if mean and n_users else 1.0
+
+
+def pacing_table(budget: PeriodBudget, history: Sequence[PacingDay]) -> list[dict]:
+    """One row per paced day: plan, λ, predicted and realized spend, cumulative realized, the even
+    plan's cumulative spend and the budget left after the day (realized, or planned until it is back)."""
+    rows, spent = [], 0.0
+    for i, h in enumerate(sorted(history, key=lambda h: h.day)):
+        spent += h.realized if h.realized is not None else h.plan
+        rows.append({"day": h.day.isoformat(), "plan": h.plan, "lambda": h.lambda_, "predicted spend": h.predicted,
+                     "realized spend": h.realized, "spend ratio": h.ratio,
+                     "cumulative spend": spent, "even plan": budget.total / budget.days * ((h.day - budget.start).days + 1),
+                     "budget left": budget.total - spent})
+    return rows
+
+
+def plot_pacing(rows: Sequence[dict], total: float) -> bytes:
+    """PNG: the spend per day (plan and realized) and the cumulative spend against the even plan."""
+    from promo_assets.evaluation.plots import _figure, _png
+
+    fig, (left, right) = _figure(2, width=5.0, height=3.6)
+    x = np.arange(len(rows))
+    days = [r["day"][5:] for r in rows]
+    left.bar(x - 0.2, [r["plan"] for r in rows], width=0.4, label="plan", color="0.7")
+    left.bar(x + 0.2, [r["realized spend"] or 0.0 for r in rows], width=0.4, label="realized", color="tab:blue")
+    left.set_title("spend per day")
+    right.plot(x, [r["cumulative spend"] for r in rows], marker="o", label="cumulative (realized, else planned)")
+    right.plot(x, [r["even plan"] for r in rows], ls="--", color="0.5", label="even plan")
+    right.axhline(total, color="black", lw=1, label="total")
+    right.set_title("cumulative spend")
+    for ax in (left, right):
+        ax.set_xticks(x, days, rotation=45, fontsize=7)
+        ax.legend(fontsize=7)
+    return _png(fig)

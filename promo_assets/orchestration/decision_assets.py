@@ -218,6 +218,37 @@ def check_results(outcomes: dict) -> list[dg.AssetCheckResult]:
         for name, got in outcomes.items()]
 
 
+def paced_decision(warehouse: WarehouseResource, campaign: str, config, day: dt.date, values, costs):
+    """(PeriodBudget, today's PacingDay, the earlier days) for campaign.yaml `budget:` when `day` is in
+    its period, else None (promo_assets.decisions.pacing)."""
+    from promo_assets.decisions.pacing import PacingError, PeriodBudget, pace_day, prior_ratio, stored_history
+
+    if not config.period_budget:
+        return None
+    budget = PeriodBudget.from_config(config.period_budget)
+    if not budget.start <= day <= budget.end:
+        return None
+    with connect(warehouse) as con:
+        history = [h for h in stored_history(con, campaign) if budget.start <= h.day < day]
+        prior = prior_ratio(con, campaign, len(values))
+    try:
+        return budget, pace_day(budget, day, values, costs, history, prior), history
+    except PacingError as exc:
+        raise _fail(exc) from None
+
+
+def pacing_metadata(budget, today, history) -> dict:
+    from promo_assets.decisions.pacing import pacing_table, plot_pacing
+
+    from promo_assets.orchestration.campaign_assets import png_md
+
+    rows = pacing_table(budget, [*history, today])
+    return {"pacing": md_table([{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()} for r in rows]),
+            "pacing_plot": dg.MetadataValue.md(png_md(plot_pacing(rows, budget.total), "Spend per day and cumulative")),
+            "paced_lambda": today.lambda_, "paced_plan": today.plan, "period_total": budget.total,
+            "period_budget_left_before_today": rows[-1]["budget left"] + today.plan}
+
+
 def decision_metadata(info: dict, day: dt.date, who: str, exploration, entries: list) -> dict:
     rows = [{"budget": e["budget_per_capita"], "users": e["users"], "lambda": e["lambda_"],
              "predicted response / user": e["expected_response"]["per_capita"],
@@ -243,16 +274,29 @@ def decisions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, l
     exploration = Exploration.from_config(config.exploration)
     row, info, users, values, costs, day, newest, evidence = decision_inputs(warehouse, campaign, champ_run,
                                                                              config.n_levels)
+    paced = paced_decision(warehouse, campaign, config, day, values, costs)
+    budgets = list(config.budgets_per_capita)
+    if paced is not None:  # the period budget's decision: the per-capita budget its λ spends, predicted
+        paced_b = round(paced[1].predicted / len(users), 10)
+        if paced_b not in budgets:
+            budgets.append(paced_b)
     try:
-        made = decide_budgets(users, values, costs, config.budgets_per_capita, exploration, day, labels=config.labels,
+        made = decide_budgets(users, values, costs, budgets, exploration, day, labels=config.labels,
                               incentives=config.incentives, champion=info, evidence=evidence)
     except DecisionError as exc:
         raise _fail(exc) from None
+    if paced is not None:
+        for entry in made.entries:
+            if entry["budget_per_capita"] == paced_b:
+                entry["pacing"] = {**paced[1].to_dict(), "total": paced[0].total, "start": paced[0].start.isoformat(),
+                                   "end": paced[0].end.isoformat(), "controller": paced[0].controller}
     made.outcomes["champion_fresh"] = [(None, champion_freshness(row["decided_at"], newest))]
     who = users_decided_for(landing, campaign, len(users))
     store_decisions(context, warehouse, campaign, day, made, info, who)
-    return dg.MaterializeResult(metadata=decision_metadata(info, day, who, exploration, made.entries),
-                                check_results=check_results(made.outcomes),
+    metadata = decision_metadata(info, day, who, exploration, made.entries)
+    if paced is not None:
+        metadata.update(pacing_metadata(*paced))
+    return dg.MaterializeResult(metadata=metadata, check_results=check_results(made.outcomes),
                                 data_version=dg.DataVersion(f"{info['version']}-{day}-{champ_version}"[:48]))
 
 

@@ -118,10 +118,13 @@ def read_campaign(con, landing: Path, campaign: str, lambdas_override: Mapping[f
             return Unavailable(campaign, reason)
         if model_cache is not None:
             model_cache[key] = models
-    lambdas = {}
+    lambdas, paced, pacing = {}, None, None
     for _, row in rows.iterrows():
-        lam = json.loads(row["decision_manifest"])["entry"]["lambda_"]
+        entry = json.loads(row["decision_manifest"])["entry"]
+        lam = entry["lambda_"]
         lambdas[float(row["budget_per_capita"])] = None if lam is None else float(lam)
+        if "pacing" in entry:  # campaign.yaml `budget:`: the day's paced decision
+            paced, pacing = float(row["budget_per_capita"]), entry["pacing"]
     source = "decisions"
     if lambdas_override:
         lambdas = {float(b): (None if v is None else float(v)) for b, v in lambdas_override.items()}
@@ -138,7 +141,7 @@ def read_campaign(con, landing: Path, campaign: str, lambdas_override: Mapping[f
         seed=int(exploration.seed), mix=np.asarray(mix, dtype=np.float64),
         decision_date=pd.Timestamp(first["decision_date"]).date(),
         decided_at=pd.Timestamp(first["decided_at"]).isoformat(), decisions_run_id=str(run_id),
-        champion_run_id=str(first["champion_run_id"]), lambda_source=source)
+        champion_run_id=str(first["champion_run_id"]), lambda_source=source, paced_budget=paced, pacing=pacing)
 
 
 class Registry:

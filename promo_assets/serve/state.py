@@ -85,6 +85,8 @@ class CampaignState:
     decisions_run_id: str
     champion_run_id: str
     lambda_source: str = "decisions"
+    paced_budget: float | None = None
+    pacing: Mapping[str, Any] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ description
@@ -95,7 +97,9 @@ class CampaignState:
             "champion_version": self.champion_version,
             "members": [{"model": m, "weight": w, "model_version": v}
                         for m, w, v in zip(self.members, self.weights, self.versions)],
-            "budgets": [{"budget_per_capita": b, "lambda_": lam} for b, lam in sorted(self.lambdas.items())],
+            "budgets": [{"budget_per_capita": b, "lambda_": lam, "period": b == self.paced_budget}
+                        for b, lam in sorted(self.lambdas.items())],
+            "pacing": None if self.pacing is None else dict(self.pacing),
             "lambda_source": self.lambda_source,
             "decision_date": self.decision_date.isoformat(), "decided_at": self.decided_at,
             "decisions_run_id": self.decisions_run_id, "champion_run_id": self.champion_run_id,
@@ -157,14 +161,20 @@ class CampaignState:
         return budget, ids, frame[names]
 
     def _budget(self, value: Any) -> float:
-        shown = ", ".join(f"{b:g}" for b in sorted(self.lambdas))
-        if value is None:
-            if len(self.lambdas) == 1:
+        shown = ", ".join(f"{b:g}" for b in sorted(self.lambdas) if b != self.paced_budget)
+        if self.paced_budget is not None:
+            shown += (", " if shown else "") + "'period'"
+        if value is None or value == "period":
+            if self.paced_budget is not None:  # campaign.yaml `budget:`: today's paced λ
+                return self.paced_budget
+            if value is None and len(self.lambdas) == 1:
                 return next(iter(self.lambdas))
-            raise RequestError("budget", f"campaign '{self.campaign}' decides at several budgets per capita ({shown}): "
-                               "give one")
+            if value is None:
+                raise RequestError("budget", f"campaign '{self.campaign}' decides at several budgets per capita "
+                                   f"({shown}): give one")
+            raise RequestError("budget", f"campaign '{self.campaign}' has no period budget today ({shown})")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise RequestError("budget", f"must be a number (one of {shown}), got {type(value).__name__}")
+            raise RequestError("budget", f"must be a number or 'period' (one of {shown}), got {type(value).__name__}")
         if float(value) not in self.lambdas:
             raise RequestError("budget", f"budget {value:g} is not one campaign '{self.campaign}' decides at ({shown})")
         return float(value)
@@ -248,7 +258,8 @@ class CampaignState:
              "predicted_response": float(v), "predicted_cost": float(c), "policy": "explore" if e else "champion",
              "propensity": float(p)}
             for uid, lv, v, c, e, p in zip(user_ids, levels.tolist(), value, cost, explores, propensity)]
-        return {"campaign": self.campaign, "budget_per_capita": budget, "lambda_": lam, "lambda_source": self.lambda_source,
+        return {"campaign": self.campaign, "budget_per_capita": budget, "period": budget == self.paced_budget,
+                "lambda_": lam, "lambda_source": "pacing" if budget == self.paced_budget else self.lambda_source,
                 "champion": self.champion, "champion_version": self.champion_version,
                 "model_version": dict(zip(self.members, self.versions)), "decision_date": self.decision_date.isoformat(),
                 "decisions": decisions}
