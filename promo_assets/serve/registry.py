@@ -38,16 +38,26 @@ def _stat(path: Path) -> tuple:
     return (st.st_mtime_ns, st.st_size, st.st_ino)
 
 
-def _campaign_folders(landing: Path, only: Iterable[str] | None) -> list[str]:
-    from promo_assets.campaign import usable_campaign_folder
+def _valid_name(name: str) -> bool:
+    from promo_assets.campaign import CampaignNameError, check_campaign_name
 
+    try:
+        check_campaign_name(name)
+    except CampaignNameError:
+        return False
+    return True
+
+
+def _campaign_folders(landing: Path, only: Iterable[str] | None) -> list[str]:
+    """The served campaigns: `only`, else every folder of the landing folder with a campaign.yaml and a
+    valid campaign name (checked silently: this runs at every poll)."""
     if only:
         return sorted(set(only))
     try:
         found = [p for p in landing.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")]
     except OSError:
         return []
-    return sorted(p.name for p in found if (p / "campaign.yaml").is_file() and usable_campaign_folder(p))
+    return sorted(p.name for p in found if _valid_name(p.name) and (p / "campaign.yaml").is_file())
 
 
 def load_models(members, versions) -> tuple[list, str | None]:
