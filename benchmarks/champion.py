@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _pipeline_bench import evaluate_campaign  # noqa: E402
-from _record import RESULTS, context, record  # noqa: E402
+from _results import Recorder  # noqa: E402
 
 PRESETS = ("demo", "dipn_synthetic_2", "e2e_synthetic", "uplift_two_arm", "dfcl_discount")
 SIZES = {"demo": (8, 5000), "dipn_synthetic_2": (8, 10000), "e2e_synthetic": (8, 2500),
@@ -104,11 +104,12 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     ap.add_argument("--presets", nargs="+", default=list(PRESETS))
     ap.add_argument("--max-epochs", type=int, default=None, help="PROMO_MAX_EPOCHS (default: unset, as the demo)")
-    ap.add_argument("--rows", type=Path, default=None, help="summarize saved rows instead of running")
+    ap.add_argument("--rows", type=Path, default=None,
+                    help="summarize the campaigns of a result this script wrote (benchmarks/results/champion.json) instead of running")
     args = ap.parse_args()
-    started = context()
+    rec = Recorder("champion")
     if args.rows:
-        rows = pd.read_parquet(args.rows)
+        rows = pd.DataFrame(json.loads(args.rows.read_text())["figures"]["campaigns"])
     else:
         out = []
         for seed in args.seeds:
@@ -122,9 +123,6 @@ def main() -> int:
                       f"{r['best_pct']:.2f}% | {r['base']} {r['base_pct']:.2f}% | old rule {r['old_rule_pct']:.2f}% | "
                       f"promo run {r['run_seconds']}s, load {os.getloadavg()[0]:.1f}", flush=True)
         rows = pd.DataFrame(out)
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        flat = rows.drop(columns=[c for c in ("candidates", "models") if c in rows])
-        flat.to_parquet(RESULTS / f"champion_rows-{time.strftime('%Y%m%dT%H%M%S')}.parquet")
     summary = summarize(rows)
     print(pd.DataFrame(summary["per_preset"]).to_string(index=False))
     print("mean over campaigns:", json.dumps(summary["mean"]))
@@ -132,7 +130,11 @@ def main() -> int:
           f"{summary['campaigns_ahead_of_base']} of {summary['campaigns']} campaigns")
     result = {"seeds": args.seeds, "presets": args.presets, "sizes": {p: SIZES.get(p) for p in args.presets},
               "summary": summary, "campaigns": rows.to_dict(orient="records")}
-    path = record("champion", started, result)
+    m = summary["mean"]
+    path = rec.write(result, headline={"regret (points of the oracle)": m["regret"],
+                                       "champion - lgbm_s_mono (points)": m["vs_base"],
+                                       "old rule's regret (points)": m["old_regret"],
+                                       "presets ahead of lgbm_s_mono": summary["presets_ahead_of_base"]})
     print(json.dumps({"written": str(path), **summary["mean"]}))
     return 0
 

@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _record import context, record  # noqa: E402
+from _results import Recorder  # noqa: E402
 
 START = dt.date(2026, 1, 1)
 CAMPAIGN = "loop"
@@ -162,7 +162,7 @@ def main() -> int:
     ap.add_argument("--max-epochs", type=int, default=None, help="PROMO_MAX_EPOCHS (default: unset, as the demo)")
     ap.add_argument("--keep", type=Path, default=None, help="keep each loop's folder under this directory")
     args = ap.parse_args()
-    started = context()
+    rec = Recorder("closed_loop")
     loops = [run_loop(s, args, args.keep) for s in args.shares]
     table = [{"share": lp["share"], **{k: round(v, 2) for k, v in lp["cumulative"].items()},
               "pct_oracle_at_same_spend": round(100 * lp["pct_of_oracle_at_same_spend"], 2),
@@ -172,7 +172,9 @@ def main() -> int:
     print(pd.DataFrame(table).to_string(index=False))
     result = {"preset": "demo", "users": args.users, "seed": args.seed, "budget": args.budget, "days": args.days,
               "rct_days": args.rct_days, "table": table, "loops": loops}
-    path = record("closed_loop", started, result)
+    path = rec.write(result, headline={f"share {row['share']}: % of oracle at the same spend / champion day first -> last":
+                                       f"{row['pct_oracle_at_same_spend']} / {row['champion_pct_oracle_day_first']} -> "
+                                       f"{row['champion_pct_oracle_day_last']}" for row in table})
     print(json.dumps({"written": str(path), "table": table}))
     return 0
 

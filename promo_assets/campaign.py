@@ -304,16 +304,18 @@ class ChampionBlock(_Block):
 
     confidence: float = Field(0.9, gt=0.5, lt=1, description="a number in (0.5, 1): the confidence a challenger "
                               "must be better at to replace the champion (paired comparison at equal spend)")
-    """How sure a challenger must be (its paired interval of the decision loss) to replace the champion."""
+    """How sure the paired comparison (same holdout users, equal spend) must be that a challenger
+    beats the champion before it replaces it."""
     pin: str | None = Field(None, description="a registered model name: deploy that model, whatever the evidence")
-    """Deploy this model whatever the evidence (everything is still computed and reported)."""
+    """Deploy this model whatever the evidence says (the evidence is still computed and shown)."""
     candidates: list[str] | None = Field(
         None, min_length=1, description="a list of registered model names the champion is chosen among (default: every "
                                         "evaluated model)")
-    """The models the champion is chosen among (default: every model the leaderboard evaluated)."""
+    """The models the champion is chosen among (default: every model evaluated for the campaign)."""
     blends: bool = Field(True, description="true or false: may the champion be a blend (mean of the coefficients) of "
                                            "models that are not significantly worse than the best")
-    """May the champion be a blend of several models' predictions (the stacked blend)."""
+    """Whether the champion may be a blend of several models' coefficients when the evidence cannot
+    separate them."""
 
 
 class ExplorationBlock(_Block):
@@ -321,16 +323,17 @@ class ExplorationBlock(_Block):
 
     share: float = Field(0.05, ge=0, lt=1, description="a number in [0, 1): the share of users whose level is drawn "
                                                        "at random")
-    """The share of users whose level is drawn at random in every decision (0: none)."""
+    """Share of the users whose level is drawn at random (with its propensity written), so the next
+    days stay an experiment; 0 turns exploration off."""
     seed: int = Field(0, ge=0, description="an integer >= 0 (with the decision date, it seeds the draws)")
-    """Seeds the draws of who explores and which level, together with the decision date."""
+    """Seed of the exploration draws (combined with the decision date: each day draws anew)."""
     mix: list[Annotated[float, Field(ge=0)]] | None = Field(
         None, description="one number >= 0 per incentive level: the weights the explored levels are drawn with "
                           "(default: uniform)")
-    """The weights the explored levels are drawn with, one per level (default: uniform)."""
+    """Weights the explored levels are drawn with, one per level in level order (default: uniform)."""
     tolerance: float = Field(0.005, ge=0, le=0.5, description="a number in [0, 0.5]: how far the realized share may "
                                                               "be from `share` before the export is stopped")
-    """How far the realized exploration share may be from `share` before the export is stopped."""
+    """How far the realized exploration share may be from `share` before the check stops the export."""
 
 
 class BudgetBlock(_Block):

@@ -796,6 +796,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `promo report | head`: the reader has gone, nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush cannot fail again
+        return 141  # 128 + SIGPIPE, as a shell reports a command stopped by a closed pipe
     except Exception as exc:  # noqa: BLE001 (last resort: one line, never a stack, unless asked for)
         if os.environ.get("PROMO_TRACEBACK"):
             raise
