@@ -7,7 +7,8 @@ on 127.0.0.1 (a free port) and called over HTTP/1.1 with one keep-alive connecti
 
 - latency for one user: --requests sequential requests of one user each (a population user's
   features as JSON, a fixed budget), p50 / p99 / mean of the wall time per request as the client
-  sees it (JSON encoding of the body done beforehand; the answer read and parsed);
+  sees it (JSON encoding of the body done beforehand; the answer read and parsed); each request
+  alternates with the in-process call for the same user, so both see the same machine load;
 - throughput for batches of --batch users: sequential requests; users per second of wall time and
   users per second per core = users / the server process's CPU seconds (utime + stime from
   /proc/<pid>/stat: what the service costs, whatever else runs on the machine);
@@ -133,23 +134,13 @@ def main() -> int:
         users = _user_json(pop, features)
         n_pop = len(users)
 
-        one = []
-        for i in range(args.requests):
-            u = users[i % n_pop]
-            s = time.perf_counter()
-            policy.decide({f: (np.nan if v is None else v) for f, v in u["features"].items()})
-            one.append(time.perf_counter() - s)
         frames = [pd.DataFrame([{f: (np.nan if v is None else v) for f, v in u["features"].items()}
                                 for u in (users * (1 + args.batch // n_pop))[j * 7 % n_pop:][:args.batch]])
                   for j in range(args.batches)]
-        c0 = time.process_time()
-        w0 = time.perf_counter()
-        inproc_levels = [policy.decide(f) for f in frames]
-        inproc_cpu, inproc_wall = time.process_time() - c0, time.perf_counter() - w0
 
         # the service
         port = _free_port()
-        log = open(tmp / "serve.log", "w")
+        log = open(tmp / "serve.log", "w")  # noqa: SIM115 (the server's output, closed with the folder)
         server = subprocess.Popen([sys.executable, "-m", "promo_assets.cli", "serve", "--port", str(port)], env=env,
                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 120
@@ -157,34 +148,47 @@ def main() -> int:
             try:
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
                 conn.request("GET", "/health")
-                if conn.getresponse().read() and True:
-                    break
+                conn.getresponse().read()
+                break
             except OSError:
                 if time.monotonic() > deadline or server.poll() is not None:
-                    raise SystemExit(f"promo serve did not start: {(tmp / 'serve.log').read_text()[-2000:]}")
+                    raise SystemExit(f"promo serve did not start: {(tmp / 'serve.log').read_text()[-2000:]}") from None
                 time.sleep(0.2)
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         path = "/v1/campaigns/demo/decide"
         bodies = [json.dumps({"user": users[i % n_pop], "budget": BUDGET}).encode() for i in range(args.requests)]
         for b in bodies[:50]:  # warm-up
             _post(conn, path, b)
-        lat = []
-        for b in bodies:
+
+        # one user: in process and over HTTP alternately, so that both see the same machine load
+        one, lat = [], []
+        for i, b in enumerate(bodies):
+            u = users[i % n_pop]
+            s = time.perf_counter()
+            policy.decide({f: (np.nan if v is None else v) for f, v in u["features"].items()})
+            one.append(time.perf_counter() - s)
             s = time.perf_counter()
             _post(conn, path, b)
             lat.append(time.perf_counter() - s)
 
+        # batches: alternately too; CPU seconds of this process (in process) and of the server (service)
         batch_bodies = []
-        for j, f in enumerate(frames):
+        for j in range(len(frames)):
             start = j * 7 % n_pop
             chosen = (users * (1 + args.batch // n_pop))[start:][:args.batch]
             batch_bodies.append(json.dumps({"users": chosen, "budget": BUDGET}).encode())
         _post(conn, path, batch_bodies[0])  # warm-up
-        c0 = _cpu_seconds(server.pid)
-        w0 = time.perf_counter()
-        answers = [_post(conn, path, b) for b in batch_bodies]
-        serve_wall = time.perf_counter() - w0
-        serve_cpu = _cpu_seconds(server.pid) - c0
+        inproc_levels, answers = [], []
+        inproc_cpu = inproc_wall = serve_cpu = serve_wall = 0.0
+        for f, b in zip(frames, batch_bodies):
+            c0, w0 = time.process_time(), time.perf_counter()
+            inproc_levels.append(policy.decide(f))
+            inproc_cpu += time.process_time() - c0
+            inproc_wall += time.perf_counter() - w0
+            c0, w0 = _cpu_seconds(server.pid), time.perf_counter()
+            answers.append(_post(conn, path, b))
+            serve_wall += time.perf_counter() - w0
+            serve_cpu += _cpu_seconds(server.pid) - c0
 
         # the service's champion users get OnlinePolicy's levels
         agree = total = 0
