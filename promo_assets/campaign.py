@@ -363,6 +363,39 @@ class BudgetBlock(_Block):
         return self
 
 
+class CostTypeBlock(_Block):
+    """A further cost type with a fixed cost per level (e.g. an SMS sent with every incentive)."""
+
+    levels: list[Annotated[float, Field(ge=0)]] = Field(
+        min_length=1, description="one number >= 0 per incentive level: this cost of giving the level")
+    """This cost of giving each level, one number per level in level order."""
+    budget_per_capita: float = Field(gt=0, description="a number > 0: this cost's budget per user decided for")
+    """This cost's budget per user decided for."""
+
+
+class GroupCapBlock(_Block):
+    """A cap on the incentive cost of one group of users: those whose `feature` equals `equals`."""
+
+    feature: str = Field(min_length=1, description="a feature column of the users decided for")
+    """The feature column that defines the group."""
+    equals: str | float | int = Field(description="the value of `feature` that puts a user in the group")
+    """The users whose feature has this value form the group (compared as text)."""
+    budget_per_capita: float = Field(gt=0, description="a number > 0: the group's incentive cost per member")
+    """The group's incentive cost budget per member of the group."""
+
+
+class ConstraintsBlock(_Block):
+    """Budgets next to `budget_per_capita` that the champion's decisions must also keep: further cost types
+    and caps on groups of users (solved together by `solve_multi`, docs/decisions.md)."""
+
+    costs: dict[str, CostTypeBlock] = Field(default_factory=dict, description="a mapping of name to "
+                                            "{levels: [...], budget_per_capita: ...}")
+    """Further cost types, by name: a cost per level and a budget per user."""
+    groups: dict[str, GroupCapBlock] = Field(default_factory=dict, description="a mapping of name to "
+                                             "{feature: ..., equals: ..., budget_per_capita: ...}")
+    """Caps on the incentive cost of groups of users, by name."""
+
+
 class CampaignYaml(_Block):
     """The whole of campaign.yaml. Every key, its type, range and default."""
 
@@ -429,6 +462,9 @@ class CampaignYaml(_Block):
     budget: BudgetBlock | None = Field(
         None, description="a mapping with 'total' or 'per_day', 'start', 'end' and optional 'controller', 'gain'")
     """A budget for a period, paced day by day next to the per-capita budgets (docs: pacing)."""
+    constraints: ConstraintsBlock | None = Field(
+        None, description="a mapping with optional 'costs' (further cost types) and 'groups' (group caps)")
+    """Further budgets the champion's decisions keep: other cost types and group caps (docs: decisions)."""
     simulation: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
     """Provenance written by `promo simulate` (preset, seed, sizes); not read by the pipeline."""
     simulator: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
@@ -437,7 +473,7 @@ class CampaignYaml(_Block):
 
 # keys of campaign.yaml that CampaignConfig keeps in `.extra` (validated, defaults filled in)
 EXTRA_KEYS = ("features", "ratio_budget", "merchants", "graph", "models", "simulation", "simulator", "segments",
-              "champion", "exploration", "budget")
+              "champion", "exploration", "budget", "constraints")
 
 
 def _schema_messages(exc: ValidationError) -> list[str]:
@@ -715,6 +751,13 @@ class CampaignConfig:
         return self.extra.get("exploration") or ExplorationBlock().model_dump()
 
     @property
+    def constraints(self) -> dict[str, Any] | None:
+        """campaign.yaml `constraints:` (costs: {name: {levels, budget_per_capita}}, groups: {name: {feature,
+        equals, budget_per_capita}}), or None when it has neither."""
+        block = self.extra.get("constraints")
+        return block if block and (block["costs"] or block["groups"]) else None
+
+    @property
     def period_budget(self) -> dict[str, Any] | None:
         """campaign.yaml `budget:` (total or per_day, start and end as text, controller, gain), or None."""
         return self.extra.get("budget")
@@ -886,6 +929,10 @@ def _decision_problems(dumped: dict[str, Any], n_levels: int) -> list[str]:
         if champion["pin"] and champion["candidates"] and champion["pin"] not in champion["candidates"]:
             out.append(f"'champion.pin' = {champion['pin']!r} is not one of 'champion.candidates' "
                        f"({', '.join(champion['candidates'])})")
+    for name, cost in ((dumped.get("constraints") or {}).get("costs") or {}).items():
+        if len(cost["levels"]) != n_levels:
+            out.append(f"'constraints.costs.{name}.levels' = {cost['levels']!r}: expected {n_levels} numbers >= 0 (one "
+                       "per incentive level)")
     exploration = dumped.get("exploration")
     if exploration and exploration["mix"] is not None:
         mix = exploration["mix"]

@@ -128,11 +128,13 @@ def read_campaign(con, landing: Path, campaign: str, lambdas_override: Mapping[f
             return Unavailable(campaign, reason)
         if model_cache is not None:
             model_cache[key] = models
-    lambdas, paced, pacing = {}, None, None
+    lambdas, paced, pacing, multipliers = {}, None, None, {}
     for _, row in rows.iterrows():
         entry = json.loads(row["decision_manifest"])["entry"]
         lam = entry["lambda_"]
         lambdas[float(row["budget_per_capita"])] = None if lam is None else float(lam)
+        if "multipliers" in entry:  # campaign.yaml `constraints:`: several budgets
+            multipliers[float(row["budget_per_capita"])] = entry["multipliers"]
         if "pacing" in entry:  # campaign.yaml `budget:`: the day's paced decision
             paced, pacing = float(row["budget_per_capita"]), entry["pacing"]
     source = "decisions"
@@ -144,14 +146,19 @@ def read_campaign(con, landing: Path, campaign: str, lambdas_override: Mapping[f
         mix = exploration.weights(config.n_levels)
     except ValueError as exc:
         return Unavailable(campaign, str(exc))
+    features = model_features(models)
+    constraints = config.constraints if multipliers else None
+    for block in (constraints or {}).get("groups", {}).values():  # a group's feature is sent with every user
+        features.setdefault(block["feature"], "categorical")
     return CampaignState(
         campaign=campaign, champion=str(info["name"]), champion_version=str(info["version"]), members=members,
-        weights=weights, versions=versions, models=tuple(models), lambdas=lambdas, features=model_features(models),
+        weights=weights, versions=versions, models=tuple(models), lambdas=lambdas, features=features,
         labels=tuple(config.labels), incentives=tuple(float(x) for x in config.incentives), share=float(exploration.share),
         seed=int(exploration.seed), mix=np.asarray(mix, dtype=np.float64),
         decision_date=pd.Timestamp(first["decision_date"]).date(),
         decided_at=pd.Timestamp(first["decided_at"]).isoformat(), decisions_run_id=str(run_id),
-        champion_run_id=str(first["champion_run_id"]), lambda_source=source, paced_budget=paced, pacing=pacing)
+        champion_run_id=str(first["champion_run_id"]), lambda_source=source, paced_budget=paced, pacing=pacing,
+        multipliers=multipliers or None, constraints=constraints)
 
 
 class Registry:

@@ -87,6 +87,8 @@ class CampaignState:
     lambda_source: str = "decisions"
     paced_budget: float | None = None
     pacing: Mapping[str, Any] | None = None
+    multipliers: Mapping[float, Mapping[str, float]] | None = None  # campaign.yaml constraints: per budget
+    constraints: Mapping[str, Any] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ description
@@ -100,6 +102,8 @@ class CampaignState:
             "budgets": [{"budget_per_capita": b, "lambda_": lam, "period": b == self.paced_budget}
                         for b, lam in sorted(self.lambdas.items())],
             "pacing": None if self.pacing is None else dict(self.pacing),
+            "multipliers": None if not self.multipliers else [{"budget_per_capita": b, **m}
+                                                              for b, m in sorted(self.multipliers.items())],
             "lambda_source": self.lambda_source,
             "decision_date": self.decision_date.isoformat(), "decided_at": self.decided_at,
             "decisions_run_id": self.decisions_run_id, "champion_run_id": self.champion_run_id,
@@ -246,7 +250,21 @@ class CampaignState:
         """The response body of a decide request (validated by `parse`)."""
         values, costs = self.coefficients(frame)
         lam = self.lambdas[budget]
-        policy = decide(values, costs, lam) if lam is not None else costs.argmin(axis=1)
+        mu = (self.multipliers or {}).get(budget)
+        if mu and self.constraints:  # several budgets: the decisions' rule at their multipliers
+            from promo_assets.decisions.exploration import reduced_levels
+
+            mats, mus = [costs], [mu["budget"]]
+            for name, block in self.constraints["costs"].items():
+                mats.append(np.broadcast_to(np.asarray(block["levels"], dtype=np.float64), costs.shape))
+                mus.append(mu[name])
+            for name, block in self.constraints["groups"].items():
+                member = (frame[block["feature"]].astype(str) == str(block["equals"])).to_numpy()
+                mats.append(costs * member[:, None])
+                mus.append(mu[f"group:{name}"])
+            policy = reduced_levels(values, costs, mats, mus)
+        else:
+            policy = decide(values, costs, lam) if lam is not None else costs.argmin(axis=1)
         explores, drawn = self.explore_draws(user_ids)
         levels = np.where(explores, drawn, policy).astype(np.int64)
         s = self.share
@@ -260,6 +278,7 @@ class CampaignState:
             for uid, lv, v, c, e, p in zip(user_ids, levels.tolist(), value, cost, explores, propensity)]
         return {"campaign": self.campaign, "budget_per_capita": budget, "period": budget == self.paced_budget,
                 "lambda_": lam, "lambda_source": "pacing" if budget == self.paced_budget else self.lambda_source,
+                **({"multipliers": dict(mu)} if mu else {}),
                 "champion": self.champion, "champion_version": self.champion_version,
                 "model_version": dict(zip(self.members, self.versions)), "decision_date": self.decision_date.isoformat(),
                 "decisions": decisions}
