@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -14,7 +15,7 @@ import pandas as pd
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _model_frames import load_events, load_training_frame  # noqa: E402
+from _model_frames import load_events, load_training_frame, train_model  # noqa: E402
 
 from promo_assets.evaluation import q_at_budget  # noqa: E402
 from promo_assets.models import decision_loss as dl  # noqa: E402
@@ -206,7 +207,7 @@ def _fit_oracle(name: str, data, cfg, seed: int, max_epochs, campaign_dir: Path)
         vv, cc = v.detach().double(), c.detach().double()
         lam = dl.q_lambda_max(vv, cc)
         it = int(hp["max_iter"])
-        if real.estimator == "nes":
+        if real.gradient_estimator == "nes":
             base = torch.stack([vv, cc]) if wrt_costs else vv[None]
             sigma = float(hp["sigma"])
 
@@ -234,13 +235,22 @@ def _fit_oracle(name: str, data, cfg, seed: int, max_epochs, campaign_dir: Path)
         return g_v, g_c
 
     e2e_prepare, e2e_rct_batch = e2e.prepare_frame, e2e.rct_batch
-    model = type(real)()
+    model = _e2e_model(real.name, data.config, seed, max_epochs)
     model.gradient = gradient
     e2e.prepare_frame, e2e.rct_batch = prepare, batch_of
     try:
-        return model.fit(data, cfg, seed=seed, max_epochs=max_epochs)
+        return model.fit(data).model_
     finally:
         e2e.prepare_frame, e2e.rct_batch = e2e_prepare, e2e_rct_batch
+
+
+def _e2e_model(name: str, cfg, seed: int, max_epochs: int | None):
+    """Registered e2e model `name` with campaign.yaml's `models.params.<name>`, the seed and (when
+    given) `max_epochs` as its warm start's and its fine-tuning's epochs."""
+    from promo_assets.models import registry
+
+    caps = {} if max_epochs is None else {"epochs": int(max_epochs), "warm_max_epochs": int(max_epochs)}
+    return registry.for_campaign(name, cfg, seed=seed, **caps)
 
 
 LIBRARY_SIZES = {"e2e_synthetic": (3, 2000), "dipn_synthetic_2": (3, 4000), "uplift_two_arm": (3, 4000)}
@@ -286,8 +296,8 @@ def library(args) -> dict:
         hold_truth = (truth_arrays(campaign_dir, hold["user_id"].astype(str).to_numpy())
                       if cfg.n_levels == 2 else None)
         if params:
-            cfg.extra["models"] = {"params": params}
-        data = TrainingData("c", frame, num, cat, frame_version=f"bench-{preset}-{seed}")
+            cfg = dataclasses.replace(cfg, models=cfg.models.model_copy(update={"params": params}))
+        data = TrainingData(cfg, frame, num, cat, frame_version=f"bench-{preset}-{seed}")
         names = ["s_learner", *E2E, "lgbm_s_mono"] + (["lgbm_s", "lgbm_t"] if preset == "uplift_two_arm" else [])
         if args.models:
             names = ["s_learner", *args.models]
@@ -299,11 +309,13 @@ def library(args) -> dict:
             if name == "truth":
                 fitted = None
             elif name == "s_learner":
-                fitted = e2e.warm_start(data, cfg, seed, args.max_epochs, None)
+                fitted = e2e.warm_start(data, seed, args.max_epochs or 60, True, None)
             elif name in ORACLE:
                 fitted = _fit_oracle(name, data, cfg, seed, args.max_epochs, campaign_dir)
+            elif name in E2E:
+                fitted = _e2e_model(name, cfg, seed, args.max_epochs).fit(data).model_
             else:
-                fitted = registry.get(name).fit(data, cfg, seed=seed, max_epochs=args.max_epochs)
+                fitted = train_model(name, frame, cfg, num, cat, seed=seed, max_epochs=args.max_epochs)
             secs = time.perf_counter() - t0
             v, c = (vt, ct) if fitted is None else fitted.predict(pop)
             row_aucc = float("nan")
@@ -382,10 +394,10 @@ def cost(args) -> dict:
     with tempfile.TemporaryDirectory(prefix="e2e_cost_") as tmp:
         simulate(args.preset, "cost", tmp, days=days, users=users, seed=seed)
         frame, cfg, num, cat = load_training_frame(Path(tmp) / "cost")
-        data = TrainingData("cost", frame, num, cat, frame_version=f"cost-{args.preset}")
+        data = TrainingData(cfg, frame, num, cat, frame_version=f"cost-{args.preset}")
         for name in ("s_learner", *E2E):
-            fitted = (e2e.warm_start(data, cfg, seed, args.max_epochs, None) if name == "s_learner"
-                      else registry.get(name).fit(data, cfg, seed=seed, max_epochs=args.max_epochs))
+            fitted = (e2e.warm_start(data, seed, args.max_epochs or 60, True, None) if name == "s_learner"
+                      else _e2e_model(name, cfg, seed, args.max_epochs).fit(data).model_)
             m = fitted.metrics
             out[name] = {"seconds_per_epoch": m["seconds_per_epoch"], "epochs": m["epochs"],
                          "n_train": m["n_train"], "q_seconds_per_step": m.get("q_seconds_per_step"),
@@ -438,9 +450,9 @@ def snr(args) -> dict:
         frame, cfg, num, cat = load_training_frame(campaign_dir)
         train = frame[frame["split"] == "train"].reset_index(drop=True)
         v_gt, c_gt = truth_arrays(campaign_dir, train["user_id"].astype(str).to_numpy())
-        warm = e2e.warm_start(TrainingData("c", frame, num, cat), cfg, seed, args.max_epochs, None)
+        warm = e2e.warm_start(TrainingData(cfg, frame, num, cat), seed, args.max_epochs or 60, True, None)
         v_hat, c_hat = warm.predict(train)
-        low, high = e2e.budget_bounds(e2e.COMMON, cfg)
+        low, high = e2e.budget_bounds({"budget_range": None}, cfg)
         budget = 0.5 * (low + high)
         wrt_costs = cfg.cost != "assigned"
         t = train["level"].to_numpy(np.int64)

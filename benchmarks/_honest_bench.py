@@ -22,11 +22,11 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _model_frames import load_events  # noqa: E402
+from _model_frames import load_events, train_model  # noqa: E402
 
 from promo_assets.causal import assign_split, ips_weights, randomized_propensity  # noqa: E402
 from promo_assets.evaluation import evaluate_policies, fit_outcome_model  # noqa: E402
-from promo_assets.models import registry, train_model  # noqa: E402
+from promo_assets.models import registry  # noqa: E402
 from promo_assets.simulation import simulate, truth_arrays  # noqa: E402
 
 MODEL_NAMES = tuple(n for n in registry.names() if not registry.get(n).needs_graph)  # registered models without a graph

@@ -40,3 +40,21 @@ def load_population(campaign_dir: Path) -> pd.DataFrame:
         raise FileNotFoundError(f"no population day file under {campaign_dir / 'population'}")
     frame["user_id"] = frame["user_id"].astype(str)
     return frame.drop_duplicates("user_id", keep="last").reset_index(drop=True)
+
+
+EPOCH_CAPS = ("max_epochs", "bias_max_epochs", "epochs", "warm_max_epochs")
+
+
+def train_model(name: str, frame: pd.DataFrame, config: CampaignConfig, numeric: list[str], categorical: list[str],
+                *, seed: int = 0, max_epochs: int | None = None, weighted: bool = True, log=None, **params):
+    """Registered model `name` constructed with `params`, `seed`, IPS weighting `weighted` and (when
+    given) `max_epochs` as every epoch cap it has, fitted on `frame`; returns its fitted object
+    (`model_`: `predict`, `version`, `metrics`, `history`)."""
+    from promo_assets.models import TrainingData, registry
+
+    names = registry.get(name).param_names()
+    given = {"seed": seed, **({"ips_weighting": weighted} if "ips_weighting" in names else {})}
+    if max_epochs is not None:
+        given.update({k: int(max_epochs) for k in EPOCH_CAPS if k in names})
+    model = registry.create(name, {**given, **params})
+    return model.fit(TrainingData(config, frame, list(numeric), list(categorical)), log=log).model_

@@ -64,8 +64,7 @@ def main() -> None:
     rec = Recorder("coman_clu_scale")
     import torch
 
-    from _model_frames import load_training_frame
-    from promo_assets.models import train_model
+    from _model_frames import load_training_frame, train_model
     from promo_assets.simulation import simulate
 
     torch.set_num_threads(1)

@@ -3,7 +3,7 @@
 For every seed: `promo simulate`'s preset (multi-attribute coupons, five periods of day, six cities
 with differently shaped curves, RCT) is written to a temporary landing folder, read the pipeline's way
 (benchmarks/_model_frames: the ingestion loaders and `build_training_frame`), and every variant is
-trained with `promo_assets.models.train_model` (the registered models, their one training loop) on
+trained with `_model_frames.train_model` (the registered models, their one training loop) on
 the train/validation days and scored on the holdout day's users:
 
 - Table 1 analogue: AUC of the prediction at the logged level against the logged response, and the
@@ -89,10 +89,10 @@ def violations(fitted, holdout: pd.DataFrame, config) -> int | None:
 def run_seed(seed: int, args) -> tuple[list[dict], pd.DataFrame, list[dict], dict]:
     from sklearn.metrics import roc_auc_score
 
-    from _model_frames import load_training_frame
+    from _model_frames import load_training_frame, train_model
     from promo_assets.evaluation import evaluate_policies
     from promo_assets.evaluation.segments import truth_curve_metrics
-    from promo_assets.models import registry, train_model
+    from promo_assets.models import registry
     from promo_assets.simulation import simulate, truth_arrays
 
     with tempfile.TemporaryDirectory(prefix="coman-paper-") as tmp:
@@ -144,8 +144,7 @@ def run_seed(seed: int, args) -> tuple[list[dict], pd.DataFrame, list[dict], dic
 def timing(args) -> dict:
     """Median seconds per epoch of the S-learner (DNN) and CoMAN, trained alternately on the same frame
     (same batch size; widths: the S-learner's trunk [64, 32] = CoMAN's tower), and their ratio."""
-    from _model_frames import load_training_frame
-    from promo_assets.models import train_model
+    from _model_frames import load_training_frame, train_model
     from promo_assets.simulation import simulate
 
     with tempfile.TemporaryDirectory(prefix="coman-timing-") as tmp:

@@ -156,15 +156,15 @@ def _in_process(seed, days, users, max_epochs, settings: dict[str, tuple[str, di
         campaign, cdir, events, config, numeric, categorical = simulated_events("dfcl_discount", seed, tmp, days, users)
         holdout = events[events["split"] == "holdout"].reset_index(drop=True)
         tv, tc = truth_arrays(cdir, holdout["user_id"].astype(str).tolist())
-    data = TrainingData(config.campaign, events, numeric, categorical, frame_version=f"bench-{seed}")
-    warm = warm_start(data, config, seed, max_epochs, None)
+    data = TrainingData(config, events, numeric, categorical, frame_version=f"bench-{seed}")
+    warm = warm_start(data, seed, max_epochs, True, None)
     specs = {"s_learner": (warm.version, *warm.predict(holdout))}
     per_epoch = {"s_learner": warm.metrics["seconds_per_epoch"]}
     best = {}
     for label, (name, extra) in settings.items():
-        model = registry.get(name)
-        fitted = train_dfcl(model.gradient, data, config, {**model.params, **extra}, seed=seed,
-                            max_epochs=max_epochs, warm=warm)
+        model = registry.create(name, extra)
+        params = {**model.grid_params(), **({"max_epochs": max_epochs} if max_epochs else {}), **extra}
+        fitted = train_dfcl(model.gradient, data, params, seed=seed, warm=warm)
         specs[label] = (f"{fitted.version}:{label}", *fitted.predict(holdout))
         per_epoch[label] = fitted.metrics["seconds_per_epoch"]
         best[label] = fitted.metrics["best_epoch"]

@@ -42,7 +42,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _model_frames import load_events, load_population  # noqa: E402
+from _model_frames import load_events, load_population, train_model  # noqa: E402
 from _results import Recorder  # noqa: E402
 
 from sklearn.isotonic import IsotonicRegression  # noqa: E402
@@ -50,7 +50,6 @@ from sklearn.isotonic import IsotonicRegression  # noqa: E402
 from promo_assets.allocation import solve  # noqa: E402
 from promo_assets.causal import ips_weights  # noqa: E402
 from promo_assets.evaluation.curve_metrics import curve_metrics  # noqa: E402
-from promo_assets.models import train_model  # noqa: E402
 from promo_assets.simulation import simulate, truth_arrays  # noqa: E402
 
 MODELS = ("s_learner", "dipn")

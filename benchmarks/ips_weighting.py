@@ -29,11 +29,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _model_frames import load_events, load_population  # noqa: E402
+from _model_frames import load_events, load_population, train_model  # noqa: E402
 from _results import Recorder  # noqa: E402
 
 from promo_assets.causal import PropensityModel, assign_split, effective_sample_size, ips_weights  # noqa: E402
-from promo_assets.models import train_model  # noqa: E402
 from promo_assets.simulation import simulate, true_propensity_arrays, truth_arrays  # noqa: E402
 
 

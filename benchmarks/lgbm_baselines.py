@@ -3,8 +3,7 @@
 
 Each (preset, seed): the campaign is simulated and read with the propensity / split / IPS weight
 columns (`_honest_bench.simulated_events`); every model is fitted through the model registry
-(`promo_assets.models.registry`; the S-learner through `train_model` while it is not registered
-yet) on the training days, scored on the holdout events, allocated with the project's allocator
+(`promo_assets.models.registry`, through `_model_frames.train_model`) on the training days, scored on the holdout events, allocated with the project's allocator
 (`promo_assets.allocation.solve`, through `evaluate_policies`) at every budget of the preset, and
 measured at equal spend against the truth (`promo_assets.evaluation.honest`: pct_oracle = true
 value at matched true spend / the oracle's, spend ratio = true cost of the allocation as made /
@@ -32,11 +31,11 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _honest_bench import PRESET_SIZES, simulated_events  # noqa: E402
+from _model_frames import train_model  # noqa: E402
 from _results import Recorder  # noqa: E402
 
 from promo_assets.evaluation import evaluate_policies  # noqa: E402
-from promo_assets.models import registry  # noqa: E402
-from promo_assets.models.protocol import ModelSkipped, TrainingData  # noqa: E402
+from promo_assets.models.protocol import ModelSkipped  # noqa: E402
 from promo_assets.simulation import truth_arrays  # noqa: E402
 
 PRESETS = ("demo", "dipn_synthetic_2", "e2e_synthetic", "bipartite")
@@ -44,16 +43,7 @@ MODELS = ("lgbm_s", "lgbm_s_mono", "lgbm_t", "s_learner")
 
 
 def fit(name, events, config, numeric, categorical, seed, max_epochs):
-    """The fitted model (registry first; the former train_model for models not registered yet)."""
-    if name in registry.names():
-        model = registry.get(name)
-        reason = model.applies_to(config)
-        if reason:
-            raise ModelSkipped(reason)
-        return model.fit(TrainingData(config.campaign, events, numeric, categorical), config, seed=seed,
-                         max_epochs=max_epochs)
-    from promo_assets.models import train_model
-
+    """The fitted registered model (ModelSkipped with the reason when it does not apply)."""
     return train_model(name, events, config, numeric, categorical, seed=seed, max_epochs=max_epochs)
 
 

@@ -216,8 +216,8 @@ def models_page() -> str:
             f" → `{m.name}/response_coefficients` → `{m.name}/budget_dual` → `{m.name}/allocation` → "
             f"`{m.name}/policy_evaluation`")
         out += [f"## {m.name}", "", f"**{m.title}**", ""]
-        doc = inspect.getdoc(type(m))
-        if doc and doc != inspect.getdoc(type(m).__mro__[1]):
+        doc = inspect.getdoc(m)
+        if doc and doc != inspect.getdoc(m.__mro__[1]):
             out += [doc, ""]
         out += [
             f"- **Source:** {m.source}",
@@ -228,11 +228,14 @@ def models_page() -> str:
             f"- **Assets:** {assets}",
             "",
         ]
-        if m.params:
-            out += ["| hyper-parameter | default |", "|---|---|"]
-            out += [f"| `{k}` | {cell(code(repr(v)))} |" for k, v in m.params.items()]
+        defaults = m.defaults()
+        if defaults:
+            out += [f"Constructor: `{m.__name__}(**params)`; campaign.yaml's `models.params.{m.name}` gives its "
+                    "arguments.", "",
+                    "| hyper-parameter | default |", "|---|---|"]
+            out += [f"| `{k}` | {cell(code(repr(v)))} |" for k, v in defaults.items()]
         else:
-            out.append("No hyper-parameters in campaign.yaml: its settings are fixed in its module.")
+            out.append("No hyper-parameters.")
         out.append("")
     return "\n".join(out)
 

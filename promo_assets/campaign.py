@@ -19,7 +19,8 @@ import logging
 import math
 import re
 import reprlib
-from dataclasses import asdict, dataclass, field
+import copy
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -295,8 +296,9 @@ class ModelsBlock(_Block):
     """Models not to train, applied after `include`."""
     params: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="a mapping of model name to a mapping of its hyper-parameters")
-    """Per model, hyper-parameters over its defaults (`{e2e_fd: {gamma: 0.5}}`); checked against
-    the model's own parameters and rules when the file is loaded."""
+    """Per model, hyper-parameters over its defaults (`{e2e_fd: {gamma: 0.5}}`): the model's
+    constructor arguments. Checked against the model's own parameters and rules by the model
+    registry when the pipeline loads the file."""
 
 
 class ChampionBlock(_Block):
@@ -470,10 +472,6 @@ class CampaignYaml(_Block):
     simulator: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
     """The simulator's parameters, written by `promo simulate`; not read by the pipeline."""
 
-
-# keys of campaign.yaml that CampaignConfig keeps in `.extra` (validated, defaults filled in)
-EXTRA_KEYS = ("features", "ratio_budget", "merchants", "graph", "models", "simulation", "simulator", "segments",
-              "champion", "exploration", "budget", "constraints")
 
 
 def _schema_messages(exc: ValidationError) -> list[str]:
@@ -690,7 +688,13 @@ class CampaignConfig:
     `incentives[level]` is the amount of incentive level `level` (for unordered arms: the arm's unit
     cost); `labels[level]` is how the treatment is written in the events' `treatment` column.
     Levels are indexed 0..K-1; level 0 is the lowest incentive (the control when it is 0).
-    `extra` holds the validated optional blocks (EXTRA_KEYS present in the file, defaults filled in).
+    The optional blocks are typed attributes (defaults filled in): `features` (column -> 'numeric' |
+    'categorical'), `ratio_budget`, `merchants` (a `MerchantsBlock` or None), `graph` (a `GraphBlock`
+    or None), `models` (a `ModelsBlock`: include, exclude, params), `segments`, `simulation` and
+    `simulator` (provenance written by `promo simulate`, never read by the pipeline). This module
+    validates the file's schema only; what the `models:` block names (registered models, their
+    hyper-parameters) is checked by the model registry where the pipeline loads the file
+    (`promo_assets.ingestion.load_config`).
 
     Multi-attribute campaigns (`treatments.levels` given as mappings, see docs/data-contract.md "Multi-attribute
     incentives"): `attributes` are the attribute names, `directions` their monotone direction
@@ -713,18 +717,38 @@ class CampaignConfig:
     validation_fraction: float = 0.2
     ips_clip: float = 20.0
     max_rejected_fraction: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
     min_holdout_users: int = 100
     attributes: tuple[str, ...] = ()
     min_events_per_level: int = 30
     plausible_response_rate: tuple[float, float] | None = None  # None: DEFAULT_RESPONSE_RATE if binary
     directions: tuple[str, ...] = ()
     level_attributes: tuple[tuple[float, ...], ...] = ()
+    features: dict[str, str] = field(default_factory=dict)
+    ratio_budget: tuple[float, ...] | None = None
+    merchants: MerchantsBlock | None = None
+    graph: GraphBlock | None = None
+    models: ModelsBlock = field(default_factory=ModelsBlock)
+    segments: tuple[str, ...] = ()
+    champion: ChampionBlock = field(default_factory=ChampionBlock)
+    exploration: ExplorationBlock = field(default_factory=ExplorationBlock)
+    simulation: dict[str, Any] | None = None
+    simulator: dict[str, Any] | None = None
+    budget: BudgetBlock | None = None
+    constraints: ConstraintsBlock | None = None
 
     def __post_init__(self) -> None:
-        # a config rebuilt from a stored artefact (to_dict -> JSON) carries lists: back to tuples
-        object.__setattr__(self, "attributes", tuple(self.attributes))
-        object.__setattr__(self, "directions", tuple(self.directions))
+        # a config rebuilt from a stored artefact (to_dict -> JSON) carries lists and mappings: back to
+        # tuples and blocks
+        for name in ("incentives", "labels", "budgets_per_capita", "attributes", "directions", "segments"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        if self.ratio_budget is not None:
+            object.__setattr__(self, "ratio_budget", tuple(float(x) for x in self.ratio_budget))
+        for name, block in (("merchants", MerchantsBlock), ("graph", GraphBlock), ("models", ModelsBlock),
+                            ("champion", ChampionBlock), ("exploration", ExplorationBlock), ("budget", BudgetBlock),
+                            ("constraints", ConstraintsBlock)):
+            value = getattr(self, name)
+            if isinstance(value, dict):
+                object.__setattr__(self, name, block.model_validate(value))
         object.__setattr__(self, "level_attributes", tuple(tuple(float(x) for x in r) for r in self.level_attributes))
         rate = self.plausible_response_rate
         if rate is None and self.response == "binary":
@@ -736,31 +760,18 @@ class CampaignConfig:
         return len(self.incentives)
 
     @property
-    def segments(self) -> tuple[str, ...]:
-        """campaign.yaml `segments`: the feature columns the evaluation reports per value ('all' too)."""
-        return tuple(self.extra.get("segments") or ())
-
-    @property
-    def champion(self) -> dict[str, Any]:
-        """campaign.yaml `champion:` with its defaults filled in (confidence, pin, candidates, blends)."""
-        return self.extra.get("champion") or ChampionBlock().model_dump()
-
-    @property
-    def exploration(self) -> dict[str, Any]:
-        """campaign.yaml `exploration:` with its defaults filled in (share, seed, mix, tolerance)."""
-        return self.extra.get("exploration") or ExplorationBlock().model_dump()
-
-    @property
-    def constraints(self) -> dict[str, Any] | None:
-        """campaign.yaml `constraints:` (costs: {name: {levels, budget_per_capita}}, groups: {name: {feature,
-        equals, budget_per_capita}}), or None when it has neither."""
-        block = self.extra.get("constraints")
-        return block if block and (block["costs"] or block["groups"]) else None
-
-    @property
     def period_budget(self) -> dict[str, Any] | None:
-        """campaign.yaml `budget:` (total or per_day, start and end as text, controller, gain), or None."""
-        return self.extra.get("budget")
+        """campaign.yaml `budget:` as plain data (total or per_day, start and end as text, controller,
+        gain), or None."""
+        return None if self.budget is None else self.budget.model_dump(mode="json")
+
+    @property
+    def constraint_settings(self) -> dict[str, Any] | None:
+        """campaign.yaml `constraints:` as plain data (costs: {name: {levels, budget_per_capita}}, groups:
+        {name: {feature, equals, budget_per_capita}}), or None when it has neither."""
+        if self.constraints is None or not (self.constraints.costs or self.constraints.groups):
+            return None
+        return self.constraints.model_dump()
 
     @property
     def level_kind(self) -> str:
@@ -815,7 +826,25 @@ class CampaignConfig:
             return None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain data (the blocks as mappings): what a stored artefact keeps of the config;
+        `from_record` reads it back."""
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, BudgetBlock):  # its dates as text: the record travels as JSON
+                out[f.name] = value.model_dump(mode="json")
+            else:
+                out[f.name] = value.model_dump() if isinstance(value, BaseModel) else copy.deepcopy(value)
+        return out
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> "CampaignConfig":
+        """The config `to_dict` wrote (e.g. into a model artefact). A record written before the blocks
+        were typed holds them under 'extra'; they are read from there."""
+        record = dict(record)
+        record.update(record.pop("extra", None) or {})
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in record.items() if k in known})
 
     @classmethod
     def load(cls, path: str | Path, campaign: str | None = None) -> "CampaignConfig":
@@ -872,18 +901,7 @@ class CampaignConfig:
             incentives = tuple(float(v) for v in t.arms.values())
             labels = tuple(str(k) for k in t.arms)
             ordered = False
-        dumped = doc.model_dump()
-        if doc.budget is not None:  # dates as text: the config travels as JSON inside model artefacts
-            dumped["budget"] = doc.budget.model_dump(mode="json")
-        extra = {k: dumped[k] for k in EXTRA_KEYS if k in doc.model_fields_set}
-        if doc.models is not None:
-            from promo_assets.models.registry import check_models_block  # lazy: the registry imports this module
-
-            problems = check_models_block(dumped["models"])
-            if problems:
-                head = f"{len(problems)} problems: " if len(problems) > 1 else ""
-                raise CampaignConfigError(f"{source}: {head}" + "; ".join(problems))
-        problems = _decision_problems(dumped, len(incentives))
+        problems = _decision_problems(doc.model_dump(), len(incentives))
         if problems:
             head = f"{len(problems)} problems: " if len(problems) > 1 else ""
             raise CampaignConfigError(f"{source}: {head}" + "; ".join(problems))
@@ -900,32 +918,34 @@ class CampaignConfig:
             validation_fraction=doc.validation_fraction,
             ips_clip=doc.ips_clip,
             max_rejected_fraction=doc.max_rejected_fraction,
-            extra=extra,
             min_holdout_users=doc.min_holdout_users,
             min_events_per_level=doc.min_events_per_level,
             plausible_response_rate=None if doc.plausible_response_rate is None else tuple(doc.plausible_response_rate),
             attributes=attributes,
             directions=directions,
             level_attributes=level_attributes,
+            features=dict(doc.features or {}),
+            ratio_budget=None if doc.ratio_budget is None else tuple(doc.ratio_budget),
+            merchants=doc.merchants,
+            graph=doc.graph,
+            models=doc.models if doc.models is not None else ModelsBlock(),
+            segments=tuple(doc.segments or ()),
+            champion=doc.champion if doc.champion is not None else ChampionBlock(),
+            exploration=doc.exploration if doc.exploration is not None else ExplorationBlock(),
+            simulation=doc.simulation,
+            simulator=doc.simulator,
+            budget=doc.budget,
+            constraints=doc.constraints,
         )
 
 
 def _decision_problems(dumped: dict[str, Any], n_levels: int) -> list[str]:
-    """Cross-key problems of the `champion:` and `exploration:` blocks: model names that are not
-    registered, a pin outside the candidates, a mix without one weight per level."""
+    """Cross-key problems of the `champion:` and `exploration:` blocks: a pin outside the candidates,
+    a mix without one weight per level. (Whether the names are registered models is the model
+    registry's check, `registry.check_champion_block`, run where the pipeline loads the file.)"""
     out = []
     champion = dumped.get("champion")
     if champion:
-        from promo_assets.models.registry import names  # lazy: the registry imports this module
-
-        known = names()
-        for key, listed in (("champion.pin", [champion["pin"]] if champion["pin"] else []),
-                            ("champion.candidates", champion["candidates"] or [])):
-            for name in listed:
-                if name not in known:
-                    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-                    hint = f"did you mean '{close[0]}'?" if close else f"registered models: {', '.join(known)}"
-                    out.append(f"'{key}': unknown model {name!r} ({hint})")
         if champion["pin"] and champion["candidates"] and champion["pin"] not in champion["candidates"]:
             out.append(f"'champion.pin' = {champion['pin']!r} is not one of 'champion.candidates' "
                        f"({', '.join(champion['candidates'])})")

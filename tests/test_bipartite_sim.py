@@ -21,7 +21,7 @@ def test_writes_landing_format(campaign):
     d, summary = campaign
     cfg = CampaignConfig.load(d)
     assert cfg.incentives == (0.0, 50.0, 100.0, 150.0, 200.0)
-    assert cfg.extra["merchants"]["treatments"]["levels"] == [0, 25, 50, 75, 100]
+    assert list(cfg.merchants.treatments.levels) == [0, 25, 50, 75, 100]
     assert sorted(p.name for p in (d / "events").iterdir()) == ["2024-03-01.parquet", "2024-03-02.parquet"]
     ev = pd.concat(pd.read_parquet(p) for p in sorted((d / "events").iterdir()))
     assert {"user_id", "treatment", "response", "cost", "propensity", "merchant_id", "c_f0", "segment"} <= set(ev.columns)

@@ -153,11 +153,18 @@ def test_lambda_grid_below_the_predicted_cheapest_allocation_takes_everyone_chea
     assert (decide(v, c, lams[-1]) == 0).all()
 
 
-def _config(params):
-    from promo_assets.campaign import CampaignConfig
+def _config(params, tmp_path):
+    """campaign.yaml with these `models.params`, loaded as the pipeline loads it (the schema, then the
+    registry's check of the models block)."""
+    import yaml
 
-    return CampaignConfig.from_dict({"treatments": {"levels": [0, 1, 2]}, "budget_per_capita": [0.5, 1.0],
-                                     "models": {"include": list(params), "params": params}}, "c1")
+    from promo_assets.ingestion import load_config
+
+    (tmp_path / "c1").mkdir(exist_ok=True)
+    (tmp_path / "c1" / "campaign.yaml").write_text(yaml.safe_dump({
+        "treatments": {"levels": [0, 1, 2]}, "budget_per_capita": [0.5, 1.0],
+        "models": {"include": list(params), "params": params}}))
+    return load_config(tmp_path, "c1")
 
 
 @pytest.mark.hostile
@@ -173,11 +180,11 @@ def _config(params):
     ({"dfcl_pl": {"tau": 1.0}}, "unknown key 'models.params.dfcl_pl.tau'"),
 ], ids=["error-tau-zero", "error-tau-negative", "error-grid-size", "error-grid-negative", "error-grid-repeated",
         "error-clip", "error-h", "error-alpha", "error-tau-on-pl"])
-def test_dfcl_params_refused_with_clear_messages(params, expected):
+def test_dfcl_params_refused_with_clear_messages(params, expected, tmp_path):
     from promo_assets.campaign import CampaignConfigError
 
     with pytest.raises(CampaignConfigError) as err:
-        _config(params)
+        _config(params, tmp_path)
     assert expected in str(err.value)
 
 
@@ -186,10 +193,10 @@ def test_dfcl_params_refused_with_clear_messages(params, expected):
     {"dfcl_mer": {"tau": 0.5, "grid_size": 1}},
     {"dfcl_ifd": {"lambdas": [0.05, 0.2], "clip": "max"}},
 ], ids=["accepted-tau-grid-size", "accepted-explicit-grid"])
-def test_dfcl_params_accepted(params):
-    config = _config(params)
+def test_dfcl_params_accepted(params, tmp_path):
+    config = _config(params, tmp_path)
     (name, given), = params.items()
-    assert registry.get(name).hparams(config) == {**registry.get(name).params, **given}
+    assert registry.for_campaign(name, config).get_params() == {**registry.get(name).defaults(), **given}
 
 
 # ------------------------------------------------------------------------ preset and a fit
@@ -225,8 +232,8 @@ def test_one_dfcl_fit_serves_every_budget(tmp_path, monkeypatch):
     from promo_assets.models.protocol import TrainingData
 
     _, _, events, config, numeric, categorical = simulated_events("dfcl_discount", 0, str(tmp_path), 3, 1500)
-    data = TrainingData(config.campaign, events, numeric, categorical)
-    fitted = registry.get("dfcl_ifd").fit(data, config, seed=0)
+    data = TrainingData(config, events, numeric, categorical)
+    fitted = registry.create("dfcl_ifd").fit(data).model_
     lams = fitted.metrics["lambdas"]   # grid_size 10; budgets sharing a multiplier collapse into one
     assert fitted.name == "dfcl_ifd" and 2 <= len(lams) <= 10 and lams == sorted(set(lams))
     assert fitted.metrics["best_epoch"] in (0, 1, 2)
@@ -244,7 +251,7 @@ def test_one_dfcl_fit_serves_every_budget(tmp_path, monkeypatch):
 
 
 def test_training_loop_monitor_keeps_the_starting_parameters_when_no_epoch_beats_them():
-    from promo_assets.models.training import TrainingConfig, fit_torch_model
+    from promo_assets.models.training import Metric, MiniBatches, TrainingConfig, WeightedLoss, fit_torch_model
 
     torch.manual_seed(0)
     net = torch.nn.Linear(2, 1)
@@ -258,8 +265,8 @@ def test_training_loop_monitor_keeps_the_starting_parameters_when_no_epoch_beats
     def drift(module):  # any move away from the start is worse
         return float(sum(((p - start[k]) ** 2).sum() for k, p in module.state_dict().items()))
 
-    fit = fit_torch_model(net, loss_fn, data, data, TrainingConfig(max_epochs=3, batch_size=16, lr=0.1, patience=2),
-                          weight_key=None, monitor=drift)
+    fit = fit_torch_model(net, WeightedLoss(loss_fn, None), MiniBatches(data, 16), Metric(drift),
+                          TrainingConfig(max_epochs=3, batch_size=16, lr=0.1, patience=2))
     assert fit.best_epoch == 0 and fit.epochs == 2 and fit.stopped_early
     assert all(torch.equal(net.state_dict()[k], v) for k, v in start.items())
     assert fit.history[0]["validation_loss"] > 0      # what the monitor said after epoch 1

@@ -96,7 +96,7 @@ def test_model_reference_lists_every_model_and_hyper_parameter():
     for model in registry.models():
         section = page.split(f"\n## {model.name}\n", 1)[1].split("\n## ", 1)[0]
         assert model.source in section and model.applies in section
-        for key, default in model.params.items():
+        for key, default in model.defaults().items():
             assert f"| `{key}` |" in section and repr(default).replace("|", "\\|") in section, (model.name, key)
 
 

@@ -59,7 +59,7 @@ def small_model():
                           "response": rng.integers(0, 2, n).astype(float), "ips_weight": 1.0,
                           "split": np.where(np.arange(n) < 240, "train", "validation")})
     config = CampaignConfig(campaign="t", incentives=(0.0, 1.0, 2.0), labels=("0", "1", "2"))
-    return registry.get("s_learner").fit(TrainingData("t", frame, ["x"], []), config, max_epochs=1), frame
+    return registry.create("s_learner", {"max_epochs": 1}).fit(TrainingData(config, frame, ["x"], [])).model_, frame
 
 
 # ------------------------------------------------------------------------------------------------
@@ -100,7 +100,7 @@ def test_a_damaged_artefact_is_missing_naming_the_file(store, case):
     if "lightgbm" in case:
         _, frame = small_model()
         config = CampaignConfig(campaign="t", incentives=(0.0, 1.0, 2.0), labels=("0", "1", "2"))
-        model = registry.get("lgbm_s").fit(TrainingData("t", frame, ["x"], []), config)
+        model = registry.create("lgbm_s").fit(TrainingData(config, frame, ["x"], [])).model_
     else:
         model, _ = small_model()
     version = model.save()

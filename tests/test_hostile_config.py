@@ -140,7 +140,7 @@ ACCEPTED_CONFIGS = {
                                                lambda c: c.labels == ("0", "1") and not c.ordered),
     "accepted-no-budget-yet": ("treatments:\n  levels: [0, 1]\n", lambda c: c.budgets_per_capita == ()),
     "accepted-simulator-provenance-block": (BASE + "simulation:\n  preset: demo\n  start: 2026-01-01\n",
-                                            lambda c: c.extra["simulation"]["preset"] == "demo"),
+                                            lambda c: c.simulation["preset"] == "demo"),
 }
 
 
@@ -150,15 +150,20 @@ def test_documented_accepted_configs(tmp_path, text, check):
     assert check(load_yaml(tmp_path, text))
 
 
-def test_defaults_and_typed_blocks_in_extra(tmp_path):
+def test_defaults_and_typed_blocks(tmp_path):
+    from promo_assets.campaign import MerchantsBlock, ModelsBlock
+
     config = load_yaml(tmp_path, BASE + MERCHANTS + "ratio_budget: 20\nfeatures:\n  zip: categorical\n")
     assert (config.holdout_days, config.validation_fraction, config.ips_clip) == (1, 0.2, 20.0)
     assert config.min_holdout_users == 100 and config.randomized is True
-    assert config.extra["features"] == {"zip": "categorical"}
-    assert config.extra["ratio_budget"] == [20.0]
-    assert config.extra["merchants"]["treatments"]["levels"] == [0.0, 25.0, 50.0]
-    assert config.extra["merchants"]["cost"] == "redeemed"  # default filled in
-    assert "graph" not in config.extra  # absent blocks stay absent
+    assert config.features == {"zip": "categorical"}
+    assert config.ratio_budget == (20.0,)
+    assert isinstance(config.merchants, MerchantsBlock)
+    assert config.merchants.treatments.levels == [0.0, 25.0, 50.0]
+    assert config.merchants.cost == "redeemed"  # default filled in
+    assert config.graph is None and config.simulation is None  # absent blocks stay absent
+    assert config.models == ModelsBlock() and config.models.include is None and config.segments == ()
+    assert not hasattr(config, "extra")
     explicit = load_yaml(tmp_path, BASE + "min_holdout_users: 30\nrandomized: false\n")
     assert explicit.min_holdout_users == 30 and explicit.randomized is False
 

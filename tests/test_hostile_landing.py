@@ -93,7 +93,7 @@ def test_a_few_aliases_are_fine(tmp_path, case):
     folder.mkdir()
     config = CampaignConfig.load(write_yaml(folder, "treatments:\n  levels: &l [0, 1, 2]\nbudget_per_capita: [1.0]\n"
                                                     "simulation: {levels: *l, again: *l}\n"))
-    assert config.incentives == (0.0, 1.0, 2.0) and config.extra["simulation"]["again"] == [0, 1, 2]
+    assert config.incentives == (0.0, 1.0, 2.0) and config.simulation["again"] == [0, 1, 2]
 
 
 # ------------------------------------------------------------------------------------------------

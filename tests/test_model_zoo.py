@@ -145,25 +145,29 @@ def tuned():
     registry.unregister("tuned")
 
 
-def _config(models):
-    from promo_assets.campaign import CampaignConfig
+def _config(models, tmp_path):
+    """campaign.yaml with this `models:` block, loaded as the pipeline loads it (the schema, then the
+    registry's check of the block)."""
+    from promo_assets.ingestion import load_config
 
-    return CampaignConfig.from_dict({"treatments": {"levels": [0, 1, 2]}, "models": models}, "c1")
+    (tmp_path / "c1").mkdir(exist_ok=True)
+    (tmp_path / "c1" / "campaign.yaml").write_text(yaml.safe_dump({"treatments": {"levels": [0, 1, 2]}, "models": models}))
+    return load_config(tmp_path, "c1")
 
 
-def test_models_block_selects_and_tunes(tuned):
+def test_models_block_selects_and_tunes(tuned, tmp_path):
     from promo_assets.campaign import CampaignConfig
 
     plain = CampaignConfig.from_dict({"treatments": {"levels": [0, 1, 2]}}, "c1")
     assert registry.not_selected("s_learner", plain) is None
     assert "off by default" in registry.not_selected("tuned", plain)
-    assert tuned.hparams(plain) == {"gamma": 1.0, "steps": 10, "mode": "fd"}
+    assert registry.for_campaign("tuned", plain).get_params() == {"gamma": 1.0, "steps": 10, "mode": "fd"}
 
-    config = _config({"include": ["tuned", "s_learner"], "params": {"tuned": {"gamma": 2, "mode": "nes"}}})
+    config = _config({"include": ["tuned", "s_learner"], "params": {"tuned": {"gamma": 2, "mode": "nes"}}}, tmp_path)
     assert registry.not_selected("tuned", config) is None and registry.not_selected("s_learner", config) is None
     assert registry.not_selected("dipn", config) == "not listed in campaign.yaml models.include"
-    assert tuned.hparams(config) == {"gamma": 2, "steps": 10, "mode": "nes"}
-    assert registry.not_selected("dipn", _config({"exclude": ["dipn"]})) == "excluded by campaign.yaml models.exclude"
+    assert registry.for_campaign("tuned", config).get_params() == {"gamma": 2, "steps": 10, "mode": "nes"}
+    assert registry.not_selected("dipn", _config({"exclude": ["dipn"]}, tmp_path)) == "excluded by campaign.yaml models.exclude"
 
 
 @pytest.mark.hostile
@@ -173,14 +177,46 @@ def test_models_block_selects_and_tunes(tuned):
     ({"params": {"tuned": {"gama": 2}}}, "unknown key 'models.params.tuned.gama' (did you mean 'gamma'?)"),
     ({"params": {"tuned": {"gamma": "big"}}}, "'models.params.tuned.gamma' = 'big' (str): expected float"),
     ({"params": {"tuned": {"steps": 2.5}}}, "'models.params.tuned.steps' = 2.5 (float): expected int"),
-    ({"params": {"tuned": {"gamma": -1}}}, "'models.params.tuned': gamma = -1 must be > 0"),
+    ({"params": {"tuned": {"gamma": -1}}}, "'models.params.tuned': gamma = -1: expected a number > 0"),
     ({"params": {"nope": {}}}, "'models.params': unknown model 'nope'"),
     ({"inclde": ["tuned"]}, "unknown key 'models.inclde' (did you mean 'include'?)"),
 ], ids=["error-model-typo", "error-unknown-model", "error-param-typo", "error-param-type", "error-int-param",
         "error-param-value", "error-params-unknown-model", "error-block-key-typo"])
-def test_models_block_refuses_bad_entries(tuned, models, expected):
+def test_models_block_refuses_bad_entries(tuned, models, expected, tmp_path):
     from promo_assets.campaign import CampaignConfigError
 
     with pytest.raises(CampaignConfigError) as err:
-        _config(models)
+        _config(models, tmp_path)
+    assert str(err.value).startswith(str(tmp_path / "c1" / "campaign.yaml"))
+    assert expected in str(err.value)
+
+
+def test_the_campaign_schema_knows_no_model_the_registry_checks_the_block():
+    """campaign.py validates the `models:` block's shape only (it imports nothing of the models); the
+    names and hyper-parameters are the registry's to check, where the pipeline loads the file."""
+    from promo_assets.campaign import CampaignConfig
+
+    config = CampaignConfig.from_dict({"treatments": {"levels": [0, 1]}, "models": {"include": ["xgboost"]}}, "c1")
+    assert config.models.include == ["xgboost"]
+    assert registry.check_models_block(config.models) == [
+        "'models.include': unknown model 'xgboost' (registered models: " + ", ".join(registry.names()) + ")"]
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("champion, expected", [
+    ({"pin": "lgbm_s_mon"}, "'champion.pin': unknown model 'lgbm_s_mon' (did you mean 'lgbm_s_mono'?)"),
+    ({"candidates": ["s_learner", "nope"]}, "'champion.candidates': unknown model 'nope' (registered models:"),
+], ids=["error-pin-unknown-model", "error-candidate-unknown-model"])
+def test_champion_block_names_registered_models(champion, expected, tmp_path):
+    """campaign.py checks the champion block's shape; the registry checks the names it gives, where
+    the pipeline loads the file."""
+    from promo_assets.campaign import CampaignConfig, CampaignConfigError
+    from promo_assets.ingestion import load_config
+
+    (tmp_path / "c1").mkdir()
+    (tmp_path / "c1" / "campaign.yaml").write_text(yaml.safe_dump({"treatments": {"levels": [0, 1, 2]},
+                                                                    "champion": champion}))
+    assert CampaignConfig.load(tmp_path / "c1" / "campaign.yaml").champion.model_dump()["pin"] == champion.get("pin")
+    with pytest.raises(CampaignConfigError) as err:
+        load_config(tmp_path, "c1")
     assert expected in str(err.value)

@@ -9,15 +9,21 @@ import torch
 
 from promo_assets.campaign import CampaignConfig
 from promo_assets.models import (
-    DIPNNet, FeatureEncoder, ModelInputError, ModelSkipped, TrainingConfig, fit_torch_model, load_model, train_dipn_bias,
-    train_dipn_uplift, train_model,
+    DIPNNet, FeatureEncoder, ModelInputError, ModelSkipped, TrainingConfig, TrainingData, fit_torch_model, load_model,
+    registry, train_dipn_bias, train_dipn_uplift,
 )
 from promo_assets.models.dipn import alpha_at, isotonic_embedding
-from promo_assets.models.training import FullBatchStep
+from promo_assets.models.training import FullBatch, MiniBatches, SamePass, Step, ValidationLoss, WeightedLoss
 from promo_assets.models.isotonic_kernel import isotonic_chain
 
 NUMERIC = ["activity", "age"]
 CATEGORICAL = ["city", "segment"]
+
+
+def train_model(name, frame, config, numeric, categorical, **params):
+    """Registered model `name` built with `params` and fitted on `frame`; returns its fitted object
+    (`model_`: the TrainedModel)."""
+    return registry.create(name, params).fit(TrainingData(config, frame, list(numeric), list(categorical))).model_
 
 
 def make_config(levels=(0, 1, 2, 5, 10), cost="redeemed", response="binary", ordered=True) -> CampaignConfig:
@@ -125,9 +131,10 @@ def test_training_loop_early_stops_restores_best_and_logs():
     def loss_fn(m, b, step):
         return (m(b["x"]).squeeze(1) - b["y"]) ** 2, None
 
-    fit = fit_torch_model(net, loss_fn, {"x": x[:300], "y": y[:300]}, {"x": x[300:], "y": y[300:]},
-                          TrainingConfig(max_epochs=40, batch_size=32, lr=0.05, patience=3), seed=0,
-                          weight_key=None, log=lines.append)
+    loss = WeightedLoss(loss_fn, None)
+    train, validation = {"x": x[:300], "y": y[:300]}, {"x": x[300:], "y": y[300:]}
+    fit = fit_torch_model(net, loss, MiniBatches(train, 32, seed=0), ValidationLoss(loss, validation, train),
+                          TrainingConfig(max_epochs=40, batch_size=32, lr=0.05, patience=3), log=lines.append)
     assert len(lines) == fit.epochs + 1 and "epoch 1/40" in lines[0] and "validation loss" in lines[0]
     val = [h["validation_loss"] for h in fit.history]
     assert fit.history[0]["train_loss"] > fit.history[fit.best_epoch - 1]["train_loss"]
@@ -149,8 +156,9 @@ def test_training_loop_uses_sample_weights():
         return (m(b["x"]).squeeze(1) - b["y"]) ** 2, None
 
     data = {"x": x, "y": y, "weight": w}
-    fit_torch_model(net, loss_fn, data, data, TrainingConfig(max_epochs=300, batch_size=200, lr=0.05,
-                                                             patience=300), seed=0)
+    loss = WeightedLoss(loss_fn)  # the "weight" column
+    fit_torch_model(net, loss, MiniBatches(data, 200, seed=0), ValidationLoss(loss, data, data),
+                    TrainingConfig(max_epochs=300, batch_size=200, lr=0.05, patience=300))
     assert float(net.bias.detach()) == pytest.approx(0.1, abs=0.02)   # weighted mean 1/(9+1)
 
 
@@ -167,16 +175,18 @@ def test_training_loop_full_batch_keeps_each_parts_best_parameters():
     net = Two()
     seen = []
 
-    def step(module, k):
+    def step(module, batch, k):
+        assert batch is None  # the full-batch source: the loss holds its data
         a, b = module.a.item(), module.b.item()
         seen.append((a, b))
         objective = (module.a - 1.0) ** 2 + (module.b - 2.0) ** 2  # trains a -> 1, b -> 2
-        return FullBatchStep(objective, {"train_a": (a - 1.0) ** 2}, {"val_a": abs(a - 0.4), "val_b": abs(b - 2.0)})
+        return Step(objective, float(objective.detach()), train={"train_a": (a - 1.0) ** 2},
+                    monitored={"val_a": abs(a - 0.4), "val_b": abs(b - 2.0)})
 
     lines = []
-    fit = fit_torch_model(net, None, None, None, TrainingConfig(max_epochs=200, lr=0.05, patience=5,
-                                                                log_every=50),
-                          full_batch=step, log=lines.append, label="two")
+    fit = fit_torch_model(net, step, FullBatch(), SamePass(), TrainingConfig(max_epochs=200, lr=0.05, patience=5,
+                                                                             log_every=50),
+                          log=lines.append, label="two")
     assert fit.stopped_early and fit.epochs < 200
     a_best = fit.best_states["val_a"]["a"].item()
     assert a_best == pytest.approx(0.4, abs=0.05)                 # a's validation optimum, not its training one
@@ -230,7 +240,7 @@ def test_bad_input_errors():
         train_model("s_learner", frame.drop(columns="ips_weight"), config, NUMERIC, CATEGORICAL, max_epochs=1)
     with pytest.raises(ModelInputError, match="split"):
         train_model("s_learner", frame.assign(split="test"), config, NUMERIC, CATEGORICAL, max_epochs=1)
-    with pytest.raises(ModelSkipped, match="dipn: needs ordered incentive levels"):
+    with pytest.raises(ModelSkipped, match="needs ordered incentive levels"):
         train_model("dipn", frame, make_config(ordered=False), NUMERIC, CATEGORICAL, max_epochs=1)
 
 

@@ -283,10 +283,9 @@ def test_fd_on_q_agrees_with_re_evaluating_q():
         "error-budget-range-one-number", "error-odd-directions", "error-sigma-zero", "error-negative-gamma",
         "error-no-epochs", "error-center-not-a-boolean", "error-project-scale-not-a-boolean"])
 def test_bad_e2e_hyper_parameters_are_refused_by_name(model, params, expected):
-    m = registry.get(model)
-    problems = m.check_params({**m.params, **params})
+    problems = registry.get(model)(**params).check_params()
     assert problems and any(expected in p for p in problems), problems
-    assert not registry.get(model).check_params(dict(m.params))
+    assert not registry.get(model)().check_params()
     refused = registry.check_models_block({"include": [model], "params": {model: params}})
     assert any(f"models.params.{model}" in p and expected in p for p in refused), refused
 
@@ -302,9 +301,9 @@ def test_e2e_models_are_registered_off_by_default():
     for name in ("e2e_fd", "e2e_nes"):
         m = registry.get(name)
         assert m.name == name and m.default is False
-        assert {"gamma", "budget_range", "epochs", "lr", "batch_size"} <= set(m.params)
-    assert {"entries", "h"} <= set(registry.get("e2e_fd").params)
-    assert {"directions", "sigma"} <= set(registry.get("e2e_nes").params)
+        assert {"gamma", "budget_range", "epochs", "lr", "batch_size", "seed"} <= set(m.param_names())
+    assert {"entries", "h"} <= set(registry.get("e2e_fd").param_names())
+    assert {"directions", "sigma"} <= set(registry.get("e2e_nes").param_names())
 
 
 @pytest.mark.slow
@@ -321,11 +320,10 @@ def test_e2e_fit_fine_tunes_the_warm_start_on_a_two_arm_campaign(tmp_path, monke
     from promo_assets.models.protocol import TrainingData
 
     _, _, events, config, numeric, categorical = simulated_events("uplift_two_arm", 0, str(tmp_path), 3, 800)
-    config.extra["models"] = {"params": {model: params}}
-    fitted = registry.get(model).fit(TrainingData(config.campaign, events, numeric, categorical), config, seed=0)
+    fitted = registry.create(model, params).fit(TrainingData(config, events, numeric, categorical)).model_
     m = fitted.metrics
     n_train = int((events["split"] == "train").sum())
-    batch = registry.get(model).params["batch_size"]
+    batch = registry.get(model).defaults()["batch_size"]
     assert m["q_steps"] == 2 * -(-n_train // batch) and m["q_seconds_per_step"] > 0  # 2 epochs of steps
     assert m["best_epoch"] in (0, 1, 2) and fitted.hparams["e2e_center"] is params.get("center", False)
     assert [h["phase"] for h in fitted.history][-2:] == [model, model]

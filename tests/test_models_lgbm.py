@@ -11,8 +11,8 @@ import pytest
 from promo_assets import artifacts
 from promo_assets.models import registry
 from promo_assets.models.errors import ModelInputError
-from promo_assets.models.lgbm import ARCHITECTURE_VERSION
-from promo_assets.models.protocol import Fitted, ModelSkipped, TrainingData
+from promo_assets.models.lgbm import ARCHITECTURE_VERSION, LGBMFitted
+from promo_assets.models.protocol import ModelSkipped, TrainingData
 from tests.test_models import CATEGORICAL, NUMERIC, make_config, make_frame
 
 pytest.importorskip("lightgbm")
@@ -23,7 +23,7 @@ LGBM = ("lgbm_s", "lgbm_s_mono", "lgbm_t")
 def fit(name, response="binary", cost="redeemed", ordered=True, n=1500, seed=0, frame=None):
     config = make_config(cost=cost, response=response, ordered=ordered)
     frame = make_frame(n=n, seed=seed, config=config, response=response, cost_rule=cost) if frame is None else frame
-    model = registry.get(name).fit(TrainingData("t", frame, NUMERIC, CATEGORICAL), config, seed=seed)
+    model = registry.create(name, {"seed": seed}).fit(TrainingData(config, frame, NUMERIC, CATEGORICAL)).model_
     return model, frame, config
 
 
@@ -42,7 +42,7 @@ def test_registered_with_their_classes():
 @pytest.mark.parametrize("response,cost", [("binary", "redeemed"), ("count", "assigned"), ("continuous", "column")])
 def test_fit_predict_shapes_and_cost_rule(name, response, cost):
     model, frame, config = fit(name, response, cost)
-    assert isinstance(model, Fitted) and model.name == name
+    assert isinstance(model, LGBMFitted) and model.name == name
     values, costs = model.predict(frame.iloc[:40])
     assert values.shape == costs.shape == (40, 5) and values.dtype == costs.dtype == np.float64
     assert np.isfinite(values).all() and (costs >= 0).all()
@@ -84,7 +84,7 @@ def test_save_load_round_trip_same_predictions_and_version(name):
     before = model.version
     version = model.save()
     assert version == before
-    again = registry.get(name).load(version)
+    again = registry.get(name).load(version).model_
     assert again.version == version and again.name == name
     for a, b in zip(model.predict(frame), again.predict(frame)):
         np.testing.assert_array_equal(a, b)
@@ -114,7 +114,7 @@ def test_arms_campaign_s_and_t_apply_mono_gives_its_reason():
 def trained():
     config = make_config()
     frame = make_frame(n=1500, seed=0, config=config)
-    return {n: registry.get(n).fit(TrainingData("t", frame, NUMERIC, CATEGORICAL), config) for n in LGBM}, frame
+    return {n: registry.create(n).fit(TrainingData(config, frame, NUMERIC, CATEGORICAL)).model_ for n in LGBM}, frame
 
 
 @pytest.mark.hostile
@@ -169,7 +169,7 @@ def test_training_frame_errors_are_specific(case):
         frame["split"] = "validation"
         match = "lgbm_s: .*no rows with split == 'train'"
     with pytest.raises(ModelSkipped if name == "lgbm_t" else ModelInputError, match=match):
-        registry.get(name).fit(TrainingData("t", frame, NUMERIC, CATEGORICAL), config)
+        registry.create(name).fit(TrainingData(config, frame, NUMERIC, CATEGORICAL))
 
 
 @pytest.mark.hostile

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from promo_assets.campaign import CampaignConfig
-from promo_assets.models import registry, train_model
+from promo_assets.models import registry
+from tests.test_models import train_model
 from promo_assets.models.coman import CoMANNet
 from promo_assets.models.monotone import (
     MonotoneDense, adaptive_masks, block_sizes, clu, concave, convex_activation, fpm_response, saturated,
@@ -167,12 +168,12 @@ def test_monotone_models_apply_and_skip_with_reasons():
         assert model.applies_to(multi) is None and model.applies_to(single) is None
         assert "unordered arms" in model.applies_to(arms)
     assert registry.check_models_block({"params": {"cmnn": {"activation": "tanh"}}}) == [
-        "'models.params.cmnn': 'activation' = 'tanh': expected one of relu, elu, clu"]
+        "'models.params.cmnn': activation = 'tanh': expected one of relu, elu, clu"]
 
 
 @pytest.mark.hostile
 @pytest.mark.parametrize("curve, message", [
-    pytest.param("cubic", "'models.params.fpm': 'curve' = 'cubic': expected one of four_parameter, logistic",
+    pytest.param("cubic", "'models.params.fpm': curve = 'cubic': expected one of four_parameter, logistic",
                  id="error-unknown-fpm-curve"),
     pytest.param(3, "'models.params.fpm.curve' = 3 (int): expected str like the default 'four_parameter'",
                  id="error-fpm-curve-not-a-name")])
@@ -222,8 +223,8 @@ def test_clu_fast_path_equals_the_block_definition():
 
 @pytest.mark.hostile
 @pytest.mark.parametrize("value, message", [
-    pytest.param(1.5, "'models.params.coman': 'dropout' = 1.5: expected a number in [0, 1)", id="error-coman-dropout-above-1"),
-    pytest.param(-0.1, "'models.params.coman': 'dropout' = -0.1: expected a number in [0, 1)", id="error-coman-dropout-negative"),
+    pytest.param(1.5, "'models.params.coman': dropout = 1.5: expected a number in [0, 1)", id="error-coman-dropout-above-1"),
+    pytest.param(-0.1, "'models.params.coman': dropout = -0.1: expected a number in [0, 1)", id="error-coman-dropout-negative"),
     pytest.param("x", "'models.params.coman.dropout' = 'x' (str): expected float like the default 0.3",
                  id="error-coman-dropout-not-a-number")])
 def test_bad_coman_dropout_is_refused_naming_it(value, message):

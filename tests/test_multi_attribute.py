@@ -146,7 +146,7 @@ def test_coman_preset_writes_a_multi_attribute_campaign_with_monotone_truth(tmp_
     for incentive in ("coupon", "fee_waiver"):
         s = simulate("coman_spatiotemporal", f"c-{incentive}", tmp_path, days=2, users=600, seed=3, incentive=incentive)
         c = CampaignConfig.load(s.campaign_dir)
-        assert c.multi_attribute and c.segments == ("period_of_day", "city") and "coman" in c.extra["models"]["include"]
+        assert c.multi_attribute and c.segments == ("period_of_day", "city") and "coman" in c.models.include
         v, cost = truth_arrays(s.campaign_dir)
         np.testing.assert_allclose(cost, v * np.asarray(c.incentives)[None, :])
         a, signs = c.attribute_matrix(), c.attribute_signs()

@@ -1,6 +1,8 @@
 """Models registered by the tests only (promo_assets.models.registry.register)."""
 
 from promo_assets.models import ModelInputError, ResponseModel
+from promo_assets.models.protocol import store_params
+from promo_assets.models.s_learner import SLearner
 
 
 class FailingModel(ResponseModel):
@@ -10,8 +12,12 @@ class FailingModel(ResponseModel):
     title = "test model whose training always fails"
     source = "tests"
 
-    def fit(self, data, config, *, phase="model", previous=None, seed=0, max_epochs=None, log=None):
+    def _fit_phase(self, data, phase, previous, log):
         raise ModelInputError(f"failing: campaign '{data.campaign}' has no column 'loyalty_tier' (test model)")
+
+    @classmethod
+    def _load(cls, version, root=None):
+        raise ModelInputError("failing: never stored")
 
 
 class TunedModel(ResponseModel):
@@ -21,21 +27,20 @@ class TunedModel(ResponseModel):
     title = "test model with hyper-parameters, off by default"
     source = "tests"
     default = False
-    params = {"gamma": 1.0, "steps": 10, "mode": "fd"}
+    rules = {"gamma": (lambda x: x > 0, "a number > 0"), "mode": (lambda x: x in ("fd", "nes"), "'fd' or 'nes'")}
 
-    def check_params(self, params):
-        out = []
-        if params["gamma"] <= 0:
-            out.append(f"gamma = {params['gamma']!r} must be > 0")
-        if params["mode"] not in ("fd", "nes"):
-            out.append(f"mode = {params['mode']!r} must be 'fd' or 'nes'")
-        return out
+    def __init__(self, gamma: float = 1.0, steps: int = 10, mode: str = "fd"):
+        store_params(self, locals())
 
-    def fit(self, data, config, *, phase="model", previous=None, seed=0, max_epochs=None, log=None):
+    def _fit_phase(self, data, phase, previous, log):
         raise ModelInputError("tuned: a test model that is never trained")
 
+    @classmethod
+    def _load(cls, version, root=None):
+        raise ModelInputError("tuned: never stored")
 
-class FlakyModel(ResponseModel):
+
+class FlakyModel(SLearner):
     """The s_learner under another name, whose training fails while PROMO_TEST_FLAKY_FAILS is set: its
     earlier evaluation must then be marked stale, not ranked."""
 
@@ -44,13 +49,11 @@ class FlakyModel(ResponseModel):
     source = "tests"
     default = False
 
-    def fit(self, data, config, *, phase="model", previous=None, seed=0, max_epochs=None, log=None):
+    def _fit_phase(self, data, phase, previous, log):
         import os
-
-        from promo_assets.models import registry
 
         if os.environ.get("PROMO_TEST_FLAKY_FAILS"):
             raise ModelInputError("flaky: failing on purpose (PROMO_TEST_FLAKY_FAILS is set)")
-        fitted = registry.get("s_learner").fit(data, config, phase=phase, seed=seed, max_epochs=max_epochs, log=log)
+        fitted = super()._fit_phase(data, phase, previous, log)
         fitted.name = "flaky"
         return fitted

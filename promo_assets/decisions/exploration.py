@@ -53,9 +53,9 @@ class Exploration:
 
     @classmethod
     def from_config(cls, block) -> "Exploration":
-        """From campaign.yaml's `exploration:` block (`CampaignConfig.exploration`, defaults filled in)."""
-        return cls(share=float(block["share"]), seed=int(block["seed"]),
-                   mix=tuple(block["mix"]) if block.get("mix") else None, tolerance=float(block["tolerance"]))
+        """From campaign.yaml's `exploration:` block (`CampaignConfig.exploration`, an `ExplorationBlock`)."""
+        return cls(share=float(block.share), seed=int(block.seed), mix=tuple(block.mix) if block.mix else None,
+                   tolerance=float(block.tolerance))
 
     def weights(self, n_levels: int) -> np.ndarray:
         """The level mix as K probabilities (uniform when none is configured)."""

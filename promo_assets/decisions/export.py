@@ -188,7 +188,7 @@ def export_stored(con, campaign: str, outbox: Path, *, config, budgets: Sequence
         frame = con.execute(sql("decisions", "decisions_of_run"), [campaign, run_id, b]).df()
         checks = check_decisions(frame, users=frame["user_id"].unique(), budget_per_capita=b, labels=config.labels,
                                  incentives=config.incentives, max_user_cost=float(stored_json["max_user_cost"]),
-                                 share=entry["exploration"]["share"], tolerance=float(config.exploration["tolerance"]))
+                                 share=entry["exploration"]["share"], tolerance=float(config.exploration.tolerance))
         failed = [c for c in checks if not c.passed]
         if failed:
             raise ExportError(f"the stored decisions at budget {b:g} fail {', '.join(c.name for c in failed)}: "

@@ -157,10 +157,10 @@ class ChampionSettings:
     blends: bool = True
 
     @classmethod
-    def from_config(cls, block: Mapping) -> "ChampionSettings":
-        cands = block.get("candidates")
-        return cls(float(block.get("confidence", 0.9)), block.get("pin"), tuple(cands) if cands else None,
-                   bool(block.get("blends", True)))
+    def from_config(cls, block) -> "ChampionSettings":
+        """From campaign.yaml's `champion:` block (`CampaignConfig.champion`, a `ChampionBlock`)."""
+        cands = block.candidates
+        return cls(float(block.confidence), block.pin, tuple(cands) if cands else None, bool(block.blends))
 
 
 @dataclass

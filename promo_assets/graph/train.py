@@ -27,7 +27,7 @@ from torch_geometric.data import HeteroData
 from promo_assets.artifacts import save_object
 from promo_assets.graph.data import CUSTOMER, MERCHANT, normalized_adjacency
 from promo_assets.graph.nn import ENCODERS, HEADS, GraphResponseModel, marginal_increments
-from promo_assets.models.training import FullBatchStep, TrainingConfig, fit_torch_model
+from promo_assets.models.training import FullBatch, SamePass, Step, TrainingConfig, fit_torch_model
 
 SPLITS = ("train", "validation", "holdout")
 # Payload format of a stored graph model. 2: training history in the keys of the one training loop
@@ -97,6 +97,7 @@ class TrainedGraphModel:
     history: list[dict[str, float]]
     state_dict: dict[str, dict[str, torch.Tensor]] = field(repr=False)  # best 'customer' / 'merchant' states
     version: str | None = None
+    estimator: dict[str, Any] | None = None  # the registered model's parameters and phase (models.protocol)
 
     def predict_customers(self) -> tuple[np.ndarray, np.ndarray]:
         """(values N_c x K, costs N_c x K) for `customer_ids` (Eq. 10 scores; cost = incentive x value)."""
@@ -159,6 +160,7 @@ class TrainedGraphModel:
             "metrics": self.metrics,
             "history": self.history,
             "state_dict": self.state_dict,
+            **({"estimator": self.estimator} if self.estimator is not None else {}),
         }
 
     def save(self, root: Path | None = None) -> str:
@@ -293,25 +295,24 @@ def train_graph_model(
         lm = model.merchant_head.loss(h_m[m[0]], m[1], m[2]) / max(len(m[0]), 1)
         return lc, lm
 
-    def full_graph_step(module, step) -> FullBatchStep:
+    def full_graph_loss(module, batch, step) -> Step:
         """One full-graph batch: the joint loss, and each side's validation loss of the same pass."""
         h_c, h_m = module.embed(x_c, x_m, adj, hist_c, hist_m)
         lc, lm = side_losses(h_c, h_m, c_tr, m_tr)
         with torch.no_grad():
             vc, vm = side_losses(h_c, h_m, c_mon, m_mon)
-        return FullBatchStep(
-            objective=lc + cfg.merchant_weight * lm + cfg.fused_lasso * module.customer_head.penalty(),
-            train={"train_loss_c": lc.item(), "train_loss_m": lm.item()},
-            monitored={"validation_loss_c": vc.item(), "validation_loss_m": vm.item()},
-        )
+        objective = lc + cfg.merchant_weight * lm + cfg.fused_lasso * module.customer_head.penalty()
+        return Step(objective, float(objective.detach()),
+                    train={"train_loss_c": lc.item(), "train_loss_m": lm.item()},
+                    monitored={"validation_loss_c": vc.item(), "validation_loss_m": vm.item()})
 
     # per-side early stopping: each side keeps the parameters of its best validation epoch
     loop = TrainingConfig(max_epochs=cfg.max_epochs, lr=cfg.lr, weight_decay=cfg.weight_decay,
                           patience=cfg.patience, min_delta=1e-6, grad_clip=None, lr_decay=cfg.lr_decay,
                           log_every=10)
     t0 = time.perf_counter()
-    fit = fit_torch_model(model, None, None, None, loop, log=say, label=f"{cfg.encoder}+{cfg.head}",
-                          full_batch=full_graph_step)
+    fit = fit_torch_model(model, full_graph_loss, FullBatch(), SamePass(), loop, log=say,
+                          label=f"{cfg.encoder}+{cfg.head}")
     best_c, best_m = fit.best_states["validation_loss_c"], fit.best_states["validation_loss_m"]
     with torch.no_grad():
         model.load_state_dict(best_c)

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from promo_assets import files, settings
-from promo_assets.campaign import CampaignConfig, usable_campaign_folder
+from promo_assets.campaign import CampaignConfig, CampaignConfigError, usable_campaign_folder
 from promo_assets.warehouse import quote_ident, schema_columns, sql, table_columns, transaction
 
 REQUIRED = ("user_id", "treatment", "response")
@@ -189,7 +189,19 @@ def day_files(landing: Path, campaign: str, kind: str = "events") -> dict[dt.dat
 
 
 def load_config(landing: Path, campaign: str) -> CampaignConfig:
-    return CampaignConfig.load(landing / campaign / "campaign.yaml", campaign=campaign)
+    """The campaign's campaign.yaml, validated: its schema (`CampaignConfig.load`) and what its
+    `models:` and `champion:` blocks name, checked by the model registry (`registry.check_config`:
+    registered model names, each model's hyper-parameters and their values). CampaignConfigError
+    names every problem. This is where the pipeline and the CLI read a campaign's config."""
+    from promo_assets.models import registry  # the models know the campaign config, never the other way round
+
+    path = landing / campaign / "campaign.yaml"
+    config = CampaignConfig.load(path, campaign=campaign)
+    problems = registry.check_config(config)
+    if problems:
+        head = f"{len(problems)} problems: " if len(problems) > 1 else ""
+        raise CampaignConfigError(f"{path}: {head}" + "; ".join(problems))
+    return config
 
 
 # --------------------------------------------------------------------------------------------
@@ -333,7 +345,7 @@ def _feature_kinds(
     campaign's loaded days, else from the file's column type. Conflicts raise IngestError, among them
     a column of numbers in this file (day `day`) that other loaded days hold as text: the type is
     decided from every loaded day, whichever came first, never by turning numbers into categories."""
-    declared = config.extra.get("features") or {}
+    declared = config.features
     known = loaded_features(con, config.campaign)
     others = {}
     for feature, kind, campaign in con.execute(sql("ingest", "all_feature_kinds")).fetchall():

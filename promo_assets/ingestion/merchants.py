@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from promo_assets.campaign import CampaignConfig, CampaignConfigError
+from promo_assets.campaign import CampaignConfig
 from promo_assets.ingestion import (
     INTERNAL_COLUMNS,
     IngestError,
@@ -35,41 +35,28 @@ from promo_assets.warehouse import quote_ident, sql, transaction
 
 MERCHANT_REQUIRED = ("merchant_id", "treatment", "response")
 MERCHANT_COLUMNS = (*MERCHANT_REQUIRED, "cost", "propensity", "event_date", "event_time")
-MERCHANT_COST_RULES = ("redeemed", "assigned", "column")
 
 
 class MerchantConfig:
-    """The `merchants:` block of a bipartite campaign.yaml.
+    """The `merchants:` block of a bipartite campaign.yaml (`CampaignConfig.merchants`, validated by
+    its schema: ascending non-negative commission levels, a known cost rule), as arrays.
 
-    Takes the parsed `CampaignConfig` (the block lives in `config.extra["merchants"]`) and the
-    campaign.yaml path (for messages). Attributes: `present` (the block exists), `commissions`
-    (float array of the commission amounts per level, None without the block), `cost`
-    ('redeemed' | 'assigned' | 'column'), `normalizer` (merchant normalizer name, default
-    'prev_shares'), `truth` (path of the simulated merchant truth file, relative to the campaign
-    folder). Raises CampaignConfigError for levels that are not >= 2 ascending non-negative
-    amounts or an unknown cost rule.
+    Takes the parsed `CampaignConfig` and the campaign.yaml path (kept for messages). Attributes:
+    `present` (the block exists), `commissions` (float array of the commission amounts per level,
+    None without the block), `cost` ('redeemed' | 'assigned' | 'column'), `normalizer` (merchant
+    normalizer name, default 'prev_shares'), `truth` (path of the simulated merchant truth file,
+    relative to the campaign folder).
     """
 
     def __init__(self, config: CampaignConfig, path: Path):
-        block = config.extra.get("merchants")
-        self.present = isinstance(block, dict)
-        block = block if self.present else {}
-        levels = (block.get("treatments") or {}).get("levels") if isinstance(block.get("treatments"), dict) else None
-        self.commissions: np.ndarray | None = None
-        if self.present:
-            try:
-                arr = np.asarray(levels, dtype=float)
-            except (TypeError, ValueError):
-                arr = np.asarray([])
-            if arr.ndim != 1 or arr.size < 2 or not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(np.diff(arr) <= 0):
-                raise CampaignConfigError(
-                    f"{path}: merchants.treatments.levels must be >= 2 ascending non-negative amounts, got {levels!r}")
-            self.commissions = arr
-        self.cost = block.get("cost", "redeemed")
-        if self.cost not in MERCHANT_COST_RULES:
-            raise CampaignConfigError(f"{path}: merchants.cost must be redeemed, assigned or column, got {self.cost!r}")
-        self.normalizer = block.get("normalizer", "prev_shares")
-        self.truth = block.get("truth", "truth/merchant_response.parquet")
+        block = config.merchants
+        self.path = Path(path)
+        self.present = block is not None
+        self.commissions: np.ndarray | None = (
+            np.asarray(block.treatments.levels, dtype=float) if block is not None else None)
+        self.cost = block.cost if block is not None else "redeemed"
+        self.normalizer = block.normalizer if block is not None else "prev_shares"
+        self.truth = block.truth if block is not None else "truth/merchant_response.parquet"
 
 
 def merchant_config(landing_dir: Path, campaign: str) -> tuple[CampaignConfig, MerchantConfig]:

@@ -27,6 +27,7 @@ from promo_assets import artifacts
 from promo_assets.campaign import CampaignConfig
 from promo_assets.models.encoder import FeatureEncoder
 from promo_assets.models.errors import ModelInputError
+from promo_assets.models.protocol import ResponseModel
 
 PAYLOAD_FORMAT = 1
 SPLITS = ("train", "validation", "holdout")
@@ -203,12 +204,13 @@ class TrainedModel:
     Attributes: `name` (registry name, e.g. 's_learner', 'dipn', 'dipn_bias'), `version` (content
     hash of the artefact, identical to what `save()` returns), `metrics` (dict), `history` (list of
     per-epoch dicts), `config` (CampaignConfig), `encoder` (FeatureEncoder), `module` (torch module),
-    `hparams` (the hyper-parameters it was trained with).
+    `hparams` (the hyper-parameters it was trained with), `estimator` (the registered model's
+    parameters and phase, protocol.ResponseModel, or None).
     """
 
     def __init__(self, name: str, module: torch.nn.Module, encoder: FeatureEncoder, config: CampaignConfig,
                  targets: dict[str, float], hparams: dict[str, Any], metrics: dict[str, Any],
-                 history: list[dict[str, Any]], arch_kwargs: dict[str, Any]):
+                 history: list[dict[str, Any]], arch_kwargs: dict[str, Any], estimator: dict[str, Any] | None = None):
         self.name = name
         self.module = module.eval()
         self.encoder = encoder
@@ -218,6 +220,7 @@ class TrainedModel:
         self.metrics = dict(metrics)
         self.history = [dict(h) for h in history]
         self.arch_kwargs = dict(arch_kwargs)
+        self.estimator = estimator  # the estimator's parameters and phase (protocol.ResponseModel), stored with it
         self._version: str | None = None
 
     @property
@@ -280,6 +283,7 @@ class TrainedModel:
             "hparams": self.hparams,
             "metrics": {k: v for k, v in self.metrics.items() if k not in TIMING_KEYS},
             "history": [{k: v for k, v in h.items() if k not in TIMING_KEYS} for h in self.history],
+            **({"estimator": self.estimator} if self.estimator is not None else {}),
         }
 
     @property
@@ -314,12 +318,10 @@ class TrainedModel:
         try:
             module = ARCHITECTURES[arch](**payload["arch_kwargs"])
             module.load_state_dict(payload["state_dict"])
-            cfg_dict = dict(payload["config"])
-            config = CampaignConfig(**{k: (tuple(v) if k in ("incentives", "labels", "budgets_per_capita") else v)
-                                       for k, v in cfg_dict.items()})
+            config = CampaignConfig.from_record(payload["config"])
             return cls(payload["name"], module, FeatureEncoder.from_state(payload["encoder"]), config,
                        payload["targets"], payload["hparams"], payload["metrics"], payload["history"],
-                       payload["arch_kwargs"])
+                       payload["arch_kwargs"], payload.get("estimator"))
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
             raise ModelInputError(f"model artefact {payload.get('name')!r} is damaged ({type(exc).__name__}: "
                                   f"{str(exc).splitlines()[0][:200] if str(exc) else ''}): re-materialize the "
@@ -340,6 +342,19 @@ def load_model(version: str, root=None) -> TrainedModel:
     model = TrainedModel.from_payload(payload)
     model._version = version
     return model
+
+
+class TorchResponseModel(ResponseModel):
+    """The registered models whose fitted object is a `TrainedModel` (a torch network with its
+    encoder): loaded with `load_model`, refused when the artefact holds another model's network."""
+
+    @classmethod
+    def _load(cls, version: str, root=None) -> TrainedModel:
+        fitted = load_model(version, root)
+        phase = (fitted.estimator or {}).get("phase") or cls._phase_of(fitted)
+        if phase not in cls.phases or (phase == cls.phases[-1] and fitted.name != cls.name):
+            raise ModelInputError(f"model artefact {version!r} holds model {fitted.name!r}, not {cls.name!r}")
+        return fitted
 
 
 def fit_metrics(fit, prep: PreparedFrame, module: torch.nn.Module, weighted: bool, t0: float, **extra) -> dict:
@@ -366,7 +381,7 @@ def count_parameters(module: torch.nn.Module) -> int:
     return int(sum(p.numel() for p in module.parameters()))
 
 
-def resolve_max_epochs(default: int, override: int | None) -> int:
+def resolve_max_epochs(default: int, override: int | None = None) -> int:
     """`override` if given, else `default`; then capped by settings.max_epochs() (PROMO_MAX_EPOCHS)."""
     from promo_assets import settings
 

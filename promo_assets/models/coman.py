@@ -43,8 +43,8 @@ from torch import nn
 from promo_assets.campaign import CampaignConfig
 from promo_assets.models.base import TrainedModel, register_architecture
 from promo_assets.models.monotone import MonotoneStack, fpm_response
-from promo_assets.models.monotone_models import COMMON, AttributeCurves, _list, _MonotoneModel, train_attribute_model
-from promo_assets.models.protocol import ModelSkipped, TrainingData
+from promo_assets.models.monotone_models import AttributeCurves, _list, _MonotoneModel, train_attribute_model
+from promo_assets.models.protocol import COUNT, FLAG, FRACTION, ModelSkipped, TrainingData, store_params
 from promo_assets.models.s_learner import mlp
 
 SPATIOTEMPORAL = ["period_of_day", "city", "weekday"]
@@ -135,38 +135,38 @@ class CoMANNet(AttributeCurves):
 
 
 class CoMAN(_MonotoneModel):
+    """Hyper-parameters: those of the monotone models but `embedding_dim` (`hidden`, `mono_hidden`,
+    `lr`, `batch_size`, `max_epochs`, `patience`, `weight_decay`), plus `token_dim`, `spatiotemporal`
+    (the S-T columns), `adaptive_activation`, `st_attention`, `dropout`; `seed`, `ips_weighting`."""
+
     name = "coman"
     title = ("CoMAN: spatio-temporal embedding, Temporal Activation, target attention, CMNN(CLU) with Adaptive "
              "Activation, S-t Attention -> FPM")
     source = "CoMAN paper §4 (Eq. 8-15)"
-    params = {**{k: v for k, v in COMMON.items() if k != "embedding_dim"}, "token_dim": 8, "spatiotemporal": list(SPATIOTEMPORAL), "adaptive_activation": True,
-              "st_attention": True, "dropout": 0.3}
+    rules = {**{k: v for k, v in _MonotoneModel.rules.items() if k != "embedding_dim"}, "token_dim": COUNT,
+             "spatiotemporal": (lambda x: isinstance(x, (list, tuple)) and len(x) > 0
+                                and all(isinstance(c, str) and c for c in x),
+                                "a non-empty list of feature column names"),
+             "adaptive_activation": FLAG, "st_attention": FLAG, "dropout": FRACTION}
 
-    def check_params(self, params: dict[str, Any]) -> list[str]:
-        out = super().check_params(params)
-        st = params["spatiotemporal"]
-        if not st or not all(isinstance(c, str) and c for c in st):
-            out.append(f"'spatiotemporal' = {st!r}: expected a non-empty list of feature column names")
-        if not isinstance(params["token_dim"], int) or params["token_dim"] < 1:
-            out.append(f"'token_dim' = {params['token_dim']!r}: expected an integer >= 1")
-        if not isinstance(params["dropout"], (int, float)) or isinstance(params["dropout"], bool) \
-                or not 0.0 <= params["dropout"] < 1.0:
-            out.append(f"'dropout' = {params['dropout']!r}: expected a number in [0, 1)")
-        return out
+    def __init__(self, hidden=(64, 32), mono_hidden=(32, 16), lr: float = 2e-3, batch_size: int = 256,
+                 max_epochs: int = 60, patience: int = 6, weight_decay: float = 0.0, token_dim: int = 8,
+                 spatiotemporal=tuple(SPATIOTEMPORAL), adaptive_activation: bool = True, st_attention: bool = True,
+                 dropout: float = 0.3, seed: int = 0, ips_weighting: bool = True):
+        store_params(self, locals())
 
-    def fit(self, data: TrainingData, config: CampaignConfig, *, phase: str = "model", previous=None,
-            seed: int = 0, max_epochs: int | None = None, log=None) -> TrainedModel:
-        hp = self.fit_hparams(data, config)
+    def _fit_phase(self, data: TrainingData, phase: str, previous, log) -> TrainedModel:
+        config = data.config
         categorical = list(data.categorical)
-        st_index = [categorical.index(c) for c in hp["spatiotemporal"] if c in categorical]
+        st_index = [categorical.index(c) for c in self.spatiotemporal if c in categorical]
         if not st_index:
-            raise ModelSkipped(f"none of the spatio-temporal columns {list(hp['spatiotemporal'])} (models.params.coman."
+            raise ModelSkipped(f"none of the spatio-temporal columns {list(self.spatiotemporal)} (models.params.coman."
                                f"spatiotemporal) is a categorical feature of campaign {config.campaign!r}")
 
         def arch(prep) -> dict[str, Any]:
-            return dict(st_index=st_index, token_dim=int(hp["token_dim"]), hidden=_list(hp["hidden"]),
-                        mono_hidden=_list(hp["mono_hidden"]), adaptive_activation=bool(hp["adaptive_activation"]),
-                        st_attention=bool(hp["st_attention"]), dropout=float(hp["dropout"]))
+            return dict(st_index=st_index, token_dim=int(self.token_dim), hidden=_list(self.hidden),
+                        mono_hidden=_list(self.mono_hidden), adaptive_activation=bool(self.adaptive_activation),
+                        st_attention=bool(self.st_attention), dropout=float(self.dropout))
 
-        return train_attribute_model(self.name, "coman", data.frame, config, list(data.numeric), categorical, hp, arch,
-                                     weighted=data.extra.get("weighted", True), seed=seed, max_epochs=max_epochs, log=log)
+        return train_attribute_model(self.name, "coman", data.frame, config, list(data.numeric), categorical,
+                                     self.get_params(), arch, weighted=self.ips_weighting, seed=self.seed, log=log)

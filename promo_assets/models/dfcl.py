@@ -58,25 +58,15 @@ import torch.nn.functional as F
 from promo_assets.allocation.decision import choose_levels, decide_at_lambdas
 from promo_assets.campaign import CampaignConfig
 from promo_assets.evaluation.eom import eom_batch
-from promo_assets.models.base import TrainedModel, fit_metrics, prepare_frame, resolve_max_epochs, response_mean
+from promo_assets.models.base import TorchResponseModel, TrainedModel, fit_metrics, prepare_frame, resolve_max_epochs, response_mean
 from promo_assets.models.errors import ModelInputError
-from promo_assets.models.protocol import ResponseModel, TrainingData
+from promo_assets.models.protocol import COUNT, FLAG, SEED, TrainingData, store_params
 from promo_assets.models.s_learner import _s_learner_loss, train_s_learner
-from promo_assets.models.training import TrainingConfig, fit_torch_model
+from promo_assets.models.training import Metric, MiniBatches, TrainingConfig, WeightedLoss, fit_torch_model
 
 GRADIENTS = ("pl", "mer", "ifd")
 CLIPS = ("fix", "max", "none")
 FLIP_MARGIN = 1e-9  # added to the smallest flipping perturbation so that the decision strictly flips
-
-COMMON_PARAMS: dict[str, Any] = {
-    "alpha": 1.0,        # weight of the prediction loss
-    "grid_size": 10,     # number of budgets (lambdas) of the decision loss
-    "lambdas": [],       # explicit lambda grid (non-empty: replaces the derived one)
-    "lr": 2e-4,          # fine-tuning learning rate (Adam)
-    "batch_size": 1024,  # larger than the S-learner's: the decision loss is a per-batch estimate
-    "max_epochs": 20,
-    "patience": 5,
-}
 
 
 # ----------------------------------------------------------------------------------- the grid
@@ -341,10 +331,11 @@ def decision_metric(curves: Curves, tensors: dict[str, torch.Tensor], lambdas) -
 _WARM: dict[tuple, TrainedModel] = {}
 
 
-def warm_start(data: TrainingData, config: CampaignConfig, seed: int, max_epochs: int | None, log) -> TrainedModel:
-    """The trained S-learner (train_s_learner with the `s_learner` model's defaults and this seed),
-    computed once per process for a given training frame version (the three DFCL variants share it)."""
-    weighted = data.extra.get("weighted", True)
+def warm_start(data: TrainingData, seed: int, max_epochs: int | None, weighted: bool, log) -> TrainedModel:
+    """The trained S-learner (train_s_learner with the `s_learner` model's defaults, this seed and at
+    most `max_epochs`), computed once per process for a given training frame version (the three DFCL
+    variants share it)."""
+    config = data.config
     key = (data.campaign, data.frame_version, seed, max_epochs, bool(weighted), repr(config.to_dict()))
     if data.frame_version is not None and key in _WARM:
         return _WARM[key]
@@ -356,18 +347,19 @@ def warm_start(data: TrainingData, config: CampaignConfig, seed: int, max_epochs
     return fitted
 
 
-def train_dfcl(gradient: str, data: TrainingData, config: CampaignConfig, params: dict[str, Any], *, seed: int = 0,
-               max_epochs: int | None = None, log=None, warm: TrainedModel | None = None) -> TrainedModel:
+def train_dfcl(gradient: str, data: TrainingData, params: dict[str, Any], *, seed: int = 0, weighted: bool = True,
+               warm_max_epochs: int | None = None, log=None, warm: TrainedModel | None = None) -> TrainedModel:
     """Fine-tune the warm-start S-learner on the DFCL loss with `gradient` ('pl', 'mer', 'ifd') and
-    `params` (COMMON_PARAMS + tau / clip, h). Returns a TrainedModel named 'dfcl_<gradient>'."""
+    `params` (a DFCL model's `grid_params()`: alpha, grid_size, lambdas, lr, batch_size, max_epochs,
+    patience + tau / clip, h). Returns a TrainedModel named 'dfcl_<gradient>'."""
     if gradient not in GRADIENTS:
         raise ModelInputError(f"unknown DFCL gradient {gradient!r}; one of {GRADIENTS}")
     problems = check_grid_params(params)
     if problems:
         raise ModelInputError(f"dfcl_{gradient}: " + "; ".join(problems))
-    weighted = data.extra.get("weighted", True)
+    config = data.config
     if warm is None:
-        warm = warm_start(data, config, seed, max_epochs, log)
+        warm = warm_start(data, seed, warm_max_epochs, weighted, log)
     net = copy.deepcopy(warm.module)
     prep = prepare_frame(data.frame, config, list(data.numeric), list(data.categorical), weighted,
                          encoder=warm.encoder, targets=warm.targets)
@@ -383,13 +375,13 @@ def train_dfcl(gradient: str, data: TrainingData, config: CampaignConfig, params
     monitor = decision_metric(curves, prep.validation if prep.n_validation else prep.train, lams)
     with torch.no_grad():
         start_value = monitor(net.eval())
-    epochs = resolve_max_epochs(int(params["max_epochs"]), max_epochs)
+    epochs = resolve_max_epochs(int(params["max_epochs"]))
     tc = TrainingConfig(max_epochs=epochs, batch_size=int(params["batch_size"]), lr=float(params["lr"]),
                         patience=int(params["patience"]), min_delta=0.0)
     t0 = time.perf_counter()
-    fit = fit_torch_model(net, loss_fn, prep.train, prep.validation, tc, seed=seed,
-                          weight_key="weight" if weighted else None, log=log, label=f"dfcl_{gradient}",
-                          monitor=monitor)
+    fit = fit_torch_model(net, WeightedLoss(loss_fn, "weight" if weighted else None),
+                          MiniBatches(prep.train, tc.batch_size, seed), Metric(monitor), tc, log=log,
+                          label=f"dfcl_{gradient}")
     metrics = fit_metrics(fit, prep, net, weighted, t0, lambdas=[float(x) for x in lams],
                           warm_start_version=warm.version, validation_dual_objective_warm_start=-start_value,
                           validation_dual_objective=-fit.best_validation_loss)
@@ -399,27 +391,36 @@ def train_dfcl(gradient: str, data: TrainingData, config: CampaignConfig, params
                         warm.arch_kwargs)
 
 
-class _DFCL(ResponseModel):
-    """Registry entries dfcl_pl / dfcl_mer / dfcl_ifd: `train_dfcl` behind the ResponseModel protocol.
-    Off by default (campaign.yaml `models.include`); hyper-parameters in `params`."""
+class _DFCL(TorchResponseModel):
+    """Registry entries dfcl_pl / dfcl_mer / dfcl_ifd: `train_dfcl` as an estimator. Off by default
+    (campaign.yaml `models.include`). Hyper-parameters: `alpha` (weight of the prediction loss),
+    `grid_size` (budgets of the decision loss), `lambdas` (an explicit lambda grid; empty: derived),
+    `lr`, `batch_size`, `max_epochs` (capped by PROMO_MAX_EPOCHS), `patience`, the variant's own
+    (MER: `tau`; IFD: `clip`, `h`), `warm_max_epochs` (the warm-start S-learner's epoch cap), `seed`,
+    `ips_weighting`."""
 
     gradient: str = "pl"
     source = "DFCL paper §4-§5"
     applies = "every campaign with budget_per_capita"
     default = False
+    rules = {"warm_max_epochs": COUNT, "seed": SEED, "ips_weighting": FLAG}
 
-    def check_params(self, params: dict[str, Any]) -> list[str]:
-        return check_grid_params(params)
+    def _check_values(self) -> list[str]:
+        return check_grid_params(self.grid_params())
 
-    def applies_to(self, config: CampaignConfig) -> str | None:
+    def grid_params(self) -> dict[str, Any]:
+        """The DFCL loss's parameters (`train_dfcl`'s `params`)."""
+        return {k: v for k, v in self.get_params().items() if k not in ("warm_max_epochs", "seed", "ips_weighting")}
+
+    @classmethod
+    def applies_to(cls, config: CampaignConfig) -> str | None:
         if not config.budgets_per_capita:
             return "needs budget_per_capita (the lambda grid is derived from the campaign's budgets)"
         return None
 
-    def fit(self, data: TrainingData, config: CampaignConfig, *, phase: str = "model", previous=None,
-            seed: int = 0, max_epochs: int | None = None, log=None) -> TrainedModel:
-        params = {**self.hparams(config), **data.extra.get("hparams", {})}
-        return train_dfcl(self.gradient, data, config, params, seed=seed, max_epochs=max_epochs, log=log)
+    def _fit_phase(self, data: TrainingData, phase: str, previous, log) -> TrainedModel:
+        return train_dfcl(self.gradient, data, self.grid_params(), seed=self.seed, weighted=self.ips_weighting,
+                          warm_max_epochs=self.warm_max_epochs, log=log)
 
 
 class DFCLPolicyLearning(_DFCL):
@@ -427,7 +428,11 @@ class DFCLPolicyLearning(_DFCL):
     gradient = "pl"
     title = "DFCL-PL: S-learner fine-tuned on alpha*IPW loss + policy-learning dual decision loss over a lambda grid"
     source = "DFCL paper §4, §5.1-5.2"
-    params = dict(COMMON_PARAMS)
+
+    def __init__(self, alpha: float = 1.0, grid_size: int = 10, lambdas=(), lr: float = 2e-4, batch_size: int = 1024,
+                 max_epochs: int = 20, patience: int = 5, warm_max_epochs: int = 60, seed: int = 0,
+                 ips_weighting: bool = True):
+        store_params(self, locals())
 
 
 class DFCLMaxEntropy(_DFCL):
@@ -435,7 +440,11 @@ class DFCLMaxEntropy(_DFCL):
     gradient = "mer"
     title = "DFCL-MER: as DFCL-PL with the maximum-entropy (temperature tau) softmax"
     source = "DFCL paper §4, §5.1, §5.3"
-    params = {**COMMON_PARAMS, "tau": 0.1}
+
+    def __init__(self, alpha: float = 1.0, grid_size: int = 10, lambdas=(), lr: float = 2e-4, batch_size: int = 1024,
+                 max_epochs: int = 20, patience: int = 5, tau: float = 0.1, warm_max_epochs: int = 60, seed: int = 0,
+                 ips_weighting: bool = True):
+        store_params(self, locals())
 
 
 class DFCLFiniteDifference(_DFCL):
@@ -443,4 +452,8 @@ class DFCLFiniteDifference(_DFCL):
     gradient = "ifd"
     title = "DFCL-IFD: dual decision loss with improved finite-difference gradients (incremental EOM, clipping)"
     source = "DFCL paper §4, §5.1, §5.4, App. D"
-    params = {**COMMON_PARAMS, "clip": "fix", "h": 0.01}
+
+    def __init__(self, alpha: float = 1.0, grid_size: int = 10, lambdas=(), lr: float = 2e-4, batch_size: int = 1024,
+                 max_epochs: int = 20, patience: int = 5, clip: str = "fix", h: float = 0.01, warm_max_epochs: int = 60,
+                 seed: int = 0, ips_weighting: bool = True):
+        store_params(self, locals())

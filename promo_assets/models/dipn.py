@@ -63,14 +63,17 @@ from torch import nn
 
 from promo_assets.campaign import CampaignConfig
 from promo_assets.models.base import (
-    TrainedModel, cost_loss, fit_metrics, prepare_frame, register_architecture, resolve_max_epochs,
-    response_loss, summed_embedding_input,
+    TorchResponseModel, TrainedModel, cost_loss, fit_metrics, prepare_frame, register_architecture,
+    resolve_max_epochs, response_loss, summed_embedding_input,
 )
 from promo_assets.models.errors import ModelInputError
-from promo_assets.models.protocol import ModelSkipped, ResponseModel, TrainingData
+from promo_assets.models.protocol import (
+    COUNT, FLAG, NON_NEGATIVE, POSITIVE, SEED, ModelSkipped, TrainingData, is_number, non_negative_number,
+    positive_int,
+)
 from promo_assets.models.isotonic_kernel import isotonic_chain
 from promo_assets.models.s_learner import initial_link, mlp
-from promo_assets.models.training import TrainingConfig, fit_torch_model, seeded
+from promo_assets.models.training import MiniBatches, TrainingConfig, ValidationLoss, WeightedLoss, fit_torch_model, seeded
 
 BIAS_DEFAULTS: dict[str, Any] = {
     "embedding_dim": 8,
@@ -268,8 +271,9 @@ def train_dipn_bias(frame: pd.DataFrame, config: CampaignConfig, numeric: list[s
     tc = TrainingConfig(max_epochs=epochs, batch_size=int(hp["batch_size"]), lr=float(hp["lr"]),
                         patience=int(hp["patience"]))
     t0 = time.perf_counter()
-    fit = fit_torch_model(net, loss_fn, prep.train, prep.validation, tc, seed=seed,
-                          weight_key="weight" if weighted else None, parameters=net.bias_parameters(),
+    loss = WeightedLoss(loss_fn, "weight" if weighted else None)
+    fit = fit_torch_model(net, loss, MiniBatches(prep.train, tc.batch_size, seed),
+                          ValidationLoss(loss, prep.validation, prep.train), tc, parameters=net.bias_parameters(),
                           log=log, label="dipn_bias")
     metrics = fit_metrics(fit, prep, net, weighted, t0)
     hp_out = {**hp, "hidden": [int(h) for h in hidden], "uplift_embedding_dim": int(uplift_embedding_dim),
@@ -348,8 +352,9 @@ def train_dipn_uplift(bias_model: TrainedModel, frame: pd.DataFrame, weighted: b
     tc = TrainingConfig(max_epochs=epochs, batch_size=int(hp["batch_size"]), lr=float(hp["lr"]),
                         patience=int(hp["patience"]))
     t0 = time.perf_counter()
-    fit = fit_torch_model(net, loss_fn, prep.train, prep.validation, tc, seed=seed,
-                          weight_key="weight" if weighted else None, parameters=net.uplift_parameters(),
+    loss = WeightedLoss(loss_fn, "weight" if weighted else None)
+    fit = fit_torch_model(net, loss, MiniBatches(prep.train, tc.batch_size, seed),
+                          ValidationLoss(loss, prep.validation, prep.train), tc, parameters=net.uplift_parameters(),
                           log=log, label="dipn_uplift")
     for p in net.parameters():
         p.requires_grad_(True)
@@ -382,20 +387,71 @@ def train_dipn(frame: pd.DataFrame, config: CampaignConfig, numeric: list[str], 
                              **uplift_hparams)
 
 
-class DIPN(ResponseModel):
-    """Registry entry `dipn` (promo_assets.models.registry): DIPN's two phases behind the
-    ResponseModel protocol, one asset each: "bias_net" (`train_dipn_bias`, a 'dipn_bias' model) then
-    "uplift_net" (`train_dipn_uplift` on the bias net, the 'dipn' model). Ordered levels only.
-    `data.extra` may hold "weighted" (default True), "hparams" (uplift phase, plus `hidden` and
-    `embedding_dim` for the shape) and "bias_hparams" (BIAS_DEFAULTS keys)."""
+class DIPN(TorchResponseModel):
+    """Registry entry `dipn`: DIPN's two phases as an estimator, one asset each: "bias_net"
+    (`train_dipn_bias`, a fitted 'dipn_bias') then "uplift_net" (`train_dipn_uplift` on the bias net,
+    the 'dipn' model). Ordered levels only.
+
+    Hyper-parameters: the uplift net's `hidden` widths and `embedding_dim`, its phase's `lr`,
+    `batch_size`, `max_epochs`, `patience`, the smoothness loss's `alpha_upper`, `alpha_lower`,
+    `alpha_decay` (gamma of Eq. 17 per step; null: from `alpha_decay_epochs`), `smooth_eps`, the
+    uplift chain's `chain_init`, `signed_offset` and `uplift_scale` (module docstring); the bias
+    phase's `bias_embedding_dim`, `bias_leaky_slope`, `bias_lr`, `bias_batch_size`, `bias_max_epochs`,
+    `bias_patience`; `seed` (both phases) and `ips_weighting`."""
 
     name = "dipn"
     title = "DIPN: bias net, then uplift net with isotonic embedding (monotone in the level), smoothness loss"
     source = "DIPN paper §4 (two-phase training §4.4)"
     phases = ("bias_net", "uplift_net")
     applies = "ordered incentive levels (`treatments: levels`)"
+    monotone = True
+    rules = {"hidden": (lambda x: isinstance(x, (list, tuple)) and all(positive_int(v) for v in x),
+                        "a list of integers >= 1 (empty: the paper's single layer)"),
+             "embedding_dim": COUNT, "lr": POSITIVE, "batch_size": COUNT, "max_epochs": COUNT, "patience": COUNT,
+             "alpha_upper": NON_NEGATIVE, "alpha_lower": NON_NEGATIVE,
+             "alpha_decay": (lambda x: x is None or non_negative_number(x), "null or a number >= 0"),
+             "alpha_decay_epochs": POSITIVE, "smooth_eps": POSITIVE, "chain_init": (is_number, "a number"),
+             "signed_offset": FLAG, "uplift_scale": POSITIVE, "bias_embedding_dim": COUNT,
+             "bias_leaky_slope": NON_NEGATIVE, "bias_lr": POSITIVE, "bias_batch_size": COUNT, "bias_max_epochs": COUNT,
+             "bias_patience": COUNT, "seed": SEED, "ips_weighting": FLAG}
 
-    def applies_to(self, config: CampaignConfig) -> str | None:
+    def __init__(self, hidden=(64, 32), embedding_dim: int = 16, lr: float = 5e-3, batch_size: int = 256,
+                 max_epochs: int = 80, patience: int = 6, alpha_upper: float = 1.0, alpha_lower: float = 0.01,
+                 alpha_decay: float | None = None, alpha_decay_epochs: float = 10, smooth_eps: float = 0.05,
+                 chain_init: float = 0.0, signed_offset: bool = True, uplift_scale: float = 4.0,
+                 bias_embedding_dim: int = 8, bias_leaky_slope: float = 0.1, bias_lr: float = 1e-2,
+                 bias_batch_size: int = 256, bias_max_epochs: int = 60, bias_patience: int = 6, seed: int = 0,
+                 ips_weighting: bool = True):
+        self.hidden = hidden
+        self.embedding_dim = embedding_dim
+        self.lr = lr
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.patience = patience
+        self.alpha_upper = alpha_upper
+        self.alpha_lower = alpha_lower
+        self.alpha_decay = alpha_decay
+        self.alpha_decay_epochs = alpha_decay_epochs
+        self.smooth_eps = smooth_eps
+        self.chain_init = chain_init
+        self.signed_offset = signed_offset
+        self.uplift_scale = uplift_scale
+        self.bias_embedding_dim = bias_embedding_dim
+        self.bias_leaky_slope = bias_leaky_slope
+        self.bias_lr = bias_lr
+        self.bias_batch_size = bias_batch_size
+        self.bias_max_epochs = bias_max_epochs
+        self.bias_patience = bias_patience
+        self.seed = seed
+        self.ips_weighting = ips_weighting
+
+    def _check_values(self) -> list[str]:
+        if is_number(self.alpha_upper) and is_number(self.alpha_lower) and self.alpha_lower > self.alpha_upper:
+            return [f"alpha_lower = {self.alpha_lower!r}: expected at most alpha_upper ({self.alpha_upper!r})"]
+        return []
+
+    @classmethod
+    def applies_to(cls, config: CampaignConfig) -> str | None:
         if config.ordered:
             return None
         if config.multi_attribute:
@@ -404,19 +460,20 @@ class DIPN(ResponseModel):
                     f"({', '.join(config.attribute_names)})")
         return "needs ordered incentive levels (campaign.yaml treatments: levels); this campaign has unordered arms"
 
-    def fit(self, data: TrainingData, config: CampaignConfig, *, phase: str = "bias_net", previous=None,
-            seed: int = 0, max_epochs: int | None = None, log=None) -> TrainedModel:
-        weighted = data.extra.get("weighted", True)
-        hp = dict(data.extra.get("hparams", {}))
+    def phase_params(self, phase: str) -> dict[str, Any]:
+        """The keyword arguments of `train_dipn_bias` ("bias_net") or `train_dipn_uplift` ("uplift_net")."""
         if phase == "bias_net":
-            return train_dipn_bias(data.frame, config, list(data.numeric), list(data.categorical), weighted=weighted,
-                                   seed=seed, max_epochs=max_epochs, log=log, hidden=hp.get("hidden", (64, 32)),
-                                   uplift_embedding_dim=int(hp.get("embedding_dim", 16)),
-                                   **data.extra.get("bias_hparams", {}))
-        if phase == "uplift_net":
-            if previous is None:
-                raise ModelInputError("DIPN's uplift_net phase needs the fitted bias_net (materialize dipn/bias_net first)")
-            hp = {k: v for k, v in hp.items() if k not in ("hidden", "embedding_dim")}
-            return train_dipn_uplift(previous, data.frame, weighted=weighted, seed=seed, max_epochs=max_epochs,
-                                     log=log, **hp)
-        raise ModelInputError(f"DIPN has phases {self.phases}, not {phase!r}")
+            return {"hidden": tuple(self.hidden), "uplift_embedding_dim": int(self.embedding_dim),
+                    **{k: getattr(self, f"bias_{k}") for k in BIAS_DEFAULTS}}
+        return {k: getattr(self, k) for k in UPLIFT_DEFAULTS if k not in ("hidden", "embedding_dim")}
+
+    def _fit_phase(self, data: TrainingData, phase: str, previous, log) -> TrainedModel:
+        if phase == "bias_net":
+            return train_dipn_bias(data.frame, data.config, list(data.numeric), list(data.categorical),
+                                   weighted=self.ips_weighting, seed=self.seed, log=log, **self.phase_params(phase))
+        return train_dipn_uplift(previous, data.frame, weighted=self.ips_weighting, seed=self.seed, log=log,
+                                 **self.phase_params(phase))
+
+    @classmethod
+    def _phase_of(cls, fitted) -> str:
+        return "bias_net" if fitted.name == "dipn_bias" else "uplift_net"

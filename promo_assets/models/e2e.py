@@ -49,28 +49,10 @@ import torch.nn.functional as F
 
 from promo_assets.campaign import CampaignConfig
 from promo_assets.models import decision_loss as dl
-from promo_assets.models.base import TrainedModel, fit_metrics, prepare_frame, resolve_max_epochs, response_mean
-from promo_assets.models.protocol import ResponseModel, TrainingData
+from promo_assets.models.base import TorchResponseModel, TrainedModel, fit_metrics, prepare_frame, resolve_max_epochs, response_mean
+from promo_assets.models.protocol import COUNT, FLAG, SEED, TrainingData, store_params
 from promo_assets.models.s_learner import _s_learner_loss, train_s_learner
-from promo_assets.models.training import TrainingConfig, fit_torch_model
-
-COMMON: dict[str, Any] = {
-    "gamma": 50.0,          # weight of Q in Eq. 7 / 11
-    "budget_range": None,   # [low, high] per-capita budget drawn per step; null: the campaign's budgets
-    "epochs": 8,            # fine-tuning epochs after the warm start (capped by PROMO_MAX_EPOCHS)
-    "lr": 1e-3,             # Adam learning rate of the fine-tuning
-    "batch_size": 1024,     # RCT rows per step (Q's mini-batch)
-    "max_iter": 20,         # bisection iterations of Algorithm 1
-    "center": False,        # remove each user's mean over the levels from the estimated gradients
-    "project_scale": True,  # also remove their components along the (centered) predicted v and c: Q ignores their scale
-}
-# Defaults chosen on tuning campaigns (seeds 100-104 of e2e_synthetic and uplift_two_arm, never the
-# reported seeds 0-4; benchmarks/e2e_paper.py): h 0.02 flips decisions of the piecewise-constant
-# Q where 0.003 and 0.001 mostly do not; more steps (batch 1024, lr 1e-3) than before; batch 1024
-# and 20 bisection iterations (and NES N' 16) keep an epoch within 3x the S-learner's (batch 512 took
-# 4.2x (FD) / 5.2x (NES), NES N' 32 at batch 1024 3.6x on e2e_synthetic).
-FD_PARAMS: dict[str, Any] = {**COMMON, "entries": 512, "h": 0.02}
-NES_PARAMS: dict[str, Any] = {**COMMON, "gamma": 0.5, "directions": 16, "sigma": 0.01}
+from promo_assets.models.training import Metric, MiniBatches, TrainingConfig, WeightedLoss, fit_torch_model
 
 
 def _number(x) -> bool:
@@ -158,19 +140,17 @@ class _Computed:
 _WARM: dict[tuple, TrainedModel] = {}
 
 
-def warm_start(data: TrainingData, config: CampaignConfig, seed: int, max_epochs: int | None, log) -> TrainedModel:
-    """The trained S-learner to start from (`train_s_learner`, the `s_learner` model's own call).
-    Kept per process for the frame version, seed, epochs and hyper-parameters, so that `e2e_fd` and
-    `e2e_nes` of one run train it once; callers get a copy."""
+def warm_start(data: TrainingData, seed: int, max_epochs: int, weighted: bool, log) -> TrainedModel:
+    """The trained S-learner to start from (`train_s_learner` with the `s_learner` model's defaults,
+    this seed and at most `max_epochs`). Kept per process for the frame version, seed, epochs and
+    weighting, so that `e2e_fd` and `e2e_nes` of one run train it once; callers get a copy."""
     from promo_assets import settings
 
-    weighted = data.extra.get("weighted", True)
-    hparams = data.extra.get("hparams", {})
-    key = (config.campaign, data.frame_version, seed, max_epochs, settings.max_epochs(), bool(weighted),
-           repr(sorted(hparams.items())))
+    config = data.config
+    key = (config.campaign, data.frame_version, seed, max_epochs, settings.max_epochs(), bool(weighted))
     if data.frame_version is None or key not in _WARM:
         model = train_s_learner(data.frame, config, list(data.numeric), list(data.categorical), weighted=weighted,
-                                seed=seed, max_epochs=max_epochs, log=log, **hparams)
+                                seed=seed, max_epochs=max_epochs, log=log)
         if data.frame_version is None:
             return model
         _WARM.clear()
@@ -180,13 +160,21 @@ def warm_start(data: TrainingData, config: CampaignConfig, seed: int, max_epochs
     return copy.deepcopy(_WARM[key])
 
 
-class _E2EBase(ResponseModel):
-    estimator: ClassVar[str]
+class _E2EBase(TorchResponseModel):
+    """The end-to-end models as estimators. Hyper-parameters: `gamma` (weight of Q), `budget_range`
+    (null: the campaign's budgets), `epochs` (fine-tuning epochs, capped by PROMO_MAX_EPOCHS), `lr`,
+    `batch_size`, `max_iter` (bisection iterations), `center`, `project_scale` (module docstring),
+    the estimator's own (FD: `entries`, `h`; NES: `directions`, `sigma`), `warm_max_epochs` (the
+    warm-start S-learner's epoch cap), `seed`, `ips_weighting`."""
+
+    gradient_estimator: ClassVar[str]  # "fd" or "nes"
     source = "end-to-end paper §3.3-§3.5, Eq. 7, 8/10, 11, Algorithm 2"
     default = False
+    rules = {"warm_max_epochs": COUNT, "seed": SEED, "ips_weighting": FLAG}
 
-    def check_params(self, params: dict[str, Any]) -> list[str]:
-        return common_problems(params) + self.estimator_problems(params)
+    def _check_values(self) -> list[str]:
+        p = self.get_params()
+        return common_problems(p) + self.estimator_problems(p)
 
     def estimator_problems(self, p: dict[str, Any]) -> list[str]:
         raise NotImplementedError
@@ -194,17 +182,10 @@ class _E2EBase(ResponseModel):
     def gradient(self, v, c, batch: dl.RCTBatch, budget: float, hp: dict, gen: torch.Generator):
         raise NotImplementedError
 
-    def fit(self, data: TrainingData, config: CampaignConfig, *, phase: str = "model", previous=None,
-            seed: int = 0, max_epochs: int | None = None, log=None) -> TrainedModel:
-        hp = self.hparams(config)
-        problems = self.check_params(hp)
-        if problems:
-            from promo_assets.models.errors import ModelInputError
-
-            raise ModelInputError(f"{self.name}: " + "; ".join(problems))
-        weighted = data.extra.get("weighted", True)
+    def _fit_phase(self, data: TrainingData, phase: str, previous, log) -> TrainedModel:
+        config, hp, seed, weighted = data.config, self.get_params(), self.seed, self.ips_weighting
         t_start = time.perf_counter()
-        warm = warm_start(data, config, seed, max_epochs, log)
+        warm = warm_start(data, seed, self.warm_max_epochs, weighted, log)
         net, targets = warm.module, warm.targets
         prep = prepare_frame(data.frame, config, list(data.numeric), list(data.categorical), weighted,
                              encoder=warm.encoder, targets=targets)
@@ -255,12 +236,12 @@ class _E2EBase(ResponseModel):
             module.train(was)
             return sl - gamma * float(qs.mean())
 
-        epochs = resolve_max_epochs(int(hp["epochs"]), max_epochs)
+        epochs = resolve_max_epochs(int(hp["epochs"]))
         tc = TrainingConfig(max_epochs=epochs, batch_size=int(hp["batch_size"]), lr=float(hp["lr"]),
                             patience=epochs + 1)
         t0 = time.perf_counter()
-        fit = fit_torch_model(net, loss_fn, prep.train, prep.validation, tc, seed=seed,
-                              weight_key="weight" if weighted else None, log=log, label=self.name, monitor=monitor)
+        fit = fit_torch_model(net, WeightedLoss(loss_fn, "weight" if weighted else None),
+                              MiniBatches(prep.train, tc.batch_size, seed), Metric(monitor), tc, log=log, label=self.name)
         metrics = fit_metrics(fit, prep, net, weighted, t0,
                               q_seconds_per_step=q_time["seconds"] / max(q_time["steps"], 1),
                               q_steps=q_time["steps"], warm_seconds_per_epoch=warm.metrics["seconds_per_epoch"],
@@ -272,13 +253,23 @@ class _E2EBase(ResponseModel):
         return TrainedModel(self.name, net, warm.encoder, config, targets, hp_out, metrics, history, warm.arch_kwargs)
 
 
+# The constructors' defaults were chosen on tuning campaigns (seeds 100-104 of e2e_synthetic and uplift_two_arm, never the
+# reported seeds 0-4; benchmarks/e2e_paper.py): h 0.02 flips decisions of the piecewise-constant
+# Q where 0.003 and 0.001 mostly do not; more steps (batch 1024, lr 1e-3) than before; batch 1024
+# and 20 bisection iterations (and NES N' 16) keep an epoch within 3x the S-learner's (batch 512 took
+# 4.2x (FD) / 5.2x (NES), NES N' 32 at batch 1024 3.6x on e2e_synthetic).
 class E2EFiniteDifference(_E2EBase):
     """Registry entry `e2e_fd`: the S-learner fine-tuned on L_SL - gamma Q with finite-difference gradients."""
 
     name = "e2e_fd"
     title = "S-learner fine-tuned end-to-end on the marketing goal Q(v, c): finite-difference gradients (Eq. 8)"
-    estimator = "fd"
-    params = FD_PARAMS
+    gradient_estimator = "fd"
+
+    def __init__(self, gamma: float = 50.0, budget_range=None, epochs: int = 8, lr: float = 1e-3,
+                 batch_size: int = 1024, max_iter: int = 20, center: bool = False, project_scale: bool = True,
+                 entries: int = 512, h: float = 0.02, warm_max_epochs: int = 60, seed: int = 0,
+                 ips_weighting: bool = True):
+        store_params(self, locals())
 
     def estimator_problems(self, p: dict[str, Any]) -> list[str]:
         out = []
@@ -300,8 +291,13 @@ class E2ENaturalEvolution(_E2EBase):
 
     name = "e2e_nes"
     title = "S-learner fine-tuned end-to-end on the marketing goal Q(v, c): NES gradients, antithetic (Eq. 10)"
-    estimator = "nes"
-    params = NES_PARAMS
+    gradient_estimator = "nes"
+
+    def __init__(self, gamma: float = 0.5, budget_range=None, epochs: int = 8, lr: float = 1e-3,
+                 batch_size: int = 1024, max_iter: int = 20, center: bool = False, project_scale: bool = True,
+                 directions: int = 16, sigma: float = 0.01, warm_max_epochs: int = 60, seed: int = 0,
+                 ips_weighting: bool = True):
+        store_params(self, locals())
 
     def estimator_problems(self, p: dict[str, Any]) -> list[str]:
         out = []

@@ -1,5 +1,5 @@
 """Registry entry `gnn_hazard`: the GNN + piecewise hazard model of the GNN/hazard paper (Eq. 7–10,
-`promo_assets.graph.train_gnn_hazard`) behind the ResponseModel protocol.
+`promo_assets.graph.train_gnn_hazard`) as an estimator (protocol.ResponseModel).
 
 It applies to customer–merchant campaigns only (campaign.yaml has a `merchants:` block) and reads
 the customer_merchant_graph asset (`needs_graph`); `fit` raises ModelSkipped when no graph was
@@ -15,50 +15,91 @@ from pathlib import Path
 
 from promo_assets.campaign import CampaignConfig
 from promo_assets.models.errors import ModelInputError
-from promo_assets.models.protocol import Fitted, ModelSkipped, ResponseModel, TrainingData
+from promo_assets.models.protocol import (
+    COUNT, FLAG, FRACTION, NON_NEGATIVE, POSITIVE, SEED, ModelSkipped, ResponseModel, TrainingData, fraction,
+    is_number, store_params,
+)
 
 HEADLINE = ["auc_c", "mae_c", "mse_c", "mae_m", "mse_m", "mae_c_truth", "mse_c_truth", "mae_m_truth", "mse_m_truth"]
 
 
 class GnnHazard(ResponseModel):
+    """Hyper-parameters (`promo_assets.graph.GraphTrainConfig`'s): `hidden` (node embedding width),
+    `tower` (head width), `lr`, `lr_decay`, `weight_decay`, `fused_lasso` (the hazard's fused-lasso
+    weight), `merchant_weight` (of the merchant loss), `dropout`, `max_epochs` (capped by
+    PROMO_MAX_EPOCHS), `patience`, `validation_fraction` / `holdout_fraction` (of the graph's nodes),
+    `init_marginal` (start the hazard at the marginal response), `seed`."""
+
     name = "gnn_hazard"
     title = "GNN + piecewise hazard: heterogeneous GraphSAGE over the customer–merchant graph, fused-lasso hazard head"
     source = "GNN/hazard paper Eq. 7–10"
     needs_graph = True
     applies = "customer–merchant campaigns (`merchants:` block, payment edges and merchant events)"
+    rules = {"hidden": COUNT, "tower": COUNT, "lr": POSITIVE, "lr_decay": (lambda x: is_number(x) and 0 < x <= 1,
+                                                                          "a number in (0, 1]"),
+             "weight_decay": NON_NEGATIVE, "fused_lasso": NON_NEGATIVE, "merchant_weight": NON_NEGATIVE,
+             "dropout": FRACTION, "max_epochs": COUNT, "patience": COUNT, "validation_fraction": FRACTION,
+             "holdout_fraction": FRACTION, "init_marginal": FLAG, "seed": SEED}
 
-    def applies_to(self, config: CampaignConfig) -> str | None:
-        if isinstance(config.extra.get("merchants"), dict):
+    def __init__(self, hidden: int = 64, tower: int = 128, lr: float = 0.003, lr_decay: float = 0.99,
+                 weight_decay: float = 0.0, fused_lasso: float = 1e-3, merchant_weight: float = 1.0,
+                 dropout: float = 0.0, max_epochs: int = 300, patience: int = 30, validation_fraction: float = 0.15,
+                 holdout_fraction: float = 0.15, init_marginal: bool = True, seed: int = 0):
+        store_params(self, locals())
+
+    def _check_values(self) -> list[str]:
+        if fraction(self.validation_fraction) and fraction(self.holdout_fraction) and \
+                self.validation_fraction + self.holdout_fraction >= 1:
+            return [f"validation_fraction + holdout_fraction = {self.validation_fraction + self.holdout_fraction!r}: "
+                    "expected < 1 (rows must be left to train on)"]
+        return []
+
+    @classmethod
+    def applies_to(cls, config: CampaignConfig) -> str | None:
+        if config.merchants is not None:
             return None
         return "needs a customer–merchant campaign (campaign.yaml has no merchants: block)"
 
-    def fit(self, data: TrainingData, config: CampaignConfig, *, phase: str = "model", previous=None,
-            seed: int = 0, max_epochs: int | None = None, log=None) -> Fitted:
+    def _fit_phase(self, data: TrainingData, phase: str, previous, log):
         from promo_assets.graph import train_gnn_hazard
         from promo_assets.ingestion.merchants import MerchantConfig
+        from promo_assets.models.base import resolve_max_epochs
 
+        config = data.config
         if data.graph is None or data.merchant_events is None or data.merchant_events.empty:
             raise ModelSkipped("no customer–merchant graph was loaded (no payment edges or merchant events)")
-        campaign_dir = Path(data.extra.get("campaign_dir", "."))
+        campaign_dir = Path(data.campaign_dir or ".")
         mconf = MerchantConfig(config, campaign_dir / "campaign.yaml")
         customer_events = data.frame[["user_id", "level", "response", "split"]]
         if log:
             log(f"{data.campaign}: training gnn_hazard on graph {data.graph_version}: {data.graph['customer'].num_nodes} "
                 f"customers, {data.graph['merchant'].num_nodes} merchants, {len(customer_events)} customer and "
                 f"{len(data.merchant_events)} merchant events")
+        params = {k: v for k, v in self.get_params().items() if k not in ("seed", "max_epochs")}
         try:
             trained = train_gnn_hazard(data.graph, customer_events, data.merchant_events[["merchant_id", "level", "response"]],
-                                       config.incentives, mconf.commissions, seed=seed, max_epochs=max_epochs, log=log,
-                                       save=False)
+                                       config.incentives, mconf.commissions, seed=self.seed,
+                                       max_epochs=resolve_max_epochs(self.max_epochs), log=log, save=False, **params)
         except ValueError as exc:
             raise ModelInputError(f"gnn_hazard for campaign '{data.campaign}': {exc}") from None
         trained.report = _report(trained, data, config, mconf, campaign_dir, log)
         return trained
 
-    def load(self, version: str) -> Fitted:
+    @classmethod
+    def _load(cls, version: str, root=None):
         from promo_assets.graph import load_graph_model
 
-        return load_graph_model(version)
+        return load_graph_model(version, root)
+
+    @classmethod
+    def _params_of(cls, fitted) -> dict:
+        """The parameters stored with the artefact; for an artefact stored before them, its
+        GraphTrainConfig (where max_epochs is the cap it trained under)."""
+        from dataclasses import asdict
+
+        if fitted.estimator:
+            return super()._params_of(fitted)
+        return {k: v for k, v in asdict(fitted.config).items() if k in cls.param_names()}
 
 
 def _report(trained, data: TrainingData, config: CampaignConfig, mconf, campaign_dir: Path, log) -> dict:

@@ -26,10 +26,10 @@ columns as vocabulary codes (0 = the unknown bucket for missing and never-seen v
 LightGBM's categorical splits. So NaN features and categories unseen at training predict like a
 missing value. LightGBM sees the columns as f0, f1, ... (data column names never reach it).
 
-Defaults (`DEFAULTS`; campaign.yaml has no per-model settings, so these are fixed): learning rate
+Hyper-parameters (constructor arguments, `models.params.<model>` in campaign.yaml): learning rate
 0.05, 15 leaves, at least 40 rows per leaf, L2 0.1, up to 1000 rounds with early stopping after 30
 rounds without improvement of the weighted validation loss (200 fixed rounds when there are no
-validation rows), 63 bins, one thread, `deterministic=True`, the seed given to `fit`. Training
+validation rows), 63 bins, one thread, `deterministic=True`, `seed` 0, IPS weights on. Training
 rounds are not epochs: `max_epochs` / PROMO_MAX_EPOCHS do not apply.
 
 Artefact: one JSON document (the booster texts from `model_to_string` at the best iteration, the
@@ -54,7 +54,9 @@ from promo_assets.campaign import CampaignConfig
 from promo_assets.models.base import TIMING_KEYS, check_frame, rule_costs
 from promo_assets.models.encoder import FeatureEncoder
 from promo_assets.models.errors import ModelInputError
-from promo_assets.models.protocol import Fitted, Log, ModelSkipped, ResponseModel, TrainingData
+from promo_assets.models.protocol import (
+    COUNT, FLAG, NON_NEGATIVE, POSITIVE, SEED, Log, ModelSkipped, ResponseModel, TrainingData, is_int, store_params,
+)
 
 ARTEFACT_FORMAT = "promo_assets.lgbm"
 ARCHITECTURE = "lightgbm"
@@ -79,20 +81,34 @@ ORDERED_ONLY = "needs ordered incentive levels (a monotone constraint on the lev
 
 # ------------------------------------------------------------------------------------ the models
 class _LGBMModel(ResponseModel):
+    """The LightGBM baselines as estimators. Hyper-parameters: LightGBM's `learning_rate`,
+    `num_leaves`, `min_data_in_leaf`, `lambda_l2`, `max_bin`, `num_threads`; `num_boost_round` (the
+    most rounds), `early_stopping_rounds`, `rounds_without_validation` (rounds when there are no
+    validation rows); `seed`; `ips_weighting` (the IPS weights as sample weights)."""
+
     variant: ClassVar[str]  # 's', 's_mono' or 't'
     source = "baseline"
     kinds = frozenset({"lightgbm"})
+    rules = {"learning_rate": POSITIVE, "num_leaves": (lambda x: is_int(x) and x >= 2, "an integer >= 2"),
+             "min_data_in_leaf": COUNT, "lambda_l2": NON_NEGATIVE,
+             "max_bin": (lambda x: is_int(x) and x >= 2, "an integer >= 2"), "num_boost_round": COUNT,
+             "early_stopping_rounds": COUNT, "rounds_without_validation": COUNT, "num_threads": COUNT,
+             "seed": SEED, "ips_weighting": FLAG}
 
-    def fit(self, data: TrainingData, config: CampaignConfig, *, phase: str = "model",
-            previous: Fitted | None = None, seed: int = 0, max_epochs: int | None = None,
-            log: Log | None = None) -> "LGBMFitted":
-        reason = self.applies_to(config)
-        if reason:
-            raise ModelSkipped(reason)
-        return _train(self.name, self.variant, data, config, seed=seed, log=log)
+    def __init__(self, learning_rate: float = 0.05, num_leaves: int = 15, min_data_in_leaf: int = 40,
+                 lambda_l2: float = 0.1, max_bin: int = 63, num_boost_round: int = 1000,
+                 early_stopping_rounds: int = 30, rounds_without_validation: int = 200, num_threads: int = 1,
+                 seed: int = 0, ips_weighting: bool = True):
+        store_params(self, locals())
 
-    def load(self, version: str) -> "LGBMFitted":
-        return load_lgbm(version, expect=self.name)
+    def _fit_phase(self, data: TrainingData, phase: str, previous, log: Log | None) -> "LGBMFitted":
+        params = {k: v for k, v in self.get_params().items() if k in DEFAULTS}
+        return _train(self.name, self.variant, data, data.config, params, seed=self.seed,
+                      weighted=self.ips_weighting, log=log)
+
+    @classmethod
+    def _load(cls, version: str, root=None) -> "LGBMFitted":
+        return load_lgbm(version, root, expect=cls.name)
 
 
 class LGBMSLearner(_LGBMModel):
@@ -106,8 +122,10 @@ class LGBMSLearnerMonotone(_LGBMModel):
     title = "LightGBM S-learner with a monotone-increasing constraint on the level"
     applies = "ordered incentive levels (`treatments: levels`)"
     variant = "s_mono"
+    monotone = True
 
-    def applies_to(self, config: CampaignConfig) -> str | None:
+    @classmethod
+    def applies_to(cls, config: CampaignConfig) -> str | None:
         return None if config.ordered else ORDERED_ONLY.format(c=config.campaign, kind=config.level_kind)
 
 
@@ -132,6 +150,7 @@ class LGBMFitted:
     params: dict[str, Any]
     metrics: dict[str, Any]
     history: list[dict[str, Any]]
+    estimator: dict[str, Any] | None = None  # the estimator's parameters and phase (protocol.ResponseModel)
     _live: dict[str, Any] = field(default_factory=dict)
     _version: str | None = None
 
@@ -189,6 +208,7 @@ class LGBMFitted:
             "params": self.params,
             "metrics": {k: v for k, v in self.metrics.items() if k not in TIMING_KEYS},
             "history": [{k: v for k, v in h.items() if k not in TIMING_KEYS} for h in self.history],
+            **({"estimator": self.estimator} if self.estimator is not None else {}),
         }
 
     def to_bytes(self) -> bytes:
@@ -237,7 +257,8 @@ def load_lgbm(version: str, root=None, expect: str | None = None) -> LGBMFitted:
     config = CampaignConfig(campaign=c["campaign"], incentives=tuple(c["incentives"]), labels=tuple(c["labels"]),
                             ordered=c["ordered"], cost=c["cost"], response=c["response"])
     model = LGBMFitted(payload["name"], payload["variant"], config, FeatureEncoder.from_state(payload["encoder"]),
-                       payload["boosters"], payload["params"], payload["metrics"], payload["history"])
+                       payload["boosters"], payload["params"], payload["metrics"], payload["history"],
+                       payload.get("estimator"))
     model._version = version
     return model
 
@@ -295,10 +316,10 @@ def _boost(params: dict[str, Any], x, y, w, xv, yv, wv, categorical: list[int], 
     return booster.model_to_string(num_iteration=best), {"rounds": best, "validation_loss": loss, "curve": curve}
 
 
-def _train(name: str, variant: str, data: TrainingData, config: CampaignConfig, *, seed: int,
-           log: Log | None) -> LGBMFitted:
+def _train(name: str, variant: str, data: TrainingData, config: CampaignConfig, params: dict[str, Any], *,
+           seed: int, weighted: bool = True, log: Log | None) -> LGBMFitted:
     frame = data.frame
-    check_frame(frame, config, weighted=True)
+    check_frame(frame, config, weighted=weighted)
     split = frame["split"].astype(str).to_numpy()
     tr, va = frame.loc[split == "train"], frame.loc[split == "validation"]
     if tr.empty:
@@ -308,11 +329,11 @@ def _train(name: str, variant: str, data: TrainingData, config: CampaignConfig, 
     encoder = FeatureEncoder(list(data.numeric), list(data.categorical)).fit(tr)
     x, xv = _features(encoder, tr), _features(encoder, va)
     lv, lvv = tr["level"].to_numpy(dtype=np.int64), va["level"].to_numpy(dtype=np.int64)
-    w, wv = (p["ips_weight"].to_numpy(dtype=np.float64) for p in (tr, va))
+    w, wv = ((p["ips_weight"].to_numpy(dtype=np.float64) if weighted else np.ones(len(p))) for p in (tr, va))
     targets = {"response": (OBJECTIVES[config.response], tr["response"], va["response"])}
     if config.cost == "column":
         targets["cost"] = (("regression", "l2"), tr["cost"], va["cost"])
-    params = dict(DEFAULTS)
+    params = {**DEFAULTS, **params}
     n_cat = len(encoder.categorical)
     cat_cols = list(range(x.shape[1] - n_cat, x.shape[1]))
     boosters, history, rounds = {}, [], {}

@@ -36,26 +36,16 @@ from torch import nn
 
 from promo_assets.campaign import CampaignConfig
 from promo_assets.models.base import (
-    ARCHITECTURES, TrainedModel, cost_loss, fit_metrics, prepare_frame, register_architecture, resolve_max_epochs,
+    ARCHITECTURES, TorchResponseModel, TrainedModel, cost_loss, fit_metrics, prepare_frame, register_architecture, resolve_max_epochs,
     response_loss,
 )
 from promo_assets.models.errors import ModelInputError
 from promo_assets.models.monotone import CONVEX_ACTIVATIONS, MonotoneStack, fpm_response
-from promo_assets.models.protocol import ResponseModel, TrainingData
+from promo_assets.models.protocol import (
+    COUNT, FLAG, NON_NEGATIVE, POSITIVE, SEED, WIDTHS, TrainingData, store_params,
+)
 from promo_assets.models.s_learner import FeatureEmbedding, HeadBank, initial_link, mlp
-from promo_assets.models.training import TrainingConfig, fit_torch_model, seeded
-
-COMMON: dict[str, Any] = {
-    "hidden": [64, 32],        # the user network (S-learner trunk)
-    "mono_hidden": [32, 16],   # the monotone layers
-    "embedding_dim": 8,
-    "lr": 2e-3,
-    "batch_size": 256,
-    "max_epochs": 60,
-    "patience": 6,
-    "weight_decay": 0.0,
-}
-
+from promo_assets.models.training import MiniBatches, TrainingConfig, ValidationLoss, WeightedLoss, fit_torch_model, seeded
 
 def no_monotone_attribute(config: CampaignConfig) -> str | None:
     """None when the campaign has incentive attributes to be monotone in, else the reason."""
@@ -205,7 +195,7 @@ def train_attribute_model(name: str, architecture: str, frame: pd.DataFrame, con
                           max_epochs: int | None = None, log: Callable[[str], None] | None = None) -> TrainedModel:
     """Train an attribute-scored network (registered `architecture`, built from `arch(prep)` plus the
     common keyword arguments) with the S-learner's loss on `frame`'s 'train' rows, early-stopping on
-    'validation'. `hp`: the model's hyper-parameters (COMMON keys and its own). Returns a TrainedModel
+    'validation'. `hp`: the model's hyper-parameters (`get_params()`). Returns a TrainedModel
     named `name` whose `predict` gives response and cost per user x level."""
     reason = no_monotone_attribute(config)
     if reason is not None:
@@ -225,8 +215,9 @@ def train_attribute_model(name: str, architecture: str, frame: pd.DataFrame, con
     # seeded: CoMAN's dropout draws from torch's global generator; without it one seed's model depended on
     # whatever ran before it in the process (in benchmarks/coman_paper.py: the variants trained before it)
     with seeded(seed):
-        fit = fit_torch_model(net, logged_level_loss(kind, has_cost), prep.train, prep.validation, tc, seed=seed,
-                              weight_key="weight" if weighted else None, log=log, label=name)
+        loss = WeightedLoss(logged_level_loss(kind, has_cost), "weight" if weighted else None)
+        fit = fit_torch_model(net, loss, MiniBatches(prep.train, tc.batch_size, seed),
+                              ValidationLoss(loss, prep.validation, prep.train), tc, log=log, label=name)
     metrics = fit_metrics(fit, prep, net, weighted, t0)
     hp_out = {**hp, "max_epochs": epochs, "seed": seed, "weighted": bool(weighted)}
     return TrainedModel(name, net, prep.encoder, config, prep.targets, hp_out, metrics, fit.history, arch_kwargs)
@@ -236,38 +227,38 @@ def _list(value) -> list[int]:
     return [int(v) for v in value]
 
 
-class _MonotoneModel(ResponseModel):
-    """Shared protocol glue of dnn_m / fpm / cmnn: off by default, applies to campaigns with a
-    monotone attribute, hyper-parameters COMMON (+ the model's own)."""
+class _MonotoneModel(TorchResponseModel):
+    """Shared estimator glue of dnn_m / fpm / cmnn: off by default, applies to campaigns with a
+    monotone attribute. Hyper-parameters: `hidden` (the user network), `mono_hidden` (the monotone
+    layers), `embedding_dim`, `lr`, `batch_size`, `max_epochs` (capped by PROMO_MAX_EPOCHS),
+    `patience`, `weight_decay`, `seed`, `ips_weighting` (+ the model's own)."""
 
     default = False
+    monotone = True
     applies = "incentive attributes with a monotone direction (ordered levels or `attributes:`)"
     source = "CoMAN paper §5.1 baselines"
     head = "cmnn"
-    params = dict(COMMON)
+    rules = {"hidden": WIDTHS, "mono_hidden": WIDTHS, "embedding_dim": COUNT, "lr": POSITIVE, "batch_size": COUNT,
+             "max_epochs": COUNT, "patience": COUNT, "weight_decay": NON_NEGATIVE, "seed": SEED, "ips_weighting": FLAG}
 
-    def applies_to(self, config: CampaignConfig) -> str | None:
+    def __init__(self, hidden=(64, 32), mono_hidden=(32, 16), embedding_dim: int = 8, lr: float = 2e-3,
+                 batch_size: int = 256, max_epochs: int = 60, patience: int = 6, weight_decay: float = 0.0,
+                 seed: int = 0, ips_weighting: bool = True):
+        store_params(self, locals())
+
+    @classmethod
+    def applies_to(cls, config: CampaignConfig) -> str | None:
         return no_monotone_attribute(config)
 
-    def check_params(self, params: dict[str, Any]) -> list[str]:
-        out = []
-        for key in ("hidden", "mono_hidden"):
-            if not params[key] or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in params[key]):
-                out.append(f"'{key}' = {params[key]!r}: expected a non-empty list of integers >= 1")
-        if "activation" in params and params["activation"] not in CONVEX_ACTIVATIONS:
-            out.append(f"'activation' = {params['activation']!r}: expected one of {', '.join(CONVEX_ACTIVATIONS)}")
-        return out
+    def arch(self) -> Callable[[Any], dict[str, Any]]:
+        return lambda prep: dict(head=self.head, activation=getattr(self, "activation", "clu"),
+                                 hidden=_list(self.hidden), mono_hidden=_list(self.mono_hidden),
+                                 embedding_dim=int(self.embedding_dim))
 
-    def arch(self, hp: dict[str, Any]) -> Callable[[Any], dict[str, Any]]:
-        return lambda prep: dict(head=self.head, activation=hp.get("activation", "clu"), hidden=_list(hp["hidden"]),
-                                 mono_hidden=_list(hp["mono_hidden"]), embedding_dim=int(hp["embedding_dim"]))
-
-    def fit(self, data: TrainingData, config: CampaignConfig, *, phase: str = "model", previous=None,
-            seed: int = 0, max_epochs: int | None = None, log=None) -> TrainedModel:
-        hp = self.fit_hparams(data, config)
-        return train_attribute_model(self.name, "monotone", data.frame, config, list(data.numeric),
-                                     list(data.categorical), hp, self.arch(hp), weighted=data.extra.get("weighted", True),
-                                     seed=seed, max_epochs=max_epochs, log=log)
+    def _fit_phase(self, data: TrainingData, phase: str, previous, log) -> TrainedModel:
+        return train_attribute_model(self.name, "monotone", data.frame, data.config, list(data.numeric),
+                                     list(data.categorical), self.get_params(), self.arch(),
+                                     weighted=self.ips_weighting, seed=self.seed, log=log)
 
 
 class DNNM(_MonotoneModel):
@@ -281,18 +272,17 @@ class FPM(_MonotoneModel):
     head = "fpm"
     title = ("Four-parameter model: per-user r0, rmax, inflection x0 and slope k of a sigmoid response curve "
              "(curve: logistic = the SBBM-style logit demand curve)")
-    params = {**COMMON, "curve": "four_parameter"}
     CURVES = {"four_parameter": "fpm", "logistic": "sbbm"}
+    rules = {**_MonotoneModel.rules, "curve": (lambda x: x in FPM.CURVES, "one of four_parameter, logistic")}
 
-    def check_params(self, params: dict[str, Any]) -> list[str]:
-        out = super().check_params(params)
-        if params["curve"] not in self.CURVES:
-            out.append(f"'curve' = {params['curve']!r}: expected one of {', '.join(self.CURVES)}")
-        return out
+    def __init__(self, hidden=(64, 32), mono_hidden=(32, 16), embedding_dim: int = 8, lr: float = 2e-3,
+                 batch_size: int = 256, max_epochs: int = 60, patience: int = 6, weight_decay: float = 0.0,
+                 curve: str = "four_parameter", seed: int = 0, ips_weighting: bool = True):
+        store_params(self, locals())
 
-    def arch(self, hp: dict[str, Any]) -> Callable[[Any], dict[str, Any]]:
-        base = super().arch(hp)
-        return lambda prep: {**base(prep), "head": self.CURVES[hp["curve"]]}
+    def arch(self) -> Callable[[Any], dict[str, Any]]:
+        base = super().arch()
+        return lambda prep: {**base(prep), "head": self.CURVES[self.curve]}
 
 
 class CMNN(_MonotoneModel):
@@ -300,4 +290,10 @@ class CMNN(_MonotoneModel):
     head = "cmnn"
     title = "CMNN: constrained monotonic layers, convex / concave / saturated blocks of one activation (relu, elu, clu)"
     source = "Runje & Shankaranarayana 2023; CoMAN paper §4"
-    params = {**COMMON, "activation": "clu"}
+    rules = {**_MonotoneModel.rules,
+             "activation": (lambda x: x in CONVEX_ACTIVATIONS, f"one of {', '.join(CONVEX_ACTIVATIONS)}")}
+
+    def __init__(self, hidden=(64, 32), mono_hidden=(32, 16), embedding_dim: int = 8, lr: float = 2e-3,
+                 batch_size: int = 256, max_epochs: int = 60, patience: int = 6, weight_decay: float = 0.0,
+                 activation: str = "clu", seed: int = 0, ips_weighting: bool = True):
+        store_params(self, locals())

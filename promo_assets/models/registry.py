@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import difflib
 import importlib
-import math
 import re
+from typing import Any, Mapping
 
+from promo_assets.campaign import ModelsBlock
 from promo_assets.models.errors import ModelInputError
-from promo_assets.models.protocol import ResponseModel
+from promo_assets.models.protocol import ResponseModel, same_kind, unknown_params
 
 # name -> "module:Class", in leaderboard order
 BUILTIN: dict[str, str] = {
@@ -34,11 +35,12 @@ BUILTIN: dict[str, str] = {
     "dfcl_pl": "promo_assets.models.dfcl:DFCLPolicyLearning",
     "dfcl_mer": "promo_assets.models.dfcl:DFCLMaxEntropy",
     "dfcl_ifd": "promo_assets.models.dfcl:DFCLFiniteDifference",
+    "logistic_s": "promo_assets.models.sklearn_logistic:LogisticSLearner",
 }
 
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 _extra: dict[str, str] = {}  # registered at run time (tests, plug-ins): register()
-_cache: dict[str, ResponseModel] = {}
+_cache: dict[str, type[ResponseModel]] = {}
 
 
 def names() -> tuple[str, ...]:
@@ -46,22 +48,46 @@ def names() -> tuple[str, ...]:
     return tuple(BUILTIN) + tuple(n for n in _extra if n not in BUILTIN)
 
 
-def get(name: str) -> ResponseModel:
-    """The model registered as `name` (instantiated once)."""
+def get(name: str) -> type[ResponseModel]:
+    """The model class registered as `name` (its class attributes describe it; `create` builds one)."""
     if name not in _cache:
         path = BUILTIN.get(name) or _extra.get(name)
         if path is None:
             raise ModelInputError(f"unknown model {name!r}; registered models: {', '.join(names())}")
-        module, _, cls = path.partition(":")
-        model = getattr(importlib.import_module(module), cls)()
-        if model.name != name:
-            raise ModelInputError(f"registry entry {name!r} -> {path} names itself {model.name!r}")
-        _cache[name] = model
+        module, _, attr = path.partition(":")
+        cls = getattr(importlib.import_module(module), attr)
+        if not (isinstance(cls, type) and issubclass(cls, ResponseModel)):
+            raise ModelInputError(f"registry entry {name!r} -> {path} is not a ResponseModel class")
+        if cls.name != name:
+            raise ModelInputError(f"registry entry {name!r} -> {path} names itself {cls.name!r}")
+        _cache[name] = cls
     return _cache[name]
 
 
-def models() -> list[ResponseModel]:
+def models() -> list[type[ResponseModel]]:
+    """Every registered model class, in `names()` order."""
     return [get(n) for n in names()]
+
+
+def create(name: str, params: Mapping[str, Any] | None = None) -> ResponseModel:
+    """An unfitted model `name` with hyper-parameters `params` (the others at their defaults).
+    ModelInputError naming each unknown parameter (with the close match) or refused value."""
+    cls = get(name)
+    params = dict(params or {})
+    unknown = [p for p in params if p not in cls.param_names()]
+    if unknown:
+        raise ModelInputError(unknown_params(name, unknown, cls.param_names()))
+    model = cls(**params)
+    problems = model.check_params()
+    if problems:
+        raise ModelInputError(f"{name}: " + "; ".join(problems))
+    return model
+
+
+def for_campaign(name: str, config, **overrides: Any) -> ResponseModel:
+    """Model `name` built with campaign.yaml's `models.params.<name>` (validated when the file was
+    loaded), updated with `overrides` (e.g. a benchmark's seed)."""
+    return create(name, {**(config.models.params.get(name) or {}), **overrides})
 
 
 def table_markdown() -> str:
@@ -71,7 +97,7 @@ def table_markdown() -> str:
     for m in models():
         phases = ["model"] if len(m.phases) == 1 else list(m.phases)
         assets = " → ".join(f"`{m.name}/{p}`" for p in phases) + " → coefficients, dual, allocation, evaluation"
-        params = ", ".join(f"`{k}` = {v!r}" for k, v in m.params.items()) or "—"
+        params = ", ".join(f"`{k}` = {v!r}" for k, v in m.defaults().items()) or "—"
         lines.append(f"| `{m.name}` | {assets} | {m.applies} | {'yes' if m.default else 'no'} | {params} "
                      f"| {m.source} | {m.title} |")
     return "\n".join(lines) + "\n"
@@ -80,10 +106,10 @@ def table_markdown() -> str:
 def not_selected(name: str, config) -> str | None:
     """None when campaign.yaml's `models:` block selects model `name`, else the reason it does not:
     listed in `exclude`, left out of `include`, or (no `include`) not a default model."""
-    block = config.extra.get("models") or {}
-    if name in (block.get("exclude") or ()):
+    block = config.models
+    if name in block.exclude:
         return "excluded by campaign.yaml models.exclude"
-    include = block.get("include")
+    include = block.include
     if include is not None:
         return None if name in include else "not listed in campaign.yaml models.include"
     if not get(name).default:
@@ -99,9 +125,13 @@ def skip_reason(name: str, config) -> str | None:
     return not_selected(name, config) or get(name).applies_to(config)
 
 
-def check_models_block(block: dict) -> list[str]:
-    """Problems of campaign.yaml's `models:` block (unknown model names, unknown hyper-parameters,
-    a value of the wrong type, what the model's `check_params` refuses), each naming the key."""
+def check_models_block(block: ModelsBlock | Mapping[str, Any]) -> list[str]:
+    """Problems of campaign.yaml's `models:` block (`CampaignConfig.models`, or the same as a mapping):
+    unknown model names, unknown hyper-parameters, a value of the wrong kind, what the model's
+    `check_params` refuses; each naming the key. The pipeline calls it where it loads a campaign's
+    config (`promo_assets.ingestion.load_config`); campaign.py itself never imports the models."""
+    if not isinstance(block, ModelsBlock):
+        block = ModelsBlock.model_validate(dict(block))
     known = names()
     problems = []
 
@@ -110,39 +140,50 @@ def check_models_block(block: dict) -> list[str]:
         hint = f"did you mean '{close[0]}'?" if close else f"registered models: {', '.join(known)}"
         return f"'{key}': unknown model {name!r} ({hint})"
 
-    for key in ("include", "exclude"):
-        problems += [unknown(f"models.{key}", n) for n in (block.get(key) or ()) if n not in known]
-    for name, given in (block.get("params") or {}).items():
+    for key, listed in (("include", block.include), ("exclude", block.exclude)):
+        problems += [unknown(f"models.{key}", n) for n in (listed or ()) if n not in known]
+    for name, given in (block.params or {}).items():
         if name not in known:
             problems.append(unknown("models.params", name))
             continue
-        model = get(name)
+        cls = get(name)
+        defaults = cls.defaults()
         own = []
         for param, value in given.items():
             key = f"models.params.{name}.{param}"
-            if param not in model.params:
-                close = difflib.get_close_matches(param, list(model.params), n=1, cutoff=0.6)
+            if param not in defaults:
+                close = difflib.get_close_matches(param, list(defaults), n=1, cutoff=0.6)
                 hint = (f"did you mean '{close[0]}'?" if close else
-                        f"its hyper-parameters: {', '.join(model.params) or 'none'}")
+                        f"its hyper-parameters: {', '.join(defaults) or 'none'}")
                 own.append(f"unknown key '{key}' ({hint})")
-            elif not _same_type(model.params[param], value):
+            elif not same_kind(defaults[param], value):
                 own.append(f"'{key}' = {value!r} ({type(value).__name__}): expected "
-                           f"{type(model.params[param]).__name__} like the default {model.params[param]!r}")
-        if not own:  # values are checked once names and types are right
-            own = [f"'models.params.{name}': {p}" for p in model.check_params({**model.params, **given})]
+                           f"{type(defaults[param]).__name__} like the default {defaults[param]!r}")
+        if not own:  # values are checked once names and kinds are right
+            own = [f"'models.params.{name}': {p}" for p in cls(**given).check_params()]
         problems += own
     return problems
 
 
-def _same_type(default, value) -> bool:
-    """A value may replace a default of the same kind; an int stands for a float; bool is not a number."""
-    if isinstance(default, bool) or isinstance(value, bool):
-        return isinstance(default, bool) and isinstance(value, bool)
-    if isinstance(default, float):
-        return isinstance(value, (int, float)) and math.isfinite(float(value))
-    if isinstance(default, (list, tuple)):
-        return isinstance(value, (list, tuple))
-    return default is None or isinstance(value, type(default))
+def check_champion_block(block) -> list[str]:
+    """Problems of campaign.yaml's `champion:` block (`CampaignConfig.champion`): a pinned or
+    candidate model that is not registered, naming the key and the closest registered name."""
+    known = names()
+    out = []
+    for key, listed in (("champion.pin", [block.pin] if block.pin else []),
+                        ("champion.candidates", block.candidates or [])):
+        for name in listed:
+            if name not in known:
+                close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+                hint = f"did you mean '{close[0]}'?" if close else f"registered models: {', '.join(known)}"
+                out.append(f"'{key}': unknown model {name!r} ({hint})")
+    return out
+
+
+def check_config(config) -> list[str]:
+    """What only the registry can check of a parsed campaign.yaml: its `models:` block
+    (`check_models_block`) and the models its `champion:` block names (`check_champion_block`)."""
+    return check_models_block(config.models) + check_champion_block(config.champion)
 
 
 def import_all() -> None:

@@ -27,24 +27,16 @@ from torch import nn
 
 from promo_assets.campaign import CampaignConfig
 from promo_assets.models.base import (
-    TrainedModel, cost_loss, fit_metrics, prepare_frame, register_architecture, resolve_max_epochs,
-    response_loss,
+    TorchResponseModel, TrainedModel, cost_loss, fit_metrics, prepare_frame, register_architecture,
+    resolve_max_epochs, response_loss,
 )
 from promo_assets.models.errors import ModelInputError
-from promo_assets.models.protocol import ResponseModel, TrainingData
-from promo_assets.models.training import TrainingConfig, evaluate_loss, fit_torch_model, seeded
-
-DEFAULTS: dict[str, Any] = {
-    "hidden": (64, 32),
-    "head_hidden": 16,
-    "embedding_dim": 8,
-    "lr": 2e-3,
-    "batch_size": 256,
-    "max_epochs": 60,
-    "patience": 6,
-    "weight_decay": 0.0,
-}
-
+from promo_assets.models.protocol import (
+    COUNT, FLAG, NON_NEGATIVE, POSITIVE, SEED, WIDTHS, TrainingData, is_int,
+)
+from promo_assets.models.training import (
+    MiniBatches, TrainingConfig, ValidationLoss, WeightedLoss, evaluate_loss, fit_torch_model, seeded,
+)
 
 def embedding_dim_for(cardinality: int, cap: int) -> int:
     """Embedding width for a categorical column: min(cap, round(1.6 * cardinality ** 0.56)), >= 2."""
@@ -150,13 +142,14 @@ def train_s_learner(frame: pd.DataFrame, config: CampaignConfig, numeric: list[s
                     weighted: bool = True, seed: int = 0, max_epochs: int | None = None,
                     log: Callable[[str], None] | None = None, **hparams: Any) -> TrainedModel:
     """Train the 2K-head DNN S-learner (end-to-end paper §3.2, Eq. 1) on `frame`'s 'train' rows,
-    early-stopping on its 'validation' rows. `hparams` override DEFAULTS (hidden, head_hidden,
-    embedding_dim, lr, batch_size, max_epochs, patience, weight_decay). Returns a TrainedModel
-    named 's_learner'."""
-    unknown = sorted(set(hparams) - set(DEFAULTS))
+    early-stopping on its 'validation' rows. `hparams` override the defaults of `SLearner` (hidden,
+    head_hidden, embedding_dim, lr, batch_size, max_epochs, patience, weight_decay). Returns a
+    TrainedModel named 's_learner'."""
+    defaults = SLearner().network_params()
+    unknown = sorted(set(hparams) - set(defaults))
     if unknown:
-        raise ModelInputError(f"unknown S-learner hyper-parameters: {unknown}; known: {sorted(DEFAULTS)}")
-    hp = {**DEFAULTS, **hparams}
+        raise ModelInputError(f"unknown S-learner hyper-parameters: {unknown}; known: {sorted(defaults)}")
+    hp = {**defaults, **hparams}
     hp["hidden"] = tuple(int(h) for h in hp["hidden"])
     epochs = resolve_max_epochs(hp["max_epochs"], max_epochs)
     prep = prepare_frame(frame, config, list(numeric), list(categorical), weighted)
@@ -172,8 +165,9 @@ def train_s_learner(frame: pd.DataFrame, config: CampaignConfig, numeric: list[s
                         weight_decay=float(hp["weight_decay"]), patience=int(hp["patience"]))
     loss_fn = _s_learner_loss(kind, has_cost)
     t0 = time.perf_counter()
-    fit = fit_torch_model(net, loss_fn, prep.train, prep.validation, tc, seed=seed,
-                          weight_key="weight" if weighted else None, log=log, label="s_learner")
+    loss = WeightedLoss(loss_fn, "weight" if weighted else None)
+    fit = fit_torch_model(net, loss, MiniBatches(prep.train, tc.batch_size, seed),
+                          ValidationLoss(loss, prep.validation, prep.train), tc, log=log, label="s_learner")
     metrics = fit_metrics(fit, prep, net, weighted, t0)
     if has_cost and prep.n_validation:
         metrics["validation_response_loss"] = evaluate_loss(
@@ -184,17 +178,39 @@ def train_s_learner(frame: pd.DataFrame, config: CampaignConfig, numeric: list[s
                         arch_kwargs)
 
 
-class SLearner(ResponseModel):
-    """Registry entry `s_learner` (promo_assets.models.registry): `train_s_learner` behind the
-    ResponseModel protocol. `data.extra` may hold "weighted" (IPS weights, default True) and
-    "hparams" (DEFAULTS keys)."""
+class SLearner(TorchResponseModel):
+    """Registry entry `s_learner`: the 2K-head DNN S-learner (`train_s_learner`) as an estimator.
+
+    Hyper-parameters: `hidden` (widths of the shared MLP), `head_hidden` (width of each level's head;
+    0: a linear head), `embedding_dim` (cap on a categorical column's embedding width), `lr`,
+    `batch_size`, `max_epochs` (capped by PROMO_MAX_EPOCHS), `patience` (early stopping),
+    `weight_decay`, `seed`, `ips_weighting` (weight the loss by the training frame's IPS weights)."""
 
     name = "s_learner"
     title = "DNN S-learner (TSM-SL): shared MLP, one response and one cost head per level, IPS-weighted"
     source = "end-to-end paper §3.2, Eq. 1"
+    rules = {"hidden": WIDTHS, "head_hidden": (lambda x: is_int(x) and x >= 0, "an integer >= 0"),
+             "embedding_dim": COUNT, "lr": POSITIVE, "batch_size": COUNT, "max_epochs": COUNT, "patience": COUNT,
+             "weight_decay": NON_NEGATIVE, "seed": SEED, "ips_weighting": FLAG}
 
-    def fit(self, data: TrainingData, config: CampaignConfig, *, phase: str = "model", previous=None,
-            seed: int = 0, max_epochs: int | None = None, log=None) -> TrainedModel:
-        return train_s_learner(data.frame, config, list(data.numeric), list(data.categorical),
-                               weighted=data.extra.get("weighted", True), seed=seed, max_epochs=max_epochs,
-                               log=log, **data.extra.get("hparams", {}))
+    def __init__(self, hidden=(64, 32), head_hidden: int = 16, embedding_dim: int = 8, lr: float = 2e-3,
+                 batch_size: int = 256, max_epochs: int = 60, patience: int = 6, weight_decay: float = 0.0,
+                 seed: int = 0, ips_weighting: bool = True):
+        self.hidden = hidden
+        self.head_hidden = head_hidden
+        self.embedding_dim = embedding_dim
+        self.lr = lr
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.patience = patience
+        self.weight_decay = weight_decay
+        self.seed = seed
+        self.ips_weighting = ips_weighting
+
+    def network_params(self) -> dict[str, Any]:
+        """The keyword arguments of `train_s_learner` (everything but the seed and the weighting)."""
+        return {k: v for k, v in self.get_params().items() if k not in ("seed", "ips_weighting")}
+
+    def _fit_phase(self, data: TrainingData, phase: str, previous, log) -> TrainedModel:
+        return train_s_learner(data.frame, data.config, list(data.numeric), list(data.categorical),
+                               weighted=self.ips_weighting, seed=self.seed, log=log, **self.network_params())

@@ -225,7 +225,7 @@ def decision_constraints(warehouse: WarehouseResource, landing: LandingResource,
     from promo_assets.orchestration.campaign_assets import read_holdout_events
     from promo_assets.orchestration.model_assets import population
 
-    block = config.constraints
+    block = config.constraint_settings
     if not block:
         return None
     features = sorted({g["feature"] for g in block["groups"].values()})

@@ -193,7 +193,7 @@ def merchant_coefficients(context: dg.AssetExecutionContext, warehouse: Warehous
     campaign = context.partition_key
     _, meta, _ = upstream(context, MODEL_KEY)
     version = meta["model_version"]
-    model = registry.get(MODEL_NAME).load(version)
+    model = registry.get(MODEL_NAME).load(version).model_  # the fitted TrainedGraphModel
     with connect(warehouse) as con:
         coef_df = model.coefficients("merchant")
         with results_write(context, con, campaign, "merchant_coefficients"), registered(con, "coef_df", coef_df):
@@ -285,7 +285,7 @@ def joint_allocation(context: dg.AssetExecutionContext, warehouse: WarehouseReso
     version = meta["model_version"]
     users, vc, cc, merchants, vm, cm, norm, source = _joint_inputs(warehouse, campaign, config, mconf, version)
     try:
-        ratios = ratio_budgets(config.extra.get("ratio_budget"))
+        ratios = ratio_budgets(list(config.ratio_budget or ()))
     except ValueError as exc:
         raise dg.Failure(f"campaign '{campaign}': {exc}") from None
     if not ratios:

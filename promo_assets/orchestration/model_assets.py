@@ -26,7 +26,7 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from promo_assets import results, settings
+from promo_assets import results
 from promo_assets.artifacts import ArtifactMissingError, content_version
 from promo_assets.causal.checks import cannot_learn, frame_checks
 from promo_assets.ingestion import day_files, load_config
@@ -79,12 +79,12 @@ DOMAIN_ERRORS = (ModelInputError, ValueError, ArtifactMissingError)
 # phases
 
 
-def training_data(con, landing: LandingResource, campaign: str, model: ResponseModel, config) -> TrainingData:
+def training_data(con, landing: LandingResource, campaign: str, model: type[ResponseModel], config) -> TrainingData:
     """The campaign's training frame (and, for a model that needs it, the customer–merchant graph)."""
     frame, numeric, categorical = read_training_frame(con, campaign)
-    data = TrainingData(campaign=campaign, frame=frame, numeric=numeric, categorical=categorical,
+    data = TrainingData(config=config, frame=frame, numeric=numeric, categorical=categorical,
                         frame_version=con.execute(sql("frames", "frame_version"), [campaign]).fetchone()[0],
-                        extra={"campaign_dir": str(landing.path / campaign)})
+                        campaign_dir=landing.path / campaign)
     if model.needs_graph:
         from promo_assets.orchestration.graph_assets import graph_inputs
 
@@ -102,12 +102,12 @@ def record_skip(context, warehouse: WarehouseResource, model: str, reason: str) 
                                metadata={"skipped_reason": reason, "model": model})
 
 
-def register_model(context, warehouse: WarehouseResource, fitted, data_version: str | None) -> None:
+def register_model(context, warehouse: WarehouseResource, fitted: ResponseModel, data_version: str | None) -> None:
     """Register the saved artefact for this run (one transaction)."""
     campaign = context.partition_key
     with connect(warehouse) as con, results_write(context, con, campaign, "model_registry"):
-        con.execute(sql("frames", "insert_model"), [campaign, fitted.name, fitted.version, data_version,
-                                                    json.dumps(_jsonable(fitted.metrics)), context.run_id])
+        con.execute(sql("frames", "insert_model"), [campaign, fitted.fitted_name_, fitted.version_, data_version,
+                                                    json.dumps(_jsonable(fitted.metrics_)), context.run_id])
 
 
 def report_metadata(report: dict) -> dict:
@@ -123,8 +123,9 @@ def report_metadata(report: dict) -> dict:
     return out
 
 
-def fit_phase(context, warehouse, landing, model: ResponseModel, phase: str, previous_key: dg.AssetKey | None):
-    """Train one phase; returns (fitted, metadata) or (None, reason) when the model does not apply."""
+def fit_phase(context, warehouse, landing, model: type[ResponseModel], phase: str, previous_key: dg.AssetKey | None):
+    """Train one phase of `model` built with campaign.yaml's `models.params.<model>`; returns (fitted,
+    metadata) or (None, reason) when the model does not apply."""
     campaign = context.partition_key
     config = load_config(landing.path, campaign)
     reason = registry.skip_reason(model.name, config)
@@ -144,21 +145,20 @@ def fit_phase(context, warehouse, landing, model: ResponseModel, phase: str, pre
         return None, blocked
     start = time.perf_counter()
     try:
-        fitted = model.fit(data, config, phase=phase, previous=previous, seed=0, max_epochs=settings.max_epochs(),
-                           log=_log(context))
+        fitted = registry.for_campaign(model.name, config).fit_phase(data, phase, previous, log=_log(context))
         fitted.save()  # content-addressed: the same weights always get the same version
     except ModelSkipped as exc:
         return None, str(exc)
     except DOMAIN_ERRORS as exc:
         raise _fail(exc) from None
-    metadata = _model_metadata(fitted, time.perf_counter() - start)
-    metadata.update({**data.input_versions, **report_metadata(getattr(fitted, "report", None))})
+    metadata = _model_metadata(fitted.model_, time.perf_counter() - start)
+    metadata.update({**data.input_versions, **report_metadata(fitted.report_)})
     if previous is not None:
-        metadata[f"{previous_key.path[-1]}_version"] = previous.version
+        metadata[f"{previous_key.path[-1]}_version"] = previous.version_
     return fitted, metadata
 
 
-def phase_asset(model: ResponseModel, i: int) -> dg.AssetsDefinition:
+def phase_asset(model: type[ResponseModel], i: int) -> dg.AssetsDefinition:
     phase = model.phases[i]
     name = phase if len(model.phases) > 1 else "model"
     previous_key = key(model.name, model.phases[i - 1]) if i else None
@@ -176,7 +176,7 @@ def phase_asset(model: ResponseModel, i: int) -> dg.AssetsDefinition:
             yield record_skip(context, warehouse, model.name, out)
             return
         register_model(context, warehouse, fitted, out.get("graph_version") or out.get("frame_version"))
-        yield dg.MaterializeResult(metadata=out, data_version=dg.DataVersion(fitted.version))
+        yield dg.MaterializeResult(metadata=out, data_version=dg.DataVersion(fitted.version_))
 
     return _phase
 
@@ -200,7 +200,7 @@ def score(con, context, campaign: str, model_name: str, fitted, target: str, use
     from promo_assets.models.base import negative_cost_problem
 
     k = config.n_levels
-    con.execute(sql("frames", "delete_coefficients"), [campaign, model_name, fitted.version, target])
+    con.execute(sql("frames", "delete_coefficients"), [campaign, model_name, fitted.version_, target])
     n, done = users.n_users, 0
     client = dask.client()
     rows = SCORING_CHUNK if client is None else dask.chunk_rows(n)
@@ -216,7 +216,7 @@ def score(con, context, campaign: str, model_name: str, fitted, target: str, use
                 "cost": np.asarray(costs, dtype=np.float64).ravel(),
             })
             with registered(con, "chunk_df", chunk_df):
-                con.execute(sql("frames", "insert_coefficients"), [campaign, model_name, fitted.version, target])
+                con.execute(sql("frames", "insert_coefficients"), [campaign, model_name, fitted.version_, target])
             done += len(part)
             context.log.info(f"{model_name} [{target}]: scored {done}/{n} users")
     except ChunkError as exc:
@@ -236,7 +236,7 @@ def scoring_targets(con, context, landing, campaign: str) -> tuple[PopulationFil
     return holdout if pop is None else pop, holdout, source, con.execute(sql("frames", "frame_version"), [campaign]).fetchone()[0]
 
 
-def coefficients_asset(model: ResponseModel) -> dg.AssetsDefinition:
+def coefficients_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
     fitted_key = key(model.name, "model" if len(model.phases) == 1 else model.phases[-1])
 
     @dg.asset(key=key(model.name, "response_coefficients"), deps=[fitted_key, "training_frame"], group_name=model.name,
@@ -259,9 +259,9 @@ def coefficients_asset(model: ResponseModel) -> dg.AssetsDefinition:
                     n_hold = score(con, context, campaign, model.name, fitted, "holdout", holdout, config, dask)
         except DOMAIN_ERRORS as exc:
             raise _fail(exc) from None
-        version = _version(fitted.version, frame_version, source, n_pop)
+        version = _version(fitted.version_, frame_version, source, n_pop)
         return dg.MaterializeResult(
-            metadata={"model_version": fitted.version, "frame_version": frame_version, "population_source": source,
+            metadata={"model_version": fitted.version_, "frame_version": frame_version, "population_source": source,
                       "population_users": n_pop, "holdout_users": n_hold, "levels": config.n_levels},
             data_version=dg.DataVersion(version))
 
@@ -350,7 +350,7 @@ def budgets(config) -> list[float]:
     return [float(b) for b in config.budgets_per_capita]
 
 
-def dual_asset(model: ResponseModel) -> dg.AssetsDefinition:
+def dual_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
     coef_key = key(model.name, "response_coefficients")
 
     @dg.asset(key=key(model.name, "budget_dual"), deps=[coef_key], group_name=model.name, code_version="2",
@@ -411,7 +411,7 @@ def stored_duals(con, campaign: str, model: str, run_id: str, version: str, dual
     return [(float(b), lam, s) for b, lam, s in duals], [(float(b), m) for b, m in infeasible], lineage
 
 
-def allocation_asset(model: ResponseModel) -> dg.AssetsDefinition:
+def allocation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
     dual_key = key(model.name, "budget_dual")
 
     @dg.asset(key=key(model.name, "allocation"), deps=[dual_key], group_name=model.name, code_version="2",
@@ -442,7 +442,7 @@ def allocation_asset(model: ResponseModel) -> dg.AssetsDefinition:
 # evaluation
 
 
-def evaluation_asset(model: ResponseModel) -> dg.AssetsDefinition:
+def evaluation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
     alloc_key = key(model.name, "allocation")
 
     @dg.asset(key=key(model.name, "policy_evaluation"), deps=[alloc_key, key(model.name, "response_coefficients"),

@@ -147,7 +147,7 @@ def read_campaign(con, landing: Path, campaign: str, lambdas_override: Mapping[f
     except ValueError as exc:
         return Unavailable(campaign, str(exc))
     features = model_features(models)
-    constraints = config.constraints if multipliers else None
+    constraints = config.constraint_settings if multipliers else None
     for block in (constraints or {}).get("groups", {}).values():  # a group's feature is sent with every user
         features.setdefault(block["feature"], "categorical")
     return CampaignState(
