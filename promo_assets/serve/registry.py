@@ -84,7 +84,8 @@ def model_features(models) -> dict[str, str]:
     """{feature: 'numeric' | 'categorical'} the models read (their encoders' columns), sorted."""
     kinds: dict[str, str] = {}
     for model in models:
-        enc = getattr(model, "encoder", None)
+        fitted = getattr(model, "model_", model)  # a registry estimator holds its fitted object
+        enc = getattr(fitted, "encoder", None)
         for name in getattr(enc, "numeric", ()):
             kinds[str(name)] = "numeric"
         for name in getattr(enc, "categorical", ()):
