@@ -154,7 +154,9 @@ def cli_page() -> str:
         "",
         "Generated from `promo`'s argument parser (`promo_assets.cli.build_parser()`), so it lists exactly",
         "what `promo --help` and `promo COMMAND --help` accept. Where the commands fit in a day's work:",
-        "[Getting started](../getting-started.md).",
+        "[Getting started](../getting-started.md). The path options `--landing`, `--warehouse` and",
+        "`--dagster-home` override, for one command, the environment variables of",
+        "[Settings](../settings.md) (`PROMO_LANDING_DIR`, `PROMO_WAREHOUSE`, `DAGSTER_HOME`).",
         "",
         "```text",
         parser.format_usage().strip(),
@@ -167,7 +169,7 @@ def cli_page() -> str:
     if top:
         out += ["| option | argument | default | required | what it does |", "|---|---|---|---|---|"]
         out += [option_row(a, formatter) for a in top] + [""]
-    if parser.epilog:
+    if parser.epilog:  # the exit codes; every command's --help repeats them, this page shows them once
         out += ["```text", parser.epilog.strip(), "```", ""]
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     helps = {c.dest: c.help for c in sub._choices_actions}
@@ -183,8 +185,9 @@ def cli_page() -> str:
         if actions:
             out += ["| option | argument | default | required | what it does |", "|---|---|---|---|---|"]
             out += [option_row(a, sp_formatter) for a in actions] + [""]
-        if sp.epilog:
-            out += ["```text", sp.epilog.strip(), "```", ""]
+        epilog = (sp.epilog or "").replace(parser.epilog or "\0", "").strip()
+        if epilog:
+            out += ["```text", epilog, "```", ""]
     return "\n".join(out)
 
 

@@ -314,10 +314,10 @@ class ChampionBlock(_Block):
         None, min_length=1, description="a list of registered model names the champion is chosen among (default: every "
                                         "evaluated model)")
     """The models the champion is chosen among (default: every model evaluated for the campaign)."""
-    blends: bool = Field(True, description="true or false: may the champion be a blend (mean of the coefficients) of "
-                                           "models that are not significantly worse than the best")
-    """Whether the champion may be a blend of several models' coefficients when the evidence cannot
-    separate them."""
+    blends: bool = Field(True, description="true or false: may the champion be a blend (weighted mean of the "
+                                           "models' coefficients)")
+    """`true`: the proposal is the stacked blend (weights >= 0 summing to 1 that minimize the decision
+    loss); `false`: the single model with the lowest decision loss."""
 
 
 class ExplorationBlock(_Block):

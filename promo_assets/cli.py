@@ -1,10 +1,7 @@
 """`promo`: simulate campaigns, materialize the asset graph in-process, print the leaderboard.
 
-Exit codes (docs/operations.md): 0 success; 1 some partitions or assets failed (each is named), or
-the warehouse file cannot be used (named, with the reason); 2 bad usage or configuration (unknown
-campaign, bad dates, a refused campaign.yaml: that campaign is not run, the others are), or the
-warehouse stayed busy. No command prints a stack trace (PROMO_TRACEBACK=1 shows one for an
-unexpected error).
+Exit codes: EXIT_CODES below (every --help shows them; docs/operations.md). No command prints a
+stack trace (PROMO_TRACEBACK=1 shows one for an unexpected error).
 """
 
 from __future__ import annotations
@@ -12,6 +9,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import shutil
 import signal
 import sys
 import time
@@ -19,6 +17,64 @@ import traceback
 from pathlib import Path
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_CODES = """\
+exit codes:
+  0    success (skipped day files, skipped models and WARN data checks are printed, not failures)
+  1    some partitions or assets failed (each is named), a data check failed with severity ERROR,
+       or the warehouse file cannot be used (named, with the reason)
+  2    bad usage or configuration (unknown campaign, bad dates, a bad setting, a refused
+       campaign.yaml: that campaign is not run, the others are), or the warehouse stayed busy
+  130  interrupted (Ctrl-C, SIGTERM)"""
+HELP_COLUMNS = 100  # --help is wrapped at the terminal's width, at most this
+REPORT_COLUMNS = 120  # `promo report` (without --wide) fits this width
+
+# the path options: each overrides its environment variable (promo_assets.settings) for one command
+PATH_OPTIONS = {
+    "--landing": ("PROMO_LANDING_DIR", "landing root, one folder per campaign [$PROMO_LANDING_DIR or data/landing]"),
+    "--warehouse": ("PROMO_WAREHOUSE", "the DuckDB warehouse file [$PROMO_WAREHOUSE or data/warehouse.duckdb]"),
+    "--dagster-home": ("DAGSTER_HOME", "the Dagster instance folder (run history) [$DAGSTER_HOME or ./dagster_home]"),
+}
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's help wrapped at the terminal's width but never wider than HELP_COLUMNS; descriptions
+    and epilogs are printed as written (they are wrapped by hand to fit)."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 28, width: int | None = None):
+        width = min(HELP_COLUMNS, width or shutil.get_terminal_size().columns - 2)
+        super().__init__(prog, indent_increment, max_help_position, width)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose epilog may be a function, called only when the help is shown (the list
+    of presets imports the simulators: seconds that no other command should wait)."""
+
+    @property
+    def epilog(self) -> str | None:
+        text = self.__dict__.get("_epilog")
+        return text() if callable(text) else text
+
+    @epilog.setter
+    def epilog(self, text) -> None:
+        self.__dict__["_epilog"] = text
+
+
+def _path_options(*names: str) -> argparse.ArgumentParser:
+    """A parent parser with the named PATH_OPTIONS (for `add_parser(parents=...)`)."""
+    parent = argparse.ArgumentParser(add_help=False)
+    group = parent.add_argument_group("paths (each overrides its environment variable)")
+    for name in names:
+        group.add_argument(name, metavar="PATH", default=None, help=PATH_OPTIONS[name][1])
+    return parent
+
+
+def _apply_path_options(args: argparse.Namespace) -> None:
+    """Given path options become the environment variables they override, made absolute, so the
+    settings, the warehouse and the Dagster assets run in this process all see them."""
+    for name, (variable, _) in PATH_OPTIONS.items():
+        value = getattr(args, name.lstrip("-").replace("-", "_"), None)
+        if value:
+            os.environ[variable] = str(Path(value).expanduser().resolve())
 
 
 def _default_dagster_home() -> None:
@@ -256,7 +312,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         campaigns = args.campaign
     if not campaigns:
-        print(f"promo run: no campaigns under {landing}; write one with `promo simulate` or set PROMO_LANDING_DIR", file=sys.stderr)
+        print(f"promo run: no campaigns under {landing}; write one with `promo simulate`, or pass --landing",
+              file=sys.stderr)
         return EXIT_USAGE
     if args.date_from and args.date_to and args.date_from > args.date_to:
         print(f"promo run: --from {args.date_from} is after --to {args.date_to}", file=sys.stderr)
@@ -541,11 +598,12 @@ def _skipped_models(campaign: str, run_id: str) -> list[tuple[str, str]]:
 
 def _print_leaderboard(campaign: str) -> None:
     from promo_assets import warehouse
+    from promo_assets.cli_format import wrap_lines
 
     with warehouse.connect(read_only=True) as con:
         lines, ok = _campaign_report(con, campaign, [], history=False)
     if ok:
-        print("\n".join(lines[1:]))
+        print("\n".join(wrap_lines(lines[1:], REPORT_COLUMNS)))
 
 
 def _finished_in_dagster(con) -> list[str]:
@@ -577,17 +635,14 @@ def _current_budgets(campaign: str) -> tuple[list[float] | None, str]:
         return None, f"campaign.yaml not readable ({exc}); showing every budget of the run"
 
 
-def _campaign_report(con, campaign: str, finished: list[str], history: bool) -> tuple[list[str], bool]:
-    """The report lines of one campaign and whether it had an evaluation."""
-    from promo_assets import settings, warehouse
-    from promo_assets.evaluation import format_leaderboard
+def _report_runs(con, campaign: str, runs: list, history: bool):
+    """(run_id, started_at, evaluation rows, infeasible budgets, budgets not in campaign.yaml now) of
+    each run the report shows: the latest succeeded run at the budgets of campaign.yaml now, or
+    (history) every kept run at every budget."""
+    from promo_assets import warehouse
 
-    runs = con.execute(warehouse.sql("results", "succeeded_runs"), [campaign, finished]).fetchall()
-    if not runs:
-        return [f"== {campaign}", f"   no evaluation of a succeeded run for campaign '{campaign}'"], False
-    budgets, note = _current_budgets(campaign)
-    lines = []
-    for i, (run_id, started_at) in enumerate(runs if history else runs[:1]):
+    budgets, _ = _current_budgets(campaign)
+    for run_id, started_at in runs if history else runs[:1]:
         board = con.execute(warehouse.sql("results", "run_evaluation"), [campaign, run_id]).df()
         infeasible = con.execute(warehouse.sql("results", "run_infeasible"), [campaign, run_id]).fetchall()
         stored = sorted(set(board["budget_per_capita"].astype(float)))
@@ -595,14 +650,46 @@ def _campaign_report(con, campaign: str, finished: list[str], history: bool) -> 
         if not history:
             board = board[board["budget_per_capita"].isin(budgets)] if budgets is not None else board
             infeasible = [r for r in infeasible if budgets is None or r[1] in budgets]
+        yield run_id, started_at, board, infeasible, others
+
+
+def _board_lines(board, wide: bool) -> list[str]:
+    """A run's leaderboard for the terminal: every column (wide), else the columns that fit
+    REPORT_COLUMNS (rank, model, the ranking figure, the estimate with its interval, spend ratio,
+    vs random, note; the note wrapped)."""
+    from promo_assets.cli_format import text_table, wrap_lines
+    from promo_assets.evaluation import format_leaderboard, leaderboard_compact, leaderboard_footer
+
+    if wide:
+        return format_leaderboard(board).rstrip("\n").splitlines()
+    compact = leaderboard_compact(board)
+    if compact.empty:
+        return ["(no policy evaluations)"]
+    shown = compact.drop(columns="campaign")  # one campaign per table: its name is in the title
+    return (text_table(list(shown.columns), shown.values.tolist(), width=REPORT_COLUMNS, wrap=["note"],
+                       right=[c for c in shown.columns if c not in ("model", "note")])
+            + wrap_lines(leaderboard_footer(compact), REPORT_COLUMNS))
+
+
+def _campaign_report(con, campaign: str, finished: list[str], history: bool,
+                     wide: bool = False) -> tuple[list[str], bool]:
+    """The report lines of one campaign and whether it had an evaluation."""
+    from promo_assets import settings, warehouse
+
+    runs = con.execute(warehouse.sql("results", "succeeded_runs"), [campaign, finished]).fetchall()
+    if not runs:
+        return [f"== {campaign}", f"   no evaluation of a succeeded run for campaign '{campaign}'"], False
+    _, note = _current_budgets(campaign)
+    lines = []
+    for i, (run_id, started_at, board, infeasible, others) in enumerate(_report_runs(con, campaign, runs, history)):
         title = "latest succeeded run" if i == 0 else "earlier run"
         lines.append(f"== {campaign}: {title} {run_id} (started {started_at:%Y-%m-%d %H:%M:%S})")
         if i == 0:
             lines += _champion_lines(con, campaign)
         if note:
             lines.append(f"   {note}")
-        lines.append(format_leaderboard(board).rstrip("\n") if not board.empty
-                     else "   (none of its budgets is in campaign.yaml now)")
+        lines += (_board_lines(board, wide) if not board.empty
+                  else ["   (none of its budgets is in campaign.yaml now)"])
         for model, b, minimum, message in infeasible:
             lines.append(f"   budget {b:g} per capita not allocated for {model}: {message}")
         checks = (con.execute(warehouse.sql("results", "run_data_checks"), [campaign, run_id]).fetchall()
@@ -623,6 +710,52 @@ def _campaign_report(con, campaign: str, finished: list[str], history: bool) -> 
     elif len(runs) > 1:
         lines.append(f"   {len(runs) - 1} earlier run(s) kept: `promo report --history`")
     return lines, True
+
+
+def _campaign_records(con, campaign: str, finished: list[str], history: bool) -> dict | None:
+    """One campaign's report as data (`promo report --format csv|json`): its champion and, per run
+    shown, the leaderboard rows (`evaluation.leaderboard_records`), the budgets not allocated, the
+    failed data checks and the models not evaluated; None without a succeeded run."""
+    import json
+
+    from promo_assets import warehouse
+    from promo_assets.evaluation import leaderboard_records
+
+    runs = con.execute(warehouse.sql("results", "succeeded_runs"), [campaign, finished]).fetchall()
+    if not runs:
+        return None
+    champion = None
+    if warehouse.table_columns(con, "champion"):
+        rows = con.execute(warehouse.sql("decisions", "latest_champion"), [campaign, ""]).df()
+        if not rows.empty:
+            champion = rows.iloc[0].to_dict()
+            champion["champion_members"] = json.loads(champion["champion_members"])
+    out = {"campaign": campaign, "champion": champion, "runs": []}
+    for run_id, started_at, board, infeasible, others in _report_runs(con, campaign, runs, history):
+        checks = (con.execute(warehouse.sql("results", "run_data_checks"), [campaign, run_id]).fetchall()
+                  if warehouse.table_columns(con, "data_checks") else [])
+        skipped = con.execute(warehouse.sql("results", "run_not_evaluated"), [campaign, run_id]).fetchall()
+        out["runs"].append({
+            "run_id": run_id, "started_at": started_at,
+            "leaderboard": leaderboard_records(board) if not board.empty else [],
+            "not_allocated": [{"model": m, "budget_per_capita": b, "message": msg} for m, b, _, msg in infeasible],
+            "data_checks_failed": [{"check": n, "severity": sv, "message": msg} for n, sv, msg in checks],
+            "not_evaluated": [{"model": m, "status": st, "reason": r} for m, st, r in skipped],
+            "budgets_not_in_campaign_yaml": others,
+        })
+    return out
+
+
+def _print_records(reports: list[dict], fmt: str) -> None:
+    """The reports as JSON (everything) or CSV (the leaderboard rows, with campaign and run)."""
+    from promo_assets.cli_format import to_csv, to_json
+
+    if fmt == "json":
+        sys.stdout.write(to_json({"campaigns": reports}))
+        return
+    rows = [{"campaign": r["campaign"], "run_id": run["run_id"], "started_at": run["started_at"], **row}
+            for r in reports for run in r["runs"] for row in run["leaderboard"]]
+    sys.stdout.write(to_csv(rows))
 
 
 def _champion_lines(con, campaign: str) -> list[str]:
@@ -663,6 +796,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     import duckdb
 
     from promo_assets import settings, warehouse
+    from promo_assets.cli_format import wrap_lines
 
     if not _campaign_names_ok("report", args.campaign or []):
         return EXIT_USAGE
@@ -674,7 +808,12 @@ def cmd_report(args: argparse.Namespace) -> int:
                 return EXIT_USAGE
             campaigns = args.campaign or [r[0] for r in con.execute(warehouse.sql("results", "report_campaigns")).fetchall()]
             finished = _finished_in_dagster(con)
-            reports = [_campaign_report(con, c, finished, args.history) for c in campaigns]
+            if args.format == "table":
+                reports = [_campaign_report(con, c, finished, args.history, args.wide) for c in campaigns]
+            else:
+                records = [_campaign_records(con, c, finished, args.history) for c in campaigns]
+                reports = [([f"campaign '{c}': no evaluation of a succeeded run"], r is not None)
+                           for c, r in zip(campaigns, records)]
     except (FileNotFoundError, ValueError) as exc:
         print(f"promo report: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -684,15 +823,34 @@ def cmd_report(args: argparse.Namespace) -> int:
     if not reports:
         print(f"promo report: no policy evaluation in {settings.warehouse_path()} yet: run `promo run`", file=sys.stderr)
         return EXIT_USAGE
-    for lines, _ in reports:
-        print("\n".join(lines))
+    if args.format != "table":
+        _print_records([r for r in records if r is not None], args.format)
+        for lines, ok in reports:
+            if not ok:
+                print(f"promo report: {lines[0]}", file=sys.stderr)
+    else:
+        for lines, _ in reports:
+            print("\n".join(lines if args.wide else wrap_lines(lines, REPORT_COLUMNS)))
     return EXIT_OK if all(ok for _, ok in reports) else EXIT_USAGE
 
 
 def cmd_models(args: argparse.Namespace) -> int:
+    from promo_assets.cli_format import text_table, to_csv, to_json, wrap_lines
     from promo_assets.models import registry
 
-    print(registry.table_markdown(), end="")
+    if args.format == "markdown":
+        sys.stdout.write(registry.table_markdown())
+    elif args.format == "json":
+        sys.stdout.write(to_json(registry.records()))
+    elif args.format == "csv":
+        sys.stdout.write(to_csv(registry.records()))
+    else:
+        rows = [(r["model"], "yes" if r["default"] else "no", r["applies_to"], r["title"]) for r in registry.records()]
+        width = min(REPORT_COLUMNS, shutil.get_terminal_size((REPORT_COLUMNS, 24)).columns)
+        print("\n".join(text_table(["model", "default", "applies to", "what it is"], rows, width=width,
+                                   wrap=["applies to", "what it is"])))
+        print("\n".join(wrap_lines(["hyper-parameters, assets and papers: `promo models --format json` or the "
+                                    "docs' model reference"], width)))
     return EXIT_OK
 
 
@@ -706,21 +864,37 @@ def _version() -> str:
         return "unknown (not installed: pip install .)"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="promo", description=__doc__.split("\n")[0])
-    parser.add_argument("--version", action="version", version=f"promo_assets {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True)
+def _presets_text() -> str:
+    """simulate's --help list of presets, from the registry of presets (promo_assets.simulation)."""
+    import textwrap
 
-    p = sub.add_parser("simulate", help="write a simulated campaign (with ground truth) into the landing folder")
-    p.add_argument("--preset", default=None, help="demo | dipn_synthetic_1 | dipn_synthetic_2 | e2e_synthetic | bipartite | "
-                   "coman_spatiotemporal | dfcl_discount | uplift_two_arm [demo; with --respond-to: the campaign's]")
+    from promo_assets.simulation import PRESETS
+
+    lines = ["presets (--preset):"]
+    width = max(len(n) for n in PRESETS) + 4
+    for name, preset in PRESETS.items():
+        text = " ".join(preset.description.split()) + ("" if preset.respondable else " (no --respond-to)")
+        lines += textwrap.wrap(text, HELP_COLUMNS - 2, initial_indent=f"  {name.ljust(width - 2)}",
+                               subsequent_indent=" " * width)
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    kw = {"formatter_class": _HelpFormatter, "epilog": EXIT_CODES}
+    parser = argparse.ArgumentParser(prog="promo", description=__doc__.split("\n")[0], **kw)
+    parser.add_argument("--version", action="version", version=f"promo_assets {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("simulate", help="write a simulated campaign (with ground truth) into the landing folder",
+                       parents=[_path_options("--landing")], formatter_class=_HelpFormatter,
+                       epilog=lambda: _presets_text() + "\n\n" + EXIT_CODES)
+    p.add_argument("--preset", default=None, help="a preset listed below [demo; with --respond-to: the campaign's]")
     p.add_argument("--campaign", default="demo", help="campaign id (folder name) [demo]")
     p.add_argument("--days", type=int, default=14, help="number of daily event files [14]")
     p.add_argument("--users", type=int, default=5000, help="size of the user pool [5000]")
     p.add_argument("--seed", type=int, default=0, help="random seed [0]")
     p.add_argument("--start", type=_date, default=None, help="first day YYYY-MM-DD [today - days]")
     p.add_argument("--logging", default=None, help="demo only: rct (default) | confounded")
-    p.add_argument("--landing", default=None, help="landing root [PROMO_LANDING_DIR or data/landing]")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing simulated campaign of the same name (its day files and truth)")
     p.add_argument("--respond-to", default=None, metavar="FILE",
@@ -729,7 +903,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--day", type=_date, default=None, help="with --respond-to: the day the decisions are for (YYYY-MM-DD)")
     p.set_defaults(func=cmd_simulate)
 
-    p = sub.add_parser("export", help="write a campaign's stored decisions to the outbox (files + manifest.json)")
+    p = sub.add_parser("export", help="write a campaign's stored decisions to the outbox (files + manifest.json)",
+                       parents=[_path_options("--landing", "--warehouse")], **kw)
     p.add_argument("--campaign", required=True, help="campaign id")
     p.add_argument("--budget", type=float, action="append", default=None,
                    help="only this per-capita budget (repeatable) [every configured budget]")
@@ -737,7 +912,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="outbox folder [PROMO_OUTBOX_DIR or data/outbox]")
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("run", help="materialize the whole asset graph for the landing folder's campaigns")
+    every_path = _path_options(*PATH_OPTIONS)
+    p = sub.add_parser("run", help="materialize the whole asset graph for the landing folder's campaigns",
+                       parents=[every_path], **kw)
     p.add_argument("--campaign", action="append", help="only this campaign (repeatable) [all]")
     p.add_argument("--from", dest="date_from", type=_date, help="first day to ingest (YYYY-MM-DD) [first file]")
     p.add_argument("--to", dest="date_to", type=_date, help="last day to ingest (YYYY-MM-DD) [last file]")
@@ -746,19 +923,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("forget", help="remove loaded day partitions whose landing file was deleted")
+    p = sub.add_parser("forget", help="remove loaded day partitions whose landing file was deleted",
+                       parents=[every_path], **kw)
     p.add_argument("--campaign", required=True, help="campaign id")
     p.add_argument("--day", type=_date, action="append", required=True, help="day YYYY-MM-DD (repeatable)")
     p.set_defaults(func=cmd_forget)
 
-    p = sub.add_parser("report", help="print the policy-evaluation leaderboard")
+    p = sub.add_parser("report", help="print the champion and the policy-evaluation leaderboard",
+                       parents=[every_path], **kw)
     p.add_argument("--campaign", action="append", help="only this campaign (repeatable) [all]")
     p.add_argument("--history", action="store_true",
                    help="every kept run (PROMO_KEEP_RUNS) and every budget, not only the latest succeeded run's "
                    "evaluation of the budgets in campaign.yaml now")
+    p.add_argument("--wide", action="store_true",
+                   help=f"every column of the leaderboard (wider than {REPORT_COLUMNS} columns) [rank, model, the "
+                   "ranking figure, the estimate with its interval, spend ratio, vs random, note]")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                   help="table for people; csv (the leaderboard rows) or json (everything) for machines [table]")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("serve", help="the HTTP decision service: the champion's level for users sent as JSON")
+    p = sub.add_parser("serve", help="the HTTP decision service: the champion's level for users sent as JSON",
+                       parents=[_path_options("--landing", "--warehouse")], **kw)
     p.add_argument("--campaign", action="append", help="only this campaign (repeatable) [every campaign of the landing folder]")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on [127.0.0.1: this machine only]")
     p.add_argument("--port", type=int, default=8000, help="port [8000]")
@@ -769,7 +954,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--access-log", action="store_true", help="log every request line (method, path, status)")
     p.set_defaults(func=cmd_serve)
 
-    p = sub.add_parser("models", help="print the registered models (README's model table)")
+    p = sub.add_parser("models", help="list the registered models", **kw)
+    p.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table",
+                   help="table for the terminal, markdown (the docs' table), csv or json (every field, with "
+                   "the hyper-parameters and assets) [table]")
     p.set_defaults(func=cmd_models)
     return parser
 
@@ -782,6 +970,7 @@ def main(argv: list[str] | None = None) -> int:
     from promo_assets.warehouse import WarehouseBusyError, WarehouseUnusableError, unusable
 
     args = build_parser().parse_args(argv)
+    _apply_path_options(args)
     try:
         return args.func(args)
     except (WarehouseBusyError, SettingsError) as exc:  # e.g. `promo report` while a run writes

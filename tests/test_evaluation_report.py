@@ -137,6 +137,47 @@ def test_leaderboard_has_one_row_per_model_and_budget(evaluation):
     assert list(board.loc[board["budget"] == "2", "model"]) == ["noisy", "random", "reversed"]
 
 
+def test_compact_leaderboard_and_records_follow_the_full_board(evaluation):
+    """`promo report`'s default columns and its CSV / JSON rows: the same rows in the same order as the
+    full board; `vs random` is the ranking figure minus the random policy's at the same budget."""
+    from promo_assets.evaluation import leaderboard_compact, leaderboard_records
+
+    board, compact, records = leaderboard(evaluation), leaderboard_compact(evaluation), leaderboard_records(evaluation)
+    assert list(compact.columns) == ["campaign", "budget", "rank", "model", "% oracle", "EOM value [95% CI]",
+                                     "spend ratio", "vs random", "note"]
+    assert list(compact["model"]) == list(board["model"]) == [r["model"] for r in records]
+    assert list(compact["rank"]) == list(board["rank"]) == [str(r["rank"]) for r in records]
+    assert list(compact["% oracle"]) == list(board["% oracle"])
+    by = {(r["model"], r["budget_per_capita"]): r for r in records}
+    for r in records:
+        assert r["ranked_by"] == "pct_oracle" and r["ranking_value"] == r["pct_oracle"]
+        random = by[("random", r["budget_per_capita"])]
+        if r["model"] == "random":
+            assert np.isnan(r["vs_random"])
+        else:
+            assert r["vs_random"] == pytest.approx(r["pct_oracle"] - random["pct_oracle"])
+    for row, r in zip(compact.to_dict(orient="records"), records):
+        assert row["EOM value [95% CI]"].startswith(f"{r['eom_value']:.4f} [{r['eom_ci_low']:.4f}, ")
+        assert row["vs random"] == ("" if r["model"] == "random" else f"{100 * r['vs_random']:+.1f} pt")
+
+
+def test_report_lines_fit_120_columns_unless_wide(evaluation):
+    from promo_assets.cli import REPORT_COLUMNS, _board_lines
+
+    noted = evaluation.assign(note=["a long note " * 12 if m == "reversed" else None for m in evaluation["model"]])
+    lines = _board_lines(noted, wide=False)
+    assert max(map(len, lines)) <= REPORT_COLUMNS and sum("a long note" in ln for ln in lines) > 2
+    assert lines[0].split()[:4] == ["budget", "rank", "model", "%"]
+    wide = _board_lines(noted, wide=True)
+    assert max(map(len, wide)) > REPORT_COLUMNS and "matched value" in wide[0] and "oracle" in wide[0]
+    # a too small holdout: flagged in the note and under the table, no % oracle and no vs random
+    small = _board_lines(evaluation.assign(too_small=True, n_users=80), wide=False)
+    flat = " ".join(" ".join(small).split())
+    assert "too small to evaluate (80 holdout users)" in flat and "min_holdout_users" in flat
+    assert small[0].split()[:4] == ["budget", "rank", "model", "EOM"]  # no % oracle, no vs random column
+    assert " pt" not in " ".join(small) and "vs random" not in small[0]
+
+
 def test_leaderboard_reads_metrics_from_a_json_column(evaluation):
     import json
 

@@ -355,15 +355,15 @@ def test_retention_current_budgets_history_and_an_infeasible_budget(promo_env, m
     assert "0.25" in meta["infeasible_budgets"].value and "minimum feasible budget" in meta["infeasible_budgets"].value
 
     # the report: the latest run, only the budgets of campaign.yaml now, and the infeasible one named
-    assert main(["report", "--campaign", "demo"]) == 0
+    assert main(["report", "--campaign", "demo", "--wide"]) == 0
     out = capsys.readouterr().out
-    board = [line.split() for line in out.splitlines() if line.startswith("demo ")]
+    board = [line.split() for line in out.splitlines() if line.startswith("demo ")]  # --wide: campaign column first
     assert {row[1] for row in board} == {"0.25", "1", "2"}
     assert second_board in out and first_board not in out
     assert "budget 0.25 per capita not allocated for dipn" in out and "minimum feasible budget" in out
     gone = [f"{b:g}" for b in old_budgets if b not in (0.25, 1.0, 2.0)]
     assert f"budgets not in campaign.yaml now: {', '.join(gone)}" not in out  # the latest run has none of them
-    assert main(["report", "--campaign", "demo", "--history"]) == 0
+    assert main(["report", "--campaign", "demo", "--history", "--wide"]) == 0
     out = capsys.readouterr().out
     assert first_board in out and second_board in out and f"budgets not in campaign.yaml now: {', '.join(gone)}" in out
     history_budgets = {line.split()[1] for line in out.splitlines() if line.startswith("demo ")}

@@ -60,6 +60,9 @@ __all__ = [
     "leaderboard_markdown",
     "leaderboard_table",
     "format_leaderboard",
+    "leaderboard_compact",
+    "leaderboard_records",
+    "leaderboard_footer",
 ]
 
 RANDOM_MODEL = "random"
@@ -459,6 +462,19 @@ def _rank_basis(d: pd.DataFrame) -> dict[str, str]:
     return basis
 
 
+def _ranked(df: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The latest rows in leaderboard order with their rank (`_rank`, NaN without a ranking figure)
+    and ranking figure (`_key`), and each campaign's ranking column (`_rank_basis`)."""
+    d = _latest_rows(df)
+    basis = _rank_basis(d)
+    key = pd.Series([pd.to_numeric(pd.Series([r[basis[r["campaign"]]]]), errors="coerce").iloc[0]
+                     for _, r in d.iterrows()], index=d.index, dtype=float)
+    d = d.assign(_key=key).sort_values(["campaign", "budget_per_capita", "_key"],
+                                       ascending=[True, True, False], na_position="last")
+    d["_rank"] = d.groupby(["campaign", "budget_per_capita"], sort=False)["_key"].rank(method="min", ascending=False)
+    return d.reset_index(drop=True), basis
+
+
 def leaderboard(df: pd.DataFrame) -> pd.DataFrame:
     """The leaderboard as a DataFrame of formatted strings, ranked at equal spend.
 
@@ -473,13 +489,8 @@ def leaderboard(df: pd.DataFrame) -> pd.DataFrame:
     holdout, and carries the row's stored note (e.g. why it is empty). Drops columns that are empty
     for every row. Returns one row per (campaign, model, budget).
     """
-    d = _latest_rows(df)
-    basis = _rank_basis(d)
-    key = pd.Series([pd.to_numeric(pd.Series([r[basis[r["campaign"]]]]), errors="coerce").iloc[0]
-                     for _, r in d.iterrows()], index=d.index, dtype=float)
-    d = d.assign(_key=key).sort_values(["campaign", "budget_per_capita", "_key"],
-                                       ascending=[True, True, False], na_position="last")
-    ranks = d.groupby(["campaign", "budget_per_capita"], sort=False)["_key"].rank(method="min", ascending=False)
+    d, basis = _ranked(df)
+    ranks = d["_rank"]
     small = [False if _missing(x) else bool(x) for x in d["too_small"]]
 
     def fmt(x, pattern):
@@ -586,3 +597,92 @@ def format_leaderboard(df: pd.DataFrame) -> str:
     out = [line(cols), line(["-" * w for w in widths])]
     out += [line(r) for r in board.itertuples(index=False)]
     return "\n".join(out) + "\n" + "".join(x + "\n" for x in _footer(board))
+
+
+_HEADLINE = {"pct_oracle": "% oracle", "dr_q_value": "DR Q", "q_value": "Q(v,c)", "eom_value": "EOM value"}
+
+
+def _vs_random(d: pd.DataFrame) -> pd.Series:
+    """Each row's ranking figure minus the `random` reference's at the same campaign and budget
+    (NaN for the reference itself and where either figure is missing)."""
+    ref = d[d["model"] == RANDOM_MODEL].groupby(["campaign", "budget_per_capita"])["_key"].first()
+    base = [ref.get((c, b), np.nan) for c, b in zip(d["campaign"], d["budget_per_capita"])]
+    diff = d["_key"].to_numpy(dtype=float) - np.asarray(base, dtype=float)
+    return pd.Series(np.where(d["model"] == RANDOM_MODEL, np.nan, diff), index=d.index)
+
+
+def leaderboard_compact(df: pd.DataFrame) -> pd.DataFrame:
+    """The few columns of the leaderboard that fit a terminal (`promo report`; `--wide` shows all of
+    `leaderboard`): campaign (`promo report` prints one campaign per table and leaves it out), budget,
+    rank, model, the figure the rows are ranked by (titled as in the full board), the estimate with
+    its 95 % interval (DR value, else EOM value: the allocation as made), the spend ratio, `vs random`
+    (the ranking figure minus the cost-matched random policy's at the same budget; percentage points
+    for % oracle; empty where the holdout is too small, as % oracle) and the note; a column empty for
+    every row is left out. Same rows and order as `leaderboard`; `attrs["rank_basis"]` as there."""
+    board = leaderboard(df)
+    d, basis = _ranked(df)
+    if board.empty:
+        return board
+    bases = set(basis.values())
+    head = _HEADLINE[next(iter(bases))] if len(bases) == 1 else "ranked by"
+    dr = pd.to_numeric(d["dr_value"], errors="coerce").notna().any()
+    value, low, high = ("dr_value", "dr_ci_low", "dr_ci_high") if dr else ("eom_value", "eom_ci_low", "eom_ci_high")
+
+    def estimate(v, lo, hi):
+        if _missing(v):
+            return ""
+        return f"{v:.4f}" + ("" if _missing(lo) or _missing(hi) else f" [{lo:.4f}, {hi:.4f}]")
+
+    points = [basis[c] == "pct_oracle" for c in d["campaign"]]
+    small = [False if _missing(x) else bool(x) for x in d["too_small"]]  # no % oracle, as in the full board
+    key_text = ["" if _missing(k) or (p and sm) else (f"{100 * k:.1f}%" if p else f"{k:.4f}")
+                for k, p, sm in zip(d["_key"], points, small)]
+    vs = ["" if _missing(x) or sm else (f"{100 * x:+.1f} pt" if p else f"{x:+.4f}")
+          for x, p, sm in zip(_vs_random(d), points, small)]
+    out = pd.DataFrame({
+        "campaign": board["campaign"], "budget": board["budget"], "rank": board["rank"], "model": board["model"],
+        head: key_text,
+        f"{'DR' if dr else 'EOM'} value [95% CI]": [estimate(*t) for t in zip(d[value], d[low], d[high])],
+        "spend ratio": board["spend ratio"] if "spend ratio" in board.columns else "",
+        "vs random": vs,
+        "note": board["note"] if "note" in board.columns else "",
+    })
+    if head == "EOM value" and not dr:
+        out = out.drop(columns=[head])
+    out = out[[c for c in out.columns if c in ("campaign", "budget", "rank", "model") or (out[c] != "").any()]]
+    out.attrs["rank_basis"] = basis
+    return out
+
+
+def leaderboard_records(df: pd.DataFrame) -> list[dict]:
+    """The leaderboard for machines (`promo report --format csv|json`): one dict per row in
+    leaderboard order with the stored figures as numbers (NaN where missing), `rank` (None without a
+    ranking figure), `ranked_by` (the column the rows are ranked by), `ranking_value`, `vs_random`
+    (as in `leaderboard_compact`, not scaled) and the board's `note`."""
+    board = leaderboard(df)
+    d, basis = _ranked(df)
+    vs = _vs_random(d)
+    figures = [c for c in POLICY_EVALUATION_COLUMNS
+               if c not in ("campaign", "model", "model_version", "budget_per_capita", "note", "evaluated_at")]
+    records = []
+    for i, r in d.iterrows():
+        rec = {"campaign": r["campaign"], "budget_per_capita": float(r["budget_per_capita"]),
+               "rank": None if _missing(r["_rank"]) else int(r["_rank"]), "model": r["model"],
+               "model_version": r["model_version"], "ranked_by": basis[r["campaign"]],
+               "ranking_value": r["_key"], "vs_random": vs[i]}
+        rec.update({c: r[c] for c in figures})
+        rec["note"] = board["note"].iloc[i] if "note" in board.columns else ""
+        rec["evaluated_at"] = r.get("evaluated_at")
+        records.append(rec)
+    return records
+
+
+def leaderboard_footer(board: pd.DataFrame) -> list[str]:
+    """The lines printed under a board of `leaderboard` or `leaderboard_compact`: what it is ranked
+    by, the spend caveat, a too small holdout."""
+    lines = _footer(board)
+    if any(c.endswith("value [95% CI]") for c in board.columns):
+        at = len(board.attrs.get("rank_basis", {}))
+        lines[at:at] = ["value [95% CI], spend ratio: each allocation as made, at its own spend; the ranking figure: "
+                        "at equal spend (= budget).", "`promo report --wide` shows every column."]
+    return lines

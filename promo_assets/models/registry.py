@@ -103,6 +103,23 @@ def table_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+def records() -> list[dict]:
+    """Every registered model as plain data (`promo models --format csv|json`): name, what it is,
+    the campaigns it applies to, whether it is trained by default, its assets, hyper-parameters with
+    their defaults, response types, whether it needs the customer-merchant graph, and its paper."""
+    out = []
+    for m in models():
+        phases = ["model"] if len(m.phases) == 1 else list(m.phases)
+        out.append({
+            "model": m.name, "title": m.title, "applies_to": m.applies, "default": bool(m.default),
+            "assets": [f"{m.name}/{p}" for p in phases]
+            + [f"{m.name}/{s}" for s in ("response_coefficients", "budget_dual", "allocation", "policy_evaluation")],
+            "params": dict(m.defaults()), "kinds": [m.kinds] if isinstance(m.kinds, str) else list(m.kinds),
+            "needs_graph": bool(m.needs_graph), "source": m.source,
+        })
+    return out
+
+
 def not_selected(name: str, config) -> str | None:
     """None when campaign.yaml's `models:` block selects model `name`, else the reason it does not:
     listed in `exclude`, left out of `include`, or (no `include`) not a default model."""
