@@ -13,6 +13,7 @@ file is reported at once, in one `CampaignConfigError`.
 
 from __future__ import annotations
 
+import datetime as dt
 import difflib
 import logging
 import math
@@ -337,6 +338,66 @@ class ExplorationBlock(_Block):
     """How far the realized exploration share may be from `share` before the check stops the export."""
 
 
+class BudgetBlock(_Block):
+    """A budget for a period, paced day by day (docs/pacing.md): `total` (or `per_day`) from `start` to
+    `end`, both days included."""
+
+    total: float | None = Field(None, gt=0, description="a number > 0: the spend for the whole period")
+    """The spend for the whole period (give `total` or `per_day`)."""
+    per_day: float | None = Field(None, gt=0, description="a number > 0: the spend per day (total = per_day x days)")
+    """The spend per day of the period (give `total` or `per_day`)."""
+    start: dt.date = Field(strict=False, description="a date YYYY-MM-DD: the period's first day")
+    """The first day of the period (decisions for this day are the first paced ones)."""
+    end: dt.date = Field(strict=False, description="a date YYYY-MM-DD, not before start: the period's last day")
+    """The last day of the period (included)."""
+    controller: Literal["ratio", "dual"] = Field("ratio", description="ratio | dual")
+    """How each day's λ is corrected by the spend that came back: `ratio` (λ meets the plan over the
+    realized / predicted spend ratio) or `dual` (DIPN's multiplicative dual update)."""
+    gain: float = Field(1.0, gt=0, le=5, description="a number in (0, 5]: the step of the dual update")
+    """The exponent η of the `dual` controller's step λ_d = λ_{d-1} (realized / plan)^η."""
+
+    @model_validator(mode="after")
+    def _one_amount(self) -> "BudgetBlock":
+        if (self.total is None) == (self.per_day is None):
+            raise ValueError("give exactly one of 'total' and 'per_day'")
+        if self.end < self.start:
+            raise ValueError(f"'end' ({self.end}) is before 'start' ({self.start})")
+        return self
+
+
+class CostTypeBlock(_Block):
+    """A further cost type with a fixed cost per level (e.g. an SMS sent with every incentive)."""
+
+    levels: list[Annotated[float, Field(ge=0)]] = Field(
+        min_length=1, description="one number >= 0 per incentive level: this cost of giving the level")
+    """This cost of giving each level, one number per level in level order."""
+    budget_per_capita: float = Field(gt=0, description="a number > 0: this cost's budget per user decided for")
+    """This cost's budget per user decided for."""
+
+
+class GroupCapBlock(_Block):
+    """A cap on the incentive cost of one group of users: those whose `feature` equals `equals`."""
+
+    feature: str = Field(min_length=1, description="a feature column of the users decided for")
+    """The feature column that defines the group."""
+    equals: str | float | int = Field(description="the value of `feature` that puts a user in the group")
+    """The users whose feature has this value form the group (compared as text)."""
+    budget_per_capita: float = Field(gt=0, description="a number > 0: the group's incentive cost per member")
+    """The group's incentive cost budget per member of the group."""
+
+
+class ConstraintsBlock(_Block):
+    """Budgets next to `budget_per_capita` that the champion's decisions must also keep: further cost types
+    and caps on groups of users (solved together by `solve_multi`, docs/decisions.md)."""
+
+    costs: dict[str, CostTypeBlock] = Field(default_factory=dict, description="a mapping of name to "
+                                            "{levels: [...], budget_per_capita: ...}")
+    """Further cost types, by name: a cost per level and a budget per user."""
+    groups: dict[str, GroupCapBlock] = Field(default_factory=dict, description="a mapping of name to "
+                                             "{feature: ..., equals: ..., budget_per_capita: ...}")
+    """Caps on the incentive cost of groups of users, by name."""
+
+
 class CampaignYaml(_Block):
     """The whole of campaign.yaml. Every key, its type, range and default."""
 
@@ -400,6 +461,12 @@ class CampaignYaml(_Block):
     exploration: ExplorationBlock | None = Field(
         None, description="a mapping with optional 'share', 'seed', 'mix', 'tolerance'")
     """The randomized share of the exported decisions that keeps the next days an RCT (docs: decisions)."""
+    budget: BudgetBlock | None = Field(
+        None, description="a mapping with 'total' or 'per_day', 'start', 'end' and optional 'controller', 'gain'")
+    """A budget for a period, paced day by day next to the per-capita budgets (docs: pacing)."""
+    constraints: ConstraintsBlock | None = Field(
+        None, description="a mapping with optional 'costs' (further cost types) and 'groups' (group caps)")
+    """Further budgets the champion's decisions keep: other cost types and group caps (docs: decisions)."""
     simulation: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
     """Provenance written by `promo simulate` (preset, seed, sizes); not read by the pipeline."""
     simulator: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
@@ -666,6 +733,8 @@ class CampaignConfig:
     exploration: ExplorationBlock = field(default_factory=ExplorationBlock)
     simulation: dict[str, Any] | None = None
     simulator: dict[str, Any] | None = None
+    budget: BudgetBlock | None = None
+    constraints: ConstraintsBlock | None = None
 
     def __post_init__(self) -> None:
         # a config rebuilt from a stored artefact (to_dict -> JSON) carries lists and mappings: back to
@@ -675,7 +744,8 @@ class CampaignConfig:
         if self.ratio_budget is not None:
             object.__setattr__(self, "ratio_budget", tuple(float(x) for x in self.ratio_budget))
         for name, block in (("merchants", MerchantsBlock), ("graph", GraphBlock), ("models", ModelsBlock),
-                            ("champion", ChampionBlock), ("exploration", ExplorationBlock)):
+                            ("champion", ChampionBlock), ("exploration", ExplorationBlock), ("budget", BudgetBlock),
+                            ("constraints", ConstraintsBlock)):
             value = getattr(self, name)
             if isinstance(value, dict):
                 object.__setattr__(self, name, block.model_validate(value))
@@ -688,6 +758,20 @@ class CampaignConfig:
     @property
     def n_levels(self) -> int:
         return len(self.incentives)
+
+    @property
+    def period_budget(self) -> dict[str, Any] | None:
+        """campaign.yaml `budget:` as plain data (total or per_day, start and end as text, controller,
+        gain), or None."""
+        return None if self.budget is None else self.budget.model_dump(mode="json")
+
+    @property
+    def constraint_settings(self) -> dict[str, Any] | None:
+        """campaign.yaml `constraints:` as plain data (costs: {name: {levels, budget_per_capita}}, groups:
+        {name: {feature, equals, budget_per_capita}}), or None when it has neither."""
+        if self.constraints is None or not (self.constraints.costs or self.constraints.groups):
+            return None
+        return self.constraints.model_dump()
 
     @property
     def level_kind(self) -> str:
@@ -747,7 +831,10 @@ class CampaignConfig:
         out = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            out[f.name] = value.model_dump() if isinstance(value, BaseModel) else copy.deepcopy(value)
+            if isinstance(value, BudgetBlock):  # its dates as text: the record travels as JSON
+                out[f.name] = value.model_dump(mode="json")
+            else:
+                out[f.name] = value.model_dump() if isinstance(value, BaseModel) else copy.deepcopy(value)
         return out
 
     @classmethod
@@ -847,6 +934,8 @@ class CampaignConfig:
             exploration=doc.exploration if doc.exploration is not None else ExplorationBlock(),
             simulation=doc.simulation,
             simulator=doc.simulator,
+            budget=doc.budget,
+            constraints=doc.constraints,
         )
 
 
@@ -860,6 +949,10 @@ def _decision_problems(dumped: dict[str, Any], n_levels: int) -> list[str]:
         if champion["pin"] and champion["candidates"] and champion["pin"] not in champion["candidates"]:
             out.append(f"'champion.pin' = {champion['pin']!r} is not one of 'champion.candidates' "
                        f"({', '.join(champion['candidates'])})")
+    for name, cost in ((dumped.get("constraints") or {}).get("costs") or {}).items():
+        if len(cost["levels"]) != n_levels:
+            out.append(f"'constraints.costs.{name}.levels' = {cost['levels']!r}: expected {n_levels} numbers >= 0 (one "
+                       "per incentive level)")
     exploration = dumped.get("exploration")
     if exploration and exploration["mix"] is not None:
         mix = exploration["mix"]

@@ -206,6 +206,33 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    """`promo serve`: the HTTP decision service (docs/serve.md); runs until Ctrl-C or SIGTERM."""
+    import logging
+
+    import uvicorn
+
+    from promo_assets import settings
+    from promo_assets.serve import Registry, create_app
+
+    if args.campaign and not _campaign_names_ok("serve", args.campaign):
+        return EXIT_USAGE
+    if not 0 < args.port < 65536:
+        print(f"promo serve: --port must be in 1..65535, got {args.port}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.reload_interval < 0:
+        print(f"promo serve: --reload-interval must be >= 0 seconds, got {args.reload_interval:g}", file=sys.stderr)
+        return EXIT_USAGE
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    registry = Registry(settings.landing_dir(), settings.warehouse_path(), args.campaign)
+    app = create_app(registry, reload_interval=args.reload_interval)
+    print(f"promo serve: http://{args.host}:{args.port} (landing {registry.landing}, warehouse {registry.warehouse}, "
+          f"reload every {args.reload_interval:g}s)", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log,
+                server_header=False)
+    return EXIT_OK
+
+
 def _quiet_run_config(verbose: bool, progress: bool = False) -> dict:
     """--verbose: Dagster's own console log; otherwise compact asset lines (progress) or warnings only."""
     if verbose:
@@ -966,6 +993,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the campaign's self-contained HTML report (plots, champion, decisions) to PATH "
                    "instead of printing; needs one --campaign when the warehouse holds several")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("serve", help="the HTTP decision service: the champion's level for users sent as JSON",
+                       parents=[_path_options("--landing", "--warehouse")], **kw)
+    p.add_argument("--campaign", action="append", help="only this campaign (repeatable) [every campaign of the landing folder]")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on [127.0.0.1: this machine only]")
+    p.add_argument("--port", type=int, default=8000, help="port [8000]")
+    p.add_argument("--reload-interval", type=float, default=2.0,
+                   help="seconds between checks for a new champion or λ (0: never reload) [2]")
+    p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
+                   help="the server's log level [info]")
+    p.add_argument("--access-log", action="store_true", help="log every request line (method, path, status)")
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("models", help="list the registered models", **kw)
     p.add_argument("--format", choices=("table", "markdown", "csv", "json"), default="table",

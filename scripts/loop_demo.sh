@@ -4,7 +4,8 @@
 # → the simulated population answers the exported decisions of one budget (promo simulate --respond-to)
 # → the next promo run ingests that day, with the decisions' propensities, and decides again.
 # Settings (environment): LOOP_CAMPAIGN [loop], LOOP_DAYS [7] loop days, LOOP_EXPLORATION [0.05]
-# exploration share, LOOP_BUDGET [1] the budget deployed, LOOP_USERS [5000]; PROMO_* as for demo.sh.
+# exploration share, LOOP_BUDGET [1] the budget deployed, LOOP_USERS [5000], LOOP_CONSTRAINTS [0] (1: the
+# decisions also keep an SMS cost type and a cap on Shanghai's coupon spend, docs/decisions.md); PROMO_* as for demo.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -17,6 +18,7 @@ DAYS="${LOOP_DAYS:-7}"
 SHARE="${LOOP_EXPLORATION:-0.05}"
 BUDGET="${LOOP_BUDGET:-1}"
 USERS="${LOOP_USERS:-5000}"
+CONSTRAINTS="${LOOP_CONSTRAINTS:-0}"
 PY=.venv/bin/python
 PROMO=.venv/bin/promo
 
@@ -24,6 +26,10 @@ if [[ ! -f "$PROMO_LANDING_DIR/$CAMPAIGN/campaign.yaml" ]]; then
   start=$($PY -c "import datetime as d; print(d.date.today() - d.timedelta(days=3 + $DAYS))")
   $PROMO simulate --preset demo --campaign "$CAMPAIGN" --days 3 --users "$USERS" --seed 0 --start "$start"
   printf 'exploration:\n  share: %s\n  seed: 0\n' "$SHARE" >> "$PROMO_LANDING_DIR/$CAMPAIGN/campaign.yaml"
+  if [[ "$CONSTRAINTS" == 1 ]]; then
+    printf 'constraints:\n  costs:\n    sms:\n      levels: [0, 0.05, 0.05, 0.05, 0.05, 0.05]\n      budget_per_capita: 0.02\n  groups:\n    shanghai:\n      feature: city\n      equals: shanghai\n      budget_per_capita: 0.6\n' \
+      >> "$PROMO_LANDING_DIR/$CAMPAIGN/campaign.yaml"
+  fi
 fi
 
 for i in $(seq 1 "$DAYS"); do

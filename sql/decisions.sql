@@ -57,3 +57,25 @@ GROUP BY p.model ORDER BY p.model;
 
 -- name: last_event_day
 SELECT max(event_date) FROM rct_events WHERE campaign = ?;
+
+-- name: paced_days
+-- The paced decisions of the campaign's visible decisions runs (campaign.yaml `budget:`): the run, the
+-- day, the per-capita budget the paced decision was made at and its manifest entry (with `pacing`).
+SELECT d.run_id, d.decision_date, d.budget_per_capita, d.decision_manifest, d.decided_at
+FROM decision_budgets AS d JOIN result_runs AS r ON r.campaign = d.campaign AND r.run_id = d.run_id
+WHERE d.campaign = ? AND r.status IN ('succeeded', 'partial')
+  AND json_extract(d.decision_manifest, '$.entry.pacing') IS NOT NULL
+ORDER BY d.decision_date, d.decided_at;
+
+-- name: realized_spend
+-- The spend the events of day ? report for the users of one decisions run and budget (NULL: no event
+-- of that day is loaded yet), and how many of its users came back.
+SELECT CASE WHEN (SELECT count(*) FROM rct_events WHERE campaign = $1 AND event_date = CAST($2 AS DATE)) = 0 THEN NULL
+            ELSE coalesce(sum(e.cost), 0) END, count(e.user_id)
+FROM rct_events AS e JOIN decisions AS x
+  ON x.campaign = e.campaign AND x.user_id = e.user_id AND x.decision_date = e.event_date
+WHERE e.campaign = $1 AND e.event_date = CAST($2 AS DATE) AND x.run_id = $3 AND x.budget_per_capita = $4;
+
+-- name: users_per_day
+-- The mean number of distinct users per loaded day (the pacer's prior share of users who come back).
+SELECT avg(n) FROM (SELECT count(DISTINCT user_id) AS n FROM rct_events WHERE campaign = ? GROUP BY event_date);

@@ -13,7 +13,13 @@ No dagster here (domain code); docs/decisions.md documents the files and setting
 """
 
 from promo_assets.decisions.checks import CHECK_NAMES, CheckOutcome, champion_freshness, check_decisions
-from promo_assets.decisions.exploration import Decision, DecisionError, Exploration, decide_with_exploration
+from promo_assets.decisions.exploration import (
+    Constraints,
+    Decision,
+    DecisionError,
+    Exploration,
+    decide_with_exploration,
+)
 from promo_assets.decisions.export import (
     DecisionSet,
     ExportError,
@@ -33,7 +39,7 @@ from promo_assets.decisions.outbox import (
 )
 
 __all__ = [
-    "CHECK_NAMES", "CheckOutcome", "DECISION_COLUMNS", "Decision", "DecisionError", "DecisionSet", "Exploration",
+    "CHECK_NAMES", "CheckOutcome", "Constraints", "DECISION_COLUMNS", "Decision", "DecisionError", "DecisionSet", "Exploration",
     "ExportError", "OutboxError", "champion_freshness", "check_decisions", "decide_budgets", "decide_with_exploration",
     "decision_frame", "export_stored", "manifest",
     "manifest_entry", "read_decision_file", "read_manifest", "verify", "write_outbox",

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from promo_assets.allocation import decide, solve
+from promo_assets.allocation.errors import InfeasibleBudgetError
 
 
 class DecisionError(ValueError):
@@ -67,6 +68,45 @@ class Exploration:
         return w / w.sum()
 
 
+@dataclass(frozen=True)
+class Constraints:
+    """campaign.yaml `constraints:` for the users decided for: further cost types (name -> (K costs,
+    budget per user)) and group caps (name -> (N membership mask, budget per member)). The decision
+    keeps them together with the incentive budget (`promo_assets.allocation.solve_multi`, DIPN Eq. 4)."""
+
+    costs: dict
+    groups: dict
+
+    @classmethod
+    def build(cls, block, users_features) -> "Constraints":
+        """From the config block and a frame of the users' features (one row per user decided for)."""
+        costs = {name: (np.asarray(c["levels"], dtype=np.float64), float(c["budget_per_capita"]))
+                 for name, c in block["costs"].items()}
+        groups = {}
+        for name, g in block["groups"].items():
+            if g["feature"] not in users_features.columns:
+                raise DecisionError(f"constraints.groups.{name}: the users decided for have no feature {g['feature']!r} "
+                                    f"(features: {', '.join(map(str, users_features.columns))})")
+            column = users_features[g["feature"]]
+            mask = (column.astype(str) == str(g["equals"])).to_numpy()
+            if column.dtype.kind in "fi" and isinstance(g["equals"], (int, float)):
+                mask = (column == g["equals"]).to_numpy()
+            groups[name] = (mask, float(g["budget_per_capita"]))
+        return cls(costs, groups)
+
+    def names(self) -> list[str]:
+        return ["budget", *self.costs, *(f"group:{g}" for g in self.groups)]
+
+    def matrices(self, costs: np.ndarray, budget_per_capita: float) -> tuple[list[np.ndarray], np.ndarray]:
+        """([A_m N x K], [B_m totals]): the incentive budget first, then the cost types, then the groups."""
+        n, k = costs.shape
+        mats = [costs] + [np.broadcast_to(vec, (n, k)) for vec, _ in self.costs.values()] + \
+               [costs * mask[:, None] for mask, _ in self.groups.values()]
+        totals = [budget_per_capita * n] + [b * n for _, b in self.costs.values()] + \
+                 [b * float(mask.sum()) for mask, b in self.groups.values()]
+        return mats, np.asarray(totals, dtype=np.float64)
+
+
 @dataclass
 class Decision:
     """One budget's decision for N users.
@@ -92,6 +132,8 @@ class Decision:
     full_value_per_capita: float
     value_given_up_per_capita: float
     explore_cost_per_capita: float
+    multipliers: dict | None = None      # with constraints: the multiplier of every budget (λ is 'budget')
+    budget_use: dict | None = None       # with constraints: each budget's predicted use / the budget
 
     @property
     def n_users(self) -> int:
@@ -109,10 +151,11 @@ def explore_mask(n: int, share: float, seed: int, day: dt.date | None = None) ->
 
 
 def decide_with_exploration(values, costs, budget_per_capita: float, exploration: Exploration,
-                            day: dt.date | None = None) -> Decision:
+                            day: dt.date | None = None, constraints: Constraints | None = None) -> Decision:
     """The decision for one budget (module docstring): values, costs N x K (the champion's
     predictions for the users decided for), the per-capita budget, the exploration settings and the
-    decision date (it seeds the draws together with exploration.seed)."""
+    decision date (it seeds the draws together with exploration.seed). With `constraints` the other
+    budgets are kept too (`_decide_constrained`)."""
     v = np.asarray(values, dtype=np.float64)
     c = np.asarray(costs, dtype=np.float64)
     if v.ndim != 2 or v.shape != c.shape or v.shape[0] == 0:
@@ -125,6 +168,8 @@ def decide_with_exploration(values, costs, budget_per_capita: float, exploration
     if not 0 <= s < 1:
         raise DecisionError(f"exploration.share must be in [0, 1), got {exploration.share!r}")
     mix = exploration.weights(k)
+    if constraints is not None and (constraints.costs or constraints.groups):
+        return _decide_constrained(v, c, b, s, mix, exploration, day, constraints)
     rows = np.arange(n)
     full = solve(v, c, b, per_capita=True, seed=0, rounding="down")
     mask = explore_mask(n, s, exploration.seed, day)
@@ -158,3 +203,67 @@ def decide_with_exploration(values, costs, budget_per_capita: float, exploration
                     lambda_=lam, budget_per_capita=b, share=share, value_per_capita=float(val.mean()),
                     cost_per_capita=float(cst.mean()), full_value_per_capita=full_value,
                     value_given_up_per_capita=full_value - float(val.mean()), explore_cost_per_capita=explore_cost / n)
+
+
+def reduced_levels(values, costs, mats, multipliers) -> np.ndarray:
+    """argmax_j v_ij − Σ_m μ_m A_m(i, j) per user, ties (within 1e-9, relative) to the cheaper incentive
+    cost, then the lower level: the online rule under several budgets (DIPN Eq. 7 with M multipliers)."""
+    reduced = values - sum(mu * a for mu, a in zip(multipliers, mats))
+    top = reduced.max(axis=1, keepdims=True)
+    tied = reduced >= top - 1e-9 * np.maximum(1.0, np.abs(top))
+    return np.where(tied, costs, np.inf).argmin(axis=1)
+
+
+def _decide_constrained(v, c, b, s, mix, exploration: Exploration, day, constraints: Constraints) -> Decision:
+    """`decide_with_exploration` under several budgets: the same exploration draws; the explored users'
+    use of every budget is taken off it first, and `solve_multi` (exact LP optimum, its fractional users
+    rounded down) allocates the rest; the champion's level of an explored user is
+    argmax_j v_ij − Σ_m μ_m A_m(i, j) at the solve's multipliers μ (λ = μ of the incentive budget)."""
+    from promo_assets.allocation import solve_multi
+
+    n, k = v.shape
+    rows = np.arange(n)
+    mats, totals = constraints.matrices(c, b)
+    names = constraints.names()
+    try:
+        full = solve_multi(v, mats, totals, rounding="down")
+    except InfeasibleBudgetError as exc:
+        raise DecisionError(f"the budgets cannot be kept together ({', '.join(names)}): {exc}") from None
+    mask = explore_mask(n, s, exploration.seed, day)
+    m = int(mask.sum())
+    levels = np.empty(n, dtype=np.int64)
+    rng = np.random.default_rng(np.random.SeedSequence([int(exploration.seed), 30, day.toordinal() if day else 0]))
+    levels[mask] = rng.choice(k, size=m, p=mix)
+    keep = ~mask
+    left = totals - np.array([float(a[mask, levels[mask]].sum()) for a in mats])
+    for name, a, room in zip(names, mats, left):
+        cheapest = float(a[keep].min(axis=1).sum()) if keep.any() else 0.0
+        if room < cheapest - 1e-9 * max(1.0, abs(cheapest)):
+            raise DecisionError(f"budget '{name}' cannot pay for the exploration share {s:g}: the explored users use "
+                                f"{totals[names.index(name)] - room:.4g} of its {totals[names.index(name)]:.4g} and the "
+                                f"others need at least {cheapest:.4g}; lower exploration.share or raise the budget")
+    mu = np.asarray(full.multipliers, dtype=np.float64)
+    if keep.any():
+        kept = [a[keep] for a in mats]
+        rest = solve_multi(v[keep], kept, np.maximum(left, 0.0), rounding="down")
+        mu = np.asarray(rest.multipliers, dtype=np.float64)
+        # the rule the service applies (ties to the cheaper level) where it keeps every budget: the LP
+        # picks any of a user's tied levels; otherwise the LP's own levels
+        rule = reduced_levels(v[keep], c[keep], kept, mu)
+        rows_k = np.arange(len(rule))
+        fits = all(float(a[rows_k, rule].sum()) <= room + 1e-9 * max(1.0, abs(room)) for a, room in zip(kept, left))
+        levels[keep] = rule if fits else rest.levels
+    policy = levels.copy()
+    if m:
+        policy[mask] = reduced_levels(v[mask], c[mask], [a[mask] for a in mats], mu)
+    share = m / n
+    propensity = (1.0 - share) * (levels == policy) + share * mix[levels]
+    val, cst = v[rows, levels], c[rows, levels]
+    use = {name: float(a[rows, levels].sum()) / t if t > 0 else 0.0 for name, a, t in zip(names, mats, totals)}
+    full_value = float(full.value) / n
+    return Decision(levels=levels, explore=mask, propensity=propensity, policy_levels=policy, value=val, cost=cst,
+                    lambda_=float(mu[0]), budget_per_capita=b, share=share, value_per_capita=float(val.mean()),
+                    cost_per_capita=float(cst.mean()), full_value_per_capita=full_value,
+                    value_given_up_per_capita=full_value - float(val.mean()),
+                    explore_cost_per_capita=float(c[mask, levels[mask]].sum()) / n,
+                    multipliers={name: float(x) for name, x in zip(names, mu)}, budget_use=use)

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from promo_assets.decisions.checks import CHECK_NAMES, check_decisions
-from promo_assets.decisions.exploration import Decision, Exploration, decide_with_exploration
+from promo_assets.decisions.exploration import Constraints, Decision, Exploration, decide_with_exploration
 from promo_assets.decisions.outbox import DECISION_COLUMNS, read_manifest, write_outbox
 
 
@@ -61,7 +61,10 @@ def manifest_entry(decision: Decision, *, dr_value=None, dr_value_interval=(None
     policy at this budget on the evaluation events with its interval (the champion asset's evidence;
     the policy without exploration)."""
     n = decision.n_users
+    multi = {} if decision.multipliers is None else {"multipliers": decision.multipliers,
+                                                      "budget_use": decision.budget_use}
     return {
+        **multi,
         "budget_per_capita": decision.budget_per_capita,
         "lambda_": _finite(decision.lambda_),
         "users": n,
@@ -95,7 +98,7 @@ class DecisionSet:
 
 def decide_budgets(users, values, costs, budgets: Sequence[float], exploration: Exploration, day: dt.date, *,
                    labels: Sequence[str], incentives: Sequence[float], champion: Mapping,
-                   evidence: pd.DataFrame | None = None) -> DecisionSet:
+                   evidence: pd.DataFrame | None = None, constraints: Constraints | None = None) -> DecisionSet:
     """Decide every budget (`decide_with_exploration`), build its rows and manifest entry (with the
     champion's DR value and cost intervals at that budget from `evidence`, the champion_evidence rows
     of its run) and run the checks of `check_decisions` on each."""
@@ -106,7 +109,7 @@ def decide_budgets(users, values, costs, budgets: Sequence[float], exploration: 
     if evidence is not None and len(evidence):
         mine = evidence[(evidence["evidence_kind"] == "candidate") & (evidence["champion_candidate"] == champion["name"])]
     for b in budgets:
-        decided = decide_with_exploration(values, costs, float(b), exploration, day)
+        decided = decide_with_exploration(values, costs, float(b), exploration, day, constraints)
         frame = decision_frame(users, decided, labels, incentives, champion["name"], champion["version"])
         dr = None
         if mine is not None:
@@ -156,7 +159,9 @@ def export_stored(con, campaign: str, outbox: Path, *, config, budgets: Sequence
     stored = con.execute(sql("decisions", "decision_budgets_of_run"), [campaign, run_id]).df()
     if stored.empty:
         raise ExportError(f"decisions run {run_id} of campaign '{campaign}' left no decisions (its run failed)")
-    configured = [float(b) for b in config.budgets_per_capita]
+    paced = [float(b) for b, m in zip(stored["budget_per_capita"], stored["decision_manifest"])
+             if "pacing" in json.loads(m)["entry"]]  # campaign.yaml `budget:`: today's paced decision
+    configured = [float(b) for b in config.budgets_per_capita] + paced
     available = [float(b) for b in stored["budget_per_capita"]]
     shown = ", ".join(f"{b:g}" for b in configured)
     if budgets:

@@ -226,11 +226,99 @@ def check_results(outcomes: dict) -> list[dg.AssetCheckResult]:
         for name, got in outcomes.items()]
 
 
+def decision_constraints(warehouse: WarehouseResource, landing: LandingResource, campaign: str, config, users):
+    """campaign.yaml `constraints:` for the users decided for (the group features from the population
+    file, else the holdout events), or None when none is configured."""
+    from promo_assets.decisions import Constraints, DecisionError
+    from promo_assets.orchestration.campaign_assets import read_holdout_events
+    from promo_assets.orchestration.model_assets import population
+
+    block = config.constraint_settings
+    if not block:
+        return None
+    features = sorted({g["feature"] for g in block["groups"].values()})
+    frame = pd.DataFrame(index=pd.Index(users, name="user_id"))
+    if features:
+        with connect(warehouse) as con:
+            pop = population(con, landing, campaign, features)
+            rows = pd.concat(list(pop.frames(65536))) if pop is not None else read_holdout_events(con, campaign)
+        missing = [f for f in features if f not in rows.columns]
+        if missing:
+            raise dg.Failure(f"campaign.yaml constraints.groups: the users decided for have no feature "
+                             f"{', '.join(map(repr, missing))}")
+        rows = rows.assign(user_id=rows["user_id"].astype(str)).drop_duplicates("user_id", keep="last")
+        frame = rows.set_index("user_id")[features].reindex(pd.Index(users, dtype=str))
+    try:
+        return Constraints.build(block, frame)
+    except DecisionError as exc:
+        raise _fail(exc) from None
+
+
+def paced_decision(warehouse: WarehouseResource, campaign: str, config, day: dt.date, values, costs):
+    """(PeriodBudget, today's PacingDay, the earlier days) for campaign.yaml `budget:` when `day` is in
+    its period, else None (promo_assets.decisions.pacing)."""
+    from promo_assets.decisions.pacing import PacingError, PeriodBudget, pace_day, prior_ratio, stored_history
+
+    if not config.period_budget:
+        return None
+    budget = PeriodBudget.from_config(config.period_budget)
+    if not budget.start <= day <= budget.end:
+        return None
+    with connect(warehouse) as con:
+        history = [h for h in stored_history(con, campaign) if budget.start <= h.day < day]
+        prior = prior_ratio(con, campaign, len(values))
+    try:
+        return budget, pace_day(budget, day, values, costs, history, prior), history
+    except PacingError as exc:
+        raise _fail(exc) from None
+
+
+def pacing_metadata(budget, today, history) -> dict:
+    from promo_assets.decisions.pacing import pacing_table, plot_pacing
+
+    from promo_assets.orchestration.campaign_assets import png_md
+
+    rows = pacing_table(budget, [*history, today])
+    return {"pacing": md_table([{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()} for r in rows]),
+            "pacing_plot": dg.MetadataValue.md(png_md(plot_pacing(rows, budget.total), "Spend per day and cumulative")),
+            "paced_lambda": today.lambda_, "paced_plan": today.plan, "period_total": budget.total,
+            "period_budget_left_before_today": rows[-1]["budget left"] + today.plan}
+
+
+def decide_all(warehouse: WarehouseResource, landing: LandingResource, campaign: str, config, exploration, day,
+               users, values, costs, info: dict, evidence):
+    """(DecisionSet, pacing or None): every configured budget's decision, the day's paced decision of a
+    period budget (its entry tagged `pacing`) and the constraints of campaign.yaml kept in each."""
+    from promo_assets.decisions import DecisionError, decide_budgets
+
+    paced = paced_decision(warehouse, campaign, config, day, values, costs)
+    budgets = list(config.budgets_per_capita)
+    if paced is not None:  # the period budget's decision: the per-capita budget its λ spends, predicted
+        paced_b = round(paced[1].predicted / len(users), 10)
+        if paced_b not in budgets:
+            budgets.append(paced_b)
+    constraints = decision_constraints(warehouse, landing, campaign, config, users)
+    try:
+        made = decide_budgets(users, values, costs, budgets, exploration, day, labels=config.labels,
+                              incentives=config.incentives, champion=info, evidence=evidence, constraints=constraints)
+    except DecisionError as exc:
+        raise _fail(exc) from None
+    if paced is not None:
+        for entry in made.entries:
+            if entry["budget_per_capita"] == paced_b:
+                entry["pacing"] = {**paced[1].to_dict(), "total": paced[0].total, "start": paced[0].start.isoformat(),
+                                   "end": paced[0].end.isoformat(), "controller": paced[0].controller}
+    return made, paced
+
+
 def decision_metadata(info: dict, day: dt.date, who: str, exploration, entries: list) -> dict:
     rows = [{"budget": e["budget_per_capita"], "users": e["users"], "lambda": e["lambda_"],
              "predicted response / user": e["expected_response"]["per_capita"],
              "predicted cost / user": e["expected_cost"]["per_capita"], "explored": e["exploration"]["users"],
-             "value given up / user": e["exploration"]["value_given_up_per_capita"]} for e in entries]
+             "value given up / user": e["exploration"]["value_given_up_per_capita"],
+             **({"multipliers": ", ".join(f"{k} {v:.4g}" for k, v in e["multipliers"].items()),
+                 "use / budget": ", ".join(f"{k} {v:.3f}" for k, v in e["budget_use"].items())}
+                if "multipliers" in e else {})} for e in entries]
     return {"champion": info["name"], "champion_version": info["version"], "decision_date": str(day), "users": who,
             "exploration_share": exploration.share, "budgets": md_table(rows)}
 
@@ -243,7 +331,7 @@ def decision_metadata(info: dict, day: dt.date, who: str, exploration, entries: 
           "last loaded day. Tables decisions and decision_budgets. Blocking checks: every user once, spend within "
           "budget, valid levels, no missing value, exploration share, champion not older than the newest evaluation.")
 def decisions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
-    from promo_assets.decisions import DecisionError, Exploration, champion_freshness, decide_budgets
+    from promo_assets.decisions import Exploration, champion_freshness
 
     campaign = context.partition_key
     config = load_config(landing.path, campaign)
@@ -251,16 +339,15 @@ def decisions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, l
     exploration = Exploration.from_config(config.exploration)
     row, info, users, values, costs, day, newest, evidence = decision_inputs(warehouse, campaign, champ_run,
                                                                              config.n_levels)
-    try:
-        made = decide_budgets(users, values, costs, config.budgets_per_capita, exploration, day, labels=config.labels,
-                              incentives=config.incentives, champion=info, evidence=evidence)
-    except DecisionError as exc:
-        raise _fail(exc) from None
+    made, paced = decide_all(warehouse, landing, campaign, config, exploration, day, users, values, costs, info,
+                             evidence)
     made.outcomes["champion_fresh"] = [(None, champion_freshness(row["decided_at"], newest))]
     who = users_decided_for(landing, campaign, len(users))
     store_decisions(context, warehouse, campaign, day, made, info, who)
-    return dg.MaterializeResult(metadata=decision_metadata(info, day, who, exploration, made.entries),
-                                check_results=check_results(made.outcomes),
+    metadata = decision_metadata(info, day, who, exploration, made.entries)
+    if paced is not None:
+        metadata.update(pacing_metadata(*paced))
+    return dg.MaterializeResult(metadata=metadata, check_results=check_results(made.outcomes),
                                 data_version=dg.DataVersion(f"{info['version']}-{day}-{champ_version}"[:48]))
 
 

@@ -1,0 +1,238 @@
+"""The service's campaigns, loaded from the landing folder, the warehouse (read-only) and the
+artefact store, and reloaded when one of them changes.
+
+`Registry.snapshot()` returns one immutable mapping {campaign: CampaignState | Unavailable}. A
+reload (`refresh`) builds a complete new mapping and replaces the old one with a single assignment,
+so a request (which takes the snapshot once) never sees a half-updated state: it is answered
+wholly by the old champion and λ or wholly by the new ones. `refresh` only reads when a watched
+file changed (the warehouse and its write-ahead log, every campaign.yaml): a poll costs a few
+`stat` calls. While a run holds the warehouse's write lock the reload is put off and the current
+state keeps serving.
+
+No dagster here (domain code).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from promo_assets.serve.state import CampaignState, Unavailable
+
+log = logging.getLogger("promo_assets.serve")
+
+
+def _stat(path: Path) -> tuple:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (None,)
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+def _valid_name(name: str) -> bool:
+    from promo_assets.campaign import CampaignNameError, check_campaign_name
+
+    try:
+        check_campaign_name(name)
+    except CampaignNameError:
+        return False
+    return True
+
+
+def _campaign_folders(landing: Path, only: Iterable[str] | None) -> list[str]:
+    """The served campaigns: `only`, else every folder of the landing folder with a campaign.yaml and a
+    valid campaign name (checked silently: this runs at every poll)."""
+    if only:
+        return sorted(set(only))
+    try:
+        found = [p for p in landing.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")]
+    except OSError:
+        return []
+    return sorted(p.name for p in found if _valid_name(p.name) and (p / "campaign.yaml").is_file())
+
+
+def load_models(members, versions) -> tuple[list, str | None]:
+    """The champion's member models from the artefact store, or ([], the reason they cannot serve)."""
+    from promo_assets.models import registry
+
+    models = []
+    for name, version in zip(members, versions):
+        try:
+            spec = registry.get(name)
+        except ValueError as exc:
+            return [], f"the champion's model {name!r} is not registered: {exc}"
+        if spec.needs_graph:
+            return [], (f"the champion's model {name} reads the customer-merchant graph: it cannot decide for a user "
+                        "given by features alone (pin a feature-only model with campaign.yaml champion.pin)")
+        try:
+            models.append(spec.load(version))
+        except (OSError, ValueError) as exc:  # missing or tampered artefact, unreadable format
+            return [], f"the champion's model {name} {version} cannot be loaded from the artefact store: {exc}"
+    return models, None
+
+
+def model_features(models) -> dict[str, str]:
+    """{feature: 'numeric' | 'categorical'} the models read (their encoders' columns), sorted."""
+    kinds: dict[str, str] = {}
+    for model in models:
+        fitted = getattr(model, "model_", model)  # a registry estimator holds its fitted object
+        enc = getattr(fitted, "encoder", None)
+        for name in getattr(enc, "numeric", ()):
+            kinds[str(name)] = "numeric"
+        for name in getattr(enc, "categorical", ()):
+            kinds[str(name)] = "categorical"
+    return dict(sorted(kinds.items()))
+
+
+def read_campaign(con, landing: Path, campaign: str, lambdas_override: Mapping[float, float] | None = None,
+                  model_cache: dict | None = None) -> CampaignState | Unavailable:
+    """The state of one campaign from an open read-only warehouse connection (see the package docs)."""
+    from promo_assets.campaign import CampaignConfigError
+    from promo_assets.decisions import Exploration
+    from promo_assets.ingestion import load_config
+    from promo_assets.warehouse import sql
+
+    try:
+        config = load_config(landing, campaign)
+    except (CampaignConfigError, OSError) as exc:
+        return Unavailable(campaign, f"campaign.yaml is refused: {exc}")
+    found = con.execute(sql("decisions", "latest_decisions_run"), [campaign]).fetchone()
+    if found is None:
+        champ = con.execute(sql("decisions", "latest_champion"), [campaign, ""]).fetchone()
+        if champ is None:
+            return Unavailable(campaign, f"campaign '{campaign}' has no champion yet: run `promo run --campaign {campaign}`")
+        return Unavailable(campaign, f"campaign '{campaign}' has a champion but no decisions yet (their run failed a "
+                           f"check or did not run): run `promo run --campaign {campaign}`")
+    run_id = found[0]
+    rows = con.execute(sql("decisions", "decision_budgets_of_run"), [campaign, run_id]).df()
+    if rows.empty:
+        return Unavailable(campaign, f"the decisions run {run_id} of campaign '{campaign}' left no decisions")
+    first = rows.iloc[0]
+    stored = json.loads(first["decision_manifest"])
+    info = stored["champion"]
+    members, weights, versions = tuple(info["members"]), tuple(float(w) for w in info["weights"]), tuple(info["versions"])
+    key = (campaign, members, versions)
+    if model_cache is not None and key in model_cache:
+        models = model_cache[key]
+    else:
+        models, reason = load_models(members, versions)
+        if reason:
+            return Unavailable(campaign, reason)
+        if model_cache is not None:
+            model_cache[key] = models
+    lambdas, paced, pacing, multipliers = {}, None, None, {}
+    for _, row in rows.iterrows():
+        entry = json.loads(row["decision_manifest"])["entry"]
+        lam = entry["lambda_"]
+        lambdas[float(row["budget_per_capita"])] = None if lam is None else float(lam)
+        if "multipliers" in entry:  # campaign.yaml `constraints:`: several budgets
+            multipliers[float(row["budget_per_capita"])] = entry["multipliers"]
+        if "pacing" in entry:  # campaign.yaml `budget:`: the day's paced decision
+            paced, pacing = float(row["budget_per_capita"]), entry["pacing"]
+    source = "decisions"
+    if lambdas_override:
+        lambdas = {float(b): (None if v is None else float(v)) for b, v in lambdas_override.items()}
+        source = "pacing"
+    exploration = Exploration.from_config(config.exploration)
+    try:
+        mix = exploration.weights(config.n_levels)
+    except ValueError as exc:
+        return Unavailable(campaign, str(exc))
+    features = model_features(models)
+    constraints = config.constraint_settings if multipliers else None
+    for block in (constraints or {}).get("groups", {}).values():  # a group's feature is sent with every user
+        features.setdefault(block["feature"], "categorical")
+    return CampaignState(
+        campaign=campaign, champion=str(info["name"]), champion_version=str(info["version"]), members=members,
+        weights=weights, versions=versions, models=tuple(models), lambdas=lambdas, features=features,
+        labels=tuple(config.labels), incentives=tuple(float(x) for x in config.incentives), share=float(exploration.share),
+        seed=int(exploration.seed), mix=np.asarray(mix, dtype=np.float64),
+        decision_date=pd.Timestamp(first["decision_date"]).date(),
+        decided_at=pd.Timestamp(first["decided_at"]).isoformat(), decisions_run_id=str(run_id),
+        champion_run_id=str(first["champion_run_id"]), lambda_source=source, paced_budget=paced, pacing=pacing,
+        multipliers=multipliers or None, constraints=constraints)
+
+
+class Registry:
+    """The campaigns the service decides for (`only`: these names; default: every campaign folder of
+    the landing folder) and their reload (module docstring)."""
+
+    def __init__(self, landing: Path, warehouse: Path, only: Iterable[str] | None = None):
+        self.landing = Path(landing)
+        self.warehouse = Path(warehouse)
+        self.only = list(only) if only else None
+        self._snapshot: Mapping[str, CampaignState | Unavailable] = {}
+        self._fingerprint = None
+        self._models: dict = {}
+        self._lock = threading.Lock()  # one reload at a time (requests never take it)
+        self.loaded_at: str | None = None
+        self.reloads = 0
+        self.last_error: str | None = None
+
+    def snapshot(self) -> Mapping[str, CampaignState | Unavailable]:
+        return self._snapshot
+
+    def fingerprint(self) -> tuple:
+        names = _campaign_folders(self.landing, self.only)
+        wal = self.warehouse.with_name(self.warehouse.name + ".wal")
+        return (tuple(names), _stat(self.warehouse), _stat(wal),
+                tuple(_stat(self.landing / n / "campaign.yaml") for n in names))
+
+    def refresh(self, force: bool = False) -> bool:
+        """Reload when a watched file changed (or `force`); True when a new snapshot was swapped in.
+        A busy or unreadable warehouse keeps the current snapshot (and is retried next time)."""
+        from promo_assets import warehouse as wh
+
+        with self._lock:
+            fp = self.fingerprint()
+            if not force and fp == self._fingerprint:
+                return False
+            names = list(fp[0])
+            new: dict[str, CampaignState | Unavailable] = {}
+            if not self.warehouse.exists():
+                new = {n: Unavailable(n, f"warehouse {self.warehouse} does not exist yet: run `promo run`") for n in names}
+            else:
+                try:
+                    with wh.connect(self.warehouse, read_only=True) as con:
+                        for n in names:
+                            new[n] = read_campaign(con, self.landing, n, model_cache=self._models)
+                except Exception as exc:  # noqa: BLE001 (busy, damaged: keep serving what we have)
+                    self.last_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                    log.warning("reload put off: %s", self.last_error)
+                    return False
+            previous = self._snapshot
+            self._snapshot = new  # one assignment: requests see the old mapping or the new one
+            self._fingerprint = fp
+            self.loaded_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+            self.reloads += 1
+            self.last_error = None
+            live = {(n, s.members, s.versions) for n, s in new.items() if isinstance(s, CampaignState)}
+            self._models = {k: v for k, v in self._models.items() if k in live}
+            for n, s in new.items():
+                old = previous.get(n)
+                if isinstance(s, CampaignState) and (not isinstance(old, CampaignState)
+                                                     or old.champion_version != s.champion_version
+                                                     or old.lambdas != s.lambdas):
+                    log.info("%s: serving %s (%s), λ %s, decided for %s", n, s.champion, s.champion_version,
+                             ", ".join(f"{b:g}: {lam if lam is None else round(lam, 6)}" for b, lam in sorted(s.lambdas.items())),
+                             s.decision_date)
+                elif isinstance(s, Unavailable) and (not isinstance(old, Unavailable) or old.reason != s.reason):
+                    log.info("%s: not serving: %s", n, s.reason)
+            return True
+
+    def watch(self, interval: float, stop: threading.Event) -> None:
+        """Poll for changes every `interval` seconds until `stop` is set (a daemon thread's body)."""
+        while not stop.wait(interval):
+            try:
+                self.refresh()
+            except Exception as exc:  # noqa: BLE001 (the watcher must survive anything)
+                log.warning("reload failed: %s: %s", type(exc).__name__, exc)
