@@ -281,7 +281,7 @@ def library(args) -> dict:
     from promo_assets.allocation import solve
     from promo_assets.allocation.errors import InfeasibleBudgetError
     from promo_assets.evaluation import aucc, oracle_policy, roi_score, true_policy_value
-    from promo_assets.models import e2e, registry
+    from promo_assets.models import e2e
     from promo_assets.models.protocol import TrainingData
 
     torch.set_num_threads(1)
@@ -384,7 +384,7 @@ def cost(args) -> dict:
     """Seconds per training epoch (the models' own `seconds_per_epoch`, wall clock) of the S-learner
     and the e2e models' fine-tuning, back to back on one campaign. The S-learner is trained through
     `e2e.warm_start` (the `s_learner` model's call), which the e2e fits then reuse."""
-    from promo_assets.models import e2e, registry
+    from promo_assets.models import e2e
     from promo_assets.models.protocol import TrainingData
 
     torch.set_num_threads(1)

@@ -6,7 +6,6 @@ export writes come back through the next day's ingestion as the ones IPS and the
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import signal
 import subprocess

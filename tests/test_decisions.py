@@ -4,13 +4,11 @@ outbox, and the simulated population answering an exported decision file."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np

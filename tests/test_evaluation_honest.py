@@ -22,7 +22,6 @@ from promo_assets.evaluation import (
     leaderboard_table,
     match_mix,
     matched_true_value,
-    mix_true_value,
     pct_oracle,
     random_mix,
     spend_ratio,

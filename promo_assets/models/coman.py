@@ -40,7 +40,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from promo_assets.campaign import CampaignConfig
 from promo_assets.models.base import TrainedModel, register_architecture
 from promo_assets.models.monotone import MonotoneStack, fpm_response
 from promo_assets.models.monotone_models import AttributeCurves, _list, _MonotoneModel, train_attribute_model

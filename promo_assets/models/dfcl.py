@@ -51,7 +51,6 @@ import time
 from typing import Any, Callable
 
 import numpy as np
-import pandas as pd
 import torch
 import torch.nn.functional as F
 
