@@ -105,7 +105,7 @@ def test_warehouse_and_dagster_home_options_override_the_environment(promo_env, 
     assert main(["forget", "--campaign", "demo", "--day", START.isoformat(), "--warehouse", str(missing),
                  "--dagster-home", str(elsewhere["dagster_home"])]) == 2
     assert f"no warehouse at {missing}" in capsys.readouterr().err
-    assert elsewhere["dagster_home"].is_dir() and os.environ["DAGSTER_HOME"] == str(elsewhere["dagster_home"])
+    assert os.environ["DAGSTER_HOME"] == str(elsewhere["dagster_home"])  # what the in-process runs open
 
 
 def test_export_reads_the_landing_folder_and_warehouse_of_the_options(promo_env, elsewhere, capsys):

@@ -4,6 +4,7 @@
 import datetime as dt
 import hashlib
 import json
+import warnings
 
 import dagster as dg
 
@@ -164,19 +165,21 @@ def _partition_requests(new_campaigns: list[str]) -> list:
     return [campaign_partitions.build_add_request(new_campaigns)] if new_campaigns else []
 
 
-automation_sensor = dg.AutomationConditionSensorDefinition(
-    "automation",
-    target=dg.AssetSelection.all(),
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    minimum_interval_seconds=30,
-    # One backfill per tick when it requests several partitions: Dagster then runs a campaign's
-    # assets after the same tick's payment_edges / merchant_events reloads they read.
-    emit_backfills=True,
-    # Evaluated in the code server, not the daemon: the conditions use a Python operand of their own
-    # (conditions.EndedUnmaterialized, a skipped or failed execution), which the daemon cannot load.
-    use_user_code_server=True,
-    description="Evaluates the assets' automation conditions (promo_assets/orchestration/conditions.py): "
-    "payment_edges / merchant_events are reloaded with rct_events of the same date|campaign, and a "
-    "campaign is refreshed downstream once after any ingestion of it (promo run, schedule, landing "
-    "sensor, backfill), when none of its upstream partitions is in progress.",
-)
+with warnings.catch_warnings():  # use_user_code_server is in beta: its warning would print at every load of the code
+    warnings.simplefilter("ignore", dg.BetaWarning)
+    automation_sensor = dg.AutomationConditionSensorDefinition(
+        "automation",
+        target=dg.AssetSelection.all(),
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        minimum_interval_seconds=30,
+        # One backfill per tick when it requests several partitions: Dagster then runs a campaign's
+        # assets after the same tick's payment_edges / merchant_events reloads they read.
+        emit_backfills=True,
+        # Evaluated in the code server, not the daemon: the conditions use a Python operand of their own
+        # (conditions.EndedUnmaterialized, a skipped or failed execution), which the daemon cannot load.
+        use_user_code_server=True,
+        description="Evaluates the assets' automation conditions (promo_assets/orchestration/conditions.py): "
+        "payment_edges / merchant_events are reloaded with rct_events of the same campaign, and a "
+        "campaign is refreshed downstream once after any ingestion of it (promo run, schedule, landing "
+        "sensor, backfill), when none of its upstream partitions is in progress.",
+    )
