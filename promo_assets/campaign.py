@@ -29,6 +29,8 @@ from pydantic import (
     AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator,
 )
 
+from promo_assets.errors import DomainError
+
 COST_RULES = ("redeemed", "assigned", "column")
 # Limits of a campaign.yaml, checked while it is parsed and before it is validated (the landing
 # folder is written by other systems; docs/operations.md): its size, how deep mappings and lists
@@ -51,7 +53,7 @@ FEATURE_KINDS = ("numeric", "categorical")
 log = logging.getLogger(__name__)
 
 
-class CampaignConfigError(ValueError):
+class CampaignConfigError(DomainError, ValueError):
     """campaign.yaml is missing, unreadable or says something impossible."""
 
 

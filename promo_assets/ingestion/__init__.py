@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 
 from promo_assets import files, settings
 from promo_assets.campaign import CampaignConfig, CampaignConfigError, usable_campaign_folder
+from promo_assets.errors import DomainError
 from promo_assets.warehouse import quote_ident, schema_columns, sql, table_columns, transaction
 
 REQUIRED = ("user_id", "treatment", "response")
@@ -51,7 +52,7 @@ _DAY_FILE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.(parquet|csv)$")
 log = logging.getLogger(__name__)
 
 
-class IngestError(ValueError):
+class IngestError(DomainError, ValueError):
     """A landing file could not be loaded; the message names the file, the column and the problem."""
 
 

@@ -25,6 +25,7 @@ from promo_assets.orchestration.common import (
     connect,
     for_people,
     kv_table,
+    log_to,
     md_table,
 )
 from promo_assets.orchestration.conditions import CAMPAIGN_CONDITION
@@ -67,10 +68,6 @@ def png_md(png: bytes, title: str) -> str:
     return f"**{title}**\n\n![{title}](data:image/png;base64,{base64.b64encode(png).decode()})"
 
 
-def _log(context):
-    return lambda msg: context.log.info(msg)
-
-
 _RUN_ENDED = {dg.DagsterRunStatus.SUCCESS: True, dg.DagsterRunStatus.FAILURE: False, dg.DagsterRunStatus.CANCELED: False}
 
 
@@ -110,7 +107,7 @@ def results_write(context, con, campaign: str, *tables: str):
     recorded in result_runs, and the retention rule (PROMO_KEEP_RUNS) is applied to `tables`."""
     try:
         keep = settings.keep_runs()
-    except ValueError as exc:
+    except settings.SettingsError as exc:
         raise dg.Failure(str(exc)) from None
     with transaction(con):
         results.reconcile(con, campaign, ended_runs(context.instance, results.unfinished(con, campaign, context.run_id)))
@@ -145,7 +142,7 @@ def propensity(context: dg.AssetExecutionContext, warehouse: WarehouseResource, 
         ).df()
         if events.empty:
             raise dg.Failure(f"no rct_events for campaign '{campaign}'")
-        prop = event_propensity(events, config, numeric, categorical, log=_log(context))
+        prop = event_propensity(events, config, numeric, categorical, log=log_to(context))
         frame_df = pd.DataFrame({"event_date": events["event_date"], "source_row": events["source_row"],
                                  "propensity": prop.propensity, "source": prop.source})
         version = content_version(frame_df[["propensity"]].to_numpy().tobytes())
@@ -273,14 +270,6 @@ def coefficient_arrays(con, campaign: str, model: str, version: str, target: str
 
 
 
-def _table(columns: list[tuple[str, str]], records: list[dict]) -> dg.MetadataValue:
-    """Dagster table metadata (renders inline in the UI) from plain columns and records."""
-    return dg.MetadataValue.table(
-        records=[dg.TableRecord(r) for r in records],
-        schema=dg.TableSchema(columns=[dg.TableColumn(name, type_) for name, type_ in columns]),
-    )
-
-
 def upstream(context, asset_key) -> tuple[str, dict, str | None]:
     """(run id, metadata values, data version) of the latest materialization of `asset_key` for this
     campaign: the upstream this materialization reads (real lineage, never "the latest" row of a
@@ -314,14 +303,6 @@ def _outcome_predictions(context, config, train: pd.DataFrame, holdout: pd.DataF
         return None, None, {"fitted": False, "reason": str(exc)}
     context.log.info(f"outcome model ({model.kind}) fitted on {model.n_train} training-day events")
     return dm_values, dm_costs, {"fitted": True, "kind": model.kind, "training_events": int(model.n_train)}
-
-
-def _table(columns: list[tuple[str, str]], records: list[dict]) -> dg.MetadataValue:
-    """Dagster table metadata (renders inline in the UI) from plain columns and records."""
-    return dg.MetadataValue.table(
-        records=[dg.TableRecord(r) for r in records],
-        schema=dg.TableSchema(columns=[dg.TableColumn(name, type_) for name, type_ in columns]),
-    )
 
 
 
@@ -399,10 +380,15 @@ class EvaluationInputs:
         return np.asarray(levels)[self._rows(users, "decision")]
 
     def kwargs(self, config, campaign: str) -> dict:
+        """The holdout's keyword arguments of `evaluate_models` / `evaluate_random`."""
         return dict(budgets=[float(b) for b in config.budgets_per_capita], campaign=campaign,
                     true_values=self.true_values, true_costs=self.true_costs, dm_values=self.dm_values,
-                    dm_costs=self.dm_costs, incentives=list(config.incentives), ordered=config.ordered,
-                    binary=config.response == "binary", min_holdout_users=config.min_holdout_users)
+                    dm_costs=self.dm_costs, min_holdout_users=config.min_holdout_users)
+
+    @staticmethod
+    def curve_kwargs(config) -> dict:
+        """The response-curve metrics' keyword arguments of `evaluate_models`."""
+        return dict(incentives=list(config.incentives), ordered=config.ordered, binary=config.response == "binary")
 
 
 def evaluation_inputs(context, con, landing: LandingResource, campaign: str, config) -> EvaluationInputs:

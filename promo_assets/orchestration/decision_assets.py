@@ -26,13 +26,19 @@ import pandas as pd
 from promo_assets.ingestion import day_files, load_config
 from promo_assets.orchestration.campaign_assets import (
     COMMON,
-    _table,
     coefficient_arrays,
     evaluation_inputs,
     results_write,
     upstream,
 )
-from promo_assets.orchestration.common import LandingResource, OutboxResource, WarehouseResource, connect, md_table
+from promo_assets.orchestration.common import (
+    LandingResource,
+    OutboxResource,
+    WarehouseResource,
+    connect,
+    md_table,
+    table_metadata,
+)
 from promo_assets.warehouse import registered, sql
 
 CHECKS = {
@@ -107,7 +113,7 @@ def rows_table(rows: list[dict]) -> dg.MetadataValue:
              else "string" for c in cols}
     records = [{c: (float(f"{r[c]:.4g}") if kinds[c] == "float" else ("" if r.get(c) is None else str(r[c]))) for c in cols}
                for r in rows]
-    return _table([(c, kinds[c]) for c in cols], records)
+    return table_metadata([(c, kinds[c]) for c in cols], records)
 
 
 def members_table(members: dict) -> dg.MetadataValue:

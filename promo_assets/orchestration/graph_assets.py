@@ -32,6 +32,7 @@ from promo_assets.orchestration.common import (
     WarehouseResource,
     campaign_partitions,
     connect,
+    log_to,
     md_table,
 )
 from promo_assets.orchestration.conditions import CAMPAIGN_CONDITION, INGESTION_CONDITION
@@ -54,10 +55,6 @@ def merchant_config(landing: LandingResource, campaign: str) -> tuple[CampaignCo
         return ingest_merchants.merchant_config(landing.path, campaign)
     except CampaignConfigError as exc:
         raise dg.Failure(str(exc)) from None
-
-
-def _log(context):
-    return lambda msg: context.log.info(msg)
 
 
 # --------------------------------------------------------------------------------------------
@@ -217,7 +214,7 @@ def _joint_inputs(warehouse: WarehouseResource, campaign: str, config, mconf, ve
 
 
 def _joint_truth(context, landing: LandingResource, campaign: str, config, mconf, users, merchants):
-    from promo_assets.graph import truth_matrix
+    from promo_assets.graph.metrics import GraphMetricsError, truth_matrix
     from promo_assets.graph.warehouse_io import read_truth
 
     c_truth_df, m_truth_df = read_truth(landing.path, campaign, mconf.truth)
@@ -226,7 +223,7 @@ def _joint_truth(context, landing: LandingResource, campaign: str, config, mconf
     try:
         return (truth_matrix(c_truth_df, "user_id", users, config.n_levels),
                 truth_matrix(m_truth_df, "merchant_id", merchants, len(mconf.commissions)))
-    except ValueError as exc:
+    except GraphMetricsError as exc:
         context.log.warning(f"truth files do not cover the allocated nodes; no true values: {exc}")
         return None
 
@@ -261,6 +258,7 @@ JOINT_SHOWN = ["ratio_budget", "joint_value", "independent_value", "joint_cost",
 )
 def joint_allocation(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
     from promo_assets.graph import allocate_ratio_budgets, ratio_budgets
+    from promo_assets.graph.joint import JointAllocationError
 
     campaign = context.partition_key
     config, mconf = merchant_config(landing, campaign)
@@ -269,14 +267,14 @@ def joint_allocation(context: dg.AssetExecutionContext, warehouse: WarehouseReso
     users, vc, cc, merchants, vm, cm, norm, source = _joint_inputs(warehouse, campaign, config, mconf, version)
     try:
         ratios = ratio_budgets(list(config.ratio_budget or ()))
-    except ValueError as exc:
+    except JointAllocationError as exc:
         raise dg.Failure(f"campaign '{campaign}': {exc}") from None
     if not ratios:
         return dg.MaterializeResult(metadata={"skipped": True, "note": "campaign.yaml has no ratio_budget"})
     truth = _joint_truth(context, landing, campaign, config, mconf, users, merchants)
     rows, levels = allocate_ratio_budgets(
         vc, cc, vm, cm, ratios, customer_ids=users, merchant_ids=merchants, incentives=np.asarray(config.incentives),
-        commissions=np.asarray(mconf.commissions), merchant_normalizer=norm, truth=truth, log=_log(context))
+        commissions=np.asarray(mconf.commissions), merchant_normalizer=norm, truth=truth, log=log_to(context))
     for row in rows:
         row.update({"campaign": campaign, "model_version": version, "n_customers": len(users),
                     "n_merchants": len(merchants), "run_id": context.run_id})

@@ -15,13 +15,19 @@ from promo_assets.ingestion import load_config
 from promo_assets.models import registry
 from promo_assets.orchestration.campaign_assets import (
     COMMON,
-    _log,
     coefficient_arrays,
     evaluation_inputs,
     png_md,
     results_write,
 )
-from promo_assets.orchestration.common import LandingResource, WarehouseResource, connect, md_table
+from promo_assets.orchestration.common import (
+    LandingResource,
+    WarehouseResource,
+    connect,
+    log_to,
+    md_table,
+    table_metadata,
+)
 from promo_assets.orchestration.conditions import GATHER_CONDITION
 from promo_assets.warehouse import registered, sql
 
@@ -87,9 +93,7 @@ def assemble(con, campaign: str, entries: list[dict], ev, k: int) -> tuple[list[
 
 def schema_table(columns, records: list[dict]) -> dg.MetadataValue:
     """Dagster table metadata with typed, described columns (`board_view.Column`)."""
-    return dg.MetadataValue.table(
-        records=[dg.TableRecord(r) for r in records],
-        schema=dg.TableSchema(columns=[dg.TableColumn(c.name, c.type, description=c.description) for c in columns]))
+    return table_metadata([(c.name, c.type, c.description) for c in columns], records)
 
 
 def board_key(budget: float) -> str:
@@ -171,7 +175,7 @@ def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
               "skipped (with the reason) or without an evaluation. Tables policy_evaluation (random rows) and "
               "leaderboard_entries (which evaluation of each model it assembled).")
     def leaderboard(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
-        from promo_assets.evaluation import evaluate_policies
+        from promo_assets.evaluation import evaluate_random
         from promo_assets.evaluation.report import RANDOM_MODEL, RANDOM_VERSION
 
         from promo_assets.causal.checks import frame_checks
@@ -187,7 +191,7 @@ def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
             ev = evaluation_inputs(context, con, landing, campaign, config)
             frames, specs = assemble(con, campaign, entries, ev, config.n_levels)
             champion = current_champion(con, campaign)
-        random = evaluate_policies({}, *ev.logged, with_random=True, log=_log(context), **ev.kwargs(config, campaign))
+        random = evaluate_random(*ev.logged, log=log_to(context), **ev.kwargs(config, campaign))
         random["run_id"] = context.run_id
         entries.append({"model": RANDOM_MODEL, "model_version": RANDOM_VERSION, "evaluation_run_id": context.run_id,
                         "status": "evaluated", "reason": None})

@@ -27,15 +27,14 @@ import numpy as np
 import pandas as pd
 
 from promo_assets import results
-from promo_assets.artifacts import ArtifactMissingError, content_version
+from promo_assets.artifacts import content_version
 from promo_assets.causal.checks import cannot_learn, frame_checks
 from promo_assets.ingestion import day_files, load_config
 from promo_assets.ingestion.frames import FrameUsers, PopulationFile
-from promo_assets.models import ModelInputError, ModelSkipped, ResponseModel, TrainingData, registry
+from promo_assets.models import ModelSkipped, ResponseModel, TrainingData, registry
 from promo_assets.orchestration.campaign_assets import (
     COMMON,
     _jsonable,
-    _log,
     _model_metadata,
     coefficient_arrays,
     evaluation_inputs,
@@ -46,7 +45,15 @@ from promo_assets.orchestration.campaign_assets import (
     results_write,
     upstream,
 )
-from promo_assets.orchestration.common import LandingResource, WarehouseResource, connect, for_people, md_table
+from promo_assets.orchestration.common import (
+    LandingResource,
+    WarehouseResource,
+    connect,
+    domain_errors,
+    for_people,
+    log_to,
+    md_table,
+)
 from promo_assets.orchestration.resources import DaskResource
 from promo_assets.allocation.stored import StoredCoefficients, decide_into_allocation, sampled_frontier
 from promo_assets.warehouse import registered, sql
@@ -83,14 +90,6 @@ def chain_keys(model: ResponseModel) -> list[dg.AssetKey]:
     """Every asset key of `model`'s chain, in order."""
     phases = ["model"] if len(model.phases) == 1 else list(model.phases)
     return [key(model.name, p) for p in phases + list(CHAIN)]
-
-
-def _fail(exc: Exception) -> dg.Failure:
-    return dg.Failure(str(exc))
-
-
-# domain errors: the asset fails with their message (a missing or tampered artefact included)
-DOMAIN_ERRORS = (ModelInputError, ValueError, ArtifactMissingError)
 
 
 # --------------------------------------------------------------------------------------------
@@ -168,10 +167,8 @@ def fit_phase(context, warehouse, landing, model: type[ResponseModel], phase: st
     previous = meta = None
     if previous_key is not None:
         _, meta, _ = upstream(context, previous_key)
-        try:
+        with domain_errors():  # a missing or tampered artefact: its message
             previous = model.load(meta["model_version"])
-        except DOMAIN_ERRORS as exc:
-            raise _fail(exc) from None
     with connect(warehouse) as con:
         data = training_data(con, landing, campaign, model, config)
     blocked = cannot_learn(frame_checks(data.frame, config))  # training_frame's data checks: nothing to learn
@@ -179,12 +176,11 @@ def fit_phase(context, warehouse, landing, model: type[ResponseModel], phase: st
         return None, blocked
     start = time.perf_counter()
     try:
-        fitted = registry.for_campaign(model.name, config).fit_phase(data, phase, previous, log=_log(context))
-        fitted.save()  # content-addressed: the same weights always get the same version
+        with domain_errors():
+            fitted = registry.for_campaign(model.name, config).fit_phase(data, phase, previous, log=log_to(context))
+            fitted.save()  # content-addressed: the same weights always get the same version
     except ModelSkipped as exc:
         return None, str(exc)
-    except DOMAIN_ERRORS as exc:
-        raise _fail(exc) from None
     metadata = _model_metadata(fitted.model_, time.perf_counter() - start)
     metadata.update({**data.input_versions, **report_metadata(fitted.report_)})
     if previous is not None:
@@ -229,7 +225,7 @@ def score(con, context, campaign: str, model_name: str, fitted, target: str, use
           dask: DaskResource) -> int:
     """Score `users` (a PopulationFile or FrameUsers) chunk by chunk as they are read (as Dask tasks
     when the run has a Dask scheduler) and store their coefficients (replacing this version's rows)."""
-    from promo_assets.allocation.chunked import ChunkError, map_frame_stream, predict_chunk
+    from promo_assets.allocation.chunked import map_frame_stream, predict_chunk
 
     from promo_assets.models.base import negative_cost_problem
 
@@ -238,11 +234,11 @@ def score(con, context, campaign: str, model_name: str, fitted, target: str, use
     n, done = users.n_users, 0
     client = dask.client()
     rows = SCORING_CHUNK if client is None else dask.chunk_rows(n)
-    try:
+    with domain_errors():
         for part, (values, costs) in map_frame_stream(predict_chunk, fitted, users.frames(rows), client=client):
             problem = negative_cost_problem(model_name, config, costs, part["user_id"].to_numpy())
             if problem:
-                raise _fail(ValueError(problem))
+                raise dg.Failure(problem)
             chunk_df = pd.DataFrame({
                 "user_id": np.repeat(part["user_id"].to_numpy(), k),
                 "level": np.tile(np.arange(k, dtype=np.int32), len(part)),
@@ -253,8 +249,6 @@ def score(con, context, campaign: str, model_name: str, fitted, target: str, use
                 con.execute(sql("frames", "insert_coefficients"), [campaign, model_name, fitted.version_, target])
             done += len(part)
             context.log.info(f"{model_name} [{target}]: scored {done}/{n} users")
-    except ChunkError as exc:
-        raise _fail(exc) from None
     return done
 
 
@@ -284,15 +278,13 @@ def coefficients_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
         campaign = context.partition_key
         config = load_config(landing.path, campaign)
         _, meta, _ = upstream(context, fitted_key)
-        try:
+        with domain_errors():
             fitted = model.load(meta["model_version"])
             with connect(warehouse) as con:
                 pop, holdout, source, frame_version = scoring_targets(con, context, landing, campaign)
                 with results_write(context, con, campaign, "response_coefficients"):
                     n_pop = score(con, context, campaign, model.name, fitted, "population", pop, config, dask)
                     n_hold = score(con, context, campaign, model.name, fitted, "holdout", holdout, config, dask)
-        except DOMAIN_ERRORS as exc:
-            raise _fail(exc) from None
         version = _version(fitted.version_, frame_version, source, n_pop)
         return dg.MaterializeResult(
             metadata={"model_version": fitted.version_, "frame_version": frame_version, "population_source": source,
@@ -313,32 +305,29 @@ def solve_duals(context, con, campaign: str, model: str, version: str, config,
     points (of a sample beyond `stored.FRONTIER_USERS` users) and the infeasible budgets (stored in
     infeasible_budget)."""
     from promo_assets.allocation import InfeasibleBudgetError
-    from promo_assets.allocation.chunked import ChunkError, solve_chunked, tie_share_chunked
+    from promo_assets.allocation.chunked import solve_chunked, tie_share_chunked
 
     from promo_assets.allocation import check_solve_size
 
     client, source = population_source(con, campaign, model, version, config, dask)
     n = source.n_users
-    try:
+    with domain_errors():
         check_solve_size(n, config.n_levels)  # the cap per solve, before the frontier's passes
-    except ValueError as exc:
-        raise _fail(exc) from None
-    fr, n_fr = sampled_frontier(source, client=client)
+        fr, n_fr = sampled_frontier(source, client=client)
     idx = np.unique(np.linspace(0, len(fr.costs) - 1, 12).round().astype(int))
     curve = [{"lambda_": float(fr.lambdas[i]), "cost_per_capita": float(fr.costs[i]) / n_fr,
               "value_per_capita": float(fr.values[i]) / n_fr} for i in idx]
     rows, infeasible = [], []
     for b in budgets(config):
         try:
-            res = solve_chunked(source, b, per_capita=True, client=client, log=context.log.info,
-                                levels=False)  # λ* only: the levels are the allocation asset's
-            share = tie_share_chunked(source, res.lambda_, b * n, client=client)
+            with domain_errors():
+                res = solve_chunked(source, b, per_capita=True, client=client, log=context.log.info,
+                                    levels=False)  # λ* only: the levels are the allocation asset's
+                share = tie_share_chunked(source, res.lambda_, b * n, client=client)
         except InfeasibleBudgetError as exc:
             context.log.warning(f"{model}: budget_per_capita {b:g} skipped: {exc}; the other budgets are solved")
             infeasible.append(results.record_infeasible(con, campaign, model, version, b, exc, context.run_id))
             continue
-        except ChunkError as exc:
-            raise _fail(exc) from None
         con.execute(sql("frames", "insert_dual"), [campaign, model, version, b, float(res.lambda_), float(res.value),
                                                    float(res.cost), float(res.dual_bound), n, context.run_id, share])
         rows.append({"budget_per_capita": b, "lambda_": float(res.lambda_), "tie_share": share,
@@ -360,17 +349,14 @@ def allocate(con, context, campaign: str, model: str, run_id: str, version: str,
     """The population's levels at the λ* budget_dual stored in run `run_id`, written to allocation chunk
     by chunk (`stored.decide_into_allocation`, on the run's Dask cluster when it has one): the rows of
     the metadata table, the infeasible budgets and the lineage."""
-    from promo_assets.allocation.chunked import ChunkError
 
     duals, infeasible, lineage = stored_duals(con, campaign, model, run_id, version, dual_version)
     client, source = population_source(con, campaign, model, version, config, dask)
     rows = []
     for b, lam, share in duals:
-        try:
+        with domain_errors():
             got = decide_into_allocation(con, source, [campaign, model, version, b, context.run_id], lam, share,
                                          config.incentives, client=client)
-        except ChunkError as exc:
-            raise _fail(exc) from None
         share_of = got["level_counts"] / max(got["users"], 1)
         rows.append({"budget_per_capita": b, "users": got["users"], "cost_per_capita": got["cost"] / max(got["users"], 1),
                      **{f"share {lab}": round(float(s), 3) for lab, s in zip(config.labels, share_of)}})  # levels in order
@@ -417,17 +403,15 @@ def stored_decisions(con, campaign: str, model: str, target: str, k: int, run_id
     `target`, {budget: levels at λ* (decide_at; chunked, on the run's Dask cluster when it has one), or
     the infeasible budget's message} and the lineage."""
     from promo_assets.allocation import decide_at
-    from promo_assets.allocation.chunked import ArraySource, ChunkError, decide_at_chunked
+    from promo_assets.allocation.chunked import ArraySource, decide_at_chunked
 
     users, values, costs = coefficient_arrays(con, campaign, model, version, target, k)
     duals, infeasible, lineage = stored_duals(con, campaign, model, run_id, version, dual_version)
     client = dask.client()
-    try:
+    with domain_errors():
         decisions = {float(b): decide_at(values, costs, lam, share, seed=0) if client is None else
                      decide_at_chunked(ArraySource(values, costs, dask.chunk_rows(len(values))), lam, share, seed=0,
                                        client=client) for b, lam, share in duals}
-    except ChunkError as exc:
-        raise _fail(exc) from None
     decisions.update({float(b): f"budget {b:g} per capita cannot be met: {msg}" for b, msg in infeasible})
     return users, values, costs, decisions, lineage
 
@@ -489,7 +473,7 @@ def evaluation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
               "oracle for simulated campaigns). Table policy_evaluation (history kept per model).")
     def _evaluation(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource,
                     dask: DaskResource):
-        from promo_assets.evaluation import evaluate_policies, leaderboard_markdown
+        from promo_assets.evaluation import evaluate_models, leaderboard_markdown
 
         campaign = context.partition_key
         config = load_config(landing.path, campaign)
@@ -501,8 +485,8 @@ def evaluation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
                 made["budget_dual_version"], dask)
         v, c = ev.align(users, values, costs, model.name)
         hold = {model.name: {b: d if isinstance(d, str) else ev.align_levels(users, d) for b, d in decisions.items()}}
-        rows = evaluate_policies({model.name: (lineage["model_version"], v, c)}, *ev.logged, decisions=hold,
-                                 with_random=False, log=_log(context), **ev.kwargs(config, campaign))
+        rows = evaluate_models({model.name: (lineage["model_version"], v, c)}, *ev.logged, decisions=hold,
+                               log=log_to(context), **ev.kwargs(config, campaign), **ev.curve_kwargs(config))
         rows["run_id"] = context.run_id
         segments, segment_meta = segment_outputs(ev, config, model.name, lineage["model_version"], v, hold[model.name])
         with connect(warehouse) as con, results_write(context, con, campaign, "policy_evaluation"), \
