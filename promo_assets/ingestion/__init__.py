@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import hashlib
 import logging
 import os
 import re
@@ -32,7 +33,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from promo_assets import files, settings
-from promo_assets.campaign import CampaignConfig, CampaignConfigError, usable_campaign_folder
+from promo_assets.campaign import (
+    CampaignConfig,
+    CampaignConfigError,
+    campaign_yaml_text,
+    parse_campaign_yaml,
+    usable_campaign_folder,
+)
 from promo_assets.errors import DomainError
 from promo_assets.warehouse import quote_ident, schema_columns, sql, table_columns, transaction
 
@@ -194,10 +201,37 @@ def load_config(landing: Path, campaign: str) -> CampaignConfig:
     `models:` and `champion:` blocks name, checked by the model registry (`registry.check_config`:
     registered model names, each model's hyper-parameters and their values). CampaignConfigError
     names every problem. This is where the pipeline and the CLI read a campaign's config."""
+    path = Path(landing) / campaign / "campaign.yaml"
+    return _validated_config(path, campaign, campaign_yaml_text(path))
+
+
+def cached_config(landing: Path, campaign: str) -> CampaignConfig:
+    """`load_config`, parsed and validated once per content of the file: campaign.yaml's text is
+    read (bounded, like every read) and hashed at each call, and a text already validated in this
+    process returns the same (immutable) CampaignConfig without parsing it again. The assets of a
+    run read their campaign's config here (`LandingResource.config`): one parse per campaign and
+    run, and a changed file is read as changed."""
+    path = Path(landing) / campaign / "campaign.yaml"
+    text = campaign_yaml_text(path)
+    key = (str(path), campaign, hashlib.sha256(text.encode()).hexdigest())
+    config = _CONFIGS.get(key)
+    if config is None:
+        config = _validated_config(path, campaign, text)
+        if len(_CONFIGS) >= _CONFIGS_KEPT:
+            _CONFIGS.clear()
+        _CONFIGS[key] = config
+    return config
+
+
+_CONFIGS: dict[tuple[str, str, str], CampaignConfig] = {}  # (path, campaign, sha256 of the text) -> config
+_CONFIGS_KEPT = 256
+
+
+def _validated_config(path: Path, campaign: str, text: str) -> CampaignConfig:
     from promo_assets.models import registry  # the models know the campaign config, never the other way round
 
-    path = landing / campaign / "campaign.yaml"
-    config = CampaignConfig.load(path, campaign=campaign)
+    raw = parse_campaign_yaml(text, path)
+    config = CampaignConfig.from_dict({} if raw is None else raw, campaign=campaign, source=str(path))
     problems = registry.check_config(config)
     if problems:
         head = f"{len(problems)} problems: " if len(problems) > 1 else ""

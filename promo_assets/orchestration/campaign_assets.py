@@ -16,7 +16,7 @@ import pandas as pd
 
 from promo_assets import results, settings
 from promo_assets.artifacts import content_version
-from promo_assets.ingestion import load_config, loaded_features
+from promo_assets.ingestion import loaded_features
 from promo_assets.orchestration.common import (
     WAREHOUSE_POOL,
     LandingResource,
@@ -134,7 +134,7 @@ def propensity(context: dg.AssetExecutionContext, warehouse: WarehouseResource, 
     from promo_assets.causal.frame import event_propensity
 
     campaign = context.partition_key
-    config = load_config(landing.path, campaign)
+    config = landing.config(campaign)
     with connect(warehouse) as con:
         numeric, categorical = feature_spec(con, campaign)
         events = con.execute(
@@ -213,7 +213,7 @@ def training_frame(context: dg.AssetExecutionContext, warehouse: WarehouseResour
     from promo_assets.causal.frame import split_and_weights
 
     campaign = context.partition_key
-    config = load_config(landing.path, campaign)
+    config = landing.config(campaign)
     with connect(warehouse) as con:
         events = con.execute(sql("frames", "propensity_events"), [campaign]).df()
         split, weights = split_and_weights(events, events["propensity"].to_numpy(), config)
@@ -319,7 +319,7 @@ def _outcome_predictions(context, config, train: pd.DataFrame, holdout: pd.DataF
 )
 def outcome_model(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
     campaign = context.partition_key
-    config = load_config(landing.path, campaign)
+    config = landing.config(campaign)
     with connect(warehouse) as con:
         numeric, categorical = feature_spec(con, campaign)
         columns = _columns(numeric, categorical)

@@ -23,7 +23,7 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from promo_assets.ingestion import day_files, load_config
+from promo_assets.ingestion import day_files
 from promo_assets.orchestration.campaign_assets import (
     COMMON,
     coefficient_arrays,
@@ -152,7 +152,7 @@ def champion(context: dg.AssetExecutionContext, warehouse: WarehouseResource, la
     from promo_assets.evaluation.champion import ChampionSettings, choose_champion, truth_audit
 
     campaign = context.partition_key
-    config = load_config(landing.path, campaign)
+    config = landing.config(campaign)
     budgets = [float(b) for b in config.budgets_per_capita]
     settings = ChampionSettings.from_config(config.champion)
     ev, evidence, versions, incumbent, board_run, board_version = champion_inputs(context, warehouse, landing, campaign,
@@ -340,7 +340,7 @@ def decisions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, l
     from promo_assets.decisions import Exploration, champion_freshness
 
     campaign = context.partition_key
-    config = load_config(landing.path, campaign)
+    config = landing.config(campaign)
     champ_run, _, champ_version = upstream(context, "champion")
     exploration = Exploration.from_config(config.exploration)
     row, info, users, values, costs, day, newest, evidence = decision_inputs(warehouse, campaign, champ_run,
@@ -371,7 +371,7 @@ def outbox(context: dg.AssetExecutionContext, warehouse: WarehouseResource, land
     from promo_assets.decisions import ExportError, OutboxError, export_stored
 
     campaign = context.partition_key
-    config = load_config(landing.path, campaign)
+    config = landing.config(campaign)
     run_id, _, version = upstream(context, "decisions")
     try:
         with connect(warehouse) as con:
@@ -400,7 +400,7 @@ def campaign_report(context: dg.AssetExecutionContext, warehouse: WarehouseResou
     from promo_assets.report import ReportError, gather, render, write_report
 
     campaign = context.partition_key
-    config = load_config(landing.path, campaign)
+    config = landing.config(campaign)
     board_run, _, _ = upstream(context, "leaderboard")
     champion_run, _, _ = upstream(context, "champion")
     decisions_run, _, version = upstream(context, "decisions")

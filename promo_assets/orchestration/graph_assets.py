@@ -16,7 +16,7 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from promo_assets.campaign import CampaignConfig, CampaignConfigError
+from promo_assets.campaign import CampaignConfig
 from promo_assets.ingestion import merchants as ingest_merchants
 from promo_assets.ingestion.merchants import MerchantConfig
 from promo_assets.orchestration.campaign_assets import (
@@ -50,11 +50,10 @@ GRAPH = dict(partitions_def=campaign_partitions, pool=WAREHOUSE_POOL, group_name
 
 
 def merchant_config(landing: LandingResource, campaign: str) -> tuple[CampaignConfig, MerchantConfig]:
-    """`promo_assets.ingestion.merchants.merchant_config`; a bad campaign.yaml fails the asset."""
-    try:
-        return ingest_merchants.merchant_config(landing.path, campaign)
-    except CampaignConfigError as exc:
-        raise dg.Failure(str(exc)) from None
+    """The campaign's config (`LandingResource.config`) and its `merchants:` block; a bad campaign.yaml
+    fails the asset."""
+    config = landing.config(campaign)
+    return config, MerchantConfig(config, landing.path / campaign / "campaign.yaml")
 
 
 # --------------------------------------------------------------------------------------------

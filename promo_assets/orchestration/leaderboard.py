@@ -11,7 +11,6 @@ the UI it follows any model's evaluation (its automation condition)."""
 import dagster as dg
 import pandas as pd
 
-from promo_assets.ingestion import load_config
 from promo_assets.models import registry
 from promo_assets.orchestration.campaign_assets import (
     COMMON,
@@ -181,7 +180,7 @@ def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
         from promo_assets.causal.checks import frame_checks
 
         campaign = context.partition_key
-        config = load_config(landing.path, campaign)
+        config = landing.config(campaign)
         with connect(warehouse) as con:
             frame_version = con.execute(sql("frames", "frame_version"), [campaign]).fetchone()[0]
             checks = frame_checks(con.execute(sql("frames", "training_frame", columns=""), [campaign]).df(), config)

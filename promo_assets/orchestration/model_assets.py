@@ -29,7 +29,7 @@ import pandas as pd
 from promo_assets import results
 from promo_assets.artifacts import content_version
 from promo_assets.causal.checks import cannot_learn, frame_checks
-from promo_assets.ingestion import day_files, load_config
+from promo_assets.ingestion import day_files
 from promo_assets.ingestion.frames import FrameUsers, PopulationFile
 from promo_assets.models import ModelSkipped, ResponseModel, TrainingData, registry
 from promo_assets.orchestration.campaign_assets import (
@@ -160,7 +160,7 @@ def fit_phase(context, warehouse, landing, model: type[ResponseModel], phase: st
     """Train one phase of `model` built with campaign.yaml's `models.params.<model>`; returns (fitted,
     metadata) or (None, reason) when the model does not apply."""
     campaign = context.partition_key
-    config = load_config(landing.path, campaign)
+    config = landing.config(campaign)
     reason = registry.skip_reason(model.name, config)
     if reason is not None:
         return None, reason
@@ -276,7 +276,7 @@ def coefficients_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
     def _coefficients(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource,
                       dask: DaskResource):
         campaign = context.partition_key
-        config = load_config(landing.path, campaign)
+        config = landing.config(campaign)
         _, meta, _ = upstream(context, fitted_key)
         with domain_errors():
             fitted = model.load(meta["model_version"])
@@ -383,7 +383,7 @@ def dual_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
     def _dual(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource,
               dask: DaskResource):
         campaign = context.partition_key
-        config = load_config(landing.path, campaign)
+        config = landing.config(campaign)
         _, meta, coef_version = upstream(context, coef_key)
         version = meta["model_version"]
         with connect(warehouse) as con, results_write(context, con, campaign, "budget_dual", "infeasible_budget"):
@@ -442,7 +442,7 @@ def allocation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
     def _allocation(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource,
                     dask: DaskResource):
         campaign = context.partition_key
-        config = load_config(landing.path, campaign)
+        config = landing.config(campaign)
         run_id, meta, dual_version = upstream(context, dual_key)
         with connect(warehouse) as con, results_write(context, con, campaign, "allocation"):
             rows, infeasible, lineage = allocate(con, context, campaign, model.name, run_id, meta["model_version"],
@@ -476,7 +476,7 @@ def evaluation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
         from promo_assets.evaluation import evaluate_models, leaderboard_markdown
 
         campaign = context.partition_key
-        config = load_config(landing.path, campaign)
+        config = landing.config(campaign)
         _, made, alloc_version = upstream(context, alloc_key)  # the decision the allocation applied
         with connect(warehouse) as con:
             ev = evaluation_inputs(context, con, landing, campaign, config)
