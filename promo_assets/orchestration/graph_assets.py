@@ -37,7 +37,7 @@ from promo_assets.orchestration.common import (
 )
 from promo_assets.orchestration.conditions import CAMPAIGN_CONDITION, INGESTION_CONDITION
 from promo_assets.orchestration.ingest_assets import DayRange, days_metadata, ingest_days
-from promo_assets.warehouse import registered, sql
+from promo_assets.store import graph as graph_store
 
 MODEL_NAME = "gnn_hazard"  # the registered model (promo_assets.models.registry) whose chain the joint allocation reads
 MODEL_KEY = dg.AssetKey([MODEL_NAME, "model"])
@@ -121,11 +121,9 @@ def read_graph(con, campaign: str, normalizer: str | None):
     from promo_assets.graph import build_graph
     from promo_assets.graph.warehouse_io import features_frame
 
-    c = con.execute(sql("graph", "graph_customers"), [campaign]).df()
+    c, m, edges = graph_store.graph_tables(con, campaign)
     if c.empty:
         return None, None
-    m = con.execute(sql("graph", "graph_merchants"), [campaign]).df()
-    edges = con.execute(sql("graph", "graph_edges"), [campaign]).df()
     numeric, categorical = feature_spec(con, campaign)
     customers = features_frame(c["user_id"], c["features"], "user_id")
     merchants = features_frame(m["merchant_id"], m["features"], "merchant_id")
@@ -148,7 +146,7 @@ def graph_inputs(con, landing: LandingResource, campaign: str):
     graph, graph_version = read_graph(con, campaign, mconf.normalizer)
     if graph is None:
         return None, None, None
-    return graph, graph_version, con.execute(sql("graph", "campaign_merchant_events"), [campaign]).df()
+    return graph, graph_version, graph_store.merchant_events(con, campaign)
 
 
 # --------------------------------------------------------------------------------------------
@@ -175,9 +173,8 @@ def merchant_coefficients(context: dg.AssetExecutionContext, warehouse: Warehous
     model = registry.get(MODEL_NAME).load(version).model_  # the fitted TrainedGraphModel
     with connect(warehouse) as con:
         coef_df = model.coefficients("merchant")
-        with results_write(context, con, campaign, "merchant_coefficients"), registered(con, "coef_df", coef_df):
-            con.execute(sql("graph", "delete_merchant_coefficients"), [campaign, MODEL_NAME, version])
-            con.execute(sql("graph", "insert_merchant_coefficients"), [campaign, MODEL_NAME, version])
+        with results_write(context, con, campaign, "merchant_coefficients"):
+            graph_store.replace_merchant_coefficients(con, campaign, MODEL_NAME, version, coef_df)
     per_level = coef_df.groupby(["level", "incentive"], as_index=False)[["response", "cost"]].mean()
     return dg.MaterializeResult(
         data_version=dg.DataVersion(version),
@@ -195,7 +192,7 @@ def _joint_inputs(warehouse: WarehouseResource, campaign: str, config, mconf, ve
 
     with connect(warehouse) as con:
         users, vc, cc = coefficient_arrays(con, campaign, MODEL_NAME, version, "population", config.n_levels)
-        m = con.execute(sql("graph", "merchant_coefficients"), [campaign, MODEL_NAME, version]).df()
+        m = graph_store.merchant_coefficients(con, campaign, MODEL_NAME, version)
     model = load_graph_model(version)
     source = "response_coefficients (population)"
     if len(users) == 0:  # response_coefficients did not score gnn_hazard: every graph customer from the model
@@ -231,11 +228,7 @@ def _write_joint(context, warehouse: WarehouseResource, campaign: str, version: 
     eval_df = pd.DataFrame(rows)
     alloc_df = pd.concat(levels, ignore_index=True) if levels else None
     with connect(warehouse) as con, results_write(context, con, campaign, "joint_allocation", "joint_allocation_evaluation"):
-        if alloc_df is not None:
-            with registered(con, "alloc_df", alloc_df):
-                con.execute(sql("graph", "insert_joint_allocation"), [campaign, version, context.run_id])
-        with registered(con, "eval_df", eval_df):
-            con.execute(sql("graph", "insert_joint_evaluation"))
+        graph_store.write_joint(con, campaign, version, context.run_id, alloc_df, eval_df)
 
 
 JOINT_SHOWN = ["ratio_budget", "joint_value", "independent_value", "joint_cost", "independent_cost",

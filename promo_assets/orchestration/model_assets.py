@@ -14,8 +14,8 @@ materializes nothing (output_required=False), records the reason (table model_sk
 AssetObservation) and Dagster skips the rest of its chain. A model that raises fails its own chain
 only. Every asset reads "the model of this chain" from the materialization Dagster recorded for its
 upstream asset (its run and versions), never "the latest" of a table; each names the exact upstream
-versions in its metadata and its data version. The logic lives in the domain packages; helpers here
-only read and write the warehouse.
+versions in its metadata and its data version. The logic lives in the domain packages; the
+warehouse is read and written through the named functions of promo_assets.store.
 """
 
 
@@ -56,7 +56,8 @@ from promo_assets.orchestration.common import (
 )
 from promo_assets.orchestration.resources import DaskResource
 from promo_assets.allocation.stored import StoredCoefficients, decide_into_allocation, sampled_frontier
-from promo_assets.warehouse import registered, sql
+from promo_assets.store import frames as frames_store
+from promo_assets.store import models as models_store
 
 SCORING_CHUNK = 50_000
 CHAIN = ("response_coefficients", "budget_dual", "allocation", "policy_evaluation")
@@ -100,7 +101,7 @@ def training_data(con, landing: LandingResource, campaign: str, model: type[Resp
     """The campaign's training frame (and, for a model that needs it, the customer–merchant graph)."""
     frame, numeric, categorical = read_training_frame(con, campaign)
     data = TrainingData(config=config, frame=frame, numeric=numeric, categorical=categorical,
-                        frame_version=con.execute(sql("frames", "frame_version"), [campaign]).fetchone()[0],
+                        frame_version=frames_store.frame_version(con, campaign),
                         campaign_dir=landing.path / campaign)
     if model.needs_graph:
         from promo_assets.orchestration.graph_assets import graph_inputs
@@ -114,7 +115,7 @@ def record_skip(context, warehouse: WarehouseResource, model: str, reason: str) 
     phase asset and those Dagster then skips), so that each asset's page says why."""
     campaign = context.partition_key
     with connect(warehouse) as con, results_write(context, con, campaign, "model_skips"):
-        con.execute(sql("frames", "insert_skip"), [campaign, model, reason, context.run_id])
+        models_store.record_skip(con, campaign, model, reason, context.run_id)
     context.log.warning(f"{campaign}: {model} skipped: {reason}")
     own, others = context.asset_key, [k for k in chain_keys(registry.get(model)) if k != context.asset_key]
     for other in others:
@@ -139,8 +140,8 @@ def register_model(context, warehouse: WarehouseResource, fitted: ResponseModel,
     """Register the saved artefact for this run (one transaction)."""
     campaign = context.partition_key
     with connect(warehouse) as con, results_write(context, con, campaign, "model_registry"):
-        con.execute(sql("frames", "insert_model"), [campaign, fitted.fitted_name_, fitted.version_, data_version,
-                                                    json.dumps(_jsonable(fitted.metrics_)), context.run_id])
+        models_store.register_model(con, campaign, fitted.fitted_name_, fitted.version_, data_version,
+                                    json.dumps(_jsonable(fitted.metrics_)), context.run_id)
 
 
 def report_metadata(report: dict) -> dict:
@@ -230,7 +231,7 @@ def score(con, context, campaign: str, model_name: str, fitted, target: str, use
     from promo_assets.models.base import negative_cost_problem
 
     k = config.n_levels
-    con.execute(sql("frames", "delete_coefficients"), [campaign, model_name, fitted.version_, target])
+    models_store.clear_coefficients(con, campaign, model_name, fitted.version_, target)
     n, done = users.n_users, 0
     client = dask.client()
     rows = SCORING_CHUNK if client is None else dask.chunk_rows(n)
@@ -245,8 +246,7 @@ def score(con, context, campaign: str, model_name: str, fitted, target: str, use
                 "value": np.asarray(values, dtype=np.float64).ravel(),
                 "cost": np.asarray(costs, dtype=np.float64).ravel(),
             })
-            with registered(con, "chunk_df", chunk_df):
-                con.execute(sql("frames", "insert_coefficients"), [campaign, model_name, fitted.version_, target])
+            models_store.add_coefficients(con, campaign, model_name, fitted.version_, target, chunk_df)
             done += len(part)
             context.log.info(f"{model_name} [{target}]: scored {done}/{n} users")
     return done
@@ -261,7 +261,7 @@ def scoring_targets(con, context, landing, campaign: str) -> tuple[PopulationFil
     source = "holdout users (no population file)" if pop is None else str(pop.path)
     if pop is not None and pop.absent:  # a feature of some loaded days only: NULL, like on the days without it
         context.log.warning(f"{source}: no column {', '.join(map(repr, pop.absent))}; NULL for every user")
-    return holdout if pop is None else pop, holdout, source, con.execute(sql("frames", "frame_version"), [campaign]).fetchone()[0]
+    return holdout if pop is None else pop, holdout, source, frames_store.frame_version(con, campaign)
 
 
 def coefficients_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
@@ -328,8 +328,7 @@ def solve_duals(context, con, campaign: str, model: str, version: str, config,
             context.log.warning(f"{model}: budget_per_capita {b:g} skipped: {exc}; the other budgets are solved")
             infeasible.append(results.record_infeasible(con, campaign, model, version, b, exc, context.run_id))
             continue
-        con.execute(sql("frames", "insert_dual"), [campaign, model, version, b, float(res.lambda_), float(res.value),
-                                                   float(res.cost), float(res.dual_bound), n, context.run_id, share])
+        models_store.record_dual(con, campaign, model, version, b, res, n, context.run_id, share)
         rows.append({"budget_per_capita": b, "lambda_": float(res.lambda_), "tie_share": share,
                      "value_per_capita": res.value / n, "cost_per_capita": res.cost / n,
                      "dual_gap": float(res.dual_bound - res.value)})
@@ -419,8 +418,7 @@ def stored_decisions(con, campaign: str, model: str, target: str, k: int, run_id
 def stored_duals(con, campaign: str, model: str, run_id: str, version: str, dual_version: str | None):
     """(λ* and tie share per budget, infeasible budgets) that budget_dual stored in run `run_id` for
     model `version`, and the lineage."""
-    duals = con.execute(sql("frames", "duals_of_run"), [campaign, model, version, run_id]).fetchall()
-    infeasible = con.execute(sql("frames", "infeasible_of_run"), [campaign, model, version, run_id]).fetchall()
+    duals, infeasible = models_store.duals_of_run(con, campaign, model, version, run_id)
     if not duals and not infeasible:
         raise dg.Failure(f"{key(model, 'budget_dual').to_user_string()} of run {run_id} left no λ* for {model} "
                          f"{version} (its run failed and its rows were removed): re-materialize it")
@@ -489,11 +487,8 @@ def evaluation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
                                log=log_to(context), **ev.kwargs(config, campaign), **ev.curve_kwargs(config))
         rows["run_id"] = context.run_id
         segments, segment_meta = segment_outputs(ev, config, model.name, lineage["model_version"], v, hold[model.name])
-        with connect(warehouse) as con, results_write(context, con, campaign, "policy_evaluation"), \
-                registered(con, "eval_df", rows), registered(con, "segment_df", segments):
-            con.execute(sql("frames", "insert_evaluation"))
-            if len(segments):
-                con.execute(sql("frames", "insert_segment_evaluation"), [campaign, context.run_id])
+        with connect(warehouse) as con, results_write(context, con, campaign, "policy_evaluation"):
+            models_store.write_evaluation(con, rows, segments, campaign, context.run_id)
         versions = {**lineage, "allocation_version": alloc_version, **ev.versions}
         return dg.MaterializeResult(
             metadata={**versions, "evaluation": dg.MetadataValue.md(leaderboard_markdown(rows)),
