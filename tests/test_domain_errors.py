@@ -65,7 +65,7 @@ def _numpy_bug():
     return np.ones(3) + np.ones(4)  # ValueError raised inside numpy
 
 
-def _step_error(fn):
+def _failed_run(fn):
     @dg.asset
     def broken():
         with domain_errors():
@@ -73,7 +73,11 @@ def _step_error(fn):
 
     result = dg.materialize([broken], raise_on_error=False)
     assert not result.success
-    (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    return result
+
+
+def _step_error(fn):
+    (failure,) = [e for e in _failed_run(fn).all_events if e.event_type_value == "STEP_FAILURE"]
     return failure.event_specific_data.error
 
 
@@ -101,3 +105,19 @@ def test_a_domain_error_shows_its_message_alone_in_the_dagster_run():
     assert failure and "frame has no column 'level'" in failure[0].message
     assert failure[0].cause is None  # raised from None: no second stack under the message
     assert not any(x.cls_name == "ModelInputError" for x in chain)
+
+
+def test_promo_run_prints_one_line_per_failed_step_without_a_stack():
+    """`promo run` reports a failed step by its message (the domain error's alone; an unexpected
+    error's class and message), never a stack trace: the stack stays in the Dagster run."""
+    from promo_assets.cli import _failure_messages
+
+    def bad_input():
+        raise ModelInputError("frame has no column 'level'")
+
+    domain = _failure_messages(_failed_run(bad_input))
+    bug = _failure_messages(_failed_run(_numpy_bug))
+    assert domain == ["broken: frame has no column 'level'"]
+    assert len(bug) == 1 and bug[0].startswith("broken: ") and "operands could not be broadcast" in bug[0]
+    for text in domain + bug:
+        assert "Traceback" not in text and 'File "' not in text
