@@ -344,8 +344,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     import dagster as dg
 
     from promo_assets.definitions import build_defs
-    from promo_assets.orchestration.common import register_partitions
-    from promo_assets.orchestration.recovery import process_tags, recover_dead_runs
+    from promo_assets.defs.common import register_partitions
+    from promo_assets.defs.recovery import process_tags, recover_dead_runs
 
     signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops a `promo run` waiting on the pool like Ctrl-C
     instance = dg.DagsterInstance.get()
@@ -353,7 +353,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Dagster's pool makes their warehouse steps wait for each other. What Dagster cannot do: its
     # run monitoring is a daemon feature that never sees a `promo run` process killed with its
     # in-process run, which stays STARTED holding its `warehouse` pool slot; so those runs are
-    # marked failed and their slots freed here first (orchestration/recovery.py).
+    # marked failed and their slots freed here first (defs/recovery.py).
     for line in recover_dead_runs(instance):
         print(f"recovered {line}")
     register_partitions(instance, campaigns=campaigns)
@@ -408,7 +408,7 @@ def _ingest_run_config(run_config: dict, day_range: dict[str, str]) -> dict:
     """The run config with the --from / --to range for every ingestion asset (their DayRange)."""
     if not day_range:
         return run_config
-    from promo_assets.orchestration.common import INGESTION_ASSETS
+    from promo_assets.defs.common import INGESTION_ASSETS
 
     return {**run_config, "ops": {name: {"config": dict(day_range)} for name in INGESTION_ASSETS}}
 
@@ -504,7 +504,7 @@ def _run_refresh(defs, campaign, instance, verbose: bool, tags: dict[str, str], 
     second run, as the UI's automation does; then the decisions by `decision_job`."""
     import dagster as dg
 
-    from promo_assets.orchestration.common import INGESTION_ASSETS
+    from promo_assets.defs.common import INGESTION_ASSETS
 
     left_out, board_key = _models_left_out(campaign), dg.AssetKey("leaderboard")
     chains = defs.resolve_job_def("campaign_job").asset_layer.executable_asset_keys
@@ -524,7 +524,7 @@ def _run_refresh(defs, campaign, instance, verbose: bool, tags: dict[str, str], 
                 failures.append(f"{campaign}: {line}")
     for model, reason in sorted(_skipped_models(campaign, result.run_id) + list(left_out.items())):
         print(f"{campaign}: {model} skipped: {reason}")
-    from promo_assets.orchestration.model_assets import record_left_out
+    from promo_assets.defs.models.assets import record_left_out
 
     record_left_out(instance, campaign, left_out)  # each left-out chain's asset pages say why
     board_ok = _materialized(result, board_key)
@@ -574,7 +574,7 @@ def _run_job(job, campaign, instance, verbose: bool, tags: dict[str, str], asset
     """Run a campaign-partitioned job; asset log lines (epochs, scoring chunks) are printed as they
     come. Its results rows then count (succeeded; the other models' rows when only some models'
     chains failed) or are deleted (failed): promo_assets.results."""
-    from promo_assets.orchestration.campaign_assets import failed_models
+    from promo_assets.defs.campaign.assets import failed_models
 
     result = job.execute_in_process(
         partition_key=campaign,

@@ -6,6 +6,6 @@ customer–merchant graph and the joint allocation).
 Each function takes an open DuckDB connection (the caller owns the connection and the transaction:
 `warehouse.connect` / `warehouse.transaction`), runs the named statements of the top-level `sql/`
 folder (`promo_assets.warehouse.sql(family, name)`) with bound parameters, and returns plain values
-or data frames. The orchestration layer calls these functions and never composes or executes a
-statement itself (tests/test_store_boundary.py). Domain code: never imports dagster.
+or data frames. The Dagster definitions (`promo_assets.defs`) call these functions and never compose
+or execute a statement themselves (tests/test_store_boundary.py). Domain code: never imports dagster.
 """

@@ -1,7 +1,7 @@
 """The automation conditions of the asset graph, in one place (Dagster's declarative automation).
 
 They replace the hand-written `downstream_refresh` run-status sensor, which watched `ingest_job`
-only. The `automation` sensor (automation.py) evaluates them in the code server (`use_user_code_server`:
+only. The `automation` sensor (jobs.py) evaluates them in the code server (`use_user_code_server`:
 one operand is Python code of this module; `dagster dev` runs the sensor);
 the UI's Automation page shows every evaluation, node by node, with the labels below.
 

@@ -32,7 +32,7 @@ from promo_assets.causal.checks import cannot_learn, frame_checks
 from promo_assets.ingestion import day_files
 from promo_assets.ingestion.frames import FrameUsers, PopulationFile
 from promo_assets.models import ModelSkipped, ResponseModel, TrainingData, registry
-from promo_assets.orchestration.campaign_assets import (
+from promo_assets.defs.campaign.assets import (
     COMMON,
     _jsonable,
     _model_metadata,
@@ -45,7 +45,7 @@ from promo_assets.orchestration.campaign_assets import (
     results_write,
     upstream,
 )
-from promo_assets.orchestration.common import (
+from promo_assets.defs.common import (
     LandingResource,
     WarehouseResource,
     connect,
@@ -54,7 +54,7 @@ from promo_assets.orchestration.common import (
     log_to,
     md_table,
 )
-from promo_assets.orchestration.resources import DaskResource
+from promo_assets.defs.resources import DaskResource
 from promo_assets.allocation.stored import StoredCoefficients, decide_into_allocation, sampled_frontier
 from promo_assets.store import frames as frames_store
 from promo_assets.store import models as models_store
@@ -81,7 +81,7 @@ OPTIONAL_GROUP = "optional_models"  # the chains of the models off by default (d
 def chain_kwargs(model: ResponseModel) -> dict:
     """The asset kwargs of every asset of `model`'s chain: its group (the model's name; the models off
     by default share `OPTIONAL_GROUP`) and its condition (refreshed only for the campaigns that train it)."""
-    from promo_assets.orchestration.conditions import model_condition
+    from promo_assets.defs.automation.conditions import model_condition
 
     return {**COMMON, "group_name": model.name if model.default else OPTIONAL_GROUP,
             "automation_condition": model_condition(model.name)}
@@ -104,7 +104,7 @@ def training_data(con, landing: LandingResource, campaign: str, model: type[Resp
                         frame_version=frames_store.frame_version(con, campaign),
                         campaign_dir=landing.path / campaign)
     if model.needs_graph:
-        from promo_assets.orchestration.graph_assets import graph_inputs
+        from promo_assets.defs.graph.assets import graph_inputs
 
         data.graph, data.graph_version, data.merchant_events = graph_inputs(con, landing, campaign)
     return data
@@ -527,7 +527,7 @@ def model_chain(name: str) -> list[dg.AssetsDefinition]:
 
 def model_assets(names=None) -> list[dg.AssetsDefinition]:
     """The chains of every registered model (or of `names`) and the campaign-level leaderboard."""
-    from promo_assets.orchestration.leaderboard import leaderboard_asset
+    from promo_assets.defs.evaluation.leaderboard import leaderboard_asset
 
     names = list(registry.names() if names is None else names)
     return [a for n in names for a in model_chain(n)] + [leaderboard_asset(names)]

@@ -12,14 +12,14 @@ import dagster as dg
 import pandas as pd
 
 from promo_assets.models import registry
-from promo_assets.orchestration.campaign_assets import (
+from promo_assets.defs.campaign.assets import (
     COMMON,
     coefficient_arrays,
     evaluation_inputs,
     png_md,
     results_write,
 )
-from promo_assets.orchestration.common import (
+from promo_assets.defs.common import (
     LandingResource,
     WarehouseResource,
     connect,
@@ -27,7 +27,7 @@ from promo_assets.orchestration.common import (
     md_table,
     table_metadata,
 )
-from promo_assets.orchestration.conditions import GATHER_CONDITION
+from promo_assets.defs.automation.conditions import GATHER_CONDITION
 from promo_assets.store import frames as frames_store
 from promo_assets.store import models as models_store
 

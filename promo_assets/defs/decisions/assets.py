@@ -24,14 +24,14 @@ import numpy as np
 import pandas as pd
 
 from promo_assets.ingestion import day_files
-from promo_assets.orchestration.campaign_assets import (
+from promo_assets.defs.campaign.assets import (
     COMMON,
     coefficient_arrays,
     evaluation_inputs,
     results_write,
     upstream,
 )
-from promo_assets.orchestration.common import (
+from promo_assets.defs.common import (
     LandingResource,
     OutboxResource,
     WarehouseResource,
@@ -236,8 +236,8 @@ def decision_constraints(warehouse: WarehouseResource, landing: LandingResource,
     """campaign.yaml `constraints:` for the users decided for (the group features from the population
     file, else the holdout events), or None when none is configured."""
     from promo_assets.decisions import Constraints, DecisionError
-    from promo_assets.orchestration.campaign_assets import read_holdout_events
-    from promo_assets.orchestration.model_assets import population
+    from promo_assets.defs.campaign.assets import read_holdout_events
+    from promo_assets.defs.models.assets import population
 
     block = config.constraint_settings
     if not block:
@@ -282,7 +282,7 @@ def paced_decision(warehouse: WarehouseResource, campaign: str, config, day: dt.
 def pacing_metadata(budget, today, history) -> dict:
     from promo_assets.decisions.pacing import pacing_table, plot_pacing
 
-    from promo_assets.orchestration.campaign_assets import png_md
+    from promo_assets.defs.campaign.assets import png_md
 
     rows = pacing_table(budget, [*history, today])
     return {"pacing": md_table([{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()} for r in rows]),
