@@ -496,3 +496,11 @@ def test_dagster_definition_functions_are_thin_wiring():
     too_long = [f"{file}:{name} ({n} lines)" for file, name, n in found if n > MAX_DEFINITION_LINES]
     assert not too_long, (f"Dagster definition functions over {MAX_DEFINITION_LINES} lines (move the logic into "
                           f"the domain packages or a helper): {', '.join(too_long)}")
+
+
+def test_every_folder_of_python_modules_is_a_package():
+    """A folder of modules without __init__.py imports from a checkout (a namespace package) but
+    setup.py's find_packages leaves it out of the wheel: every such folder has one."""
+    folders = {p.parent for p in ROOT.rglob("*.py") if "__pycache__" not in p.parts}
+    missing = sorted(str(f.relative_to(ROOT)) for f in folders if not (f / "__init__.py").exists())
+    assert not missing, f"folders without __init__.py (left out of the wheel): {missing}"
