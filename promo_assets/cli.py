@@ -598,9 +598,10 @@ def _finish_results(campaign: str, run_id: str, succeeded: bool, failed_models: 
 
 def _skipped_models(campaign: str, run_id: str) -> list[tuple[str, str]]:
     from promo_assets import warehouse
+    from promo_assets.store import runs as stored
 
     with warehouse.connect(read_only=True) as con:
-        return con.execute(warehouse.sql("frames", "run_skips"), [campaign, run_id]).fetchall()
+        return stored.run_skips(con, campaign, run_id)
 
 
 def _print_leaderboard(campaign: str) -> None:
@@ -616,9 +617,9 @@ def _print_leaderboard(campaign: str) -> None:
 def _finished_in_dagster(con) -> list[str]:
     """Runs marked 'started' in the warehouse that Dagster's run storage says succeeded (a UI or
     daemon run not yet marked by a later results write); [] when there are none or no instance."""
-    from promo_assets import warehouse
+    from promo_assets.store import runs as stored
 
-    started = [r[1] for r in con.execute(warehouse.sql("results", "all_started_runs")).fetchall()]
+    started = stored.started_run_ids(con)
     if not started:
         return []
     try:
@@ -646,12 +647,12 @@ def _report_runs(con, campaign: str, runs: list, history: bool):
     """(run_id, started_at, evaluation rows, infeasible budgets, budgets not in campaign.yaml now) of
     each run the report shows: the latest succeeded run at the budgets of campaign.yaml now, or
     (history) every kept run at every budget."""
-    from promo_assets import warehouse
+    from promo_assets.store import runs as stored
 
     budgets, _ = _current_budgets(campaign)
     for run_id, started_at in runs if history else runs[:1]:
-        board = con.execute(warehouse.sql("results", "run_evaluation"), [campaign, run_id]).df()
-        infeasible = con.execute(warehouse.sql("results", "run_infeasible"), [campaign, run_id]).fetchall()
+        board = stored.run_evaluation(con, campaign, run_id)
+        infeasible = stored.run_infeasible(con, campaign, run_id)
         stored = sorted(set(board["budget_per_capita"].astype(float)))
         others = [b for b in stored if budgets is not None and b not in budgets]
         if not history:
@@ -681,9 +682,10 @@ def _board_lines(board, wide: bool) -> list[str]:
 def _campaign_report(con, campaign: str, finished: list[str], history: bool,
                      wide: bool = False) -> tuple[list[str], bool]:
     """The report lines of one campaign and whether it had an evaluation."""
-    from promo_assets import settings, warehouse
+    from promo_assets import settings
+    from promo_assets.store import runs as stored
 
-    runs = con.execute(warehouse.sql("results", "succeeded_runs"), [campaign, finished]).fetchall()
+    runs = stored.succeeded_runs(con, campaign, finished)
     if not runs:
         return [f"== {campaign}", f"   no evaluation of a succeeded run for campaign '{campaign}'"], False
     _, note = _current_budgets(campaign)
@@ -699,11 +701,9 @@ def _campaign_report(con, campaign: str, finished: list[str], history: bool,
                   else ["   (none of its budgets is in campaign.yaml now)"])
         for model, b, minimum, message in infeasible:
             lines.append(f"   budget {b:g} per capita not allocated for {model}: {message}")
-        checks = (con.execute(warehouse.sql("results", "run_data_checks"), [campaign, run_id]).fetchall()
-                  if warehouse.table_columns(con, "data_checks") else [])  # a warehouse older than the checks
-        for name, severity, message in checks:
+        for name, severity, message in stored.run_failed_checks(con, campaign, run_id):
             lines.append(f"   data check {name} failed ({severity}): {message}")
-        for model, status, reason in con.execute(warehouse.sql("results", "run_not_evaluated"), [campaign, run_id]).fetchall():
+        for model, status, reason in stored.run_not_evaluated(con, campaign, run_id):
             if status == "stale":  # its reason starts with "stale: "
                 lines.append(f"   {model} not ranked, {reason}")
             else:
@@ -727,21 +727,22 @@ def _campaign_records(con, campaign: str, finished: list[str], history: bool) ->
 
     from promo_assets import warehouse
     from promo_assets.evaluation import leaderboard_records
+    from promo_assets.store import models as stored_models
+    from promo_assets.store import runs as stored
 
-    runs = con.execute(warehouse.sql("results", "succeeded_runs"), [campaign, finished]).fetchall()
+    runs = stored.succeeded_runs(con, campaign, finished)
     if not runs:
         return None
     champion = None
     if warehouse.table_columns(con, "champion"):
-        rows = con.execute(warehouse.sql("decisions", "latest_champion"), [campaign, ""]).df()
+        rows = stored_models.latest_champion(con, campaign)
         if not rows.empty:
             champion = rows.iloc[0].to_dict()
             champion["champion_members"] = json.loads(champion["champion_members"])
     out = {"campaign": campaign, "champion": champion, "runs": []}
     for run_id, started_at, board, infeasible, others in _report_runs(con, campaign, runs, history):
-        checks = (con.execute(warehouse.sql("results", "run_data_checks"), [campaign, run_id]).fetchall()
-                  if warehouse.table_columns(con, "data_checks") else [])
-        skipped = con.execute(warehouse.sql("results", "run_not_evaluated"), [campaign, run_id]).fetchall()
+        checks = stored.run_failed_checks(con, campaign, run_id)
+        skipped = stored.run_not_evaluated(con, campaign, run_id)
         out["runs"].append({
             "run_id": run_id, "started_at": started_at,
             "leaderboard": leaderboard_records(board) if not board.empty else [],
@@ -772,10 +773,11 @@ def _champion_lines(con, campaign: str) -> list[str]:
     import pandas as pd
 
     from promo_assets import warehouse
+    from promo_assets.store.models import latest_champion
 
     if not warehouse.table_columns(con, "champion"):
         return []
-    rows = con.execute(warehouse.sql("decisions", "latest_champion"), [campaign, ""]).df()
+    rows = latest_champion(con, campaign)
     if rows.empty:
         return ["   deploy: no champion yet (the champion asset has not run for this campaign)"]
     r = rows.iloc[0]
@@ -804,6 +806,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     from promo_assets import settings, warehouse
     from promo_assets.cli_format import wrap_lines
+    from promo_assets.store import runs as stored
 
     if not _campaign_names_ok("report", args.campaign or []):
         return EXIT_USAGE
@@ -815,7 +818,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                 print(f"promo report: {settings.warehouse_path()} has no run bookkeeping yet (written by an older "
                       "version): run `promo run` first", file=sys.stderr)
                 return EXIT_USAGE
-            campaigns = args.campaign or [r[0] for r in con.execute(warehouse.sql("results", "report_campaigns")).fetchall()]
+            campaigns = args.campaign or stored.report_campaigns(con)
             finished = _finished_in_dagster(con)
             if args.format == "table":
                 reports = [_campaign_report(con, c, finished, args.history, args.wide) for c in campaigns]
@@ -851,6 +854,7 @@ def _report_html(args: argparse.Namespace) -> int:
     from promo_assets.campaign import CampaignConfigError
     from promo_assets.ingestion import load_config
     from promo_assets.report import ReportError, gather, latest_board_run, render, write_report
+    from promo_assets.store import runs as stored
 
     try:
         with warehouse.connect(read_only=True) as con:
@@ -858,7 +862,7 @@ def _report_html(args: argparse.Namespace) -> int:
                 print(f"promo report: {settings.warehouse_path()} has no run bookkeeping yet: run `promo run` first",
                       file=sys.stderr)
                 return EXIT_USAGE
-            campaigns = args.campaign or [r[0] for r in con.execute(warehouse.sql("results", "report_campaigns")).fetchall()]
+            campaigns = args.campaign or stored.report_campaigns(con)
             if len(campaigns) != 1:
                 print("promo report: --html writes the report of one campaign: name it with --campaign (campaigns: "
                       f"{', '.join(campaigns) or 'none'})", file=sys.stderr)
