@@ -196,6 +196,13 @@ def load_config(landing: Path, campaign: str) -> CampaignConfig:
     from promo_assets.models import registry  # the models know the campaign config, never the other way round
 
     path = landing / campaign / "campaign.yaml"
+    if not (landing / campaign).is_dir() and not (landing / campaign).is_symlink():
+        # e.g. a partition added with "Add partition" in the UI's materialize dialog: it creates no folder
+        raise CampaignConfigError(
+            f"{path}: campaign.yaml not found: campaign '{campaign}' has no landing folder {landing / campaign}. "
+            "A campaign is a folder of the landing folder (campaign.yaml and events/<day> files); a partition "
+            "added in the UI creates none: create the folder, or leave the partition (the landing sensor removes "
+            "partitions that have no folder and never loaded a day)")
     config = CampaignConfig.load(path, campaign=campaign)
     problems = registry.check_config(config)
     if problems:

@@ -168,8 +168,13 @@ def _checks(warehouse: WarehouseResource, con, config, campaign: str,
 )
 def rct_events(context: dg.AssetExecutionContext, config: DayRange, warehouse: WarehouseResource,
                landing: LandingResource):
+    from promo_assets.campaign import CampaignConfigError
+
     campaign = context.partition_key
-    campaign_config = load_config(landing.path, campaign)
+    try:  # a partition with no landing folder (added in the UI) fails here, naming the folder
+        campaign_config = load_config(landing.path, campaign)
+    except CampaignConfigError as exc:
+        raise dg.Failure(str(exc)) from None
 
     def load(con, day, path):
         return ingest_events_day(con, campaign_config, day, path)
