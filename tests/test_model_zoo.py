@@ -52,6 +52,18 @@ def test_definitions_have_one_chain_per_registered_model():
     assert dg.AssetKey(["gnn_hazard", "model"]) in graph.get(dg.AssetKey(["gnn_hazard", "merchant_coefficients"])).parent_keys
 
 
+def test_a_failed_step_of_an_optional_chain_is_that_models_failure():
+    """Step keys join the key's parts with '__': `optional__cmnn__model` is cmnn's chain, so a run in
+    which only it failed is 'partial' (the other models' rows count), not failed."""
+    from promo_assets.orchestration.campaign_assets import failed_models
+
+    assert failed_models(["optional__cmnn__model", "dipn__bias_net", "gnn_hazard__joint_allocation"]) == \
+        ["cmnn", "dipn", "gnn_hazard"]
+    assert failed_models(["optional__cmnn__model", "leaderboard"]) is None
+    assert failed_models(["optional__not_a_model__model"]) is None
+    assert model_of_key(model_key("cmnn", "policy_evaluation")) == "cmnn" and model_of_key(dg.AssetKey("decisions")) is None
+
+
 def _arms_campaign(landing: Path, days: int = 3, users: int = 300, seed: int = 0) -> None:
     """A three-arm RCT with string labels and `cost: assigned`, by hand in the landing format."""
     rng = np.random.default_rng(seed)
