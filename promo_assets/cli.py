@@ -299,7 +299,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     _default_dagster_home()
     from promo_assets import settings
     from promo_assets.campaign import CampaignConfigError
-    from promo_assets.ingestion import IngestError, discover_campaigns, load_config, scan_day_files, skipped_side_files
+    from promo_assets.ingestion import IngestError, cached_config, discover_campaigns, scan_day_files, skipped_side_files
 
     landing = settings.landing_dir()
     if not _campaign_names_ok("run", args.campaign or []):
@@ -322,7 +322,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     bad_configs = {}
     for campaign in campaigns:  # every campaign.yaml is checked first: a refused one stops its campaign only
         try:
-            load_config(landing, campaign)
+            cached_config(landing, campaign)
         except CampaignConfigError as exc:
             bad_configs[campaign] = str(exc)
     if bad_configs:
@@ -366,7 +366,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     for campaign in campaigns:
         try:
-            load_config(landing, campaign)
+            cached_config(landing, campaign)
             scan = scan_day_files(landing, campaign, "events")
         except (CampaignConfigError, IngestError) as exc:  # changed since the check: this campaign only
             print(f"promo run: {exc}", file=sys.stderr)

@@ -36,11 +36,12 @@ from typing import Sequence
 import numpy as np
 
 from promo_assets.allocation import decide
+from promo_assets.errors import DomainError
 
 CONTROLLERS = ("ratio", "dual")
 
 
-class PacingError(ValueError):
+class PacingError(DomainError, ValueError):
     """A period budget that cannot be paced (no day left, a non-positive plan)."""
 
 
@@ -92,9 +93,9 @@ class PacingDay:
         return out
 
 
-def predicted_spend(values: np.ndarray, costs: np.ndarray, lam: float) -> float:
-    """S(λ): the champion's predicted spend of every user's level at λ."""
-    levels = decide(values, costs, lam)
+def predicted_spend(values: np.ndarray, costs: np.ndarray, lambda_: float) -> float:
+    """S(λ): the champion's predicted spend of every user's level at λ (`lambda_`)."""
+    levels = decide(values, costs, lambda_)
     return float(costs[np.arange(len(levels)), levels].sum())
 
 

@@ -7,6 +7,8 @@ from typing import Iterator
 import dagster as dg
 import duckdb
 
+from promo_assets.errors import DomainError
+
 from promo_assets.orchestration.resources import (  # noqa: F401  (imported from here by the asset modules)
     ArtifactStoreResource,
     LandingResource,
@@ -60,6 +62,32 @@ def model_of_key(asset_key: dg.AssetKey) -> str | None:
     if path and path[0] == OPTIONAL_PREFIX:
         path = path[1:]
     return path[0] if len(path) == 2 and path[0] in registry.names() else None
+
+
+@contextmanager
+def domain_errors() -> Iterator[None]:
+    """Run the block; a project error (`promo_assets.errors.DomainError`: bad input, configuration or
+    stored state) fails the asset with its message alone, and anything else (a bug here or in numpy,
+    pandas, torch, even a ValueError) propagates with its stack trace, which Dagster shows. A domain
+    error that wraps another exception (a chunk whose task failed) keeps that cause and its stack."""
+    try:
+        yield
+    except DomainError as exc:
+        raise dg.Failure(str(exc)) from exc.__cause__
+
+
+def log_to(context):
+    """A progress callback for domain code (`log=`): each message is a Dagster info log line."""
+    return lambda msg: context.log.info(msg)
+
+
+def table_metadata(columns: list[tuple[str, ...]], records: list[dict]) -> dg.MetadataValue:
+    """Dagster table metadata (renders inline in the UI) from records and their columns: (name, type)
+    or (name, type, description)."""
+    return dg.MetadataValue.table(
+        records=[dg.TableRecord(r) for r in records],
+        schema=dg.TableSchema(columns=[dg.TableColumn(*column) for column in columns]),
+    )
 
 
 def md_table(rows: list[dict]) -> dg.MetadataValue:

@@ -194,7 +194,7 @@ def skip_reason(model: str, campaign: str) -> str | None:
     """Why `campaign` does not train `model` (from its campaign.yaml alone), None when it does or
     the campaign.yaml cannot be read."""
     from promo_assets import settings
-    from promo_assets.ingestion import load_config
+    from promo_assets.ingestion import cached_config
     from promo_assets.models import registry
 
     landing = settings.landing_dir()
@@ -203,7 +203,7 @@ def skip_reason(model: str, campaign: str) -> str | None:
         if stamp not in _CONFIGS:  # read once per change, not once per chain asset and tick
             if len(_CONFIGS) > 256:
                 _CONFIGS.clear()
-            _CONFIGS[stamp] = load_config(landing, campaign)
+            _CONFIGS[stamp] = cached_config(landing, campaign)
         return registry.skip_reason(model, _CONFIGS[stamp])
     except Exception:  # noqa: BLE001 (a refused campaign.yaml fails the campaign's own assets, with its reason)
         return None

@@ -23,16 +23,22 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from promo_assets.ingestion import day_files, load_config
+from promo_assets.ingestion import day_files
 from promo_assets.orchestration.campaign_assets import (
     COMMON,
-    _table,
     coefficient_arrays,
     evaluation_inputs,
     results_write,
     upstream,
 )
-from promo_assets.orchestration.common import LandingResource, OutboxResource, WarehouseResource, connect, md_table
+from promo_assets.orchestration.common import (
+    LandingResource,
+    OutboxResource,
+    WarehouseResource,
+    connect,
+    md_table,
+    table_metadata,
+)
 from promo_assets.warehouse import registered, sql
 
 CHECKS = {
@@ -107,7 +113,7 @@ def rows_table(rows: list[dict]) -> dg.MetadataValue:
              else "string" for c in cols}
     records = [{c: (float(f"{r[c]:.4g}") if kinds[c] == "float" else ("" if r.get(c) is None else str(r[c]))) for c in cols}
                for r in rows]
-    return _table([(c, kinds[c]) for c in cols], records)
+    return table_metadata([(c, kinds[c]) for c in cols], records)
 
 
 def members_table(members: dict) -> dg.MetadataValue:
@@ -146,7 +152,7 @@ def champion(context: dg.AssetExecutionContext, warehouse: WarehouseResource, la
     from promo_assets.evaluation.champion import ChampionSettings, choose_champion, truth_audit
 
     campaign = context.partition_key
-    config = load_config(landing.path, campaign)
+    config = landing.config(campaign)
     budgets = [float(b) for b in config.budgets_per_capita]
     settings = ChampionSettings.from_config(config.champion)
     ev, evidence, versions, incumbent, board_run, board_version = champion_inputs(context, warehouse, landing, campaign,
@@ -359,7 +365,7 @@ def decisions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, l
     from promo_assets.decisions import Exploration, champion_freshness
 
     campaign = context.partition_key
-    config = load_config(landing.path, campaign)
+    config = landing.config(campaign)
     champ_run, _, champ_version = upstream(context, "champion")
     exploration = Exploration.from_config(config.exploration)
     row, info, users, values, costs, day, newest, evidence = decision_inputs(warehouse, campaign, champ_run,
@@ -390,7 +396,7 @@ def outbox(context: dg.AssetExecutionContext, warehouse: WarehouseResource, land
     from promo_assets.decisions import ExportError, OutboxError, export_stored
 
     campaign = context.partition_key
-    config = load_config(landing.path, campaign)
+    config = landing.config(campaign)
     run_id, _, version = upstream(context, "decisions")
     try:
         with connect(warehouse) as con:
@@ -419,7 +425,7 @@ def campaign_report(context: dg.AssetExecutionContext, warehouse: WarehouseResou
     from promo_assets.report import ReportError, gather, render, write_report
 
     campaign = context.partition_key
-    config = load_config(landing.path, campaign)
+    config = landing.config(campaign)
     board_run, _, _ = upstream(context, "leaderboard")
     champion_run, _, _ = upstream(context, "champion")
     decisions_run, _, version = upstream(context, "decisions")

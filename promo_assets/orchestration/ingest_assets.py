@@ -18,7 +18,6 @@ from pydantic import Field
 from promo_assets.ingestion import (
     ingest_edges_day,
     ingest_events_day,
-    load_config,
 )
 from promo_assets.ingestion.days import CampaignDays, DayLoader, ingest_campaign_days
 from promo_assets.orchestration.conditions import INGESTION_CONDITION
@@ -168,13 +167,8 @@ def _checks(warehouse: WarehouseResource, con, config, campaign: str,
 )
 def rct_events(context: dg.AssetExecutionContext, config: DayRange, warehouse: WarehouseResource,
                landing: LandingResource):
-    from promo_assets.campaign import CampaignConfigError
-
     campaign = context.partition_key
-    try:  # a partition with no landing folder (added in the UI) fails here, naming the folder
-        campaign_config = load_config(landing.path, campaign)
-    except CampaignConfigError as exc:
-        raise dg.Failure(str(exc)) from None
+    campaign_config = landing.config(campaign)  # no landing folder (a partition added in the UI): fails naming it
 
     def load(con, day, path):
         return ingest_events_day(con, campaign_config, day, path)

@@ -15,10 +15,11 @@ import numpy as np
 import pandas as pd
 
 from promo_assets import warehouse
+from promo_assets.errors import DomainError
 from promo_assets.warehouse import sql
 
 
-class ReportError(ValueError):
+class ReportError(DomainError, ValueError):
     """The campaign has nothing to report yet (no leaderboard of a succeeded run)."""
 
 
