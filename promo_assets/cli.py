@@ -504,12 +504,12 @@ def _run_refresh(defs, campaign, instance, verbose: bool, tags: dict[str, str], 
     second run, as the UI's automation does; then the decisions by `decision_job`."""
     import dagster as dg
 
-    from promo_assets.defs.common import INGESTION_ASSETS
+    from promo_assets.defs.common import INGESTION_ASSETS, model_of_key
 
     left_out, board_key = _models_left_out(campaign), dg.AssetKey("leaderboard")
     chains = defs.resolve_job_def("campaign_job").asset_layer.executable_asset_keys
     ingestion = [dg.AssetKey(a) for a in INGESTION_ASSETS]
-    keys = ingestion + [k for k in chains if k.path[0] not in left_out] + [board_key]
+    keys = ingestion + [k for k in chains if model_of_key(k) not in left_out] + [board_key]
     result = _run_job(defs.resolve_implicit_global_asset_job_def(), campaign, instance, verbose, tags, keys,
                       run_config=run_config)
     failures = _ingestion_lines(campaign, result, bounds) + _failure_lines(campaign, result)

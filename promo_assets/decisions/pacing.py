@@ -206,6 +206,20 @@ def pacing_table(budget: PeriodBudget, history: Sequence[PacingDay]) -> list[dic
     return rows
 
 
+def store_pacing(con, campaign: str, run_id: str, decision_date: dt.date, budget: PeriodBudget,
+                 rows: Sequence[dict]) -> None:
+    """Write `pacing_table` rows as decisions run `run_id` saw them into table pacing (call inside the
+    run's results transaction)."""
+    from promo_assets.warehouse import sql
+
+    for r in rows:
+        con.execute(sql("decisions", "insert_pacing"), [
+            campaign, run_id, decision_date.isoformat(), r["day"], float(r["plan"]), float(r["predicted spend"]),
+            None if r["realized spend"] is None else float(r["realized spend"]), float(r["spend ratio"]),
+            float(r["cumulative spend"]), float(r["even plan"]), float(r["budget left"]), float(r["lambda"]),
+            budget.controller, float(budget.total), budget.start.isoformat(), budget.end.isoformat()])
+
+
 def plot_pacing(rows: Sequence[dict], total: float) -> bytes:
     """PNG: the spend per day (plan and realized) and the cumulative spend against the even plan."""
     from promo_assets.evaluation.plots import _figure, _png

@@ -42,6 +42,28 @@ def connect(warehouse: WarehouseResource) -> Iterator[duckdb.DuckDBPyConnection]
         yield con
 
 
+OPTIONAL_PREFIX = "optional"  # the key prefix of the chains of the models off by default (docs/automation.md)
+
+
+def model_key(model: str, step: str) -> dg.AssetKey:
+    """The asset key of `step` of `model`'s chain: `<model>/<step>`, or `optional/<model>/<step>` for a
+    model off by default (registry `default = False`): the UI's catalog, sorted by key, then shows the
+    default models' and the campaign's assets first and the optional chains in one folder."""
+    from promo_assets.models import registry
+
+    return dg.AssetKey([*([] if registry.get(model).default else [OPTIONAL_PREFIX]), model, step])
+
+
+def model_of_key(asset_key: dg.AssetKey) -> str | None:
+    """The registered model whose chain `asset_key` belongs to (`model_key`'s inverse), else None."""
+    from promo_assets.models import registry
+
+    path = list(asset_key.path)
+    if path and path[0] == OPTIONAL_PREFIX:
+        path = path[1:]
+    return path[0] if len(path) == 2 and path[0] in registry.names() else None
+
+
 @contextmanager
 def domain_errors() -> Iterator[None]:
     """Run the block; a project error (`promo_assets.errors.DomainError`: bad input, configuration or

@@ -201,7 +201,7 @@ def load_config(landing: Path, campaign: str) -> CampaignConfig:
     `models:` and `champion:` blocks name, checked by the model registry (`registry.check_config`:
     registered model names, each model's hyper-parameters and their values). CampaignConfigError
     names every problem. This is where the pipeline and the CLI read a campaign's config."""
-    path = Path(landing) / campaign / "campaign.yaml"
+    path = _campaign_yaml(landing, campaign)
     return _validated_config(path, campaign, campaign_yaml_text(path))
 
 
@@ -211,7 +211,7 @@ def cached_config(landing: Path, campaign: str) -> CampaignConfig:
     process returns the same (immutable) CampaignConfig without parsing it again. The assets of a
     run read their campaign's config here (`LandingResource.config`): one parse per campaign and
     run, and a changed file is read as changed."""
-    path = Path(landing) / campaign / "campaign.yaml"
+    path = _campaign_yaml(landing, campaign)
     text = campaign_yaml_text(path)
     key = (str(path), campaign, hashlib.sha256(text.encode()).hexdigest())
     config = _CONFIGS.get(key)
@@ -221,6 +221,19 @@ def cached_config(landing: Path, campaign: str) -> CampaignConfig:
             _CONFIGS.clear()
         _CONFIGS[key] = config
     return config
+
+
+def _campaign_yaml(landing: Path, campaign: str) -> Path:
+    """The campaign's campaign.yaml path; CampaignConfigError naming the folder when the campaign has
+    no landing folder (e.g. a partition added with "Add partition" in the UI: it creates no folder)."""
+    folder = Path(landing) / campaign
+    if not folder.is_dir() and not folder.is_symlink():
+        raise CampaignConfigError(
+            f"{folder / 'campaign.yaml'}: campaign.yaml not found: campaign '{campaign}' has no landing folder {folder}. "
+            "A campaign is a folder of the landing folder (campaign.yaml and events/<day> files); a partition "
+            "added in the UI creates none: create the folder, or leave the partition (the landing sensor removes "
+            "partitions that have no folder and never loaded a day)")
+    return folder / "campaign.yaml"
 
 
 _CONFIGS: dict[tuple[str, str, str], CampaignConfig] = {}  # (path, campaign, sha256 of the text) -> config

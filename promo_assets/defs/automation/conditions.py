@@ -180,11 +180,9 @@ class TrainedForCampaign(dg.AutomationCondition):
         return f"trained_for_campaign({self.model or 'its chain'})"
 
     def evaluate(self, context: dg.AutomationContext) -> dg.AutomationResult:
-        from promo_assets.models import registry
+        from promo_assets.defs.common import model_of_key
 
-        model = self.model
-        if model is None and len(context.key.path) == 2 and context.key.path[0] in registry.names():
-            model = context.key.path[0]
+        model = self.model or model_of_key(context.key)
         if model is None or context.candidate_subset.is_empty:
             return dg.AutomationResult(context, true_subset=context.candidate_subset)
         keys = context.candidate_subset.expensively_compute_partition_keys()

@@ -64,16 +64,17 @@ _RUN_ENDED = {dg.DagsterRunStatus.SUCCESS: True, dg.DagsterRunStatus.FAILURE: Fa
 
 
 def failed_models(step_keys) -> list[str] | None:
-    """The models whose chain a run's failed steps belong to (step key '<model>__<asset>'), or None
-    when a step outside every model's chain failed (then the whole run counts as failed)."""
-    from promo_assets.models import registry
+    """The models whose chain a run's failed steps belong to (step key: the asset key's parts joined by
+    '__', '<model>__<asset>' or 'optional__<model>__<asset>'), or None when a step outside every
+    model's chain failed (then the whole run counts as failed)."""
+    from promo_assets.defs.common import model_of_key
 
-    names, out = set(registry.names()), set()
+    out = set()
     for step in step_keys:
-        prefix = step.split("__", 1)[0]
-        if "__" not in step or prefix not in names:
+        model = model_of_key(dg.AssetKey(step.split("__")))
+        if model is None:
             return None
-        out.add(prefix)
+        out.add(model)
     return sorted(out)
 
 

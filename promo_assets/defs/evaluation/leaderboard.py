@@ -25,6 +25,7 @@ from promo_assets.defs.common import (
     connect,
     log_to,
     md_table,
+    model_key,
     table_metadata,
 )
 from promo_assets.defs.automation.conditions import GATHER_CONDITION
@@ -50,12 +51,12 @@ def board_entry(instance, name: str, campaign: str, config, frame_version: str |
     left_out = registry.skip_reason(name, config)
     if left_out is not None:
         return {**entry, "status": "skipped", "reason": left_out}
-    first = dg.AssetKey([name, "model" if len(model.phases) == 1 else model.phases[0]])
+    first = model_key(name, "model" if len(model.phases) == 1 else model.phases[0])
     skip, mat = _latest(instance, first, campaign, observations=True), _latest(instance, first, campaign)
     if skip is not None and "skipped_reason" in skip.asset_observation.metadata and (
             mat is None or skip.storage_id > mat.storage_id):
         return {**entry, "status": "skipped", "reason": skip.asset_observation.metadata["skipped_reason"].value}
-    ev = _latest(instance, dg.AssetKey([name, "policy_evaluation"]), campaign)
+    ev = _latest(instance, model_key(name, "policy_evaluation"), campaign)
     if ev is None:
         return {**entry, "reason": "no evaluation yet (its chain failed or has not run)"}
     meta = ev.asset_materialization.metadata
@@ -160,7 +161,7 @@ def store_board(con, campaign: str, run_id: str, random: pd.DataFrame, entries: 
 
 
 def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
-    @dg.asset(key="leaderboard", deps=[dg.AssetKey([n, "policy_evaluation"]) for n in names] + ["outcome_model"],
+    @dg.asset(key="leaderboard", deps=[model_key(n, "policy_evaluation") for n in names] + ["outcome_model"],
               group_name="evaluation", code_version="1", kinds={"duckdb", "matplotlib"},
               **{**COMMON, "automation_condition": GATHER_CONDITION},
               description="Every model at equal spend: the latest evaluation of each registered model (its "

@@ -34,14 +34,16 @@ from promo_assets.defs.common import (
     connect,
     log_to,
     md_table,
+    model_key,
 )
 from promo_assets.defs.automation.conditions import CAMPAIGN_CONDITION, INGESTION_CONDITION
 from promo_assets.defs.ingestion.assets import DayRange, days_metadata, ingest_days
 from promo_assets.store import graph as graph_store
 
 MODEL_NAME = "gnn_hazard"  # the registered model (promo_assets.models.registry) whose chain the joint allocation reads
-MODEL_KEY = dg.AssetKey([MODEL_NAME, "model"])
-COEFFICIENTS_KEY = dg.AssetKey([MODEL_NAME, "response_coefficients"])
+MODEL_KEY = model_key(MODEL_NAME, "model")
+COEFFICIENTS_KEY = model_key(MODEL_NAME, "response_coefficients")
+MERCHANT_COEFFICIENTS_KEY = model_key(MODEL_NAME, "merchant_coefficients")
 GRAPH = dict(partitions_def=campaign_partitions, pool=WAREHOUSE_POOL, group_name="graph", automation_condition=CAMPAIGN_CONDITION)
 
 
@@ -155,7 +157,7 @@ def graph_inputs(con, landing: LandingResource, campaign: str):
 
 @dg.asset(
     **GRAPH,
-    key=[MODEL_NAME, "merchant_coefficients"],
+    key=MERCHANT_COEFFICIENTS_KEY,
     deps=[MODEL_KEY],
     code_version="2",
     kinds={"duckdb"},
@@ -237,8 +239,8 @@ JOINT_SHOWN = ["ratio_budget", "joint_value", "independent_value", "joint_cost",
 
 @dg.asset(
     **GRAPH,
-    key=[MODEL_NAME, "joint_allocation"],
-    deps=[dg.AssetKey([MODEL_NAME, "merchant_coefficients"]), COEFFICIENTS_KEY],
+    key=model_key(MODEL_NAME, "joint_allocation"),
+    deps=[MERCHANT_COEFFICIENTS_KEY, COEFFICIENTS_KEY],
     code_version="3",
     kinds={"duckdb"},
     description="Joint allocation of customer coupons and merchant commissions under each ratio budget of "

@@ -168,7 +168,7 @@ def _checks(warehouse: WarehouseResource, con, config, campaign: str,
 def rct_events(context: dg.AssetExecutionContext, config: DayRange, warehouse: WarehouseResource,
                landing: LandingResource):
     campaign = context.partition_key
-    campaign_config = landing.config(campaign)
+    campaign_config = landing.config(campaign)  # no landing folder (a partition added in the UI): fails naming it
 
     def load(con, day, path):
         return ingest_events_day(con, campaign_config, day, path)

@@ -1,6 +1,7 @@
 """One chain of assets per registered model, generated from `promo_assets.models.registry`.
 
-For model `M` (key prefix = the model's name, group = the model's name):
+For model `M` (key prefix = the model's name, group = the model's name; a model off by default
+has the key prefix `optional/M` and the group `optional_models`):
 
     M/<phase> ...  (M/model, or dipn/bias_net -> dipn/uplift_net)  the fitted model, registered
       -> M/response_coefficients   v, c per user x level of the population and the holdout users
@@ -53,6 +54,7 @@ from promo_assets.defs.common import (
     for_people,
     log_to,
     md_table,
+    model_key,
 )
 from promo_assets.defs.resources import DaskResource
 from promo_assets.allocation.stored import StoredCoefficients, decide_into_allocation, sampled_frontier
@@ -68,7 +70,7 @@ CHAIN = ("response_coefficients", "budget_dual", "allocation", "policy_evaluatio
 
 
 def key(model: str, step: str) -> dg.AssetKey:
-    return dg.AssetKey([model, step])
+    return model_key(model, step)
 
 
 def _version(*parts) -> str:
