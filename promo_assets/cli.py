@@ -727,7 +727,7 @@ def _campaign_records(con, campaign: str, finished: list[str], history: bool) ->
 
     from promo_assets import warehouse
     from promo_assets.evaluation import leaderboard_records
-    from promo_assets.store import models as stored_models
+    from promo_assets.store import decisions as stored_decisions
     from promo_assets.store import runs as stored
 
     runs = stored.succeeded_runs(con, campaign, finished)
@@ -735,7 +735,7 @@ def _campaign_records(con, campaign: str, finished: list[str], history: bool) ->
         return None
     champion = None
     if warehouse.table_columns(con, "champion"):
-        rows = stored_models.latest_champion(con, campaign)
+        rows = stored_decisions.latest_champion(con, campaign)
         if not rows.empty:
             champion = rows.iloc[0].to_dict()
             champion["champion_members"] = json.loads(champion["champion_members"])
@@ -773,7 +773,7 @@ def _champion_lines(con, campaign: str) -> list[str]:
     import pandas as pd
 
     from promo_assets import warehouse
-    from promo_assets.store.models import latest_champion
+    from promo_assets.store.decisions import latest_champion
 
     if not warehouse.table_columns(con, "champion"):
         return []

@@ -12,9 +12,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "promo_assets"
 DEFS = ROOT / "defs"
 DEFINITION_MODULES = sorted(DEFS.rglob("*.py"))
-# definitions modules (paths under promo_assets/defs/) not moved behind the store yet, with the number of direct calls they still make: the
-# count may only fall (set it to the new number, or remove the entry at 0)
-NOT_YET_MOVED = {"decisions/assets.py": 21}
 EXECUTING = {"execute", "executemany", "sql", "query", "from_query"}
 
 
@@ -44,23 +41,14 @@ def test_the_scan_sees_every_definitions_module():
 @pytest.mark.parametrize("path", DEFINITION_MODULES, ids=lambda p: p.relative_to(DEFS).as_posix())
 def test_definitions_modules_never_execute_sql_themselves(path):
     calls = direct_warehouse_calls(path)
-    name = path.relative_to(DEFS).as_posix()
-    allowed = NOT_YET_MOVED.get(name, 0)
-    assert len(calls) <= allowed, (
-        f"{name} composes or executes warehouse statements itself ({len(calls)} > {allowed}): "
-        f"call a named function of promo_assets.store instead: {calls}")
+    assert not calls, (f"{path.relative_to(DEFS).as_posix()} composes or executes warehouse statements itself: "
+                       f"call a named function of promo_assets.store instead: {calls}")
 
 
 def test_the_cli_never_executes_sql_itself():
     """`promo` reads the warehouse through named functions too (promo_assets.store.runs for the report)."""
     calls = direct_warehouse_calls(ROOT / "cli.py")
     assert not calls, f"cli.py composes or executes warehouse statements itself: {calls}"
-
-
-def test_the_list_of_modules_not_yet_moved_is_exact():
-    """An entry whose module now makes fewer direct calls must be lowered: the list only shrinks."""
-    for name, allowed in NOT_YET_MOVED.items():
-        assert len(direct_warehouse_calls(DEFS / name)) == allowed, name
 
 
 def test_the_checker_sees_direct_calls(tmp_path):

@@ -1,7 +1,8 @@
 """The warehouse behind named functions: every read and write the Dagster assets and `promo` make,
 one module per domain (`frames`: events, propensity, training frame, outcome predictions; `models`:
 the model registry, skips, coefficients, λ*, evaluations and the leaderboard's rows; `graph`: the
-customer–merchant graph and the joint allocation; `runs`: the runs `promo report` shows).
+customer–merchant graph and the joint allocation; `decisions`: the champion and the decisions;
+`runs`: the runs `promo report` shows).
 
 Each function takes an open DuckDB connection (the caller owns the connection and the transaction:
 `warehouse.connect` / `warehouse.transaction`), runs the named statements of the top-level `sql/`

@@ -83,8 +83,3 @@ def write_board(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str, rand
                                                                  e["evaluation_run_id"], e["status"], e["reason"]])
     for c in checks:
         con.execute(sql("frames", "insert_data_check"), [campaign, run_id, c.name, c.passed, c.severity, c.message])
-
-
-def latest_champion(con: duckdb.DuckDBPyConnection, campaign: str) -> pd.DataFrame:
-    """The campaign's latest champion rows (empty without one)."""
-    return con.execute(sql("decisions", "latest_champion"), [campaign, ""]).df()

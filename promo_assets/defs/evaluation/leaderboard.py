@@ -29,6 +29,7 @@ from promo_assets.defs.common import (
     table_metadata,
 )
 from promo_assets.defs.automation.conditions import GATHER_CONDITION
+from promo_assets.store import decisions as decisions_store
 from promo_assets.store import frames as frames_store
 from promo_assets.store import models as models_store
 
@@ -118,7 +119,7 @@ def current_champion(con, campaign: str) -> dict[str, float]:
     """{member: weight} of the campaign's deployed champion ({} before the first)."""
     import json
 
-    rows = models_store.latest_champion(con, campaign)
+    rows = decisions_store.latest_champion(con, campaign)
     if rows.empty:
         return {}
     members = json.loads(rows.iloc[0]["champion_members"])
