@@ -30,9 +30,14 @@ the end: realized / T and the cumulative true response of each arm against `alon
 `alone_matched`.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/pacing_loop.py [--users 3000] [--days 14] [--seed 0]
-        [--models lgbm_s lgbm_s_mono lgbm_t] [--arms paced alone alone_matched] [--exploration 0.05]
+        [--models lgbm_s lgbm_s_mono lgbm_t] [--arms paced alone alone_matched] [--exploration 0.05] [--tag T]
 
-Records benchmarks/results/pacing_loop.json (benchmarks/_results.py).
+Records benchmarks/results/pacing_loop.json (benchmarks/_results.py; pacing_loop--T.json with --tag). The
+arms can run as separate processes side by side (one arm each, `--arms paced --tag paced`, ...); then
+
+    .venv/bin/python benchmarks/pacing_loop.py --combine paced alone alone_matched
+
+reads pacing_loop--<tag>.json of each and records pacing_loop.json with every arm and the comparisons.
 """
 
 from __future__ import annotations
@@ -205,10 +210,21 @@ def main() -> int:
     ap.add_argument("--spend-per-active", type=float, default=1.0)
     ap.add_argument("--max-epochs", type=int, default=None, help="PROMO_MAX_EPOCHS (unset by default)")
     ap.add_argument("--keep", type=Path, default=None, help="keep each arm's folder under this directory")
+    ap.add_argument("--tag", default=None, help="record pacing_loop--TAG.json")
+    ap.add_argument("--combine", nargs="+", default=None, metavar="TAG",
+                    help="combine the recorded pacing_loop--TAG.json files into pacing_loop.json (runs nothing)")
     args = ap.parse_args()
     rec = Recorder("pacing_loop")
-    arms = {}
-    for arm in args.arms:
+    arms, sources = {}, None
+    if args.combine:
+        sources = {}
+        for tag in args.combine:
+            doc = json.loads((rec.path(tag)).read_text())
+            sources[tag] = {k: doc[k] for k in ("command", "git_commit", "modified_code", "date", "seconds", "load_start",
+                                                "load_end", "env")}
+            arms.update(doc["figures"]["arms"])
+            settings = {k: v for k, v in doc["figures"].items() if k != "arms"}
+    for arm in [] if args.combine else args.arms:
         t0 = time.perf_counter()
         arms[arm] = run_arm(arm, args, args.keep)
         arms[arm]["seconds"] = round(time.perf_counter() - t0, 1)
@@ -235,7 +251,9 @@ def main() -> int:
            "matched_spend": "arm alone_matched: each day alone at total / days / prior share coming back, so that "
            "its realized spend matches the total; and every arm's true response against the oracle's at the "
            "same true cost on the users who came back", "arms": arms}
-    path = rec.write(fig, headline=headline)
+    if sources is not None:  # the settings the arms ran with, and each arm's own record
+        fig.update({**settings, "arms": arms, "arm_records": sources})
+    path = rec.write(fig, headline=headline, tag=args.tag)
     print(json.dumps({"written": str(path), "headline": headline}, indent=1))
     return 0
 
