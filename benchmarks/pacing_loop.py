@@ -228,6 +228,8 @@ def main() -> int:
         t0 = time.perf_counter()
         arms[arm] = run_arm(arm, args, args.keep)
         arms[arm]["seconds"] = round(time.perf_counter() - t0, 1)
+        # the pacer reads its earlier days from the decisions runs the warehouse keeps (PROMO_KEEP_RUNS)
+        arms[arm]["promo_keep_runs"] = os.environ.get("PROMO_KEEP_RUNS", "unset (default)")
         a = arms[arm]
         print(f"{arm}: realized {a['realized_total']:.1f} = {100 * a['realized_over_total']:.2f}% of the total; "
               f"true response {a['true_response']:.1f} ({100 * a['pct_oracle_at_same_cost']:.2f}% of the oracle at the "
