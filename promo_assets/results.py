@@ -30,7 +30,7 @@ from promo_assets.warehouse import quote_ident, sql
 RUN_TABLES = (
     "model_registry", "budget_dual", "infeasible_budget", "allocation", "policy_evaluation", "model_skips",
     "leaderboard_entries", "joint_allocation", "joint_allocation_evaluation", "segment_evaluation", "data_checks",
-    "champion", "champion_evidence", "decisions", "decision_budgets", "budget_multipliers",
+    "champion", "champion_evidence", "decisions", "decision_budgets", "pacing", "budget_multipliers",
 )
 # tables with a `model` column, retained per model (the `random` reference counts as one model)
 MODEL_TABLES = ("model_registry", "budget_dual", "infeasible_budget", "allocation", "policy_evaluation", "model_skips",

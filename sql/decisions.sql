@@ -79,3 +79,8 @@ WHERE e.campaign = $1 AND e.event_date = CAST($2 AS DATE) AND x.run_id = $3 AND 
 -- name: users_per_day
 -- The mean number of distinct users per loaded day (the pacer's prior share of users who come back).
 SELECT avg(n) FROM (SELECT count(DISTINCT user_id) AS n FROM rct_events WHERE campaign = ? GROUP BY event_date);
+
+-- name: insert_pacing
+-- One paced day of a decisions run (table pacing).
+INSERT INTO pacing VALUES (?, ?, CAST(? AS DATE), CAST(? AS DATE), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS DATE),
+    CAST(? AS DATE), now());

@@ -518,6 +518,30 @@ CREATE TABLE IF NOT EXISTS decision_budgets (
     decided_at          TIMESTAMP NOT NULL
 );
 
+-- name: create_pacing
+-- Pacing a period budget (campaign.yaml `budget:`): one row per paced day as a decisions run saw it
+-- (its own day and every earlier paced day of the period, with the spend their events reported by
+-- then), written with the run's decisions (promo_assets.decisions.pacing.pacing_table).
+CREATE TABLE IF NOT EXISTS pacing (
+    campaign            VARCHAR   NOT NULL,
+    run_id              VARCHAR   NOT NULL,   -- the decisions run
+    decision_date       DATE      NOT NULL,   -- the run's (paced) decision day
+    pacing_day          DATE      NOT NULL,
+    plan                DOUBLE    NOT NULL,   -- the budget left over the days left, on that day
+    predicted_spend     DOUBLE    NOT NULL,   -- the champion's predicted spend at λ for every user decided for
+    realized_spend      DOUBLE,               -- what the day's events reported (NULL: not loaded yet)
+    spend_ratio         DOUBLE    NOT NULL,   -- ρ̂ used that day: realized over predicted of the days back
+    cumulative_spend    DOUBLE    NOT NULL,   -- realized, else planned, up to and including the day
+    even_plan           DOUBLE    NOT NULL,   -- total / days × days elapsed
+    budget_left         DOUBLE    NOT NULL,   -- total − cumulative_spend
+    lambda_             DOUBLE    NOT NULL,
+    controller          VARCHAR   NOT NULL,   -- 'ratio' | 'dual'
+    period_total        DOUBLE    NOT NULL,
+    period_start        DATE      NOT NULL,
+    period_end          DATE      NOT NULL,
+    paced_at            TIMESTAMP NOT NULL
+);
+
 -- name: create_data_checks
 -- The data checks of the training frame (promo_assets.causal.checks) as each leaderboard run saw
 -- them: whether there was anything to learn from (shown by `promo report`).

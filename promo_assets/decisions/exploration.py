@@ -36,9 +36,10 @@ import numpy as np
 from promo_assets.allocation import decide, solve
 from promo_assets.allocation.budgets import budget_matrices, budget_names, reduced_levels
 from promo_assets.allocation.errors import InfeasibleBudgetError
+from promo_assets.errors import DomainError
 
 
-class DecisionError(ValueError):
+class DecisionError(DomainError, ValueError):
     """A decision cannot be made as configured (budget too small for the exploration, bad mix)."""
 
 

@@ -36,11 +36,12 @@ from typing import Sequence
 import numpy as np
 
 from promo_assets.allocation import decide
+from promo_assets.errors import DomainError
 
 CONTROLLERS = ("ratio", "dual")
 
 
-class PacingError(ValueError):
+class PacingError(DomainError, ValueError):
     """A period budget that cannot be paced (no day left, a non-positive plan)."""
 
 
@@ -92,9 +93,9 @@ class PacingDay:
         return out
 
 
-def predicted_spend(values: np.ndarray, costs: np.ndarray, lam: float) -> float:
-    """S(λ): the champion's predicted spend of every user's level at λ."""
-    levels = decide(values, costs, lam)
+def predicted_spend(values: np.ndarray, costs: np.ndarray, lambda_: float) -> float:
+    """S(λ): the champion's predicted spend of every user's level at λ (`lambda_`)."""
+    levels = decide(values, costs, lambda_)
     return float(costs[np.arange(len(levels)), levels].sum())
 
 
@@ -203,6 +204,20 @@ def pacing_table(budget: PeriodBudget, history: Sequence[PacingDay]) -> list[dic
                      "cumulative spend": spent, "even plan": budget.total / budget.days * ((h.day - budget.start).days + 1),
                      "budget left": budget.total - spent})
     return rows
+
+
+def store_pacing(con, campaign: str, run_id: str, decision_date: dt.date, budget: PeriodBudget,
+                 rows: Sequence[dict]) -> None:
+    """Write `pacing_table` rows as decisions run `run_id` saw them into table pacing (call inside the
+    run's results transaction)."""
+    from promo_assets.warehouse import sql
+
+    for r in rows:
+        con.execute(sql("decisions", "insert_pacing"), [
+            campaign, run_id, decision_date.isoformat(), r["day"], float(r["plan"]), float(r["predicted spend"]),
+            None if r["realized spend"] is None else float(r["realized spend"]), float(r["spend ratio"]),
+            float(r["cumulative spend"]), float(r["even plan"]), float(r["budget left"]), float(r["lambda"]),
+            budget.controller, float(budget.total), budget.start.isoformat(), budget.end.isoformat()])
 
 
 def plot_pacing(rows: Sequence[dict], total: float) -> bytes:

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from promo_assets.allocation import decide
+from promo_assets.errors import DomainError
 
 MAX_BATCH = 10_000
 MAX_USER_ID = 200
@@ -38,7 +39,7 @@ REQUEST_KEYS = ("user", "users", "budget")
 USER_KEYS = ("user_id", "features")
 
 
-class RequestError(ValueError):
+class RequestError(DomainError, ValueError):
     """A request the service refuses (HTTP 422): `field` names the offending part of the body."""
 
     def __init__(self, field: str, message: str):
