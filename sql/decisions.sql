@@ -67,6 +67,17 @@ WHERE d.campaign = ? AND r.status IN ('succeeded', 'partial')
   AND json_extract(d.decision_manifest, '$.entry.pacing') IS NOT NULL
 ORDER BY d.decision_date, d.decided_at;
 
+-- name: carried_pacing_days
+-- The paced days as the campaign's latest visible decisions run with pacing rows saw them (table
+-- pacing): the history of days whose own decisions runs retention has deleted.
+SELECT p.pacing_day, p.plan, p.lambda_, p.predicted_spend, p.realized_spend, p.spend_ratio
+FROM pacing AS p
+WHERE p.campaign = $1 AND p.run_id = (
+    SELECT q.run_id FROM pacing AS q JOIN result_runs AS r ON r.campaign = q.campaign AND r.run_id = q.run_id
+    WHERE q.campaign = $1 AND r.status IN ('succeeded', 'partial')
+    ORDER BY q.decision_date DESC, q.paced_at DESC LIMIT 1)
+ORDER BY p.pacing_day;
+
 -- name: realized_spend
 -- The spend the events of day ? report for the users of one decisions run and budget (NULL: no event
 -- of that day is loaded yet), and how many of its users came back.

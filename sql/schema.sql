@@ -554,3 +554,28 @@ CREATE TABLE IF NOT EXISTS data_checks (
     check_message   VARCHAR   NOT NULL,
     checked_at      TIMESTAMP NOT NULL
 );
+
+-- name: create_budget_multipliers
+-- campaign.yaml `constraints:` (several budgets): for every model, incentive budget and budget (the
+-- incentive budget 'budget', each cost type, each 'group:<name>'), the multiplier of the LP optimum
+-- solve_multi found and the budget's use. target 'population': budget_dual's solve, predicted use of
+-- the allocation; target 'holdout': policy_evaluation's decision at those multipliers on the holdout
+-- users, predicted use, true use (simulated campaigns) and true use at matched true incentive spend
+-- (the incentive budget and the group caps scaled until the true incentive spend is the budget).
+-- History kept per model (PROMO_KEEP_RUNS).
+CREATE TABLE IF NOT EXISTS budget_multipliers (
+    campaign          VARCHAR   NOT NULL,
+    model             VARCHAR   NOT NULL,
+    model_version     VARCHAR   NOT NULL,
+    budget_per_capita DOUBLE    NOT NULL,
+    target            VARCHAR   NOT NULL,   -- 'population' | 'holdout'
+    constraint_name   VARCHAR   NOT NULL,
+    multiplier        DOUBLE    NOT NULL,
+    budget            DOUBLE    NOT NULL,
+    predicted_use     DOUBLE    NOT NULL,
+    true_use          DOUBLE,
+    matched_true_use  DOUBLE,
+    matched_scale     DOUBLE,
+    run_id            VARCHAR   NOT NULL,
+    solved_at         TIMESTAMP NOT NULL
+);

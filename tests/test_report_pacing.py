@@ -69,3 +69,27 @@ def test_the_report_says_why_there_is_no_spend_per_day():
     assert "Pacing is not configured" in _pacing(_report(None, None), figs)
     empty = _pacing(_report(pd.DataFrame(columns=["pacing_day"]), {"total": 9, "start": "2026-03-04", "end": "2026-03-06"}), figs)
     assert "run-b" in empty and "outside the period 2026-03-04 .. 2026-03-06" in empty and figs.n == 0
+
+
+def test_the_pacing_history_outlives_the_decisions_runs_retention_deletes():
+    """A paced day whose decisions run retention has deleted (PROMO_KEEP_RUNS) is still part of the
+    history the next day is planned from: it comes from the pacing rows of the latest visible run."""
+    from promo_assets import results
+    from promo_assets.decisions.pacing import stored_history
+
+    budget = PeriodBudget(total=900.0, start=START, end=START + dt.timedelta(days=2), controller="ratio")
+    history = [PacingDay(START, plan=300.0, lambda_=0.071, predicted=512.25, realized=287.5, ratio=0.55, users=600),
+               PacingDay(START + dt.timedelta(days=1), plan=306.25, lambda_=0.066, predicted=540.0, ratio=0.5613,
+                         users=600)]
+    con = duckdb.connect(":memory:")
+    ensure_schema(con)
+    assert stored_history(con, "demo") == []
+    # run-a paced day 1 and was deleted; run-b (day 2) is visible and wrote the period so far
+    store_pacing(con, "demo", "run-b", START + dt.timedelta(days=1), budget, pacing_table(budget, history))
+    assert stored_history(con, "demo") == []  # run-b not finished: its rows are not read
+    results.start(con, "demo", "run-b")
+    results.finish(con, "demo", "run-b", succeeded=True)
+    got = stored_history(con, "demo")
+    assert [h.day for h in got] == [START, START + dt.timedelta(days=1)]
+    assert got[0].realized == 287.5 and got[0].plan == 300.0 and got[0].lambda_ == 0.071 and got[0].ratio == 0.55
+    assert got[1].realized is None and got[1].predicted == 540.0

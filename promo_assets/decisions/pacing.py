@@ -174,14 +174,23 @@ def stored_history(con, campaign: str) -> list[PacingDay]:
 
     latest: dict[str, tuple] = {}
     for run_id, day, budget, manifest, _ in con.execute(sql("decisions", "paced_days"), [campaign]).fetchall():
-        latest[str(day)] = (run_id, day, budget, json.loads(manifest)["entry"]["pacing"])
+        latest[str(day)[:10]] = (run_id, day, budget, json.loads(manifest)["entry"]["pacing"])
     out = []
     for run_id, day, budget, p in latest.values():
         realized, _ = con.execute(sql("decisions", "realized_spend"), [campaign, str(day), run_id, budget]).fetchone()
         out.append(PacingDay(day=_date(str(day)[:10]), plan=float(p["plan"]), lambda_=float(p["lambda_"]),
                              predicted=float(p["predicted"]), realized=None if realized is None else float(realized),
                              ratio=float(p["ratio"]), users=int(p["users"])))
-    return out
+    # Days whose decisions runs retention has deleted (PROMO_KEEP_RUNS) are carried by the pacing rows of
+    # the latest visible run that paced: every run writes the whole period so far, so the history
+    # survives any retention that keeps one run.
+    for day, plan, lam, predicted, realized, ratio in con.execute(sql("decisions", "carried_pacing_days"),
+                                                                  [campaign]).fetchall():
+        if str(day)[:10] not in latest:
+            out.append(PacingDay(day=_date(str(day)[:10]), plan=float(plan), lambda_=float(lam),
+                                 predicted=float(predicted), realized=None if realized is None else float(realized),
+                                 ratio=float(ratio)))
+    return sorted(out, key=lambda h: h.day)
 
 
 def prior_ratio(con, campaign: str, n_users: int) -> float:

@@ -253,7 +253,7 @@ class CampaignState:
         lam = self.lambdas[budget]
         mu = (self.multipliers or {}).get(budget)
         if mu and self.constraints:  # several budgets: the decisions' rule at their multipliers
-            from promo_assets.decisions.exploration import reduced_levels
+            from promo_assets.allocation.budgets import reduced_levels
 
             mats, mus = [costs], [mu["budget"]]
             for name, block in self.constraints["costs"].items():

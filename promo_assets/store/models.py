@@ -83,3 +83,32 @@ def write_board(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str, rand
                                                                  e["evaluation_run_id"], e["status"], e["reason"]])
     for c in checks:
         con.execute(sql("frames", "insert_data_check"), [campaign, run_id, c.name, c.passed, c.severity, c.message])
+
+
+def record_multipliers(con: duckdb.DuckDBPyConnection, campaign: str, model: str, version: str, target: str,
+                       rows: pd.DataFrame, run_id: str) -> None:
+    """Several budgets: each budget's multiplier and use for a model version and target (table
+    budget_multipliers; `rows` as `allocation.budgets` gives them)."""
+    rows = rows.copy()
+    for c in ("true_use", "matched_true_use", "matched_scale"):
+        if c not in rows:
+            rows[c] = None
+    with registered(con, "multipliers_df", rows):
+        con.execute(sql("frames", "insert_multipliers"), [campaign, model, version, target, run_id])
+
+
+def multipliers_of_run(con: duckdb.DuckDBPyConnection, campaign: str, model: str, version: str, run_id: str):
+    """[(budget, budget name, multiplier)] that budget_dual stored in run `run_id` (several budgets)."""
+    return con.execute(sql("frames", "multipliers_of_run"), [campaign, model, version, run_id]).fetchall()
+
+
+def budget_use_of_evaluation(con: duckdb.DuckDBPyConnection, campaign: str, model: str, run_id: str) -> pd.DataFrame:
+    """A model's policy_evaluation rows of budget_multipliers (target holdout) written by run `run_id`."""
+    return con.execute(sql("frames", "evaluation_budget_use"), [campaign, model, run_id]).df()
+
+
+def add_allocation(con: duckdb.DuckDBPyConnection, row: list, frame: pd.DataFrame) -> None:
+    """Allocation rows (user_id, level, incentive) of one model version and budget (`row`: campaign,
+    model, version, budget, run id)."""
+    with registered(con, "alloc_df", frame):
+        con.execute(sql("frames", "insert_allocation"), row)

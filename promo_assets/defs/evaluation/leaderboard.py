@@ -93,6 +93,19 @@ def assemble(con, campaign: str, entries: list[dict], ev, k: int) -> tuple[list[
     return frames, specs
 
 
+def budgets_kept(con, campaign: str, entries: list[dict]) -> list[dict]:
+    """campaign.yaml `constraints:`: every evaluated model's use of each budget on the holdout (its
+    policy_evaluation's rows of budget_multipliers), as one table to compare the models by."""
+    from promo_assets.defs.models.assets import use_table
+
+    out = []
+    for e in entries:
+        if e["status"] == "evaluated":
+            rows = models_store.budget_use_of_evaluation(con, campaign, e["model"], e["evaluation_run_id"])
+            out += [{"model": e["model"], **r} for r in use_table(rows.astype(object).where(rows.notna(), None).to_dict("records"))]
+    return out
+
+
 def schema_table(columns, records: list[dict]) -> dg.MetadataValue:
     """Dagster table metadata with typed, described columns (`board_view.Column`)."""
     return table_metadata([(c.name, c.type, c.description) for c in columns], records)
@@ -187,6 +200,7 @@ def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
             ev = evaluation_inputs(context, con, landing, campaign, config)
             frames, specs = assemble(con, campaign, entries, ev, config.n_levels)
             champion = current_champion(con, campaign)
+            kept = budgets_kept(con, campaign, entries) if config.constraint_settings else []
         random = evaluate_random(*ev.logged, log=log_to(context), **ev.kwargs(config, campaign))
         random["run_id"] = context.run_id
         entries.append({"model": RANDOM_MODEL, "model_version": RANDOM_VERSION, "evaluation_run_id": context.run_id,
@@ -195,6 +209,9 @@ def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
                                                       "data_checks"):
             store_board(con, campaign, context.run_id, random, entries, checks)
         board = pd.concat([f for f in frames + [random] if not f.empty], ignore_index=True)
-        return dg.MaterializeResult(metadata=board_metadata(board, specs, ev, config, campaign, entries[:-1], checks, champion))
+        metadata = board_metadata(board, specs, ev, config, campaign, entries[:-1], checks, champion)
+        if kept:
+            metadata["budgets_kept"] = md_table(kept)
+        return dg.MaterializeResult(metadata=metadata)
 
     return leaderboard

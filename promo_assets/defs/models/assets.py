@@ -306,35 +306,66 @@ def solve_duals(context, con, campaign: str, model: str, version: str, config,
     stored coefficients read chunk by chunk, on the run's Dask cluster when it has one), the frontier
     points (of a sample beyond `stored.FRONTIER_USERS` users) and the infeasible budgets (stored in
     infeasible_budget)."""
-    from promo_assets.allocation import InfeasibleBudgetError
-    from promo_assets.allocation.chunked import solve_chunked, tie_share_chunked
-
-    from promo_assets.allocation import check_solve_size
+    from promo_assets.allocation import InfeasibleBudgetError, check_solve_size
+    from promo_assets.allocation.stored import frontier_points, solve_budgets_chunked
 
     client, source = population_source(con, campaign, model, version, config, dask)
     n = source.n_users
     with domain_errors():
         check_solve_size(n, config.n_levels)  # the cap per solve, before the frontier's passes
-        fr, n_fr = sampled_frontier(source, client=client)
-    idx = np.unique(np.linspace(0, len(fr.costs) - 1, 12).round().astype(int))
-    curve = [{"lambda_": float(fr.lambdas[i]), "cost_per_capita": float(fr.costs[i]) / n_fr,
-              "value_per_capita": float(fr.values[i]) / n_fr} for i in idx]
+        curve = frontier_points(source, client=client)
+        solved = solve_budgets_chunked(source, budgets(config), client=client, log=context.log.info)
     rows, infeasible = [], []
-    for b in budgets(config):
-        try:
-            with domain_errors():
-                res = solve_chunked(source, b, per_capita=True, client=client, log=context.log.info,
-                                    levels=False)  # λ* only: the levels are the allocation asset's
-                share = tie_share_chunked(source, res.lambda_, b * n, client=client)
-        except InfeasibleBudgetError as exc:
-            context.log.warning(f"{model}: budget_per_capita {b:g} skipped: {exc}; the other budgets are solved")
-            infeasible.append(results.record_infeasible(con, campaign, model, version, b, exc, context.run_id))
+    for b, *got in solved:
+        if isinstance(got[0], InfeasibleBudgetError):
+            context.log.warning(f"{model}: budget_per_capita {b:g} skipped: {got[0]}; the other budgets are solved")
+            infeasible.append(results.record_infeasible(con, campaign, model, version, b, got[0], context.run_id))
             continue
+        res, share = got
         models_store.record_dual(con, campaign, model, version, b, res, n, context.run_id, share)
         rows.append({"budget_per_capita": b, "lambda_": float(res.lambda_), "tie_share": share,
                      "value_per_capita": res.value / n, "cost_per_capita": res.cost / n,
                      "dual_gap": float(res.dual_bound - res.value)})
     return rows, curve, infeasible
+
+
+def solve_several(context, con, campaign: str, model: str, version: str, config, constraints, users, values, costs,
+                  dask: DaskResource) -> tuple[list, list, list, list]:
+    """campaign.yaml `constraints:`: every budget solved with the further budgets (`allocation.budgets.
+    solve_budgets`): λ* (the incentive budget's multiplier, tie share 0: the levels are the rule at the
+    multipliers) in budget_dual, every multiplier and predicted use in budget_multipliers; (the duals'
+    rows, the frontier points, the infeasible budgets, the multipliers' rows)."""
+    from promo_assets.allocation.budgets import solve_budgets
+    from promo_assets.allocation.stored import frontier_points
+
+    client, source = population_source(con, campaign, model, version, config, dask)
+    with domain_errors():
+        curve = frontier_points(source, client=client)
+        solved, failed = solve_budgets(values, costs, budgets(config), constraints.costs, constraints.groups,
+                                       log=context.log.info)
+    n = len(users)
+    rows, table, infeasible = [], [], []
+    for got in solved:
+        b = got.budget_per_capita
+        models_store.record_dual(con, campaign, model, version, b, got, n, context.run_id, 0.0)
+        models_store.record_multipliers(con, campaign, model, version, "population", pd.DataFrame(got.rows()),
+                                        context.run_id)
+        rows.append({"budget_per_capita": b, "lambda_": got.lambda_, "value_per_capita": got.value / n,
+                     "cost_per_capita": got.cost / n, "dual_gap": got.dual_bound - got.value,
+                     "every_budget_kept": got.respected})
+        table += [{"budget_per_capita": b, "budget": r["constraint_name"], "multiplier": float(f"{r['multiplier']:.6g}"),
+                   "use / budget": round(r["use_over_budget"], 4)} for r in got.rows()]
+    for b, exc in failed:
+        context.log.warning(f"{model}: budget_per_capita {b:g} skipped: {exc}; the other budgets are solved")
+        infeasible.append(results.record_infeasible(con, campaign, model, version, b, exc, context.run_id))
+    return rows, curve, infeasible, table
+
+
+def model_constraints(warehouse: WarehouseResource, landing: LandingResource, campaign: str, config, users):
+    """campaign.yaml `constraints:` for the population's `users` (None without): the decisions' own reading."""
+    from promo_assets.defs.decisions.assets import decision_constraints
+
+    return decision_constraints(warehouse, landing, campaign, config, [str(u) for u in users])
 
 
 def population_source(con, campaign: str, model: str, version: str, config, dask: DaskResource):
@@ -365,6 +396,49 @@ def allocate(con, context, campaign: str, model: str, run_id: str, version: str,
                   for b, m in infeasible], lineage
 
 
+def stored_multipliers(con, campaign: str, model: str, version: str, run_id: str, names: list[str]) -> dict:
+    """{budget: multipliers in `names` order} that budget_dual stored in run `run_id` (several budgets)."""
+    out: dict[float, dict] = {}
+    for b, name, mu in models_store.multipliers_of_run(con, campaign, model, version, run_id):
+        out.setdefault(float(b), {})[name] = float(mu)
+    for b, got in out.items():
+        if list(got) != names:
+            raise dg.Failure(f"{key(model, 'budget_dual').to_user_string()} of run {run_id} solved the budgets "
+                             f"{', '.join(got)}, campaign.yaml now has {', '.join(names)}: re-materialize it")
+    return {b: [got[n] for n in names] for b, got in out.items()}
+
+
+def allocate_several(con, context, campaign: str, model: str, run_id: str, version: str, dual_version, config,
+                     constraints, users, values, costs) -> tuple[list, list, dict]:
+    """`allocate` under campaign.yaml `constraints:`: the population's levels at the multipliers
+    budget_dual stored (`allocation.budgets.decide_budgets_at`; solved again only where users tied at
+    them would exceed a budget), written to allocation: the metadata rows (each budget's use), the
+    infeasible budgets and the lineage."""
+    from promo_assets.allocation.budgets import decide_budgets_at
+
+    _, infeasible, lineage = stored_duals(con, campaign, model, run_id, version, dual_version)
+    names = constraints.names()
+    multipliers = stored_multipliers(con, campaign, model, version, run_id, names)
+    with domain_errors():
+        decided = decide_budgets_at(values, costs, multipliers, constraints.costs, constraints.groups)
+    incentives = np.asarray(config.incentives, dtype=np.float64)
+    rows = []
+    for b, got in decided.items():
+        lv = got["levels"]
+        models_store.add_allocation(con, [campaign, model, version, b, context.run_id],
+                                    pd.DataFrame({"user_id": users, "level": lv.astype(np.int32), "incentive": incentives[lv]}))
+        share_of = np.bincount(lv, minlength=config.n_levels) / max(len(lv), 1)
+        rows.append({"budget_per_capita": b, "users": len(lv), "cost_per_capita": float(got["use"][0]) / max(len(lv), 1),
+                     **{f"{n} use / budget": round(float(u / t), 4) if t > 0 else 0.0
+                        for n, u, t in zip(names, got["use"], got["totals"])},
+                     "solved again": got["resolved"],
+                     **{f"share {lab}": round(float(s), 3) for lab, s in zip(config.labels, share_of)}})
+    lineage["multipliers"] = md_table([{"budget_per_capita": b, **{n: float(f"{m:.6g}") for n, m in zip(names, mu)}}
+                                       for b, mu in multipliers.items()])
+    return rows, [{"budget_per_capita": b, "message": f"budget {b:g} per capita cannot be met: {m}"}
+                  for b, m in infeasible], lineage
+
+
 def budgets(config) -> list[float]:
     if not config.budgets_per_capita:
         raise dg.Failure(f"campaign '{config.campaign}' has no budget_per_capita in campaign.yaml")
@@ -380,20 +454,34 @@ def dual_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
               "budget on the target population (exact LP optimum), with the share of the users tied at λ* that "
               "the optimum moves up, the dual bound and the budget–value frontier. Table budget_dual (history "
               "kept per model, PROMO_KEEP_RUNS). A budget below the cheapest allocation is skipped with a "
-              "warning and recorded in infeasible_budget; the other budgets are solved.")
+              "warning and recorded in infeasible_budget; the other budgets are solved. With campaign.yaml "
+              "`constraints:` every budget is solved together with the further cost types and group caps "
+              "(solve_multi): each budget's multiplier and use in table budget_multipliers.")
     def _dual(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource,
               dask: DaskResource):
         campaign = context.partition_key
         config = landing.config(campaign)
         _, meta, coef_version = upstream(context, coef_key)
         version = meta["model_version"]
-        with connect(warehouse) as con, results_write(context, con, campaign, "budget_dual", "infeasible_budget"):
-            rows, curve, infeasible = solve_duals(context, con, campaign, model.name, version, config, dask)
+        several = []
+        if config.constraint_settings:  # several budgets: solve_multi on the population's coefficients
+            with connect(warehouse) as con:
+                users, values, costs = coefficient_arrays(con, campaign, model.name, version, "population", config.n_levels)
+            constraints = model_constraints(warehouse, landing, campaign, config, users)
+            with connect(warehouse) as con, results_write(context, con, campaign, "budget_dual", "infeasible_budget",
+                                                          "budget_multipliers"):
+                rows, curve, infeasible, several = solve_several(context, con, campaign, model.name, version, config,
+                                                                 constraints, users, values, costs, dask)
+        else:
+            with connect(warehouse) as con, results_write(context, con, campaign, "budget_dual", "infeasible_budget"):
+                rows, curve, infeasible = solve_duals(context, con, campaign, model.name, version, config, dask)
         return dg.MaterializeResult(
             metadata={"model_version": version, "coefficients_version": coef_version, "duals": md_table(rows),
+                      **({"multipliers": md_table(several)} if several else {}),
                       "frontier": md_table(curve), "run_id": context.run_id, "dask_scheduler": dask.spec or "in-process",
                       **({"infeasible_budgets": md_table(infeasible)} if infeasible else {})},
-            data_version=dg.DataVersion(_version(coef_version, json.dumps(_jsonable(rows)))))
+            data_version=dg.DataVersion(_version(coef_version, json.dumps(_jsonable(rows)),
+                                                 *([json.dumps(_jsonable(several))] if several else []))))
 
     return _dual
 
@@ -438,15 +526,27 @@ def allocation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
               description=f"The incentive level of every target user for {model.name} × budget: the decision at "
               "the λ* budget_dual stored (no second solve; users tied at λ* take the dearer level up to the "
               "stored share, the one fractional user by seeded sampling). Table allocation (history kept per "
-              "model, PROMO_KEEP_RUNS), one transaction. An infeasible budget is listed (infeasible_budgets).")
+              "model, PROMO_KEEP_RUNS), one transaction. An infeasible budget is listed (infeasible_budgets). With "
+              "campaign.yaml `constraints:` the levels at the stored multipliers of every budget, each budget's use "
+              "shown.")
     def _allocation(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource,
                     dask: DaskResource):
         campaign = context.partition_key
         config = landing.config(campaign)
         run_id, meta, dual_version = upstream(context, dual_key)
-        with connect(warehouse) as con, results_write(context, con, campaign, "allocation"):
-            rows, infeasible, lineage = allocate(con, context, campaign, model.name, run_id, meta["model_version"],
-                                                 dual_version, config, dask)
+        if config.constraint_settings:  # several budgets: the levels at the stored multipliers
+            with connect(warehouse) as con:
+                users, values, costs = coefficient_arrays(con, campaign, model.name, meta["model_version"], "population",
+                                                          config.n_levels)
+            constraints = model_constraints(warehouse, landing, campaign, config, users)
+            with connect(warehouse) as con, results_write(context, con, campaign, "allocation"):
+                rows, infeasible, lineage = allocate_several(con, context, campaign, model.name, run_id,
+                                                             meta["model_version"], dual_version, config, constraints,
+                                                             users, values, costs)
+        else:
+            with connect(warehouse) as con, results_write(context, con, campaign, "allocation"):
+                rows, infeasible, lineage = allocate(con, context, campaign, model.name, run_id, meta["model_version"],
+                                                     dual_version, config, dask)
         # 12 digits: the cost is summed chunk by chunk, its last bits follow the chunking (the workers)
         version = _version(lineage["budget_dual_version"], *(f"{r['cost_per_capita']:.12g}" for r in rows))
         return dg.MaterializeResult(
@@ -470,7 +570,9 @@ def evaluation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
               "its allocation applied, applied to the holdout users' coefficients, evaluated at equal spend (EOM "
               "and doubly robust EOM with the outcome_model asset's predictions, bootstrap 95% intervals, Q(v, c), "
               "frontier area ratio, curve metrics; the truth, spend ratio, matched true value and % of the "
-              "oracle for simulated campaigns). Table policy_evaluation (history kept per model).")
+              "oracle for simulated campaigns). Table policy_evaluation (history kept per model). With campaign.yaml "
+              "`constraints:` the stored multipliers applied, each budget's use predicted, true and at matched "
+              "true spend (table budget_multipliers).")
     def _evaluation(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource,
                     dask: DaskResource):
         from promo_assets.evaluation import evaluate_models, leaderboard_markdown
@@ -478,26 +580,76 @@ def evaluation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
         campaign = context.partition_key
         config = landing.config(campaign)
         _, made, alloc_version = upstream(context, alloc_key)  # the decision the allocation applied
-        with connect(warehouse) as con:
-            ev = evaluation_inputs(context, con, landing, campaign, config)
-            users, values, costs, decisions, lineage = stored_decisions(
-                con, campaign, model.name, "holdout", config.n_levels, made["budget_dual_run"], made["model_version"],
-                made["budget_dual_version"], dask)
-        v, c = ev.align(users, values, costs, model.name)
-        hold = {model.name: {b: d if isinstance(d, str) else ev.align_levels(users, d) for b, d in decisions.items()}}
+        ev, (v, c), hold, lineage, use_rows = holdout_decisions(context, warehouse, landing, campaign, config,
+                                                                model.name, made, dask)
         rows = evaluate_models({model.name: (lineage["model_version"], v, c)}, *ev.logged, decisions=hold,
                                log=log_to(context), **ev.kwargs(config, campaign), **ev.curve_kwargs(config))
         rows["run_id"] = context.run_id
         segments, segment_meta = segment_outputs(ev, config, model.name, lineage["model_version"], v, hold[model.name])
-        with connect(warehouse) as con, results_write(context, con, campaign, "policy_evaluation"):
+        with connect(warehouse) as con, results_write(context, con, campaign, "policy_evaluation",
+                                                      *(["budget_multipliers"] if use_rows else [])):
             models_store.write_evaluation(con, rows, segments, campaign, context.run_id)
+            if use_rows:
+                models_store.record_multipliers(con, campaign, model.name, lineage["model_version"], "holdout",
+                                                pd.DataFrame(use_rows), context.run_id)
         versions = {**lineage, "allocation_version": alloc_version, **ev.versions}
         return dg.MaterializeResult(
             metadata={**versions, "evaluation": dg.MetadataValue.md(leaderboard_markdown(rows)),
-                      "holdout_events": ev.n, "ground_truth": ev.true_values is not None, **segment_meta},
+                      "holdout_events": ev.n, "ground_truth": ev.true_values is not None, **segment_meta,
+                      **({"budgets_kept": md_table(use_table(use_rows))} if use_rows else {})},
             data_version=dg.DataVersion(_version(*(versions[k] for k in sorted(versions) if k != "lambdas"))))
 
     return _evaluation
+
+
+def holdout_decisions(context, warehouse, landing, campaign: str, config, model: str, made, dask: DaskResource):
+    """(evaluation inputs, (values, costs) of the holdout events, {model: {budget: levels or the reason}},
+    lineage, budget_multipliers rows): the decision the allocation applied, applied to the holdout
+    (under campaign.yaml `constraints:` at the stored multipliers, each budget's use measured)."""
+    with connect(warehouse) as con:
+        ev = evaluation_inputs(context, con, landing, campaign, config)
+        users, values, costs, decisions, lineage = stored_decisions(
+            con, campaign, model, "holdout", config.n_levels, made["budget_dual_run"], made["model_version"],
+            made["budget_dual_version"], dask)
+    v, c = ev.align(users, values, costs, model)
+    hold = {model: {b: d if isinstance(d, str) else ev.align_levels(users, d) for b, d in decisions.items()}}
+    use_rows = []
+    if config.constraint_settings:  # several budgets: the stored multipliers applied to the holdout
+        with connect(warehouse) as con:
+            use_rows = evaluate_several(con, campaign, model, made, config, ev, v, c, hold[model])
+    return ev, (v, c), hold, lineage, use_rows
+
+
+def evaluate_several(con, campaign: str, model: str, made, config, ev, values, costs, decisions: dict) -> list[dict]:
+    """campaign.yaml `constraints:`: the multipliers budget_dual stored applied to the holdout events'
+    coefficients (`allocation.budgets.evaluate_budgets`); `decisions` (budget -> levels) takes those
+    levels, and the rows of each budget's use (predicted; true and at matched true spend with truth)
+    are returned for budget_multipliers."""
+    from promo_assets.allocation.budgets import evaluate_budgets
+    from promo_assets.decisions import Constraints
+
+    block = config.constraint_settings
+    features = sorted({g["feature"] for g in block["groups"].values()})
+    frame = frames_store.holdout_segments(con, campaign, features) if features else pd.DataFrame(index=pd.RangeIndex(ev.n))
+    with domain_errors():
+        constraints = Constraints.build(block, frame)
+    multipliers = stored_multipliers(con, campaign, model, made["model_version"], made["budget_dual_run"],
+                                     constraints.names())
+    with domain_errors():
+        levels, rows = evaluate_budgets(values, costs, multipliers, constraints.costs, constraints.groups, ev.true_costs)
+    decisions.update(levels)
+    return rows
+
+
+def use_table(rows: list[dict]) -> list[dict]:
+    """The budget_multipliers rows of an evaluation as a small table: use over budget per budget."""
+    def ratio(x, t):
+        return None if x is None else round(x / t, 4) if t > 0 else 0.0
+
+    return [{"budget_per_capita": r["budget_per_capita"], "budget": r["constraint_name"],
+             "multiplier": float(f"{r['multiplier']:.6g}"), "predicted use / budget": ratio(r["predicted_use"], r["budget"]),
+             "true use / budget": ratio(r["true_use"], r["budget"]),
+             "at matched true spend": ratio(r["matched_true_use"], r["budget"])} for r in rows]
 
 
 def segment_outputs(ev, config, model: str, version: str, values, decisions) -> tuple[pd.DataFrame, dict]:
