@@ -12,9 +12,8 @@ from __future__ import annotations
 import html
 import re
 
+import markdown_it  # ships with dagster (rich → markdown-it-py): missing, this module fails, it never skips
 import pytest
-
-markdown_it = pytest.importorskip("markdown_it")  # ships with dagster (rich → markdown-it-py)
 
 
 def visible_text(markdown: str) -> str:

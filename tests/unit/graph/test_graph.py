@@ -5,7 +5,6 @@ import pandas as pd
 import pytest
 import torch
 
-import promo_assets.allocation as allocation
 from promo_assets.graph import (
     EDGE, REV_EDGE, GraphDataError, GraphTrainConfig, GraphTrainingError, build_graph, customer_metrics,
     level_curve, load_bipartite_campaign, load_graph_model, normalized_adjacency, plot_uplift_quintiles,
@@ -13,8 +12,6 @@ from promo_assets.graph import (
 )
 from promo_assets.graph.nn import HazardHead, MerchantHead, censored_hazard_loss
 from promo_assets.simulation.bipartite import simulate_bipartite
-
-HAS_SOLVE_RATIO = hasattr(allocation, "solve_ratio")
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -218,7 +215,6 @@ def test_truth_helpers(trained, camp):
     assert list(curve.columns) == ["level", "incentive", "predicted", "predicted_step", "true", "true_step"]
 
 
-@pytest.mark.skipif(not HAS_SOLVE_RATIO, reason="promo_assets.allocation does not export solve_ratio yet")
 def test_joint_allocation_and_decision_rule(trained, camp):
     from promo_assets.graph import allocation_truth, compare_joint_independent, decide, joint_allocation
 
