@@ -9,6 +9,9 @@ has its chain, so that adding a model (one module, one registry line) leaves the
 When a change is intended, regenerate the snapshot and commit it with the change:
 
     PROMO_UPDATE_SNAPSHOT=1 .venv/bin/python -m pytest tests/defs/test_definitions_snapshot.py
+
+Under CI (CI set and not false / 0) the snapshot is never written, PROMO_UPDATE_SNAPSHOT or not: a
+graph that differs from the committed snapshot fails the run, so CI cannot bless its own change.
 """
 
 import json
@@ -16,6 +19,7 @@ import os
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "definitions.json"
 
@@ -99,18 +103,53 @@ def templated_assets(assets: dict) -> dict:
     return out
 
 
+def under_ci(environ=os.environ) -> bool:
+    return environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def check_snapshot(now: dict, snapshot: Path, environ=os.environ) -> None:
+    """Compare the graph's shape `now` with the committed snapshot; rewrite the snapshot first only
+    when PROMO_UPDATE_SNAPSHOT=1 and not under CI."""
+    ci = under_ci(environ)
+    if environ.get("PROMO_UPDATE_SNAPSHOT") == "1" and not ci:
+        snapshot.write_text(json.dumps(now, indent=1, sort_keys=True) + "\n")
+    refused = (" (PROMO_UPDATE_SNAPSHOT=1 is ignored under CI: the snapshot is never rewritten there)"
+               if ci and environ.get("PROMO_UPDATE_SNAPSHOT") == "1" else "")
+    if not snapshot.exists():
+        pytest.fail(f"{snapshot} is missing: generate it with PROMO_UPDATE_SNAPSHOT=1 outside CI (module docstring)"
+                    + refused)
+    pinned = json.loads(snapshot.read_text())
+    for section in ("assets", "jobs", "schedules", "sensors", "resources", "checks"):
+        if now[section] != pinned[section]:
+            pytest.fail(
+                f"the Definitions' {section} changed; if intended, regenerate with PROMO_UPDATE_SNAPSHOT=1 "
+                f"outside CI and commit it (module docstring){refused}: "
+                f"{sorted(set(map(str, now[section])) ^ set(map(str, pinned[section])))[:10]}")
+
+
 def test_definitions_match_the_snapshot():
     from promo_assets.definitions import build_defs
 
-    now = json.loads(json.dumps(shape(build_defs()), default=str))
-    if os.environ.get("PROMO_UPDATE_SNAPSHOT") == "1":
-        SNAPSHOT.write_text(json.dumps(now, indent=1, sort_keys=True) + "\n")
-    assert SNAPSHOT.exists(), f"{SNAPSHOT} is missing: generate it with PROMO_UPDATE_SNAPSHOT=1 (module docstring)"
+    check_snapshot(json.loads(json.dumps(shape(build_defs()), default=str)), SNAPSHOT)
+
+
+@pytest.mark.parametrize("ci", ["true", "1"])
+def test_under_ci_a_changed_graph_fails_and_the_snapshot_is_not_rewritten(tmp_path, ci):
     pinned = json.loads(SNAPSHOT.read_text())
-    for section in ("assets", "jobs", "schedules", "sensors", "resources", "checks"):
-        assert now[section] == pinned[section], (
-            f"the Definitions' {section} changed; if intended, regenerate with PROMO_UPDATE_SNAPSHOT=1 "
-            f"(module docstring): {sorted(set(map(str, now[section])) ^ set(map(str, pinned[section])))[:10]}")
+    changed = {**pinned, "sensors": pinned["sensors"] + ["a_sensor_nobody_committed"]}
+    copy = tmp_path / "definitions.json"
+    copy.write_text(SNAPSHOT.read_text())
+    before = copy.read_bytes()
+    with pytest.raises(pytest.fail.Exception, match="a_sensor_nobody_committed.*|sensors changed") as failed:
+        check_snapshot(changed, copy, {"CI": ci, "PROMO_UPDATE_SNAPSHOT": "1"})
+    assert "ignored under CI" in str(failed.value)
+    assert copy.read_bytes() == before  # never written
+    with pytest.raises(pytest.fail.Exception, match="is missing"):
+        check_snapshot(changed, tmp_path / "absent.json", {"CI": ci, "PROMO_UPDATE_SNAPSHOT": "1"})
+    assert not (tmp_path / "absent.json").exists()
+    # outside CI the same request rewrites it (what a developer does on purpose), then it matches
+    check_snapshot(changed, copy, {"PROMO_UPDATE_SNAPSHOT": "1"})
+    assert json.loads(copy.read_text()) == changed
 
 
 def test_every_registered_model_has_its_chain_and_the_leaderboard_reads_them():
