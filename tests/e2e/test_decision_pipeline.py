@@ -26,16 +26,20 @@ START = dt.date(2026, 3, 1)
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def decided(promo_env, tmp_path, monkeypatch):
-    """A small demo campaign (3 RCT days, two LightGBM models, exploration 0.2) through `promo run`."""
-    monkeypatch.setenv("PROMO_OUTBOX_DIR", str(tmp_path / "outbox"))
+def _decide(paths):
     assert main(["simulate", "--preset", "demo", "--campaign", "demo", "--days", "3", "--users", "800", "--seed", "3",
                  "--start", START.isoformat()]) == 0
-    with open(promo_env["landing"] / "demo" / "campaign.yaml", "a") as f:
+    with open(paths["landing"] / "demo" / "campaign.yaml", "a") as f:
         f.write("models:\n  include: [lgbm_s, lgbm_s_mono]\nexploration:\n  share: 0.2\n  seed: 4\n")
     assert main(["run", "--campaign", "demo", "--no-progress"]) == 0
-    return {**promo_env, "outbox": tmp_path / "outbox", "tmp": tmp_path}
+
+
+@pytest.fixture
+def decided(run_once, tmp_path, monkeypatch):
+    """A small demo campaign (3 RCT days, two LightGBM models, exploration 0.2) through `promo run`:
+    run once for the module, each test gets its own fresh copy of what the run left."""
+    paths = run_once("decided", _decide).restore(monkeypatch)
+    return {**paths, "tmp": tmp_path}
 
 
 def _files(folder: Path) -> list[str]:

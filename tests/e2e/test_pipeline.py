@@ -82,9 +82,8 @@ def test_cli_errors_have_exit_codes(promo_env, capsys):
 
 
 @pytest.mark.slow
-def test_promo_run_fills_the_leaderboard_for_every_model(promo_env, capsys):
-    simulate(days=4, users=1500)
-    assert main(["run", "--no-progress"]) == 0
+def test_promo_run_fills_the_leaderboard_for_every_model(demo_run, capsys):
+    promo_env = demo_run  # simulate(days=4, users=1500) and `promo run`, shared (conftest.py)
     with duckdb.connect(str(promo_env["warehouse"]), read_only=True) as con:
         assert con.execute("SELECT count(DISTINCT event_date) FROM rct_events").fetchone()[0] == 4
         rows = con.execute(

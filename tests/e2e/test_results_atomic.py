@@ -226,10 +226,21 @@ def _model_rows(env, run_id: str, model: str) -> int:
                for t in RUN_TABLES_WITH_ROWS)
 
 
-@pytest.mark.slow
-def test_failed_and_killed_runs_leave_no_rows_and_the_report_keeps_the_previous_run(promo_env, monkeypatch, capsys):
+def _first_run(paths) -> None:
     _simulate()
     assert main(["run", "--no-progress"]) == 0
+
+
+@pytest.fixture
+def after_one_run(run_once, monkeypatch) -> dict:
+    """The demo campaign (3 days, 250 users, the default models) after one `promo run`: run once for
+    the module, each test gets its own fresh copy."""
+    return run_once("atomic_first_run", _first_run).restore(monkeypatch)
+
+
+@pytest.mark.slow
+def test_failed_and_killed_runs_leave_no_rows_and_the_report_keeps_the_previous_run(after_one_run, monkeypatch, capsys):
+    promo_env = after_one_run
     good, good_board = _last_runs(promo_env)
     assert good_board == good  # the chains and the leaderboard in one run
     before = _rows_of(promo_env, good)
@@ -306,11 +317,10 @@ def test_failed_and_killed_runs_leave_no_rows_and_the_report_keeps_the_previous_
 
 
 @pytest.mark.slow
-def test_retention_current_budgets_history_and_an_infeasible_budget(promo_env, monkeypatch, capsys):
-    monkeypatch.setenv("PROMO_KEEP_RUNS", "2")
-    _simulate()
+def test_retention_current_budgets_history_and_an_infeasible_budget(after_one_run, monkeypatch, capsys):
+    promo_env = after_one_run
+    monkeypatch.setenv("PROMO_KEEP_RUNS", "2")  # after the first run: one run holds nothing to drop yet
     old_budgets = _budgets(promo_env)
-    assert main(["run", "--no-progress"]) == 0
     first, first_board = _last_runs(promo_env)
 
     # new budgets; 0.25 is made infeasible for every model: its costs + 1 per user

@@ -329,13 +329,10 @@ def test_bad_policy_inputs_give_an_empty_row_with_a_message(case):
 
 # ---------------------------------------------------------------------------- the UI (Dagster)
 @pytest.mark.slow
-def test_policy_evaluation_materialization_carries_the_leaderboard_table(promo_env):
+def test_policy_evaluation_materialization_carries_the_leaderboard_table(demo_run):
     import dagster as dg
 
-    from promo_assets.cli import main
-
-    assert main(["simulate", "--campaign", "demo", "--days", "3", "--users", "800", "--start", "2026-01-01"]) == 0
-    assert main(["run", "--no-progress"]) == 0
+    # the demo campaign after `promo run` with the default models, shared (conftest.py)
     instance = dg.DagsterInstance.get()
     event = instance.get_latest_materialization_event(dg.AssetKey("leaderboard"))
     meta = event.asset_materialization.metadata

@@ -80,16 +80,12 @@ def test_metadata_for_people_tables_not_json():
 
 
 @pytest.mark.slow
-def test_report_of_a_run_campaign_is_self_contained(promo_env, tmp_path, capsys):
+def test_report_of_a_run_campaign_is_self_contained(demo_run, tmp_path, capsys):
     import dagster as dg
 
     from promo_assets.cli import main
 
-    assert main(["simulate", "--preset", "demo", "--campaign", "demo", "--days", "3", "--users", "400", "--seed", "1",
-                 "--start", "2026-03-01"]) == 0
-    with open(promo_env["landing"] / "demo" / "campaign.yaml", "a") as f:
-        f.write("models:\n  include: [lgbm_s, s_learner]\n")
-    assert main(["run", "--campaign", "demo", "--no-progress"]) == 0
+    # the demo campaign after `promo run` with the default models, shared (conftest.py)
     event = dg.DagsterInstance.get().get_latest_materialization_event(dg.AssetKey("campaign_report"))
     meta = event.asset_materialization.metadata
     path = meta["report"].value
