@@ -64,7 +64,8 @@ def test_merchant_events_load_and_reject_bad_files(promo_env, capsys):
 
 
 @pytest.mark.slow
-def test_promo_run_trains_gnn_hazard_and_allocates_jointly(promo_env, capsys):
+def test_promo_run_trains_gnn_hazard_and_allocates_jointly(promo_env, capsys, monkeypatch):
+    monkeypatch.setenv("PROMO_MAX_EPOCHS", "1")  # the graph's plumbing end to end: tables, metrics, plots, not their quality
     simulate("bipartite", "shop", days=4, users=1500)
     simulate("demo", "demo", days=3, users=400)
     assert main(["run", "--no-progress"]) == 0
