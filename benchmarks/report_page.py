@@ -7,11 +7,13 @@ writes the report again (timed); Debian's chromium (playwright, `executable_path
 other than the file itself refused: the report must open offline) loads it `--repeat` times, each
 timed from `goto` to every Plotly chart drawn (an SVG of non-zero size per chart).
 
-Part `backfill`: a small demo campaign after `promo run`; `dagster dev` (own process group, free
-port) with its sensors running; a 3-day backfill of `rct_events` is launched through the GraphQL
-mutation the UI's "Launch backfill" button sends; timed from that launch until `leaderboard` and
-`campaign_report` of the campaign have a newer materialization (the automation's refresh), with
-the final status of every backfill. `promo run` on the same landing folder is timed before and after.
+Part `backfill`: a small demo campaign (4 days) after a first `promo run`; then, alternating
+(A B A B, `--rounds` of each, so that both see the same machine load): A, `dagster dev` (own process
+group, free port) with its sensors running, settled, and a backfill of the campaign's partition of
+`rct_events` (its day files) launched through the GraphQL mutation the UI's "Launch backfill"
+button sends, timed from that launch until `leaderboard` and `campaign_report` of the campaign have
+a newer materialization (the automation's refresh), with the final status of every backfill, the
+server stopped after; B, `promo run` on the same landing folder.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/report_page.py [--part report|backfill|both]
 """
@@ -105,27 +107,43 @@ def _latest(ui: DagsterDev, asset: str, partition: str) -> float | None:
     return float(mats[0]["timestamp"]) / 1000 if mats else None
 
 
-def backfill_part(args) -> dict:
-    import dagster as dg
+_RUNS = """query($after: Float) { runsOrError(filter: {createdAfter: $after}) { ... on Runs { results {
+            runId status } } } }"""
+_ENDED = ("SUCCESS", "FAILURE", "CANCELED")
 
-    tmp = Path(tempfile.mkdtemp(prefix="promo-report-backfill-"))
-    env = demo_env(tmp, ROOT, args.epochs)
-    promo(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", "4", "--users", "300", "--seed", "0")
 
-    def promo_run() -> float:
-        start = time.perf_counter()
-        promo(env, "run", "--campaign", "demo", "--no-progress")
-        return round(time.perf_counter() - start, 1)
+def _settle(ui: DagsterDev, since: float, timeout: float, quiet: float = 75.0) -> list[str]:
+    """Until every run created after `since` has ended and no new run was created for `quiet` seconds
+    (the automation sensor ticks every 30 s): the statuses of those runs."""
+    deadline, seen, last_new = time.time() + timeout, set(), time.time()
+    while time.time() < deadline:
+        later = ui.graphql(_RUNS, {"after": since})["runsOrError"]["results"]
+        ids = {r["runId"] for r in later}
+        if ids - seen:
+            seen, last_new = ids, time.time()
+        if all(r["status"] in _ENDED for r in later) and time.time() - last_new >= quiet:
+            return [r["status"] for r in later]
+        time.sleep(5)
+    return [r["status"] for r in later]
 
-    result = {"days": 4, "users": 300, "backfilled_days": 3, "promo_run_s": [promo_run()]}
-    days = sorted(p.stem for p in (tmp / "landing" / "demo" / "events").iterdir())[-3:]
-    with DagsterDev(ROOT, env, tmp / "dagster_dev.log") as ui:
+
+def backfill_once(env: dict, tmp: Path, args, round_: int) -> dict:
+    """A: `dagster dev` up and settled (the sensors' own runs ended), then the backfill of the campaign
+    partition of `rct_events` launched through the GraphQL mutation the UI's "Launch backfill" sends,
+    timed until `leaderboard` and `campaign_report` have a newer materialization; the server is
+    stopped before the next measurement."""
+    result = {}
+    start = time.perf_counter()
+    with DagsterDev(ROOT, env, tmp / f"dagster_dev-{round_}.log") as ui:
+        result["server_start_s"] = round(time.perf_counter() - start, 1)
+        settled_from = time.time()
+        result["runs_before_click"] = _settle(ui, settled_from - 5, args.timeout)
         before = {a: _latest(ui, a, "demo") for a in ("leaderboard", "campaign_report")}
         mutation = """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) {
                         __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
-        names = [str(dg.MultiPartitionKey({"date": d, "campaign": "demo"})) for d in days]
+        result["load_at_click"] = [round(x, 2) for x in os.getloadavg()]
         t0 = time.time()
-        launched = ui.graphql(mutation, {"p": {"partitionNames": names, "assetSelection": [{"path": ["rct_events"]}]}})
+        launched = ui.graphql(mutation, {"p": {"partitionNames": ["demo"], "assetSelection": [{"path": ["rct_events"]}]}})
         backfill_id = launched["launchPartitionBackfill"].get("backfillId")
         if backfill_id is None:
             raise SystemExit(f"backfill not launched: {launched}")
@@ -135,17 +153,10 @@ def backfill_part(args) -> dict:
                 ts = _latest(ui, asset, "demo")
                 if asset not in seen and ts is not None and ts > max(before[asset] or 0, t0):
                     seen[asset] = round(ts - t0, 1)
-            time.sleep(5)
+            time.sleep(2)
         # leave the server only once every run it launched has ended: a run killed while starting would
         # keep the warehouse pool's slot, and the `promo run` after it would wait for it
-        runs = """query($after: Float) { runsOrError(filter: {createdAfter: $after}) { ... on Runs { results {
-                    runId status } } } }"""
-        while time.time() - t0 < args.timeout:
-            later = ui.graphql(runs, {"after": t0 - 5})["runsOrError"]["results"]
-            if all(r["status"] in ("SUCCESS", "FAILURE", "CANCELED") for r in later):
-                break
-            time.sleep(5)
-        result["runs_after_click"] = [r["status"] for r in later]
+        result["runs_after_click"] = _settle(ui, t0 - 5, args.timeout, quiet=40.0)
         q = """{ partitionBackfillsOrError(limit: 20) { ... on PartitionBackfills { results {
                  id status timestamp assetSelection { path } } } } }"""
         backfills = ui.graphql(q)["partitionBackfillsOrError"]["results"]
@@ -155,9 +166,35 @@ def backfill_part(args) -> dict:
         "backfills": [{"id": b["id"], "status": b["status"], "assets": len(b["assetSelection"] or []),
                        "is_ours": b["id"] == backfill_id} for b in backfills if float(b["timestamp"]) >= t0 - 5],
     })
-    result["promo_run_s"].append(promo_run())
+    return result
+
+
+def backfill_part(args) -> dict:
+    """The backfill (A) and `promo run` (B) on the same landing folder, alternating A B A B ...
+    (`--rounds` of each) so that both see the same machine load; `promo run` once before them all
+    (the first run trains every model: not compared)."""
+    tmp = Path(tempfile.mkdtemp(prefix="promo-report-backfill-"))
+    env = demo_env(tmp, ROOT, args.epochs)
+    promo(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", "4", "--users", "300", "--seed", "0")
+
+    def promo_run() -> dict:
+        load = [round(x, 2) for x in os.getloadavg()]
+        start = time.perf_counter()
+        promo(env, "run", "--campaign", "demo", "--no-progress")
+        return {"promo_run_s": round(time.perf_counter() - start, 1), "load_at_start": load}
+
+    result = {"days": 4, "users": 300, "order": "AB" * args.rounds, "first_promo_run": promo_run(), "rounds": []}
+    for r in range(args.rounds):
+        a = backfill_once(env, tmp, args, r)
+        print("A", r, a, file=sys.stderr)
+        b = promo_run()
+        print("B", r, b, file=sys.stderr)
+        result["rounds"].append({"backfill": a, "promo_run": b})
     shutil.rmtree(tmp, ignore_errors=True)
-    print(result, file=sys.stderr)
+    rounds = result["rounds"]
+    result["click_to_refreshed_leaderboard_s"] = [x["backfill"]["click_to_refreshed_leaderboard_s"] for x in rounds]
+    result["click_to_refreshed_report_s"] = [x["backfill"]["click_to_refreshed_report_s"] for x in rounds]
+    result["promo_run_s"] = [x["promo_run"]["promo_run_s"] for x in rounds]
     return result
 
 
@@ -169,6 +206,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=3, help="PROMO_MAX_EPOCHS")
     ap.add_argument("--repeat", type=int, default=3, help="chromium loads of each report")
     ap.add_argument("--timeout", type=float, default=1500, help="seconds to wait for the refresh after the backfill")
+    ap.add_argument("--rounds", type=int, default=2, help="backfill / promo run pairs, alternating (A B A B ...)")
     args = ap.parse_args()
     rec = Recorder("report_page")
     figures, headline = {}, {}
@@ -179,9 +217,9 @@ def main() -> None:
             headline[f"{c}: load in chromium, s (median)"] = r["load_s_median"]
     if args.part in ("backfill", "both"):
         b = figures["backfill"] = backfill_part(args)
-        headline["backfill click -> refreshed leaderboard, s"] = b["click_to_refreshed_leaderboard_s"]
-        headline["backfill click -> refreshed report, s"] = b["click_to_refreshed_report_s"]
-        headline["promo run on the same data, s"] = b["promo_run_s"]
+        headline["backfill click -> refreshed leaderboard, s (per round)"] = b["click_to_refreshed_leaderboard_s"]
+        headline["backfill click -> refreshed report, s (per round)"] = b["click_to_refreshed_report_s"]
+        headline["promo run on the same data, s (per round, after each backfill)"] = b["promo_run_s"]
     rec.write(figures, headline=headline, tag=None if args.part == "both" else args.part)
 
 

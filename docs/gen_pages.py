@@ -215,9 +215,9 @@ def models_page() -> str:
     out.append("")
     for m in models:
         phases = ["model"] if len(m.phases) == 1 else list(m.phases)
-        assets = " → ".join(f"`{m.name}/{p}`" for p in phases) + (
-            f" → `{m.name}/response_coefficients` → `{m.name}/budget_dual` → `{m.name}/allocation` → "
-            f"`{m.name}/policy_evaluation`")
+        k = ("" if m.default else "optional/") + m.name  # the chains off by default: optional/<model>/...
+        assets = " → ".join(f"`{k}/{p}`" for p in phases) + (
+            f" → `{k}/response_coefficients` → `{k}/budget_dual` → `{k}/allocation` → `{k}/policy_evaluation`")
         out += [f"## {m.name}", "", f"**{m.title}**", ""]
         doc = inspect.getdoc(m)
         if doc and doc != inspect.getdoc(m.__mro__[1]):

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from promo_assets import settings
+from promo_assets.errors import DomainError
 
 log = logging.getLogger(__name__)
 
@@ -43,13 +44,14 @@ OBJECT_FORMAT = "promo_assets.artefact"
 OBJECT_FORMAT_VERSION = 2  # 1: a pickle of the object itself (no longer read: it could run code)
 
 
-class ArtifactMissingError(FileNotFoundError):
+class ArtifactMissingError(DomainError, FileNotFoundError):
     """No usable artefact under this version: absent, not a regular file, or bytes that do not match
     the version (tampered or truncated). The asset that trains the model re-creates it."""
 
 
-class ArtifactFormatError(ValueError):
-    """The artefact's bytes match its version but are not an artefact this code reads."""
+class ArtifactFormatError(DomainError, ValueError):
+    """The artefact's bytes match its version but are not an artefact this code reads, or a stored
+    kind or version is not one an artefact can have (it could name another path)."""
 
 
 def content_version(data: bytes) -> str:
@@ -57,11 +59,12 @@ def content_version(data: bytes) -> str:
 
 
 def artifact_path(kind: str, version: str, root: Path | None = None) -> Path:
-    """`<root>/<kind>/<version>.bin`; ValueError for a kind or version that could name another path."""
+    """`<root>/<kind>/<version>.bin`; ArtifactFormatError for a kind or version (read from stored
+    metadata) that could name another path."""
     if not isinstance(kind, str) or not KIND_PATTERN.fullmatch(kind):
-        raise ValueError(f"artefact kind must match {KIND_PATTERN.pattern}, got {kind!r}")
+        raise ArtifactFormatError(f"artefact kind must match {KIND_PATTERN.pattern}, got {kind!r}")
     if not isinstance(version, str) or not VERSION_PATTERN.fullmatch(version):
-        raise ValueError(f"artefact version must be 16 lower-case hex digits, got {version!r}")
+        raise ArtifactFormatError(f"artefact version must be 16 lower-case hex digits, got {version!r}")
     return (root or settings.artifacts_dir()) / kind / f"{version}.bin"
 
 

@@ -29,6 +29,8 @@ from pydantic import (
     AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator,
 )
 
+from promo_assets.errors import DomainError
+
 COST_RULES = ("redeemed", "assigned", "column")
 # Limits of a campaign.yaml, checked while it is parsed and before it is validated (the landing
 # folder is written by other systems; docs/operations.md): its size, how deep mappings and lists
@@ -51,7 +53,7 @@ FEATURE_KINDS = ("numeric", "categorical")
 log = logging.getLogger(__name__)
 
 
-class CampaignConfigError(ValueError):
+class CampaignConfigError(DomainError, ValueError):
     """campaign.yaml is missing, unreadable or says something impossible."""
 
 
@@ -581,6 +583,13 @@ def read_campaign_yaml(path: Path) -> Any:
     a folder, a link, a FIFO or other special file (never opened), larger than YAML_MAX_BYTES, not
     UTF-8, not valid YAML, nested deeper than YAML_MAX_DEPTH, using more than YAML_MAX_ALIASES
     aliases or holding more than YAML_MAX_VALUES values once its aliases are expanded."""
+    path = Path(path)
+    return parse_campaign_yaml(campaign_yaml_text(path), path)
+
+
+def campaign_yaml_text(path: Path) -> str:
+    """The text of a campaign.yaml (`read_campaign_yaml`'s read: a regular file in its folder, no
+    link, at most YAML_MAX_BYTES, UTF-8); CampaignConfigError naming the file otherwise."""
     from promo_assets import files
 
     path = Path(path)
@@ -595,6 +604,12 @@ def read_campaign_yaml(path: Path) -> Any:
                                   "save campaign.yaml as UTF-8") from None
     except (OSError, ValueError) as exc:
         raise CampaignConfigError(str(exc) if str(path) in str(exc) else f"{path}: cannot be read: {exc}") from None
+    return text
+
+
+def parse_campaign_yaml(text: str, path: Path) -> Any:
+    """The parsed YAML of a campaign.yaml's text (`read_campaign_yaml`'s parse, within the YAML_MAX_*
+    limits); CampaignConfigError naming `path` otherwise."""
     try:
         return _bounded_yaml(text, path)
     except yaml.YAMLError as exc:

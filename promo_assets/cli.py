@@ -299,7 +299,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     _default_dagster_home()
     from promo_assets import settings
     from promo_assets.campaign import CampaignConfigError
-    from promo_assets.ingestion import IngestError, discover_campaigns, load_config, scan_day_files, skipped_side_files
+    from promo_assets.ingestion import IngestError, cached_config, discover_campaigns, scan_day_files, skipped_side_files
 
     landing = settings.landing_dir()
     if not _campaign_names_ok("run", args.campaign or []):
@@ -322,7 +322,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     bad_configs = {}
     for campaign in campaigns:  # every campaign.yaml is checked first: a refused one stops its campaign only
         try:
-            load_config(landing, campaign)
+            cached_config(landing, campaign)
         except CampaignConfigError as exc:
             bad_configs[campaign] = str(exc)
     if bad_configs:
@@ -366,7 +366,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     for campaign in campaigns:
         try:
-            load_config(landing, campaign)
+            cached_config(landing, campaign)
             scan = scan_day_files(landing, campaign, "events")
         except (CampaignConfigError, IngestError) as exc:  # changed since the check: this campaign only
             print(f"promo run: {exc}", file=sys.stderr)
@@ -504,12 +504,12 @@ def _run_refresh(defs, campaign, instance, verbose: bool, tags: dict[str, str], 
     second run, as the UI's automation does; then the decisions by `decision_job`."""
     import dagster as dg
 
-    from promo_assets.orchestration.common import INGESTION_ASSETS
+    from promo_assets.orchestration.common import INGESTION_ASSETS, model_of_key
 
     left_out, board_key = _models_left_out(campaign), dg.AssetKey("leaderboard")
     chains = defs.resolve_job_def("campaign_job").asset_layer.executable_asset_keys
     ingestion = [dg.AssetKey(a) for a in INGESTION_ASSETS]
-    keys = ingestion + [k for k in chains if k.path[0] not in left_out] + [board_key]
+    keys = ingestion + [k for k in chains if model_of_key(k) not in left_out] + [board_key]
     result = _run_job(defs.resolve_implicit_global_asset_job_def(), campaign, instance, verbose, tags, keys,
                       run_config=run_config)
     failures = _ingestion_lines(campaign, result, bounds) + _failure_lines(campaign, result)

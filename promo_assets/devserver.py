@@ -19,6 +19,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from promo_assets.errors import DomainError
+
 LOCATION = "promo_assets"          # workspace.yaml's location_name
 REPOSITORY = "__repository__"      # the repository name Dagster gives a Definitions object
 
@@ -54,7 +56,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class DevServerError(RuntimeError):
+class DevServerError(DomainError, RuntimeError):
     """`dagster dev` did not come up, or a GraphQL call failed; the message says which and why."""
 
 

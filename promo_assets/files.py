@@ -23,10 +23,12 @@ import os
 import stat
 from pathlib import Path
 
+from promo_assets.errors import DomainError
 
-class UnsafeFileError(ValueError):
-    """A landing path that is not read: a link, a FIFO / socket / device, or a folder. The message
-    names the path and the rule."""
+
+class UnsafeFileError(DomainError, ValueError):
+    """A landing path that is not read: a link, a FIFO / socket / device, a folder, or a file larger
+    than its kind may be. The message names the path and the rule."""
 
 
 def _kind(mode: int) -> str:
@@ -108,6 +110,6 @@ def read_text(path: Path, max_bytes: int, below: Path | None = None, what: str =
             raise UnsafeFileError(f"{path}: {_kind(st.st_mode)}")
         data = fh.read(max_bytes + 1)
     if len(data) > max_bytes:
-        raise ValueError(f"{path}: the {what} is larger than {max_bytes:,} bytes ({st.st_size:,} bytes); "
-                         f"a {what} this large is refused")
+        raise UnsafeFileError(f"{path}: the {what} is larger than {max_bytes:,} bytes ({st.st_size:,} bytes); "
+                              f"a {what} this large is refused")
     return data.decode("utf-8")

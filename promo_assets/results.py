@@ -30,11 +30,11 @@ from promo_assets.warehouse import quote_ident, sql
 RUN_TABLES = (
     "model_registry", "budget_dual", "infeasible_budget", "allocation", "policy_evaluation", "model_skips",
     "leaderboard_entries", "joint_allocation", "joint_allocation_evaluation", "segment_evaluation", "data_checks",
-    "champion", "champion_evidence", "decisions", "decision_budgets",
+    "champion", "champion_evidence", "decisions", "decision_budgets", "pacing", "budget_multipliers",
 )
 # tables with a `model` column, retained per model (the `random` reference counts as one model)
 MODEL_TABLES = ("model_registry", "budget_dual", "infeasible_budget", "allocation", "policy_evaluation", "model_skips",
-                "segment_evaluation")
+                "segment_evaluation", "budget_multipliers")
 VISIBLE = ("succeeded", "partial")  # statuses whose rows are read
 VERSION_TABLES = ("response_coefficients", "merchant_coefficients")  # history by model version
 

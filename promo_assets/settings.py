@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Callable, TypeVar
 
+from promo_assets.errors import DomainError
+
 T = TypeVar("T")
 
 DEFAULT_LANDING_DIR = "data/landing"
@@ -49,7 +51,7 @@ def report_dir() -> Path:
     return _path("PROMO_REPORT_DIR", DEFAULT_REPORT_DIR)
 
 
-class SettingsError(ValueError):
+class SettingsError(DomainError, ValueError):
     """An environment setting with a value of the wrong kind (names the variable and the value)."""
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Iterator
 import duckdb
 
 from promo_assets import settings
+from promo_assets.errors import DomainError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -107,11 +108,11 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(sql("meta", "record_schema_hash"), [_schema_hash()])
 
 
-class WarehouseBusyError(RuntimeError):
+class WarehouseBusyError(DomainError, RuntimeError):
     """Another process holds the warehouse file's lock for longer than PROMO_WAREHOUSE_BUSY_SECONDS."""
 
 
-class WarehouseUnusableError(RuntimeError):
+class WarehouseUnusableError(DomainError, RuntimeError):
     """The warehouse file cannot be opened or read: not a DuckDB file, truncated, a failed checksum,
     a directory, a read-only file system. The message names the file and DuckDB's (or the OS's) reason."""
 
@@ -194,7 +195,7 @@ def transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConne
     con.execute("COMMIT")
 
 
-class WarehouseError(RuntimeError):
+class WarehouseError(DomainError, RuntimeError):
     """A statement of sql/ the warehouse refused, or a data frame that cannot be handed over: the
     message names the statement (`sql/<family>.sql <name>`) or the frame name, and DuckDB's reason."""
 

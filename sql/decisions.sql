@@ -67,6 +67,17 @@ WHERE d.campaign = ? AND r.status IN ('succeeded', 'partial')
   AND json_extract(d.decision_manifest, '$.entry.pacing') IS NOT NULL
 ORDER BY d.decision_date, d.decided_at;
 
+-- name: carried_pacing_days
+-- The paced days as the campaign's latest visible decisions run with pacing rows saw them (table
+-- pacing): the history of days whose own decisions runs retention has deleted.
+SELECT p.pacing_day, p.plan, p.lambda_, p.predicted_spend, p.realized_spend, p.spend_ratio
+FROM pacing AS p
+WHERE p.campaign = $1 AND p.run_id = (
+    SELECT q.run_id FROM pacing AS q JOIN result_runs AS r ON r.campaign = q.campaign AND r.run_id = q.run_id
+    WHERE q.campaign = $1 AND r.status IN ('succeeded', 'partial')
+    ORDER BY q.decision_date DESC, q.paced_at DESC LIMIT 1)
+ORDER BY p.pacing_day;
+
 -- name: realized_spend
 -- The spend the events of day ? report for the users of one decisions run and budget (NULL: no event
 -- of that day is loaded yet), and how many of its users came back.
@@ -79,3 +90,8 @@ WHERE e.campaign = $1 AND e.event_date = CAST($2 AS DATE) AND x.run_id = $3 AND 
 -- name: users_per_day
 -- The mean number of distinct users per loaded day (the pacer's prior share of users who come back).
 SELECT avg(n) FROM (SELECT count(DISTINCT user_id) AS n FROM rct_events WHERE campaign = ? GROUP BY event_date);
+
+-- name: insert_pacing
+-- One paced day of a decisions run (table pacing).
+INSERT INTO pacing VALUES (?, ?, CAST(? AS DATE), CAST(? AS DATE), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS DATE),
+    CAST(? AS DATE), now());

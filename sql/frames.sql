@@ -58,6 +58,29 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now(), ?);
 SELECT budget_per_capita, lambda_, coalesce(tie_share, 0.0) AS tie_share FROM budget_dual
 WHERE campaign = ? AND model = ? AND model_version = ? AND run_id = ? ORDER BY budget_per_capita;
 
+-- name: insert_multipliers
+-- Several budgets: the rows of one model, budget and target (budget_multipliers; multipliers_df from
+-- promo_assets.allocation.budgets rows).
+INSERT INTO budget_multipliers (campaign, model, model_version, budget_per_capita, target, constraint_name, multiplier,
+                                budget, predicted_use, true_use, matched_true_use, matched_scale, run_id, solved_at)
+SELECT ?, ?, ?, budget_per_capita, ?, constraint_name, multiplier, budget, predicted_use, true_use, matched_true_use,
+       matched_scale, ?, now()
+FROM multipliers_df;
+
+-- name: multipliers_of_run
+-- The multipliers per budget that one budget_dual materialization (its run) stored for a model version,
+-- in the order they were solved (the incentive budget first).
+SELECT budget_per_capita, constraint_name, multiplier FROM budget_multipliers
+WHERE campaign = ? AND model = ? AND model_version = ? AND run_id = ? AND target = 'population'
+ORDER BY budget_per_capita, rowid;
+
+-- name: evaluation_budget_use
+-- Several budgets: each budget's use on the holdout that one model's policy_evaluation (its run) stored.
+SELECT budget_per_capita, constraint_name, multiplier, budget, predicted_use, true_use, matched_true_use
+FROM budget_multipliers
+WHERE campaign = ? AND model = ? AND run_id = ? AND target = 'holdout'
+ORDER BY budget_per_capita, rowid;
+
 -- name: infeasible_of_run
 SELECT budget_per_capita, message FROM infeasible_budget
 WHERE campaign = ? AND model = ? AND model_version = ? AND run_id = ? ORDER BY budget_per_capita;

@@ -18,6 +18,8 @@ ORDER BY s.model, s.segment_by, s.segment_value, s.budget_per_capita;
 SELECT budget_per_capita, level, level_label AS label, decision_policy AS policy, count(*) AS users
 FROM decisions WHERE campaign = ? AND run_id = ? GROUP BY ALL ORDER BY budget_per_capita, level, policy;
 
--- name: pacing_rows
--- Spend per day, where a pacing table exists (pacing is optional).
-SELECT * FROM pacing WHERE campaign = ?;
+-- name: pacing_of_run
+-- The paced days as one decisions run saw them (table pacing), in day order.
+SELECT pacing_day, plan, predicted_spend, realized_spend, spend_ratio, cumulative_spend, even_plan, budget_left,
+       lambda_, controller, period_total, period_start, period_end
+FROM pacing WHERE campaign = ? AND run_id = ? ORDER BY pacing_day;

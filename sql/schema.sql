@@ -518,6 +518,30 @@ CREATE TABLE IF NOT EXISTS decision_budgets (
     decided_at          TIMESTAMP NOT NULL
 );
 
+-- name: create_pacing
+-- Pacing a period budget (campaign.yaml `budget:`): one row per paced day as a decisions run saw it
+-- (its own day and every earlier paced day of the period, with the spend their events reported by
+-- then), written with the run's decisions (promo_assets.decisions.pacing.pacing_table).
+CREATE TABLE IF NOT EXISTS pacing (
+    campaign            VARCHAR   NOT NULL,
+    run_id              VARCHAR   NOT NULL,   -- the decisions run
+    decision_date       DATE      NOT NULL,   -- the run's (paced) decision day
+    pacing_day          DATE      NOT NULL,
+    plan                DOUBLE    NOT NULL,   -- the budget left over the days left, on that day
+    predicted_spend     DOUBLE    NOT NULL,   -- the champion's predicted spend at λ for every user decided for
+    realized_spend      DOUBLE,               -- what the day's events reported (NULL: not loaded yet)
+    spend_ratio         DOUBLE    NOT NULL,   -- ρ̂ used that day: realized over predicted of the days back
+    cumulative_spend    DOUBLE    NOT NULL,   -- realized, else planned, up to and including the day
+    even_plan           DOUBLE    NOT NULL,   -- total / days × days elapsed
+    budget_left         DOUBLE    NOT NULL,   -- total − cumulative_spend
+    lambda_             DOUBLE    NOT NULL,
+    controller          VARCHAR   NOT NULL,   -- 'ratio' | 'dual'
+    period_total        DOUBLE    NOT NULL,
+    period_start        DATE      NOT NULL,
+    period_end          DATE      NOT NULL,
+    paced_at            TIMESTAMP NOT NULL
+);
+
 -- name: create_data_checks
 -- The data checks of the training frame (promo_assets.causal.checks) as each leaderboard run saw
 -- them: whether there was anything to learn from (shown by `promo report`).
@@ -529,4 +553,29 @@ CREATE TABLE IF NOT EXISTS data_checks (
     check_severity  VARCHAR   NOT NULL,   -- 'ERROR' (no model can learn) | 'WARN'
     check_message   VARCHAR   NOT NULL,
     checked_at      TIMESTAMP NOT NULL
+);
+
+-- name: create_budget_multipliers
+-- campaign.yaml `constraints:` (several budgets): for every model, incentive budget and budget (the
+-- incentive budget 'budget', each cost type, each 'group:<name>'), the multiplier of the LP optimum
+-- solve_multi found and the budget's use. target 'population': budget_dual's solve, predicted use of
+-- the allocation; target 'holdout': policy_evaluation's decision at those multipliers on the holdout
+-- users, predicted use, true use (simulated campaigns) and true use at matched true incentive spend
+-- (the incentive budget and the group caps scaled until the true incentive spend is the budget).
+-- History kept per model (PROMO_KEEP_RUNS).
+CREATE TABLE IF NOT EXISTS budget_multipliers (
+    campaign          VARCHAR   NOT NULL,
+    model             VARCHAR   NOT NULL,
+    model_version     VARCHAR   NOT NULL,
+    budget_per_capita DOUBLE    NOT NULL,
+    target            VARCHAR   NOT NULL,   -- 'population' | 'holdout'
+    constraint_name   VARCHAR   NOT NULL,
+    multiplier        DOUBLE    NOT NULL,
+    budget            DOUBLE    NOT NULL,
+    predicted_use     DOUBLE    NOT NULL,
+    true_use          DOUBLE,
+    matched_true_use  DOUBLE,
+    matched_scale     DOUBLE,
+    run_id            VARCHAR   NOT NULL,
+    solved_at         TIMESTAMP NOT NULL
 );

@@ -44,6 +44,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from promo_assets.errors import DomainError
+
 from . import _checks
 from ._hull import compute_hull, greedy
 from .at_lambda import _extra, _sides, share_of, tied_up
@@ -159,9 +161,9 @@ def _describe(source, ref) -> str:
     return describe(ref) if describe else f"chunk {ref!r}"
 
 
-class ChunkError(RuntimeError):
+class ChunkError(DomainError, RuntimeError):
     """A chunk's task failed for good (its worker died too often, or the chunk could not be read):
-    names the chunk and the cause."""
+    names the chunk and the cause, kept as `__cause__` with its stack trace."""
 
 
 def _same(obj):
@@ -279,7 +281,7 @@ class ChunkRunner:
         except AllocationInputError:
             raise
         except Exception as exc:  # KilledWorker, a reader's error...
-            raise ChunkError(f"{_describe(self.source, self.refs[i])}: {type(exc).__name__}: {exc}") from None
+            raise ChunkError(f"{_describe(self.source, self.refs[i])}: {type(exc).__name__}: {exc}") from exc
         fut.release()
         return out
 
@@ -497,7 +499,7 @@ def solve_chunked(source, budget: float, per_capita: bool = False, seed: int = 0
     fractional = g.crit >= 0 and theta > 0.0
     rounded_up = round_fractional(theta, rounding, seed) if fractional else False
     crit_chunk = int(np.searchsorted(seg_of, g.crit, side="right") - 1) if fractional else -1
-    figures = certificate(low_value=low_value + g.taken_dv, low_cost=low_cost + g.taken_dc, lam=lam, budget=total,
+    figures = certificate(low_value=low_value + g.taken_dv, low_cost=low_cost + g.taken_dc, lambda_=lam, budget=total,
                           theta=theta, crit_dv=crit_dv, crit_dc=crit_dc, fractional=fractional, rounded_up=rounded_up)
     if not levels:
         return Allocation(levels=np.zeros(0, dtype=np.int32), **figures, fractional_user=None,
@@ -620,7 +622,7 @@ def map_frame_stream(fn: Callable, obj, frames: Iterable, *, client=None) -> Ite
             try:
                 result = fut.result()
             except Exception as exc:
-                raise ChunkError(f"rows {start}..{start + len(frame) - 1}: {type(exc).__name__}: {exc}") from None
+                raise ChunkError(f"rows {start}..{start + len(frame) - 1}: {type(exc).__name__}: {exc}") from exc
             fut.release()
             yield frame, result
     finally:

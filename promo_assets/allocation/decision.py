@@ -25,10 +25,10 @@ from . import _checks
 from .errors import AllocationInputError
 
 
-def choose_levels(vb: np.ndarray, cb: np.ndarray, lam: float, out: np.ndarray | None = None, *,
+def choose_levels(vb: np.ndarray, cb: np.ndarray, lambda_: float, out: np.ndarray | None = None, *,
                   settle_ties: bool = True) -> np.ndarray:
     """The decision rule on one block: float64 arrays `vb`, `cb` (rows x K) and one multiplier
-    `lam` (>= 0, may be inf) -> int64 level per row, ties broken by the module's tie rule.
+    `lambda_` (>= 0, may be inf) -> int64 level per row, ties broken by the module's tie rule.
 
     `out` is an optional scratch buffer of the block's shape (overwritten; the solver reuses one).
     `settle_ties=False` skips the tie pass (it costs as much as the rest) and keeps the first best
@@ -39,12 +39,12 @@ def choose_levels(vb: np.ndarray, cb: np.ndarray, lam: float, out: np.ndarray | 
     inside; the other users stay undecided and the exact greedy decides them."""
     if out is None:
         out = np.empty(vb.shape, dtype=np.float64)
-    if math.isinf(lam):  # reduced value -c: cheapest, then most valuable, then lowest index
+    if math.isinf(lambda_):  # reduced value -c: cheapest, then most valuable, then lowest index
         mc = cb.min(axis=1, keepdims=True)
         np.copyto(out, -np.inf)
         np.copyto(out, vb, where=cb == mc)
         return out.argmax(axis=1)
-    np.multiply(cb, -lam, out=out)
+    np.multiply(cb, -lambda_, out=out)
     np.add(out, vb, out=out)
     j = out.argmax(axis=1)  # the first best level; rows with a tie are rare, settled below
     if not settle_ties:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from promo_assets.errors import DomainError
 
-class AllocationInputError(ValueError):
+
+class AllocationInputError(DomainError, ValueError):
     """Bad coefficients or arguments: wrong shape or dtype, NaN/inf entries, negative costs, empty input."""
 
 
@@ -12,7 +14,7 @@ class SolveTooLargeError(AllocationInputError):
     what to do."""
 
 
-class InfeasibleBudgetError(ValueError):
+class InfeasibleBudgetError(DomainError, ValueError):
     """The budget is below the cheapest possible allocation (every user at their cheapest level).
 
     ``minimum_budget`` holds the smallest feasible budget (in the same units as the budget that was

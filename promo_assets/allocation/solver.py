@@ -111,21 +111,21 @@ def round_fractional(theta: float, rounding: str, seed: int) -> bool:
     return False
 
 
-def certificate(*, low_value: float, low_cost: float, lam: float, budget: float, theta: float,
+def certificate(*, low_value: float, low_cost: float, lambda_: float, budget: float, theta: float,
                 crit_dv: float, crit_dc: float, fractional: bool, rounded_up: bool) -> dict:
     """The LP optimum, dual bound and gap of an allocation given its lower (lambda*+) allocation
     and critical segment: the scalar fields of `Allocation` (shared by `solve` and the chunked
     solver, which never holds every user's level at once)."""
     lp_value = low_value + theta * crit_dv
     lp_cost = low_cost + theta * crit_dc
-    dual = low_value + (lam * (budget - low_cost) if lam > 0 else 0.0)
+    dual = low_value + (lambda_ * (budget - low_cost) if lambda_ > 0 else 0.0)
     value, cost = low_value, low_cost
     if fractional and rounded_up:
         value += crit_dv
         cost += crit_dc
     tol = 1e-9 * max(1.0, abs(budget))
     gap = dual - value
-    return dict(lambda_=float(lam), value=float(value), cost=float(cost), budget=float(budget),
+    return dict(lambda_=float(lambda_), value=float(value), cost=float(cost), budget=float(budget),
                 lp_value=float(lp_value), lp_cost=float(lp_cost), dual_bound=float(dual), gap=float(gap),
                 relative_gap=float(_rel(gap, dual)), feasible=bool(cost <= budget + tol))
 
@@ -158,7 +158,7 @@ def _finish(
         rounded_up = round_fractional(theta, rounding, seed)
         if rounded_up:
             levels[frac_user] = upper_level
-    figures = certificate(low_value=low_value, low_cost=low_cost, lam=lam, budget=budget, theta=theta,
+    figures = certificate(low_value=low_value, low_cost=low_cost, lambda_=lam, budget=budget, theta=theta,
                           crit_dv=crit_dv, crit_dc=crit_dc, fractional=frac_user is not None,
                           rounded_up=rounded_up)
     return Allocation(

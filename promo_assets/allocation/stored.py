@@ -107,3 +107,29 @@ def decide_into_allocation(con, source: StoredCoefficients, row: list, lambda_: 
             con.execute(sql("frames", "insert_allocation"), row)
 
     return decide_at_chunked(source, lambda_, share, seed=0, client=client, sink=sink)
+
+
+def frontier_points(source, *, client=None, points: int = 12) -> list[dict]:
+    """About `points` points of the budget–value frontier (`sampled_frontier`), evenly spaced over its
+    breakpoints, per user of the sample: λ, cost and value per capita (budget_dual's metadata)."""
+    fr, n_fr = sampled_frontier(source, client=client)
+    idx = np.unique(np.linspace(0, len(fr.costs) - 1, points).round().astype(int))
+    return [{"lambda_": float(fr.lambdas[i]), "cost_per_capita": float(fr.costs[i]) / n_fr,
+             "value_per_capita": float(fr.values[i]) / n_fr} for i in idx]
+
+
+def solve_budgets_chunked(source, budgets, *, client=None, log=None) -> list[tuple]:
+    """Every per-capita budget solved exactly over `source` chunk by chunk (λ* only, and the share of
+    the users tied at λ* the optimum moves up): [(budget, Allocation, tie share)] for the solved
+    budgets and [(budget, InfeasibleBudgetError)] for those below the cheapest allocation, in order."""
+    from .chunked import solve_chunked, tie_share_chunked
+    from .errors import InfeasibleBudgetError
+
+    out = []
+    for b in budgets:
+        try:
+            res = solve_chunked(source, b, per_capita=True, client=client, log=log, levels=False)
+            out.append((b, res, tie_share_chunked(source, res.lambda_, b * source.n_users, client=client)))
+        except InfeasibleBudgetError as exc:
+            out.append((b, exc))
+    return out

@@ -28,12 +28,14 @@ from sklearn.preprocessing import (
     StandardScaler,
 )
 
+from promo_assets.errors import DomainError
+
 Log = Callable[[str], None] | None
 
 MISSING = "__missing__"
 
 
-class PropensityError(ValueError):
+class PropensityError(DomainError, ValueError):
     """Bad input to a propensity function (missing column, level out of range, bad probability)."""
 
 

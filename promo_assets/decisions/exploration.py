@@ -34,10 +34,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from promo_assets.allocation import decide, solve
+from promo_assets.allocation.budgets import budget_matrices, budget_names, reduced_levels
 from promo_assets.allocation.errors import InfeasibleBudgetError
+from promo_assets.errors import DomainError
 
 
-class DecisionError(ValueError):
+class DecisionError(DomainError, ValueError):
     """A decision cannot be made as configured (budget too small for the exploration, bad mix)."""
 
 
@@ -95,16 +97,11 @@ class Constraints:
         return cls(costs, groups)
 
     def names(self) -> list[str]:
-        return ["budget", *self.costs, *(f"group:{g}" for g in self.groups)]
+        return budget_names(self.costs, self.groups)
 
     def matrices(self, costs: np.ndarray, budget_per_capita: float) -> tuple[list[np.ndarray], np.ndarray]:
         """([A_m N x K], [B_m totals]): the incentive budget first, then the cost types, then the groups."""
-        n, k = costs.shape
-        mats = [costs] + [np.broadcast_to(vec, (n, k)) for vec, _ in self.costs.values()] + \
-               [costs * mask[:, None] for mask, _ in self.groups.values()]
-        totals = [budget_per_capita * n] + [b * n for _, b in self.costs.values()] + \
-                 [b * float(mask.sum()) for mask, b in self.groups.values()]
-        return mats, np.asarray(totals, dtype=np.float64)
+        return budget_matrices(costs, budget_per_capita, self.costs, self.groups)
 
 
 @dataclass
@@ -203,15 +200,6 @@ def decide_with_exploration(values, costs, budget_per_capita: float, exploration
                     lambda_=lam, budget_per_capita=b, share=share, value_per_capita=float(val.mean()),
                     cost_per_capita=float(cst.mean()), full_value_per_capita=full_value,
                     value_given_up_per_capita=full_value - float(val.mean()), explore_cost_per_capita=explore_cost / n)
-
-
-def reduced_levels(values, costs, mats, multipliers) -> np.ndarray:
-    """argmax_j v_ij − Σ_m μ_m A_m(i, j) per user, ties (within 1e-9, relative) to the cheaper incentive
-    cost, then the lower level: the online rule under several budgets (DIPN Eq. 7 with M multipliers)."""
-    reduced = values - sum(mu * a for mu, a in zip(multipliers, mats))
-    top = reduced.max(axis=1, keepdims=True)
-    tied = reduced >= top - 1e-9 * np.maximum(1.0, np.abs(top))
-    return np.where(tied, costs, np.inf).argmin(axis=1)
 
 
 def _decide_constrained(v, c, b, s, mix, exploration: Exploration, day, constraints: Constraints) -> Decision:

@@ -19,9 +19,10 @@ import pandas as pd
 from promo_assets.decisions.checks import CHECK_NAMES, check_decisions
 from promo_assets.decisions.exploration import Constraints, Decision, Exploration, decide_with_exploration
 from promo_assets.decisions.outbox import DECISION_COLUMNS, read_manifest, write_outbox
+from promo_assets.errors import DomainError
 
 
-class ExportError(ValueError):
+class ExportError(DomainError, ValueError):
     """`promo export` cannot export (no champion or decisions yet, a budget not configured, a check
     that fails on the stored decisions)."""
 

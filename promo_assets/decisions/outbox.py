@@ -31,6 +31,8 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
+from promo_assets.errors import DomainError
+
 DECISION_COLUMNS = ("user_id", "level", "label", "incentive", "predicted_response", "predicted_cost", "policy",
                     "propensity", "model", "model_version")
 FORMATS = ("parquet", "csv")
@@ -38,7 +40,7 @@ MANIFEST = "manifest.json"
 _counter = itertools.count()
 
 
-class OutboxError(OSError):
+class OutboxError(DomainError, OSError):
     """The outbox cannot be written or read back (not writable, a checksum that does not match)."""
 
 

@@ -36,11 +36,12 @@ from typing import Sequence
 import numpy as np
 
 from promo_assets.allocation import decide
+from promo_assets.errors import DomainError
 
 CONTROLLERS = ("ratio", "dual")
 
 
-class PacingError(ValueError):
+class PacingError(DomainError, ValueError):
     """A period budget that cannot be paced (no day left, a non-positive plan)."""
 
 
@@ -92,9 +93,9 @@ class PacingDay:
         return out
 
 
-def predicted_spend(values: np.ndarray, costs: np.ndarray, lam: float) -> float:
-    """S(λ): the champion's predicted spend of every user's level at λ."""
-    levels = decide(values, costs, lam)
+def predicted_spend(values: np.ndarray, costs: np.ndarray, lambda_: float) -> float:
+    """S(λ): the champion's predicted spend of every user's level at λ (`lambda_`)."""
+    levels = decide(values, costs, lambda_)
     return float(costs[np.arange(len(levels)), levels].sum())
 
 
@@ -173,14 +174,23 @@ def stored_history(con, campaign: str) -> list[PacingDay]:
 
     latest: dict[str, tuple] = {}
     for run_id, day, budget, manifest, _ in con.execute(sql("decisions", "paced_days"), [campaign]).fetchall():
-        latest[str(day)] = (run_id, day, budget, json.loads(manifest)["entry"]["pacing"])
+        latest[str(day)[:10]] = (run_id, day, budget, json.loads(manifest)["entry"]["pacing"])
     out = []
     for run_id, day, budget, p in latest.values():
         realized, _ = con.execute(sql("decisions", "realized_spend"), [campaign, str(day), run_id, budget]).fetchone()
         out.append(PacingDay(day=_date(str(day)[:10]), plan=float(p["plan"]), lambda_=float(p["lambda_"]),
                              predicted=float(p["predicted"]), realized=None if realized is None else float(realized),
                              ratio=float(p["ratio"]), users=int(p["users"])))
-    return out
+    # Days whose decisions runs retention has deleted (PROMO_KEEP_RUNS) are carried by the pacing rows of
+    # the latest visible run that paced: every run writes the whole period so far, so the history
+    # survives any retention that keeps one run.
+    for day, plan, lam, predicted, realized, ratio in con.execute(sql("decisions", "carried_pacing_days"),
+                                                                  [campaign]).fetchall():
+        if str(day)[:10] not in latest:
+            out.append(PacingDay(day=_date(str(day)[:10]), plan=float(plan), lambda_=float(lam),
+                                 predicted=float(predicted), realized=None if realized is None else float(realized),
+                                 ratio=float(ratio)))
+    return sorted(out, key=lambda h: h.day)
 
 
 def prior_ratio(con, campaign: str, n_users: int) -> float:
@@ -203,6 +213,20 @@ def pacing_table(budget: PeriodBudget, history: Sequence[PacingDay]) -> list[dic
                      "cumulative spend": spent, "even plan": budget.total / budget.days * ((h.day - budget.start).days + 1),
                      "budget left": budget.total - spent})
     return rows
+
+
+def store_pacing(con, campaign: str, run_id: str, decision_date: dt.date, budget: PeriodBudget,
+                 rows: Sequence[dict]) -> None:
+    """Write `pacing_table` rows as decisions run `run_id` saw them into table pacing (call inside the
+    run's results transaction)."""
+    from promo_assets.warehouse import sql
+
+    for r in rows:
+        con.execute(sql("decisions", "insert_pacing"), [
+            campaign, run_id, decision_date.isoformat(), r["day"], float(r["plan"]), float(r["predicted spend"]),
+            None if r["realized spend"] is None else float(r["realized spend"]), float(r["spend ratio"]),
+            float(r["cumulative spend"]), float(r["even plan"]), float(r["budget left"]), float(r["lambda"]),
+            budget.controller, float(budget.total), budget.start.isoformat(), budget.end.isoformat()])
 
 
 def plot_pacing(rows: Sequence[dict], total: float) -> bytes:

@@ -8,7 +8,7 @@ Domain code: never imports dagster. Main entry points:
   matched_true_value, spend_ratio, pct_oracle, random_mix, match_mix, dr_batch, dr_mix,
   bootstrap_dr, dr_interval, dr_q_at_budget, area_ratio     (promo_assets.evaluation.honest)
   fit_outcome_model                                         (promo_assets.evaluation.outcome)
-  evaluate_policies, leaderboard_markdown, leaderboard_table, format_leaderboard
+  evaluate_models, evaluate_random, evaluate_policies, leaderboard_markdown, leaderboard_table, format_leaderboard
                                                             (promo_assets.evaluation.report)
   plot_frontier, plot_response_by_level                     (promo_assets.evaluation.plots)
 """
@@ -56,7 +56,9 @@ from promo_assets.evaluation.plots import PNG_SIGNATURE, plot_frontier, plot_res
 from promo_assets.evaluation.report import (
     POLICY_EVALUATION_COLUMNS,
     RANDOM_MODEL,
+    evaluate_models,
     evaluate_policies,
+    evaluate_random,
     format_leaderboard,
     leaderboard_compact,
     leaderboard_footer,
@@ -75,7 +77,8 @@ __all__ = [
     "CURVE_COLUMNS", "CURVE_METRIC_NAMES", "CurveMetricsError", "EvaluationError", "PNG_SIGNATURE",
     "POLICY_EVALUATION_COLUMNS", "QResult", "RANDOM_MODEL", "allocate", "aucc", "bootstrap_eom",
     "bootstrap_eom_samples", "cost_curve", "curve_metrics", "eom", "eom_batch", "eom_curve",
-    "equal_pair_rate", "evaluate_policies", "format_leaderboard", "frontier_lambdas",
+    "equal_pair_rate", "evaluate_models", "evaluate_policies", "evaluate_random", "format_leaderboard",
+    "frontier_lambdas",
     "leaderboard_compact", "leaderboard_footer", "leaderboard_records",
     "inverse_propensity", "lambda_upper_bound", "leaderboard", "leaderboard_markdown",
     "levels_at_lambdas", "logged_level_costs", "max_local_slope_std", "oracle_policy",

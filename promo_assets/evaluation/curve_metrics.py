@@ -35,6 +35,8 @@ from typing import Sequence
 
 import numpy as np
 
+from promo_assets.errors import DomainError
+
 __all__ = [
     "CurveMetricsError",
     "curve_metrics",
@@ -47,7 +49,7 @@ __all__ = [
 CURVE_METRIC_NAMES = ("logloss", "auc", "rmse", "rpr", "epr", "mlss")
 
 
-class CurveMetricsError(ValueError):
+class CurveMetricsError(DomainError, ValueError):
     """Bad input to a response-curve metric (shapes, levels out of range, non-finite values)."""
 
 

@@ -37,6 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from promo_assets.errors import DomainError
+
 __all__ = [
     "EvaluationError",
     "QResult",
@@ -57,7 +59,7 @@ __all__ = [
 
 
 
-class EvaluationError(ValueError):
+class EvaluationError(DomainError, ValueError):
     """Bad input to an evaluation function (shapes, levels out of range, bad propensities...)."""
 
 

@@ -1,12 +1,13 @@
 """`policy_evaluation` rows and the leaderboard.
 
-`evaluate_policies` scores every model's allocation at every budget on the holdout RCT users:
+`evaluate_models` scores every model's allocation at every budget on the holdout RCT users:
 EOM value and cost with a bootstrap interval, Q(v, c) at the same budget (end-to-end paper
 Algorithm 1), the doubly robust EOM (value, cost, interval, matched value) when an outcome model's
 predictions are given, the true value and cost, the spend ratio, the value at matched true spend and
 its share of the oracle's when the truth is known, the frontier area ratio (AUCC generalized to
-K > 2), AUCC for two-arm campaigns and the response-curve metrics; it always adds the cost-matched
-`random` reference policy (see `promo_assets.evaluation.honest`).
+K > 2), AUCC for two-arm campaigns and the response-curve metrics. `evaluate_random` gives the
+cost-matched `random` reference policy's rows (see `promo_assets.evaluation.honest`), and
+`evaluate_policies` both (every model next to the reference).
 `leaderboard_markdown` / `format_leaderboard` / `leaderboard_table` render the result for the
 Dagster UI / a terminal: ranked at equal spend.
 """
@@ -14,6 +15,7 @@ Dagster UI / a terminal: ranked at equal spend.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import math
 from typing import Callable, Mapping, Sequence
@@ -55,7 +57,9 @@ __all__ = [
     "POLICY_EVALUATION_COLUMNS",
     "RANDOM_MODEL",
     "OVERSPEND_TOLERANCE",
+    "evaluate_models",
     "evaluate_policies",
+    "evaluate_random",
     "leaderboard",
     "leaderboard_markdown",
     "leaderboard_table",
@@ -84,7 +88,7 @@ TOO_SMALL = "too small to evaluate"
 _CURVE_SHARES = np.linspace(0.0, 1.0, 21)  # the random reference's curve: cheapest .. uniformly random
 
 
-def evaluate_policies(
+def evaluate_models(
     models: Mapping[str, tuple[str, np.ndarray, np.ndarray]],
     logged,
     response,
@@ -102,15 +106,13 @@ def evaluate_policies(
     binary: bool | None = None,
     n_boot: int = 200,
     seed: int = 0,
-    with_q: bool = True,
-    with_area: bool = True,
     evaluated_at: dt.datetime | None = None,
     log: Callable[[str], None] | None = None,
     min_holdout_users: int | None = None,
     decisions: Mapping[str, Mapping[float, np.ndarray | str]] | None = None,
-    with_random: bool = True,
 ) -> pd.DataFrame:
-    """Rows of the warehouse table `policy_evaluation` for one campaign.
+    """Rows of the warehouse table `policy_evaluation` for the models of one campaign (no reference row;
+    `evaluate_random` gives those, `evaluate_policies` both).
 
     Takes:
       models: model name -> (model_version, values N x K, costs N x K), predictions for the N holdout
@@ -123,14 +125,12 @@ def evaluate_policies(
         doubly robust columns are filled (optional, both or neither).
       incentives, ordered, binary: passed to `curve_metrics` (RPR/EPR/MLSS need ordered levels).
       n_boot, seed: bootstrap replicates and seed (also seeds the allocator's rounding);
-      with_q: also compute Q(v, c) (IPW, and DR when given) at each budget; with_area: the frontier
-      area ratios; evaluated_at: timestamp (default now, UTC, naive); log: progress callback;
+      evaluated_at: timestamp (default now, UTC, naive); log: progress callback;
       min_holdout_users: a holdout with fewer users is "too small to evaluate": every row is still
       computed but carries too_small = True, and the leaderboard says so instead of a % of the oracle.
       decisions: model name -> {budget: the stored decision's levels for the N holdout users, or the
         reason there is none (an infeasible budget)}: these are evaluated "as made" instead of a new
         allocation (the pipeline applies `budget_dual`'s λ* to the holdout, `allocation.decide_at`).
-      with_random: add the `random` reference rows (the pipeline's leaderboard adds them once).
     For every model and budget the allocator (`solve`) allocates the holdout users on the model's
     coefficients ("as made"): eom_value / eom_cost (self-normalized IPW) with `bootstrap_eom`'s 95%
     interval, dr_value / dr_cost with `dr_interval`'s (influence function, Student-t), true_value /
@@ -141,211 +141,296 @@ def evaluate_policies(
     budget bisected until the TRUE cost = budget within 0.1 %) and pct_oracle = matched value /
     the oracle's (the allocator on the truth; its LP optimum where that is larger, so pct_oracle
     <= 1). overspend: true cost (or, without truth, EOM cost) > budget x 1.01. area_ratio_eom
-    (DR curve when given, else IPW) and area_ratio_true: `area_ratio` of the model's frontier.
-    The `random` row is the random reference mix (`random_mix`, levels ordered by their logged mean
-    cost) scaled until its EOM cost equals the budget (q_value = eom_value there); its DR figures at
-    the same mix, dr_q_value with the mix scaled on the DR cost (levels ordered by the outcome
-    model's mean cost), its matched true value with the mix scaled on the true cost (levels ordered
-    by their true mean cost).
+    (DR curve when given, else IPW) and area_ratio_true: `area_ratio` of the model's frontier
+    against the random reference's curve.
     A budget below a model's (or the truth's) cheapest allocation, or a policy whose levels no
     holdout event received, leaves that row's figures NaN with the reason in `note` (and logged),
     instead of failing the whole evaluation.
     Returns a DataFrame with POLICY_EVALUATION_COLUMNS (NaN where a figure does not apply).
     """
-    t, y, z, _ = _logged_arrays(logged, response, cost, propensity)
-    n = t.shape[0]
-    if RANDOM_MODEL in models:
-        raise EvaluationError(f"model name {RANDOM_MODEL!r} is reserved for the random reference policy")
-    budgets = [float(b) for b in budgets]
-    if not budgets:
-        raise EvaluationError("evaluate_policies needs at least one budget_per_capita")
-    if any(not math.isfinite(b) or b < 0 for b in budgets):
-        raise EvaluationError(f"budgets must be finite and >= 0, got {budgets}")
-    if (true_values is None) != (true_costs is None):
-        raise EvaluationError("give both true_values and true_costs, or neither")
-    if (dm_values is None) != (dm_costs is None):
-        raise EvaluationError("give both dm_values and dm_costs (the outcome model's predictions), or neither")
-    k = None
-    checked: dict[str, tuple[str, np.ndarray, np.ndarray]] = {}
-    for name, spec in models.items():
-        if len(spec) != 3:
-            raise EvaluationError(f"models[{name!r}] must be (model_version, values, costs)")
-        version, vals, csts = spec
-        v = _as_matrix(vals, f"values of {name}", n)
-        c = _as_matrix(csts, f"costs of {name}", n, v.shape[1])
-        if k is not None and v.shape[1] != k:
-            raise EvaluationError(f"model {name} has {v.shape[1]} levels, the others {k}")
-        k = v.shape[1]
-        checked[name] = (str(version), v, c)
-    tv = tc = my = mz = None
+    holdout, checked = _Holdout.prepare(
+        models, logged, response, cost, propensity, budgets=budgets, campaign=campaign, true_values=true_values,
+        true_costs=true_costs, dm_values=dm_values, dm_costs=dm_costs, n_boot=n_boot, seed=seed,
+        evaluated_at=evaluated_at, log=log, min_holdout_users=min_holdout_users)
+    rows = []
+    for name, (version, v, c) in checked.items():
+        stored = None if decisions is None or name not in decisions else decisions[name]
+        rows += holdout.model_rows(name, version, v, c, stored, incentives=incentives, ordered=ordered, binary=binary)
+    return holdout.frame(rows)
 
-    def pair(a, b, what: str, names: tuple[str, str]):
-        nonlocal k
-        first = _as_matrix(a, names[0], n)
-        second = _as_matrix(b, names[1], n, first.shape[1])
-        if k is not None and first.shape[1] != k:
-            raise EvaluationError(f"{what} has {first.shape[1]} levels, the models {k}")
-        k = first.shape[1]
-        return first, second
 
-    if true_values is not None:
-        tv, tc = pair(true_values, true_costs, "the truth", ("true_values", "true_costs"))
-    if dm_values is not None:
-        my, mz = pair(dm_values, dm_costs, "the outcome model", ("dm_values", "dm_costs"))
-    if k is None:
-        k = int(t.max()) + 1
-    if t.max() >= k:
-        raise EvaluationError(f"logged has level {t.max()} but there are only {k} levels")
-    if evaluated_at is None:
-        evaluated_at = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-    too_small = min_holdout_users is not None and n < min_holdout_users
-    if too_small and log:
-        log(f"the holdout has {n} users, fewer than min_holdout_users = {min_holdout_users}: {TOO_SMALL}")
+def evaluate_random(
+    logged,
+    response,
+    cost,
+    propensity=None,
+    *,
+    budgets: Sequence[float],
+    campaign: str,
+    true_values=None,
+    true_costs=None,
+    dm_values=None,
+    dm_costs=None,
+    n_boot: int = 200,
+    seed: int = 0,
+    evaluated_at: dt.datetime | None = None,
+    log: Callable[[str], None] | None = None,
+    min_holdout_users: int | None = None,
+) -> pd.DataFrame:
+    """The `random` reference rows of `policy_evaluation` (the arguments as `evaluate_models`'): the
+    random reference mix (`random_mix`, levels ordered by their logged mean cost) scaled until its EOM
+    cost equals the budget (q_value = eom_value there); its DR figures at the same mix, dr_q_value
+    with the mix scaled on the DR cost (levels ordered by the outcome model's mean cost), its matched
+    true value with the mix scaled on the true cost (levels ordered by their true mean cost); its area
+    ratios are 1 by definition."""
+    holdout, _ = _Holdout.prepare(
+        {}, logged, response, cost, propensity, budgets=budgets, campaign=campaign, true_values=true_values,
+        true_costs=true_costs, dm_values=dm_values, dm_costs=dm_costs, n_boot=n_boot, seed=seed,
+        evaluated_at=evaluated_at, log=log, min_holdout_users=min_holdout_users)
+    return holdout.frame(holdout.random_rows())
 
-    from promo_assets.allocation import frontier
-    from promo_assets.allocation.errors import InfeasibleBudgetError
 
-    def say(msg: str) -> None:
-        if log:
-            log(msg)
+def evaluate_policies(models: Mapping[str, tuple[str, np.ndarray, np.ndarray]], logged, response, cost,
+                      propensity=None, *, incentives: Sequence[float] | None = None, ordered: bool = True,
+                      binary: bool | None = None, **holdout) -> pd.DataFrame:
+    """`evaluate_models`' rows followed by `evaluate_random`'s on the same holdout (the keyword arguments
+    of `evaluate_models`, without `decisions`): every model next to the cost-matched random reference,
+    as the benchmarks compare them."""
+    prepared, checked = _Holdout.prepare(models, logged, response, cost, propensity, **holdout)
+    rows = [row for name, (version, v, c) in checked.items()
+            for row in prepared.model_rows(name, version, v, c, None, incentives=incentives, ordered=ordered,
+                                           binary=binary)]
+    return prepared.frame(rows + prepared.random_rows())
 
-    def allocation_or_none(who: str, v: np.ndarray, c: np.ndarray, b: float):
+
+class _Holdout:
+    """The checked holdout records with the optional truth and outcome-model predictions, and what
+    every row is computed against: the oracle per budget and the random reference's curve."""
+
+    @classmethod
+    def prepare(cls, models, logged, response, cost, propensity=None, *, budgets: Sequence[float], campaign: str,
+                true_values=None, true_costs=None, dm_values=None, dm_costs=None, n_boot: int = 200, seed: int = 0,
+                evaluated_at: dt.datetime | None = None, log: Callable[[str], None] | None = None,
+                min_holdout_users: int | None = None):
+        """(the holdout, the checked models: name -> (version, values, costs)); EvaluationError naming
+        what does not fit."""
+        t, y, z, _ = _logged_arrays(logged, response, cost, propensity)
+        n = t.shape[0]
+        if RANDOM_MODEL in models:
+            raise EvaluationError(f"model name {RANDOM_MODEL!r} is reserved for the random reference policy")
+        budgets = [float(b) for b in budgets]
+        if not budgets:
+            raise EvaluationError("the evaluation needs at least one budget_per_capita")
+        if any(not math.isfinite(b) or b < 0 for b in budgets):
+            raise EvaluationError(f"budgets must be finite and >= 0, got {budgets}")
+        if (true_values is None) != (true_costs is None):
+            raise EvaluationError("give both true_values and true_costs, or neither")
+        if (dm_values is None) != (dm_costs is None):
+            raise EvaluationError("give both dm_values and dm_costs (the outcome model's predictions), or neither")
+        k = None
+        checked: dict[str, tuple[str, np.ndarray, np.ndarray]] = {}
+        for name, spec in models.items():
+            if len(spec) != 3:
+                raise EvaluationError(f"models[{name!r}] must be (model_version, values, costs)")
+            version, vals, csts = spec
+            v = _as_matrix(vals, f"values of {name}", n)
+            c = _as_matrix(csts, f"costs of {name}", n, v.shape[1])
+            if k is not None and v.shape[1] != k:
+                raise EvaluationError(f"model {name} has {v.shape[1]} levels, the others {k}")
+            k = v.shape[1]
+            checked[name] = (str(version), v, c)
+
+        def pair(a, b, what: str, names: tuple[str, str]):
+            nonlocal k
+            first = _as_matrix(a, names[0], n)
+            second = _as_matrix(b, names[1], n, first.shape[1])
+            if k is not None and first.shape[1] != k:
+                raise EvaluationError(f"{what} has {first.shape[1]} levels, the models {k}")
+            k = first.shape[1]
+            return first, second
+
+        tv = tc = my = mz = None
+        if true_values is not None:
+            tv, tc = pair(true_values, true_costs, "the truth", ("true_values", "true_costs"))
+        if dm_values is not None:
+            my, mz = pair(dm_values, dm_costs, "the outcome model", ("dm_values", "dm_costs"))
+        if k is None:
+            k = int(t.max()) + 1
+        if t.max() >= k:
+            raise EvaluationError(f"logged has level {t.max()} but there are only {k} levels")
+        if evaluated_at is None:
+            evaluated_at = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+        too_small = min_holdout_users is not None and n < min_holdout_users
+        if too_small and log:
+            log(f"the holdout has {n} users, fewer than min_holdout_users = {min_holdout_users}: {TOO_SMALL}")
+        return cls(t, y, z, propensity, k, budgets, campaign, tv, tc, my, mz, n_boot, seed, evaluated_at, log,
+                   too_small), checked
+
+    def __init__(self, t, y, z, propensity, k, budgets, campaign, tv, tc, my, mz, n_boot, seed, evaluated_at, log,
+                 too_small):
+        self.t, self.y, self.z, self.propensity, self.k, self.n = t, y, z, propensity, k, t.shape[0]
+        self.budgets, self.campaign, self.tv, self.tc, self.my, self.mz = budgets, campaign, tv, tc, my, mz
+        self.n_boot, self.seed, self.evaluated_at, self.log, self.too_small = n_boot, seed, evaluated_at, log, too_small
+        self.oracle: dict[float, tuple[float, float, float]] = {}
+        if tv is not None:
+            for b in budgets:
+                res, _ = self.allocation_or_none("oracle", tv, tc, b)
+                if res is not None:
+                    ov, oc = true_policy_value(np.asarray(res.levels, dtype=np.int64), tv, tc)
+                    self.oracle[b] = (ov, oc, max(ov, float(res.lp_value) / self.n))
+        self.level_costs = logged_level_costs(t, z, propensity, k)
+
+    def say(self, msg: str) -> None:
+        if self.log:
+            self.log(msg)
+
+    def allocation_or_none(self, who: str, v: np.ndarray, c: np.ndarray, b: float):
+        from promo_assets.allocation.errors import InfeasibleBudgetError
+
         try:
-            return allocate(v, c, b, seed=seed), ""
+            return allocate(v, c, b, seed=self.seed), ""
         except InfeasibleBudgetError as exc:
             note = f"budget {b:g} per capita cannot be met: {exc}"
-            say(f"{who}: {note}; its row stays empty")
+            self.say(f"{who}: {note}; its row stays empty")
             return None, note
 
-    oracle: dict[float, tuple[float, float, float]] = {}
-    if tv is not None:
-        for b in budgets:
-            res, _ = allocation_or_none("oracle", tv, tc, b)
-            if res is not None:
-                ov, oc = true_policy_value(np.asarray(res.levels, dtype=np.int64), tv, tc)
-                oracle[b] = (ov, oc, max(ov, float(res.lp_value) / n))
-
-    def base_row(model: str, version: str, b: float) -> dict:
+    def base_row(self, model: str, version: str, b: float) -> dict:
         row = {col: np.nan for col in POLICY_EVALUATION_COLUMNS}
-        row.update(campaign=campaign, model=model, model_version=version, budget_per_capita=b,
-                   n_users=n, too_small=too_small, evaluated_at=evaluated_at, note="", overspend=None)
-        if b in oracle:
-            row["oracle_value"], row["oracle_cost"] = oracle[b][:2]
+        row.update(campaign=self.campaign, model=model, model_version=version, budget_per_capita=b,
+                   n_users=self.n, too_small=self.too_small, evaluated_at=self.evaluated_at, note="", overspend=None)
+        if b in self.oracle:
+            row["oracle_value"], row["oracle_cost"] = self.oracle[b][:2]
         return row
 
-    def finish(row: dict, b: float) -> None:
-        if tv is not None:
+    def finish(self, row: dict, b: float) -> None:
+        if self.tv is not None:
             row["spend_ratio"] = spend_ratio(row["true_cost"], b)
-            if b in oracle:
-                row["pct_oracle"] = pct_oracle(row["matched_true_value"], oracle[b][2])
+            if b in self.oracle:
+                row["pct_oracle"] = pct_oracle(row["matched_true_value"], self.oracle[b][2])
             spent = row["spend_ratio"]
         else:
             spent = spend_ratio(row["eom_cost"], b)
         row["overspend"] = None if math.isnan(spent) else bool(spent > 1 + OVERSPEND_TOLERANCE)
 
-    def add_note(row: dict, who: str, note: str) -> None:
+    def add_note(self, row: dict, who: str, note: str) -> None:
         if note:
             row["note"] = "; ".join(x for x in (row["note"], note) if x)
-            say(f"{who}: {note}")
+            self.say(f"{who}: {note}")
 
-    # the random reference's curve (shares 0..1): the budget range and base of the area ratios
-    level_costs = logged_level_costs(t, z, propensity, k)
-    mixes = [random_mix(level_costs, s) for s in _CURVE_SHARES]
-    est_mix = (lambda m: dr_mix(m, t, y, z, propensity, my, mz)) if my is not None else (
-        lambda m: ipw_mix(m, t, y, z, propensity))
-    rand_curve = np.array([est_mix(m)[:2] for m in mixes])  # (cost, value) below
-    rand_curve = rand_curve[:, ::-1]
-    rand_true = np.array([mix_true_value(m, tv, tc)[::-1] for m in mixes]) if tv is not None else None
+    @functools.cached_property
+    def random_curves(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The random reference's curve (shares 0..1) as (cost, value) rows, estimated (DR when given,
+        else IPW) and true (None without truth): the budget range and base of the area ratios."""
+        t, y, z, p, tv, tc, my, mz = self.t, self.y, self.z, self.propensity, self.tv, self.tc, self.my, self.mz
+        mixes = [random_mix(self.level_costs, s) for s in _CURVE_SHARES]
+        est_mix = (lambda m: dr_mix(m, t, y, z, p, my, mz)) if my is not None else (lambda m: ipw_mix(m, t, y, z, p))
+        estimated = np.array([est_mix(m)[:2] for m in mixes])[:, ::-1]
+        true = np.array([mix_true_value(m, tv, tc)[::-1] for m in mixes]) if tv is not None else None
+        return estimated, true
 
-    def areas(v: np.ndarray, c: np.ndarray) -> tuple[float, float]:
+    def areas(self, v: np.ndarray, c: np.ndarray) -> tuple[float, float]:
+        t, y, z, p, tv, tc, my, mz = self.t, self.y, self.z, self.propensity, self.tv, self.tc, self.my, self.mz
+        rand_curve, rand_true = self.random_curves
         lams = frontier_lambdas(v, c, 40)
         assigned = levels_at_lambdas(v, c, lams)
         if my is not None:
-            ev, ec, _ = dr_batch(assigned, t, y, z, propensity, my, mz)
+            ev, ec, _ = dr_batch(assigned, t, y, z, p, my, mz)
         else:
-            ev, ec, _ = eom_batch(assigned, t, y, z, propensity)
+            ev, ec, _ = eom_batch(assigned, t, y, z, p)
         a_eom = area_ratio(ec, ev, rand_curve[:, 0], rand_curve[:, 1])
         a_true = np.nan
         if tv is not None:
-            rows_ = np.arange(n)[None]
+            rows_ = np.arange(self.n)[None]
             a_true = area_ratio(tc[rows_, assigned].mean(axis=1), tv[rows_, assigned].mean(axis=1),
                                 rand_true[:, 0], rand_true[:, 1])
         return a_eom, a_true
 
-    rows = []
-    for name, (version, v, c) in checked.items():
+    def model_rows(self, name: str, version: str, v: np.ndarray, c: np.ndarray,
+                   decisions: Mapping[float, np.ndarray | str] | None, *, incentives=None, ordered: bool = True,
+                   binary: bool | None = None) -> list[dict]:
+        """One model's rows, one per budget (see `evaluate_models`)."""
+        from promo_assets.allocation import frontier
+
+        t, y, z, p, tv, tc, my, mz = self.t, self.y, self.z, self.propensity, self.tv, self.tc, self.my, self.mz
+        n, seed = self.n, self.seed
         metrics = curve_metrics(v, t, y, incentives=incentives, ordered=ordered, binary=binary)
         model_aucc = np.nan
-        if k == 2:
+        if self.k == 2:
             try:
-                model_aucc = aucc(roi_score(v, c), t, y, z, propensity)
+                model_aucc = aucc(roi_score(v, c), t, y, z, p)
             except EvaluationError as exc:  # e.g. no positive overall uplift on this holdout
-                say(f"{name}: AUCC not computed: {exc}")
-        a_eom, a_true = areas(v, c) if with_area else (np.nan, np.nan)
+                self.say(f"{name}: AUCC not computed: {exc}")
+        a_eom, a_true = self.areas(v, c)
         model_frontier = frontier(v, c) if tv is not None else None
-        for b in budgets:
-            row = base_row(name, version, b)
+        rows = []
+        for b in self.budgets:
+            row = self.base_row(name, version, b)
             row.update(metrics)
             row.update(aucc=model_aucc, area_ratio_eom=a_eom, area_ratio_true=a_true)
-            stored = None if decisions is None or name not in decisions else decisions[name].get(b, f"no stored decision at budget {b:g}")
-            res, note = allocation_or_none(name, v, c, b) if stored is None else (
+            stored = None if decisions is None else decisions.get(b, f"no stored decision at budget {b:g}")
+            res, note = self.allocation_or_none(name, v, c, b) if stored is None else (
                 (None, stored) if isinstance(stored, str) else (stored, ""))
             if res is None:
                 row["note"] = note
                 rows.append(row)
                 continue
             assigned = np.asarray(getattr(res, "levels", res), dtype=np.int64)
-            ev, ec, nm = eom_batch(assigned, t, y, z, propensity)
+            ev, ec, nm = eom_batch(assigned, t, y, z, p)
             row["n_matched"] = int(nm[0])
             if tv is not None:
                 row["true_value"], row["true_cost"] = true_policy_value(assigned, tv, tc)
                 if b > 0:
                     m = matched_true_value(v, c, tv, tc, b, seed=seed, frontier=model_frontier)
                     row.update(matched_true_value=m.value, matched_true_cost=m.cost, matched_budget=m.budget_given)
-                    add_note(row, name, m.note)
+                    self.add_note(row, name, m.note)
             if nm[0] == 0:
-                add_note(row, name, f"no holdout event was logged at the levels this policy assigns at budget {b:g} "
-                         f"(0 of {n} match): EOM undefined")
+                self.add_note(row, name, f"no holdout event was logged at the levels this policy assigns at budget "
+                              f"{b:g} (0 of {n} match): EOM undefined")
             else:
                 row["eom_value"], row["eom_cost"] = float(ev[0]), float(ec[0])
-                row["eom_ci_low"], row["eom_ci_high"] = bootstrap_eom(assigned, t, y, z, propensity,
-                                                                      n_boot=n_boot, seed=seed)
-                if with_q:
-                    q = q_at_budget(v, c, t, y, z, propensity, b)
-                    row["q_value"], row["q_cost"] = q.value, q.cost
+                row["eom_ci_low"], row["eom_ci_high"] = bootstrap_eom(assigned, t, y, z, p, n_boot=self.n_boot,
+                                                                      seed=seed)
+                q = q_at_budget(v, c, t, y, z, p, b)
+                row["q_value"], row["q_cost"] = q.value, q.cost
                 if my is not None:
-                    dv, dc, _ = dr_batch(assigned, t, y, z, propensity, my, mz)
+                    dv, dc, _ = dr_batch(assigned, t, y, z, p, my, mz)
                     row["dr_value"], row["dr_cost"] = float(dv[0]), float(dc[0])
-                    row["dr_ci_low"], row["dr_ci_high"] = dr_interval(assigned, t, y, z, propensity, my, mz)
+                    row["dr_ci_low"], row["dr_ci_high"] = dr_interval(assigned, t, y, z, p, my, mz)
                     if math.isnan(row["dr_ci_low"]):
-                        add_note(row, name, f"only {int(nm[0])} holdout event matches the levels this policy assigns "
-                                 f"at budget {b:g}: no DR interval (needs 2)")
-                    if with_q:
-                        dq = dr_q_at_budget(v, c, t, y, z, propensity, my, mz, b)
-                        row["dr_q_value"], row["dr_q_cost"] = dq.value, dq.cost
-            finish(row, b)
+                        self.add_note(row, name, f"only {int(nm[0])} holdout event matches the levels this policy "
+                                      f"assigns at budget {b:g}: no DR interval (needs 2)")
+                    dq = dr_q_at_budget(v, c, t, y, z, p, my, mz, b)
+                    row["dr_q_value"], row["dr_q_cost"] = dq.value, dq.cost
+            self.finish(row, b)
             rows.append(row)
-        say(f"evaluated {name} ({version}) at {len(budgets)} budget(s)")
-    for b in budgets if with_random else []:
-        rows.append(_random_row(base_row(RANDOM_MODEL, RANDOM_VERSION, b), b, t, y, z, propensity, level_costs,
-                                tv, tc, my, mz, n_boot=n_boot, seed=seed, add_note=add_note, finish=finish))
-    if with_random:
-        say(f"evaluated the cost-matched random reference at {len(budgets)} budget(s)")
-    frame = pd.DataFrame(rows, columns=POLICY_EVALUATION_COLUMNS)
-    frame["n_matched"] = frame["n_matched"].astype("Int64")
-    frame["n_users"] = frame["n_users"].astype("int64")
-    frame["too_small"] = frame["too_small"].astype(bool)
-    frame["overspend"] = frame["overspend"].astype("boolean")
-    frame["note"] = frame["note"].astype(str)
-    if with_area:
-        frame.loc[frame["model"] == RANDOM_MODEL, "area_ratio_eom"] = 1.0
-        if tv is not None:
-            frame.loc[frame["model"] == RANDOM_MODEL, "area_ratio_true"] = 1.0
-    return frame
+        self.say(f"evaluated {name} ({version}) at {len(self.budgets)} budget(s)")
+        return rows
+
+    def random_rows(self) -> list[dict]:
+        """The `random` reference's rows, one per budget (see `evaluate_random`)."""
+        rows = [_random_row(self.base_row(RANDOM_MODEL, RANDOM_VERSION, b), b, self.t, self.y, self.z, self.propensity,
+                            self.level_costs, self.tv, self.tc, self.my, self.mz, n_boot=self.n_boot, seed=self.seed,
+                            add_note=self.add_note, finish=self.finish) for b in self.budgets]
+        for row in rows:
+            row["area_ratio_eom"] = 1.0
+            if self.tv is not None:
+                row["area_ratio_true"] = 1.0
+        self.say(f"evaluated the cost-matched random reference at {len(self.budgets)} budget(s)")
+        return rows
+
+    @staticmethod
+    def frame(rows: list[dict]) -> pd.DataFrame:
+        frame = pd.DataFrame(rows, columns=POLICY_EVALUATION_COLUMNS)
+        frame["n_matched"] = frame["n_matched"].astype("Int64")
+        frame["n_users"] = frame["n_users"].astype("int64")
+        frame["too_small"] = frame["too_small"].astype(bool)
+        frame["overspend"] = frame["overspend"].astype("boolean")
+        frame["note"] = frame["note"].astype(str)
+        return frame
 
 
 def _random_row(row, b, t, y, z, propensity, level_costs, tv, tc, my, mz, *, n_boot, seed, add_note, finish):
-    """The cost-matched random reference at budget b (see `evaluate_policies`)."""
+    """The cost-matched random reference at budget b (see `evaluate_random`)."""
     if b <= 0:
         add_note(row, RANDOM_MODEL, f"budget {b:g} per capita: nothing to match")
         return row

@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 from torch_geometric.data import HeteroData
 
+from promo_assets.errors import DomainError
 from promo_assets.models.encoder import FeatureEncoder
 from promo_assets.models.errors import ModelInputError
 
@@ -24,7 +25,7 @@ EDGE = (CUSTOMER, "pays", MERCHANT)
 REV_EDGE = (MERCHANT, "paid_by", CUSTOMER)
 
 
-class GraphDataError(ValueError):
+class GraphDataError(DomainError, ValueError):
     """Edges or node features that cannot make a customer–merchant graph."""
 
 

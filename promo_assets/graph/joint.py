@@ -43,8 +43,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from promo_assets.errors import DomainError
 
-class JointAllocationError(ValueError):
+
+class JointAllocationError(DomainError, ValueError):
     """Inputs of the joint allocation that do not line up."""
 
 

@@ -16,10 +16,11 @@ import numpy as np
 import pandas as pd
 
 from promo_assets.campaign import read_campaign_yaml
+from promo_assets.errors import DomainError
 from promo_assets.graph.warehouse_io import features_frame, latest_landing_file, read_truth
 
 
-class BipartiteLandingError(ValueError):
+class BipartiteLandingError(DomainError, ValueError):
     """A bipartite campaign folder that lacks a file or a column."""
 
 

@@ -17,8 +17,10 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import roc_auc_score
 
+from promo_assets.errors import DomainError
 
-class GraphMetricsError(ValueError):
+
+class GraphMetricsError(DomainError, ValueError):
     """Inputs of a metric that do not line up."""
 
 

@@ -25,6 +25,7 @@ import torch
 from torch_geometric.data import HeteroData
 
 from promo_assets.artifacts import save_object
+from promo_assets.errors import DomainError
 from promo_assets.graph.data import CUSTOMER, MERCHANT, normalized_adjacency
 from promo_assets.graph.nn import ENCODERS, HEADS, GraphResponseModel, marginal_increments
 from promo_assets.models.training import FullBatch, SamePass, Step, TrainingConfig, fit_torch_model
@@ -37,7 +38,7 @@ PAYLOAD_FORMAT = 2
 READABLE_FORMATS = (1, 2)
 
 
-class GraphTrainingError(ValueError):
+class GraphTrainingError(DomainError, ValueError):
     """Training inputs that do not fit the graph or the incentive grid."""
 
 

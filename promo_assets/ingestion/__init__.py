@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import hashlib
 import logging
 import os
 import re
@@ -32,7 +33,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from promo_assets import files, settings
-from promo_assets.campaign import CampaignConfig, CampaignConfigError, usable_campaign_folder
+from promo_assets.campaign import (
+    CampaignConfig,
+    CampaignConfigError,
+    campaign_yaml_text,
+    parse_campaign_yaml,
+    usable_campaign_folder,
+)
+from promo_assets.errors import DomainError
 from promo_assets.warehouse import quote_ident, schema_columns, sql, table_columns, transaction
 
 REQUIRED = ("user_id", "treatment", "response")
@@ -51,7 +59,7 @@ _DAY_FILE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.(parquet|csv)$")
 log = logging.getLogger(__name__)
 
 
-class IngestError(ValueError):
+class IngestError(DomainError, ValueError):
     """A landing file could not be loaded; the message names the file, the column and the problem."""
 
 
@@ -193,10 +201,50 @@ def load_config(landing: Path, campaign: str) -> CampaignConfig:
     `models:` and `champion:` blocks name, checked by the model registry (`registry.check_config`:
     registered model names, each model's hyper-parameters and their values). CampaignConfigError
     names every problem. This is where the pipeline and the CLI read a campaign's config."""
+    path = _campaign_yaml(landing, campaign)
+    return _validated_config(path, campaign, campaign_yaml_text(path))
+
+
+def cached_config(landing: Path, campaign: str) -> CampaignConfig:
+    """`load_config`, parsed and validated once per content of the file: campaign.yaml's text is
+    read (bounded, like every read) and hashed at each call, and a text already validated in this
+    process returns the same (immutable) CampaignConfig without parsing it again. The assets of a
+    run read their campaign's config here (`LandingResource.config`): one parse per campaign and
+    run, and a changed file is read as changed."""
+    path = _campaign_yaml(landing, campaign)
+    text = campaign_yaml_text(path)
+    key = (str(path), campaign, hashlib.sha256(text.encode()).hexdigest())
+    config = _CONFIGS.get(key)
+    if config is None:
+        config = _validated_config(path, campaign, text)
+        if len(_CONFIGS) >= _CONFIGS_KEPT:
+            _CONFIGS.clear()
+        _CONFIGS[key] = config
+    return config
+
+
+def _campaign_yaml(landing: Path, campaign: str) -> Path:
+    """The campaign's campaign.yaml path; CampaignConfigError naming the folder when the campaign has
+    no landing folder (e.g. a partition added with "Add partition" in the UI: it creates no folder)."""
+    folder = Path(landing) / campaign
+    if not folder.is_dir() and not folder.is_symlink():
+        raise CampaignConfigError(
+            f"{folder / 'campaign.yaml'}: campaign.yaml not found: campaign '{campaign}' has no landing folder {folder}. "
+            "A campaign is a folder of the landing folder (campaign.yaml and events/<day> files); a partition "
+            "added in the UI creates none: create the folder, or leave the partition (the landing sensor removes "
+            "partitions that have no folder and never loaded a day)")
+    return folder / "campaign.yaml"
+
+
+_CONFIGS: dict[tuple[str, str, str], CampaignConfig] = {}  # (path, campaign, sha256 of the text) -> config
+_CONFIGS_KEPT = 256
+
+
+def _validated_config(path: Path, campaign: str, text: str) -> CampaignConfig:
     from promo_assets.models import registry  # the models know the campaign config, never the other way round
 
-    path = landing / campaign / "campaign.yaml"
-    config = CampaignConfig.load(path, campaign=campaign)
+    raw = parse_campaign_yaml(text, path)
+    config = CampaignConfig.from_dict({} if raw is None else raw, campaign=campaign, source=str(path))
     problems = registry.check_config(config)
     if problems:
         head = f"{len(problems)} problems: " if len(problems) > 1 else ""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from promo_assets.errors import DomainError
 
-class ModelInputError(ValueError):
+
+class ModelInputError(DomainError, ValueError):
     """A training or scoring frame, feature spec or hyper-parameter is unusable (the message says why)."""

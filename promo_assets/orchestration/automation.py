@@ -96,11 +96,12 @@ def landing_sensor(context: dg.SensorEvaluationContext, landing: LandingResource
     if before is None:
         new_campaigns, changed = _not_loaded_yet(context.instance, new_campaigns, changed, now)
     cursor = json.dumps({"files": now, "skipped": skipped_now}, sort_keys=True)
-    if not new_campaigns and not changed:
+    orphans = _orphan_partitions(context.instance, landing.path, context.log)
+    if not new_campaigns and not changed and not orphans:
         note = f"; {len(skipped_now)} landing file(s) skipped (see the tick's log)" if skipped_now else ""
         return dg.SensorResult(skip_reason=f"no new or changed landing files{note}", cursor=cursor)
     return dg.SensorResult(run_requests=_ingest_requests(changed, now), cursor=cursor,
-                           dynamic_partitions_requests=_partition_requests(new_campaigns))
+                           dynamic_partitions_requests=_partition_requests(new_campaigns, orphans))
 
 
 # helpers of the landing sensor
@@ -160,9 +161,30 @@ def _ingest_requests(changed: list[tuple[str, str]], now: dict) -> list[dg.RunRe
     ]
 
 
-def _partition_requests(new_campaigns: list[str]) -> list:
-    """Add the new campaigns as partitions (a campaign's days are no partitions: see common.py)."""
-    return [campaign_partitions.build_add_request(new_campaigns)] if new_campaigns else []
+def _orphan_partitions(instance: dg.DagsterInstance, landing, log) -> list[str]:
+    """Campaign partitions with no landing folder that never loaded a day: added with "Add partition"
+    in the UI's materialize dialog (Dagster offers it for every dynamic partition set). Removed, with
+    a warning; a campaign whose folder went away after it loaded days keeps its partition (its history)."""
+    if not landing.is_dir():  # a landing folder that is not there (a wrong setting) removes nothing
+        return []
+    orphans = []
+    for campaign in instance.get_dynamic_partitions(campaign_partitions.name):
+        if (landing / campaign).exists() or (landing / campaign).is_symlink():
+            continue
+        if instance.fetch_materializations(dg.AssetRecordsFilter(
+                asset_key=dg.AssetKey("rct_events"), asset_partitions=[campaign]), limit=1).records:
+            continue
+        log.warning(f"campaign partition '{campaign}' has no landing folder {landing / campaign} and never loaded a "
+                    "day (added in the UI?): removed; create the folder to add the campaign")
+        orphans.append(campaign)
+    return orphans
+
+
+def _partition_requests(new_campaigns: list[str], orphans: list[str] = ()) -> list:
+    """Add the new campaigns as partitions (a campaign's days are no partitions: see common.py) and
+    remove the orphans."""
+    return ([campaign_partitions.build_add_request(new_campaigns)] if new_campaigns else []) + \
+        ([campaign_partitions.build_delete_request(list(orphans))] if orphans else [])
 
 
 with warnings.catch_warnings():  # use_user_code_server is in beta: its warning would print at every load of the code

@@ -1,8 +1,9 @@
 """Campaign-level assets: propensity → training frame → outcome model (the DR direct method), shared
 by every model's chain (promo_assets/orchestration/model_assets.py: one chain per registered model,
 and the leaderboard), and the helpers those chains use to read the warehouse and their upstream
-materializations. Each function reads the warehouse, calls domain code and writes the result back;
-the logic lives in the domain packages."""
+materializations. Each function reads the warehouse (through the named functions of
+promo_assets.store), calls domain code and writes the result back; the logic lives in the domain
+packages."""
 
 
 import base64
@@ -16,7 +17,6 @@ import pandas as pd
 
 from promo_assets import results, settings
 from promo_assets.artifacts import content_version
-from promo_assets.ingestion import load_config, loaded_features
 from promo_assets.orchestration.common import (
     WAREHOUSE_POOL,
     LandingResource,
@@ -25,10 +25,14 @@ from promo_assets.orchestration.common import (
     connect,
     for_people,
     kv_table,
+    log_to,
     md_table,
 )
 from promo_assets.orchestration.conditions import CAMPAIGN_CONDITION
-from promo_assets.warehouse import quote_ident, registered, sql, transaction
+from promo_assets.store import frames as frames_store
+from promo_assets.store.frames import feature_spec  # noqa: F401  (imported from here by the asset modules)
+from promo_assets.store.models import coefficient_arrays  # noqa: F401  (imported from here by the asset modules)
+from promo_assets.warehouse import transaction
 
 # the asset kwargs every campaign-level and per-model asset shares (model_assets.py uses it too)
 COMMON = dict(partitions_def=campaign_partitions, pool=WAREHOUSE_POOL, automation_condition=CAMPAIGN_CONDITION)
@@ -38,26 +42,15 @@ COMMON = dict(partitions_def=campaign_partitions, pool=WAREHOUSE_POOL, automatio
 # helpers
 
 
-def feature_spec(con, campaign: str) -> tuple[list[str], list[str]]:
-    """(numeric, categorical) feature columns of the campaign's currently loaded partitions."""
-    kinds = loaded_features(con, campaign)
-    return [f for f, k in kinds.items() if k == "numeric"], [f for f, k in kinds.items() if k == "categorical"]
-
-
-def _columns(numeric: list[str], categorical: list[str], prefix: str = "e.") -> str:
-    """', <prefix>"feature"' for every feature column, appended to a SELECT list."""
-    return "".join(f", {prefix}{quote_ident(c)}" for c in numeric + categorical)
-
-
 def read_holdout_events(con, campaign: str) -> pd.DataFrame:
     """The holdout events with every feature column (one row per holdout event)."""
     numeric, categorical = feature_spec(con, campaign)
-    return con.execute(sql("frames", "holdout_events", columns=_columns(numeric, categorical)), [campaign]).df()
+    return frames_store.holdout_events(con, campaign, numeric + categorical)
 
 
 def read_training_frame(con, campaign: str) -> tuple[pd.DataFrame, list[str], list[str]]:
     numeric, categorical = feature_spec(con, campaign)
-    frame = con.execute(sql("frames", "training_frame", columns=_columns(numeric, categorical)), [campaign]).df()
+    frame = frames_store.training_frame(con, campaign, numeric + categorical)
     if frame.empty:
         raise dg.Failure(f"campaign '{campaign}' has no training frame: materialize rct_events and training_frame first")
     return frame, numeric, categorical
@@ -67,24 +60,21 @@ def png_md(png: bytes, title: str) -> str:
     return f"**{title}**\n\n![{title}](data:image/png;base64,{base64.b64encode(png).decode()})"
 
 
-def _log(context):
-    return lambda msg: context.log.info(msg)
-
-
 _RUN_ENDED = {dg.DagsterRunStatus.SUCCESS: True, dg.DagsterRunStatus.FAILURE: False, dg.DagsterRunStatus.CANCELED: False}
 
 
 def failed_models(step_keys) -> list[str] | None:
-    """The models whose chain a run's failed steps belong to (step key '<model>__<asset>'), or None
-    when a step outside every model's chain failed (then the whole run counts as failed)."""
-    from promo_assets.models import registry
+    """The models whose chain a run's failed steps belong to (step key: the asset key's parts joined by
+    '__', '<model>__<asset>' or 'optional__<model>__<asset>'), or None when a step outside every
+    model's chain failed (then the whole run counts as failed)."""
+    from promo_assets.orchestration.common import model_of_key
 
-    names, out = set(registry.names()), set()
+    out = set()
     for step in step_keys:
-        prefix = step.split("__", 1)[0]
-        if "__" not in step or prefix not in names:
+        model = model_of_key(dg.AssetKey(step.split("__")))
+        if model is None:
             return None
-        out.add(prefix)
+        out.add(model)
     return sorted(out)
 
 
@@ -110,7 +100,7 @@ def results_write(context, con, campaign: str, *tables: str):
     recorded in result_runs, and the retention rule (PROMO_KEEP_RUNS) is applied to `tables`."""
     try:
         keep = settings.keep_runs()
-    except ValueError as exc:
+    except settings.SettingsError as exc:
         raise dg.Failure(str(exc)) from None
     with transaction(con):
         results.reconcile(con, campaign, ended_runs(context.instance, results.unfinished(con, campaign, context.run_id)))
@@ -137,21 +127,17 @@ def propensity(context: dg.AssetExecutionContext, warehouse: WarehouseResource, 
     from promo_assets.causal.frame import event_propensity
 
     campaign = context.partition_key
-    config = load_config(landing.path, campaign)
+    config = landing.config(campaign)
     with connect(warehouse) as con:
         numeric, categorical = feature_spec(con, campaign)
-        events = con.execute(
-            sql("frames", "events", columns=_columns(numeric, categorical, prefix="")), [campaign]
-        ).df()
+        events = frames_store.events(con, campaign, numeric + categorical)
         if events.empty:
             raise dg.Failure(f"no rct_events for campaign '{campaign}'")
-        prop = event_propensity(events, config, numeric, categorical, log=_log(context))
+        prop = event_propensity(events, config, numeric, categorical, log=log_to(context))
         frame_df = pd.DataFrame({"event_date": events["event_date"], "source_row": events["source_row"],
                                  "propensity": prop.propensity, "source": prop.source})
         version = content_version(frame_df[["propensity"]].to_numpy().tobytes())
-        with transaction(con), registered(con, "frame_df", frame_df):
-            con.execute(sql("frames", "delete_campaign", table="propensity"), [campaign])
-            con.execute(sql("frames", "insert_propensity"), [campaign, version])
+        frames_store.replace_propensity(con, campaign, version, frame_df)
     return dg.MaterializeResult(metadata=_propensity_metadata(events, prop, config, version),
                                 data_version=dg.DataVersion(version))
 
@@ -216,17 +202,15 @@ def training_frame(context: dg.AssetExecutionContext, warehouse: WarehouseResour
     from promo_assets.causal.frame import split_and_weights
 
     campaign = context.partition_key
-    config = load_config(landing.path, campaign)
+    config = landing.config(campaign)
     with connect(warehouse) as con:
-        events = con.execute(sql("frames", "propensity_events"), [campaign]).df()
+        events = frames_store.propensity_events(con, campaign)
         split, weights = split_and_weights(events, events["propensity"].to_numpy(), config)
         frame_df = pd.DataFrame(
             {"event_date": events["event_date"], "source_row": events["source_row"], "split": split, "ips_weight": weights}
         )
         version = content_version(frame_df[["ips_weight"]].to_numpy().tobytes() + "".join(split).encode())
-        with transaction(con), registered(con, "frame_df", frame_df):
-            con.execute(sql("frames", "delete_campaign", table="training_frame"), [campaign])
-            con.execute(sql("frames", "insert_training_frame"), [campaign, version])
+        frames_store.replace_training_frame(con, campaign, version, frame_df)
     counts = pd.Series(split).value_counts().to_dict()
     ess = float(weights.sum() ** 2 / np.square(weights).sum())
     days = sorted(set(events["event_date"].astype(str)))
@@ -265,21 +249,6 @@ def _model_metadata(trained, seconds: float) -> dict:
 
 
 
-def coefficient_arrays(con, campaign: str, model: str, version: str, target: str, k: int):
-    df = con.execute(sql("frames", "coefficients"), [campaign, model, version, target]).df()
-    n = len(df) // k
-    users = df["user_id"].to_numpy()[::k]
-    return users, df["value"].to_numpy().reshape(n, k), df["cost"].to_numpy().reshape(n, k)
-
-
-
-def _table(columns: list[tuple[str, str]], records: list[dict]) -> dg.MetadataValue:
-    """Dagster table metadata (renders inline in the UI) from plain columns and records."""
-    return dg.MetadataValue.table(
-        records=[dg.TableRecord(r) for r in records],
-        schema=dg.TableSchema(columns=[dg.TableColumn(name, type_) for name, type_ in columns]),
-    )
-
 
 def upstream(context, asset_key) -> tuple[str, dict, str | None]:
     """(run id, metadata values, data version) of the latest materialization of `asset_key` for this
@@ -316,14 +285,6 @@ def _outcome_predictions(context, config, train: pd.DataFrame, holdout: pd.DataF
     return dm_values, dm_costs, {"fitted": True, "kind": model.kind, "training_events": int(model.n_train)}
 
 
-def _table(columns: list[tuple[str, str]], records: list[dict]) -> dg.MetadataValue:
-    """Dagster table metadata (renders inline in the UI) from plain columns and records."""
-    return dg.MetadataValue.table(
-        records=[dg.TableRecord(r) for r in records],
-        schema=dg.TableSchema(columns=[dg.TableColumn(name, type_) for name, type_ in columns]),
-    )
-
-
 
 @dg.asset(
     **COMMON,
@@ -338,13 +299,12 @@ def _table(columns: list[tuple[str, str]], records: list[dict]) -> dg.MetadataVa
 )
 def outcome_model(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
     campaign = context.partition_key
-    config = load_config(landing.path, campaign)
+    config = landing.config(campaign)
     with connect(warehouse) as con:
         numeric, categorical = feature_spec(con, campaign)
-        columns = _columns(numeric, categorical)
-        holdout = con.execute(sql("frames", "holdout_events", columns=columns), [campaign]).df()
-        train = con.execute(sql("frames", "outcome_training_events", columns=columns), [campaign]).df()
-        frame_version = con.execute(sql("frames", "frame_version"), [campaign]).fetchone()[0]
+        holdout = frames_store.holdout_events(con, campaign, numeric + categorical)
+        train = frames_store.outcome_training_events(con, campaign, numeric + categorical)
+        frame_version = frames_store.frame_version(con, campaign)
     dm_values, dm_costs, meta = _outcome_predictions(context, config, train, holdout, numeric, categorical)
     k, n = config.n_levels, len(holdout)
     outcome_df = pd.DataFrame({"event_date": np.repeat(holdout["event_date"].to_numpy(), k),
@@ -353,11 +313,9 @@ def outcome_model(context: dg.AssetExecutionContext, warehouse: WarehouseResourc
                                "value": np.ravel(dm_values) if dm_values is not None else np.nan,
                                "cost": np.ravel(dm_costs) if dm_costs is not None else np.nan})
     version = content_version(outcome_df[["value", "cost"]].to_numpy().tobytes() + str(frame_version).encode())
-    with connect(warehouse) as con, transaction(con):
-        con.execute(sql("frames", "delete_campaign", table="outcome_predictions"), [campaign])
-        if dm_values is not None:
-            with registered(con, "outcome_df", outcome_df):
-                con.execute(sql("frames", "insert_outcome_predictions"), [campaign, frame_version])
+    with connect(warehouse) as con:
+        frames_store.replace_outcome_predictions(con, campaign, frame_version,
+                                                 outcome_df if dm_values is not None else None)
     return dg.MaterializeResult(metadata={**meta, "frame_version": frame_version, "holdout_events": n},
                                 data_version=dg.DataVersion(version))
 
@@ -399,20 +357,25 @@ class EvaluationInputs:
         return np.asarray(levels)[self._rows(users, "decision")]
 
     def kwargs(self, config, campaign: str) -> dict:
+        """The holdout's keyword arguments of `evaluate_models` / `evaluate_random`."""
         return dict(budgets=[float(b) for b in config.budgets_per_capita], campaign=campaign,
                     true_values=self.true_values, true_costs=self.true_costs, dm_values=self.dm_values,
-                    dm_costs=self.dm_costs, incentives=list(config.incentives), ordered=config.ordered,
-                    binary=config.response == "binary", min_holdout_users=config.min_holdout_users)
+                    dm_costs=self.dm_costs, min_holdout_users=config.min_holdout_users)
+
+    @staticmethod
+    def curve_kwargs(config) -> dict:
+        """The response-curve metrics' keyword arguments of `evaluate_models`."""
+        return dict(incentives=list(config.incentives), ordered=config.ordered, binary=config.response == "binary")
 
 
 def evaluation_inputs(context, con, landing: LandingResource, campaign: str, config) -> EvaluationInputs:
     """Read the evaluation inputs; the outcome predictions must be of the current training frame."""
     from promo_assets.simulation import truth_arrays
 
-    holdout = con.execute(sql("frames", "holdout_events", columns=""), [campaign]).df()
-    frame_version = con.execute(sql("frames", "frame_version"), [campaign]).fetchone()[0]
+    holdout = frames_store.holdout_events(con, campaign)
+    frame_version = frames_store.frame_version(con, campaign)
     _, _, outcome_version = upstream(context, "outcome_model")
-    pred = con.execute(sql("frames", "outcome_predictions"), [campaign]).df()
+    pred = frames_store.outcome_predictions(con, campaign)
     dm_values = dm_costs = None
     if not pred.empty:
         if set(pred["frame_version"]) != {frame_version} or len(pred) != len(holdout) * config.n_levels:
@@ -437,5 +400,4 @@ def holdout_segments(con, campaign: str, config) -> pd.DataFrame | None:
     if unknown:
         raise dg.Failure(f"campaign.yaml segments: {', '.join(repr(c) for c in unknown)} is not a feature column of "
                          f"campaign '{campaign}' (feature columns: {', '.join(numeric + categorical)})")
-    return con.execute(sql("frames", "holdout_segments", columns=_columns([], list(config.segments))),
-                       [campaign]).df().drop(columns="user_id")
+    return frames_store.holdout_segments(con, campaign, list(config.segments)).drop(columns="user_id")

@@ -7,6 +7,8 @@ from typing import Iterator
 import dagster as dg
 import duckdb
 
+from promo_assets.errors import DomainError
+
 from promo_assets.orchestration.resources import (  # noqa: F401  (imported from here by the asset modules)
     ArtifactStoreResource,
     LandingResource,
@@ -38,6 +40,54 @@ def connect(warehouse: WarehouseResource) -> Iterator[duckdb.DuckDBPyConnection]
     block ends (a connection left open keeps the file locked for every other process)."""
     with warehouse.connect() as con:
         yield con
+
+
+OPTIONAL_PREFIX = "optional"  # the key prefix of the chains of the models off by default (docs/automation.md)
+
+
+def model_key(model: str, step: str) -> dg.AssetKey:
+    """The asset key of `step` of `model`'s chain: `<model>/<step>`, or `optional/<model>/<step>` for a
+    model off by default (registry `default = False`): the UI's catalog, sorted by key, then shows the
+    default models' and the campaign's assets first and the optional chains in one folder."""
+    from promo_assets.models import registry
+
+    return dg.AssetKey([*([] if registry.get(model).default else [OPTIONAL_PREFIX]), model, step])
+
+
+def model_of_key(asset_key: dg.AssetKey) -> str | None:
+    """The registered model whose chain `asset_key` belongs to (`model_key`'s inverse), else None."""
+    from promo_assets.models import registry
+
+    path = list(asset_key.path)
+    if path and path[0] == OPTIONAL_PREFIX:
+        path = path[1:]
+    return path[0] if len(path) == 2 and path[0] in registry.names() else None
+
+
+@contextmanager
+def domain_errors() -> Iterator[None]:
+    """Run the block; a project error (`promo_assets.errors.DomainError`: bad input, configuration or
+    stored state) fails the asset with its message alone, and anything else (a bug here or in numpy,
+    pandas, torch, even a ValueError) propagates with its stack trace, which Dagster shows. A domain
+    error that wraps another exception (a chunk whose task failed) keeps that cause and its stack."""
+    try:
+        yield
+    except DomainError as exc:
+        raise dg.Failure(str(exc)) from exc.__cause__
+
+
+def log_to(context):
+    """A progress callback for domain code (`log=`): each message is a Dagster info log line."""
+    return lambda msg: context.log.info(msg)
+
+
+def table_metadata(columns: list[tuple[str, ...]], records: list[dict]) -> dg.MetadataValue:
+    """Dagster table metadata (renders inline in the UI) from records and their columns: (name, type)
+    or (name, type, description)."""
+    return dg.MetadataValue.table(
+        records=[dg.TableRecord(r) for r in records],
+        schema=dg.TableSchema(columns=[dg.TableColumn(*column) for column in columns]),
+    )
 
 
 def md_table(rows: list[dict]) -> dg.MetadataValue:

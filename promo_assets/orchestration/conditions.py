@@ -180,11 +180,9 @@ class TrainedForCampaign(dg.AutomationCondition):
         return f"trained_for_campaign({self.model or 'its chain'})"
 
     def evaluate(self, context: dg.AutomationContext) -> dg.AutomationResult:
-        from promo_assets.models import registry
+        from promo_assets.orchestration.common import model_of_key
 
-        model = self.model
-        if model is None and len(context.key.path) == 2 and context.key.path[0] in registry.names():
-            model = context.key.path[0]
+        model = self.model or model_of_key(context.key)
         if model is None or context.candidate_subset.is_empty:
             return dg.AutomationResult(context, true_subset=context.candidate_subset)
         keys = context.candidate_subset.expensively_compute_partition_keys()
@@ -196,7 +194,7 @@ def skip_reason(model: str, campaign: str) -> str | None:
     """Why `campaign` does not train `model` (from its campaign.yaml alone), None when it does or
     the campaign.yaml cannot be read."""
     from promo_assets import settings
-    from promo_assets.ingestion import load_config
+    from promo_assets.ingestion import cached_config
     from promo_assets.models import registry
 
     landing = settings.landing_dir()
@@ -205,7 +203,7 @@ def skip_reason(model: str, campaign: str) -> str | None:
         if stamp not in _CONFIGS:  # read once per change, not once per chain asset and tick
             if len(_CONFIGS) > 256:
                 _CONFIGS.clear()
-            _CONFIGS[stamp] = load_config(landing, campaign)
+            _CONFIGS[stamp] = cached_config(landing, campaign)
         return registry.skip_reason(model, _CONFIGS[stamp])
     except Exception:  # noqa: BLE001 (a refused campaign.yaml fails the campaign's own assets, with its reason)
         return None

@@ -23,16 +23,22 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from promo_assets.ingestion import day_files, load_config
+from promo_assets.ingestion import day_files
 from promo_assets.orchestration.campaign_assets import (
     COMMON,
-    _table,
     coefficient_arrays,
     evaluation_inputs,
     results_write,
     upstream,
 )
-from promo_assets.orchestration.common import LandingResource, OutboxResource, WarehouseResource, connect, md_table
+from promo_assets.orchestration.common import (
+    LandingResource,
+    OutboxResource,
+    WarehouseResource,
+    connect,
+    md_table,
+    table_metadata,
+)
 from promo_assets.warehouse import registered, sql
 
 CHECKS = {
@@ -107,7 +113,7 @@ def rows_table(rows: list[dict]) -> dg.MetadataValue:
              else "string" for c in cols}
     records = [{c: (float(f"{r[c]:.4g}") if kinds[c] == "float" else ("" if r.get(c) is None else str(r[c]))) for c in cols}
                for r in rows]
-    return _table([(c, kinds[c]) for c in cols], records)
+    return table_metadata([(c, kinds[c]) for c in cols], records)
 
 
 def members_table(members: dict) -> dg.MetadataValue:
@@ -146,7 +152,7 @@ def champion(context: dg.AssetExecutionContext, warehouse: WarehouseResource, la
     from promo_assets.evaluation.champion import ChampionSettings, choose_champion, truth_audit
 
     campaign = context.partition_key
-    config = load_config(landing.path, campaign)
+    config = landing.config(campaign)
     budgets = [float(b) for b in config.budgets_per_capita]
     settings = ChampionSettings.from_config(config.champion)
     ev, evidence, versions, incumbent, board_run, board_version = champion_inputs(context, warehouse, landing, campaign,
@@ -209,8 +215,14 @@ def decision_inputs(warehouse: WarehouseResource, campaign: str, champ_run: str,
     return row, info, users, values, costs, day, newest, evidence
 
 
-def store_decisions(context, warehouse: WarehouseResource, campaign: str, day: dt.date, made, info: dict, who: str):
-    with connect(warehouse) as con, results_write(context, con, campaign, "decisions", "decision_budgets"):
+def store_decisions(context, warehouse: WarehouseResource, campaign: str, day: dt.date, made, info: dict, who: str,
+                    paced=None) -> list[dict]:
+    """The decisions, their budgets' manifest entries and, for a period budget (`paced`: budget, today,
+    history), the per-day pacing rows (table pacing), in one transaction; returns the pacing rows."""
+    from promo_assets.decisions.pacing import pacing_table, store_pacing
+
+    rows = pacing_table(paced[0], [*paced[2], paced[1]]) if paced is not None else []
+    with connect(warehouse) as con, results_write(context, con, campaign, "decisions", "decision_budgets", "pacing"):
         for entry in made.entries:
             b = float(entry["budget_per_capita"])
             with registered(con, "decisions_df", made.frames[b].assign(budget_per_capita=b)):
@@ -218,6 +230,9 @@ def store_decisions(context, warehouse: WarehouseResource, campaign: str, day: d
             con.execute(sql("decisions", "insert_decision_budget"), [
                 campaign, context.run_id, day.isoformat(), b, info["name"], info["version"], info["run_id"], who,
                 json.dumps({"entry": entry, "champion": info, "max_user_cost": made.max_user_cost})])
+        if rows:
+            store_pacing(con, campaign, context.run_id, day, paced[0], rows)
+    return rows
 
 
 def check_results(outcomes: dict) -> list[dg.AssetCheckResult]:
@@ -273,13 +288,29 @@ def paced_decision(warehouse: WarehouseResource, campaign: str, config, day: dt.
         raise _fail(exc) from None
 
 
-def pacing_metadata(budget, today, history) -> dict:
-    from promo_assets.decisions.pacing import pacing_table, plot_pacing
+PACING_COLUMNS = (  # the `pacing` metadata table: pacing_table's keys, typed and described
+    ("day", "date", "the paced decision day"),
+    ("plan", "float", "the budget left over the days left, on that day"),
+    ("lambda", "float", "λ of the day's paced decision"),
+    ("predicted spend", "float", "the champion's predicted spend at λ for every user decided for"),
+    ("realized spend", "float", "what the day's events reported (empty: not loaded yet)"),
+    ("spend ratio", "float", "realized over predicted spend of the days back before it (the correction)"),
+    ("cumulative spend", "float", "realized, else planned, up to and including the day"),
+    ("even plan", "float", "total / days × days elapsed"),
+    ("budget left", "float", "the total minus the cumulative spend"),
+)
+
+
+def pacing_metadata(budget, today, rows: list[dict]) -> dict:
+    """The per-day pacing table (also in table pacing) and its plot, for the decisions asset's page."""
+    from promo_assets.decisions.pacing import plot_pacing
 
     from promo_assets.orchestration.campaign_assets import png_md
 
-    rows = pacing_table(budget, [*history, today])
-    return {"pacing": md_table([{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()} for r in rows]),
+    records = [dg.TableRecord({k: (float(f"{v:.4g}") if isinstance(v, float) else v) for k, v in r.items()})
+               for r in rows]  # realized spend None (not back yet): an empty cell
+    schema = dg.TableSchema(columns=[dg.TableColumn(n, t, description=d) for n, t, d in PACING_COLUMNS])
+    return {"pacing": dg.MetadataValue.table(records, schema=schema),
             "pacing_plot": dg.MetadataValue.md(png_md(plot_pacing(rows, budget.total), "Spend per day and cumulative")),
             "paced_lambda": today.lambda_, "paced_plan": today.plan, "period_total": budget.total,
             "period_budget_left_before_today": rows[-1]["budget left"] + today.plan}
@@ -328,13 +359,13 @@ def decision_metadata(info: dict, day: dt.date, who: str, exploration, entries: 
           description="The champion's allocation for every user decided for (the population file, else the holdout "
           "users, said in the metadata) at every configured budget, with the exploration share of campaign.yaml "
           "`exploration:` (levels drawn at random, the propensity of every user's level written) for the day after the "
-          "last loaded day. Tables decisions and decision_budgets. Blocking checks: every user once, spend within "
+          "last loaded day; with campaign.yaml `budget:` also the day's paced decision. Tables decisions, decision_budgets and pacing (one row per paced day). Blocking checks: every user once, spend within "
           "budget, valid levels, no missing value, exploration share, champion not older than the newest evaluation.")
 def decisions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
     from promo_assets.decisions import Exploration, champion_freshness
 
     campaign = context.partition_key
-    config = load_config(landing.path, campaign)
+    config = landing.config(campaign)
     champ_run, _, champ_version = upstream(context, "champion")
     exploration = Exploration.from_config(config.exploration)
     row, info, users, values, costs, day, newest, evidence = decision_inputs(warehouse, campaign, champ_run,
@@ -343,10 +374,10 @@ def decisions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, l
                              evidence)
     made.outcomes["champion_fresh"] = [(None, champion_freshness(row["decided_at"], newest))]
     who = users_decided_for(landing, campaign, len(users))
-    store_decisions(context, warehouse, campaign, day, made, info, who)
+    rows = store_decisions(context, warehouse, campaign, day, made, info, who, paced)
     metadata = decision_metadata(info, day, who, exploration, made.entries)
     if paced is not None:
-        metadata.update(pacing_metadata(*paced))
+        metadata.update(pacing_metadata(paced[0], paced[1], rows))
     return dg.MaterializeResult(metadata=metadata, check_results=check_results(made.outcomes),
                                 data_version=dg.DataVersion(f"{info['version']}-{day}-{champ_version}"[:48]))
 
@@ -365,7 +396,7 @@ def outbox(context: dg.AssetExecutionContext, warehouse: WarehouseResource, land
     from promo_assets.decisions import ExportError, OutboxError, export_stored
 
     campaign = context.partition_key
-    config = load_config(landing.path, campaign)
+    config = landing.config(campaign)
     run_id, _, version = upstream(context, "decisions")
     try:
         with connect(warehouse) as con:
@@ -387,14 +418,14 @@ def outbox(context: dg.AssetExecutionContext, warehouse: WarehouseResource, land
           description="The campaign's report as one self-contained HTML file (plotly.js inlined: it opens without "
           "network access): the champion and its evidence, the leaderboard with what each column means, the "
           "cost–response frontier of every policy, response per level, per-segment results, the decisions exported "
-          "and their exploration share, spend per day where a pacing table exists. Written to "
+          "and their exploration share, spend per day (table pacing) where campaign.yaml `budget:` paces a period. Written to "
           "`<PROMO_REPORT_DIR>/<campaign>.html`; `promo report --html PATH` writes the same.")
 def campaign_report(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
     from promo_assets import settings
     from promo_assets.report import ReportError, gather, render, write_report
 
     campaign = context.partition_key
-    config = load_config(landing.path, campaign)
+    config = landing.config(campaign)
     board_run, _, _ = upstream(context, "leaderboard")
     champion_run, _, _ = upstream(context, "champion")
     decisions_run, _, version = upstream(context, "decisions")

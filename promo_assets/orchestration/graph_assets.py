@@ -16,7 +16,7 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from promo_assets.campaign import CampaignConfig, CampaignConfigError
+from promo_assets.campaign import CampaignConfig
 from promo_assets.ingestion import merchants as ingest_merchants
 from promo_assets.ingestion.merchants import MerchantConfig
 from promo_assets.orchestration.campaign_assets import (
@@ -32,15 +32,18 @@ from promo_assets.orchestration.common import (
     WarehouseResource,
     campaign_partitions,
     connect,
+    log_to,
     md_table,
+    model_key,
 )
 from promo_assets.orchestration.conditions import CAMPAIGN_CONDITION, INGESTION_CONDITION
 from promo_assets.orchestration.ingest_assets import DayRange, days_metadata, ingest_days
-from promo_assets.warehouse import registered, sql
+from promo_assets.store import graph as graph_store
 
 MODEL_NAME = "gnn_hazard"  # the registered model (promo_assets.models.registry) whose chain the joint allocation reads
-MODEL_KEY = dg.AssetKey([MODEL_NAME, "model"])
-COEFFICIENTS_KEY = dg.AssetKey([MODEL_NAME, "response_coefficients"])
+MODEL_KEY = model_key(MODEL_NAME, "model")
+COEFFICIENTS_KEY = model_key(MODEL_NAME, "response_coefficients")
+MERCHANT_COEFFICIENTS_KEY = model_key(MODEL_NAME, "merchant_coefficients")
 GRAPH = dict(partitions_def=campaign_partitions, pool=WAREHOUSE_POOL, group_name="graph", automation_condition=CAMPAIGN_CONDITION)
 
 
@@ -49,15 +52,10 @@ GRAPH = dict(partitions_def=campaign_partitions, pool=WAREHOUSE_POOL, group_name
 
 
 def merchant_config(landing: LandingResource, campaign: str) -> tuple[CampaignConfig, MerchantConfig]:
-    """`promo_assets.ingestion.merchants.merchant_config`; a bad campaign.yaml fails the asset."""
-    try:
-        return ingest_merchants.merchant_config(landing.path, campaign)
-    except CampaignConfigError as exc:
-        raise dg.Failure(str(exc)) from None
-
-
-def _log(context):
-    return lambda msg: context.log.info(msg)
+    """The campaign's config (`LandingResource.config`) and its `merchants:` block; a bad campaign.yaml
+    fails the asset."""
+    config = landing.config(campaign)
+    return config, MerchantConfig(config, landing.path / campaign / "campaign.yaml")
 
 
 # --------------------------------------------------------------------------------------------
@@ -125,11 +123,9 @@ def read_graph(con, campaign: str, normalizer: str | None):
     from promo_assets.graph import build_graph
     from promo_assets.graph.warehouse_io import features_frame
 
-    c = con.execute(sql("graph", "graph_customers"), [campaign]).df()
+    c, m, edges = graph_store.graph_tables(con, campaign)
     if c.empty:
         return None, None
-    m = con.execute(sql("graph", "graph_merchants"), [campaign]).df()
-    edges = con.execute(sql("graph", "graph_edges"), [campaign]).df()
     numeric, categorical = feature_spec(con, campaign)
     customers = features_frame(c["user_id"], c["features"], "user_id")
     merchants = features_frame(m["merchant_id"], m["features"], "merchant_id")
@@ -152,7 +148,7 @@ def graph_inputs(con, landing: LandingResource, campaign: str):
     graph, graph_version = read_graph(con, campaign, mconf.normalizer)
     if graph is None:
         return None, None, None
-    return graph, graph_version, con.execute(sql("graph", "campaign_merchant_events"), [campaign]).df()
+    return graph, graph_version, graph_store.merchant_events(con, campaign)
 
 
 # --------------------------------------------------------------------------------------------
@@ -161,7 +157,7 @@ def graph_inputs(con, landing: LandingResource, campaign: str):
 
 @dg.asset(
     **GRAPH,
-    key=[MODEL_NAME, "merchant_coefficients"],
+    key=MERCHANT_COEFFICIENTS_KEY,
     deps=[MODEL_KEY],
     code_version="2",
     kinds={"duckdb"},
@@ -179,9 +175,8 @@ def merchant_coefficients(context: dg.AssetExecutionContext, warehouse: Warehous
     model = registry.get(MODEL_NAME).load(version).model_  # the fitted TrainedGraphModel
     with connect(warehouse) as con:
         coef_df = model.coefficients("merchant")
-        with results_write(context, con, campaign, "merchant_coefficients"), registered(con, "coef_df", coef_df):
-            con.execute(sql("graph", "delete_merchant_coefficients"), [campaign, MODEL_NAME, version])
-            con.execute(sql("graph", "insert_merchant_coefficients"), [campaign, MODEL_NAME, version])
+        with results_write(context, con, campaign, "merchant_coefficients"):
+            graph_store.replace_merchant_coefficients(con, campaign, MODEL_NAME, version, coef_df)
     per_level = coef_df.groupby(["level", "incentive"], as_index=False)[["response", "cost"]].mean()
     return dg.MaterializeResult(
         data_version=dg.DataVersion(version),
@@ -199,7 +194,7 @@ def _joint_inputs(warehouse: WarehouseResource, campaign: str, config, mconf, ve
 
     with connect(warehouse) as con:
         users, vc, cc = coefficient_arrays(con, campaign, MODEL_NAME, version, "population", config.n_levels)
-        m = con.execute(sql("graph", "merchant_coefficients"), [campaign, MODEL_NAME, version]).df()
+        m = graph_store.merchant_coefficients(con, campaign, MODEL_NAME, version)
     model = load_graph_model(version)
     source = "response_coefficients (population)"
     if len(users) == 0:  # response_coefficients did not score gnn_hazard: every graph customer from the model
@@ -217,7 +212,7 @@ def _joint_inputs(warehouse: WarehouseResource, campaign: str, config, mconf, ve
 
 
 def _joint_truth(context, landing: LandingResource, campaign: str, config, mconf, users, merchants):
-    from promo_assets.graph import truth_matrix
+    from promo_assets.graph.metrics import GraphMetricsError, truth_matrix
     from promo_assets.graph.warehouse_io import read_truth
 
     c_truth_df, m_truth_df = read_truth(landing.path, campaign, mconf.truth)
@@ -226,7 +221,7 @@ def _joint_truth(context, landing: LandingResource, campaign: str, config, mconf
     try:
         return (truth_matrix(c_truth_df, "user_id", users, config.n_levels),
                 truth_matrix(m_truth_df, "merchant_id", merchants, len(mconf.commissions)))
-    except ValueError as exc:
+    except GraphMetricsError as exc:
         context.log.warning(f"truth files do not cover the allocated nodes; no true values: {exc}")
         return None
 
@@ -235,11 +230,7 @@ def _write_joint(context, warehouse: WarehouseResource, campaign: str, version: 
     eval_df = pd.DataFrame(rows)
     alloc_df = pd.concat(levels, ignore_index=True) if levels else None
     with connect(warehouse) as con, results_write(context, con, campaign, "joint_allocation", "joint_allocation_evaluation"):
-        if alloc_df is not None:
-            with registered(con, "alloc_df", alloc_df):
-                con.execute(sql("graph", "insert_joint_allocation"), [campaign, version, context.run_id])
-        with registered(con, "eval_df", eval_df):
-            con.execute(sql("graph", "insert_joint_evaluation"))
+        graph_store.write_joint(con, campaign, version, context.run_id, alloc_df, eval_df)
 
 
 JOINT_SHOWN = ["ratio_budget", "joint_value", "independent_value", "joint_cost", "independent_cost",
@@ -248,8 +239,8 @@ JOINT_SHOWN = ["ratio_budget", "joint_value", "independent_value", "joint_cost",
 
 @dg.asset(
     **GRAPH,
-    key=[MODEL_NAME, "joint_allocation"],
-    deps=[dg.AssetKey([MODEL_NAME, "merchant_coefficients"]), COEFFICIENTS_KEY],
+    key=model_key(MODEL_NAME, "joint_allocation"),
+    deps=[MERCHANT_COEFFICIENTS_KEY, COEFFICIENTS_KEY],
     code_version="3",
     kinds={"duckdb"},
     description="Joint allocation of customer coupons and merchant commissions under each ratio budget of "
@@ -261,6 +252,7 @@ JOINT_SHOWN = ["ratio_budget", "joint_value", "independent_value", "joint_cost",
 )
 def joint_allocation(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
     from promo_assets.graph import allocate_ratio_budgets, ratio_budgets
+    from promo_assets.graph.joint import JointAllocationError
 
     campaign = context.partition_key
     config, mconf = merchant_config(landing, campaign)
@@ -269,14 +261,14 @@ def joint_allocation(context: dg.AssetExecutionContext, warehouse: WarehouseReso
     users, vc, cc, merchants, vm, cm, norm, source = _joint_inputs(warehouse, campaign, config, mconf, version)
     try:
         ratios = ratio_budgets(list(config.ratio_budget or ()))
-    except ValueError as exc:
+    except JointAllocationError as exc:
         raise dg.Failure(f"campaign '{campaign}': {exc}") from None
     if not ratios:
         return dg.MaterializeResult(metadata={"skipped": True, "note": "campaign.yaml has no ratio_budget"})
     truth = _joint_truth(context, landing, campaign, config, mconf, users, merchants)
     rows, levels = allocate_ratio_budgets(
         vc, cc, vm, cm, ratios, customer_ids=users, merchant_ids=merchants, incentives=np.asarray(config.incentives),
-        commissions=np.asarray(mconf.commissions), merchant_normalizer=norm, truth=truth, log=_log(context))
+        commissions=np.asarray(mconf.commissions), merchant_normalizer=norm, truth=truth, log=log_to(context))
     for row in rows:
         row.update({"campaign": campaign, "model_version": version, "n_customers": len(users),
                     "n_merchants": len(merchants), "run_id": context.run_id})

@@ -18,7 +18,6 @@ from pydantic import Field
 from promo_assets.ingestion import (
     ingest_edges_day,
     ingest_events_day,
-    load_config,
 )
 from promo_assets.ingestion.days import CampaignDays, DayLoader, ingest_campaign_days
 from promo_assets.orchestration.conditions import INGESTION_CONDITION
@@ -169,7 +168,7 @@ def _checks(warehouse: WarehouseResource, con, config, campaign: str,
 def rct_events(context: dg.AssetExecutionContext, config: DayRange, warehouse: WarehouseResource,
                landing: LandingResource):
     campaign = context.partition_key
-    campaign_config = load_config(landing.path, campaign)
+    campaign_config = landing.config(campaign)  # no landing folder (a partition added in the UI): fails naming it
 
     def load(con, day, path):
         return ingest_events_day(con, campaign_config, day, path)

@@ -11,19 +11,26 @@ the UI it follows any model's evaluation (its automation condition)."""
 import dagster as dg
 import pandas as pd
 
-from promo_assets.ingestion import load_config
 from promo_assets.models import registry
 from promo_assets.orchestration.campaign_assets import (
     COMMON,
-    _log,
     coefficient_arrays,
     evaluation_inputs,
     png_md,
     results_write,
 )
-from promo_assets.orchestration.common import LandingResource, WarehouseResource, connect, md_table
+from promo_assets.orchestration.common import (
+    LandingResource,
+    WarehouseResource,
+    connect,
+    log_to,
+    md_table,
+    model_key,
+    table_metadata,
+)
 from promo_assets.orchestration.conditions import GATHER_CONDITION
-from promo_assets.warehouse import registered, sql
+from promo_assets.store import frames as frames_store
+from promo_assets.store import models as models_store
 
 
 def _latest(instance, asset_key: dg.AssetKey, campaign: str, observations: bool = False):
@@ -44,12 +51,12 @@ def board_entry(instance, name: str, campaign: str, config, frame_version: str |
     left_out = registry.skip_reason(name, config)
     if left_out is not None:
         return {**entry, "status": "skipped", "reason": left_out}
-    first = dg.AssetKey([name, "model" if len(model.phases) == 1 else model.phases[0]])
+    first = model_key(name, "model" if len(model.phases) == 1 else model.phases[0])
     skip, mat = _latest(instance, first, campaign, observations=True), _latest(instance, first, campaign)
     if skip is not None and "skipped_reason" in skip.asset_observation.metadata and (
             mat is None or skip.storage_id > mat.storage_id):
         return {**entry, "status": "skipped", "reason": skip.asset_observation.metadata["skipped_reason"].value}
-    ev = _latest(instance, dg.AssetKey([name, "policy_evaluation"]), campaign)
+    ev = _latest(instance, model_key(name, "policy_evaluation"), campaign)
     if ev is None:
         return {**entry, "reason": "no evaluation yet (its chain failed or has not run)"}
     meta = ev.asset_materialization.metadata
@@ -69,7 +76,7 @@ def assemble(con, campaign: str, entries: list[dict], ev, k: int) -> tuple[list[
     for e in entries:
         if e["status"] != "evaluated":
             continue
-        rows = con.execute(sql("frames", "model_evaluation"), [campaign, e["model"], e["evaluation_run_id"]]).df()
+        rows = models_store.model_evaluation(con, campaign, e["model"], e["evaluation_run_id"])
         if rows.empty:
             e.update(status="missing", reason=f"its evaluation of run {e['evaluation_run_id']} was removed (the run failed)")
             continue
@@ -85,11 +92,22 @@ def assemble(con, campaign: str, entries: list[dict], ev, k: int) -> tuple[list[
     return frames, specs
 
 
+def budgets_kept(con, campaign: str, entries: list[dict]) -> list[dict]:
+    """campaign.yaml `constraints:`: every evaluated model's use of each budget on the holdout (its
+    policy_evaluation's rows of budget_multipliers), as one table to compare the models by."""
+    from promo_assets.orchestration.model_assets import use_table
+
+    out = []
+    for e in entries:
+        if e["status"] == "evaluated":
+            rows = models_store.budget_use_of_evaluation(con, campaign, e["model"], e["evaluation_run_id"])
+            out += [{"model": e["model"], **r} for r in use_table(rows.astype(object).where(rows.notna(), None).to_dict("records"))]
+    return out
+
+
 def schema_table(columns, records: list[dict]) -> dg.MetadataValue:
     """Dagster table metadata with typed, described columns (`board_view.Column`)."""
-    return dg.MetadataValue.table(
-        records=[dg.TableRecord(r) for r in records],
-        schema=dg.TableSchema(columns=[dg.TableColumn(c.name, c.type, description=c.description) for c in columns]))
+    return table_metadata([(c.name, c.type, c.description) for c in columns], records)
 
 
 def board_key(budget: float) -> str:
@@ -113,7 +131,7 @@ def current_champion(con, campaign: str) -> dict[str, float]:
     """{member: weight} of the campaign's deployed champion ({} before the first)."""
     import json
 
-    rows = con.execute(sql("decisions", "latest_champion"), [campaign, ""]).df()
+    rows = models_store.latest_champion(con, campaign)
     if rows.empty:
         return {}
     members = json.loads(rows.iloc[0]["champion_members"])
@@ -152,17 +170,11 @@ def board_metadata(board: pd.DataFrame, specs: dict, ev, config, campaign: str, 
 def store_board(con, campaign: str, run_id: str, random: pd.DataFrame, entries: list[dict], checks: list) -> None:
     """The leaderboard run's rows: the random reference's evaluation, what it assembled of each model
     (leaderboard_entries) and the data checks it saw (data_checks); inside the caller's transaction."""
-    with registered(con, "eval_df", random):
-        con.execute(sql("frames", "insert_evaluation"))
-    for e in entries:
-        con.execute(sql("frames", "insert_leaderboard_entry"), [campaign, run_id, e["model"], e["model_version"],
-                                                                e["evaluation_run_id"], e["status"], e["reason"]])
-    for c in checks:
-        con.execute(sql("frames", "insert_data_check"), [campaign, run_id, c.name, c.passed, c.severity, c.message])
+    models_store.write_board(con, campaign, run_id, random, entries, checks)
 
 
 def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
-    @dg.asset(key="leaderboard", deps=[dg.AssetKey([n, "policy_evaluation"]) for n in names] + ["outcome_model"],
+    @dg.asset(key="leaderboard", deps=[model_key(n, "policy_evaluation") for n in names] + ["outcome_model"],
               group_name="evaluation", code_version="1", kinds={"duckdb", "matplotlib"},
               **{**COMMON, "automation_condition": GATHER_CONDITION},
               description="Every model at equal spend: the latest evaluation of each registered model (its "
@@ -171,23 +183,24 @@ def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
               "skipped (with the reason) or without an evaluation. Tables policy_evaluation (random rows) and "
               "leaderboard_entries (which evaluation of each model it assembled).")
     def leaderboard(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
-        from promo_assets.evaluation import evaluate_policies
+        from promo_assets.evaluation import evaluate_random
         from promo_assets.evaluation.report import RANDOM_MODEL, RANDOM_VERSION
 
         from promo_assets.causal.checks import frame_checks
 
         campaign = context.partition_key
-        config = load_config(landing.path, campaign)
+        config = landing.config(campaign)
         with connect(warehouse) as con:
-            frame_version = con.execute(sql("frames", "frame_version"), [campaign]).fetchone()[0]
-            checks = frame_checks(con.execute(sql("frames", "training_frame", columns=""), [campaign]).df(), config)
+            frame_version = frames_store.frame_version(con, campaign)
+            checks = frame_checks(frames_store.training_frame(con, campaign), config)
             # every registered model, also one whose chain is not in these Definitions (`promo run` builds
             # only the chains it runs: the others are left out for this campaign, listed with the reason)
             entries = [board_entry(context.instance, n, campaign, config, frame_version) for n in registry.names()]
             ev = evaluation_inputs(context, con, landing, campaign, config)
             frames, specs = assemble(con, campaign, entries, ev, config.n_levels)
             champion = current_champion(con, campaign)
-        random = evaluate_policies({}, *ev.logged, with_random=True, log=_log(context), **ev.kwargs(config, campaign))
+            kept = budgets_kept(con, campaign, entries) if config.constraint_settings else []
+        random = evaluate_random(*ev.logged, log=log_to(context), **ev.kwargs(config, campaign))
         random["run_id"] = context.run_id
         entries.append({"model": RANDOM_MODEL, "model_version": RANDOM_VERSION, "evaluation_run_id": context.run_id,
                         "status": "evaluated", "reason": None})
@@ -195,6 +208,9 @@ def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
                                                       "data_checks"):
             store_board(con, campaign, context.run_id, random, entries, checks)
         board = pd.concat([f for f in frames + [random] if not f.empty], ignore_index=True)
-        return dg.MaterializeResult(metadata=board_metadata(board, specs, ev, config, campaign, entries[:-1], checks, champion))
+        metadata = board_metadata(board, specs, ev, config, campaign, entries[:-1], checks, champion)
+        if kept:
+            metadata["budgets_kept"] = md_table(kept)
+        return dg.MaterializeResult(metadata=metadata)
 
     return leaderboard

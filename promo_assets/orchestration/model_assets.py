@@ -1,6 +1,7 @@
 """One chain of assets per registered model, generated from `promo_assets.models.registry`.
 
-For model `M` (key prefix = the model's name, group = the model's name):
+For model `M` (key prefix = the model's name, group = the model's name; a model off by default
+has the key prefix `optional/M` and the group `optional_models`):
 
     M/<phase> ...  (M/model, or dipn/bias_net -> dipn/uplift_net)  the fitted model, registered
       -> M/response_coefficients   v, c per user x level of the population and the holdout users
@@ -14,8 +15,8 @@ materializes nothing (output_required=False), records the reason (table model_sk
 AssetObservation) and Dagster skips the rest of its chain. A model that raises fails its own chain
 only. Every asset reads "the model of this chain" from the materialization Dagster recorded for its
 upstream asset (its run and versions), never "the latest" of a table; each names the exact upstream
-versions in its metadata and its data version. The logic lives in the domain packages; helpers here
-only read and write the warehouse.
+versions in its metadata and its data version. The logic lives in the domain packages; the
+warehouse is read and written through the named functions of promo_assets.store.
 """
 
 
@@ -27,15 +28,14 @@ import numpy as np
 import pandas as pd
 
 from promo_assets import results
-from promo_assets.artifacts import ArtifactMissingError, content_version
+from promo_assets.artifacts import content_version
 from promo_assets.causal.checks import cannot_learn, frame_checks
-from promo_assets.ingestion import day_files, load_config
+from promo_assets.ingestion import day_files
 from promo_assets.ingestion.frames import FrameUsers, PopulationFile
-from promo_assets.models import ModelInputError, ModelSkipped, ResponseModel, TrainingData, registry
+from promo_assets.models import ModelSkipped, ResponseModel, TrainingData, registry
 from promo_assets.orchestration.campaign_assets import (
     COMMON,
     _jsonable,
-    _log,
     _model_metadata,
     coefficient_arrays,
     evaluation_inputs,
@@ -46,10 +46,20 @@ from promo_assets.orchestration.campaign_assets import (
     results_write,
     upstream,
 )
-from promo_assets.orchestration.common import LandingResource, WarehouseResource, connect, for_people, md_table
+from promo_assets.orchestration.common import (
+    LandingResource,
+    WarehouseResource,
+    connect,
+    domain_errors,
+    for_people,
+    log_to,
+    md_table,
+    model_key,
+)
 from promo_assets.orchestration.resources import DaskResource
 from promo_assets.allocation.stored import StoredCoefficients, decide_into_allocation, sampled_frontier
-from promo_assets.warehouse import registered, sql
+from promo_assets.store import frames as frames_store
+from promo_assets.store import models as models_store
 
 SCORING_CHUNK = 50_000
 CHAIN = ("response_coefficients", "budget_dual", "allocation", "policy_evaluation")
@@ -60,7 +70,7 @@ CHAIN = ("response_coefficients", "budget_dual", "allocation", "policy_evaluatio
 
 
 def key(model: str, step: str) -> dg.AssetKey:
-    return dg.AssetKey([model, step])
+    return model_key(model, step)
 
 
 def _version(*parts) -> str:
@@ -85,14 +95,6 @@ def chain_keys(model: ResponseModel) -> list[dg.AssetKey]:
     return [key(model.name, p) for p in phases + list(CHAIN)]
 
 
-def _fail(exc: Exception) -> dg.Failure:
-    return dg.Failure(str(exc))
-
-
-# domain errors: the asset fails with their message (a missing or tampered artefact included)
-DOMAIN_ERRORS = (ModelInputError, ValueError, ArtifactMissingError)
-
-
 # --------------------------------------------------------------------------------------------
 # phases
 
@@ -101,7 +103,7 @@ def training_data(con, landing: LandingResource, campaign: str, model: type[Resp
     """The campaign's training frame (and, for a model that needs it, the customer–merchant graph)."""
     frame, numeric, categorical = read_training_frame(con, campaign)
     data = TrainingData(config=config, frame=frame, numeric=numeric, categorical=categorical,
-                        frame_version=con.execute(sql("frames", "frame_version"), [campaign]).fetchone()[0],
+                        frame_version=frames_store.frame_version(con, campaign),
                         campaign_dir=landing.path / campaign)
     if model.needs_graph:
         from promo_assets.orchestration.graph_assets import graph_inputs
@@ -115,7 +117,7 @@ def record_skip(context, warehouse: WarehouseResource, model: str, reason: str) 
     phase asset and those Dagster then skips), so that each asset's page says why."""
     campaign = context.partition_key
     with connect(warehouse) as con, results_write(context, con, campaign, "model_skips"):
-        con.execute(sql("frames", "insert_skip"), [campaign, model, reason, context.run_id])
+        models_store.record_skip(con, campaign, model, reason, context.run_id)
     context.log.warning(f"{campaign}: {model} skipped: {reason}")
     own, others = context.asset_key, [k for k in chain_keys(registry.get(model)) if k != context.asset_key]
     for other in others:
@@ -140,8 +142,8 @@ def register_model(context, warehouse: WarehouseResource, fitted: ResponseModel,
     """Register the saved artefact for this run (one transaction)."""
     campaign = context.partition_key
     with connect(warehouse) as con, results_write(context, con, campaign, "model_registry"):
-        con.execute(sql("frames", "insert_model"), [campaign, fitted.fitted_name_, fitted.version_, data_version,
-                                                    json.dumps(_jsonable(fitted.metrics_)), context.run_id])
+        models_store.register_model(con, campaign, fitted.fitted_name_, fitted.version_, data_version,
+                                    json.dumps(_jsonable(fitted.metrics_)), context.run_id)
 
 
 def report_metadata(report: dict) -> dict:
@@ -161,17 +163,15 @@ def fit_phase(context, warehouse, landing, model: type[ResponseModel], phase: st
     """Train one phase of `model` built with campaign.yaml's `models.params.<model>`; returns (fitted,
     metadata) or (None, reason) when the model does not apply."""
     campaign = context.partition_key
-    config = load_config(landing.path, campaign)
+    config = landing.config(campaign)
     reason = registry.skip_reason(model.name, config)
     if reason is not None:
         return None, reason
     previous = meta = None
     if previous_key is not None:
         _, meta, _ = upstream(context, previous_key)
-        try:
+        with domain_errors():  # a missing or tampered artefact: its message
             previous = model.load(meta["model_version"])
-        except DOMAIN_ERRORS as exc:
-            raise _fail(exc) from None
     with connect(warehouse) as con:
         data = training_data(con, landing, campaign, model, config)
     blocked = cannot_learn(frame_checks(data.frame, config))  # training_frame's data checks: nothing to learn
@@ -179,12 +179,11 @@ def fit_phase(context, warehouse, landing, model: type[ResponseModel], phase: st
         return None, blocked
     start = time.perf_counter()
     try:
-        fitted = registry.for_campaign(model.name, config).fit_phase(data, phase, previous, log=_log(context))
-        fitted.save()  # content-addressed: the same weights always get the same version
+        with domain_errors():
+            fitted = registry.for_campaign(model.name, config).fit_phase(data, phase, previous, log=log_to(context))
+            fitted.save()  # content-addressed: the same weights always get the same version
     except ModelSkipped as exc:
         return None, str(exc)
-    except DOMAIN_ERRORS as exc:
-        raise _fail(exc) from None
     metadata = _model_metadata(fitted.model_, time.perf_counter() - start)
     metadata.update({**data.input_versions, **report_metadata(fitted.report_)})
     if previous is not None:
@@ -229,32 +228,29 @@ def score(con, context, campaign: str, model_name: str, fitted, target: str, use
           dask: DaskResource) -> int:
     """Score `users` (a PopulationFile or FrameUsers) chunk by chunk as they are read (as Dask tasks
     when the run has a Dask scheduler) and store their coefficients (replacing this version's rows)."""
-    from promo_assets.allocation.chunked import ChunkError, map_frame_stream, predict_chunk
+    from promo_assets.allocation.chunked import map_frame_stream, predict_chunk
 
     from promo_assets.models.base import negative_cost_problem
 
     k = config.n_levels
-    con.execute(sql("frames", "delete_coefficients"), [campaign, model_name, fitted.version_, target])
+    models_store.clear_coefficients(con, campaign, model_name, fitted.version_, target)
     n, done = users.n_users, 0
     client = dask.client()
     rows = SCORING_CHUNK if client is None else dask.chunk_rows(n)
-    try:
+    with domain_errors():
         for part, (values, costs) in map_frame_stream(predict_chunk, fitted, users.frames(rows), client=client):
             problem = negative_cost_problem(model_name, config, costs, part["user_id"].to_numpy())
             if problem:
-                raise _fail(ValueError(problem))
+                raise dg.Failure(problem)
             chunk_df = pd.DataFrame({
                 "user_id": np.repeat(part["user_id"].to_numpy(), k),
                 "level": np.tile(np.arange(k, dtype=np.int32), len(part)),
                 "value": np.asarray(values, dtype=np.float64).ravel(),
                 "cost": np.asarray(costs, dtype=np.float64).ravel(),
             })
-            with registered(con, "chunk_df", chunk_df):
-                con.execute(sql("frames", "insert_coefficients"), [campaign, model_name, fitted.version_, target])
+            models_store.add_coefficients(con, campaign, model_name, fitted.version_, target, chunk_df)
             done += len(part)
             context.log.info(f"{model_name} [{target}]: scored {done}/{n} users")
-    except ChunkError as exc:
-        raise _fail(exc) from None
     return done
 
 
@@ -267,7 +263,7 @@ def scoring_targets(con, context, landing, campaign: str) -> tuple[PopulationFil
     source = "holdout users (no population file)" if pop is None else str(pop.path)
     if pop is not None and pop.absent:  # a feature of some loaded days only: NULL, like on the days without it
         context.log.warning(f"{source}: no column {', '.join(map(repr, pop.absent))}; NULL for every user")
-    return holdout if pop is None else pop, holdout, source, con.execute(sql("frames", "frame_version"), [campaign]).fetchone()[0]
+    return holdout if pop is None else pop, holdout, source, frames_store.frame_version(con, campaign)
 
 
 def coefficients_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
@@ -282,17 +278,15 @@ def coefficients_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
     def _coefficients(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource,
                       dask: DaskResource):
         campaign = context.partition_key
-        config = load_config(landing.path, campaign)
+        config = landing.config(campaign)
         _, meta, _ = upstream(context, fitted_key)
-        try:
+        with domain_errors():
             fitted = model.load(meta["model_version"])
             with connect(warehouse) as con:
                 pop, holdout, source, frame_version = scoring_targets(con, context, landing, campaign)
                 with results_write(context, con, campaign, "response_coefficients"):
                     n_pop = score(con, context, campaign, model.name, fitted, "population", pop, config, dask)
                     n_hold = score(con, context, campaign, model.name, fitted, "holdout", holdout, config, dask)
-        except DOMAIN_ERRORS as exc:
-            raise _fail(exc) from None
         version = _version(fitted.version_, frame_version, source, n_pop)
         return dg.MaterializeResult(
             metadata={"model_version": fitted.version_, "frame_version": frame_version, "population_source": source,
@@ -312,39 +306,66 @@ def solve_duals(context, con, campaign: str, model: str, version: str, config,
     stored coefficients read chunk by chunk, on the run's Dask cluster when it has one), the frontier
     points (of a sample beyond `stored.FRONTIER_USERS` users) and the infeasible budgets (stored in
     infeasible_budget)."""
-    from promo_assets.allocation import InfeasibleBudgetError
-    from promo_assets.allocation.chunked import ChunkError, solve_chunked, tie_share_chunked
-
-    from promo_assets.allocation import check_solve_size
+    from promo_assets.allocation import InfeasibleBudgetError, check_solve_size
+    from promo_assets.allocation.stored import frontier_points, solve_budgets_chunked
 
     client, source = population_source(con, campaign, model, version, config, dask)
     n = source.n_users
-    try:
+    with domain_errors():
         check_solve_size(n, config.n_levels)  # the cap per solve, before the frontier's passes
-    except ValueError as exc:
-        raise _fail(exc) from None
-    fr, n_fr = sampled_frontier(source, client=client)
-    idx = np.unique(np.linspace(0, len(fr.costs) - 1, 12).round().astype(int))
-    curve = [{"lambda_": float(fr.lambdas[i]), "cost_per_capita": float(fr.costs[i]) / n_fr,
-              "value_per_capita": float(fr.values[i]) / n_fr} for i in idx]
+        curve = frontier_points(source, client=client)
+        solved = solve_budgets_chunked(source, budgets(config), client=client, log=context.log.info)
     rows, infeasible = [], []
-    for b in budgets(config):
-        try:
-            res = solve_chunked(source, b, per_capita=True, client=client, log=context.log.info,
-                                levels=False)  # λ* only: the levels are the allocation asset's
-            share = tie_share_chunked(source, res.lambda_, b * n, client=client)
-        except InfeasibleBudgetError as exc:
-            context.log.warning(f"{model}: budget_per_capita {b:g} skipped: {exc}; the other budgets are solved")
-            infeasible.append(results.record_infeasible(con, campaign, model, version, b, exc, context.run_id))
+    for b, *got in solved:
+        if isinstance(got[0], InfeasibleBudgetError):
+            context.log.warning(f"{model}: budget_per_capita {b:g} skipped: {got[0]}; the other budgets are solved")
+            infeasible.append(results.record_infeasible(con, campaign, model, version, b, got[0], context.run_id))
             continue
-        except ChunkError as exc:
-            raise _fail(exc) from None
-        con.execute(sql("frames", "insert_dual"), [campaign, model, version, b, float(res.lambda_), float(res.value),
-                                                   float(res.cost), float(res.dual_bound), n, context.run_id, share])
+        res, share = got
+        models_store.record_dual(con, campaign, model, version, b, res, n, context.run_id, share)
         rows.append({"budget_per_capita": b, "lambda_": float(res.lambda_), "tie_share": share,
                      "value_per_capita": res.value / n, "cost_per_capita": res.cost / n,
                      "dual_gap": float(res.dual_bound - res.value)})
     return rows, curve, infeasible
+
+
+def solve_several(context, con, campaign: str, model: str, version: str, config, constraints, users, values, costs,
+                  dask: DaskResource) -> tuple[list, list, list, list]:
+    """campaign.yaml `constraints:`: every budget solved with the further budgets (`allocation.budgets.
+    solve_budgets`): λ* (the incentive budget's multiplier, tie share 0: the levels are the rule at the
+    multipliers) in budget_dual, every multiplier and predicted use in budget_multipliers; (the duals'
+    rows, the frontier points, the infeasible budgets, the multipliers' rows)."""
+    from promo_assets.allocation.budgets import solve_budgets
+    from promo_assets.allocation.stored import frontier_points
+
+    client, source = population_source(con, campaign, model, version, config, dask)
+    with domain_errors():
+        curve = frontier_points(source, client=client)
+        solved, failed = solve_budgets(values, costs, budgets(config), constraints.costs, constraints.groups,
+                                       log=context.log.info)
+    n = len(users)
+    rows, table, infeasible = [], [], []
+    for got in solved:
+        b = got.budget_per_capita
+        models_store.record_dual(con, campaign, model, version, b, got, n, context.run_id, 0.0)
+        models_store.record_multipliers(con, campaign, model, version, "population", pd.DataFrame(got.rows()),
+                                        context.run_id)
+        rows.append({"budget_per_capita": b, "lambda_": got.lambda_, "value_per_capita": got.value / n,
+                     "cost_per_capita": got.cost / n, "dual_gap": got.dual_bound - got.value,
+                     "every_budget_kept": got.respected})
+        table += [{"budget_per_capita": b, "budget": r["constraint_name"], "multiplier": float(f"{r['multiplier']:.6g}"),
+                   "use / budget": round(r["use_over_budget"], 4)} for r in got.rows()]
+    for b, exc in failed:
+        context.log.warning(f"{model}: budget_per_capita {b:g} skipped: {exc}; the other budgets are solved")
+        infeasible.append(results.record_infeasible(con, campaign, model, version, b, exc, context.run_id))
+    return rows, curve, infeasible, table
+
+
+def model_constraints(warehouse: WarehouseResource, landing: LandingResource, campaign: str, config, users):
+    """campaign.yaml `constraints:` for the population's `users` (None without): the decisions' own reading."""
+    from promo_assets.orchestration.decision_assets import decision_constraints
+
+    return decision_constraints(warehouse, landing, campaign, config, [str(u) for u in users])
 
 
 def population_source(con, campaign: str, model: str, version: str, config, dask: DaskResource):
@@ -360,20 +381,60 @@ def allocate(con, context, campaign: str, model: str, run_id: str, version: str,
     """The population's levels at the λ* budget_dual stored in run `run_id`, written to allocation chunk
     by chunk (`stored.decide_into_allocation`, on the run's Dask cluster when it has one): the rows of
     the metadata table, the infeasible budgets and the lineage."""
-    from promo_assets.allocation.chunked import ChunkError
 
     duals, infeasible, lineage = stored_duals(con, campaign, model, run_id, version, dual_version)
     client, source = population_source(con, campaign, model, version, config, dask)
     rows = []
     for b, lam, share in duals:
-        try:
+        with domain_errors():
             got = decide_into_allocation(con, source, [campaign, model, version, b, context.run_id], lam, share,
                                          config.incentives, client=client)
-        except ChunkError as exc:
-            raise _fail(exc) from None
         share_of = got["level_counts"] / max(got["users"], 1)
         rows.append({"budget_per_capita": b, "users": got["users"], "cost_per_capita": got["cost"] / max(got["users"], 1),
                      **{f"share {lab}": round(float(s), 3) for lab, s in zip(config.labels, share_of)}})  # levels in order
+    return rows, [{"budget_per_capita": b, "message": f"budget {b:g} per capita cannot be met: {m}"}
+                  for b, m in infeasible], lineage
+
+
+def stored_multipliers(con, campaign: str, model: str, version: str, run_id: str, names: list[str]) -> dict:
+    """{budget: multipliers in `names` order} that budget_dual stored in run `run_id` (several budgets)."""
+    out: dict[float, dict] = {}
+    for b, name, mu in models_store.multipliers_of_run(con, campaign, model, version, run_id):
+        out.setdefault(float(b), {})[name] = float(mu)
+    for b, got in out.items():
+        if list(got) != names:
+            raise dg.Failure(f"{key(model, 'budget_dual').to_user_string()} of run {run_id} solved the budgets "
+                             f"{', '.join(got)}, campaign.yaml now has {', '.join(names)}: re-materialize it")
+    return {b: [got[n] for n in names] for b, got in out.items()}
+
+
+def allocate_several(con, context, campaign: str, model: str, run_id: str, version: str, dual_version, config,
+                     constraints, users, values, costs) -> tuple[list, list, dict]:
+    """`allocate` under campaign.yaml `constraints:`: the population's levels at the multipliers
+    budget_dual stored (`allocation.budgets.decide_budgets_at`; solved again only where users tied at
+    them would exceed a budget), written to allocation: the metadata rows (each budget's use), the
+    infeasible budgets and the lineage."""
+    from promo_assets.allocation.budgets import decide_budgets_at
+
+    _, infeasible, lineage = stored_duals(con, campaign, model, run_id, version, dual_version)
+    names = constraints.names()
+    multipliers = stored_multipliers(con, campaign, model, version, run_id, names)
+    with domain_errors():
+        decided = decide_budgets_at(values, costs, multipliers, constraints.costs, constraints.groups)
+    incentives = np.asarray(config.incentives, dtype=np.float64)
+    rows = []
+    for b, got in decided.items():
+        lv = got["levels"]
+        models_store.add_allocation(con, [campaign, model, version, b, context.run_id],
+                                    pd.DataFrame({"user_id": users, "level": lv.astype(np.int32), "incentive": incentives[lv]}))
+        share_of = np.bincount(lv, minlength=config.n_levels) / max(len(lv), 1)
+        rows.append({"budget_per_capita": b, "users": len(lv), "cost_per_capita": float(got["use"][0]) / max(len(lv), 1),
+                     **{f"{n} use / budget": round(float(u / t), 4) if t > 0 else 0.0
+                        for n, u, t in zip(names, got["use"], got["totals"])},
+                     "solved again": got["resolved"],
+                     **{f"share {lab}": round(float(s), 3) for lab, s in zip(config.labels, share_of)}})
+    lineage["multipliers"] = md_table([{"budget_per_capita": b, **{n: float(f"{m:.6g}") for n, m in zip(names, mu)}}
+                                       for b, mu in multipliers.items()])
     return rows, [{"budget_per_capita": b, "message": f"budget {b:g} per capita cannot be met: {m}"}
                   for b, m in infeasible], lineage
 
@@ -393,20 +454,34 @@ def dual_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
               "budget on the target population (exact LP optimum), with the share of the users tied at λ* that "
               "the optimum moves up, the dual bound and the budget–value frontier. Table budget_dual (history "
               "kept per model, PROMO_KEEP_RUNS). A budget below the cheapest allocation is skipped with a "
-              "warning and recorded in infeasible_budget; the other budgets are solved.")
+              "warning and recorded in infeasible_budget; the other budgets are solved. With campaign.yaml "
+              "`constraints:` every budget is solved together with the further cost types and group caps "
+              "(solve_multi): each budget's multiplier and use in table budget_multipliers.")
     def _dual(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource,
               dask: DaskResource):
         campaign = context.partition_key
-        config = load_config(landing.path, campaign)
+        config = landing.config(campaign)
         _, meta, coef_version = upstream(context, coef_key)
         version = meta["model_version"]
-        with connect(warehouse) as con, results_write(context, con, campaign, "budget_dual", "infeasible_budget"):
-            rows, curve, infeasible = solve_duals(context, con, campaign, model.name, version, config, dask)
+        several = []
+        if config.constraint_settings:  # several budgets: solve_multi on the population's coefficients
+            with connect(warehouse) as con:
+                users, values, costs = coefficient_arrays(con, campaign, model.name, version, "population", config.n_levels)
+            constraints = model_constraints(warehouse, landing, campaign, config, users)
+            with connect(warehouse) as con, results_write(context, con, campaign, "budget_dual", "infeasible_budget",
+                                                          "budget_multipliers"):
+                rows, curve, infeasible, several = solve_several(context, con, campaign, model.name, version, config,
+                                                                 constraints, users, values, costs, dask)
+        else:
+            with connect(warehouse) as con, results_write(context, con, campaign, "budget_dual", "infeasible_budget"):
+                rows, curve, infeasible = solve_duals(context, con, campaign, model.name, version, config, dask)
         return dg.MaterializeResult(
             metadata={"model_version": version, "coefficients_version": coef_version, "duals": md_table(rows),
+                      **({"multipliers": md_table(several)} if several else {}),
                       "frontier": md_table(curve), "run_id": context.run_id, "dask_scheduler": dask.spec or "in-process",
                       **({"infeasible_budgets": md_table(infeasible)} if infeasible else {})},
-            data_version=dg.DataVersion(_version(coef_version, json.dumps(_jsonable(rows)))))
+            data_version=dg.DataVersion(_version(coef_version, json.dumps(_jsonable(rows)),
+                                                 *([json.dumps(_jsonable(several))] if several else []))))
 
     return _dual
 
@@ -417,17 +492,15 @@ def stored_decisions(con, campaign: str, model: str, target: str, k: int, run_id
     `target`, {budget: levels at λ* (decide_at; chunked, on the run's Dask cluster when it has one), or
     the infeasible budget's message} and the lineage."""
     from promo_assets.allocation import decide_at
-    from promo_assets.allocation.chunked import ArraySource, ChunkError, decide_at_chunked
+    from promo_assets.allocation.chunked import ArraySource, decide_at_chunked
 
     users, values, costs = coefficient_arrays(con, campaign, model, version, target, k)
     duals, infeasible, lineage = stored_duals(con, campaign, model, run_id, version, dual_version)
     client = dask.client()
-    try:
+    with domain_errors():
         decisions = {float(b): decide_at(values, costs, lam, share, seed=0) if client is None else
                      decide_at_chunked(ArraySource(values, costs, dask.chunk_rows(len(values))), lam, share, seed=0,
                                        client=client) for b, lam, share in duals}
-    except ChunkError as exc:
-        raise _fail(exc) from None
     decisions.update({float(b): f"budget {b:g} per capita cannot be met: {msg}" for b, msg in infeasible})
     return users, values, costs, decisions, lineage
 
@@ -435,8 +508,7 @@ def stored_decisions(con, campaign: str, model: str, target: str, k: int, run_id
 def stored_duals(con, campaign: str, model: str, run_id: str, version: str, dual_version: str | None):
     """(λ* and tie share per budget, infeasible budgets) that budget_dual stored in run `run_id` for
     model `version`, and the lineage."""
-    duals = con.execute(sql("frames", "duals_of_run"), [campaign, model, version, run_id]).fetchall()
-    infeasible = con.execute(sql("frames", "infeasible_of_run"), [campaign, model, version, run_id]).fetchall()
+    duals, infeasible = models_store.duals_of_run(con, campaign, model, version, run_id)
     if not duals and not infeasible:
         raise dg.Failure(f"{key(model, 'budget_dual').to_user_string()} of run {run_id} left no λ* for {model} "
                          f"{version} (its run failed and its rows were removed): re-materialize it")
@@ -454,15 +526,27 @@ def allocation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
               description=f"The incentive level of every target user for {model.name} × budget: the decision at "
               "the λ* budget_dual stored (no second solve; users tied at λ* take the dearer level up to the "
               "stored share, the one fractional user by seeded sampling). Table allocation (history kept per "
-              "model, PROMO_KEEP_RUNS), one transaction. An infeasible budget is listed (infeasible_budgets).")
+              "model, PROMO_KEEP_RUNS), one transaction. An infeasible budget is listed (infeasible_budgets). With "
+              "campaign.yaml `constraints:` the levels at the stored multipliers of every budget, each budget's use "
+              "shown.")
     def _allocation(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource,
                     dask: DaskResource):
         campaign = context.partition_key
-        config = load_config(landing.path, campaign)
+        config = landing.config(campaign)
         run_id, meta, dual_version = upstream(context, dual_key)
-        with connect(warehouse) as con, results_write(context, con, campaign, "allocation"):
-            rows, infeasible, lineage = allocate(con, context, campaign, model.name, run_id, meta["model_version"],
-                                                 dual_version, config, dask)
+        if config.constraint_settings:  # several budgets: the levels at the stored multipliers
+            with connect(warehouse) as con:
+                users, values, costs = coefficient_arrays(con, campaign, model.name, meta["model_version"], "population",
+                                                          config.n_levels)
+            constraints = model_constraints(warehouse, landing, campaign, config, users)
+            with connect(warehouse) as con, results_write(context, con, campaign, "allocation"):
+                rows, infeasible, lineage = allocate_several(con, context, campaign, model.name, run_id,
+                                                             meta["model_version"], dual_version, config, constraints,
+                                                             users, values, costs)
+        else:
+            with connect(warehouse) as con, results_write(context, con, campaign, "allocation"):
+                rows, infeasible, lineage = allocate(con, context, campaign, model.name, run_id, meta["model_version"],
+                                                     dual_version, config, dask)
         # 12 digits: the cost is summed chunk by chunk, its last bits follow the chunking (the workers)
         version = _version(lineage["budget_dual_version"], *(f"{r['cost_per_capita']:.12g}" for r in rows))
         return dg.MaterializeResult(
@@ -486,37 +570,86 @@ def evaluation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
               "its allocation applied, applied to the holdout users' coefficients, evaluated at equal spend (EOM "
               "and doubly robust EOM with the outcome_model asset's predictions, bootstrap 95% intervals, Q(v, c), "
               "frontier area ratio, curve metrics; the truth, spend ratio, matched true value and % of the "
-              "oracle for simulated campaigns). Table policy_evaluation (history kept per model).")
+              "oracle for simulated campaigns). Table policy_evaluation (history kept per model). With campaign.yaml "
+              "`constraints:` the stored multipliers applied, each budget's use predicted, true and at matched "
+              "true spend (table budget_multipliers).")
     def _evaluation(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource,
                     dask: DaskResource):
-        from promo_assets.evaluation import evaluate_policies, leaderboard_markdown
+        from promo_assets.evaluation import evaluate_models, leaderboard_markdown
 
         campaign = context.partition_key
-        config = load_config(landing.path, campaign)
+        config = landing.config(campaign)
         _, made, alloc_version = upstream(context, alloc_key)  # the decision the allocation applied
-        with connect(warehouse) as con:
-            ev = evaluation_inputs(context, con, landing, campaign, config)
-            users, values, costs, decisions, lineage = stored_decisions(
-                con, campaign, model.name, "holdout", config.n_levels, made["budget_dual_run"], made["model_version"],
-                made["budget_dual_version"], dask)
-        v, c = ev.align(users, values, costs, model.name)
-        hold = {model.name: {b: d if isinstance(d, str) else ev.align_levels(users, d) for b, d in decisions.items()}}
-        rows = evaluate_policies({model.name: (lineage["model_version"], v, c)}, *ev.logged, decisions=hold,
-                                 with_random=False, log=_log(context), **ev.kwargs(config, campaign))
+        ev, (v, c), hold, lineage, use_rows = holdout_decisions(context, warehouse, landing, campaign, config,
+                                                                model.name, made, dask)
+        rows = evaluate_models({model.name: (lineage["model_version"], v, c)}, *ev.logged, decisions=hold,
+                               log=log_to(context), **ev.kwargs(config, campaign), **ev.curve_kwargs(config))
         rows["run_id"] = context.run_id
         segments, segment_meta = segment_outputs(ev, config, model.name, lineage["model_version"], v, hold[model.name])
-        with connect(warehouse) as con, results_write(context, con, campaign, "policy_evaluation"), \
-                registered(con, "eval_df", rows), registered(con, "segment_df", segments):
-            con.execute(sql("frames", "insert_evaluation"))
-            if len(segments):
-                con.execute(sql("frames", "insert_segment_evaluation"), [campaign, context.run_id])
+        with connect(warehouse) as con, results_write(context, con, campaign, "policy_evaluation",
+                                                      *(["budget_multipliers"] if use_rows else [])):
+            models_store.write_evaluation(con, rows, segments, campaign, context.run_id)
+            if use_rows:
+                models_store.record_multipliers(con, campaign, model.name, lineage["model_version"], "holdout",
+                                                pd.DataFrame(use_rows), context.run_id)
         versions = {**lineage, "allocation_version": alloc_version, **ev.versions}
         return dg.MaterializeResult(
             metadata={**versions, "evaluation": dg.MetadataValue.md(leaderboard_markdown(rows)),
-                      "holdout_events": ev.n, "ground_truth": ev.true_values is not None, **segment_meta},
+                      "holdout_events": ev.n, "ground_truth": ev.true_values is not None, **segment_meta,
+                      **({"budgets_kept": md_table(use_table(use_rows))} if use_rows else {})},
             data_version=dg.DataVersion(_version(*(versions[k] for k in sorted(versions) if k != "lambdas"))))
 
     return _evaluation
+
+
+def holdout_decisions(context, warehouse, landing, campaign: str, config, model: str, made, dask: DaskResource):
+    """(evaluation inputs, (values, costs) of the holdout events, {model: {budget: levels or the reason}},
+    lineage, budget_multipliers rows): the decision the allocation applied, applied to the holdout
+    (under campaign.yaml `constraints:` at the stored multipliers, each budget's use measured)."""
+    with connect(warehouse) as con:
+        ev = evaluation_inputs(context, con, landing, campaign, config)
+        users, values, costs, decisions, lineage = stored_decisions(
+            con, campaign, model, "holdout", config.n_levels, made["budget_dual_run"], made["model_version"],
+            made["budget_dual_version"], dask)
+    v, c = ev.align(users, values, costs, model)
+    hold = {model: {b: d if isinstance(d, str) else ev.align_levels(users, d) for b, d in decisions.items()}}
+    use_rows = []
+    if config.constraint_settings:  # several budgets: the stored multipliers applied to the holdout
+        with connect(warehouse) as con:
+            use_rows = evaluate_several(con, campaign, model, made, config, ev, v, c, hold[model])
+    return ev, (v, c), hold, lineage, use_rows
+
+
+def evaluate_several(con, campaign: str, model: str, made, config, ev, values, costs, decisions: dict) -> list[dict]:
+    """campaign.yaml `constraints:`: the multipliers budget_dual stored applied to the holdout events'
+    coefficients (`allocation.budgets.evaluate_budgets`); `decisions` (budget -> levels) takes those
+    levels, and the rows of each budget's use (predicted; true and at matched true spend with truth)
+    are returned for budget_multipliers."""
+    from promo_assets.allocation.budgets import evaluate_budgets
+    from promo_assets.decisions import Constraints
+
+    block = config.constraint_settings
+    features = sorted({g["feature"] for g in block["groups"].values()})
+    frame = frames_store.holdout_segments(con, campaign, features) if features else pd.DataFrame(index=pd.RangeIndex(ev.n))
+    with domain_errors():
+        constraints = Constraints.build(block, frame)
+    multipliers = stored_multipliers(con, campaign, model, made["model_version"], made["budget_dual_run"],
+                                     constraints.names())
+    with domain_errors():
+        levels, rows = evaluate_budgets(values, costs, multipliers, constraints.costs, constraints.groups, ev.true_costs)
+    decisions.update(levels)
+    return rows
+
+
+def use_table(rows: list[dict]) -> list[dict]:
+    """The budget_multipliers rows of an evaluation as a small table: use over budget per budget."""
+    def ratio(x, t):
+        return None if x is None else round(x / t, 4) if t > 0 else 0.0
+
+    return [{"budget_per_capita": r["budget_per_capita"], "budget": r["constraint_name"],
+             "multiplier": float(f"{r['multiplier']:.6g}"), "predicted use / budget": ratio(r["predicted_use"], r["budget"]),
+             "true use / budget": ratio(r["true_use"], r["budget"]),
+             "at matched true spend": ratio(r["matched_true_use"], r["budget"])} for r in rows]
 
 
 def segment_outputs(ev, config, model: str, version: str, values, decisions) -> tuple[pd.DataFrame, dict]:

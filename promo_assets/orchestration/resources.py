@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     import duckdb
     import pandas as pd
 
+    from promo_assets.campaign import CampaignConfig
+
 
 class _LocatedResource(dg.ConfigurableResource):
     """A resource whose location is its configured field, or a setting read when a run starts."""
@@ -122,10 +124,23 @@ class _FolderResource(_LocatedResource):
 
 
 class LandingResource(_FolderResource):
-    """The landing folder (resource key `landing`): one sub-folder per campaign."""
+    """The landing folder (resource key `landing`): one sub-folder per campaign, and the one place the
+    assets get a campaign's typed config from (`config`)."""
 
     def _default(self) -> Path:
         return settings.landing_dir()
+
+    def config(self, campaign: str) -> CampaignConfig:
+        """The campaign's campaign.yaml, parsed and validated once per content (`ingestion.cached_config`:
+        every asset of a run reads the same CampaignConfig; the models block checked by the registry).
+        A refused campaign.yaml fails the asset with the file's problems (CampaignConfigError)."""
+        from promo_assets.campaign import CampaignConfigError
+        from promo_assets.ingestion import cached_config
+
+        try:
+            return cached_config(self.path, campaign)
+        except CampaignConfigError as exc:  # its message names the file and every problem
+            raise dg.Failure(str(exc)) from None
 
 
 class ArtifactStoreResource(_FolderResource):

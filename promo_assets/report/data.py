@@ -1,8 +1,8 @@
 """What the campaign report shows, read from the warehouse (no dagster): one leaderboard run (its
 policy_evaluation rows, the models it listed, the data checks it saw), the frontier of every policy
 and the mean response per level recomputed from the stored holdout coefficients, the champion and its
-evidence, the latest decisions and their exploration share, the per-segment results and, where a
-`pacing` table exists, the spend per day."""
+evidence, the latest decisions and their exploration share, the per-segment results and, where
+campaign.yaml `budget:` paces a period, the spend per day as the decisions run saw it (table pacing)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ import numpy as np
 import pandas as pd
 
 from promo_assets import warehouse
+from promo_assets.errors import DomainError
 from promo_assets.warehouse import sql
 
 
-class ReportError(ValueError):
+class ReportError(DomainError, ValueError):
     """The campaign has nothing to report yet (no leaderboard of a succeeded run)."""
 
 
@@ -39,7 +40,9 @@ class ReportData:
     decisions: pd.DataFrame | None = None    # per budget: users, exploration share, expected response / cost
     decision_levels: pd.DataFrame | None = None  # budget, level, label, policy, users
     segments: pd.DataFrame | None = None     # segment_evaluation rows
-    pacing: pd.DataFrame | None = None       # rows of a `pacing` table, when the warehouse has one
+    period_budget: dict | None = None        # campaign.yaml `budget:` (None: no period paced)
+    decisions_run: str | None = None         # the decisions run shown
+    pacing: pd.DataFrame | None = None       # its rows of table pacing (one per paced day)
     notes: list[str] = field(default_factory=list)  # what could not be shown, and why
 
 
@@ -75,8 +78,9 @@ def gather(con, landing: Path, campaign: str, config, board_run: str | None = No
     _champion(con, campaign, data, champion_run)
     _decisions(con, campaign, data, decisions_run)
     data.segments = con.execute(sql("report", "run_segments"), [campaign, board_run]).df()
-    if "campaign" in warehouse.table_columns(con, "pacing"):
-        data.pacing = con.execute(sql("report", "pacing_rows"), [campaign]).df()
+    data.period_budget = config.period_budget or None
+    if data.decisions_run is not None and _has(con, "pacing"):
+        data.pacing = con.execute(sql("report", "pacing_of_run"), [campaign, data.decisions_run]).df()
     return data
 
 
@@ -154,6 +158,7 @@ def _decisions(con, campaign: str, data: ReportData, run_id: str | None) -> None
             data.notes.append("no decisions yet: the decisions asset has not run for this campaign")
             return
         run_id = latest[0][0]
+    data.decisions_run = run_id
     budgets = con.execute(sql("decisions", "decision_budgets_of_run"), [campaign, run_id]).df()
     rows = []
     for _, r in budgets.iterrows():

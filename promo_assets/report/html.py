@@ -267,22 +267,59 @@ def _decisions(data: ReportData, figs: _Figures) -> str:
     return "".join(parts)
 
 
+PACING_HELP = {
+    "day": "the paced decision day",
+    "plan": "what the day should spend: the budget left over the days left",
+    "predicted spend": "the champion's predicted spend at the day's λ for every user decided for",
+    "realized spend": "what the day's events reported (empty: not loaded yet)",
+    "spend ratio": "realized over predicted spend of the days back before it: the correction applied to the plan",
+    "budget left": "the total minus the spend so far (realized, else planned)",
+    "λ": "the day's λ: a user gets the level maximizing response − λ × cost",
+    "controller": "ratio (λ meets the plan corrected by the spend ratio) or dual (yesterday's λ scaled by its error)",
+}
+
+
 def _pacing(data: ReportData, figs: _Figures) -> str:
     import plotly.graph_objects as go
 
+    head = "<h2>Spend per day</h2>"
+    if not data.period_budget:
+        return head + ("<p>Pacing is not configured for this campaign (no <code>budget:</code> in campaign.yaml): "
+                       "no spend per day to show.</p>")
     p = data.pacing
-    if p is None:
-        return ("<h2>Spend per day</h2><p>Pacing is not configured for this campaign (the warehouse has no pacing "
-                "table): no spend per day to show.</p>")
-    if p.empty:
-        return "<h2>Spend per day</h2><p>The pacing table has no rows for this campaign yet.</p>"
-    day = next((c for c in p.columns if "date" in c or "day" in c), p.columns[1])
-    numeric = [c for c in p.columns if c != day and pd.api.types.is_numeric_dtype(p[c])]
+    if p is None or p.empty:
+        return head + (f"<p>The decisions run shown ({_e(data.decisions_run or 'none')}) made no paced decision: its "
+                       f"day is outside the period {_e(data.period_budget.get('start'))} .. "
+                       f"{_e(data.period_budget.get('end'))}, or it ran before pacing was configured.</p>")
+    last = p.iloc[-1]
+    days = [str(pd.Timestamp(d).date()) for d in p["pacing_day"]]
+    back = p["realized_spend"].notna()
+    intro = (f"<p>Period {_e(pd.Timestamp(last['period_start']).date())} .. {_e(pd.Timestamp(last['period_end']).date())}, "
+             f"total {_e(_num(float(last['period_total'])))}, controller <code>{_e(last['controller'])}</code>: "
+             f"{len(p)} paced day(s) as decisions run {_e(data.decisions_run)} saw them, {int(back.sum())} with their "
+             f"spend back; realized so far {_e(_num(float(p.loc[back, 'realized_spend'].sum())))}, budget left "
+             f"{_e(_num(float(last['budget_left'])))} after the last day (its plan counted until it comes back).</p>")
     fig = go.Figure()
-    for c in numeric:
-        fig.add_trace(go.Scatter(x=p[day].astype(str), y=p[c], mode="lines+markers", name=c))
-    fig.update_layout(title="Spend per day (pacing)", xaxis_title=day)
-    return "<h2>Spend per day</h2>" + figs.div(fig, "pacing")
+    fig.add_trace(go.Bar(x=days, y=p["plan"], name="plan", marker_color="#b8bfcc"))
+    fig.add_trace(go.Bar(x=days, y=p["realized_spend"], name="realized spend", marker_color="#3c6fd1"))
+    fig.add_trace(go.Scatter(x=days, y=p["predicted_spend"], mode="lines+markers", name="predicted spend (all decided for)",
+                             line=dict(dash="dot", color="#8a5cc2")))
+    fig.update_layout(title="Spend per day against the plan", barmode="group", xaxis_title="day", yaxis_title="spend",
+                      xaxis_type="category")
+    left = go.Figure()
+    left.add_trace(go.Scatter(x=days, y=p["budget_left"], mode="lines+markers", name="budget left"))
+    left.add_trace(go.Scatter(x=days, y=p["cumulative_spend"], mode="lines+markers", name="cumulative spend"))
+    left.add_trace(go.Scatter(x=days, y=p["even_plan"], mode="lines", name="even plan (cumulative)",
+                              line=dict(dash="dash", color="#888")))
+    left.add_hline(y=float(last["period_total"]), line_color="black", line_width=1, annotation_text="total")
+    left.update_layout(title="Budget left and cumulative spend (realized, else planned)", xaxis_title="day",
+                       yaxis_title="spend", xaxis_type="category")
+    rows = [{"day": d, "plan": r.plan, "predicted spend": r.predicted_spend,
+             "realized spend": None if pd.isna(r.realized_spend) else r.realized_spend, "spend ratio": r.spend_ratio,
+             "budget left": r.budget_left, "λ": r.lambda_, "controller": r.controller}
+            for d, r in zip(days, p.itertuples())]
+    return (head + intro + figs.div(fig, "pacing") + figs.div(left, "pacing-budget-left")
+            + table(list(PACING_HELP), rows, PACING_HELP, left=("day", "controller")))
 
 
 def _notes(data: ReportData) -> str:

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from promo_assets.allocation import decide
+from promo_assets.errors import DomainError
 
 MAX_BATCH = 10_000
 MAX_USER_ID = 200
@@ -38,7 +39,7 @@ REQUEST_KEYS = ("user", "users", "budget")
 USER_KEYS = ("user_id", "features")
 
 
-class RequestError(ValueError):
+class RequestError(DomainError, ValueError):
     """A request the service refuses (HTTP 422): `field` names the offending part of the body."""
 
     def __init__(self, field: str, message: str):
@@ -252,7 +253,7 @@ class CampaignState:
         lam = self.lambdas[budget]
         mu = (self.multipliers or {}).get(budget)
         if mu and self.constraints:  # several budgets: the decisions' rule at their multipliers
-            from promo_assets.decisions.exploration import reduced_levels
+            from promo_assets.allocation.budgets import reduced_levels
 
             mats, mus = [costs], [mu["budget"]]
             for name, block in self.constraints["costs"].items():

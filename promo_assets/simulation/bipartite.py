@@ -52,6 +52,7 @@ import numpy as np
 import pandas as pd
 
 from promo_assets.campaign import dump_campaign_yaml
+from promo_assets.errors import DomainError
 
 CUSTOMER_LEVELS = (0, 50, 100, 150, 200)
 MERCHANT_LEVELS = (0, 25, 50, 75, 100)
@@ -61,7 +62,7 @@ MERCHANT_FEATURES = ("prev_shares", "m_f0", "m_f1", "m_f2", "m_f3")
 SEGMENTS = ("a", "b", "c")
 
 
-class BipartiteSimulationError(ValueError):
+class BipartiteSimulationError(DomainError, ValueError):
     """Bad arguments to the bipartite simulator."""
 
 

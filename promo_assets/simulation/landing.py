@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from promo_assets.campaign import dump_campaign_yaml
+from promo_assets.errors import DomainError
 
 Log = Callable[[str], None] | None
 
@@ -43,7 +44,7 @@ Log = Callable[[str], None] | None
 MAX_TRUTH_ROWS = 100_000_000
 
 
-class SimulationError(ValueError):
+class SimulationError(DomainError, ValueError):
     """Bad arguments to the simulator (unknown preset or option, impossible sizes or values)."""
 
 

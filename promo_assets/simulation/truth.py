@@ -14,8 +14,10 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from promo_assets.errors import DomainError
 
-class TruthError(ValueError):
+
+class TruthError(DomainError, ValueError):
     """The campaign has no (or a malformed) ground-truth file, or a user id is not in it."""
 
 

@@ -78,7 +78,7 @@ def templated(key: str) -> str:
     model's own extra assets included) unchanged."""
     from promo_assets.models import registry
 
-    first, sep, rest = key.partition("/")
+    first, sep, rest = key.removeprefix("optional/").partition("/")  # the chains off by default: optional/<model>/
     if sep and first in registry.names() and rest in CHAIN + registry.get(first).phases:
         return f"{{model}}/{rest}"
     return key
@@ -91,7 +91,7 @@ def templated_assets(assets: dict) -> dict:
 
     out, variants = {}, {}
     for key, spec in assets.items():
-        model = key.partition("/")[0]
+        model = key.removeprefix("optional/").partition("/")[0]
         if templated(key) == key:
             out[key] = {**spec, "deps": sorted({templated(d) for d in spec["deps"]})}
             continue
@@ -158,13 +158,19 @@ def test_every_registered_model_has_its_chain_and_the_leaderboard_reads_them():
     from promo_assets.definitions import build_defs
     from promo_assets.models import registry
 
+    from promo_assets.orchestration.common import model_key
+
     snap = shape(build_defs(), templates=False)["assets"]
     for model in registry.models():
-        first, last = f"{model.name}/{model.phases[0]}", f"{model.name}/{model.phases[-1]}"
+        def k(step: str) -> str:  # optional/<model>/<step> for the models off by default
+            return model_key(model.name, step).to_user_string()
+
+        first, last = k(model.phases[0]), k(model.phases[-1])
         assert "training_frame" in snap[first]["deps"] and snap[first]["kinds"] == sorted(model.kinds)
-        assert last in snap[f"{model.name}/response_coefficients"]["deps"]
-        assert f"{model.name}/budget_dual" in snap[f"{model.name}/allocation"]["deps"]
-        assert f"{model.name}/allocation" in snap[f"{model.name}/policy_evaluation"]["deps"]
-        assert f"{model.name}/policy_evaluation" in snap["leaderboard"]["deps"]
-        assert snap[f"{model.name}/allocation"]["automation_condition"] is not None
+        assert last in snap[k("response_coefficients")]["deps"]
+        assert k("budget_dual") in snap[k("allocation")]["deps"]
+        assert k("allocation") in snap[k("policy_evaluation")]["deps"]
+        assert k("policy_evaluation") in snap["leaderboard"]["deps"]
+        assert snap[k("allocation")]["automation_condition"] is not None
+        assert (first.split("/")[0] == "optional") == (not model.default)
     assert snap["rct_events"]["partitions"] == "dynamic:campaign"  # a campaign's days are rows, not partitions

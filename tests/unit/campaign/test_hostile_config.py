@@ -275,7 +275,7 @@ def _evaluation(n: int, min_users: int | None):
     t = rng.integers(0, 3, n)
     y = (rng.uniform(size=n) < v[np.arange(n), t]).astype(float)
     return evaluate_policies({"m": ("v1", v, c)}, t, y, c[np.arange(n), t], 1 / 3, budgets=[1.0], campaign="c1",
-                             true_values=v, true_costs=c, n_boot=20, with_q=False, min_holdout_users=min_users)
+                             true_values=v, true_costs=c, n_boot=20, min_holdout_users=min_users)
 
 
 @pytest.mark.hostile

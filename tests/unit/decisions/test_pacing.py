@@ -94,6 +94,7 @@ def test_promo_run_paces_a_period_budget_with_the_spend_that_came_back(promo_env
     from promo_assets.cli import main
     from promo_assets.decisions import read_manifest
     from promo_assets.decisions.pacing import stored_history
+    from promo_assets.report.html import _num
     from promo_assets.serve import read_campaign
 
     start = dt.date(2026, 3, 1)
@@ -126,3 +127,22 @@ def test_promo_run_paces_a_period_budget_with_the_spend_that_came_back(promo_env
     assert main(["export", "--campaign", "demo", "--out", str(promo_env["outbox"] / "again")]) == 0
     again = json.loads((promo_env["outbox"] / "again" / "demo" / d5.isoformat() / "manifest.json").read_text())
     assert any("pacing" in e for e in again["budgets"])
+
+    # the per-day rows as each decisions run saw them (table pacing), and the report's spend per day
+    with duckdb.connect(str(promo_env["warehouse"]), read_only=True) as con:
+        table = con.execute("SELECT * FROM pacing WHERE campaign = 'demo' ORDER BY paced_at, pacing_day").df()
+    assert len(set(table["run_id"])) == 2
+    last = table[table["run_id"] == table["run_id"].iloc[-1]]
+    assert [d.date() for d in last["pacing_day"]] == [d4, d5]
+    assert last["realized_spend"].iloc[0] == pytest.approx(realized) and pd.isna(last["realized_spend"].iloc[1])
+    assert last["plan"].tolist() == pytest.approx([history[0].plan, history[1].plan])
+    assert last["budget_left"].iloc[1] == pytest.approx(900 - realized - history[1].plan)
+    out = promo_env["outbox"] / "report.html"
+    assert main(["report", "--campaign", "demo", "--html", str(out)]) == 0
+    html = out.read_text(encoding="utf-8")
+    section = html[html.index("<h2>Spend per day</h2>"):]
+    section = section[:section.find("<h2>", 5)] if "<h2>" in section[5:] else section
+    assert 'id="plot-pacing"' in section and 'id="plot-pacing-budget-left"' in section
+    assert "2 paced day(s)" in section and "1 with their spend back" in section and "total 900," in section
+    for value in (300.0, realized, history[1].plan, last["budget_left"].iloc[1], last["lambda_"].iloc[1]):
+        assert f">{_num(float(value))}</td>" in section, value  # the stored numbers in the per-day table

@@ -13,6 +13,7 @@ import yaml
 
 from promo_assets.cli import main
 from promo_assets.models import registry
+from promo_assets.orchestration.common import model_key, model_of_key
 
 def _query(env, statement: str, params=None):
     with duckdb.connect(str(env["warehouse"]), read_only=True) as con:
@@ -36,14 +37,31 @@ def test_definitions_have_one_chain_per_registered_model():
     for name in registry.names():
         model = registry.get(name)
         phases = ["model"] if len(model.phases) == 1 else list(model.phases)
-        chain = [f"{name}/{p}" for p in phases] + [f"{name}/{s}" for s in
-                                                    ("response_coefficients", "budget_dual", "allocation", "policy_evaluation")]
+        prefix = "" if model.default else "optional/"  # the chains off by default sit under optional/
+        chain = [f"{prefix}{name}/{p}" for p in phases] + [f"{prefix}{name}/{s}" for s in
+                                                            ("response_coefficients", "budget_dual", "allocation",
+                                                             "policy_evaluation")]
         assert set(chain) <= keys, (name, set(chain) - keys)
         for up, down in zip(chain, chain[1:]):
             assert dg.AssetKey.from_user_string(up) in graph.get(dg.AssetKey.from_user_string(down)).parent_keys
     board = graph.get(dg.AssetKey("leaderboard")).parent_keys
-    assert {dg.AssetKey([n, "policy_evaluation"]) for n in registry.names()} <= board
+    assert {model_key(n, "policy_evaluation") for n in registry.names()} <= board
+    # the catalog sorts by key: the chains off by default sit in one `optional` folder, the others first
+    assert {model_of_key(k) for k in graph.get_all_asset_keys() if k.path[0] == "optional"} == \
+        {n for n in registry.names() if not registry.get(n).default}
     assert dg.AssetKey(["gnn_hazard", "model"]) in graph.get(dg.AssetKey(["gnn_hazard", "merchant_coefficients"])).parent_keys
+
+
+def test_a_failed_step_of_an_optional_chain_is_that_models_failure():
+    """Step keys join the key's parts with '__': `optional__cmnn__model` is cmnn's chain, so a run in
+    which only it failed is 'partial' (the other models' rows count), not failed."""
+    from promo_assets.orchestration.campaign_assets import failed_models
+
+    assert failed_models(["optional__cmnn__model", "dipn__bias_net", "gnn_hazard__joint_allocation"]) == \
+        ["cmnn", "dipn", "gnn_hazard"]
+    assert failed_models(["optional__cmnn__model", "leaderboard"]) is None
+    assert failed_models(["optional__not_a_model__model"]) is None
+    assert model_of_key(model_key("cmnn", "policy_evaluation")) == "cmnn" and model_of_key(dg.AssetKey("decisions")) is None
 
 
 def _arms_campaign(landing: Path, days: int = 3, users: int = 300, seed: int = 0) -> None:
@@ -96,7 +114,7 @@ def test_three_arm_campaign_skips_dipn_and_gnn_hazard_with_their_reasons(promo_e
     reasons = {r.data["model"]: r.data["reason"] for r in meta["not_evaluated"].value.records}
     assert "unordered arms" in reasons["dipn"] and "merchants" in reasons["gnn_hazard"]
     # each chain's assets say why, also the ones `promo run` left out of its run
-    for asset in (["cmnn", "model"], ["cmnn", "policy_evaluation"], ["gnn_hazard", "allocation"]):
+    for asset in (["optional", "cmnn", "model"], ["optional", "cmnn", "policy_evaluation"], ["gnn_hazard", "allocation"]):
         seen = instance.fetch_observations(dg.AssetRecordsFilter(asset_key=dg.AssetKey(asset), asset_partitions=["mail"]),
                                            limit=1).records
         assert seen and "skipped_reason" in seen[0].asset_observation.metadata, asset

@@ -1,0 +1,119 @@
+"""The model chains' rows: the model registry and skips, the coefficients, λ* per budget, the
+policy evaluations and the leaderboard's entries and data checks."""
+
+from __future__ import annotations
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from promo_assets.warehouse import registered, sql
+
+
+def record_skip(con: duckdb.DuckDBPyConnection, campaign: str, model: str, reason: str, run_id: str) -> None:
+    """A model's chain skipped for the campaign, with the reason (table model_skips)."""
+    con.execute(sql("frames", "insert_skip"), [campaign, model, reason, run_id])
+
+
+def register_model(con: duckdb.DuckDBPyConnection, campaign: str, name: str, version: str, data_version: str | None,
+                   metrics_json: str, run_id: str) -> None:
+    """A saved model artefact registered for the campaign (table model_registry)."""
+    con.execute(sql("frames", "insert_model"), [campaign, name, version, data_version, metrics_json, run_id])
+
+
+def clear_coefficients(con: duckdb.DuckDBPyConnection, campaign: str, model: str, version: str, target: str) -> None:
+    """Remove the coefficients of a model version and target (before they are scored again)."""
+    con.execute(sql("frames", "delete_coefficients"), [campaign, model, version, target])
+
+
+def add_coefficients(con: duckdb.DuckDBPyConnection, campaign: str, model: str, version: str, target: str,
+                     chunk: pd.DataFrame) -> None:
+    """Append one chunk of coefficients (user_id, level, value, cost) of a model version and target."""
+    with registered(con, "chunk_df", chunk):
+        con.execute(sql("frames", "insert_coefficients"), [campaign, model, version, target])
+
+
+def coefficient_arrays(con: duckdb.DuckDBPyConnection, campaign: str, model: str, version: str, target: str,
+                       k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(users, values N x k, costs N x k) of a model version's stored coefficients for `target`;
+    ValueError when the rows are not k levels per user (scored for another campaign.yaml)."""
+    df = con.execute(sql("frames", "coefficients"), [campaign, model, version, target]).df()
+    n = len(df) // k
+    users = df["user_id"].to_numpy()[::k]
+    return users, df["value"].to_numpy().reshape(n, k), df["cost"].to_numpy().reshape(n, k)
+
+
+def record_dual(con: duckdb.DuckDBPyConnection, campaign: str, model: str, version: str, budget: float, res,
+                n_users: int, run_id: str, tie_share: float) -> None:
+    """λ* of one budget (an `allocation.Allocation`-like result: lambda_, value, cost, dual_bound)."""
+    con.execute(sql("frames", "insert_dual"), [campaign, model, version, budget, float(res.lambda_), float(res.value),
+                                               float(res.cost), float(res.dual_bound), n_users, run_id, tie_share])
+
+
+def duals_of_run(con: duckdb.DuckDBPyConnection, campaign: str, model: str, version: str, run_id: str):
+    """([(budget, λ*, tie share)], [(budget, message)] of the infeasible budgets) stored by budget_dual
+    in run `run_id` for a model version."""
+    duals = con.execute(sql("frames", "duals_of_run"), [campaign, model, version, run_id]).fetchall()
+    infeasible = con.execute(sql("frames", "infeasible_of_run"), [campaign, model, version, run_id]).fetchall()
+    return duals, infeasible
+
+
+def write_evaluation(con: duckdb.DuckDBPyConnection, rows: pd.DataFrame, segments: pd.DataFrame | None = None,
+                     campaign: str | None = None, run_id: str | None = None) -> None:
+    """policy_evaluation rows (and a model's segment_evaluation rows of `campaign` / `run_id`)."""
+    with registered(con, "eval_df", rows):
+        con.execute(sql("frames", "insert_evaluation"))
+    if segments is not None and len(segments):
+        with registered(con, "segment_df", segments):
+            con.execute(sql("frames", "insert_segment_evaluation"), [campaign, run_id])
+
+
+def model_evaluation(con: duckdb.DuckDBPyConnection, campaign: str, model: str, run_id: str) -> pd.DataFrame:
+    """A model's policy_evaluation rows written by run `run_id`."""
+    return con.execute(sql("frames", "model_evaluation"), [campaign, model, run_id]).df()
+
+
+def write_board(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str, random_rows: pd.DataFrame,
+                entries: list[dict], checks) -> None:
+    """The leaderboard's own rows: the random reference's evaluation, one entry per model (its status,
+    version, evaluation run and reason) and the training frame's data checks."""
+    write_evaluation(con, random_rows)
+    for e in entries:
+        con.execute(sql("frames", "insert_leaderboard_entry"), [campaign, run_id, e["model"], e["model_version"],
+                                                                 e["evaluation_run_id"], e["status"], e["reason"]])
+    for c in checks:
+        con.execute(sql("frames", "insert_data_check"), [campaign, run_id, c.name, c.passed, c.severity, c.message])
+
+
+def latest_champion(con: duckdb.DuckDBPyConnection, campaign: str) -> pd.DataFrame:
+    """The campaign's latest champion rows (empty without one)."""
+    return con.execute(sql("decisions", "latest_champion"), [campaign, ""]).df()
+
+
+def record_multipliers(con: duckdb.DuckDBPyConnection, campaign: str, model: str, version: str, target: str,
+                       rows: pd.DataFrame, run_id: str) -> None:
+    """Several budgets: each budget's multiplier and use for a model version and target (table
+    budget_multipliers; `rows` as `allocation.budgets` gives them)."""
+    rows = rows.copy()
+    for c in ("true_use", "matched_true_use", "matched_scale"):
+        if c not in rows:
+            rows[c] = None
+    with registered(con, "multipliers_df", rows):
+        con.execute(sql("frames", "insert_multipliers"), [campaign, model, version, target, run_id])
+
+
+def multipliers_of_run(con: duckdb.DuckDBPyConnection, campaign: str, model: str, version: str, run_id: str):
+    """[(budget, budget name, multiplier)] that budget_dual stored in run `run_id` (several budgets)."""
+    return con.execute(sql("frames", "multipliers_of_run"), [campaign, model, version, run_id]).fetchall()
+
+
+def budget_use_of_evaluation(con: duckdb.DuckDBPyConnection, campaign: str, model: str, run_id: str) -> pd.DataFrame:
+    """A model's policy_evaluation rows of budget_multipliers (target holdout) written by run `run_id`."""
+    return con.execute(sql("frames", "evaluation_budget_use"), [campaign, model, run_id]).df()
+
+
+def add_allocation(con: duckdb.DuckDBPyConnection, row: list, frame: pd.DataFrame) -> None:
+    """Allocation rows (user_id, level, incentive) of one model version and budget (`row`: campaign,
+    model, version, budget, run id)."""
+    with registered(con, "alloc_df", frame):
+        con.execute(sql("frames", "insert_allocation"), row)
