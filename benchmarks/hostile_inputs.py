@@ -20,7 +20,7 @@ too: they go through `promo run`) and counts them:
 It prints a table per test module and the totals, and records them (benchmarks/_results.py) in
 benchmarks/results/hostile_inputs.json.
 
-Then it times the inputs that used to hang a run (the same inputs as tests/test_hostile_landing.py):
+Then it times the inputs that used to hang a run (the same inputs as tests/unit/ingestion/test_hostile_landing.py):
 each campaign.yaml bomb through `CampaignConfig.load`, a FIFO day file through the day scan, and
 each of them end to end through `promo run --ingest-only` in a fresh process (Dagster's start
 included; the baseline is the same run of a campaign with no day file), with the message shown;
@@ -74,7 +74,7 @@ def hang_cases() -> list[dict]:
     sys.path.insert(0, str(ROOT))
     from promo_assets.campaign import CampaignConfig, CampaignConfigError
     from promo_assets.ingestion import scan_day_files
-    from tests.test_hostile_landing import BOMBS, GOOD_YAML, HOSTILE_YAML
+    from tests.unit.ingestion.test_hostile_landing import BOMBS, GOOD_YAML, HOSTILE_YAML
 
     yaml_cases = {**BOMBS, **{i: t for i, t, _ in HOSTILE_YAML if i in ("error-10000-deep-nested-list",
                                                                       "error-10000-levels", "error-alias-cycle")}}

@@ -2,7 +2,7 @@
 # Create (or refresh) the project's virtual environment in .venv: torch's CPU build first, then the
 # package with its pinned dependencies, the test tools and the docs generator (the `docs` extra).
 # Safe to run again: it reinstalls only when pyproject.toml (or the extras asked for) changed.
-# PROMO_UI_TESTS=1 also installs what the browser test of the UI needs (tests/test_ui_browser.py):
+# PROMO_UI_TESTS=1 also installs what the browser test of the UI needs (tests/e2e/test_ui_browser.py):
 # Debian's chromium through apt-get (as root, or with sudo) and the `ui-test` extra (the playwright
 # wheel). Playwright drives that chromium; it never downloads a browser of its own.
 set -euo pipefail

@@ -4,8 +4,14 @@
 # setup.sh installs Debian's chromium and the playwright wheel, and a missing browser fails the test.
 # Elsewhere it runs when PROMO_UI_TESTS=1 is set (or chromium and playwright are present), else it is
 # skipped with its reason.
+# The suite runs on PROMO_TEST_WORKERS worker processes (pytest-xdist; default 2, CI's cores; 0 = in this
+# process), a test file per worker at a time (--dist loadfile: a module's shared fixtures are made once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ ${CI:-} == true ]]; then export PROMO_UI_TESTS=${PROMO_UI_TESTS:-1}; fi
 bash scripts/setup.sh
-exec .venv/bin/python -m pytest -m "slow or not slow" "$@"
+workers=${PROMO_TEST_WORKERS:-2}
+if [[ $workers == 0 ]]; then
+  exec .venv/bin/python -m pytest -m "slow or not slow" "$@"
+fi
+exec .venv/bin/python -m pytest -m "slow or not slow" -n "$workers" --dist loadfile "$@"

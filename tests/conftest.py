@@ -16,26 +16,71 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 
+REPO = Path(__file__).resolve().parents[1]
+ENV_OF = {"landing": "PROMO_LANDING_DIR", "warehouse": "PROMO_WAREHOUSE", "artifacts": "PROMO_ARTIFACTS_DIR",
+          "dagster_home": "DAGSTER_HOME", "outbox": "PROMO_OUTBOX_DIR"}
+
+
+def lay_out(root: Path) -> dict[str, Path]:
+    """The folders of one throw-away instance under `root` (created, with the repository's dagster.yaml)."""
+    paths = {"landing": root / "landing", "warehouse": root / "warehouse.duckdb", "artifacts": root / "artifacts",
+             "dagster_home": root / "dagster_home", "outbox": root / "outbox"}
+    paths["landing"].mkdir(parents=True)
+    paths["dagster_home"].mkdir()
+    shutil.copy(REPO / "dagster_home" / "dagster.yaml", paths["dagster_home"])
+    return paths
+
+
+def point_at(paths: dict[str, Path], reports: Path, setenv, max_epochs: str) -> None:
+    for key, var in ENV_OF.items():
+        setenv(var, str(paths[key]))
+    setenv("PROMO_REPORT_DIR", str(reports))
+    setenv("PROMO_MAX_EPOCHS", max_epochs)
+
+
 @pytest.fixture
 def promo_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
-    paths = {
-        "landing": tmp_path / "landing",
-        "warehouse": tmp_path / "warehouse.duckdb",
-        "artifacts": tmp_path / "artifacts",
-        "dagster_home": tmp_path / "dagster_home",
-        "outbox": tmp_path / "outbox",
-    }
-    paths["landing"].mkdir()
-    paths["dagster_home"].mkdir()
-    shutil.copy(Path(__file__).resolve().parents[1] / "dagster_home" / "dagster.yaml", paths["dagster_home"])
-    monkeypatch.setenv("PROMO_LANDING_DIR", str(paths["landing"]))
-    monkeypatch.setenv("PROMO_WAREHOUSE", str(paths["warehouse"]))
-    monkeypatch.setenv("PROMO_ARTIFACTS_DIR", str(paths["artifacts"]))
-    monkeypatch.setenv("DAGSTER_HOME", str(paths["dagster_home"]))
-    monkeypatch.setenv("PROMO_OUTBOX_DIR", str(paths["outbox"]))
-    monkeypatch.setenv("PROMO_REPORT_DIR", str(tmp_path / "reports"))
-    monkeypatch.setenv("PROMO_MAX_EPOCHS", os.environ.get("PROMO_MAX_EPOCHS", "3"))
+    paths = lay_out(tmp_path)
+    point_at(paths, tmp_path / "reports", monkeypatch.setenv, os.environ.get("PROMO_MAX_EPOCHS", "3"))
     return paths
+
+
+class SavedRun:
+    """A small simulated campaign taken through `promo run` once (per module or per session) and kept
+    as the run left it. `restore()` lays a fresh copy of it at the very paths the run used (so what
+    the warehouse and the Dagster instance recorded stays true) and points the environment there:
+    each test starts from the run as it was, whatever an earlier test wrote, for the price of a copy
+    instead of a run."""
+
+    def __init__(self, root: Path, paths: dict[str, Path], max_epochs: str):
+        self.root, self.paths, self.max_epochs = root, paths, max_epochs
+        self.live, self.pristine = root / "live", root / "pristine"
+
+    def restore(self, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
+        shutil.rmtree(self.live)
+        shutil.copytree(self.pristine, self.live, symlinks=True)
+        point_at(self.paths, self.live / "reports", monkeypatch.setenv, self.max_epochs)
+        return dict(self.paths)
+
+
+@pytest.fixture(scope="session")
+def run_once(tmp_path_factory):
+    """`run_once(name, build, max_epochs="3")` -> SavedRun: `build(paths)` (simulate, edit, `promo run`)
+    runs once per test session in a throw-away instance; later calls with the same name reuse it."""
+    saved: dict[str, SavedRun] = {}
+
+    def make(name: str, build, max_epochs: str = "3") -> SavedRun:
+        if name not in saved:
+            root = tmp_path_factory.mktemp(name)
+            paths = lay_out(root / "live")
+            with pytest.MonkeyPatch.context() as mp:
+                point_at(paths, root / "live" / "reports", mp.setenv, max_epochs)
+                build(paths)
+            shutil.copytree(root / "live", root / "pristine", symlinks=True)
+            saved[name] = SavedRun(root, paths, max_epochs)
+        return saved[name]
+
+    return make
 
 
 @pytest.fixture(autouse=True)
@@ -50,3 +95,22 @@ def _no_stale_defs_state_storage():
     _current_storage.set(None)
     yield
     _current_storage.set(None)
+
+
+DEMO_START = "2026-03-01"
+
+
+def _demo_campaign(paths) -> None:
+    from promo_assets.cli import main
+
+    assert main(["simulate", "--preset", "demo", "--campaign", "demo", "--days", "4", "--users", "1500",
+                 "--seed", "1", "--start", DEMO_START]) == 0
+    assert main(["run", "--no-progress"]) == 0
+
+
+@pytest.fixture
+def demo_run(run_once, monkeypatch) -> dict[str, Path]:
+    """The demo campaign (4 RCT days from 2026-03-01, 1,500 users, seed 1) after one `promo run` with
+    the default models (PROMO_MAX_EPOCHS=3): run once per session, shared by the tests that read what
+    a real run leaves (warehouse, instance, report); each gets a fresh copy at the run's own paths."""
+    return run_once("demo_run", _demo_campaign).restore(monkeypatch)

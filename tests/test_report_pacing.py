@@ -1,7 +1,7 @@
 """Spend per day of a paced campaign: the decisions run stores its per-day pacing rows in table
 pacing, and the campaign report draws them (spend per day against the plan, the budget left) with
 the real numbers. End to end (two `promo run`s, the first day's events back in between):
-tests/test_pacing.py::test_promo_run_paces_a_period_budget_with_the_spend_that_came_back."""
+tests/unit/decisions/test_pacing.py::test_promo_run_paces_a_period_budget_with_the_spend_that_came_back."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from tests.test_automation import landing, sensor_context  # noqa: F401  (the fixture)
+from tests.defs.test_automation import landing, sensor_context  # noqa: F401  (the fixture)
 
 
 def test_a_run_of_a_campaign_without_landing_folder_names_the_folder(landing):  # noqa: F811

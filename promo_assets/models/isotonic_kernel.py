@@ -16,7 +16,7 @@ K = 100, batch 256 (benchmarks/dipn_paper.py reports the per-epoch ratio), a tor
 a numpy loop and the matrix form all made DIPN's step 1.8-2.5x the DNN's, because the per-level
 work of both the chain and the smoothness loss dominates. One loop per row in numba does the chain,
 the cumulative sum and the smoothness loss in a single pass forward and a single pass backward.
-`tests/test_models.py` checks values and gradients against a plain autograd implementation.
+`tests/unit/models/test_models.py` checks values and gradients against a plain autograd implementation.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ def clu(x: torch.Tensor) -> torch.Tensor:
     The paper's formula (Eq. 13) is not recovered (FORMULAS.md); this is our documented choice of a
     strictly increasing, strictly convex, zero-centred, lower-bounded activation that tends to ReLU:
     CLU(0) = 0; CLU'(x) = (1 + x / sqrt(x^2 + 1)) / 2 in (0, 1); CLU''(x) = 1 / (2 (x^2 + 1)^{3/2}) > 0;
-    CLU(x) -> -1/2 as x -> -inf and CLU(x) - x -> 0 as x -> +inf. tests/test_monotone.py checks
+    CLU(x) -> -1/2 as x -> -inf and CLU(x) - x -> 0 as x -> +inf. tests/unit/models/test_monotone.py checks
     these on a grid (first and second differences > 0) and against autograd."""
     return 0.5 * (x + torch.sqrt(x * x + 1.0) - 1.0)
 
@@ -144,7 +144,7 @@ class MonotoneDense(nn.Module):
         small batches the op count, not the arithmetic, sets the time per epoch). With
         f_q(y) = (y + q (sqrt(y^2 + 1) - 1)) / 2: convex CLU(x) = f_1(x), concave -CLU(-x) = f_-1(x),
         m CLU + (1 - m)(-CLU(-x)) = f_{2m-1}(x), and saturated (s = +1 for x >= 0, -1 for x < 0)
-        = f_{-s}(x - s) + s CLU(1), CLU(1) = sqrt(2) / 2. tests/test_monotone.py checks it against the
+        = f_{-s}(x - s) + s CLU(1), CLU(1) = sqrt(2) / 2. tests/unit/models/test_monotone.py checks it against the
         block definition."""
         sat = self.clu_sat
         if convex_share is None:

@@ -2,7 +2,7 @@
 
 A model is one class deriving from `ResponseModel`, registered once in `promo_assets.models.registry`
 (one line: name -> "module:Class"). The asset graph, the CLI, the benchmarks and the docs' model
-reference are generated from the registry, and one contract test (tests/test_model_contract.py)
+reference are generated from the registry, and one contract test (tests/unit/models/test_model_contract.py)
 checks every registered model.
 
 - Construction: `Model(**params)`. The hyper-parameters are the keyword arguments of `__init__`, each

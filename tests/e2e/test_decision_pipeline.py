@@ -1,0 +1,166 @@
+"""The champion, the decisions and the outbox through the `promo` CLI: `promo run` writes them, `promo
+export` writes the same from the stored decisions (and refuses clearly: a budget not configured, no
+champion yet, an outbox that cannot be written, a kill during the write), and the propensities an
+export writes come back through the next day's ingestion as the ones IPS and the evaluation use."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from promo_assets.causal.weights import ips_weights
+from promo_assets.cli import main
+from promo_assets.decisions import read_manifest, verify
+
+START = dt.date(2026, 3, 1)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _decide(paths):
+    assert main(["simulate", "--preset", "demo", "--campaign", "demo", "--days", "3", "--users", "800", "--seed", "3",
+                 "--start", START.isoformat()]) == 0
+    with open(paths["landing"] / "demo" / "campaign.yaml", "a") as f:
+        f.write("models:\n  include: [lgbm_s, lgbm_s_mono]\nexploration:\n  share: 0.2\n  seed: 4\n")
+    assert main(["run", "--campaign", "demo", "--no-progress"]) == 0
+
+
+@pytest.fixture
+def decided(run_once, tmp_path, monkeypatch):
+    """A small demo campaign (3 RCT days, two LightGBM models, exploration 0.2) through `promo run`:
+    run once for the module, each test gets its own fresh copy of what the run left."""
+    paths = run_once("decided", _decide).restore(monkeypatch)
+    return {**paths, "tmp": tmp_path}
+
+
+def _files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.rglob("*") if p.is_file()) if folder.exists() else []
+
+
+@pytest.mark.slow
+def test_run_writes_champion_decisions_and_outbox_and_export_refuses_clearly(decided, capsys):
+    day = (START + dt.timedelta(days=3)).isoformat()
+    folder = decided["outbox"] / "demo" / day
+    manifest = read_manifest(folder)
+    assert verify(folder) == [] and manifest["campaign"] == "demo" and manifest["date"] == day
+    assert [e["file"] for e in manifest["budgets"]] == [f"{b:g}.parquet" for b in sorted(e["budget_per_capita"]
+                                                                                           for e in manifest["budgets"])]
+    for entry in manifest["budgets"]:
+        frame = pd.read_parquet(folder / entry["file"])
+        assert len(frame) == 800 == entry["rows"] and frame["user_id"].is_unique
+        assert frame["predicted_cost"].sum() <= entry["budget_per_capita"] * 800 + 8.0
+        assert abs((frame["policy"] == "explore").mean() - 0.2) < 1e-9
+        assert entry["exploration"]["share"] == pytest.approx(0.2)
+        assert entry["expected_response"]["dr_low"] < entry["expected_response"]["dr_high"]
+    assert main(["report", "--campaign", "demo"]) == 0
+    lines = capsys.readouterr().out.splitlines()  # wrapped at 120 columns: a line may go on indented
+    assert lines[1].startswith("   deploy: ") and "at budget" in lines[1]
+    starts = [ln.split(":")[0].strip() for ln in lines if ln.startswith("   ") and not ln.startswith("    ")]
+    assert starts[:3] == ["deploy", "why", "truth (simulated)"]
+
+    # export: the same stored decisions, as CSV, elsewhere
+    assert main(["export", "--campaign", "demo", "--format", "csv", "--out", str(decided["tmp"] / "csv")]) == 0
+    out = capsys.readouterr().out
+    csv_folder = decided["tmp"] / "csv" / "demo" / day
+    assert verify(csv_folder) == [] and "checks: 15 of 15 passed" in out
+    a = pd.read_csv(csv_folder / manifest["budgets"][0]["file"].replace(".parquet", ".csv"), dtype={"user_id": str})
+    b = pd.read_parquet(folder / manifest["budgets"][0]["file"])
+    assert a["level"].tolist() == b["level"].tolist() and np.allclose(a["propensity"], b["propensity"])
+
+    # hostile 1: a budget that is not configured
+    assert main(["export", "--campaign", "demo", "--budget", "9.99", "--out", str(decided["tmp"] / "x")]) == 2
+    assert "budget 9.99 is not configured" in capsys.readouterr().err and _files(decided["tmp"] / "x") == []
+    # hostile 2: a campaign with no champion yet (days loaded, nothing decided)
+    assert main(["simulate", "--preset", "demo", "--campaign", "fresh", "--days", "2", "--users", "100",
+                 "--start", START.isoformat()]) == 0
+    assert main(["run", "--campaign", "fresh", "--ingest-only", "--no-progress"]) == 0
+    assert main(["export", "--campaign", "fresh", "--out", str(decided["tmp"] / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "no stored decisions yet and no champion" in err and "promo run --campaign fresh" in err
+    assert _files(decided["tmp"] / "x") == []
+    # hostile 3: an outbox that cannot be written (a file where the folder should be)
+    blocker = decided["tmp"] / "blocker"
+    blocker.write_text("a file")
+    assert main(["export", "--campaign", "demo", "--out", str(blocker / "outbox")]) == 1
+    assert "cannot write the outbox" in capsys.readouterr().err and blocker.read_text() == "a file"
+
+
+KILLED_EXPORT = textwrap.dedent("""
+    import sys, time
+    from promo_assets import cli
+    from promo_assets.decisions import outbox
+    real = outbox._write_frame
+    def slow(frame, path, fmt):
+        real(frame, path, fmt)
+        print("WROTE", path.name, flush=True)
+        time.sleep(60)
+    outbox._write_frame = slow
+    sys.exit(cli.main(sys.argv[1:]))
+""")
+
+
+@pytest.mark.slow
+def test_a_killed_export_leaves_nothing_half_written(decided):
+    """`promo export` stopped after its first file: by SIGTERM it says 'interrupted', exits 130 and
+    removes its temporary folder; by SIGKILL the date folder is simply not there (the temporary one
+    is hidden and removed by the next export, which then succeeds)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = decided["tmp"] / "killed"
+    day = (START + dt.timedelta(days=3)).isoformat()
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        proc = subprocess.Popen([sys.executable, "-c", KILLED_EXPORT, "export", "--campaign", "demo", "--out", str(out)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        assert proc.stdout.readline().startswith("WROTE")
+        proc.send_signal(sig)
+        code = proc.wait(timeout=60)
+        assert not (out / "demo" / day).exists()
+        hidden = [p.name for p in (out / "demo").iterdir()]
+        if sig == signal.SIGTERM:
+            assert code == 130 and "interrupted" in proc.stderr.read() and hidden == []
+        else:
+            assert code == -signal.SIGKILL and hidden and all(".tmp-" in h for h in hidden)
+    assert main(["export", "--campaign", "demo", "--out", str(out)]) == 0
+    assert [p.name for p in (out / "demo").iterdir()] == [day] and verify(out / "demo" / day) == []
+
+
+@pytest.mark.slow
+def test_exported_propensities_come_back_through_ingestion_and_are_the_ones_ips_uses(decided):
+    """The simulated population answers the exported decision of one budget on the next day; after
+    `promo run`, that day's events carry the exported propensities (source 'logged'), the training
+    frame's IPS weights are computed from them, and the evaluation reads them (it is the holdout day)."""
+    day = START + dt.timedelta(days=3)
+    folder = decided["outbox"] / "demo" / day.isoformat()
+    entry = read_manifest(folder)["budgets"][1]
+    exported = pd.read_parquet(folder / entry["file"]).set_index("user_id")
+    assert main(["simulate", "--respond-to", str(folder / entry["file"]), "--day", day.isoformat(),
+                 "--campaign", "demo"]) == 0
+    assert main(["run", "--campaign", "demo", "--no-progress"]) == 0
+    with duckdb.connect(str(decided["warehouse"]), read_only=True) as con:
+        events = con.execute("SELECT e.user_id, e.level, e.propensity AS logged, p.propensity, p.source, t.split, "
+                             "t.ips_weight FROM rct_events e JOIN propensity p USING (campaign, event_date, source_row) "
+                             "JOIN training_frame t USING (campaign, event_date, source_row) "
+                             "WHERE e.campaign = 'demo' AND e.event_date = ?", [day]).df()
+        every = con.execute("SELECT p.propensity, t.ips_weight, e.event_date FROM rct_events e JOIN propensity p "
+                            "USING (campaign, event_date, source_row) JOIN training_frame t "
+                            "USING (campaign, event_date, source_row) WHERE e.campaign = 'demo' "
+                            "ORDER BY e.event_date, e.source_row").df()
+        evaluated = con.execute("SELECT DISTINCT n_users FROM policy_evaluation WHERE campaign = 'demo' "
+                                "AND evaluated_at = (SELECT max(evaluated_at) FROM policy_evaluation)").fetchall()
+    assert len(events) > 300
+    want = exported.loc[events["user_id"], "propensity"].to_numpy()
+    assert np.allclose(events["logged"], want) and np.allclose(events["propensity"], want)
+    assert (events["source"] == "logged").all() and (events["split"] == "holdout").all()
+    assert (exported.loc[events["user_id"], "level"].to_numpy() == events["level"].to_numpy()).all()
+    assert np.allclose(every["ips_weight"], ips_weights(every["propensity"].to_numpy(), clip=20.0))
+    assert evaluated == [(len(events),)]  # the evaluation ran on that day's events, with those propensities
+    decided_again = read_manifest(decided["outbox"] / "demo" / (day + dt.timedelta(days=1)).isoformat())
+    assert decided_again["date"] == (day + dt.timedelta(days=1)).isoformat()
