@@ -8,5 +8,5 @@ Each function takes an open DuckDB connection (the caller owns the connection an
 `warehouse.connect` / `warehouse.transaction`), runs the named statements of the top-level `sql/`
 folder (`promo_assets.warehouse.sql(family, name)`) with bound parameters, and returns plain values
 or data frames. The Dagster definitions (`promo_assets.defs`) and the CLI call these functions and
-never compose or execute a statement themselves (tests/test_store_boundary.py). Domain code: never imports dagster.
+never compose or execute a statement themselves (tests/unit/test_store_boundary.py). Domain code: never imports dagster.
 """

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1] / "promo_assets"
+ROOT = Path(__file__).resolve().parents[2] / "promo_assets"
 DEFS = ROOT / "defs"
 DEFINITION_MODULES = sorted(DEFS.rglob("*.py"))
 EXECUTING = {"execute", "executemany", "sql", "query", "from_query"}
