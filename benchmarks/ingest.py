@@ -72,7 +72,7 @@ def main() -> None:
     import dagster as dg
 
     from promo_assets.definitions import defs
-    from promo_assets.orchestration.common import register_partitions
+    from promo_assets.defs.common import register_partitions
 
     instance = dg.DagsterInstance.get()
     register_partitions(instance, campaigns=["bench"], days=[day.isoformat()])

@@ -105,8 +105,8 @@ def _inspect(root: Path, dead_pid: int) -> dict:
     from dagster._core.storage.dagster_run import RunsFilter
 
     from promo_assets import warehouse
-    from promo_assets.orchestration.common import WAREHOUSE_POOL
-    from promo_assets.orchestration.recovery import PID_TAG
+    from promo_assets.defs.common import WAREHOUSE_POOL
+    from promo_assets.defs.recovery import PID_TAG
 
     os.environ["DAGSTER_HOME"] = str(root / "dagster_home")
     with dg.DagsterInstance.get() as instance:

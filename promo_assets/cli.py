@@ -344,8 +344,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     import dagster as dg
 
     from promo_assets.definitions import build_defs
-    from promo_assets.orchestration.common import register_partitions
-    from promo_assets.orchestration.recovery import process_tags, recover_dead_runs
+    from promo_assets.defs.common import register_partitions
+    from promo_assets.defs.recovery import process_tags, recover_dead_runs
 
     signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops a `promo run` waiting on the pool like Ctrl-C
     instance = dg.DagsterInstance.get()
@@ -353,7 +353,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Dagster's pool makes their warehouse steps wait for each other. What Dagster cannot do: its
     # run monitoring is a daemon feature that never sees a `promo run` process killed with its
     # in-process run, which stays STARTED holding its `warehouse` pool slot; so those runs are
-    # marked failed and their slots freed here first (orchestration/recovery.py).
+    # marked failed and their slots freed here first (defs/recovery.py).
     for line in recover_dead_runs(instance):
         print(f"recovered {line}")
     register_partitions(instance, campaigns=campaigns)
@@ -408,7 +408,7 @@ def _ingest_run_config(run_config: dict, day_range: dict[str, str]) -> dict:
     """The run config with the --from / --to range for every ingestion asset (their DayRange)."""
     if not day_range:
         return run_config
-    from promo_assets.orchestration.common import INGESTION_ASSETS
+    from promo_assets.defs.common import INGESTION_ASSETS
 
     return {**run_config, "ops": {name: {"config": dict(day_range)} for name in INGESTION_ASSETS}}
 
@@ -504,7 +504,7 @@ def _run_refresh(defs, campaign, instance, verbose: bool, tags: dict[str, str], 
     second run, as the UI's automation does; then the decisions by `decision_job`."""
     import dagster as dg
 
-    from promo_assets.orchestration.common import INGESTION_ASSETS, model_of_key
+    from promo_assets.defs.common import INGESTION_ASSETS, model_of_key
 
     left_out, board_key = _models_left_out(campaign), dg.AssetKey("leaderboard")
     chains = defs.resolve_job_def("campaign_job").asset_layer.executable_asset_keys
@@ -524,7 +524,7 @@ def _run_refresh(defs, campaign, instance, verbose: bool, tags: dict[str, str], 
                 failures.append(f"{campaign}: {line}")
     for model, reason in sorted(_skipped_models(campaign, result.run_id) + list(left_out.items())):
         print(f"{campaign}: {model} skipped: {reason}")
-    from promo_assets.orchestration.model_assets import record_left_out
+    from promo_assets.defs.models.assets import record_left_out
 
     record_left_out(instance, campaign, left_out)  # each left-out chain's asset pages say why
     board_ok = _materialized(result, board_key)
@@ -574,7 +574,7 @@ def _run_job(job, campaign, instance, verbose: bool, tags: dict[str, str], asset
     """Run a campaign-partitioned job; asset log lines (epochs, scoring chunks) are printed as they
     come. Its results rows then count (succeeded; the other models' rows when only some models'
     chains failed) or are deleted (failed): promo_assets.results."""
-    from promo_assets.orchestration.campaign_assets import failed_models
+    from promo_assets.defs.campaign.assets import failed_models
 
     result = job.execute_in_process(
         partition_key=campaign,
@@ -598,9 +598,10 @@ def _finish_results(campaign: str, run_id: str, succeeded: bool, failed_models: 
 
 def _skipped_models(campaign: str, run_id: str) -> list[tuple[str, str]]:
     from promo_assets import warehouse
+    from promo_assets.store import runs as stored
 
     with warehouse.connect(read_only=True) as con:
-        return con.execute(warehouse.sql("frames", "run_skips"), [campaign, run_id]).fetchall()
+        return stored.run_skips(con, campaign, run_id)
 
 
 def _print_leaderboard(campaign: str) -> None:
@@ -616,9 +617,9 @@ def _print_leaderboard(campaign: str) -> None:
 def _finished_in_dagster(con) -> list[str]:
     """Runs marked 'started' in the warehouse that Dagster's run storage says succeeded (a UI or
     daemon run not yet marked by a later results write); [] when there are none or no instance."""
-    from promo_assets import warehouse
+    from promo_assets.store import runs as stored
 
-    started = [r[1] for r in con.execute(warehouse.sql("results", "all_started_runs")).fetchall()]
+    started = stored.started_run_ids(con)
     if not started:
         return []
     try:
@@ -646,12 +647,12 @@ def _report_runs(con, campaign: str, runs: list, history: bool):
     """(run_id, started_at, evaluation rows, infeasible budgets, budgets not in campaign.yaml now) of
     each run the report shows: the latest succeeded run at the budgets of campaign.yaml now, or
     (history) every kept run at every budget."""
-    from promo_assets import warehouse
+    from promo_assets.store import runs as stored
 
     budgets, _ = _current_budgets(campaign)
     for run_id, started_at in runs if history else runs[:1]:
-        board = con.execute(warehouse.sql("results", "run_evaluation"), [campaign, run_id]).df()
-        infeasible = con.execute(warehouse.sql("results", "run_infeasible"), [campaign, run_id]).fetchall()
+        board = stored.run_evaluation(con, campaign, run_id)
+        infeasible = stored.run_infeasible(con, campaign, run_id)
         stored = sorted(set(board["budget_per_capita"].astype(float)))
         others = [b for b in stored if budgets is not None and b not in budgets]
         if not history:
@@ -681,9 +682,10 @@ def _board_lines(board, wide: bool) -> list[str]:
 def _campaign_report(con, campaign: str, finished: list[str], history: bool,
                      wide: bool = False) -> tuple[list[str], bool]:
     """The report lines of one campaign and whether it had an evaluation."""
-    from promo_assets import settings, warehouse
+    from promo_assets import settings
+    from promo_assets.store import runs as stored
 
-    runs = con.execute(warehouse.sql("results", "succeeded_runs"), [campaign, finished]).fetchall()
+    runs = stored.succeeded_runs(con, campaign, finished)
     if not runs:
         return [f"== {campaign}", f"   no evaluation of a succeeded run for campaign '{campaign}'"], False
     _, note = _current_budgets(campaign)
@@ -699,11 +701,9 @@ def _campaign_report(con, campaign: str, finished: list[str], history: bool,
                   else ["   (none of its budgets is in campaign.yaml now)"])
         for model, b, minimum, message in infeasible:
             lines.append(f"   budget {b:g} per capita not allocated for {model}: {message}")
-        checks = (con.execute(warehouse.sql("results", "run_data_checks"), [campaign, run_id]).fetchall()
-                  if warehouse.table_columns(con, "data_checks") else [])  # a warehouse older than the checks
-        for name, severity, message in checks:
+        for name, severity, message in stored.run_failed_checks(con, campaign, run_id):
             lines.append(f"   data check {name} failed ({severity}): {message}")
-        for model, status, reason in con.execute(warehouse.sql("results", "run_not_evaluated"), [campaign, run_id]).fetchall():
+        for model, status, reason in stored.run_not_evaluated(con, campaign, run_id):
             if status == "stale":  # its reason starts with "stale: "
                 lines.append(f"   {model} not ranked, {reason}")
             else:
@@ -727,21 +727,22 @@ def _campaign_records(con, campaign: str, finished: list[str], history: bool) ->
 
     from promo_assets import warehouse
     from promo_assets.evaluation import leaderboard_records
+    from promo_assets.store import decisions as stored_decisions
+    from promo_assets.store import runs as stored
 
-    runs = con.execute(warehouse.sql("results", "succeeded_runs"), [campaign, finished]).fetchall()
+    runs = stored.succeeded_runs(con, campaign, finished)
     if not runs:
         return None
     champion = None
     if warehouse.table_columns(con, "champion"):
-        rows = con.execute(warehouse.sql("decisions", "latest_champion"), [campaign, ""]).df()
+        rows = stored_decisions.latest_champion(con, campaign)
         if not rows.empty:
             champion = rows.iloc[0].to_dict()
             champion["champion_members"] = json.loads(champion["champion_members"])
     out = {"campaign": campaign, "champion": champion, "runs": []}
     for run_id, started_at, board, infeasible, others in _report_runs(con, campaign, runs, history):
-        checks = (con.execute(warehouse.sql("results", "run_data_checks"), [campaign, run_id]).fetchall()
-                  if warehouse.table_columns(con, "data_checks") else [])
-        skipped = con.execute(warehouse.sql("results", "run_not_evaluated"), [campaign, run_id]).fetchall()
+        checks = stored.run_failed_checks(con, campaign, run_id)
+        skipped = stored.run_not_evaluated(con, campaign, run_id)
         out["runs"].append({
             "run_id": run_id, "started_at": started_at,
             "leaderboard": leaderboard_records(board) if not board.empty else [],
@@ -772,10 +773,11 @@ def _champion_lines(con, campaign: str) -> list[str]:
     import pandas as pd
 
     from promo_assets import warehouse
+    from promo_assets.store.decisions import latest_champion
 
     if not warehouse.table_columns(con, "champion"):
         return []
-    rows = con.execute(warehouse.sql("decisions", "latest_champion"), [campaign, ""]).df()
+    rows = latest_champion(con, campaign)
     if rows.empty:
         return ["   deploy: no champion yet (the champion asset has not run for this campaign)"]
     r = rows.iloc[0]
@@ -804,6 +806,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     from promo_assets import settings, warehouse
     from promo_assets.cli_format import wrap_lines
+    from promo_assets.store import runs as stored
 
     if not _campaign_names_ok("report", args.campaign or []):
         return EXIT_USAGE
@@ -815,7 +818,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                 print(f"promo report: {settings.warehouse_path()} has no run bookkeeping yet (written by an older "
                       "version): run `promo run` first", file=sys.stderr)
                 return EXIT_USAGE
-            campaigns = args.campaign or [r[0] for r in con.execute(warehouse.sql("results", "report_campaigns")).fetchall()]
+            campaigns = args.campaign or stored.report_campaigns(con)
             finished = _finished_in_dagster(con)
             if args.format == "table":
                 reports = [_campaign_report(con, c, finished, args.history, args.wide) for c in campaigns]
@@ -851,6 +854,7 @@ def _report_html(args: argparse.Namespace) -> int:
     from promo_assets.campaign import CampaignConfigError
     from promo_assets.ingestion import load_config
     from promo_assets.report import ReportError, gather, latest_board_run, render, write_report
+    from promo_assets.store import runs as stored
 
     try:
         with warehouse.connect(read_only=True) as con:
@@ -858,7 +862,7 @@ def _report_html(args: argparse.Namespace) -> int:
                 print(f"promo report: {settings.warehouse_path()} has no run bookkeeping yet: run `promo run` first",
                       file=sys.stderr)
                 return EXIT_USAGE
-            campaigns = args.campaign or [r[0] for r in con.execute(warehouse.sql("results", "report_campaigns")).fetchall()]
+            campaigns = args.campaign or stored.report_campaigns(con)
             if len(campaigns) != 1:
                 print("promo report: --html writes the report of one campaign: name it with --campaign (campaigns: "
                       f"{', '.join(campaigns) or 'none'})", file=sys.stderr)

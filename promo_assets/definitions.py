@@ -14,16 +14,14 @@ from collections.abc import Sequence
 
 import dagster as dg
 
-from promo_assets.orchestration import (
-    automation,
-    campaign_assets,
-    decision_assets,
-    graph_assets,
-    ingest_assets,
-    simulate_job,
-)
-from promo_assets.orchestration.common import make_resources, progress_logger
-from promo_assets.orchestration.model_assets import model_assets
+from promo_assets.defs.automation import jobs as automation
+from promo_assets.defs.campaign import assets as campaign_assets
+from promo_assets.defs.common import make_resources, progress_logger
+from promo_assets.defs.decisions import assets as decision_assets
+from promo_assets.defs.graph import assets as graph_assets
+from promo_assets.defs.ingestion import assets as ingest_assets
+from promo_assets.defs.models.assets import model_assets
+from promo_assets.defs.simulation import jobs as simulation
 
 
 def build_defs(models: Sequence[str] | None = None) -> dg.Definitions:
@@ -34,7 +32,7 @@ def build_defs(models: Sequence[str] | None = None) -> dg.Definitions:
                 *model_assets(models)],
         asset_checks=dg.load_asset_checks_from_modules([campaign_assets, graph_assets]),
         jobs=[automation.ingest_job, automation.campaign_job, automation.leaderboard_job, automation.decision_job,
-              simulate_job.simulate_demo_job],
+              simulation.simulate_demo_job],
         schedules=[automation.daily_campaign_refresh],
         sensors=[automation.landing_sensor, automation.automation_sensor],
         resources=make_resources(),

@@ -8,7 +8,7 @@ models' chains failed (every failed step belongs to a model chain: `failed_model
 the rows of those models are deleted, the other models' rows count (each model's chain succeeds or
 fails on its own). `promo run` marks its own runs when they
 end; the other runs (UI, daemon, a killed `promo run`) are marked at the next results write of their
-campaign from Dagster's own run status (the orchestration layer passes it in: this module knows
+campaign from Dagster's own run status (the Dagster definitions pass it in: this module knows
 nothing of Dagster).
 
 Retention (`retain`), in the same transaction as each write: a results table keeps, per campaign,

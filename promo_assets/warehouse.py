@@ -219,7 +219,7 @@ def registered(con: duckdb.DuckDBPyConnection, name: str, frame: pd.DataFrame) -
 def connect(path: Path | str | None = None, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
     """Open the warehouse (creating it and its schema when writing) and close it afterwards. While
     another process holds the file it retries briefly, then raises WarehouseBusyError. Used by the
-    CLI and by every asset (orchestration.common.connect)."""
+    CLI and by every asset (defs.common.connect)."""
     path = Path(path) if path is not None else settings.warehouse_path()
     if read_only and not path.exists():
         raise FileNotFoundError(f"warehouse {path} does not exist yet: run `promo run` (or materialize rct_events) first")

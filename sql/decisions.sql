@@ -1,4 +1,4 @@
--- The champion and decisions assets (promo_assets/orchestration/decision_assets.py) and `promo export`.
+-- The champion and decisions assets (promo_assets/defs/decisions/assets.py) and `promo export`.
 
 -- name: board_models
 -- The models a leaderboard run assembled with an evaluation: model, version, evaluation run.

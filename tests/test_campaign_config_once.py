@@ -14,7 +14,7 @@ from promo_assets.campaign import CampaignConfig, CampaignConfigError
 from promo_assets.cli import main
 from promo_assets.ingestion import cached_config
 
-ORCHESTRATION = Path(__file__).resolve().parents[1] / "promo_assets" / "orchestration"
+DEFS = Path(__file__).resolve().parents[1] / "promo_assets" / "defs"
 
 
 @pytest.fixture
@@ -48,7 +48,7 @@ def test_the_same_content_is_parsed_once_and_a_change_is_read(promo_env, parses)
 def test_a_chain_run_parses_the_campaign_config_once(promo_env, parses, monkeypatch):
     """One run materializing ingestion → causal → outcome model → one model's whole chain."""
     from promo_assets.definitions import build_defs
-    from promo_assets.orchestration.common import campaign_partitions, make_resources
+    from promo_assets.defs.common import campaign_partitions, make_resources
 
     monkeypatch.setenv("PROMO_MAX_EPOCHS", "1")
     assert main(["simulate", "--campaign", "c1", "--days", "4", "--users", "400", "--start", "2026-01-01"]) == 0
@@ -66,16 +66,18 @@ def test_a_chain_run_parses_the_campaign_config_once(promo_env, parses, monkeypa
     assert parses == ["c1"], f"campaign.yaml validated {len(parses)} times in one run of {len(keys)} assets"
 
 
-def test_orchestration_reads_configs_only_through_the_landing_resource():
-    """No asset module parses campaign.yaml itself (load_config / CampaignConfig.load / from_dict)."""
+def test_definitions_read_configs_only_through_the_landing_resource():
+    """No definitions module (promo_assets/defs/) parses campaign.yaml itself (load_config / CampaignConfig.load / from_dict)."""
     banned = {"load_config", "load", "from_dict", "read_campaign_yaml"}
     offenders = []
-    for path in sorted(ORCHESTRATION.glob("*.py")):
+    paths = sorted(DEFS.rglob("*.py"))
+    assert len(paths) > 10, paths
+    for path in paths:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Call):
                 f = node.func
                 name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
                 owner = f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else ""
                 if name == "load_config" or name == "read_campaign_yaml" or (name in banned and owner == "CampaignConfig"):
-                    offenders.append(f"{path.name}:{node.lineno} {name}")
+                    offenders.append(f"{path.relative_to(DEFS)}:{node.lineno} {name}")
     assert not offenders, offenders

@@ -13,7 +13,7 @@ from promo_assets.errors import DomainError
 from promo_assets.evaluation import EvaluationError
 from promo_assets.files import UnsafeFileError, read_text
 from promo_assets.models import ModelInputError
-from promo_assets.orchestration.common import domain_errors
+from promo_assets.defs.common import domain_errors
 from promo_assets.settings import SettingsError
 from promo_assets.warehouse import WarehouseBusyError
 

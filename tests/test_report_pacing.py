@@ -54,7 +54,7 @@ def test_pacing_rows_round_trip_through_the_table_and_into_the_report():
     assert "2 paced day(s)" in html and "1 with their spend back" in html and "realized so far 287.5" in html
 
     # the decisions asset's page: the same rows as a table with described columns, and the plot
-    from promo_assets.orchestration.decision_assets import pacing_metadata
+    from promo_assets.defs.decisions.assets import pacing_metadata
 
     meta = pacing_metadata(budget, history[-1], rows)
     table = meta["pacing"]

@@ -28,7 +28,7 @@ def test_a_run_of_a_campaign_without_landing_folder_names_the_folder(landing):  
 
 
 def test_the_landing_sensor_removes_partitions_without_folder_that_never_loaded_a_day(landing):  # noqa: F811
-    from promo_assets.orchestration.automation import landing_sensor
+    from promo_assets.defs.automation.jobs import landing_sensor
 
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("campaign", ["c1", "c2", "bogus", "gone"])
@@ -46,7 +46,7 @@ def test_the_landing_sensor_removes_partitions_without_folder_that_never_loaded_
 
 
 def test_no_partition_is_removed_when_the_landing_folder_itself_is_missing(promo_env):
-    from promo_assets.orchestration.automation import landing_sensor
+    from promo_assets.defs.automation.jobs import landing_sensor
 
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("campaign", ["c1"])

@@ -2,7 +2,7 @@
 text per node, node tables merged from several feature sources, the node statistics stored with
 them, the latest population files and the simulated truth files of a bipartite campaign.
 
-Plain pandas; the orchestration layer does the SQL and the Dagster wiring.
+Plain pandas; the Dagster definitions (promo_assets.defs) do the wiring, promo_assets.store the SQL.
 """
 
 from __future__ import annotations

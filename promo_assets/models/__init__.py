@@ -1,6 +1,6 @@
 """Response models: per-user expected response and cost for every incentive level.
 
-Public API (no dagster here; the orchestration layer calls these plain functions):
+Public API (no dagster here; the Dagster definitions in promo_assets.defs call these plain functions):
 
 - `ResponseModel` (the estimator contract: `Model(**params)`, `get_params` / `set_params`,
   `fit(data) -> self`, `fit_phase(data, phase, previous)`, learned state in `model_`, `version_`,

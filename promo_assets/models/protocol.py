@@ -40,7 +40,7 @@ Class-level metadata (`name`, `title`, `source`, `kinds`, `phases`, `needs_graph
 True where the model guarantees a response that never decreases with a more generous incentive (in
 each attribute's declared direction); the contract test checks it.
 
-No dagster here: the orchestration layer wraps these calls.
+No dagster here: the Dagster definitions (promo_assets.defs) wrap these calls.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ class ModelSkipped(Exception):
 
 @dataclass
 class TrainingData:
-    """Everything a model may learn from, read once per campaign by the orchestration layer.
+    """Everything a model may learn from, read once per campaign by the Dagster definitions.
 
     `config`: the campaign's parsed campaign.yaml. `frame`: the campaign's training frame (one row
     per RCT event: user_id, level, response, cost, split in train/validation/holdout, ips_weight,

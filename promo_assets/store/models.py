@@ -85,11 +85,6 @@ def write_board(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str, rand
         con.execute(sql("frames", "insert_data_check"), [campaign, run_id, c.name, c.passed, c.severity, c.message])
 
 
-def latest_champion(con: duckdb.DuckDBPyConnection, campaign: str) -> pd.DataFrame:
-    """The campaign's latest champion rows (empty without one)."""
-    return con.execute(sql("decisions", "latest_champion"), [campaign, ""]).df()
-
-
 def record_multipliers(con: duckdb.DuckDBPyConnection, campaign: str, model: str, version: str, target: str,
                        rows: pd.DataFrame, run_id: str) -> None:
     """Several budgets: each budget's multiplier and use for a model version and target (table

@@ -25,13 +25,13 @@ def landing(promo_env):
 
 
 def sensor_context(instance, landing, cursor=None):
-    from promo_assets.orchestration.common import LandingResource
+    from promo_assets.defs.common import LandingResource
 
     return dg.build_sensor_context(instance=instance, cursor=cursor, resources={"landing": LandingResource(root=str(landing))})
 
 
 def schedule_context(instance, landing, when):
-    from promo_assets.orchestration.common import LandingResource
+    from promo_assets.defs.common import LandingResource
 
     return dg.build_schedule_context(
         instance=instance, scheduled_execution_time=when, resources={"landing": LandingResource(root=str(landing))}
@@ -43,7 +43,7 @@ def keys(requests):
 
 
 def test_landing_sensor_adds_campaigns_and_requests_new_files(landing):
-    from promo_assets.orchestration.automation import landing_sensor
+    from promo_assets.defs.automation.jobs import landing_sensor
 
     with dg.instance_for_test() as instance:
         result = landing_sensor(sensor_context(instance, landing))
@@ -69,7 +69,7 @@ def test_landing_sensor_adds_campaigns_and_requests_new_files(landing):
 
 def test_landing_sensor_first_tick_skips_partitions_already_materialized(landing):
     from promo_assets.definitions import defs
-    from promo_assets.orchestration.automation import landing_sensor
+    from promo_assets.defs.automation.jobs import landing_sensor
 
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("campaign", ["c1"])
@@ -82,7 +82,7 @@ def test_landing_sensor_first_tick_skips_partitions_already_materialized(landing
 
 
 def test_daily_schedule_requests_yesterday_for_registered_campaigns(landing):
-    from promo_assets.orchestration.automation import daily_campaign_refresh
+    from promo_assets.defs.automation.jobs import daily_campaign_refresh
 
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("campaign", ["c1", "c2"])
@@ -114,7 +114,7 @@ def test_simulate_demo_job_fills_an_empty_landing_folder_only(promo_env):
 
 
 # --------------------------------------------------------------------------------------------
-# declarative automation (promo_assets/orchestration/conditions.py)
+# declarative automation (promo_assets/defs/automation/conditions.py)
 
 DAYS = ("2026-03-01", "2026-03-02", "2026-03-03")
 INGESTION = {"rct_events", "payment_edges", "merchant_events"}
@@ -343,7 +343,7 @@ def toy_campaign(skip: bool = False):
     bad_model (raises), graph_model (also reads graph; yields nothing with `skip`: a model that does
     not apply) -> graph_coef, and the leaderboard gathering the three chains. Returns
     (defs, run(instance, names, tags=None))."""
-    from promo_assets.orchestration.conditions import CAMPAIGN_CONDITION, GATHER_CONDITION
+    from promo_assets.defs.automation.conditions import CAMPAIGN_CONDITION, GATHER_CONDITION
 
     parts = dg.StaticPartitionsDefinition(["c1"])
 

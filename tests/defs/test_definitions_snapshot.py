@@ -158,7 +158,7 @@ def test_every_registered_model_has_its_chain_and_the_leaderboard_reads_them():
     from promo_assets.definitions import build_defs
     from promo_assets.models import registry
 
-    from promo_assets.orchestration.common import model_key
+    from promo_assets.defs.common import model_key
 
     snap = shape(build_defs(), templates=False)["assets"]
     for model in registry.models():

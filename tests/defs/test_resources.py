@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from promo_assets import artifacts, warehouse
-from promo_assets.orchestration.resources import ArtifactStoreResource, LandingResource, WarehouseResource
+from promo_assets.defs.resources import ArtifactStoreResource, LandingResource, WarehouseResource
 from promo_assets.warehouse import WarehouseError, quote_ident
 from tests.unit.ingestion.test_ingestion import good_frame, write_campaign
 
@@ -147,7 +147,7 @@ def test_resources(tmp_path, promo_env):
 
 
 def materialize_rct_events(resources, instance) -> dg.ExecuteInProcessResult:
-    from promo_assets.orchestration.ingest_assets import rct_events
+    from promo_assets.defs.ingestion.assets import rct_events
 
     instance.add_dynamic_partitions("campaign", [CAMPAIGN])
     return dg.materialize([rct_events], resources=resources, instance=instance, raise_on_error=False,

@@ -89,7 +89,7 @@ def test_runs_execute_in_process_and_warehouse_steps_stay_single_writer():
     # the automation sensor (declarative automation) runs in the daemon, on by default, every 30 s
     import dagster as dg
 
-    from promo_assets.orchestration.automation import automation_sensor
+    from promo_assets.defs.automation.jobs import automation_sensor
 
     assert automation_sensor.default_status == dg.DefaultSensorStatus.RUNNING
     assert automation_sensor.minimum_interval_seconds == 30

@@ -17,8 +17,8 @@ import duckdb
 import pytest
 
 from promo_assets import cli, warehouse
-from promo_assets.orchestration.common import WAREHOUSE_POOL
-from promo_assets.orchestration.recovery import (
+from promo_assets.defs.common import WAREHOUSE_POOL
+from promo_assets.defs.recovery import (
     PID_START_TAG,
     PID_TAG,
     process_tags,
@@ -241,7 +241,7 @@ def test_failure_messages_show_every_failed_steps_own_error(promo_env):
 
 
 def test_promo_run_ingest_failure_line_has_the_domain_error(promo_env, monkeypatch, capsys):
-    import promo_assets.orchestration.ingest_assets as ingest_assets
+    import promo_assets.defs.ingestion.assets as ingest_assets
     from promo_assets.simulation import simulate
     from promo_assets.simulation.truth import TruthError
 
@@ -264,7 +264,7 @@ def test_promo_run_prints_the_domain_errors_of_every_failed_step(promo_env, monk
     """An ingestion day and two models fail with domain errors: each message reaches the output."""
     import promo_assets.models.dipn as dipn
     import promo_assets.models.s_learner as s_learner
-    import promo_assets.orchestration.ingest_assets as ingest_assets
+    import promo_assets.defs.ingestion.assets as ingest_assets
     from promo_assets.models.errors import ModelInputError
     from promo_assets.simulation import simulate
 

@@ -397,7 +397,7 @@ def test_dataframes_reach_sql_only_through_registered():
 
 # --------------------------------------------------------------------------------------------
 # Importing the code location changes no environment variable: resources read their settings when a
-# run or tick starts (promo_assets/orchestration/resources.py), so a module never writes os.environ
+# run or tick starts (promo_assets/defs/resources.py), so a module never writes os.environ
 # at its top level.
 
 ENVIRON_WRITES = {"setdefault", "update", "pop", "popitem", "clear", "__setitem__", "__delitem__"}
@@ -461,7 +461,7 @@ def test_importing_the_code_location_leaves_the_environment_as_it_was():
 
 
 # --------------------------------------------------------------------------------------------
-# orchestration stays thin wiring (#14): every Dagster definition function is short
+# the Dagster definitions stay thin wiring: every Dagster definition function is short
 
 MAX_DEFINITION_LINES = 30
 DEFINITION_DECORATORS = {"asset", "multi_asset", "graph_asset", "graph_multi_asset", "observable_source_asset",
@@ -471,10 +471,10 @@ DEFINITION_DECORATORS = {"asset", "multi_asset", "graph_asset", "graph_multi_ass
 
 def definition_functions() -> list[tuple[str, str, int]]:
     """(file, function, lines from `def` to its last line) of every function in
-    promo_assets/orchestration/*.py decorated with a Dagster definition decorator (`@dg.asset(...)`,
+    promo_assets/defs/**/*.py decorated with a Dagster definition decorator (`@dg.asset(...)`,
     `@dg.sensor`, ...; nested ones in asset factories included)."""
     out = []
-    for path in sorted((ROOT / "orchestration").glob("*.py")):
+    for path in sorted((ROOT / "defs").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
@@ -482,12 +482,12 @@ def definition_functions() -> list[tuple[str, str, int]]:
                 target = deco.func if isinstance(deco, ast.Call) else deco
                 if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
                         and target.value.id in ("dg", "dagster") and target.attr in DEFINITION_DECORATORS):
-                    out.append((path.name, node.name, node.end_lineno - node.lineno + 1))
+                    out.append((path.relative_to(ROOT / "defs").as_posix(), node.name, node.end_lineno - node.lineno + 1))
                     break
     return out
 
 
-def test_orchestration_definition_functions_are_thin_wiring():
+def test_dagster_definition_functions_are_thin_wiring():
     found = definition_functions()
     names = {name for _, name, _ in found}
     # the scan sees the module-level assets, the sensor and schedule, and the model factory's assets
@@ -496,3 +496,11 @@ def test_orchestration_definition_functions_are_thin_wiring():
     too_long = [f"{file}:{name} ({n} lines)" for file, name, n in found if n > MAX_DEFINITION_LINES]
     assert not too_long, (f"Dagster definition functions over {MAX_DEFINITION_LINES} lines (move the logic into "
                           f"the domain packages or a helper): {', '.join(too_long)}")
+
+
+def test_every_folder_of_python_modules_is_a_package():
+    """A folder of modules without __init__.py imports from a checkout (a namespace package) but
+    setup.py's find_packages leaves it out of the wheel: every such folder has one."""
+    folders = {p.parent for p in ROOT.rglob("*.py") if "__pycache__" not in p.parts}
+    missing = sorted(str(f.relative_to(ROOT)) for f in folders if not (f / "__init__.py").exists())
+    assert not missing, f"folders without __init__.py (left out of the wheel): {missing}"

@@ -254,7 +254,7 @@ def test_a_worker_killed_mid_allocation_is_retried(client, tmp_path):
 def test_a_worker_that_keeps_dying_fails_the_run_and_leaves_no_allocation(client, tmp_path):
     """The levels are written chunk by chunk inside the warehouse resource's one transaction: a chunk
     whose worker keeps dying fails the allocation with an error naming it, and nothing is stored."""
-    from promo_assets.orchestration.resources import WarehouseResource
+    from promo_assets.defs.resources import WarehouseResource
     from promo_assets.warehouse import registered, sql
 
     v, c = instance(20_000, 6, 16)
@@ -287,7 +287,7 @@ def test_a_worker_that_keeps_dying_fails_the_run_and_leaves_no_allocation(client
 def stored(tmp_path, v, c, *, shuffle_seed=0):
     """A warehouse with v, c as model m / v1's population coefficients (inserted in a shuffled user
     order, read back in user-id order), and an open connection to it."""
-    from promo_assets.orchestration.resources import WarehouseResource
+    from promo_assets.defs.resources import WarehouseResource
     from promo_assets.warehouse import registered, sql
 
     n, k = v.shape

@@ -15,7 +15,7 @@ import pytest
 
 from promo_assets.cli import main
 from promo_assets.ingestion import scan_day_files, today_utc
-from promo_assets.orchestration.common import LandingResource
+from promo_assets.defs.common import LandingResource
 from tests.unit.ingestion.test_ingestion import good_frame, write_campaign
 
 
@@ -69,7 +69,7 @@ def materialized(asset: str = "rct_events") -> set[str]:
 @pytest.mark.hostile
 @pytest.mark.parametrize("name,expected", [(n, e) for _, n, e in BAD_FILES], ids=[i for i, _, _ in BAD_FILES])
 def test_bad_day_file_is_skipped_by_name_and_the_rest_proceeds(two_campaigns, promo_env, capfd, name, expected):
-    from promo_assets.orchestration.automation import landing_sensor
+    from promo_assets.defs.automation.jobs import landing_sensor
 
     write_day(two_campaigns, name)
     scan = scan_day_files(promo_env["landing"], "c1")
@@ -133,7 +133,7 @@ def test_bad_partitions_start_setting_is_a_usage_error(promo_env, monkeypatch, c
 
 
 def test_sensor_warns_once_per_skipped_file_and_about_removed_files(promo_env, capfd):
-    from promo_assets.orchestration.automation import landing_sensor
+    from promo_assets.defs.automation.jobs import landing_sensor
 
     folder = write_campaign(promo_env["landing"], "c1")
     write_day(folder, f"{DAY1}.parquet")
@@ -153,7 +153,7 @@ def test_sensor_warns_once_per_skipped_file_and_about_removed_files(promo_env, c
 @pytest.mark.hostile
 @pytest.mark.parametrize("kind", ["edges", "population"], ids=["error-bad-edges-file-name", "error-bad-population-file-name"])
 def test_bad_file_names_in_other_folders_are_named_too(promo_env, capfd, kind):
-    from promo_assets.orchestration.automation import landing_sensor
+    from promo_assets.defs.automation.jobs import landing_sensor
 
     folder = write_campaign(promo_env["landing"], "c1")
     write_day(folder, f"{DAY1}.parquet")
@@ -169,7 +169,7 @@ def test_bad_file_names_in_other_folders_are_named_too(promo_env, capfd, kind):
 
 def test_sensor_reads_a_cursor_of_the_earlier_format(promo_env):
     from promo_assets.ingestion import landing_inventory
-    from promo_assets.orchestration.automation import landing_sensor
+    from promo_assets.defs.automation.jobs import landing_sensor
 
     folder = write_campaign(promo_env["landing"], "c1")
     write_day(folder, f"{DAY1}.parquet")
@@ -354,7 +354,7 @@ def test_a_campaign_partition_has_only_its_own_days():
     """No date dimension shared by every campaign: the ingestion assets are partitioned by campaign
     only, so a campaign never shows days as missing that only another campaign has files for."""
     from promo_assets.definitions import build_defs
-    from promo_assets.orchestration.common import campaign_partitions
+    from promo_assets.defs.common import campaign_partitions
 
     graph = build_defs([]).resolve_asset_graph()
     for name in ("rct_events", "payment_edges", "merchant_events", "propensity"):

@@ -71,7 +71,7 @@ def test_models_not_evaluated_say_why_and_those_off_by_default_share_a_row():
 def test_metadata_for_people_tables_not_json():
     import dagster as dg
 
-    from promo_assets.orchestration.common import for_people, kv_table
+    from promo_assets.defs.common import for_people, kv_table
 
     assert for_people(np.float64(5.796634417000007)) == 5.797
     assert for_people({"b": 1, "a": {"x": 0.123456789}}).value.splitlines()[-1] == "| a.x | 0.1235 |"

@@ -5,7 +5,7 @@ Thin wiring around `promo_assets.graph`; a campaign without merchant files or pa
 materializes the graph with a note and no rows, so the demo path is unaffected. The GNN + hazard
 model itself is the registered model `gnn_hazard` (promo_assets.models.gnn_hazard): its chain
 (gnn_hazard/model → response_coefficients → budget_dual → allocation → policy_evaluation) comes from
-the model factory (model_assets.py) and is skipped, with the reason, for a campaign without a graph;
+the model factory (defs/models/assets.py) and is skipped, with the reason, for a campaign without a graph;
 gnn_hazard/merchant_coefficients and gnn_hazard/joint_allocation extend that chain (key prefix
 gnn_hazard, group graph: they succeed, skip or fail with it).
 """
@@ -19,14 +19,14 @@ import pandas as pd
 from promo_assets.campaign import CampaignConfig
 from promo_assets.ingestion import merchants as ingest_merchants
 from promo_assets.ingestion.merchants import MerchantConfig
-from promo_assets.orchestration.campaign_assets import (
+from promo_assets.defs.campaign.assets import (
     _jsonable,
     coefficient_arrays,
     feature_spec,
     results_write,
     upstream,
 )
-from promo_assets.orchestration.common import (
+from promo_assets.defs.common import (
     WAREHOUSE_POOL,
     LandingResource,
     WarehouseResource,
@@ -36,8 +36,8 @@ from promo_assets.orchestration.common import (
     md_table,
     model_key,
 )
-from promo_assets.orchestration.conditions import CAMPAIGN_CONDITION, INGESTION_CONDITION
-from promo_assets.orchestration.ingest_assets import DayRange, days_metadata, ingest_days
+from promo_assets.defs.automation.conditions import CAMPAIGN_CONDITION, INGESTION_CONDITION
+from promo_assets.defs.ingestion.assets import DayRange, days_metadata, ingest_days
 from promo_assets.store import graph as graph_store
 
 MODEL_NAME = "gnn_hazard"  # the registered model (promo_assets.models.registry) whose chain the joint allocation reads
@@ -68,7 +68,7 @@ def merchant_config(landing: LandingResource, campaign: str) -> tuple[CampaignCo
     code_version="2",
     group_name="ingestion",
     kinds={"duckdb"},
-    deps=["rct_events"],  # reloaded with rct_events of the same campaign (conditions.py)
+    deps=["rct_events"],  # reloaded with rct_events of the same campaign (defs/automation/conditions.py)
     automation_condition=INGESTION_CONDITION,
     description="Merchant-side RCT rows of a bipartite campaign (commission level, sharing count, "
     "cost, features as JSON), loaded from its day files `<landing>/<campaign>/merchants/<day>.parquet|csv` into "

@@ -24,14 +24,14 @@ import numpy as np
 import pandas as pd
 
 from promo_assets.ingestion import day_files
-from promo_assets.orchestration.campaign_assets import (
+from promo_assets.defs.campaign.assets import (
     COMMON,
     coefficient_arrays,
     evaluation_inputs,
     results_write,
     upstream,
 )
-from promo_assets.orchestration.common import (
+from promo_assets.defs.common import (
     LandingResource,
     OutboxResource,
     WarehouseResource,
@@ -39,7 +39,7 @@ from promo_assets.orchestration.common import (
     md_table,
     table_metadata,
 )
-from promo_assets.warehouse import registered, sql
+from promo_assets.store import decisions as decisions_store
 
 CHECKS = {
     "every_user_once": "Every user decided for appears exactly once per budget.",
@@ -71,9 +71,9 @@ def champion_inputs(context, warehouse: WarehouseResource, landing: LandingResou
     board_run, _, board_version = upstream(context, "leaderboard")
     with connect(warehouse) as con:
         ev = evaluation_inputs(context, con, landing, campaign, config)
-        models = con.execute(sql("decisions", "board_models"), [campaign, board_run]).fetchall()
+        models = decisions_store.board_models(con, campaign, board_run)
         coefs = {m: ev.align(*coefficient_arrays(con, campaign, m, v, "holdout", config.n_levels), m) for m, v, _ in models}
-        last = con.execute(sql("decisions", "latest_champion"), [campaign, context.run_id]).df()
+        last = decisions_store.latest_champion(con, campaign, or_run=context.run_id)
     if not models:
         raise dg.Failure(f"the leaderboard of campaign '{campaign}' (run {board_run}) has no evaluated model: "
                          "nothing to choose a champion from")
@@ -94,14 +94,12 @@ def store_champion(context, warehouse: WarehouseResource, campaign: str, decisio
     champ, inc, head = decision.champion, decision.incumbent, decision.headline()
     best = max(pct, key=lambda n: np.mean(pct[n])) if pct else None
     with connect(warehouse) as con, results_write(context, con, campaign, "champion", "champion_evidence"):
-        con.execute(sql("decisions", "insert_champion"), [
-            campaign, context.run_id, champ.name, champ.version, json.dumps(champ.to_dict()), decision.leader.name,
+        decisions_store.record_champion(con, campaign, context.run_id, [
+            champ.name, champ.version, json.dumps(champ.to_dict()), decision.leader.name,
             decision.proposal.name, inc.name if inc else None, decision.changed, settings.pin is not None,
             settings.confidence, decision.reason, head["reference"], _num(head["difference"]), _num(head["low"]),
             _num(head["high"]), evidence.n, board_run, float(np.mean(pct[champ.name])) if champ.name in pct else None,
-            best, float(np.mean(pct[best])) if best else None])
-        with registered(con, "evidence_df", evidence_frame(decision, pct)):
-            con.execute(sql("decisions", "insert_champion_evidence"), [campaign, context.run_id])
+            best, float(np.mean(pct[best])) if best else None], evidence_frame(decision, pct))
 
 
 def rows_table(rows: list[dict]) -> dg.MetadataValue:
@@ -201,15 +199,15 @@ def decision_inputs(warehouse: WarehouseResource, campaign: str, champ_run: str,
     """(champion row, champion info, users, values, costs, decision date, newest evaluations, the
     champion's evidence rows) for the decisions of champion run `champ_run`."""
     with connect(warehouse) as con:
-        rows = con.execute(sql("decisions", "champion_of_run"), [campaign, champ_run]).df()
+        rows = decisions_store.champion_of_run(con, campaign, champ_run)
         if rows.empty:
             raise dg.Failure(f"the champion of run {champ_run} was removed (its run failed): re-materialize champion")
         row = rows.iloc[0]
         members = json.loads(row["champion_members"])
         users, values, costs = champion_coefficients(con, campaign, members, k)
-        last_day = con.execute(sql("decisions", "last_event_day"), [campaign]).fetchone()[0]
-        newest = con.execute(sql("decisions", "latest_evaluations"), [campaign, champ_run]).fetchall()
-        evidence = con.execute(sql("decisions", "champion_evidence_of_run"), [campaign, champ_run]).df()
+        last_day = decisions_store.last_event_day(con, campaign)
+        newest = decisions_store.latest_evaluations(con, campaign, champ_run)
+        evidence = decisions_store.champion_evidence_of_run(con, campaign, champ_run)
     day = (pd.Timestamp(last_day).date() if last_day is not None else dt.date.today()) + dt.timedelta(days=1)
     info = {**members, "name": row["champion"], "version": row["champion_version"], "run_id": champ_run}
     return row, info, users, values, costs, day, newest, evidence
@@ -225,11 +223,8 @@ def store_decisions(context, warehouse: WarehouseResource, campaign: str, day: d
     with connect(warehouse) as con, results_write(context, con, campaign, "decisions", "decision_budgets", "pacing"):
         for entry in made.entries:
             b = float(entry["budget_per_capita"])
-            with registered(con, "decisions_df", made.frames[b].assign(budget_per_capita=b)):
-                con.execute(sql("decisions", "insert_decisions"), [campaign, context.run_id, day.isoformat()])
-            con.execute(sql("decisions", "insert_decision_budget"), [
-                campaign, context.run_id, day.isoformat(), b, info["name"], info["version"], info["run_id"], who,
-                json.dumps({"entry": entry, "champion": info, "max_user_cost": made.max_user_cost})])
+            decisions_store.record_decisions(con, campaign, context.run_id, day, b, made.frames[b], info, who, json.dumps(
+                {"entry": entry, "champion": info, "max_user_cost": made.max_user_cost}))
         if rows:
             store_pacing(con, campaign, context.run_id, day, paced[0], rows)
     return rows
@@ -245,8 +240,8 @@ def decision_constraints(warehouse: WarehouseResource, landing: LandingResource,
     """campaign.yaml `constraints:` for the users decided for (the group features from the population
     file, else the holdout events), or None when none is configured."""
     from promo_assets.decisions import Constraints, DecisionError
-    from promo_assets.orchestration.campaign_assets import read_holdout_events
-    from promo_assets.orchestration.model_assets import population
+    from promo_assets.defs.campaign.assets import read_holdout_events
+    from promo_assets.defs.models.assets import population
 
     block = config.constraint_settings
     if not block:
@@ -305,7 +300,7 @@ def pacing_metadata(budget, today, rows: list[dict]) -> dict:
     """The per-day pacing table (also in table pacing) and its plot, for the decisions asset's page."""
     from promo_assets.decisions.pacing import plot_pacing
 
-    from promo_assets.orchestration.campaign_assets import png_md
+    from promo_assets.defs.campaign.assets import png_md
 
     records = [dg.TableRecord({k: (float(f"{v:.4g}") if isinstance(v, float) else v) for k, v in r.items()})
                for r in rows]  # realized spend None (not back yet): an empty cell

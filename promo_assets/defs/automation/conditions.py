@@ -1,7 +1,7 @@
 """The automation conditions of the asset graph, in one place (Dagster's declarative automation).
 
 They replace the hand-written `downstream_refresh` run-status sensor, which watched `ingest_job`
-only. The `automation` sensor (automation.py) evaluates them in the code server (`use_user_code_server`:
+only. The `automation` sensor (jobs.py) evaluates them in the code server (`use_user_code_server`:
 one operand is Python code of this module; `dagster dev` runs the sensor);
 the UI's Automation page shows every evaluation, node by node, with the labels below.
 
@@ -180,7 +180,7 @@ class TrainedForCampaign(dg.AutomationCondition):
         return f"trained_for_campaign({self.model or 'its chain'})"
 
     def evaluate(self, context: dg.AutomationContext) -> dg.AutomationResult:
-        from promo_assets.orchestration.common import model_of_key
+        from promo_assets.defs.common import model_of_key
 
         model = self.model or model_of_key(context.key)
         if model is None or context.candidate_subset.is_empty:

@@ -9,7 +9,7 @@ import duckdb
 
 from promo_assets.errors import DomainError
 
-from promo_assets.orchestration.resources import (  # noqa: F401  (imported from here by the asset modules)
+from promo_assets.defs.resources import (  # noqa: F401  (imported from here by the asset modules)
     ArtifactStoreResource,
     LandingResource,
     OutboxResource,

@@ -9,7 +9,7 @@ import warnings
 import dagster as dg
 
 from promo_assets.ingestion import day_files, discover_campaigns, landing_changes, landing_removed, landing_scan
-from promo_assets.orchestration.common import LandingResource, campaign_partitions
+from promo_assets.defs.common import LandingResource, campaign_partitions
 
 ingest_job = dg.define_asset_job(
     "ingest_job",
@@ -181,7 +181,7 @@ def _orphan_partitions(instance: dg.DagsterInstance, landing, log) -> list[str]:
 
 
 def _partition_requests(new_campaigns: list[str], orphans: list[str] = ()) -> list:
-    """Add the new campaigns as partitions (a campaign's days are no partitions: see common.py) and
+    """Add the new campaigns as partitions (a campaign's days are no partitions: see defs/common.py) and
     remove the orphans."""
     return ([campaign_partitions.build_add_request(new_campaigns)] if new_campaigns else []) + \
         ([campaign_partitions.build_delete_request(list(orphans))] if orphans else [])
@@ -200,7 +200,7 @@ with warnings.catch_warnings():  # use_user_code_server is in beta: its warning 
         # Evaluated in the code server, not the daemon: the conditions use a Python operand of their own
         # (conditions.EndedUnmaterialized, a skipped or failed execution), which the daemon cannot load.
         use_user_code_server=True,
-        description="Evaluates the assets' automation conditions (promo_assets/orchestration/conditions.py): "
+        description="Evaluates the assets' automation conditions (promo_assets/defs/automation/conditions.py): "
         "payment_edges / merchant_events are reloaded with rct_events of the same campaign, and a "
         "campaign is refreshed downstream once after any ingestion of it (promo run, schedule, landing "
         "sensor, backfill), when none of its upstream partitions is in progress.",

@@ -4,7 +4,7 @@
 import dagster as dg
 
 from promo_assets.ingestion import discover_campaigns
-from promo_assets.orchestration.common import LandingResource, campaign_partitions
+from promo_assets.defs.common import LandingResource, campaign_partitions
 
 
 class SimulateConfig(dg.Config):

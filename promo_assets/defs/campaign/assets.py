@@ -1,5 +1,5 @@
 """Campaign-level assets: propensity → training frame → outcome model (the DR direct method), shared
-by every model's chain (promo_assets/orchestration/model_assets.py: one chain per registered model,
+by every model's chain (promo_assets/defs/models/assets.py: one chain per registered model,
 and the leaderboard), and the helpers those chains use to read the warehouse and their upstream
 materializations. Each function reads the warehouse (through the named functions of
 promo_assets.store), calls domain code and writes the result back; the logic lives in the domain
@@ -17,7 +17,7 @@ import pandas as pd
 
 from promo_assets import results, settings
 from promo_assets.artifacts import content_version
-from promo_assets.orchestration.common import (
+from promo_assets.defs.common import (
     WAREHOUSE_POOL,
     LandingResource,
     WarehouseResource,
@@ -28,13 +28,13 @@ from promo_assets.orchestration.common import (
     log_to,
     md_table,
 )
-from promo_assets.orchestration.conditions import CAMPAIGN_CONDITION
+from promo_assets.defs.automation.conditions import CAMPAIGN_CONDITION
 from promo_assets.store import frames as frames_store
 from promo_assets.store.frames import feature_spec  # noqa: F401  (imported from here by the asset modules)
 from promo_assets.store.models import coefficient_arrays  # noqa: F401  (imported from here by the asset modules)
 from promo_assets.warehouse import transaction
 
-# the asset kwargs every campaign-level and per-model asset shares (model_assets.py uses it too)
+# the asset kwargs every campaign-level and per-model asset shares (defs/models/assets.py uses it too)
 COMMON = dict(partitions_def=campaign_partitions, pool=WAREHOUSE_POOL, automation_condition=CAMPAIGN_CONDITION)
 
 
@@ -67,7 +67,7 @@ def failed_models(step_keys) -> list[str] | None:
     """The models whose chain a run's failed steps belong to (step key: the asset key's parts joined by
     '__', '<model>__<asset>' or 'optional__<model>__<asset>'), or None when a step outside every
     model's chain failed (then the whole run counts as failed)."""
-    from promo_assets.orchestration.common import model_of_key
+    from promo_assets.defs.common import model_of_key
 
     out = set()
     for step in step_keys:

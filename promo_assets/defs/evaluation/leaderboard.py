@@ -12,14 +12,14 @@ import dagster as dg
 import pandas as pd
 
 from promo_assets.models import registry
-from promo_assets.orchestration.campaign_assets import (
+from promo_assets.defs.campaign.assets import (
     COMMON,
     coefficient_arrays,
     evaluation_inputs,
     png_md,
     results_write,
 )
-from promo_assets.orchestration.common import (
+from promo_assets.defs.common import (
     LandingResource,
     WarehouseResource,
     connect,
@@ -28,7 +28,8 @@ from promo_assets.orchestration.common import (
     model_key,
     table_metadata,
 )
-from promo_assets.orchestration.conditions import GATHER_CONDITION
+from promo_assets.defs.automation.conditions import GATHER_CONDITION
+from promo_assets.store import decisions as decisions_store
 from promo_assets.store import frames as frames_store
 from promo_assets.store import models as models_store
 
@@ -95,7 +96,7 @@ def assemble(con, campaign: str, entries: list[dict], ev, k: int) -> tuple[list[
 def budgets_kept(con, campaign: str, entries: list[dict]) -> list[dict]:
     """campaign.yaml `constraints:`: every evaluated model's use of each budget on the holdout (its
     policy_evaluation's rows of budget_multipliers), as one table to compare the models by."""
-    from promo_assets.orchestration.model_assets import use_table
+    from promo_assets.defs.models.assets import use_table
 
     out = []
     for e in entries:
@@ -131,7 +132,7 @@ def current_champion(con, campaign: str) -> dict[str, float]:
     """{member: weight} of the campaign's deployed champion ({} before the first)."""
     import json
 
-    rows = models_store.latest_champion(con, campaign)
+    rows = decisions_store.latest_champion(con, campaign)
     if rows.empty:
         return {}
     members = json.loads(rows.iloc[0]["champion_members"])

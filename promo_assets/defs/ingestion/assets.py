@@ -20,8 +20,8 @@ from promo_assets.ingestion import (
     ingest_events_day,
 )
 from promo_assets.ingestion.days import CampaignDays, DayLoader, ingest_campaign_days
-from promo_assets.orchestration.conditions import INGESTION_CONDITION
-from promo_assets.orchestration.common import (
+from promo_assets.defs.automation.conditions import INGESTION_CONDITION
+from promo_assets.defs.common import (
     WAREHOUSE_POOL,
     LandingResource,
     WarehouseResource,
@@ -189,7 +189,7 @@ def rct_events(context: dg.AssetExecutionContext, config: DayRange, warehouse: W
     code_version="2",
     group_name="ingestion",
     kinds={"duckdb"},
-    deps=["rct_events"],  # reloaded with rct_events of the same campaign (conditions.py)
+    deps=["rct_events"],  # reloaded with rct_events of the same campaign (defs/automation/conditions.py)
     automation_condition=INGESTION_CONDITION,
     description="Customer–merchant payment edges of one campaign (`<landing>/<campaign>/edges/<day>`), "
     "table `payment_edges`: the new or changed day files, like rct_events (a file that fails is a `failed` day "

@@ -33,7 +33,7 @@ from promo_assets.causal.checks import cannot_learn, frame_checks
 from promo_assets.ingestion import day_files
 from promo_assets.ingestion.frames import FrameUsers, PopulationFile
 from promo_assets.models import ModelSkipped, ResponseModel, TrainingData, registry
-from promo_assets.orchestration.campaign_assets import (
+from promo_assets.defs.campaign.assets import (
     COMMON,
     _jsonable,
     _model_metadata,
@@ -46,7 +46,7 @@ from promo_assets.orchestration.campaign_assets import (
     results_write,
     upstream,
 )
-from promo_assets.orchestration.common import (
+from promo_assets.defs.common import (
     LandingResource,
     WarehouseResource,
     connect,
@@ -56,7 +56,7 @@ from promo_assets.orchestration.common import (
     md_table,
     model_key,
 )
-from promo_assets.orchestration.resources import DaskResource
+from promo_assets.defs.resources import DaskResource
 from promo_assets.allocation.stored import StoredCoefficients, decide_into_allocation, sampled_frontier
 from promo_assets.store import frames as frames_store
 from promo_assets.store import models as models_store
@@ -83,7 +83,7 @@ OPTIONAL_GROUP = "optional_models"  # the chains of the models off by default (d
 def chain_kwargs(model: ResponseModel) -> dict:
     """The asset kwargs of every asset of `model`'s chain: its group (the model's name; the models off
     by default share `OPTIONAL_GROUP`) and its condition (refreshed only for the campaigns that train it)."""
-    from promo_assets.orchestration.conditions import model_condition
+    from promo_assets.defs.automation.conditions import model_condition
 
     return {**COMMON, "group_name": model.name if model.default else OPTIONAL_GROUP,
             "automation_condition": model_condition(model.name)}
@@ -106,7 +106,7 @@ def training_data(con, landing: LandingResource, campaign: str, model: type[Resp
                         frame_version=frames_store.frame_version(con, campaign),
                         campaign_dir=landing.path / campaign)
     if model.needs_graph:
-        from promo_assets.orchestration.graph_assets import graph_inputs
+        from promo_assets.defs.graph.assets import graph_inputs
 
         data.graph, data.graph_version, data.merchant_events = graph_inputs(con, landing, campaign)
     return data
@@ -363,7 +363,7 @@ def solve_several(context, con, campaign: str, model: str, version: str, config,
 
 def model_constraints(warehouse: WarehouseResource, landing: LandingResource, campaign: str, config, users):
     """campaign.yaml `constraints:` for the population's `users` (None without): the decisions' own reading."""
-    from promo_assets.orchestration.decision_assets import decision_constraints
+    from promo_assets.defs.decisions.assets import decision_constraints
 
     return decision_constraints(warehouse, landing, campaign, config, [str(u) for u in users])
 
@@ -681,7 +681,7 @@ def model_chain(name: str) -> list[dg.AssetsDefinition]:
 
 def model_assets(names=None) -> list[dg.AssetsDefinition]:
     """The chains of every registered model (or of `names`) and the campaign-level leaderboard."""
-    from promo_assets.orchestration.leaderboard import leaderboard_asset
+    from promo_assets.defs.evaluation.leaderboard import leaderboard_asset
 
     names = list(registry.names() if names is None else names)
     return [a for n in names for a in model_chain(n)] + [leaderboard_asset(names)]

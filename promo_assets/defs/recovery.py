@@ -22,7 +22,7 @@ from pathlib import Path
 import dagster as dg
 from dagster._core.storage.dagster_run import FINISHED_STATUSES, DagsterRunStatus, RunsFilter
 
-from promo_assets.orchestration.common import WAREHOUSE_POOL
+from promo_assets.defs.common import WAREHOUSE_POOL
 
 HOST_TAG = "promo/host"
 PID_TAG = "promo/pid"

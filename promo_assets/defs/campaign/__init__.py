@@ -1,0 +1,1 @@
+"""The campaign-level assets shared by every model's chain: propensity, training frame, outcome model."""

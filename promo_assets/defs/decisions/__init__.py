@@ -1,0 +1,1 @@
+"""Dagster wiring of promo_assets.decisions: champion, decisions, outbox and the campaign report."""

@@ -1,0 +1,1 @@
+"""Dagster wiring of promo_assets.evaluation: the leaderboard asset."""

@@ -1,0 +1,1 @@
+"""Dagster wiring of promo_assets.graph: the customer–merchant graph assets."""

@@ -1,0 +1,1 @@
+"""Dagster wiring of promo_assets.ingestion: the ingestion assets."""

@@ -1,0 +1,1 @@
+"""Dagster wiring of promo_assets.models: one chain of assets per registered model."""

@@ -1,0 +1,1 @@
+"""Dagster wiring of promo_assets.simulation: the demo job."""

@@ -1,0 +1,67 @@
+"""The champion and the decisions: the models a leaderboard run assembled, the champion and its
+evidence, the decisions per budget with their manifest entry, and what the decisions read back
+(tables leaderboard_entries, champion, champion_evidence, decisions, decision_budgets,
+policy_evaluation, rct_events). The pacing rows are written by `promo_assets.decisions.pacing`."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import duckdb
+import pandas as pd
+
+from promo_assets.warehouse import registered, sql
+
+
+def board_models(con: duckdb.DuckDBPyConnection, campaign: str, board_run: str) -> list[tuple[str, str, str]]:
+    """(model, model version, evaluation run) of every model leaderboard run `board_run` assembled
+    with an evaluation (the random reference left out)."""
+    return con.execute(sql("decisions", "board_models"), [campaign, board_run]).fetchall()
+
+
+def latest_champion(con: duckdb.DuckDBPyConnection, campaign: str, or_run: str = "") -> pd.DataFrame:
+    """The campaign's latest champion row of a visible run (succeeded or partial), or of run `or_run`
+    itself (a run still in progress); empty without one."""
+    return con.execute(sql("decisions", "latest_champion"), [campaign, or_run]).df()
+
+
+def record_champion(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str, row: list,
+                    evidence: pd.DataFrame) -> None:
+    """A champion run's row of table champion (`row`: its columns after campaign and run, in the
+    table's order) and its evidence rows (table champion_evidence)."""
+    con.execute(sql("decisions", "insert_champion"), [campaign, run_id, *row])
+    with registered(con, "evidence_df", evidence):
+        con.execute(sql("decisions", "insert_champion_evidence"), [campaign, run_id])
+
+
+def champion_of_run(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str) -> pd.DataFrame:
+    """The champion row champion run `run_id` wrote (empty when that run's rows were removed)."""
+    return con.execute(sql("decisions", "champion_of_run"), [campaign, run_id]).df()
+
+
+def champion_evidence_of_run(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str) -> pd.DataFrame:
+    """The evidence rows champion run `run_id` wrote."""
+    return con.execute(sql("decisions", "champion_evidence_of_run"), [campaign, run_id]).df()
+
+
+def last_event_day(con: duckdb.DuckDBPyConnection, campaign: str):
+    """The newest event date loaded for the campaign (None without events)."""
+    return con.execute(sql("decisions", "last_event_day"), [campaign]).fetchone()[0]
+
+
+def latest_evaluations(con: duckdb.DuckDBPyConnection, campaign: str, or_run: str) -> list[tuple]:
+    """(model, newest evaluation time) of every model of the campaign, over the visible runs and run
+    `or_run`: a champion must not be older than any of them."""
+    return con.execute(sql("decisions", "latest_evaluations"), [campaign, or_run]).fetchall()
+
+
+def record_decisions(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str, day: dt.date, budget: float,
+                     frame: pd.DataFrame, champion: dict, who: str, manifest_json: str) -> None:
+    """One budget's decisions of run `run_id` for `day` (table decisions: `frame`'s users, levels,
+    incentives, predictions, policies and propensities) and its row of decision_budgets (the champion
+    decided with, whom the decisions are for, the manifest entry as JSON)."""
+    with registered(con, "decisions_df", frame.assign(budget_per_capita=budget)):
+        con.execute(sql("decisions", "insert_decisions"), [campaign, run_id, day.isoformat()])
+    con.execute(sql("decisions", "insert_decision_budget"), [
+        campaign, run_id, day.isoformat(), budget, champion["name"], champion["version"], champion["run_id"], who,
+        manifest_json])
