@@ -57,6 +57,7 @@ from .solver import Allocation, dual_objective, solve, solve_ratio
 
 __all__ = [
     "Allocation",
+    "decide_at_lambdas",
     "AllocationInputError",
     "SolveTooLargeError",
     "check_solve_size",

@@ -56,7 +56,7 @@ class StoredCoefficients:
         """(values, costs, user ids) per chunk, in order: one ordered scan on a cursor of its own."""
         import pyarrow as pa
 
-        k, step = self.n_levels, self.rows * self.n_levels
+        step = self.rows * self.n_levels
         cur = self._con.cursor()
         try:
             reader = cur.execute(sql("frames", "coefficients"), self.params).fetch_record_batch(step)

@@ -13,7 +13,6 @@ import html
 import re
 
 import markdown_it  # ships with dagster (rich → markdown-it-py): missing, this module fails, it never skips
-import pytest
 
 
 def visible_text(markdown: str) -> str:

@@ -57,7 +57,7 @@ from promo_assets.defs.common import (
     model_key,
 )
 from promo_assets.defs.resources import DaskResource
-from promo_assets.allocation.stored import StoredCoefficients, decide_into_allocation, sampled_frontier
+from promo_assets.allocation.stored import StoredCoefficients, decide_into_allocation
 from promo_assets.store import frames as frames_store
 from promo_assets.store import models as models_store
 

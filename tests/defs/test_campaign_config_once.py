@@ -14,7 +14,7 @@ from promo_assets.campaign import CampaignConfig, CampaignConfigError
 from promo_assets.cli import main
 from promo_assets.ingestion import cached_config
 
-DEFS = Path(__file__).resolve().parents[1] / "promo_assets" / "defs"
+DEFS = Path(__file__).resolve().parents[2] / "promo_assets" / "defs"
 
 
 @pytest.fixture
