@@ -9,7 +9,7 @@ CPU time (user + system of the run's process tree: much less sensitive than wall
 on a shared machine) of each run, the load average after it and the per-code medians.
 
     .venv/bin/python benchmarks/run_time_ab.py --old /path/to/old/checkout [--new .] [--rounds 3]
-        [--new-models s_learner dipn gnn_hazard]
+        [--new-models s_learner dipn gnn_hazard] [--tag T]
 
 (e.g. `git worktree add /tmp/old <commit>` for the old checkout). Same Python environment for both, each
 checkout with its own SQL (benchmarks/_checkout.py: the editable install would give the old code this one's).
@@ -66,6 +66,7 @@ def main() -> int:
     ap.add_argument("--max-epochs", default=None, help="PROMO_MAX_EPOCHS for both (default: unset, as in the demo)")
     ap.add_argument("--new-models", nargs="+", default=None,
                     help="models.include for the NEW runs (the old code's models, for the same work on both sides)")
+    ap.add_argument("--tag", default=None, help="record benchmarks/results/run_time_ab--TAG.json (keeps other comparisons)")
     args = ap.parse_args()
     rec = Recorder("run_time_ab")
     codes = {"old": args.old.resolve(), "new": args.new.resolve()}
@@ -108,7 +109,8 @@ def main() -> int:
               headline={"old median wall s": round(statistics.median(times["old"]), 1),
                         "new median wall s": round(statistics.median(times["new"]), 1),
                         "new / old median wall": round(statistics.median(times["new"]) / statistics.median(times["old"]), 2),
-                        "new / old median CPU": round(statistics.median(cpus["new"]) / statistics.median(cpus["old"]), 2)})
+                        "new / old median CPU": round(statistics.median(cpus["new"]) / statistics.median(cpus["old"]), 2)},
+              tag=args.tag)
     return 0
 
 
