@@ -653,8 +653,8 @@ def _report_runs(con, campaign: str, runs: list, history: bool):
     for run_id, started_at in runs if history else runs[:1]:
         board = stored.run_evaluation(con, campaign, run_id)
         infeasible = stored.run_infeasible(con, campaign, run_id)
-        stored = sorted(set(board["budget_per_capita"].astype(float)))
-        others = [b for b in stored if budgets is not None and b not in budgets]
+        run_budgets = sorted(set(board["budget_per_capita"].astype(float)))
+        others = [b for b in run_budgets if budgets is not None and b not in budgets]
         if not history:
             board = board[board["budget_per_capita"].isin(budgets)] if budgets is not None else board
             infeasible = [r for r in infeasible if budgets is None or r[1] in budgets]
