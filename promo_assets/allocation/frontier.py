@@ -115,11 +115,11 @@ class Frontier:
         return pd.DataFrame({"lambda_": self.lambdas, "cost": self.costs, "value": self.values})
 
 
-def frontier(values, costs, *, log: Log = None) -> Frontier:
+def frontier(response, cost, *, log: Log = None) -> Frontier:
     """The whole budget-value frontier of the LP relaxation (DIPN Eq. 2 for every budget at once).
 
     Args:
-        values, costs: N x K arrays (float32/float64, costs >= 0), as for :func:`solve`.
+        response, cost: N x K arrays (float32/float64, cost >= 0), as for :func:`solve`.
     Returns:
         :class:`Frontier` with arrays ``lambdas`` (decreasing, inf first), ``costs`` and
         ``values`` (non-decreasing) at each breakpoint, and ``value_at`` / ``lambda_at`` /
@@ -127,7 +127,7 @@ def frontier(values, costs, *, log: Log = None) -> Frontier:
 
     Memory: about 40 bytes per hull segment (at most N x (K-1) segments), plus N x K int16.
     """
-    v, c = _checks.check_pair(values, costs)
+    v, c = _checks.check_pair(response, cost)
     n, k = v.shape
     hull = compute_hull(v, c, log=log)
     order = np.argsort(-hull.seg_eff, kind="stable")

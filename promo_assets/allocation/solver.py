@@ -327,10 +327,10 @@ class BracketScan:
         return jh, anyw == 0, fi_all, vb, cb
 
 
-def fix_on_bracket(v, c, lam_lo: float, lam_hi: float, log: Log = None):
+def fix_on_bracket(response, cost, lam_lo: float, lam_hi: float, log: Log = None):
     """One scan of every user over the bracket [lam_lo, lam_hi]: (levels: each user's level at
     lam_hi, final for the fixed users; act: the users not fixed; the fixed users' total cost, value)."""
-    n, k = v.shape
+    n, k = response.shape
     rows = _checks.rows_per_chunk(k)
     levels = np.empty(n, dtype=np.int32)
     fixed_c = fixed_v = 0.0
@@ -338,7 +338,7 @@ def fix_on_bracket(v, c, lam_lo: float, lam_hi: float, log: Log = None):
     scan = BracketScan(min(rows, n), k)
     for s0 in range(0, n, rows):
         m = min(rows, n - s0)
-        jh, fx, fi_all, vb, cb = scan(v[s0 : s0 + m], c[s0 : s0 + m], lam_lo, lam_hi)
+        jh, fx, fi_all, vb, cb = scan(response[s0 : s0 + m], cost[s0 : s0 + m], lam_lo, lam_hi)
         levels[s0 : s0 + m] = jh
         fi = fi_all[fx]
         fixed_c += float(cb.reshape(-1)[fi].sum())
@@ -464,8 +464,8 @@ def _infeasible(min_total: float, total: float, n: int, per_capita: bool, what="
 
 
 def solve(
-    values,
-    costs,
+    response,
+    cost,
     budget: float,
     per_capita: bool = False,
     seed: int = 0,
@@ -476,7 +476,7 @@ def solve(
     """Exact optimum of the single-budget MCKP LP relaxation (DIPN Eq. 2 / Eq. 5 per capita).
 
     Args:
-        values, costs: N x K arrays (float32 or float64; not copied) of predicted response and
+        response, cost: N x K arrays (float32 or float64; not copied) of predicted response and
             cost of every user x level. Costs must be >= 0; a level may be free; level 0 need not
             be the cheapest.
         budget: total budget, or budget per user when ``per_capita`` (total = budget x N).
@@ -498,7 +498,7 @@ def solve(
     incremental efficiency (exact, no iterations); for large N, lambda* is first bracketed from
     a user sample and only users whose level changes inside the bracket enter the greedy.
     """
-    v, c = _checks.check_pair(values, costs)
+    v, c = _checks.check_pair(response, cost)
     b = _checks.check_budget(budget)
     _checks.check_solve_size(*v.shape)
     n = v.shape[0]
@@ -513,8 +513,8 @@ def solve(
 
 
 def solve_ratio(
-    values,
-    costs,
+    response,
+    cost,
     ratio: float,
     seed: int = 0,
     *,
@@ -536,7 +536,7 @@ def solve_ratio(
     Raises InfeasibleBudgetError when even the best user-by-user choice cannot meet the ratio
     (sum_i min_j (c_ij - ratio*v_ij) > 0).
     """
-    v, c = _checks.check_pair(values, costs)
+    v, c = _checks.check_pair(response, cost)
     r = _checks.check_budget(ratio, "ratio")
     if not math.isfinite(r) or r < 0:
         raise AllocationInputError(f"ratio must be a finite number >= 0, got {ratio!r}")
@@ -582,12 +582,12 @@ def solve_ratio(
     )
 
 
-def dual_objective(values, costs, lambda_: float, budget: float) -> float:
+def dual_objective(response, cost, lambda_: float, budget: float) -> float:
     """The dual function lambda*B + sum_i max_j (v_ij - lambda*c_ij) (end-to-end paper Eq. 3).
 
     An upper bound on the LP (hence on every feasible allocation) for any lambda >= 0.
     """
-    v, c = _checks.check_pair(values, costs, allow_negative_costs=True)
+    v, c = _checks.check_pair(response, cost, allow_negative_costs=True)
     lam = float(lambda_)
     n, k = v.shape
     rows = _checks.rows_per_chunk(k)

@@ -318,24 +318,24 @@ def test_unconstrained_budget_and_infeasible_message():
 
 
 @pytest.mark.parametrize(
-    ("values", "costs", "budget", "match"),
+    ("response", "cost", "budget", "match"),
     [
         (np.array([[1.0, np.nan], [np.nan, 2.0]]), np.ones((2, 2)), 1.0,
-         r"values has 2 non-finite .* first at user 0, level 1"),
+         r"response has 2 non-finite .* first at user 0, level 1"),
         (np.ones((3, 2)), np.array([[1.0, 2.0], [1.0, np.inf], [0.0, 1.0]]), 1.0,
-         r"costs has 1 non-finite .* first at user 1, level 1"),
+         r"cost has 1 non-finite .* first at user 1, level 1"),
         (np.ones((2, 3)), np.array([[1.0, -2.0, 0.0], [-1.0, 0.0, 0.0]]), 1.0,
-         r"costs has 2 negative entries; first at user 0, level 1"),
-        (np.ones((2, 3)), np.ones((3, 2)), 1.0, r"same shape .* values \(2, 3\) and costs \(3, 2\)"),
-        (np.ones((0, 3)), np.ones((0, 3)), 1.0, r"values is empty"),
-        (np.ones(3), np.ones(3), 1.0, r"values must be a 2-D array"),
-        (np.array([["a", "b"]]), np.ones((1, 2)), 1.0, r"values must be a numeric array"),
+         r"cost has 2 negative entries; first at user 0, level 1"),
+        (np.ones((2, 3)), np.ones((3, 2)), 1.0, r"same shape .* response \(2, 3\) and cost \(3, 2\)"),
+        (np.ones((0, 3)), np.ones((0, 3)), 1.0, r"response is empty"),
+        (np.ones(3), np.ones(3), 1.0, r"response must be a 2-D array"),
+        (np.array([["a", "b"]]), np.ones((1, 2)), 1.0, r"response must be a numeric array"),
         (np.ones((2, 2)), np.ones((2, 2)), float("nan"), r"budget must be a finite number"),
     ],
 )
-def test_bad_input_errors(values, costs, budget, match):
+def test_bad_input_errors(response, cost, budget, match):
     with pytest.raises(AllocationInputError, match=match):
-        solve(values, costs, budget)
+        solve(response, cost, budget)
     assert issubclass(AllocationInputError, ValueError)
     assert issubclass(InfeasibleBudgetError, ValueError)
 
@@ -350,17 +350,17 @@ def test_float32_inputs_and_public_api():
     for name in ("solve", "solve_multi", "solve_ratio", "frontier", "OnlinePolicy", "Allocation",
                  "InfeasibleBudgetError", "AllocationInputError"):
         assert hasattr(al, name)
-    assert "solve(values, costs, budget" in al.__doc__
+    assert "solve(response, cost, budget" in al.__doc__
     with pytest.raises(Exception):  # frozen dataclass
         a64.lambda_ = 1.0  # type: ignore[misc]
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(1, 30), st.integers(1, 6), st.data(), st.sampled_from(["values", "costs"]),
+@given(st.integers(1, 30), st.integers(1, 6), st.data(), st.sampled_from(["response", "cost"]),
        st.sampled_from([np.nan, np.inf, -np.inf]), st.sampled_from([np.float32, np.float64]))
 def test_non_finite_entries_are_reported_exactly(n, k, data, which, bad, dtype):
     rng = np.random.default_rng(n * 7 + k)
-    arrays = {"values": rng.random((n, k)).astype(dtype), "costs": rng.random((n, k)).astype(dtype)}
+    arrays = {"response": rng.random((n, k)).astype(dtype), "cost": rng.random((n, k)).astype(dtype)}
     cells = data.draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, k - 1)),
                                min_size=1, max_size=5, unique=True))
     for i, j in cells:
@@ -369,7 +369,7 @@ def test_non_finite_entries_are_reported_exactly(n, k, data, which, bad, dtype):
     match = (rf"{which} has {len(cells)} non-finite .* first at user {first[0]}, "
              rf"level {first[1]}")
     with pytest.raises(AllocationInputError, match=match):
-        solve(arrays["values"], arrays["costs"], 1.0)
+        solve(arrays["response"], arrays["cost"], 1.0)
 
 
 # ---------------------------------------------------------------------------------------------
