@@ -99,9 +99,9 @@ class Constraints:
     def names(self) -> list[str]:
         return budget_names(self.costs, self.groups)
 
-    def matrices(self, costs: np.ndarray, budget_per_capita: float) -> tuple[list[np.ndarray], np.ndarray]:
+    def matrices(self, cost: np.ndarray, budget_per_capita: float) -> tuple[list[np.ndarray], np.ndarray]:
         """([A_m N x K], [B_m totals]): the incentive budget first, then the cost types, then the groups."""
-        return budget_matrices(costs, budget_per_capita, self.costs, self.groups)
+        return budget_matrices(cost, budget_per_capita, self.costs, self.groups)
 
 
 @dataclass
@@ -147,14 +147,14 @@ def explore_mask(n: int, share: float, seed: int, day: dt.date | None = None) ->
     return mask
 
 
-def decide_with_exploration(values, costs, budget_per_capita: float, exploration: Exploration,
+def decide_with_exploration(response, cost, budget_per_capita: float, exploration: Exploration,
                             day: dt.date | None = None, constraints: Constraints | None = None) -> Decision:
     """The decision for one budget (module docstring): values, costs N x K (the champion's
     predictions for the users decided for), the per-capita budget, the exploration settings and the
     decision date (it seeds the draws together with exploration.seed). With `constraints` the other
     budgets are kept too (`_decide_constrained`)."""
-    v = np.asarray(values, dtype=np.float64)
-    c = np.asarray(costs, dtype=np.float64)
+    v = np.asarray(response, dtype=np.float64)
+    c = np.asarray(cost, dtype=np.float64)
     if v.ndim != 2 or v.shape != c.shape or v.shape[0] == 0:
         raise DecisionError(f"values and costs must be two N x K arrays of the same shape, got {v.shape} and {c.shape}")
     n, k = v.shape
