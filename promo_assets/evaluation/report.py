@@ -390,7 +390,7 @@ class _Holdout:
                 row["eom_value"], row["eom_cost"] = float(ev[0]), float(ec[0])
                 row["eom_ci_low"], row["eom_ci_high"] = bootstrap_eom(assigned, t, y, z, p, n_boot=self.n_boot,
                                                                       seed=seed)
-                q = q_at_budget(v, c, t, y, z, p, b)
+                q = q_at_budget((v, c), t, y, z, p, b)
                 row["q_value"], row["q_cost"] = q.value, q.cost
                 if my is not None:
                     dv, dc, _ = dr_batch(assigned, t, y, z, p, my, mz)
@@ -399,7 +399,7 @@ class _Holdout:
                     if math.isnan(row["dr_ci_low"]):
                         self.add_note(row, name, f"only {int(nm[0])} holdout event matches the levels this policy "
                                       f"assigns at budget {b:g}: no DR interval (needs 2)")
-                    dq = dr_q_at_budget(v, c, t, y, z, p, my, mz, b)
+                    dq = dr_q_at_budget((v, c), t, y, z, p, my, mz, b)
                     row["dr_q_value"], row["dr_q_cost"] = dq.value, dq.cost
             self.finish(row, b)
             rows.append(row)
