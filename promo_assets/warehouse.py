@@ -80,7 +80,28 @@ def schema_columns() -> frozenset[str]:
         con.close()
 
 
+# Columns renamed since earlier versions of the schema: (table, old name, new name, the statement of
+# sql/meta.sql that renames it). A warehouse made before a rename keeps its rows under the new name.
+COLUMN_RENAMES = (
+    ("response_coefficients", "value", "response", "rename_response_coefficients_value"),
+    ("merchant_coefficients", "value", "response", "rename_merchant_coefficients_value"),
+)
+
+
+def _has_column(con: duckdb.DuckDBPyConnection, table: str, column: str) -> bool:
+    return bool(con.execute(sql("meta", "column_exists"), [table, column]).fetchone()[0])
+
+
+def _rename_old_columns(con: duckdb.DuckDBPyConnection) -> None:
+    """Bring the columns of a warehouse made by an earlier version to their current names (see
+    COLUMN_RENAMES); a table that does not exist yet, or already has the new name, is left alone."""
+    for table, old, new, statement in COLUMN_RENAMES:
+        if _has_column(con, table, old) and not _has_column(con, table, new):
+            con.execute(sql("meta", statement))
+
+
 def _run_schema_statements(con: duckdb.DuckDBPyConnection) -> None:
+    _rename_old_columns(con)
     for statement in statements("schema"):
         con.execute(statement)
 

@@ -35,11 +35,11 @@ VALUES (?, ?, ?, ?, ?, now(), ?);
 DELETE FROM response_coefficients WHERE campaign = ? AND model = ? AND model_version = ? AND target = ?;
 
 -- name: insert_coefficients
-INSERT INTO response_coefficients SELECT ?, ?, ?, ?, user_id, level, value, cost, now() FROM chunk_df;
+INSERT INTO response_coefficients SELECT ?, ?, ?, ?, user_id, level, response, cost, now() FROM chunk_df;
 
 -- name: coefficients
 -- Coefficients of one model version and target, one row per user x level, in a stable user order.
-SELECT user_id, level, value, cost FROM response_coefficients
+SELECT user_id, level, response, cost FROM response_coefficients
 WHERE campaign = ? AND model = ? AND model_version = ? AND target = ?
 ORDER BY user_id, level;
 

@@ -42,3 +42,15 @@ DELETE FROM warehouse_schema;
 
 -- name: record_schema_hash
 INSERT INTO warehouse_schema VALUES (?);
+
+-- name: column_exists
+-- Whether a table of this database has a column of this name (warehouse.ensure_schema's renames).
+SELECT count(*) FROM information_schema.columns
+WHERE table_catalog = current_database() AND table_schema = current_schema() AND table_name = ? AND column_name = ?;
+
+-- name: rename_response_coefficients_value
+-- Warehouses made before the predicted response was called `response` everywhere stored it as `value`.
+ALTER TABLE response_coefficients RENAME COLUMN value TO response;
+
+-- name: rename_merchant_coefficients_value
+ALTER TABLE merchant_coefficients RENAME COLUMN value TO response;

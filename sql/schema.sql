@@ -128,8 +128,8 @@ CREATE TABLE IF NOT EXISTS response_coefficients (
     target         VARCHAR NOT NULL,   -- 'population' | 'holdout'
     user_id        VARCHAR NOT NULL,
     level          INTEGER NOT NULL,
-    value          DOUBLE  NOT NULL,
-    cost           DOUBLE  NOT NULL,
+    response       DOUBLE  NOT NULL,   -- predicted response (warehouses before this column was renamed
+    cost           DOUBLE  NOT NULL,   -- called it `value`: warehouse.ensure_schema renames it)
     scored_at      TIMESTAMP NOT NULL
 );
 
@@ -275,7 +275,8 @@ CREATE TABLE IF NOT EXISTS graph_merchants (
 );
 
 -- name: create_merchant_coefficients
--- Predicted sharing count (value) and commission cost per merchant x commission level (history kept by version).
+-- Predicted sharing count (response) and commission cost per merchant x commission level (history kept by version).
+-- Warehouses made before the column was renamed called `response` `value`: warehouse.ensure_schema renames it.
 CREATE TABLE IF NOT EXISTS merchant_coefficients (
     campaign       VARCHAR NOT NULL,
     model          VARCHAR NOT NULL,
@@ -283,7 +284,7 @@ CREATE TABLE IF NOT EXISTS merchant_coefficients (
     merchant_id    VARCHAR NOT NULL,
     level          INTEGER NOT NULL,
     incentive      DOUBLE  NOT NULL,   -- the commission amount of the level
-    value          DOUBLE  NOT NULL,
+    response       DOUBLE  NOT NULL,
     cost           DOUBLE  NOT NULL,
     scored_at      TIMESTAMP NOT NULL
 );

@@ -53,7 +53,7 @@ class StoredCoefficients:
         return f"{self.what}, users {first}..{min(first + self.rows, self.n_users) - 1}"
 
     def stream(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """(values, costs, user ids) per chunk, in order: one ordered scan on a cursor of its own."""
+        """(response, cost, user ids) per chunk, in order: one ordered scan on a cursor of its own."""
         import pyarrow as pa
 
         step = self.rows * self.n_levels
@@ -79,9 +79,9 @@ class StoredCoefficients:
             raise AllocationInputError(f"{self.what}: the users from {first} on do not each have the levels "
                                        f"0..{k - 1}; re-materialize response_coefficients")
         users = table.column("user_id").to_numpy(zero_copy_only=False)[::k]
-        values = table.column("value").to_numpy().reshape(m, k)
-        costs = table.column("cost").to_numpy().reshape(m, k)
-        return values, costs, users
+        response = table.column("response").to_numpy().reshape(m, k)
+        cost = table.column("cost").to_numpy().reshape(m, k)
+        return response, cost, users
 
 
 def sampled_frontier(source, *, client=None, users: int = FRONTIER_USERS, seed: int = 0) -> tuple[Frontier, int]:

@@ -133,7 +133,7 @@ def test_bad_chunked_inputs_are_refused_naming_the_place(case, tmp_path):
     if case == "error-nan-in-a-parquet-chunk":
         v[2_345, 2] = np.nan
         write_parquet(path, v, c, rows_per_group=1_000)
-        with pytest.raises(AllocationInputError, match=r"coef\.parquet row group 2: values has 1 non-finite .* user 345, level 2"):
+        with pytest.raises(AllocationInputError, match=r"coef\.parquet row group 2: response has 1 non-finite .* user 345, level 2"):
             solve_chunked(ParquetSource([path], 4), 10.0)
     elif case == "error-missing-column":
         write_parquet(path, v[:, :3], c[:, :3])
@@ -294,7 +294,7 @@ def stored(tmp_path, v, c, *, shuffle_seed=0):
     order = np.random.default_rng(shuffle_seed).permutation(n)
     frame = pd.DataFrame({"user_id": np.repeat([f"u{i:06d}" for i in order], k),
                           "level": np.tile(np.arange(k, dtype=np.int32), n),
-                          "value": v[order].ravel(), "cost": c[order].ravel()})
+                          "response": v[order].ravel(), "cost": c[order].ravel()})
     warehouse = WarehouseResource(path=str(tmp_path / "w.duckdb"))
     with warehouse.transaction() as con, registered(con, "chunk_df", frame):
         con.execute(sql("frames", "insert_coefficients"), ["demo", "m", "v1", "population"])
