@@ -85,6 +85,7 @@ def schema_columns() -> frozenset[str]:
 COLUMN_RENAMES = (
     ("response_coefficients", "value", "response", "rename_response_coefficients_value"),
     ("merchant_coefficients", "value", "response", "rename_merchant_coefficients_value"),
+    ("budget_dual", "value", "response", "rename_budget_dual_value"),
 )
 
 

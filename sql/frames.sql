@@ -49,7 +49,7 @@ SELECT count(*), count(DISTINCT user_id) FROM response_coefficients
 WHERE campaign = ? AND model = ? AND model_version = ? AND target = ?;
 
 -- name: insert_dual
-INSERT INTO budget_dual (campaign, model, model_version, budget_per_capita, lambda_, value, cost, dual_bound,
+INSERT INTO budget_dual (campaign, model, model_version, budget_per_capita, lambda_, response, cost, dual_bound,
                          n_users, run_id, solved_at, tie_share)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now(), ?);
 

@@ -54,3 +54,6 @@ ALTER TABLE response_coefficients RENAME COLUMN value TO response;
 
 -- name: rename_merchant_coefficients_value
 ALTER TABLE merchant_coefficients RENAME COLUMN value TO response;
+
+-- name: rename_budget_dual_value
+ALTER TABLE budget_dual RENAME COLUMN value TO response;

@@ -140,8 +140,8 @@ CREATE TABLE IF NOT EXISTS budget_dual (
     model_version     VARCHAR NOT NULL,
     budget_per_capita DOUBLE  NOT NULL,
     lambda_           DOUBLE  NOT NULL,
-    value             DOUBLE  NOT NULL,
-    cost              DOUBLE  NOT NULL,
+    response          DOUBLE  NOT NULL,   -- the allocation's total predicted response (`value` in
+    cost              DOUBLE  NOT NULL,   -- earlier warehouses: warehouse.ensure_schema renames it)
     dual_bound        DOUBLE  NOT NULL,
     n_users           BIGINT  NOT NULL,
     run_id            VARCHAR NOT NULL,

@@ -13,9 +13,9 @@ Public API
     inside the bracket enter the greedy. At most one user is fractional in the LP optimum; it
     is resolved by seeded sampling (DIPN §3.1; ``rounding="down"`` always stays within budget).
 ``Allocation``
-    Frozen dataclass: ``levels`` (int32, N), ``lambda_``, ``value``, ``cost``, ``budget``,
-    ``lp_value``, ``lp_cost``, ``dual_bound`` (= lambda*·B + sum_i max_j (v_ij - lambda*·c_ij)),
-    ``gap`` (dual_bound - value), ``relative_gap``, ``fractional_user`` (index or None),
+    Frozen dataclass: ``levels`` (int32, N), ``lambda_``, ``response`` (total predicted response),
+    ``cost``, ``budget``, ``lp_response``, ``lp_cost``, ``dual_bound`` (= lambda*·B + sum_i max_j
+    (v_ij - lambda*·c_ij)), ``gap`` (dual_bound - response), ``relative_gap``, ``fractional_user`` (index or None),
     ``fraction``, ``fractional_levels``, ``rounded_up``, ``feasible``, ``kind``, ``ratio``,
     ``info``; ``summary()`` gives the scalars as a dict.
 ``solve_ratio(response, cost, ratio, seed=0, ...) -> Allocation``
@@ -25,10 +25,10 @@ Public API
     Several budgets (DIPN Eq. 4): M cost types (list of N x K arrays or N x K x M), and/or
     overlapping user groups (N x M boolean masks), each with its own budget. Smoothed-dual
     L-BFGS-B then exact column generation with HiGHS on the undecided users; returns the
-    ``multipliers``, ``levels``, ``value``, ``usage``, ``lp_value``, ``dual_bound``, ``gap``.
+    ``multipliers``, ``levels``, ``response``, ``usage``, ``lp_response``, ``dual_bound``, ``gap``.
 ``frontier(response, cost, log=None) -> Frontier``
     The whole budget-value curve of the LP: arrays ``lambdas`` (inf, then decreasing),
-    ``costs`` and ``values`` (totals, non-decreasing) at every breakpoint; ``value_at(budget)``,
+    ``costs`` and ``response`` (totals, non-decreasing) at every breakpoint; ``response_at(budget)``,
     ``lambda_at(budget)``, ``levels_at(budget)``, ``allocation(budget)`` reuse it without
     re-solving; ``to_frame()`` for plots.
 ``OnlinePolicy(model, lambda_, ratio=None)``

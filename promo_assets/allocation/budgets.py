@@ -74,7 +74,7 @@ def within(use, totals, rel: float = 1e-9) -> bool:
 @dataclass(frozen=True)
 class SeveralBudgets:
     """One incentive budget solved with the others: the multiplier, total and predicted use of every
-    budget (`names` order), the allocation's predicted value and incentive cost, the LP's dual
+    budget (`names` order), the allocation's predicted response and incentive cost, the LP's dual
     bound, and the levels (rounded down: every budget kept)."""
 
     budget_per_capita: float
@@ -82,7 +82,7 @@ class SeveralBudgets:
     multipliers: np.ndarray
     totals: np.ndarray
     use: np.ndarray
-    value: float
+    response: float
     cost: float
     dual_bound: float
     n_users: int
@@ -124,7 +124,7 @@ def solve_budgets(response: np.ndarray, cost: np.ndarray, budgets_per_capita: Se
         levels = np.asarray(res.levels, dtype=np.int64)
         solved.append(SeveralBudgets(
             budget_per_capita=float(b), names=names, multipliers=np.asarray(res.multipliers, dtype=np.float64),
-            totals=totals, use=np.asarray(res.usage, dtype=np.float64), value=float(res.value),
+            totals=totals, use=np.asarray(res.usage, dtype=np.float64), response=float(res.response),
             cost=float(c[np.arange(len(levels)), levels].sum()), dual_bound=float(res.dual_bound), n_users=len(v),
             levels=levels))
         if log:

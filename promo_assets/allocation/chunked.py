@@ -525,9 +525,9 @@ def solve_chunked(source, budget: float, per_capita: bool = False, seed: int = 0
         else:
             sink(i, int(starts[i]), out["levels"])
     clock.lap("levels_pass")
-    tol = 1e-9 * max(1.0, abs(figures["value"]))
-    if abs(value - figures["value"]) > tol:  # the levels written must be the ones certified
-        raise AssertionError(f"solve_chunked: written levels are worth {value!r}, certified {figures['value']!r}")
+    tol = 1e-9 * max(1.0, abs(figures["response"]))
+    if abs(value - figures["response"]) > tol:  # the levels written must be the ones certified
+        raise AssertionError(f"solve_chunked: written levels are worth {value!r}, certified {figures['response']!r}")
     return Allocation(levels=kept if kept is not None else np.zeros(0, dtype=np.int32), **figures,
                       fractional_user=None if frac is None else frac[0], fraction=float(theta) if fractional else 0.0,
                       fractional_levels=None if frac is None else (frac[1], frac[2]), rounded_up=rounded_up,

@@ -38,9 +38,9 @@ class MultiAllocation:
     """Result of :func:`solve_multi`.
 
     levels: int32 (N,) chosen level per user. multipliers: (M,) dual multipliers mu (one per
-    budget). value: total value of ``levels``; usage: (M,) their use of each budget; budgets:
-    (M,) total budgets. lp_value: LP optimum found; dual_bound: D(multipliers);
-    gap = dual_bound - value, relative_gap = gap / |dual_bound|; lp_gap = dual_bound - lp_value
+    budget). response: total predicted response of ``levels``; usage: (M,) their use of each
+    budget; budgets: (M,) total budgets. lp_response: LP optimum found; dual_bound: D(multipliers);
+    gap = dual_bound - response, relative_gap = gap / |dual_bound|; lp_gap = dual_bound - lp_response
     (the duality gap of the LP solve itself). fractional_users: users split in the LP optimum
     (resolved by seeded sampling, or by 'down' rounding to their least budget-hungry option);
     feasible: every usage <= budget.
@@ -48,10 +48,10 @@ class MultiAllocation:
 
     levels: np.ndarray
     multipliers: np.ndarray
-    value: float
+    response: float
     usage: np.ndarray
     budgets: np.ndarray
-    lp_value: float
+    lp_response: float
     dual_bound: float
     gap: float
     relative_gap: float
@@ -63,10 +63,10 @@ class MultiAllocation:
     def summary(self) -> dict:
         return {
             "multipliers": [float(x) for x in self.multipliers],
-            "value": self.value,
+            "response": self.response,
             "usage": [float(x) for x in self.usage],
             "budgets": [float(x) for x in self.budgets],
-            "lp_value": self.lp_value,
+            "lp_response": self.lp_response,
             "dual_bound": self.dual_bound,
             "gap": self.gap,
             "relative_gap": self.relative_gap,
@@ -232,7 +232,7 @@ def solve_multi(
             (groups may overlap).
         seed, rounding: as in :func:`solve` ("sample" or "down") for the fractional users.
     Returns:
-        :class:`MultiAllocation` (levels, multipliers, value, usage, lp_value, dual_bound, gap).
+        :class:`MultiAllocation` (levels, multipliers, response, usage, lp_response, dual_bound, gap).
     Raises:
         AllocationInputError on bad input; InfeasibleBudgetError when a budget is below its
         cheapest possible use (or when the budgets cannot be met together).
@@ -333,10 +333,10 @@ def solve_multi(
     return MultiAllocation(
         levels=levels,
         multipliers=mu,
-        value=value,
+        response=value,
         usage=usage,
         budgets=b,
-        lp_value=lp_value,
+        lp_response=lp_value,
         dual_bound=dual,
         gap=gap,
         relative_gap=gap / abs(dual) if dual else (0.0 if gap == 0 else math.inf),

@@ -34,13 +34,15 @@ class Allocation:
     Attributes:
         levels: int32 array (N,), the chosen level index per user (integral allocation).
         lambda_: lambda*, the optimal dual multiplier of the budget constraint (DIPN Eq. 6).
-        value, cost: total value and total cost of ``levels`` (float64 sums of the inputs).
+        response, cost: total predicted response and total cost of ``levels`` (float64 sums of
+            the inputs).
         budget: the total budget the constraint used (budget x N when per capita; 0 for the ratio
             form, whose constraint is sum (c - ratio*v) x <= 0).
-        lp_value, lp_cost: optimum of the LP relaxation and its cost.
-        dual_bound: lambda*·budget + sum_i max_j (v_ij - lambda*·c_ij) >= every feasible value
-            (equal to lp_value up to rounding, by LP duality).
-        gap, relative_gap: dual_bound - value, and gap / |dual_bound|.
+        lp_response, lp_cost: optimum of the LP relaxation (its total predicted response) and its
+            cost.
+        dual_bound: lambda*·budget + sum_i max_j (v_ij - lambda*·c_ij) >= every feasible response
+            (equal to lp_response up to rounding, by LP duality).
+        gap, relative_gap: dual_bound - response, and gap / |dual_bound|.
         fractional_user: the (at most one) user split between two levels in the LP optimum, or
             None; ``fraction`` is the LP share of its upper level and ``fractional_levels`` its
             (lower, upper) levels. With rounding="sample" the user gets the upper level with
@@ -53,10 +55,10 @@ class Allocation:
 
     levels: np.ndarray
     lambda_: float
-    value: float
+    response: float
     cost: float
     budget: float
-    lp_value: float
+    lp_response: float
     lp_cost: float
     dual_bound: float
     gap: float
@@ -76,10 +78,10 @@ class Allocation:
         """Scalar fields as a plain dict (for logs and metadata)."""
         return {
             "lambda_": self.lambda_,
-            "value": self.value,
+            "response": self.response,
             "cost": self.cost,
             "budget": self.budget,
-            "lp_value": self.lp_value,
+            "lp_response": self.lp_response,
             "lp_cost": self.lp_cost,
             "dual_bound": self.dual_bound,
             "gap": self.gap,
@@ -125,8 +127,8 @@ def certificate(*, low_value: float, low_cost: float, lambda_: float, budget: fl
         cost += crit_dc
     tol = 1e-9 * max(1.0, abs(budget))
     gap = dual - value
-    return dict(lambda_=float(lambda_), value=float(value), cost=float(cost), budget=float(budget),
-                lp_value=float(lp_value), lp_cost=float(lp_cost), dual_bound=float(dual), gap=float(gap),
+    return dict(lambda_=float(lambda_), response=float(value), cost=float(cost), budget=float(budget),
+                lp_response=float(lp_value), lp_cost=float(lp_cost), dual_bound=float(dual), gap=float(gap),
                 relative_gap=float(_rel(gap, dual)), feasible=bool(cost <= budget + tol))
 
 
@@ -488,7 +490,7 @@ def solve(
         log: optional progress callback.
 
     Returns:
-        :class:`Allocation` (levels, lambda_, value, cost, lp_value, dual_bound, gap, ...).
+        :class:`Allocation` (levels, lambda_, response, cost, lp_response, dual_bound, gap, ...).
 
     Raises:
         AllocationInputError: bad shapes/dtypes, NaN/inf, negative costs, empty input.
@@ -551,20 +553,20 @@ def solve_ratio(
     a = _solve_checked(v, shifted, 0.0, min_total, rounding, seed, "ratio", log, ratio=r)
     rows = np.arange(v.shape[0])
     real_cost = float(c[rows, a.levels].sum(dtype=np.float64))
-    lp_real_cost = a.lp_cost + r * a.lp_value  # shifted cost + ratio*value = real cost
+    lp_real_cost = a.lp_cost + r * a.lp_response  # shifted cost + ratio*response = real cost
     info = dict(a.info)
     info.update(
         shifted_cost=a.cost,
         shifted_lp_cost=a.lp_cost,
-        achieved_ratio=real_cost / a.value if a.value else math.nan,
+        achieved_ratio=real_cost / a.response if a.response else math.nan,
     )
     return Allocation(
         levels=a.levels,
         lambda_=a.lambda_,
-        value=a.value,
+        response=a.response,
         cost=real_cost,
-        budget=r * a.value,
-        lp_value=a.lp_value,
+        budget=r * a.response,
+        lp_response=a.lp_response,
         lp_cost=float(lp_real_cost),
         dual_bound=a.dual_bound,
         gap=a.gap,
@@ -573,7 +575,7 @@ def solve_ratio(
         fraction=a.fraction,
         fractional_levels=a.fractional_levels,
         rounded_up=a.rounded_up,
-        feasible=bool(real_cost <= r * a.value + 1e-9 * max(1.0, abs(r * a.value))),
+        feasible=bool(real_cost <= r * a.response + 1e-9 * max(1.0, abs(r * a.response))),
         kind="ratio",
         n_users=a.n_users,
         n_levels=a.n_levels,

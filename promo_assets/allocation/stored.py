@@ -110,12 +110,12 @@ def decide_into_allocation(con, source: StoredCoefficients, row: list, lambda_: 
 
 
 def frontier_points(source, *, client=None, points: int = 12) -> list[dict]:
-    """About `points` points of the budget–value frontier (`sampled_frontier`), evenly spaced over its
-    breakpoints, per user of the sample: λ, cost and value per capita (budget_dual's metadata)."""
+    """About `points` points of the budget–response frontier (`sampled_frontier`), evenly spaced over its
+    breakpoints, per user of the sample: λ, cost and predicted response per capita (budget_dual's metadata)."""
     fr, n_fr = sampled_frontier(source, client=client)
     idx = np.unique(np.linspace(0, len(fr.costs) - 1, points).round().astype(int))
     return [{"lambda_": float(fr.lambdas[i]), "cost_per_capita": float(fr.costs[i]) / n_fr,
-             "value_per_capita": float(fr.values[i]) / n_fr} for i in idx]
+             "response_per_capita": float(fr.response[i]) / n_fr} for i in idx]
 
 
 def solve_budgets_chunked(source, budgets, *, client=None, log=None) -> list[tuple]:

@@ -109,7 +109,7 @@ class Decision:
     """One budget's decision for N users.
 
     levels (N, int), explore (N, bool: the user's level was drawn at random), propensity (N),
-    policy_levels (N: the champion's level pi_i at `lambda_`), predicted value and cost of each
+    policy_levels (N: the champion's level pi_i at `lambda_`), predicted response and cost of each
     user's level (N), the multiplier, the per-capita budget, and per-capita summaries: predicted
     value and cost of the decision, of the champion without exploration, the value given up and the
     explored users' predicted cost.
@@ -119,7 +119,7 @@ class Decision:
     explore: np.ndarray
     propensity: np.ndarray
     policy_levels: np.ndarray
-    value: np.ndarray
+    response: np.ndarray
     cost: np.ndarray
     lambda_: float
     budget_per_capita: float
@@ -195,8 +195,8 @@ def decide_with_exploration(response, cost, budget_per_capita: float, exploratio
         policy[mask] = decide(v[mask], c[mask], lam) if math.isfinite(lam) else c[mask].argmin(axis=1)
     propensity = (1.0 - share) * (levels == policy) + share * mix[levels]
     val, cst = v[rows, levels], c[rows, levels]
-    full_value = float(full.value) / n
-    return Decision(levels=levels, explore=mask, propensity=propensity, policy_levels=policy, value=val, cost=cst,
+    full_value = float(full.response) / n
+    return Decision(levels=levels, explore=mask, propensity=propensity, policy_levels=policy, response=val, cost=cst,
                     lambda_=lam, budget_per_capita=b, share=share, value_per_capita=float(val.mean()),
                     cost_per_capita=float(cst.mean()), full_value_per_capita=full_value,
                     value_given_up_per_capita=full_value - float(val.mean()), explore_cost_per_capita=explore_cost / n)
@@ -248,8 +248,8 @@ def _decide_constrained(v, c, b, s, mix, exploration: Exploration, day, constrai
     propensity = (1.0 - share) * (levels == policy) + share * mix[levels]
     val, cst = v[rows, levels], c[rows, levels]
     use = {name: float(a[rows, levels].sum()) / t if t > 0 else 0.0 for name, a, t in zip(names, mats, totals)}
-    full_value = float(full.value) / n
-    return Decision(levels=levels, explore=mask, propensity=propensity, policy_levels=policy, value=val, cost=cst,
+    full_value = float(full.response) / n
+    return Decision(levels=levels, explore=mask, propensity=propensity, policy_levels=policy, response=val, cost=cst,
                     lambda_=float(mu[0]), budget_per_capita=b, share=share, value_per_capita=float(val.mean()),
                     cost_per_capita=float(cst.mean()), full_value_per_capita=full_value,
                     value_given_up_per_capita=full_value - float(val.mean()),

@@ -36,7 +36,7 @@ def decision_frame(user_ids, decision: Decision, labels: Sequence[str], incentiv
         "level": lv.astype(np.int32),
         "label": np.asarray([str(x) for x in labels], dtype=object)[lv],
         "incentive": np.asarray(incentives, dtype=np.float64)[lv],
-        "predicted_response": decision.value,
+        "predicted_response": decision.response,
         "predicted_cost": decision.cost,
         "policy": np.where(decision.explore, "explore", "champion"),
         "propensity": decision.propensity,

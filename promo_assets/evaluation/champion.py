@@ -602,7 +602,7 @@ def truth_audit(true_values, true_costs, results: Mapping[str, CandidateResult],
     for b in budgets:
         res = allocate(tv, tc, float(b), seed=0)
         ov, _ = true_policy_value(np.asarray(res.levels, dtype=np.int64), tv, tc)
-        oracle.append(max(ov, float(res.lp_value) / tv.shape[0]))
+        oracle.append(max(ov, float(res.lp_response) / tv.shape[0]))
     out = {}
     for name, r in results.items():
         v, c = r.candidate.coefficients(holdout)

@@ -277,7 +277,7 @@ class _Holdout:
                 res, _ = self.allocation_or_none("oracle", tv, tc, b)
                 if res is not None:
                     ov, oc = true_policy_value(np.asarray(res.levels, dtype=np.int64), tv, tc)
-                    self.oracle[b] = (ov, oc, max(ov, float(res.lp_value) / self.n))
+                    self.oracle[b] = (ov, oc, max(ov, float(res.lp_response) / self.n))
         self.level_costs = logged_level_costs(t, z, propensity, k)
 
     def say(self, msg: str) -> None:

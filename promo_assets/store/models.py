@@ -45,8 +45,8 @@ def coefficient_arrays(con: duckdb.DuckDBPyConnection, campaign: str, model: str
 
 def record_dual(con: duckdb.DuckDBPyConnection, campaign: str, model: str, version: str, budget: float, res,
                 n_users: int, run_id: str, tie_share: float) -> None:
-    """λ* of one budget (an `allocation.Allocation`-like result: lambda_, value, cost, dual_bound)."""
-    con.execute(sql("frames", "insert_dual"), [campaign, model, version, budget, float(res.lambda_), float(res.value),
+    """λ* of one budget (an `allocation.Allocation`-like result: lambda_, response, cost, dual_bound)."""
+    con.execute(sql("frames", "insert_dual"), [campaign, model, version, budget, float(res.lambda_), float(res.response),
                                                float(res.cost), float(res.dual_bound), n_users, run_id, tie_share])
 
 

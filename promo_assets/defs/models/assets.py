@@ -324,8 +324,8 @@ def solve_duals(context, con, campaign: str, model: str, version: str, config,
         res, share = got
         models_store.record_dual(con, campaign, model, version, b, res, n, context.run_id, share)
         rows.append({"budget_per_capita": b, "lambda_": float(res.lambda_), "tie_share": share,
-                     "value_per_capita": res.value / n, "cost_per_capita": res.cost / n,
-                     "dual_gap": float(res.dual_bound - res.value)})
+                     "response_per_capita": res.response / n, "cost_per_capita": res.cost / n,
+                     "dual_gap": float(res.dual_bound - res.response)})
     return rows, curve, infeasible
 
 
@@ -350,8 +350,8 @@ def solve_several(context, con, campaign: str, model: str, version: str, config,
         models_store.record_dual(con, campaign, model, version, b, got, n, context.run_id, 0.0)
         models_store.record_multipliers(con, campaign, model, version, "population", pd.DataFrame(got.rows()),
                                         context.run_id)
-        rows.append({"budget_per_capita": b, "lambda_": got.lambda_, "value_per_capita": got.value / n,
-                     "cost_per_capita": got.cost / n, "dual_gap": got.dual_bound - got.value,
+        rows.append({"budget_per_capita": b, "lambda_": got.lambda_, "response_per_capita": got.response / n,
+                     "cost_per_capita": got.cost / n, "dual_gap": got.dual_bound - got.response,
                      "every_budget_kept": got.respected})
         table += [{"budget_per_capita": b, "budget": r["constraint_name"], "multiplier": float(f"{r['multiplier']:.6g}"),
                    "use / budget": round(r["use_over_budget"], 4)} for r in got.rows()]

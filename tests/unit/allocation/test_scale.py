@@ -46,7 +46,7 @@ def ties(n: int, k: int, seed: int):
 
 def assert_same(ref, got):
     assert got.lambda_ == ref.lambda_
-    for field in ("value", "lp_value", "dual_bound", "cost"):
+    for field in ("response", "lp_response", "dual_bound", "cost"):
         assert got.__getattribute__(field) == pytest.approx(ref.__getattribute__(field), rel=1e-12, abs=1e-12), field
     assert got.fractional_user == ref.fractional_user
     assert got.fractional_levels == ref.fractional_levels and got.rounded_up == ref.rounded_up
@@ -319,7 +319,7 @@ def test_stored_coefficients_stream_gives_solve_and_decide_at(tmp_path, workers,
         assert got.info["passes"] == 3 and got.info["bytes_read"] == 3 * (v.nbytes + c.nbytes)
         bare = solve_chunked(source, budget, client=client, levels=False)  # what budget_dual stores: two passes
         assert bare.info["passes"] == 2 and bare.levels.size == 0 and bare.fractional_user is None
-        assert (bare.lambda_, bare.value, bare.cost, bare.dual_bound) == (got.lambda_, got.value, got.cost, got.dual_bound)
+        assert (bare.lambda_, bare.response, bare.cost, bare.dual_bound) == (got.lambda_, got.response, got.cost, got.dual_bound)
         fr, n_fr = sampled_frontier(source, client=client)
         assert n_fr == 9_000 and np.array_equal(fr.costs, frontier(v, c).costs)
         share = tie_share_chunked(source, ref.lambda_, budget, client=client)

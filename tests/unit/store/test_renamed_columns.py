@@ -1,6 +1,6 @@
-"""A warehouse made by an earlier version, whose coefficient tables still call the predicted response
-`value`, opened by the current code: the rows are kept under `response` and the pipeline's readers
-read them."""
+"""A warehouse made by an earlier version, whose coefficient tables and budget_dual still call the
+predicted response `value`, opened by the current code: the rows are kept under `response` and the
+pipeline's readers read them."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import duckdb
 import numpy as np
 
 from promo_assets import warehouse
+from promo_assets.allocation import solve
 from promo_assets.allocation.stored import StoredCoefficients
 from promo_assets.store import graph as graph_store
 from promo_assets.store import models as models_store
@@ -18,6 +19,11 @@ CREATE TABLE response_coefficients (
     campaign VARCHAR NOT NULL, model VARCHAR NOT NULL, model_version VARCHAR NOT NULL, target VARCHAR NOT NULL,
     user_id VARCHAR NOT NULL, level INTEGER NOT NULL, value DOUBLE NOT NULL, cost DOUBLE NOT NULL,
     scored_at TIMESTAMP NOT NULL)"""
+OLD_BUDGET_DUAL = """
+CREATE TABLE budget_dual (
+    campaign VARCHAR NOT NULL, model VARCHAR NOT NULL, model_version VARCHAR NOT NULL, budget_per_capita DOUBLE NOT NULL,
+    lambda_ DOUBLE NOT NULL, value DOUBLE NOT NULL, cost DOUBLE NOT NULL, dual_bound DOUBLE NOT NULL,
+    n_users BIGINT NOT NULL, run_id VARCHAR NOT NULL, solved_at TIMESTAMP NOT NULL, tie_share DOUBLE)"""
 OLD_MERCHANT_COEFFICIENTS = """
 CREATE TABLE merchant_coefficients (
     campaign VARCHAR NOT NULL, model VARCHAR NOT NULL, model_version VARCHAR NOT NULL, merchant_id VARCHAR NOT NULL,
@@ -34,6 +40,8 @@ def old_warehouse(path) -> None:
     try:
         con.execute(OLD_RESPONSE_COEFFICIENTS)
         con.execute(OLD_MERCHANT_COEFFICIENTS)
+        con.execute(OLD_BUDGET_DUAL)
+        con.execute("INSERT INTO budget_dual VALUES ('camp', 'lgbm', 'v1', 2.0, 0.5, 12.5, 4.0, 12.75, 2, 'r1', now(), 0.0)")
         for level, (v, c) in enumerate([(0.25, 0.0), (0.75, 1.5)]):
             con.execute("INSERT INTO response_coefficients VALUES ('camp', 'lgbm', 'v1', 'population', 'u1', ?, ?, ?, now())",
                         [level, v, c])
@@ -62,6 +70,13 @@ def test_an_old_warehouse_keeps_its_coefficients_under_response(tmp_path):
         assert np.array_equal(chunk_response, [[0.25, 0.75]]) and chunk_users.tolist() == ["u1"]
         merchants = graph_store.merchant_coefficients(con, "camp", "gnn_hazard", "g1")
         assert merchants["response"].tolist() == [3.5] and merchants["cost"].tolist() == [7.0]
+        assert "value" not in columns(con, "budget_dual")
+        assert con.execute("SELECT response, cost FROM budget_dual").fetchall() == [(12.5, 4.0)]
+        assert models_store.duals_of_run(con, "camp", "lgbm", "v1", "r1")[0] == [(2.0, 0.5, 0.0)]
+        # the pipeline's writer: a new budget's λ* lands in the renamed table
+        solved = solve(np.array([[0.0, 3.0], [0.0, 1.0]]), np.array([[0.0, 1.0], [0.0, 1.0]]), 1.0)
+        models_store.record_dual(con, "camp", "lgbm", "v1", 0.5, solved, 2, "r2", 0.0)
+        assert con.execute("SELECT response FROM budget_dual WHERE run_id = 'r2'").fetchall() == [(solved.response,)]
     with warehouse.connect(path) as con:  # a second open changes nothing
         assert con.execute("SELECT count(*) FROM response_coefficients").fetchone()[0] == 2
 
