@@ -43,10 +43,10 @@ DELETE FROM warehouse_schema;
 -- name: record_schema_hash
 INSERT INTO warehouse_schema VALUES (?);
 
--- name: column_exists
--- Whether a table of this database has a column of this name (warehouse.ensure_schema's renames).
-SELECT count(*) FROM information_schema.columns
-WHERE table_catalog = current_database() AND table_schema = current_schema() AND table_name = ? AND column_name = ?;
+-- name: columns_of_tables
+-- (table, column) of every column of these tables (a list) in this database (warehouse's column renames).
+SELECT table_name, column_name FROM duckdb_columns()
+WHERE database_name = current_database() AND schema_name = current_schema() AND list_contains(?, table_name);
 
 -- name: rename_response_coefficients_value
 -- Warehouses made before the predicted response was called `response` everywhere stored it as `value`.

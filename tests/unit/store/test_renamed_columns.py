@@ -85,3 +85,17 @@ def test_a_new_warehouse_has_response_and_no_value(tmp_path):
     with warehouse.connect(tmp_path / "new.duckdb") as con:
         for table in ("response_coefficients", "merchant_coefficients"):
             assert "response" in columns(con, table) and "value" not in columns(con, table)
+
+
+def test_an_old_warehouse_opened_read_only_first_is_read_under_response(tmp_path):
+    """`promo report` or `promo serve` may be the first to open a warehouse after an upgrade: the
+    read-only connection has the columns renamed first (one short write connection), then reads."""
+    path = tmp_path / "old.duckdb"
+    old_warehouse(path)
+    with warehouse.connect(path, read_only=True) as con:
+        users, response, cost = models_store.coefficient_arrays(con, "camp", "lgbm", "v1", "population", 2)
+        assert np.array_equal(response, [[0.25, 0.75]]) and "value" not in columns(con, "budget_dual")
+    with warehouse.connect(tmp_path / "new.duckdb"):  # a current warehouse is opened read-only as it is
+        pass
+    with warehouse.connect(tmp_path / "new.duckdb", read_only=True) as con:
+        assert "response" in columns(con, "response_coefficients")
