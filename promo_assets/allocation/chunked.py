@@ -3,7 +3,7 @@
 The users' coefficients come from a *chunk source* (`ArraySource`: arrays in memory,
 `ParquetSource`: Parquet files read one row group at a time, or any object with the same three
 members), never all in memory at once. Every per-chunk function here is a plain function of one
-chunk's (values, costs): `ChunkRunner` runs it in this process one chunk after the other, or, given
+chunk's (response, cost): `ChunkRunner` runs it in this process one chunk after the other, or, given
 a `dask.distributed` client, as one Dask task per chunk; only small per-chunk summaries come back
 and the client combines them. The same functions run in both cases.
 
@@ -66,7 +66,7 @@ MAX_WIDENINGS = 4
 
 class ChunkSource(Protocol):
     """Where the coefficients come from: `n_users`, `n_levels`, `chunks()` (one small picklable
-    reference per chunk, in user order) and `load(ref) -> (values, costs)` (rows x K arrays)."""
+    reference per chunk, in user order) and `load(ref) -> (response, cost)` (rows x K arrays)."""
 
     n_users: int
     n_levels: int
@@ -177,7 +177,7 @@ def on_cluster(client, obj):
 
 
 def run_chunk(fn: Callable, source, ref, *args):
-    """One chunk's task: load it, check it, apply `fn(values, costs, *args)`; returns (result, bytes
+    """One chunk's task: load it, check it, apply `fn(response, cost, *args)`; returns (result, bytes
     of coefficients read). Bad input raises AllocationInputError naming the chunk."""
     values, costs = source.load(ref)
     return run_loaded(fn, values, costs, source.n_levels, _describe(source, ref), *args)
@@ -199,7 +199,7 @@ class ChunkRunner:
     or as Dask tasks on a `dask.distributed.Client` (the source is sent to the workers once; results
     come back as they complete). Counts the passes over the data and the bytes read.
 
-    A *streamed* source (one with ``stream()``: (values, costs, ids) per chunk, in the order of
+    A *streamed* source (one with ``stream()``: (response, cost, ids) per chunk, in the order of
     ``chunks()``, read on the client, e.g. from a database cursor; see `promo_assets.allocation.stored`)
     is read once per pass on the client; on Dask each chunk read is one task, at most WINDOW per worker
     in flight, so that the client holds a bounded number of chunks. ``ids``: the ids of the chunk whose

@@ -168,7 +168,7 @@ class ChampionSettings:
 class Evidence:
     """The events candidates are compared on (module docstring): logged level t, response y, cost z,
     propensity p (N each), the outcome model's predictions dm_values, dm_costs (N x K), each model's
-    coefficients for the same events {model: (values, costs)} and where each event comes from
+    coefficients for the same events {model: (response, cost)} and where each event comes from
     (`source`, N labels such as 'holdout' / 'validation', for the report)."""
 
     logged: np.ndarray

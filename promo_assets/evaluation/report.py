@@ -115,7 +115,7 @@ def evaluate_models(
     `evaluate_random` gives those, `evaluate_policies` both).
 
     Takes:
-      models: model name -> (model_version, values N x K, costs N x K), predictions for the N holdout
+      models: model name -> (model_version, response N x K, cost N x K), predictions for the N holdout
         users (rows aligned with the logged arrays). The name 'random' is reserved.
       logged, response, cost, propensity: the holdout RCT records (see `eom`).
       budgets: per-capita budgets; campaign: the campaign id.
@@ -212,7 +212,7 @@ class _Holdout:
                 true_values=None, true_costs=None, dm_values=None, dm_costs=None, n_boot: int = 200, seed: int = 0,
                 evaluated_at: dt.datetime | None = None, log: Callable[[str], None] | None = None,
                 min_holdout_users: int | None = None):
-        """(the holdout, the checked models: name -> (version, values, costs)); EvaluationError naming
+        """(the holdout, the checked models: name -> (version, response, cost)); EvaluationError naming
         what does not fit."""
         t, y, z, _ = _logged_arrays(logged, response, cost, propensity)
         n = t.shape[0]
@@ -231,7 +231,7 @@ class _Holdout:
         checked: dict[str, tuple[str, np.ndarray, np.ndarray]] = {}
         for name, spec in models.items():
             if len(spec) != 3:
-                raise EvaluationError(f"models[{name!r}] must be (model_version, values, costs)")
+                raise EvaluationError(f"models[{name!r}] must be (model_version, response, cost)")
             version, vals, csts = spec
             v = _as_matrix(vals, f"values of {name}", n)
             c = _as_matrix(csts, f"costs of {name}", n, v.shape[1])

@@ -32,7 +32,7 @@ def true_policy_value(assigned, true_values, true_costs) -> tuple[float, float]:
 def allocate(response, cost, budget_per_capita: float, seed: int = 0):
     """Allocate with the project's allocator at a per-capita budget.
 
-    Thin call to `promo_assets.allocation.solve(values, costs, budget_per_capita, per_capita=True,
+    Thin call to `promo_assets.allocation.solve(response, cost, budget_per_capita, per_capita=True,
     seed=seed)`; returns its result (`.levels`, `.lambda_`, ...).
     """
     from promo_assets.allocation import solve

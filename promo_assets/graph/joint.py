@@ -133,7 +133,7 @@ def joint_allocation(
 ) -> JointAllocation:
     """Solve Eq. 11–16 for both sides at once (one ratio constraint, one lambda*).
 
-    Takes predicted (values, costs) N_c x K_c for customers and N_m x K_m for merchants (raw sharing
+    Takes the predicted (response, cost) N_c x K_c for customers and N_m x K_m for merchants (raw sharing
     counts and money costs; divided here by `merchant_normalizer`, length N_m, when given, the
     paper's normalization) and the ratio budget B. Returns a JointAllocation (kind "joint") whose
     `value`/`cost` are the predicted Eq. 11 objective and Eq. 16 numerator.
