@@ -46,7 +46,7 @@ def fig2(args) -> dict:
             t_seed = time.perf_counter()
             t, y, z, p, v_gt, c_gt = _load(seed, users, Path(tmp))
             batch = dl.RCTBatch.from_arrays(t, y, z, p)
-            q_of = lambda v: q_at_budget(v, c_gt, t, y, z, p, args.budget).value  # noqa: E731
+            q_of = lambda v: q_at_budget((v, c_gt), t, y, z, p, args.budget).value  # noqa: E731
             v0, _ = e2e_values(np.random.default_rng([seed, 2015]).uniform(size=v_gt.shape))  # re-generated start
             row = {"seed": seed, "q_gt": q_of(v_gt)}
             c = torch.tensor(c_gt)

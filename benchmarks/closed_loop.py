@@ -66,7 +66,7 @@ def score_decision(landing: Path, file: Path) -> dict:
     rows = np.arange(len(frame))
     lv = frame["level"].to_numpy().astype(int)
     value, spend = float(tv[rows, lv].mean()), float(tc[rows, lv].mean())
-    oracle = float(solve(tv, tc, spend, per_capita=True, rounding="down").lp_value) / len(frame)
+    oracle = float(solve(tv, tc, spend, per_capita=True, rounding="down").lp_response) / len(frame)
     mix, _, _, _ = match_mix(lambda m: mix_true_value(m, tv, tc)[1], tc.mean(axis=0), spend, what="true")
     matched_random = mix_true_value(mix, tv, tc)[0] if mix is not None else float("nan")
     return {"users": int(len(frame)), "true_value": value, "true_spend": spend, "oracle_at_spend": oracle,

@@ -111,15 +111,15 @@ def single_budget(sizes, repeat, with_highs, log):
             a, wall, cpu = timed(lambda v=v, c=c, b=b: solve(v, c, b), repeat)
             row = {
                 "n": n, "k": 10, "curve": kind, "dtype": "float64", "budget": b,
-                "ours_wall_s": wall, "ours_cpu_s": cpu, "ours_lp_value": a.lp_value,
-                "ours_dual_bound": a.dual_bound, "ours_value": a.value, "lambda_": a.lambda_,
+                "ours_wall_s": wall, "ours_cpu_s": cpu, "ours_lp_value": a.lp_response,
+                "ours_dual_bound": a.dual_bound, "ours_value": a.response, "lambda_": a.lambda_,
                 "method": a.info.get("method"), "active_users": a.info.get("active_users"),
             }
             if with_highs:
                 ref, hw, hc = highs_lp(v, [c], [b])
                 row.update(
                     highs_lp_value=ref, highs_wall_s=hw, highs_cpu_s=hc,
-                    rel_gap_lp=abs(a.lp_value - ref) / abs(ref),
+                    rel_gap_lp=abs(a.lp_response - ref) / abs(ref),
                     rel_gap_dual=abs(a.dual_bound - ref) / abs(ref),
                     speedup_wall=hw / wall, speedup_cpu=hc / cpu,
                 )
@@ -137,7 +137,7 @@ def multi_budget(n, repeat, with_highs, log):
     r, wall, cpu = timed(lambda: solve_multi(v, [c1, c2, c3], b), repeat)
     row = {
         "n": n, "k": 10, "budgets": 3, "ours_wall_s": wall, "ours_cpu_s": cpu,
-        "ours_lp_value": r.lp_value, "ours_dual_bound": r.dual_bound, "ours_value": r.value,
+        "ours_lp_value": r.lp_response, "ours_dual_bound": r.dual_bound, "ours_value": r.response,
         "multipliers": [float(x) for x in r.multipliers], "rounds": r.info["rounds"],
         "lp_users": r.info["lp_users"], "converged": r.info["converged"],
     }
@@ -145,7 +145,7 @@ def multi_budget(n, repeat, with_highs, log):
         ref, hw, hc = highs_lp(v, [c1, c2, c3], b)
         row.update(
             highs_lp_value=ref, highs_wall_s=hw, highs_cpu_s=hc,
-            rel_gap_lp=abs(r.lp_value - ref) / abs(ref),
+            rel_gap_lp=abs(r.lp_response - ref) / abs(ref),
             rel_gap_dual=abs(r.dual_bound - ref) / abs(ref),
             speedup_wall=hw / wall,
         )
@@ -166,8 +166,8 @@ def _child(n: int, k: int, kind: str) -> None:
     print(json.dumps({
         "n": n, "k": k, "curve": kind, "dtype": "float32",
         "input_bytes": int(v.nbytes + c.nbytes), "rss_before_solve_bytes": int(rss_before),
-        "solve_wall_s": wall, "solve_cpu_s": cpu, "lp_value": a.lp_value,
-        "dual_bound": a.dual_bound, "value": a.value, "lambda_": a.lambda_,
+        "solve_wall_s": wall, "solve_cpu_s": cpu, "lp_value": a.lp_response,
+        "dual_bound": a.dual_bound, "value": a.response, "lambda_": a.lambda_,
         "rel_gap_integral": a.relative_gap, "method": a.info.get("method"),
         "active_users": a.info.get("active_users"),
     }))

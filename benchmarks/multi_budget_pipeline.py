@@ -94,12 +94,12 @@ def measure(tmp: Path, arm: str, models: list[str], cost_types: dict, groups_blo
         for model in models:
             version = con.execute("SELECT model_version FROM allocation WHERE model = ? ORDER BY allocated_at DESC "
                                   "LIMIT 1", [model]).fetchone()[0]
-            coef = con.execute("SELECT user_id, level, value, cost FROM response_coefficients WHERE model = ? AND "
+            coef = con.execute("SELECT user_id, level, response, cost FROM response_coefficients WHERE model = ? AND "
                                "model_version = ? AND target = 'population' ORDER BY user_id, level",
                                [model, version]).df()
             k = int(coef["level"].max()) + 1
             users = coef["user_id"].astype(str).to_numpy()[::k]
-            values, costs = (coef[c].to_numpy().reshape(-1, k) for c in ("value", "cost"))
+            values, costs = (coef[c].to_numpy().reshape(-1, k) for c in ("response", "cost"))
             true_v, true_c = truth_arrays(campaign_dir, users.tolist())
             groups = {g: ((pop.loc[users, b["feature"]].astype(str) == str(b["equals"])).to_numpy(), b["budget_per_capita"])
                       for g, b in groups_block.items()}

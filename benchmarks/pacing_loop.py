@@ -131,7 +131,7 @@ def score_day(campaign_dir: Path, decision: pd.DataFrame, events: pd.DataFrame) 
     lv = decision.assign(user_id=decision["user_id"].astype(str)).set_index("user_id")["level"].loc[ids].to_numpy()
     r = np.arange(len(ids))
     value, cost = float(tv[r, lv].sum()), float(tc[r, lv].sum())
-    oracle = float(solve(tv, tc, cost, per_capita=False, rounding="down").lp_value)
+    oracle = float(solve(tv, tc, cost, per_capita=False, rounding="down").lp_response)
     return {"came_back": len(ids), "true_response": value, "true_cost": cost, "oracle_at_same_cost": oracle}
 
 

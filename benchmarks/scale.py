@@ -154,7 +154,7 @@ def run_chunked(source, budget, workers: int) -> dict:
     wall, cpu = time.perf_counter() - t0, time.process_time() - p0
     out = {"n_users": source.n_users, "wall_s": wall, "per_user_ns": wall / source.n_users * 1e9,
            "cpu_s_this_process": cpu, "cpu_per_user_ns": cpu / source.n_users * 1e9,
-           "lambda_": res.lambda_, "value": res.value, "dual_bound": res.dual_bound, "relative_gap": res.relative_gap,
+           "lambda_": res.lambda_, "value": res.response, "dual_bound": res.dual_bound, "relative_gap": res.relative_gap,
            "passes": res.info["passes"], "bytes_read": res.info["bytes_read"], "chunks": res.info["chunks"],
            "active_users": res.info["active_users"], "band_segments": res.info["band_segments"],
            "widenings": res.info["widenings"], "workers": workers, "levels_written": int(levels.sum()),
@@ -186,12 +186,12 @@ def part_exact(args) -> dict:
     ref = solve(v, c, budget)
     t_mem = time.perf_counter() - t0
     del v, c
-    out = {"n_users": n, "in_memory": {"wall_s": t_mem, "lambda_": ref.lambda_, "value": ref.value,
+    out = {"n_users": n, "in_memory": {"wall_s": t_mem, "lambda_": ref.lambda_, "value": ref.response,
                                        "dual_bound": ref.dual_bound, "gap": ref.gap}}
     for name, workers in (("out_of_core", 0), ("dask_2_workers", 2)):
         got = run_chunked(source, budget, workers)
         got.update(same_lambda=got["lambda_"] == ref.lambda_,
-                   value_rel_diff=abs(got["value"] - ref.value) / abs(ref.value),
+                   value_rel_diff=abs(got["value"] - ref.response) / abs(ref.response),
                    dual_rel_diff=abs(got["dual_bound"] - ref.dual_bound) / abs(ref.dual_bound),
                    same_fractional_user=got["fractional_user"] == ref.fractional_user)
         out[name] = got

@@ -80,7 +80,32 @@ def schema_columns() -> frozenset[str]:
         con.close()
 
 
+# Columns renamed since earlier versions of the schema: (table, old name, new name, the statement of
+# sql/meta.sql that renames it). A warehouse made before a rename keeps its rows under the new name.
+COLUMN_RENAMES = (
+    ("response_coefficients", "value", "response", "rename_response_coefficients_value"),
+    ("merchant_coefficients", "value", "response", "rename_merchant_coefficients_value"),
+    ("budget_dual", "value", "response", "rename_budget_dual_value"),
+)
+
+
+def _pending_renames(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """The statements of COLUMN_RENAMES this warehouse still needs (a table that does not exist yet,
+    or already has the new name, needs none); one catalog query."""
+    tables = sorted({table for table, *_ in COLUMN_RENAMES})
+    have = set(con.execute(sql("meta", "columns_of_tables"), [tables]).fetchall())
+    return [statement for table, old, new, statement in COLUMN_RENAMES
+            if (table, old) in have and (table, new) not in have]
+
+
+def _rename_old_columns(con: duckdb.DuckDBPyConnection) -> None:
+    """Bring the columns of a warehouse made by an earlier version to their current names."""
+    for statement in _pending_renames(con):
+        con.execute(sql("meta", statement))
+
+
 def _run_schema_statements(con: duckdb.DuckDBPyConnection) -> None:
+    _rename_old_columns(con)
     for statement in statements("schema"):
         con.execute(statement)
 
@@ -233,6 +258,12 @@ def connect(path: Path | str | None = None, read_only: bool = False) -> Iterator
         try:
             if read_only:
                 no_replacement_scans(con)
+                if _pending_renames(con):  # made by an earlier version: one write connection renames
+                    con.close()           # its columns (ensure_schema), then read as asked
+                    with connect(path):
+                        pass
+                    con = _open(path, read_only)
+                    no_replacement_scans(con)
             else:
                 ensure_schema(con)  # turns replacement scans off too
         except (duckdb.IOException, duckdb.InternalException) as exc:  # a damaged file shows here first

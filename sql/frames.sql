@@ -35,11 +35,11 @@ VALUES (?, ?, ?, ?, ?, now(), ?);
 DELETE FROM response_coefficients WHERE campaign = ? AND model = ? AND model_version = ? AND target = ?;
 
 -- name: insert_coefficients
-INSERT INTO response_coefficients SELECT ?, ?, ?, ?, user_id, level, value, cost, now() FROM chunk_df;
+INSERT INTO response_coefficients SELECT ?, ?, ?, ?, user_id, level, response, cost, now() FROM chunk_df;
 
 -- name: coefficients
 -- Coefficients of one model version and target, one row per user x level, in a stable user order.
-SELECT user_id, level, value, cost FROM response_coefficients
+SELECT user_id, level, response, cost FROM response_coefficients
 WHERE campaign = ? AND model = ? AND model_version = ? AND target = ?
 ORDER BY user_id, level;
 
@@ -49,7 +49,7 @@ SELECT count(*), count(DISTINCT user_id) FROM response_coefficients
 WHERE campaign = ? AND model = ? AND model_version = ? AND target = ?;
 
 -- name: insert_dual
-INSERT INTO budget_dual (campaign, model, model_version, budget_per_capita, lambda_, value, cost, dual_bound,
+INSERT INTO budget_dual (campaign, model, model_version, budget_per_capita, lambda_, response, cost, dual_bound,
                          n_users, run_id, solved_at, tie_share)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now(), ?);
 

@@ -146,7 +146,7 @@ DELETE FROM merchant_coefficients WHERE campaign = ? AND model = ? AND model_ver
 INSERT INTO merchant_coefficients SELECT ?, ?, ?, merchant_id, level, incentive, response, cost, now() FROM coef_df;
 
 -- name: merchant_coefficients
-SELECT merchant_id, level, value, cost FROM merchant_coefficients
+SELECT merchant_id, level, response, cost FROM merchant_coefficients
 WHERE campaign = ? AND model = ? AND model_version = ?
 ORDER BY merchant_id, level;
 

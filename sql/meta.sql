@@ -42,3 +42,18 @@ DELETE FROM warehouse_schema;
 
 -- name: record_schema_hash
 INSERT INTO warehouse_schema VALUES (?);
+
+-- name: columns_of_tables
+-- (table, column) of every column of these tables (a list) in this database (warehouse's column renames).
+SELECT table_name, column_name FROM duckdb_columns()
+WHERE database_name = current_database() AND schema_name = current_schema() AND list_contains(?, table_name);
+
+-- name: rename_response_coefficients_value
+-- Warehouses made before the predicted response was called `response` everywhere stored it as `value`.
+ALTER TABLE response_coefficients RENAME COLUMN value TO response;
+
+-- name: rename_merchant_coefficients_value
+ALTER TABLE merchant_coefficients RENAME COLUMN value TO response;
+
+-- name: rename_budget_dual_value
+ALTER TABLE budget_dual RENAME COLUMN value TO response;

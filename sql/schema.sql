@@ -128,8 +128,8 @@ CREATE TABLE IF NOT EXISTS response_coefficients (
     target         VARCHAR NOT NULL,   -- 'population' | 'holdout'
     user_id        VARCHAR NOT NULL,
     level          INTEGER NOT NULL,
-    value          DOUBLE  NOT NULL,
-    cost           DOUBLE  NOT NULL,
+    response       DOUBLE  NOT NULL,   -- predicted response (warehouses before this column was renamed
+    cost           DOUBLE  NOT NULL,   -- called it `value`: warehouse.ensure_schema renames it)
     scored_at      TIMESTAMP NOT NULL
 );
 
@@ -140,8 +140,8 @@ CREATE TABLE IF NOT EXISTS budget_dual (
     model_version     VARCHAR NOT NULL,
     budget_per_capita DOUBLE  NOT NULL,
     lambda_           DOUBLE  NOT NULL,
-    value             DOUBLE  NOT NULL,
-    cost              DOUBLE  NOT NULL,
+    response          DOUBLE  NOT NULL,   -- the allocation's total predicted response (`value` in
+    cost              DOUBLE  NOT NULL,   -- earlier warehouses: warehouse.ensure_schema renames it)
     dual_bound        DOUBLE  NOT NULL,
     n_users           BIGINT  NOT NULL,
     run_id            VARCHAR NOT NULL,
@@ -275,7 +275,8 @@ CREATE TABLE IF NOT EXISTS graph_merchants (
 );
 
 -- name: create_merchant_coefficients
--- Predicted sharing count (value) and commission cost per merchant x commission level (history kept by version).
+-- Predicted sharing count (response) and commission cost per merchant x commission level (history kept by version).
+-- Warehouses made before the column was renamed called `response` `value`: warehouse.ensure_schema renames it.
 CREATE TABLE IF NOT EXISTS merchant_coefficients (
     campaign       VARCHAR NOT NULL,
     model          VARCHAR NOT NULL,
@@ -283,7 +284,7 @@ CREATE TABLE IF NOT EXISTS merchant_coefficients (
     merchant_id    VARCHAR NOT NULL,
     level          INTEGER NOT NULL,
     incentive      DOUBLE  NOT NULL,   -- the commission amount of the level
-    value          DOUBLE  NOT NULL,
+    response       DOUBLE  NOT NULL,
     cost           DOUBLE  NOT NULL,
     scored_at      TIMESTAMP NOT NULL
 );

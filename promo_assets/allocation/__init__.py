@@ -1,43 +1,43 @@
 """Budget allocation: the multiple-choice knapsack (MCKP) over users x incentive levels.
 
-Given predicted ``values`` (response) and ``costs`` per user x level (N x K arrays, float32 or
+Given the predicted ``response`` and ``cost`` per user x level (N x K arrays, float32 or
 float64, never copied to float64 wholesale), choose one level per user to maximize total value
 under a budget. All solvers return the exact optimum of the LP relaxation with its certificate.
 
 Public API
 ----------
-``solve(values, costs, budget, per_capita=False, seed=0, *, rounding="sample", log=None) -> Allocation``
+``solve(response, cost, budget, per_capita=False, seed=0, *, rounding="sample", log=None) -> Allocation``
     One budget (DIPN Eq. 2; per capita, Eq. 5: total = budget x N). Exact: each user's upper
     convex hull of (cost, value) and the greedy by incremental efficiency (Sinha-Zoltners); for
     large N, lambda* is bracketed from a user sample first and only users whose level changes
     inside the bracket enter the greedy. At most one user is fractional in the LP optimum; it
     is resolved by seeded sampling (DIPN §3.1; ``rounding="down"`` always stays within budget).
 ``Allocation``
-    Frozen dataclass: ``levels`` (int32, N), ``lambda_``, ``value``, ``cost``, ``budget``,
-    ``lp_value``, ``lp_cost``, ``dual_bound`` (= lambda*·B + sum_i max_j (v_ij - lambda*·c_ij)),
-    ``gap`` (dual_bound - value), ``relative_gap``, ``fractional_user`` (index or None),
+    Frozen dataclass: ``levels`` (int32, N), ``lambda_``, ``response`` (total predicted response),
+    ``cost``, ``budget``, ``lp_response``, ``lp_cost``, ``dual_bound`` (= lambda*·B + sum_i max_j
+    (v_ij - lambda*·c_ij)), ``gap`` (dual_bound - response), ``relative_gap``, ``fractional_user`` (index or None),
     ``fraction``, ``fractional_levels``, ``rounded_up``, ``feasible``, ``kind``, ``ratio``,
     ``info``; ``summary()`` gives the scalars as a dict.
-``solve_ratio(values, costs, ratio, seed=0, ...) -> Allocation``
+``solve_ratio(response, cost, ratio, seed=0, ...) -> Allocation``
     Ratio budget of the GNN/hazard paper (Eq. 16): sum c x / sum v x <= ratio, solved as
     sum (c - ratio·v) x <= 0.
-``solve_multi(values, costs, budgets, groups=None, per_capita=False, seed=0, ...) -> MultiAllocation``
+``solve_multi(response, cost, budgets, groups=None, per_capita=False, seed=0, ...) -> MultiAllocation``
     Several budgets (DIPN Eq. 4): M cost types (list of N x K arrays or N x K x M), and/or
     overlapping user groups (N x M boolean masks), each with its own budget. Smoothed-dual
     L-BFGS-B then exact column generation with HiGHS on the undecided users; returns the
-    ``multipliers``, ``levels``, ``value``, ``usage``, ``lp_value``, ``dual_bound``, ``gap``.
-``frontier(values, costs, log=None) -> Frontier``
+    ``multipliers``, ``levels``, ``response``, ``usage``, ``lp_response``, ``dual_bound``, ``gap``.
+``frontier(response, cost, log=None) -> Frontier``
     The whole budget-value curve of the LP: arrays ``lambdas`` (inf, then decreasing),
-    ``costs`` and ``values`` (non-decreasing) at every breakpoint; ``value_at(budget)``,
+    ``costs`` and ``response`` (totals, non-decreasing) at every breakpoint; ``response_at(budget)``,
     ``lambda_at(budget)``, ``levels_at(budget)``, ``allocation(budget)`` reuse it without
     re-solving; ``to_frame()`` for plots.
 ``OnlinePolicy(model, lambda_, ratio=None)``
     Online decisions for unseen users (DIPN §3.2, Eq. 7): ``decide(frame_or_dict)`` ->
-    level per row from ``model.predict(frame) -> (values, costs)``; ``from_allocation``,
+    level per row from ``model.predict(frame) -> (response, cost)``; ``from_allocation``,
     ``to_dict()`` / ``from_dict(data, model)``.
-``decide(values, costs, lambda_, ratio=None)``, ``dual_objective(values, costs, lambda_, budget)``
+``decide(response, cost, lambda_, ratio=None)``, ``dual_objective(response, cost, lambda_, budget)``
     The per-user argmax rule and the dual function, for evaluation code.
-``tie_share(values, costs, lambda_, budget)``, ``decide_at(values, costs, lambda_, share, seed)``
+``tie_share(response, cost, lambda_, budget)``, ``decide_at(response, cost, lambda_, share, seed)``
     The decision at a stored λ* with the rule for users tied at λ* (the LP optimum's fractional
     part): what the allocation and the policy evaluation apply instead of solving again.
 Errors: ``AllocationInputError`` (shapes, dtypes, NaN/inf, negative costs, empty input),

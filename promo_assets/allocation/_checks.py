@@ -106,25 +106,25 @@ def check_nonnegative(name: str, a: np.ndarray) -> None:
                 a,
                 lambda b: b < 0,
                 "negative",
-                "; costs must be >= 0 (the ratio form handles signed costs: use solve_ratio)",
+                "; cost must be >= 0 (the ratio form handles signed costs: use solve_ratio)",
             )
 
 
-def check_pair(values, costs, *, allow_negative_costs: bool = False):
-    """Validate a values/costs pair of N x K arrays.
+def check_pair(response, cost, *, allow_negative_costs: bool = False):
+    """Validate a predicted response / cost pair of N x K arrays.
 
-    Returns (values, costs) as float arrays (not copied)."""
-    v = as_matrix("values", values)
-    c = as_matrix("costs", costs)
+    Returns (response, cost) as float arrays (not copied)."""
+    v = as_matrix("response", response)
+    c = as_matrix("cost", cost)
     if v.shape != c.shape:
         raise AllocationInputError(
-            f"values and costs must have the same shape (users x levels); got values {v.shape} "
-            f"and costs {c.shape}"
+            f"response and cost must have the same shape (users x levels); got response {v.shape} "
+            f"and cost {c.shape}"
         )
-    check_finite("values", v)
-    check_finite("costs", c)
+    check_finite("response", v)
+    check_finite("cost", c)
     if not allow_negative_costs:
-        check_nonnegative("costs", c)
+        check_nonnegative("cost", c)
     return v, c
 
 
@@ -138,22 +138,22 @@ def check_budget(budget, name: str = "budget") -> float:
     return b
 
 
-def min_cost_total(c: np.ndarray, budget: float | None = None) -> float | None:
+def min_cost_total(cost: np.ndarray, budget: float | None = None) -> float | None:
     """Sum over users of the cheapest level's cost (the minimum feasible total budget).
 
     With ``budget`` given, returns None (feasible) without the row-wise pass when the budget
     covers every user at level 0 (an upper bound of the minimum).
     """
-    n, k = c.shape
+    n, k = cost.shape
     if budget is not None:
         col0 = 0.0
         rows = rows_per_chunk(k)
         for s in range(0, n, rows):
-            col0 += float(c[s : s + rows, 0].sum(dtype=np.float64))
+            col0 += float(cost[s : s + rows, 0].sum(dtype=np.float64))
         if budget >= col0:
             return None
     rows = rows_per_chunk(k)
     tot = 0.0
     for s in range(0, n, rows):
-        tot += float(c[s : s + rows].min(axis=1).sum(dtype=np.float64))
+        tot += float(cost[s : s + rows].min(axis=1).sum(dtype=np.float64))
     return tot

@@ -95,28 +95,28 @@ def _chain(cs: np.ndarray, vs: np.ndarray, keep: np.ndarray):
     return st, t
 
 
-def hull_block(v: np.ndarray, c: np.ndarray):
+def hull_block(response: np.ndarray, cost: np.ndarray):
     """Hull of one block of users. v, c: (n, K) arrays (any float dtype; computed in float64).
 
     Returns ``(levels, nv, base_cost, base_value, valid, eff, dc, dv)``: ``levels`` (n, K) the
     hull vertex levels in increasing cost (first ``nv`` entries valid), and segment *slots*
     (n, K-1): the valid slots of a row, read left to right, are its hull segments in order.
     """
-    v = np.asarray(v, dtype=np.float64)
-    c = np.asarray(c, dtype=np.float64)
-    n, k = v.shape
+    response = np.asarray(response, dtype=np.float64)
+    cost = np.asarray(cost, dtype=np.float64)
+    n, k = response.shape
     if k == 1:
         z = np.zeros((n, 0))
-        return (np.zeros((n, 1), dtype=np.int64), np.ones(n, dtype=np.int64), c[:, 0], v[:, 0],
+        return (np.zeros((n, 1), dtype=np.int64), np.ones(n, dtype=np.int64), cost[:, 0], response[:, 0],
                 np.zeros((n, 0), bool), z, z, z)
     # 1. sort each row by cost (skipped when costs strictly increase with the level)
-    if bool((c[:, 1:] > c[:, :-1]).all()):
+    if bool((cost[:, 1:] > cost[:, :-1]).all()):
         order = None
-        cs, vs = c, v
+        cs, vs = cost, response
     else:
-        order = np.argsort(c, axis=1, kind="stable")
-        cs = np.take_along_axis(c, order, axis=1)
-        vs = np.take_along_axis(v, order, axis=1)
+        order = np.argsort(cost, axis=1, kind="stable")
+        cs = np.take_along_axis(cost, order, axis=1)
+        vs = np.take_along_axis(response, order, axis=1)
     # 2. Pareto filter: keep points whose value beats every cheaper (or equally cheap, earlier) point
     runmax = np.maximum.accumulate(vs, axis=1)
     keep = np.ones((n, k), dtype=bool)
@@ -194,9 +194,9 @@ def hull_block(v: np.ndarray, c: np.ndarray):
     return levels, nv, base_cost, base_value, valid, s, dc, dv
 
 
-def compute_hull(v: np.ndarray, c: np.ndarray, *, log=None) -> Hull:
+def compute_hull(response: np.ndarray, cost: np.ndarray, *, log=None) -> Hull:
     """Upper hulls for all rows of (v, c), processed in blocks of rows."""
-    n, k = v.shape
+    n, k = response.shape
     rows = max(1, HULL_BLOCK_ELEMENTS // k)
     ldt = np.int16 if k < 32767 else np.int32
     base_level = np.empty(n, dtype=ldt)
@@ -211,7 +211,7 @@ def compute_hull(v: np.ndarray, c: np.ndarray, *, log=None) -> Hull:
     m = 0
     for s0 in range(0, n, rows):
         s1 = min(n, s0 + rows)
-        levels, nv, bc, bv, pv, s, dcs, dvs = hull_block(v[s0:s1], c[s0:s1])
+        levels, nv, bc, bv, pv, s, dcs, dvs = hull_block(response[s0:s1], cost[s0:s1])
         base_level[s0:s1] = levels[:, 0]
         base_cost[s0:s1] = bc
         base_value[s0:s1] = bv

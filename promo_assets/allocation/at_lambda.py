@@ -4,9 +4,9 @@
 they apply the stored λ* (DIPN §3.2, Eq. 7) with one rule for the users that are *tied* at λ*
 (indifferent between a cheaper and a dearer level: the hull segments of efficiency exactly λ*).
 
-- `tie_share(values, costs, lambda_, budget)`: the share of the tied users' extra cost that the
+- `tie_share(response, cost, lambda_, budget)`: the share of the tied users' extra cost that the
   LP optimum at `budget` takes (0 when nobody is tied), stored next to λ* in `budget_dual`.
-- `decide_at(values, costs, lambda_, share, seed)`: every user gets `decide` at λ* just above the
+- `decide_at(response, cost, lambda_, share, seed)`: every user gets `decide` at λ* just above the
   tie (the cheaper tied level); the tied users, in a seeded order, then take their dearer tied level
   while the cumulated extra cost stays within `share` of the tied users' total extra; the next one is
   the (single) fractional user, rounded up with probability equal to its remaining share (DIPN §3.1).
@@ -40,12 +40,12 @@ def _extra(costs, low: np.ndarray, high: np.ndarray) -> np.ndarray:
     return np.asarray(c[rows, high], dtype=np.float64) - np.asarray(c[rows, low], dtype=np.float64)
 
 
-def tie_share(values, costs, lambda_: float, budget: float) -> float:
+def tie_share(response, cost, lambda_: float, budget: float) -> float:
     """Share in [0, 1] of the tied users' extra cost that fills `budget` (a total, not per capita)."""
-    low, high = _sides(values, costs, lambda_)
-    extra = _extra(costs, low, high)
+    low, high = _sides(response, cost, lambda_)
+    extra = _extra(cost, low, high)
     rows = np.arange(low.shape[0])
-    base = float(np.asarray(costs)[rows, low].sum(dtype=np.float64))
+    base = float(np.asarray(cost)[rows, low].sum(dtype=np.float64))
     return share_of(base, float(extra.sum()), budget)
 
 
@@ -57,12 +57,12 @@ def share_of(base_cost: float, extra_total: float, budget: float) -> float:
     return float(min(max((float(budget) - base_cost) / extra_total, 0.0), 1.0))
 
 
-def decide_at(values, costs, lambda_: float, share: float = 0.0, seed: int = 0) -> np.ndarray:
+def decide_at(response, cost, lambda_: float, share: float = 0.0, seed: int = 0) -> np.ndarray:
     """Levels (int32, N) at the stored multiplier `lambda_` and tie share `share` (module doc)."""
-    low, high = _sides(values, costs, lambda_)
+    low, high = _sides(response, cost, lambda_)
     levels = low.copy()
     tied = np.flatnonzero(low != high)
-    up = tied_up(_extra(costs, low, high)[tied], share, seed)
+    up = tied_up(_extra(cost, low, high)[tied], share, seed)
     levels[tied[up]] = high[tied[up]]
     return levels
 

@@ -38,25 +38,25 @@ def budget_names(cost_types: Mapping, groups: Mapping) -> list[str]:
     return [INCENTIVE, *cost_types, *(f"group:{g}" for g in groups)]
 
 
-def budget_matrices(costs: np.ndarray, budget_per_capita: float, cost_types: Mapping,
+def budget_matrices(cost: np.ndarray, budget_per_capita: float, cost_types: Mapping,
                     groups: Mapping) -> tuple[list[np.ndarray], np.ndarray]:
     """([A_m N x K], [B_m totals]) in `budget_names` order. `cost_types`: name -> (K costs, budget per
     user); `groups`: name -> (N membership mask, budget per member)."""
-    n, k = costs.shape
-    mats = [costs] + [np.broadcast_to(np.asarray(vec, dtype=np.float64), (n, k)) for vec, _ in cost_types.values()] + \
-           [costs * np.asarray(mask, dtype=bool)[:, None] for mask, _ in groups.values()]
+    n, k = cost.shape
+    mats = [cost] + [np.broadcast_to(np.asarray(vec, dtype=np.float64), (n, k)) for vec, _ in cost_types.values()] + \
+           [cost * np.asarray(mask, dtype=bool)[:, None] for mask, _ in groups.values()]
     totals = [float(budget_per_capita) * n] + [float(b) * n for _, b in cost_types.values()] + \
              [float(b) * float(np.asarray(mask, dtype=bool).sum()) for mask, b in groups.values()]
     return mats, np.asarray(totals, dtype=np.float64)
 
 
-def reduced_levels(values, costs, mats, multipliers) -> np.ndarray:
+def reduced_levels(response, cost, mats, multipliers) -> np.ndarray:
     """argmax_j v_ij − Σ_m μ_m A_m(i, j) per user, ties (within 1e-9, relative) to the cheaper incentive
     cost, then the lower level: the online rule under several budgets (DIPN Eq. 7 with M multipliers)."""
-    reduced = values - sum(mu * a for mu, a in zip(multipliers, mats))
+    reduced = response - sum(mu * a for mu, a in zip(multipliers, mats))
     top = reduced.max(axis=1, keepdims=True)
     tied = reduced >= top - 1e-9 * np.maximum(1.0, np.abs(top))
-    return np.where(tied, costs, np.inf).argmin(axis=1)
+    return np.where(tied, cost, np.inf).argmin(axis=1)
 
 
 def usage(mats: Sequence[np.ndarray], levels: np.ndarray) -> np.ndarray:
@@ -74,7 +74,7 @@ def within(use, totals, rel: float = 1e-9) -> bool:
 @dataclass(frozen=True)
 class SeveralBudgets:
     """One incentive budget solved with the others: the multiplier, total and predicted use of every
-    budget (`names` order), the allocation's predicted value and incentive cost, the LP's dual
+    budget (`names` order), the allocation's predicted response and incentive cost, the LP's dual
     bound, and the levels (rounded down: every budget kept)."""
 
     budget_per_capita: float
@@ -82,7 +82,7 @@ class SeveralBudgets:
     multipliers: np.ndarray
     totals: np.ndarray
     use: np.ndarray
-    value: float
+    response: float
     cost: float
     dual_bound: float
     n_users: int
@@ -103,13 +103,13 @@ class SeveralBudgets:
                 for name, mu, t, u in zip(self.names, self.multipliers, self.totals, self.use)]
 
 
-def solve_budgets(values: np.ndarray, costs: np.ndarray, budgets_per_capita: Sequence[float], cost_types: Mapping,
+def solve_budgets(response: np.ndarray, cost: np.ndarray, budgets_per_capita: Sequence[float], cost_types: Mapping,
                   groups: Mapping, *, log: Callable[[str], None] | None = None
                   ) -> tuple[list[SeveralBudgets], list[tuple[float, InfeasibleBudgetError]]]:
     """Every incentive budget solved together with the further budgets (`solve_multi`, rounded down):
     (the solved ones, [(budget, error)] for those that cannot be kept together)."""
-    v = np.asarray(values, dtype=np.float64)
-    c = np.asarray(costs, dtype=np.float64)
+    v = np.asarray(response, dtype=np.float64)
+    c = np.asarray(cost, dtype=np.float64)
     names = tuple(budget_names(cost_types, groups))
     solved, infeasible = [], []
     for b in budgets_per_capita:
@@ -124,7 +124,7 @@ def solve_budgets(values: np.ndarray, costs: np.ndarray, budgets_per_capita: Seq
         levels = np.asarray(res.levels, dtype=np.int64)
         solved.append(SeveralBudgets(
             budget_per_capita=float(b), names=names, multipliers=np.asarray(res.multipliers, dtype=np.float64),
-            totals=totals, use=np.asarray(res.usage, dtype=np.float64), value=float(res.value),
+            totals=totals, use=np.asarray(res.usage, dtype=np.float64), response=float(res.response),
             cost=float(c[np.arange(len(levels)), levels].sum()), dual_bound=float(res.dual_bound), n_users=len(v),
             levels=levels))
         if log:
@@ -133,21 +133,21 @@ def solve_budgets(values: np.ndarray, costs: np.ndarray, budgets_per_capita: Seq
     return solved, infeasible
 
 
-def decide_at_multipliers(values: np.ndarray, costs: np.ndarray, mats: Sequence[np.ndarray], totals: np.ndarray,
+def decide_at_multipliers(response: np.ndarray, cost: np.ndarray, mats: Sequence[np.ndarray], totals: np.ndarray,
                           multipliers: Sequence[float], *, keep: bool = True) -> tuple[np.ndarray, bool]:
     """(levels, resolved): the decision at stored multipliers (`reduced_levels`). With `keep`, where the
     rule exceeds a budget (users tied at the multipliers: the LP splits up to M of them) the budgets are
     solved again (`solve_multi`, rounded down) and `resolved` is True; without, the rule as is (the
     evaluation applies the population's multipliers to other users)."""
-    v = np.asarray(values, dtype=np.float64)
-    c = np.asarray(costs, dtype=np.float64)
+    v = np.asarray(response, dtype=np.float64)
+    c = np.asarray(cost, dtype=np.float64)
     levels = reduced_levels(v, c, mats, np.asarray(multipliers, dtype=np.float64))
     if not keep or within(usage(mats, levels), totals):
         return levels, False
     return np.asarray(solve_multi(v, list(mats), totals, rounding="down").levels, dtype=np.int64), True
 
 
-def use_at_matched_spend(values: np.ndarray, costs: np.ndarray, true_mats: Sequence[np.ndarray], budget_per_capita: float,
+def use_at_matched_spend(response: np.ndarray, cost: np.ndarray, true_mats: Sequence[np.ndarray], budget_per_capita: float,
                          cost_types: Mapping, groups: Mapping, *, iterations: int = 10, tol: float = 0.005
                          ) -> dict:
     """Each budget's true use at matched true incentive spend: the incentive budget and the group caps
@@ -155,8 +155,8 @@ def use_at_matched_spend(values: np.ndarray, costs: np.ndarray, true_mats: Seque
     true incentive spend (`true_mats[0]`) is the incentive budget within `tol`; the cost types' budgets
     as they are. {"scale", "true_use", "budget", "true_use_over_budget", "levels"} of the last allocation
     within the incentive budget (None when none was found)."""
-    v = np.asarray(values, dtype=np.float64)
-    c = np.asarray(costs, dtype=np.float64)
+    v = np.asarray(response, dtype=np.float64)
+    c = np.asarray(cost, dtype=np.float64)
     n_types = len(cost_types)
     mats, totals = budget_matrices(c, budget_per_capita, cost_types, groups)
     scaled = np.array([1.0] + [0.0] * n_types + [1.0] * len(groups))  # which budgets s scales
@@ -184,12 +184,12 @@ def use_at_matched_spend(values: np.ndarray, costs: np.ndarray, true_mats: Seque
             "true_use_over_budget": [float(u / t) if t > 0 else 0.0 for u, t in zip(true_use, totals)], "levels": lv}
 
 
-def decide_budgets_at(values: np.ndarray, costs: np.ndarray, multipliers: Mapping[float, Sequence[float]],
+def decide_budgets_at(response: np.ndarray, cost: np.ndarray, multipliers: Mapping[float, Sequence[float]],
                       cost_types: Mapping, groups: Mapping, *, keep: bool = True) -> dict[float, dict]:
     """Every incentive budget's decision at its stored multipliers (`decide_at_multipliers`):
     {budget: {"levels", "use" (each budget's predicted use), "totals", "resolved"}}."""
-    v = np.asarray(values, dtype=np.float64)
-    c = np.asarray(costs, dtype=np.float64)
+    v = np.asarray(response, dtype=np.float64)
+    c = np.asarray(cost, dtype=np.float64)
     out = {}
     for b, mu in multipliers.items():
         mats, totals = budget_matrices(c, float(b), cost_types, groups)
@@ -198,7 +198,7 @@ def decide_budgets_at(values: np.ndarray, costs: np.ndarray, multipliers: Mappin
     return out
 
 
-def evaluate_budgets(values: np.ndarray, costs: np.ndarray, multipliers: Mapping[float, Sequence[float]],
+def evaluate_budgets(response: np.ndarray, cost: np.ndarray, multipliers: Mapping[float, Sequence[float]],
                      cost_types: Mapping, groups: Mapping, true_costs: np.ndarray | None = None
                      ) -> tuple[dict[float, np.ndarray], list[dict]]:
     """The stored multipliers applied to other users (the holdout) and every budget's use there:
@@ -206,7 +206,7 @@ def evaluate_budgets(values: np.ndarray, costs: np.ndarray, multipliers: Mapping
     `true_costs` (N x K incentive cost in truth; the cost types' costs are exact), true use and true use
     at matched true incentive spend (`use_at_matched_spend`) with its scale)."""
     names = budget_names(cost_types, groups)
-    decided = decide_budgets_at(values, costs, multipliers, cost_types, groups, keep=False)
+    decided = decide_budgets_at(response, cost, multipliers, cost_types, groups, keep=False)
     levels, rows = {}, []
     for b, got in decided.items():
         levels[b] = got["levels"]
@@ -215,7 +215,7 @@ def evaluate_budgets(values: np.ndarray, costs: np.ndarray, multipliers: Mapping
             tc = np.asarray(true_costs, dtype=np.float64)
             true_mats, _ = budget_matrices(tc, b, cost_types, groups)
             true_use = usage(true_mats, got["levels"])
-            matched = use_at_matched_spend(values, costs, true_mats, b, cost_types, groups)
+            matched = use_at_matched_spend(response, cost, true_mats, b, cost_types, groups)
         for m, name in enumerate(names):
             rows.append({"budget_per_capita": b, "constraint_name": name, "multiplier": float(multipliers[b][m]),
                          "budget": float(got["totals"][m]), "predicted_use": float(got["use"][m]),

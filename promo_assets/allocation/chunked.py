@@ -3,7 +3,7 @@
 The users' coefficients come from a *chunk source* (`ArraySource`: arrays in memory,
 `ParquetSource`: Parquet files read one row group at a time, or any object with the same three
 members), never all in memory at once. Every per-chunk function here is a plain function of one
-chunk's (values, costs): `ChunkRunner` runs it in this process one chunk after the other, or, given
+chunk's (response, cost): `ChunkRunner` runs it in this process one chunk after the other, or, given
 a `dask.distributed` client, as one Dask task per chunk; only small per-chunk summaries come back
 and the client combines them. The same functions run in both cases.
 
@@ -66,7 +66,7 @@ MAX_WIDENINGS = 4
 
 class ChunkSource(Protocol):
     """Where the coefficients come from: `n_users`, `n_levels`, `chunks()` (one small picklable
-    reference per chunk, in user order) and `load(ref) -> (values, costs)` (rows x K arrays)."""
+    reference per chunk, in user order) and `load(ref) -> (response, cost)` (rows x K arrays)."""
 
     n_users: int
     n_levels: int
@@ -78,23 +78,23 @@ class ChunkSource(Protocol):
 
 @dataclass
 class ArraySource:
-    """In-memory values / costs (N x K) cut into chunks of `rows` users (no copy)."""
+    """In-memory predicted response / cost (N x K) cut into chunks of `rows` users (no copy)."""
 
-    values: np.ndarray
-    costs: np.ndarray
+    response: np.ndarray
+    cost: np.ndarray
     rows: int = 1 << 16
 
     def __post_init__(self):
-        self.values, self.costs = _checks.check_pair(self.values, self.costs)
+        self.response, self.cost = _checks.check_pair(self.response, self.cost)
         if int(self.rows) < 1:
             raise AllocationInputError(f"rows per chunk must be >= 1, got {self.rows!r}")
-        self.n_users, self.n_levels = self.values.shape
+        self.n_users, self.n_levels = self.response.shape
 
     def chunks(self) -> list[tuple[int, int]]:
         return [(s, min(s + self.rows, self.n_users)) for s in range(0, self.n_users, self.rows)]
 
     def load(self, ref):
-        return self.values[ref[0]:ref[1]], self.costs[ref[0]:ref[1]]
+        return self.response[ref[0]:ref[1]], self.cost[ref[0]:ref[1]]
 
     def describe(self, ref) -> str:
         return f"users {ref[0]}..{ref[1] - 1}"
@@ -145,14 +145,14 @@ class ParquetSource:
         return f"{ref[0]} row group {ref[1]}"
 
 
-def write_parquet(path, values, costs, rows_per_group: int = 1 << 18) -> None:
+def write_parquet(path, response, cost, rows_per_group: int = 1 << 18) -> None:
     """Write N x K values / costs as a ParquetSource file (columns v0.., c0..; float dtype kept)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    k = values.shape[1]
+    k = response.shape[1]
     names = [f"{p}{j}" for p in "vc" for j in range(k)]
-    table = pa.table([values[:, j] for j in range(k)] + [costs[:, j] for j in range(k)], names=names)
+    table = pa.table([response[:, j] for j in range(k)] + [cost[:, j] for j in range(k)], names=names)
     pq.write_table(table, path, row_group_size=rows_per_group, compression="none")
 
 
@@ -177,21 +177,21 @@ def on_cluster(client, obj):
 
 
 def run_chunk(fn: Callable, source, ref, *args):
-    """One chunk's task: load it, check it, apply `fn(values, costs, *args)`; returns (result, bytes
+    """One chunk's task: load it, check it, apply `fn(response, cost, *args)`; returns (result, bytes
     of coefficients read). Bad input raises AllocationInputError naming the chunk."""
     values, costs = source.load(ref)
     return run_loaded(fn, values, costs, source.n_levels, _describe(source, ref), *args)
 
 
-def run_loaded(fn: Callable, values, costs, n_levels: int, where: str, *args):
+def run_loaded(fn: Callable, response, cost, n_levels: int, where: str, *args):
     """`run_chunk` for a chunk already read (a streamed source's, read on the client)."""
     try:
-        values, costs = _checks.check_pair(values, costs)
-        if values.shape[1] != n_levels:
-            raise AllocationInputError(f"has {values.shape[1]} levels, expected {n_levels}")
+        response, cost = _checks.check_pair(response, cost)
+        if response.shape[1] != n_levels:
+            raise AllocationInputError(f"has {response.shape[1]} levels, expected {n_levels}")
     except AllocationInputError as exc:
         raise AllocationInputError(f"{where}: {exc}") from None
-    return fn(values, costs, *args), int(values.nbytes + costs.nbytes)
+    return fn(response, cost, *args), int(response.nbytes + cost.nbytes)
 
 
 class ChunkRunner:
@@ -199,7 +199,7 @@ class ChunkRunner:
     or as Dask tasks on a `dask.distributed.Client` (the source is sent to the workers once; results
     come back as they complete). Counts the passes over the data and the bytes read.
 
-    A *streamed* source (one with ``stream()``: (values, costs, ids) per chunk, in the order of
+    A *streamed* source (one with ``stream()``: (response, cost, ids) per chunk, in the order of
     ``chunks()``, read on the client, e.g. from a database cursor; see `promo_assets.allocation.stored`)
     is read once per pass on the client; on Dask each chunk read is one task, at most WINDOW per worker
     in flight, so that the client holds a bounded number of chunks. ``ids``: the ids of the chunk whose
@@ -308,13 +308,13 @@ class ChunkRunner:
 # per-chunk functions (values, costs of one chunk -> a small summary)
 
 
-def chunk_sample(values, costs, rate: float, seed) -> dict:
+def chunk_sample(response, cost, rate: float, seed) -> dict:
     """Pass 1: the chunk's users, its cheapest allocation's cost and a Bernoulli(rate) sample of its
     rows (float64), drawn from `seed`."""
     rng = np.random.default_rng(seed)  # a SeedSequence of its own: independent of how the chunk was made
-    pick = np.flatnonzero(rng.random(values.shape[0]) < rate)
-    return {"n": int(values.shape[0]), "min_cost": _checks.min_cost_total(costs),
-            "v": np.asarray(values[pick], dtype=np.float64), "c": np.asarray(costs[pick], dtype=np.float64)}
+    pick = np.flatnonzero(rng.random(response.shape[0]) < rate)
+    return {"n": int(response.shape[0]), "min_cost": _checks.min_cost_total(cost),
+            "v": np.asarray(response[pick], dtype=np.float64), "c": np.asarray(cost[pick], dtype=np.float64)}
 
 
 def _band_state(values, costs, lo: float, hi: float):
@@ -327,22 +327,22 @@ def _band_state(values, costs, lo: float, hi: float):
     return levels, act, hull, above, band, fixed_c, fixed_v
 
 
-def chunk_band(values, costs, lo: float, hi: float) -> dict:
+def chunk_band(response, cost, lo: float, hi: float) -> dict:
     """Pass 2: sums over the fixed users and the segments above the band, and the band's segments
     (efficiency, dc, dv, in the chunk's user order: the order `solve`'s greedy breaks ties by)."""
-    _, act, hull, above, band, fixed_c, fixed_v = _band_state(values, costs, lo, hi)
-    return {"n": int(values.shape[0]), "active": int(act.shape[0]),
+    _, act, hull, above, band, fixed_c, fixed_v = _band_state(response, cost, lo, hi)
+    return {"n": int(response.shape[0]), "active": int(act.shape[0]),
             "low_cost": fixed_c + float(hull.base_cost.sum()) + float(hull.seg_dc[above].sum()),
             "low_value": fixed_v + float(hull.base_value.sum()) + float(hull.seg_dv[above].sum()),
             "eff": hull.seg_eff[band], "dc": hull.seg_dc[band], "dv": hull.seg_dv[band]}
 
 
-def chunk_levels(values, costs, lo: float, hi: float, band_taken: np.ndarray, crit: int, round_up: bool) -> dict:
+def chunk_levels(response, cost, lo: float, hi: float, band_taken: np.ndarray, crit: int, round_up: bool) -> dict:
     """Pass 3: the chunk's levels at λ*: the band segments `band_taken` (bool, the chunk's band) are
     taken; `crit` (an index into the chunk's band, or -1) is the fractional segment, taken when
     `round_up`. Returns the levels (int32), their value and cost, and the fractional user's
     (chunk row, lower level, upper level) when it is in this chunk."""
-    levels, act, hull, above, band, _, _ = _band_state(values, costs, lo, hi)
+    levels, act, hull, above, band, _, _ = _band_state(response, cost, lo, hi)
     taken = above
     taken[band[band_taken]] = True
     counts = np.bincount(hull.seg_user[taken], minlength=hull.n)
@@ -357,31 +357,31 @@ def chunk_levels(values, costs, lo: float, hi: float, band_taken: np.ndarray, cr
     levels[act] = lv
     rows = np.arange(levels.shape[0])
     return {"levels": levels, "frac": frac,
-            "value": float(values[rows, levels].sum(dtype=np.float64)),
-            "cost": float(costs[rows, levels].sum(dtype=np.float64))}
+            "value": float(response[rows, levels].sum(dtype=np.float64)),
+            "cost": float(cost[rows, levels].sum(dtype=np.float64))}
 
 
-def chunk_sides(values, costs, lambda_: float, levels: bool = True) -> dict:
+def chunk_sides(response, cost, lambda_: float, levels: bool = True) -> dict:
     """The chunk's levels just above λ (the cheaper tied level; left out when not `levels`), its tied
     users (rows), their dearer level and extra cost, and the cost of the cheaper levels (what
     `tie_share` sums)."""
-    low, high = _sides(values, costs, lambda_)
+    low, high = _sides(response, cost, lambda_)
     tied = np.flatnonzero(low != high)
     rows = np.arange(low.shape[0])
     return {"n": int(low.shape[0]), "low": low if levels else None, "tied": tied, "high": high[tied],
-            "extra": _extra(costs, low, high)[tied],
-            "base_cost": float(np.asarray(costs[rows, low], dtype=np.float64).sum())}
+            "extra": _extra(cost, low, high)[tied],
+            "base_cost": float(np.asarray(cost[rows, low], dtype=np.float64).sum())}
 
 
-def chunk_decide(values, costs, lambda_: float, up: np.ndarray) -> dict:
+def chunk_decide(response, cost, lambda_: float, up: np.ndarray) -> dict:
     """The chunk's levels at λ: the cheaper tied level, the dearer one for its tied users `up` (positions
     among the chunk's tied users, as `chunk_sides` lists them); with their total cost."""
-    low, high = _sides(values, costs, lambda_)
+    low, high = _sides(response, cost, lambda_)
     tied = np.flatnonzero(low != high)[up]
     levels = low.astype(np.int32)
     levels[tied] = high[tied]
     rows = np.arange(levels.shape[0])
-    return {"levels": levels, "cost": float(np.asarray(costs[rows, levels], dtype=np.float64).sum())}
+    return {"levels": levels, "cost": float(np.asarray(cost[rows, levels], dtype=np.float64).sum())}
 
 
 # --------------------------------------------------------------------------------------------
@@ -525,9 +525,9 @@ def solve_chunked(source, budget: float, per_capita: bool = False, seed: int = 0
         else:
             sink(i, int(starts[i]), out["levels"])
     clock.lap("levels_pass")
-    tol = 1e-9 * max(1.0, abs(figures["value"]))
-    if abs(value - figures["value"]) > tol:  # the levels written must be the ones certified
-        raise AssertionError(f"solve_chunked: written levels are worth {value!r}, certified {figures['value']!r}")
+    tol = 1e-9 * max(1.0, abs(figures["response"]))
+    if abs(value - figures["response"]) > tol:  # the levels written must be the ones certified
+        raise AssertionError(f"solve_chunked: written levels are worth {value!r}, certified {figures['response']!r}")
     return Allocation(levels=kept if kept is not None else np.zeros(0, dtype=np.int32), **figures,
                       fractional_user=None if frac is None else frac[0], fraction=float(theta) if fractional else 0.0,
                       fractional_levels=None if frac is None else (frac[1], frac[2]), rounded_up=rounded_up,

@@ -60,15 +60,15 @@ def choose_levels(vb: np.ndarray, cb: np.ndarray, lambda_: float, out: np.ndarra
     return j
 
 
-def decide(values, costs, lambda_: float, ratio: float | None = None) -> np.ndarray:
+def decide(response, cost, lambda_: float, ratio: float | None = None) -> np.ndarray:
     """Per-user decision at a given multiplier (DIPN Eq. 7; end-to-end Eq. 4; GNN/hazard Eq. 19).
 
     levels_i = argmax_j (v_ij - lambda_*c_ij) (with c replaced by c - ratio*v for the ratio form),
     ties by the module's rule (the cheaper level, then the lower index). Returns an int32 array
     (N,). Accepts 1-D arrays (K,) for a single user (returns shape (1,)).
     """
-    v = np.asarray(values)
-    c = np.asarray(costs)
+    v = np.asarray(response)
+    c = np.asarray(cost)
     if v.ndim == 1:
         v, c = v[None, :], c[None, :] if c.ndim == 1 else c
     v, c = _checks.check_pair(v, c, allow_negative_costs=ratio is not None)
@@ -85,14 +85,14 @@ def decide(values, costs, lambda_: float, ratio: float | None = None) -> np.ndar
     return out
 
 
-def decide_at_lambdas(values, costs, lambdas) -> np.ndarray:
+def decide_at_lambdas(response, cost, lambdas) -> np.ndarray:
     """The decision at each of L multipliers: an L x N int64 array whose row l is the levels at
-    lambdas[l] (the same rule and tie rule as `decide`). Values and costs are N x K; costs may be
+    lambdas[l] (the same rule and tie rule as `decide`). Response and cost are N x K; cost may be
     negative (evaluation code passes whatever the model predicted)."""
-    v = np.asarray(values, dtype=np.float64)
-    c = np.asarray(costs, dtype=np.float64)
+    v = np.asarray(response, dtype=np.float64)
+    c = np.asarray(cost, dtype=np.float64)
     if v.ndim != 2 or v.shape != c.shape:
-        raise AllocationInputError(f"values {v.shape} and costs {c.shape} must be matching N x K arrays")
+        raise AllocationInputError(f"response {v.shape} and cost {c.shape} must be matching N x K arrays")
     lams = [_multiplier(x) for x in np.atleast_1d(np.asarray(lambdas, dtype=np.float64))]
     n, k = v.shape
     out = np.empty((len(lams), n), dtype=np.int64)

@@ -15,24 +15,25 @@ from .solver import Allocation, Log, _finish
 
 @dataclass(frozen=True, eq=False)
 class Frontier:
-    """LP value as a function of the budget: a concave, piecewise-linear, increasing curve.
+    """LP optimum (total predicted response) as a function of the budget: a concave, piecewise-linear,
+    increasing curve.
 
     Arrays (length P+1, P = number of distinct breakpoints), ordered by increasing budget:
         lambdas: the multiplier at each vertex of the curve: ``lambdas[0] = inf`` (every user at
             the cheapest level), then the distinct incremental efficiencies in decreasing order;
-            between vertices p-1 and p the slope of the curve (d value / d budget) is lambdas[p].
-        costs, values: total cost and total value of the allocation at each vertex, i.e. after
+            between vertices p-1 and p the slope of the curve (d response / d budget) is lambdas[p].
+        costs, response: total cost and total predicted response of the allocation at each vertex, i.e. after
             every hull segment with efficiency >= lambdas[p] has been taken. Both are
             non-decreasing; ``costs[0]`` is the minimum feasible budget and ``costs[-1]`` the
             cost of the unconstrained (lambda = 0) allocation.
 
-    Methods ``value_at``, ``lambda_at`` and ``allocation`` answer for any budget in O(log P)
-    (value) or O(N) (levels), without re-solving.
+    Methods ``response_at``, ``lambda_at`` and ``allocation`` answer for any budget in O(log P)
+    (response) or O(N) (levels), without re-solving.
     """
 
     lambdas: np.ndarray
     costs: np.ndarray
-    values: np.ndarray
+    response: np.ndarray
     n_users: int
     n_levels: int
     _hull: Hull = field(repr=False)
@@ -52,9 +53,10 @@ class Frontier:
             )
         return total
 
-    def value_at(self, budget: float, per_capita: bool = False) -> float:
-        """LP optimum at ``budget`` (linear interpolation between vertices; flat past the end)."""
-        return float(np.interp(self._total(budget, per_capita), self.costs, self.values))
+    def response_at(self, budget: float, per_capita: bool = False) -> float:
+        """LP optimum (total predicted response) at ``budget`` (linear interpolation between vertices;
+        flat past the end)."""
+        return float(np.interp(self._total(budget, per_capita), self.costs, self.response))
 
     def lambda_at(self, budget: float, per_capita: bool = False) -> float:
         """lambda* at ``budget``: the slope of the curve there (0 past the last vertex)."""
@@ -109,25 +111,25 @@ class Frontier:
         )
 
     def to_frame(self):
-        """The vertices as a pandas DataFrame (lambda_, cost, value) for plots and storage."""
+        """The vertices as a pandas DataFrame (lambda_, cost, response) for plots and storage."""
         import pandas as pd
 
-        return pd.DataFrame({"lambda_": self.lambdas, "cost": self.costs, "value": self.values})
+        return pd.DataFrame({"lambda_": self.lambdas, "cost": self.costs, "response": self.response})
 
 
-def frontier(values, costs, *, log: Log = None) -> Frontier:
+def frontier(response, cost, *, log: Log = None) -> Frontier:
     """The whole budget-value frontier of the LP relaxation (DIPN Eq. 2 for every budget at once).
 
     Args:
-        values, costs: N x K arrays (float32/float64, costs >= 0), as for :func:`solve`.
+        response, cost: N x K arrays (float32/float64, cost >= 0), as for :func:`solve`.
     Returns:
         :class:`Frontier` with arrays ``lambdas`` (decreasing, inf first), ``costs`` and
-        ``values`` (non-decreasing) at each breakpoint, and ``value_at`` / ``lambda_at`` /
+        ``response`` (non-decreasing) at each breakpoint, and ``response_at`` / ``lambda_at`` /
         ``allocation(budget)`` helpers.
 
     Memory: about 40 bytes per hull segment (at most N x (K-1) segments), plus N x K int16.
     """
-    v, c = _checks.check_pair(values, costs)
+    v, c = _checks.check_pair(response, cost)
     n, k = v.shape
     hull = compute_hull(v, c, log=log)
     order = np.argsort(-hull.seg_eff, kind="stable")
@@ -158,7 +160,7 @@ def frontier(values, costs, *, log: Log = None) -> Frontier:
     return Frontier(
         lambdas=lambdas,
         costs=fc,
-        values=fv,
+        response=fv,
         n_users=n,
         n_levels=k,
         _hull=hull,

@@ -38,9 +38,9 @@ class MultiAllocation:
     """Result of :func:`solve_multi`.
 
     levels: int32 (N,) chosen level per user. multipliers: (M,) dual multipliers mu (one per
-    budget). value: total value of ``levels``; usage: (M,) their use of each budget; budgets:
-    (M,) total budgets. lp_value: LP optimum found; dual_bound: D(multipliers);
-    gap = dual_bound - value, relative_gap = gap / |dual_bound|; lp_gap = dual_bound - lp_value
+    budget). response: total predicted response of ``levels``; usage: (M,) their use of each
+    budget; budgets: (M,) total budgets. lp_response: LP optimum found; dual_bound: D(multipliers);
+    gap = dual_bound - response, relative_gap = gap / |dual_bound|; lp_gap = dual_bound - lp_response
     (the duality gap of the LP solve itself). fractional_users: users split in the LP optimum
     (resolved by seeded sampling, or by 'down' rounding to their least budget-hungry option);
     feasible: every usage <= budget.
@@ -48,10 +48,10 @@ class MultiAllocation:
 
     levels: np.ndarray
     multipliers: np.ndarray
-    value: float
+    response: float
     usage: np.ndarray
     budgets: np.ndarray
-    lp_value: float
+    lp_response: float
     dual_bound: float
     gap: float
     relative_gap: float
@@ -63,10 +63,10 @@ class MultiAllocation:
     def summary(self) -> dict:
         return {
             "multipliers": [float(x) for x in self.multipliers],
-            "value": self.value,
+            "response": self.response,
             "usage": [float(x) for x in self.usage],
             "budgets": [float(x) for x in self.budgets],
-            "lp_value": self.lp_value,
+            "lp_response": self.lp_response,
             "dual_bound": self.dual_bound,
             "gap": self.gap,
             "relative_gap": self.relative_gap,
@@ -117,21 +117,21 @@ class _Constraints:
         return np.array([float((self.a(m, rows) * p).sum()) for m in range(self.m)])
 
 
-def _parse(values, costs, budgets, groups, per_capita):  # noqa: C901
-    v = _checks.as_matrix("values", values)
-    _checks.check_finite("values", v)
+def _parse(response, cost, budgets, groups, per_capita):  # noqa: C901
+    v = _checks.as_matrix("response", response)
+    _checks.check_finite("response", v)
     n, k = v.shape
-    if isinstance(costs, (list, tuple)):
-        cost_list = [_checks.as_matrix(f"costs[{m}]", x) for m, x in enumerate(costs)]
-        names = [f"costs[{m}]" for m in range(len(cost_list))]
+    if isinstance(cost, (list, tuple)):
+        cost_list = [_checks.as_matrix(f"cost[{m}]", x) for m, x in enumerate(cost)]
+        names = [f"cost[{m}]" for m in range(len(cost_list))]
     else:
-        arr = np.asarray(costs)
+        arr = np.asarray(cost)
         if arr.ndim == 3:
-            arr = _checks.as_matrix("costs", arr, ndim=3)
+            arr = _checks.as_matrix("cost", arr, ndim=3)
             cost_list = [arr[:, :, m] for m in range(arr.shape[2])]
-            names = [f"costs[:, :, {m}]" for m in range(arr.shape[2])]
+            names = [f"cost[:, :, {m}]" for m in range(arr.shape[2])]
         else:
-            c = _checks.as_matrix("costs", arr)
+            c = _checks.as_matrix("cost", arr)
             if groups is None:
                 raise AllocationInputError(
                     "one N x K cost array needs `groups` (N x M boolean masks, one budget per "
@@ -140,14 +140,14 @@ def _parse(values, costs, budgets, groups, per_capita):  # noqa: C901
             g = np.asarray(groups)
             mm = g.shape[1] if g.ndim == 2 else 0
             cost_list = [c] * max(1, mm)
-            names = ["costs"] * max(1, mm)
+            names = ["cost"] * max(1, mm)
     if not cost_list:
-        raise AllocationInputError("costs is empty: need at least one budget constraint")
+        raise AllocationInputError("cost is empty: need at least one budget constraint")
     checked = set()
     for name, c in zip(names, cost_list, strict=True):
         if c.shape != v.shape:
             raise AllocationInputError(
-                f"{name} must have the shape of values {v.shape}, got {c.shape}"
+                f"{name} must have the shape of response {v.shape}, got {c.shape}"
             )
         if id(c) not in checked:
             _checks.check_finite(name, c)
@@ -210,8 +210,8 @@ def _dual(v, cons, b, mu):
 
 
 def solve_multi(
-    values,
-    costs,
+    response,
+    cost,
     budgets: Sequence[float],
     groups=None,
     per_capita: bool = False,
@@ -224,20 +224,20 @@ def solve_multi(
     """Allocation under several budgets (DIPN Eq. 4; Eq. 5 with ``per_capita``).
 
     Args:
-        values: N x K predicted response.
-        costs: a list of M arrays N x K (cost types), an N x K x M array, or one N x K array
+        response: N x K predicted response.
+        cost: a list of M arrays N x K (cost types), an N x K x M array, or one N x K array
             together with ``groups``.
         budgets: M budgets (totals; per member of the group, or per user, when ``per_capita``).
         groups: optional N x M boolean masks; constraint m counts only the users of group m
             (groups may overlap).
         seed, rounding: as in :func:`solve` ("sample" or "down") for the fractional users.
     Returns:
-        :class:`MultiAllocation` (levels, multipliers, value, usage, lp_value, dual_bound, gap).
+        :class:`MultiAllocation` (levels, multipliers, response, usage, lp_response, dual_bound, gap).
     Raises:
         AllocationInputError on bad input; InfeasibleBudgetError when a budget is below its
         cheapest possible use (or when the budgets cannot be met together).
     """
-    v, cons, b = _parse(values, costs, budgets, groups, per_capita)
+    v, cons, b = _parse(response, cost, budgets, groups, per_capita)
     n, k = v.shape
     m = cons.m
     # necessary condition per constraint: everybody at the level using least of budget m
@@ -333,10 +333,10 @@ def solve_multi(
     return MultiAllocation(
         levels=levels,
         multipliers=mu,
-        value=value,
+        response=value,
         usage=usage,
         budgets=b,
-        lp_value=lp_value,
+        lp_response=lp_value,
         dual_bound=dual,
         gap=gap,
         relative_gap=gap / abs(dual) if dual else (0.0 if gap == 0 else math.inf),

@@ -16,7 +16,7 @@ from .solver import Allocation
 class OnlinePolicy:
     """Decide levels for new users from a response model and a stored lambda_.
 
-    ``model`` is any object with ``predict(frame) -> (values N x K, costs N x K)`` taking raw
+    ``model`` is any object with ``predict(frame) -> (response N x K, cost N x K)`` taking raw
     feature columns (promo_assets.models' trained models). The decision is the per-user
     argmax of DIPN Eq. 7, level = argmax_j v_ij - lambda_*c_ij (ties to the cheapest level), or
     for the ratio form (GNN/hazard Eq. 16/19) argmax_j v_ij - lambda_*(c_ij - ratio*v_ij).
@@ -30,7 +30,7 @@ class OnlinePolicy:
         if ratio is not None and not (math.isfinite(float(ratio)) and float(ratio) >= 0):
             raise AllocationInputError(f"ratio must be a finite number >= 0, got {ratio!r}")
         if not callable(getattr(model, "predict", None)):
-            raise AllocationInputError("model must have a predict(frame) -> (values, costs) method")
+            raise AllocationInputError("model must have a predict(frame) -> (response, cost) method")
         self.model = model
         self.lambda_ = lam
         self.ratio = None if ratio is None else float(ratio)
@@ -87,9 +87,9 @@ class OnlinePolicy:
         if count:
             yield self.decide(pd.concat(pending + ([pd.DataFrame(rows)] if rows else []), ignore_index=True))
 
-    def decide_coefficients(self, values, costs) -> np.ndarray:
+    def decide_coefficients(self, response, cost) -> np.ndarray:
         """The same decision from precomputed coefficients (N x K, or K for one user)."""
-        return decide(values, costs, self.lambda_, ratio=self.ratio)
+        return decide(response, cost, self.lambda_, ratio=self.ratio)
 
     def to_dict(self) -> dict:
         """JSON-friendly state (the model is stored separately; its name/version are recorded)."""

@@ -34,13 +34,15 @@ class Allocation:
     Attributes:
         levels: int32 array (N,), the chosen level index per user (integral allocation).
         lambda_: lambda*, the optimal dual multiplier of the budget constraint (DIPN Eq. 6).
-        value, cost: total value and total cost of ``levels`` (float64 sums of the inputs).
+        response, cost: total predicted response and total cost of ``levels`` (float64 sums of
+            the inputs).
         budget: the total budget the constraint used (budget x N when per capita; 0 for the ratio
             form, whose constraint is sum (c - ratio*v) x <= 0).
-        lp_value, lp_cost: optimum of the LP relaxation and its cost.
-        dual_bound: lambda*·budget + sum_i max_j (v_ij - lambda*·c_ij) >= every feasible value
-            (equal to lp_value up to rounding, by LP duality).
-        gap, relative_gap: dual_bound - value, and gap / |dual_bound|.
+        lp_response, lp_cost: optimum of the LP relaxation (its total predicted response) and its
+            cost.
+        dual_bound: lambda*·budget + sum_i max_j (v_ij - lambda*·c_ij) >= every feasible response
+            (equal to lp_response up to rounding, by LP duality).
+        gap, relative_gap: dual_bound - response, and gap / |dual_bound|.
         fractional_user: the (at most one) user split between two levels in the LP optimum, or
             None; ``fraction`` is the LP share of its upper level and ``fractional_levels`` its
             (lower, upper) levels. With rounding="sample" the user gets the upper level with
@@ -53,10 +55,10 @@ class Allocation:
 
     levels: np.ndarray
     lambda_: float
-    value: float
+    response: float
     cost: float
     budget: float
-    lp_value: float
+    lp_response: float
     lp_cost: float
     dual_bound: float
     gap: float
@@ -76,10 +78,10 @@ class Allocation:
         """Scalar fields as a plain dict (for logs and metadata)."""
         return {
             "lambda_": self.lambda_,
-            "value": self.value,
+            "response": self.response,
             "cost": self.cost,
             "budget": self.budget,
-            "lp_value": self.lp_value,
+            "lp_response": self.lp_response,
             "lp_cost": self.lp_cost,
             "dual_bound": self.dual_bound,
             "gap": self.gap,
@@ -125,8 +127,8 @@ def certificate(*, low_value: float, low_cost: float, lambda_: float, budget: fl
         cost += crit_dc
     tol = 1e-9 * max(1.0, abs(budget))
     gap = dual - value
-    return dict(lambda_=float(lambda_), value=float(value), cost=float(cost), budget=float(budget),
-                lp_value=float(lp_value), lp_cost=float(lp_cost), dual_bound=float(dual), gap=float(gap),
+    return dict(lambda_=float(lambda_), response=float(value), cost=float(cost), budget=float(budget),
+                lp_response=float(lp_value), lp_cost=float(lp_cost), dual_bound=float(dual), gap=float(gap),
                 relative_gap=float(_rel(gap, dual)), feasible=bool(cost <= budget + tol))
 
 
@@ -327,10 +329,10 @@ class BracketScan:
         return jh, anyw == 0, fi_all, vb, cb
 
 
-def fix_on_bracket(v, c, lam_lo: float, lam_hi: float, log: Log = None):
+def fix_on_bracket(response, cost, lam_lo: float, lam_hi: float, log: Log = None):
     """One scan of every user over the bracket [lam_lo, lam_hi]: (levels: each user's level at
     lam_hi, final for the fixed users; act: the users not fixed; the fixed users' total cost, value)."""
-    n, k = v.shape
+    n, k = response.shape
     rows = _checks.rows_per_chunk(k)
     levels = np.empty(n, dtype=np.int32)
     fixed_c = fixed_v = 0.0
@@ -338,7 +340,7 @@ def fix_on_bracket(v, c, lam_lo: float, lam_hi: float, log: Log = None):
     scan = BracketScan(min(rows, n), k)
     for s0 in range(0, n, rows):
         m = min(rows, n - s0)
-        jh, fx, fi_all, vb, cb = scan(v[s0 : s0 + m], c[s0 : s0 + m], lam_lo, lam_hi)
+        jh, fx, fi_all, vb, cb = scan(response[s0 : s0 + m], cost[s0 : s0 + m], lam_lo, lam_hi)
         levels[s0 : s0 + m] = jh
         fi = fi_all[fx]
         fixed_c += float(cb.reshape(-1)[fi].sum())
@@ -464,8 +466,8 @@ def _infeasible(min_total: float, total: float, n: int, per_capita: bool, what="
 
 
 def solve(
-    values,
-    costs,
+    response,
+    cost,
     budget: float,
     per_capita: bool = False,
     seed: int = 0,
@@ -476,7 +478,7 @@ def solve(
     """Exact optimum of the single-budget MCKP LP relaxation (DIPN Eq. 2 / Eq. 5 per capita).
 
     Args:
-        values, costs: N x K arrays (float32 or float64; not copied) of predicted response and
+        response, cost: N x K arrays (float32 or float64; not copied) of predicted response and
             cost of every user x level. Costs must be >= 0; a level may be free; level 0 need not
             be the cheapest.
         budget: total budget, or budget per user when ``per_capita`` (total = budget x N).
@@ -488,7 +490,7 @@ def solve(
         log: optional progress callback.
 
     Returns:
-        :class:`Allocation` (levels, lambda_, value, cost, lp_value, dual_bound, gap, ...).
+        :class:`Allocation` (levels, lambda_, response, cost, lp_response, dual_bound, gap, ...).
 
     Raises:
         AllocationInputError: bad shapes/dtypes, NaN/inf, negative costs, empty input.
@@ -498,7 +500,7 @@ def solve(
     incremental efficiency (exact, no iterations); for large N, lambda* is first bracketed from
     a user sample and only users whose level changes inside the bracket enter the greedy.
     """
-    v, c = _checks.check_pair(values, costs)
+    v, c = _checks.check_pair(response, cost)
     b = _checks.check_budget(budget)
     _checks.check_solve_size(*v.shape)
     n = v.shape[0]
@@ -513,8 +515,8 @@ def solve(
 
 
 def solve_ratio(
-    values,
-    costs,
+    response,
+    cost,
     ratio: float,
     seed: int = 0,
     *,
@@ -536,7 +538,7 @@ def solve_ratio(
     Raises InfeasibleBudgetError when even the best user-by-user choice cannot meet the ratio
     (sum_i min_j (c_ij - ratio*v_ij) > 0).
     """
-    v, c = _checks.check_pair(values, costs)
+    v, c = _checks.check_pair(response, cost)
     r = _checks.check_budget(ratio, "ratio")
     if not math.isfinite(r) or r < 0:
         raise AllocationInputError(f"ratio must be a finite number >= 0, got {ratio!r}")
@@ -551,20 +553,20 @@ def solve_ratio(
     a = _solve_checked(v, shifted, 0.0, min_total, rounding, seed, "ratio", log, ratio=r)
     rows = np.arange(v.shape[0])
     real_cost = float(c[rows, a.levels].sum(dtype=np.float64))
-    lp_real_cost = a.lp_cost + r * a.lp_value  # shifted cost + ratio*value = real cost
+    lp_real_cost = a.lp_cost + r * a.lp_response  # shifted cost + ratio*response = real cost
     info = dict(a.info)
     info.update(
         shifted_cost=a.cost,
         shifted_lp_cost=a.lp_cost,
-        achieved_ratio=real_cost / a.value if a.value else math.nan,
+        achieved_ratio=real_cost / a.response if a.response else math.nan,
     )
     return Allocation(
         levels=a.levels,
         lambda_=a.lambda_,
-        value=a.value,
+        response=a.response,
         cost=real_cost,
-        budget=r * a.value,
-        lp_value=a.lp_value,
+        budget=r * a.response,
+        lp_response=a.lp_response,
         lp_cost=float(lp_real_cost),
         dual_bound=a.dual_bound,
         gap=a.gap,
@@ -573,7 +575,7 @@ def solve_ratio(
         fraction=a.fraction,
         fractional_levels=a.fractional_levels,
         rounded_up=a.rounded_up,
-        feasible=bool(real_cost <= r * a.value + 1e-9 * max(1.0, abs(r * a.value))),
+        feasible=bool(real_cost <= r * a.response + 1e-9 * max(1.0, abs(r * a.response))),
         kind="ratio",
         n_users=a.n_users,
         n_levels=a.n_levels,
@@ -582,12 +584,12 @@ def solve_ratio(
     )
 
 
-def dual_objective(values, costs, lambda_: float, budget: float) -> float:
+def dual_objective(response, cost, lambda_: float, budget: float) -> float:
     """The dual function lambda*B + sum_i max_j (v_ij - lambda*c_ij) (end-to-end paper Eq. 3).
 
     An upper bound on the LP (hence on every feasible allocation) for any lambda >= 0.
     """
-    v, c = _checks.check_pair(values, costs, allow_negative_costs=True)
+    v, c = _checks.check_pair(response, cost, allow_negative_costs=True)
     lam = float(lambda_)
     n, k = v.shape
     rows = _checks.rows_per_chunk(k)

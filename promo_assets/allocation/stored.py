@@ -53,7 +53,7 @@ class StoredCoefficients:
         return f"{self.what}, users {first}..{min(first + self.rows, self.n_users) - 1}"
 
     def stream(self) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """(values, costs, user ids) per chunk, in order: one ordered scan on a cursor of its own."""
+        """(response, cost, user ids) per chunk, in order: one ordered scan on a cursor of its own."""
         import pyarrow as pa
 
         step = self.rows * self.n_levels
@@ -79,9 +79,9 @@ class StoredCoefficients:
             raise AllocationInputError(f"{self.what}: the users from {first} on do not each have the levels "
                                        f"0..{k - 1}; re-materialize response_coefficients")
         users = table.column("user_id").to_numpy(zero_copy_only=False)[::k]
-        values = table.column("value").to_numpy().reshape(m, k)
-        costs = table.column("cost").to_numpy().reshape(m, k)
-        return values, costs, users
+        response = table.column("response").to_numpy().reshape(m, k)
+        cost = table.column("cost").to_numpy().reshape(m, k)
+        return response, cost, users
 
 
 def sampled_frontier(source, *, client=None, users: int = FRONTIER_USERS, seed: int = 0) -> tuple[Frontier, int]:
@@ -110,12 +110,12 @@ def decide_into_allocation(con, source: StoredCoefficients, row: list, lambda_: 
 
 
 def frontier_points(source, *, client=None, points: int = 12) -> list[dict]:
-    """About `points` points of the budget–value frontier (`sampled_frontier`), evenly spaced over its
-    breakpoints, per user of the sample: λ, cost and value per capita (budget_dual's metadata)."""
+    """About `points` points of the budget–response frontier (`sampled_frontier`), evenly spaced over its
+    breakpoints, per user of the sample: λ, cost and predicted response per capita (budget_dual's metadata)."""
     fr, n_fr = sampled_frontier(source, client=client)
     idx = np.unique(np.linspace(0, len(fr.costs) - 1, points).round().astype(int))
     return [{"lambda_": float(fr.lambdas[i]), "cost_per_capita": float(fr.costs[i]) / n_fr,
-             "value_per_capita": float(fr.values[i]) / n_fr} for i in idx]
+             "response_per_capita": float(fr.response[i]) / n_fr} for i in idx]
 
 
 def solve_budgets_chunked(source, budgets, *, client=None, log=None) -> list[tuple]:

@@ -99,9 +99,9 @@ class Constraints:
     def names(self) -> list[str]:
         return budget_names(self.costs, self.groups)
 
-    def matrices(self, costs: np.ndarray, budget_per_capita: float) -> tuple[list[np.ndarray], np.ndarray]:
+    def matrices(self, cost: np.ndarray, budget_per_capita: float) -> tuple[list[np.ndarray], np.ndarray]:
         """([A_m N x K], [B_m totals]): the incentive budget first, then the cost types, then the groups."""
-        return budget_matrices(costs, budget_per_capita, self.costs, self.groups)
+        return budget_matrices(cost, budget_per_capita, self.costs, self.groups)
 
 
 @dataclass
@@ -109,7 +109,7 @@ class Decision:
     """One budget's decision for N users.
 
     levels (N, int), explore (N, bool: the user's level was drawn at random), propensity (N),
-    policy_levels (N: the champion's level pi_i at `lambda_`), predicted value and cost of each
+    policy_levels (N: the champion's level pi_i at `lambda_`), predicted response and cost of each
     user's level (N), the multiplier, the per-capita budget, and per-capita summaries: predicted
     value and cost of the decision, of the champion without exploration, the value given up and the
     explored users' predicted cost.
@@ -119,7 +119,7 @@ class Decision:
     explore: np.ndarray
     propensity: np.ndarray
     policy_levels: np.ndarray
-    value: np.ndarray
+    response: np.ndarray
     cost: np.ndarray
     lambda_: float
     budget_per_capita: float
@@ -147,14 +147,14 @@ def explore_mask(n: int, share: float, seed: int, day: dt.date | None = None) ->
     return mask
 
 
-def decide_with_exploration(values, costs, budget_per_capita: float, exploration: Exploration,
+def decide_with_exploration(response, cost, budget_per_capita: float, exploration: Exploration,
                             day: dt.date | None = None, constraints: Constraints | None = None) -> Decision:
     """The decision for one budget (module docstring): values, costs N x K (the champion's
     predictions for the users decided for), the per-capita budget, the exploration settings and the
     decision date (it seeds the draws together with exploration.seed). With `constraints` the other
     budgets are kept too (`_decide_constrained`)."""
-    v = np.asarray(values, dtype=np.float64)
-    c = np.asarray(costs, dtype=np.float64)
+    v = np.asarray(response, dtype=np.float64)
+    c = np.asarray(cost, dtype=np.float64)
     if v.ndim != 2 or v.shape != c.shape or v.shape[0] == 0:
         raise DecisionError(f"values and costs must be two N x K arrays of the same shape, got {v.shape} and {c.shape}")
     n, k = v.shape
@@ -195,8 +195,8 @@ def decide_with_exploration(values, costs, budget_per_capita: float, exploration
         policy[mask] = decide(v[mask], c[mask], lam) if math.isfinite(lam) else c[mask].argmin(axis=1)
     propensity = (1.0 - share) * (levels == policy) + share * mix[levels]
     val, cst = v[rows, levels], c[rows, levels]
-    full_value = float(full.value) / n
-    return Decision(levels=levels, explore=mask, propensity=propensity, policy_levels=policy, value=val, cost=cst,
+    full_value = float(full.response) / n
+    return Decision(levels=levels, explore=mask, propensity=propensity, policy_levels=policy, response=val, cost=cst,
                     lambda_=lam, budget_per_capita=b, share=share, value_per_capita=float(val.mean()),
                     cost_per_capita=float(cst.mean()), full_value_per_capita=full_value,
                     value_given_up_per_capita=full_value - float(val.mean()), explore_cost_per_capita=explore_cost / n)
@@ -248,8 +248,8 @@ def _decide_constrained(v, c, b, s, mix, exploration: Exploration, day, constrai
     propensity = (1.0 - share) * (levels == policy) + share * mix[levels]
     val, cst = v[rows, levels], c[rows, levels]
     use = {name: float(a[rows, levels].sum()) / t if t > 0 else 0.0 for name, a, t in zip(names, mats, totals)}
-    full_value = float(full.value) / n
-    return Decision(levels=levels, explore=mask, propensity=propensity, policy_levels=policy, value=val, cost=cst,
+    full_value = float(full.response) / n
+    return Decision(levels=levels, explore=mask, propensity=propensity, policy_levels=policy, response=val, cost=cst,
                     lambda_=float(mu[0]), budget_per_capita=b, share=share, value_per_capita=float(val.mean()),
                     cost_per_capita=float(cst.mean()), full_value_per_capita=full_value,
                     value_given_up_per_capita=full_value - float(val.mean()),

@@ -36,7 +36,7 @@ def decision_frame(user_ids, decision: Decision, labels: Sequence[str], incentiv
         "level": lv.astype(np.int32),
         "label": np.asarray([str(x) for x in labels], dtype=object)[lv],
         "incentive": np.asarray(incentives, dtype=np.float64)[lv],
-        "predicted_response": decision.value,
+        "predicted_response": decision.response,
         "predicted_cost": decision.cost,
         "policy": np.where(decision.explore, "explore", "champion"),
         "propensity": decision.propensity,
@@ -97,7 +97,7 @@ class DecisionSet:
     max_user_cost: float
 
 
-def decide_budgets(users, values, costs, budgets: Sequence[float], exploration: Exploration, day: dt.date, *,
+def decide_budgets(users, response, cost, budgets: Sequence[float], exploration: Exploration, day: dt.date, *,
                    labels: Sequence[str], incentives: Sequence[float], champion: Mapping,
                    evidence: pd.DataFrame | None = None, constraints: Constraints | None = None) -> DecisionSet:
     """Decide every budget (`decide_with_exploration`), build its rows and manifest entry (with the
@@ -105,12 +105,12 @@ def decide_budgets(users, values, costs, budgets: Sequence[float], exploration: 
     of its run) and run the checks of `check_decisions` on each."""
     frames, entries = {}, []
     outcomes: dict[str, list] = {name: [] for name in CHECK_NAMES}
-    max_user_cost = float(np.max(costs)) if np.size(costs) else 0.0
+    max_user_cost = float(np.max(cost)) if np.size(cost) else 0.0
     mine = None
     if evidence is not None and len(evidence):
         mine = evidence[(evidence["evidence_kind"] == "candidate") & (evidence["champion_candidate"] == champion["name"])]
     for b in budgets:
-        decided = decide_with_exploration(values, costs, float(b), exploration, day, constraints)
+        decided = decide_with_exploration(response, cost, float(b), exploration, day, constraints)
         frame = decision_frame(users, decided, labels, incentives, champion["name"], champion["version"])
         dr = None
         if mine is not None:
@@ -121,7 +121,7 @@ def decide_budgets(users, values, costs, budgets: Sequence[float], exploration: 
             dr_value_interval=(None, None) if dr is None else (dr["value_low"], dr["value_high"]),
             dr_cost=None if dr is None else dr["dr_cost"],
             dr_cost_interval=(None, None) if dr is None else (dr["dr_cost_low"], dr["dr_cost_high"]),
-            mix=exploration.weights(np.shape(values)[1])))
+            mix=exploration.weights(np.shape(response)[1])))
         frames[float(b)] = frame
         for outcome in check_decisions(frame, users=users, budget_per_capita=float(b), labels=labels,
                                        incentives=incentives, max_user_cost=max_user_cost, share=exploration.share,

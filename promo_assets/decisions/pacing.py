@@ -93,29 +93,29 @@ class PacingDay:
         return out
 
 
-def predicted_spend(values: np.ndarray, costs: np.ndarray, lambda_: float) -> float:
+def predicted_spend(response: np.ndarray, cost: np.ndarray, lambda_: float) -> float:
     """S(λ): the champion's predicted spend of every user's level at λ (`lambda_`)."""
-    levels = decide(values, costs, lambda_)
-    return float(costs[np.arange(len(levels)), levels].sum())
+    levels = decide(response, cost, lambda_)
+    return float(cost[np.arange(len(levels)), levels].sum())
 
 
-def lambda_for_spend(values: np.ndarray, costs: np.ndarray, target: float, start: float | None = None,
+def lambda_for_spend(response: np.ndarray, cost: np.ndarray, target: float, start: float | None = None,
                      tol: float = 1e-4, iterations: int = 80) -> float:
     """The smallest λ >= 0 with S(λ) <= target (S is non-increasing in λ), by bisection from a
     bracket grown around `start` (yesterday's λ: the warm start). A target below the cheapest
     levels' spend gives the λ at which everyone is at the cheapest level."""
-    if predicted_spend(values, costs, 0.0) <= target:
+    if predicted_spend(response, cost, 0.0) <= target:
         return 0.0
     lo, hi = 0.0, max(float(start or 0.0), 1e-6)
-    if start and predicted_spend(values, costs, start) > target:
+    if start and predicted_spend(response, cost, start) > target:
         lo, hi = start, 2 * start
-    while predicted_spend(values, costs, hi) > target:
+    while predicted_spend(response, cost, hi) > target:
         lo, hi = hi, hi * 2
         if hi > 1e12:
             return hi
     for _ in range(iterations):
         mid = 0.5 * (lo + hi)
-        if predicted_spend(values, costs, mid) > target:
+        if predicted_spend(response, cost, mid) > target:
             lo = mid
         else:
             hi = mid
@@ -142,13 +142,13 @@ def spend_ratio(history: Sequence[PacingDay], prior: float) -> float:
     return sum(h.realized for h in back) / sum(h.predicted for h in back)
 
 
-def pace_day(budget: PeriodBudget, day: dt.date, values: np.ndarray, costs: np.ndarray,
+def pace_day(budget: PeriodBudget, day: dt.date, response: np.ndarray, cost: np.ndarray,
              history: Sequence[PacingDay], prior_ratio: float) -> PacingDay:
     """Day `day`'s plan and λ for the champion's predicted response and cost (N x K) of the users
     decided for, given the earlier days (with their realized spend where it came back)."""
     if budget.controller not in CONTROLLERS:
         raise PacingError(f"budget.controller must be one of {', '.join(CONTROLLERS)}, got {budget.controller!r}")
-    v, c = np.asarray(values, dtype=np.float64), np.asarray(costs, dtype=np.float64)
+    v, c = np.asarray(response, dtype=np.float64), np.asarray(cost, dtype=np.float64)
     plan = plan_for(budget, day, history)
     earlier = sorted((h for h in history if h.day < day), key=lambda h: h.day)
     previous = earlier[-1] if earlier else None

@@ -118,10 +118,10 @@ def _flat(d: dict, prefix: str = "") -> dict:
     return out
 
 
-def kv_table(values: dict, what: str = "value") -> dg.MetadataValue:
+def kv_table(entries: dict, what: str = "value") -> dg.MetadataValue:
     """A dict (nested dicts flattened as 'a.b') as a two-column table for people: name | value, floats
     to 4 significant digits, lists joined; never a JSON string or a dict repr."""
-    return md_table([{"name": k, what: v.item() if hasattr(v, "item") else v} for k, v in _flat(dict(values)).items()])
+    return md_table([{"name": k, what: v.item() if hasattr(v, "item") else v} for k, v in _flat(dict(entries)).items()])
 
 
 def for_people(value):

@@ -55,6 +55,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from promo_assets.coefficients import Coefficients
 from promo_assets.evaluation.eom import EvaluationError, _as_matrix, levels_at_lambdas
 from promo_assets.evaluation.honest import dr_q_at_budget
 
@@ -129,14 +130,14 @@ class Candidate:
     def with_versions(self, versions: Mapping[str, str]) -> "Candidate":
         return Candidate(self.members, self.weights, tuple(versions.get(m, "") for m in self.members))
 
-    def coefficients(self, coefficients: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-        """(values, costs) of the policy: the weighted mean of its members' (N x K each)."""
+    def coefficients(self, coefficients: Mapping[str, tuple[np.ndarray, np.ndarray]]) -> Coefficients:
+        """Coefficients(response, cost) of the policy: the weighted mean of its members' (N x K each)."""
         missing = [m for m in self.members if m not in coefficients]
         if missing:
             raise EvaluationError(f"no coefficients of {', '.join(missing)} for candidate {self.name}")
         v = sum(w * np.asarray(coefficients[m][0], dtype=np.float64) for m, w in zip(self.members, self.weights))
         c = sum(w * np.asarray(coefficients[m][1], dtype=np.float64) for m, w in zip(self.members, self.weights))
-        return v, c
+        return Coefficients(v, c)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "members": list(self.members), "weights": list(self.weights),
@@ -167,7 +168,7 @@ class ChampionSettings:
 class Evidence:
     """The events candidates are compared on (module docstring): logged level t, response y, cost z,
     propensity p (N each), the outcome model's predictions dm_values, dm_costs (N x K), each model's
-    coefficients for the same events {model: (values, costs)} and where each event comes from
+    coefficients for the same events {model: (response, cost)} and where each event comes from
     (`source`, N labels such as 'holdout' / 'validation', for the report)."""
 
     logged: np.ndarray
@@ -288,7 +289,7 @@ def evaluate_candidate(evidence: Evidence, candidate: Candidate, budgets: Sequen
     q = _quantile(confidence)
     values, costs, intervals, cost_intervals, phis = [], [], [], [], []
     for b in budgets:
-        res = dr_q_at_budget(v, c, t, y, z, p, my, mz, float(b))
+        res = dr_q_at_budget((v, c), t, y, z, p, my, mz, float(b))
         levels = levels_at_lambdas(v, c, [res.lambda_])[0]
         phi = influence(evidence, levels)
         phi_cost = influence(evidence, levels, cost=True)
@@ -601,7 +602,7 @@ def truth_audit(true_values, true_costs, results: Mapping[str, CandidateResult],
     for b in budgets:
         res = allocate(tv, tc, float(b), seed=0)
         ov, _ = true_policy_value(np.asarray(res.levels, dtype=np.int64), tv, tc)
-        oracle.append(max(ov, float(res.lp_value) / tv.shape[0]))
+        oracle.append(max(ov, float(res.lp_response) / tv.shape[0]))
     out = {}
     for name, r in results.items():
         v, c = r.candidate.coefficients(holdout)

@@ -22,6 +22,7 @@ from promo_assets.evaluation.eom import (
     eom_batch,
     lambda_upper_bound,
     levels_at_lambdas,
+    prediction_matrices,
 )
 from promo_assets.evaluation.honest import ipw_mix, mix_true_value, random_mix
 from promo_assets.evaluation.truth import allocate
@@ -36,10 +37,10 @@ CURVE_COLUMNS = [
 RANDOM_CURVE_SHARES = np.linspace(0.0, 2.0, 41)  # the random reference's curve: cheapest .. uniform .. dearest
 
 
-def frontier_lambdas(values, costs, n_points: int | None = 50) -> np.ndarray:
-    """Multipliers spanning the allocator's whole frontier of (values, costs).
+def frontier_lambdas(response, cost, n_points: int | None = 50) -> np.ndarray:
+    """Multipliers spanning the allocator's whole frontier of the predicted (response, cost).
 
-    Takes the N x K coefficients; calls `promo_assets.allocation.frontier(values, costs)` and keeps
+    Takes the N x K predictions; calls `promo_assets.allocation.frontier(response, cost)` and keeps
     the (finite) breakpoint multipliers whose total cost lies nearest to `n_points` evenly spaced
     costs between the frontier's cheapest and dearest point (all of them when None), each lowered
     by a relative 1e-9 so that the KKT argmax gives the frontier's allocation at that breakpoint,
@@ -49,7 +50,7 @@ def frontier_lambdas(values, costs, n_points: int | None = 50) -> np.ndarray:
     """
     from promo_assets.allocation import frontier
 
-    fr = frontier(np.asarray(values, dtype=np.float64), np.asarray(costs, dtype=np.float64))
+    fr = frontier(np.asarray(response, dtype=np.float64), np.asarray(cost, dtype=np.float64))
     lams = np.asarray(fr.lambdas, dtype=np.float64)
     tot = np.asarray(fr.costs, dtype=np.float64)
     ok = np.isfinite(lams) & (lams >= 0) & np.isfinite(tot)
@@ -63,18 +64,19 @@ def frontier_lambdas(values, costs, n_points: int | None = 50) -> np.ndarray:
     # frontier() lists at breakpoint lambda_b the allocation just below it (the step taken): at
     # lambda_b itself the argmax ties and keeps the cheaper level, so evaluate a hair below.
     lams = lams * (1 - 1e-9)
-    extra = [0.0, lambda_upper_bound(values, costs)]
+    extra = [0.0, lambda_upper_bound(response, cost)]
     return np.unique(np.concatenate([lams, extra]))
 
 
-def eom_curve(values, costs, logged, response, cost, propensity=None, budgets: Sequence[float] | None = None,
+def eom_curve(coefficients, logged, response, cost, propensity=None, budgets: Sequence[float] | None = None,
               *, n_points: int | None = 50, true_values=None, true_costs=None, seed: int = 0,
               model: str = "") -> pd.DataFrame:
     """EOM of a model's allocations over budgets or over its whole frontier.
 
-    Takes values, costs (N x K predictions for the N holdout users), the logged RCT arrays (see
-    `eom`), and either `budgets` (per-capita budgets, allocated with the allocator's `solve`) or
-    None (the whole frontier, `frontier_lambdas(values, costs, n_points)`, allocations by the KKT
+    Takes `coefficients` (the predicted (response, cost), N x K each, for the N holdout users), the
+    logged RCT arrays (see `eom`), and either `budgets` (per-capita budgets, allocated with the
+    allocator's `solve`) or None (the whole frontier, `frontier_lambdas(response, cost, n_points)`
+    of the predictions, allocations by the KKT
     argmax of v - lambda c). Optional true_values / true_costs (N x K) add the true value.
     Returns a DataFrame with CURVE_COLUMNS, one row per allocation, sorted by predicted cost:
     lambda_, budget_per_capita (the budget asked for; NaN on the frontier), predicted_value /
@@ -83,8 +85,7 @@ def eom_curve(values, costs, logged, response, cost, propensity=None, budgets: S
     """
     t, y, z, _ = _logged_arrays(logged, response, cost, propensity)
     n = t.shape[0]
-    v = _as_matrix(values, "values", n)
-    c = _as_matrix(costs, "costs", n, v.shape[1])
+    v, c = prediction_matrices(coefficients, n)
     if budgets is not None:
         budgets = [float(b) for b in budgets]
         results = [allocate(v, c, b, seed=seed) for b in budgets]
@@ -169,7 +170,7 @@ def policy_curves(models: Mapping[str, tuple], logged, response, cost, propensit
                   log: Callable[[str], None] | None = None) -> pd.DataFrame:
     """Frontier curves of every model, the oracle (when the truth is known) and the random policy.
 
-    Takes models: name -> (model_version, values, costs) or name -> (values, costs), N x K each for
+    Takes models: name -> (model_version, response, cost) or name -> (response, cost), N x K each for
     the holdout users; the logged RCT arrays; optional truth (N x K); the number of frontier
     points per model. The random policy is the cost-matched random reference of `policy_evaluation`
     (`random_reference_curve`: the mix of levels from everyone at the cheapest level through a
@@ -182,15 +183,15 @@ def policy_curves(models: Mapping[str, tuple], logged, response, cost, propensit
     frames = []
     k = None
     for name, spec in models.items():
-        vals, csts = spec[-2], spec[-1]
-        k = np.shape(vals)[1] if k is None else k
-        frames.append(eom_curve(vals, csts, t, y, z, propensity, None, n_points=n_points,
+        coefficients = (spec[-2], spec[-1])
+        k = np.shape(coefficients[0])[1] if k is None else k
+        frames.append(eom_curve(coefficients, t, y, z, propensity, None, n_points=n_points,
                                 true_values=true_values, true_costs=true_costs, model=name))
         if log:
             log(f"curve of {name}: {len(frames[-1])} points")
     if true_values is not None:
         k = np.shape(true_values)[1]
-        frames.append(eom_curve(true_values, true_costs, t, y, z, propensity, None, n_points=n_points,
+        frames.append(eom_curve((true_values, true_costs), t, y, z, propensity, None, n_points=n_points,
                                 true_values=true_values, true_costs=true_costs, model="oracle"))
     if k is None:
         raise EvaluationError("policy_curves needs at least one model or the truth")

@@ -105,6 +105,19 @@ def _as_matrix(x, name: str, n: int | None = None, k: int | None = None) -> np.n
     return a
 
 
+def prediction_matrices(coefficients, n: int | None = None, what: str = "coefficients") -> tuple[np.ndarray, np.ndarray]:
+    """The predicted (response, cost) of `coefficients` (a Coefficients or any (response, cost) pair)
+    as checked float64 N x K matrices (N = `n` when given), errors naming `what`."""
+    try:
+        pred_response, pred_cost = coefficients
+    except (TypeError, ValueError):
+        raise EvaluationError(f"{what} must be a (response, cost) pair of users x levels arrays, got "
+                              f"{type(coefficients).__name__}") from None
+    v = _as_matrix(pred_response, f"{what}.response", n)
+    c = _as_matrix(pred_cost, f"{what}.cost", n, v.shape[1])
+    return v, c
+
+
 def inverse_propensity(logged, propensity=None) -> np.ndarray:
     """Inverse logging propensities 1 / p_i for N logged levels.
 
@@ -139,17 +152,17 @@ def _logged_arrays(logged, response, cost, propensity):
 
 
 # -------------------------------------------------------------------------------- allocations
-def levels_at_lambdas(values, costs, lambdas) -> np.ndarray:
+def levels_at_lambdas(response, cost, lambdas) -> np.ndarray:
     """The KKT allocation (end-to-end paper Eq. 4) for each dual multiplier.
 
-    Takes values, costs (N x K) and L multipliers; returns an L x N int array whose row l holds
+    Takes the predicted response, cost (N x K) and L multipliers; returns an L x N int array whose row l holds
     argmax_j (v_ij - lambda_l c_ij) per user: the project's one decision rule and tie rule
     (`promo_assets.allocation.decide_at_lambdas`: on equal reduced value the cheaper level, then
     the lower index).
     """
     from promo_assets.allocation.decision import decide_at_lambdas
 
-    return decide_at_lambdas(values, costs, lambdas)
+    return decide_at_lambdas(response, cost, lambdas)
 
 
 # ------------------------------------------------------------------------------------------ EOM
@@ -204,15 +217,15 @@ class QResult:
     converged: bool  # True when |cost - budget| <= tol was reached
 
 
-def lambda_upper_bound(values, costs) -> float:
+def lambda_upper_bound(response, cost) -> float:
     """The smallest multiplier at which every user picks a cheapest level (alpha_max).
 
     For each user, j0 = the cheapest level (best value among equally cheap ones); every user picks
     j0 once lambda >= max_{i, j: c_ij > c_ij0} (v_ij - v_ij0) / (c_ij - c_ij0). Returns that bound
     times (1 + 1e-6) (and 1.0 when no level is worth paying for).
     """
-    v = np.asarray(values, dtype=np.float64)
-    c = np.asarray(costs, dtype=np.float64)
+    v = np.asarray(response, dtype=np.float64)
+    c = np.asarray(cost, dtype=np.float64)
     cmin = c.min(axis=1, keepdims=True)
     cheapest = c <= cmin + 1e-12 * np.maximum(1.0, np.abs(cmin))
     v0 = np.where(cheapest, v, -np.inf).max(axis=1, keepdims=True)
@@ -225,13 +238,12 @@ def lambda_upper_bound(values, costs) -> float:
     return top * (1 + 1e-6) + 1e-12
 
 
-def _check_q_inputs(values, costs, logged, response, cost, propensity, budget_per_capita):
+def _check_q_inputs(coefficients, logged, response, cost, propensity, budget_per_capita):
     t, y, z, ipw = _logged_arrays(logged, response, cost, propensity)
     n = t.shape[0]
-    v = _as_matrix(values, "values", n)
-    c = _as_matrix(costs, "costs", n, v.shape[1])
+    v, c = prediction_matrices(coefficients, n)
     if t.max() >= v.shape[1]:
-        raise EvaluationError(f"logged has level {t.max()} but values has only {v.shape[1]} levels")
+        raise EvaluationError(f"logged has level {t.max()} but coefficients have only {v.shape[1]} levels")
     b = float(budget_per_capita)
     if not math.isfinite(b) or b < 0:
         raise EvaluationError(f"budget_per_capita must be a finite number >= 0, got {budget_per_capita!r}")
@@ -247,18 +259,18 @@ def _eom_at(v, c, t, y, z, ipw, lambdas):
         return (w @ y) / denom, (w @ z) / denom, match.sum(axis=1)
 
 
-def q_at_budget_bisection(values, costs, logged, response, cost, propensity, budget_per_capita, *,
+def q_at_budget_bisection(coefficients, logged, response, cost, propensity, budget_per_capita, *,
                           max_iter: int = 50, lambda_max: float | None = None,
                           tol: float = 1e-4) -> QResult:
     """Q(v, c) by bisection, line by line the end-to-end paper's Algorithm 1.
 
-    Takes values, costs (N x K predictions for the N RCT users), the logged arrays (see `eom`),
-    the per-capita budget T/B, the maximum number of iterations I (`max_iter`), alpha_max
-    (`lambda_max`, default `lambda_upper_bound(values, costs)`) and the cost tolerance epsilon
+    Takes `coefficients` (the predicted (response, cost), N x K each, for the N RCT users), the
+    logged arrays (see `eom`), the per-capita budget T/B, the maximum number of iterations I
+    (`max_iter`), alpha_max (`lambda_max`, default `lambda_upper_bound(*coefficients)`) and the cost tolerance epsilon
     (`tol`). Returns a QResult whose `.value` is Q(v, c) = V(v, c, alpha_m) at the last midpoint.
     EOM here is the self-normalized IPW form (equal to the paper's plain mean for a uniform RCT).
     """
-    v, c, t, y, z, ipw, b = _check_q_inputs(values, costs, logged, response, cost, propensity,
+    v, c, t, y, z, ipw, b = _check_q_inputs(coefficients, logged, response, cost, propensity,
                                             budget_per_capita)
     if max_iter < 1:
         raise EvaluationError("max_iter must be >= 1")
@@ -281,12 +293,13 @@ def q_at_budget_bisection(values, costs, logged, response, cost, propensity, bud
     return QResult(V, C, mid, it, m, converged)
 
 
-def q_at_budget(values, costs, logged, response, cost, propensity, budget_per_capita, *,
+def q_at_budget(coefficients, logged, response, cost, propensity, budget_per_capita, *,
                 arity: int = 2, max_iter: int | None = None, lambda_max: float | None = None,
                 tol: float = 1e-4) -> QResult:
     """Q(v, c) at a per-capita budget (end-to-end paper Algorithm 1 and its n-ary variant).
 
-    Takes values, costs (N x K), the logged RCT arrays (see `eom`) and budget_per_capita.
+    Takes `coefficients` (the predicted (response, cost), N x K each), the logged RCT arrays (see
+    `eom`) and budget_per_capita.
     `arity` = n splits the search interval into n parts per iteration and evaluates its n - 1
     interior multipliers in one vectorized pass (`arity=2` is exactly Algorithm 1, see
     `q_at_budget_bisection`). The next interval is the one between the last multiplier whose EOM
@@ -298,10 +311,10 @@ def q_at_budget(values, costs, logged, response, cost, propensity, budget_per_ca
     if arity < 2:
         raise EvaluationError(f"arity must be >= 2, got {arity}")
     if arity == 2:
-        return q_at_budget_bisection(values, costs, logged, response, cost, propensity,
+        return q_at_budget_bisection(coefficients, logged, response, cost, propensity,
                                      budget_per_capita, max_iter=50 if max_iter is None else max_iter,
                                      lambda_max=lambda_max, tol=tol)
-    v, c, t, y, z, ipw, b = _check_q_inputs(values, costs, logged, response, cost, propensity,
+    v, c, t, y, z, ipw, b = _check_q_inputs(coefficients, logged, response, cost, propensity,
                                             budget_per_capita)
     if max_iter is None:
         max_iter = int(math.ceil(50 / math.log2(arity)))
@@ -396,14 +409,14 @@ def bootstrap_eom(assigned, logged, response, cost, propensity=None, n_boot: int
 
 
 # ----------------------------------------------------------------------------------------- AUCC
-def roi_score(values, costs, eps: float = 1e-9) -> np.ndarray:
+def roi_score(response, cost, eps: float = 1e-9) -> np.ndarray:
     """Two-arm ROI score (v_i1 - v_i0) / (c_i1 - c_i0) used to rank users for AUCC.
 
-    Takes values, costs N x 2 (level 0 = control); the cost uplift is floored at `eps` so a free
+    Takes the predicted response, cost N x 2 (level 0 = control); the cost uplift is floored at `eps` so a free
     treatment with positive uplift ranks first. Returns N scores.
     """
-    v = _as_matrix(values, "values")
-    c = _as_matrix(costs, "costs", v.shape[0], v.shape[1])
+    v = _as_matrix(response, "response")
+    c = _as_matrix(cost, "cost", v.shape[0], v.shape[1])
     if v.shape[1] != 2:
         raise EvaluationError(f"roi_score needs exactly two levels (control, treatment), got {v.shape[1]}")
     return (v[:, 1] - v[:, 0]) / np.maximum(c[:, 1] - c[:, 0], eps)
@@ -452,7 +465,7 @@ def cost_curve(score, logged, response, cost, propensity=None, *, n_bins: int | 
 def aucc(score, logged, response, cost, propensity=None, *, n_bins: int | None = 100) -> float:
     """AUCC, area under the normalized cost curve (Du et al. 2019; end-to-end §4.2, DFCL §6.1.2).
 
-    Takes N ranking scores (e.g. `roi_score(values, costs)`), logged levels in {0, 1}, responses,
+    Takes N ranking scores (e.g. `roi_score(response, cost)`), logged levels in {0, 1}, responses,
     costs, optional propensities and the number of population fractions `n_bins`. Returns the
     trapezoidal area under `cost_curve` (about 0.5 for a random ranking).
     """

@@ -49,6 +49,7 @@ from promo_assets.evaluation.eom import (
     _logged_arrays,
     lambda_upper_bound,
     levels_at_lambdas,
+    prediction_matrices,
     q_search,
 )
 
@@ -95,16 +96,16 @@ class MatchedSpend:
     note: str = ""
 
 
-def matched_true_value(values, costs, true_values, true_costs, budget_per_capita: float, *,
+def matched_true_value(response, cost, true_response, true_cost, budget_per_capita: float, *,
                        rel_tol: float = MATCH_REL_TOL, max_iter: int = 100, seed: int = 0,
                        frontier=None) -> MatchedSpend:
     """The true value of a model's allocation at the budget that makes its TRUE cost equal the budget.
 
-    Takes the model's values, costs (N x K predictions), the truth (N x K expected response and
+    Takes the model's predicted response, cost (N x K), the truth (N x K expected response and
     cost), the per-capita budget b, the relative tolerance, the bisection cap, the seed of the
     allocator's rounding, and optionally the model's precomputed `promo_assets.allocation.frontier`.
     Bisects the per-capita budget B given to the allocator (its allocation at B is
-    `frontier.allocation(B)`, the same as `solve(values, costs, B)`) between the model's cheapest
+    `frontier.allocation(B)`, the same as `solve(response, cost, B)`) between the model's cheapest
     and its unconstrained allocation, keeping the largest B whose true cost is <= b, until that cost
     is >= b (1 - rel_tol). The allocator's LP optimum splits at most one user between two levels;
     that user counts by its LP share (the expectation of the allocator's seeded rounding), so the
@@ -115,10 +116,10 @@ def matched_true_value(values, costs, true_values, true_costs, budget_per_capita
     """
     from promo_assets.allocation import frontier as make_frontier
 
-    v = _as_matrix(values, "values")
-    c = _as_matrix(costs, "costs", v.shape[0], v.shape[1])
-    tv = _as_matrix(true_values, "true_values", v.shape[0], v.shape[1])
-    tc = _as_matrix(true_costs, "true_costs", v.shape[0], v.shape[1])
+    v = _as_matrix(response, "response")
+    c = _as_matrix(cost, "cost", v.shape[0], v.shape[1])
+    tv = _as_matrix(true_response, "true_response", v.shape[0], v.shape[1])
+    tc = _as_matrix(true_cost, "true_cost", v.shape[0], v.shape[1])
     b = float(budget_per_capita)
     if not math.isfinite(b) or b <= 0:
         raise EvaluationError(f"budget_per_capita must be a finite number > 0, got {budget_per_capita!r}")
@@ -456,15 +457,16 @@ def bootstrap_dr(policy, logged, response, cost, propensity=None, dm_values=None
     return float(lo), float(hi)
 
 
-def dr_q_at_budget(values, costs, logged, response, cost, propensity, dm_values, dm_costs,
+def dr_q_at_budget(coefficients, logged, response, cost, propensity, dm_values, dm_costs,
                    budget_per_capita: float, *, arity: int = 8, max_iter: int = 17,
                    rel_tol: float = 1e-4) -> QResult:
     """The matched (Q-style) DR value: the KKT allocation argmax_j (v_ij - lambda c_ij) with lambda
     searched (n-ary, `q_search`) until its DR cost equals the budget within rel_tol x budget.
+    `coefficients`: the model's predicted (response, cost) pair (N x K each); `logged`, `response`,
+    `cost`, `propensity`: the logged RCT; `dm_values`, `dm_costs`: the outcome model's predictions.
     Returns a QResult (value = the DR value there, cost = its DR cost)."""
     t, y, z, _ = _logged_arrays(logged, response, cost, propensity)
-    v = _as_matrix(values, "values", t.shape[0])
-    c = _as_matrix(costs, "costs", t.shape[0], v.shape[1])
+    v, c = prediction_matrices(coefficients, t.shape[0])
     b = float(budget_per_capita)
 
     def evaluate(lams):

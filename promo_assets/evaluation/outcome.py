@@ -27,6 +27,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from promo_assets.coefficients import Coefficients
 from promo_assets.evaluation.eom import EvaluationError
 
 __all__ = ["OutcomeModel", "fit_outcome_model", "OUTCOME_MODEL_KINDS"]
@@ -70,12 +71,13 @@ class OutcomeModel:
             return values * self.incentives[None, :]
         return np.tile(self.incentives, (values.shape[0], 1))
 
-    def predict(self, features: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-        """Expected response and cost of every row of `features` at every level (N x K each)."""
+    def predict(self, features: pd.DataFrame) -> Coefficients:
+        """Expected response and cost of every row of `features` at every level (N x K each), as
+        Coefficients(response, cost)."""
         n, k = len(features), self.n_levels
         if self.kind == "level_means":
             m = self.level_means
-            return np.tile(m[:, 0], (n, 1)), self._costs(np.tile(m[:, 0], (n, 1)), np.tile(m[:, 1], (n, 1)))
+            return Coefficients(np.tile(m[:, 0], (n, 1)), self._costs(np.tile(m[:, 0], (n, 1)), np.tile(m[:, 1], (n, 1))))
         missing = [c for c in self.numeric + self.categorical if c not in features.columns]
         if missing:
             raise EvaluationError(f"outcome model: feature columns missing from the holdout rows: {missing}")
@@ -90,7 +92,7 @@ class OutcomeModel:
             values[s:s + step] = self.response_model.predict(rep).reshape(-1, k)
             if costs is not None:
                 costs[s:s + step] = self.cost_model.predict(rep).reshape(-1, k)
-        return values, self._costs(values, costs)
+        return Coefficients(values, self._costs(values, costs))
 
 
 def fit_outcome_model(frame: pd.DataFrame, numeric: Sequence[str], categorical: Sequence[str], n_levels: int, *,

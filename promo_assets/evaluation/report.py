@@ -115,7 +115,7 @@ def evaluate_models(
     `evaluate_random` gives those, `evaluate_policies` both).
 
     Takes:
-      models: model name -> (model_version, values N x K, costs N x K), predictions for the N holdout
+      models: model name -> (model_version, response N x K, cost N x K), predictions for the N holdout
         users (rows aligned with the logged arrays). The name 'random' is reserved.
       logged, response, cost, propensity: the holdout RCT records (see `eom`).
       budgets: per-capita budgets; campaign: the campaign id.
@@ -212,7 +212,7 @@ class _Holdout:
                 true_values=None, true_costs=None, dm_values=None, dm_costs=None, n_boot: int = 200, seed: int = 0,
                 evaluated_at: dt.datetime | None = None, log: Callable[[str], None] | None = None,
                 min_holdout_users: int | None = None):
-        """(the holdout, the checked models: name -> (version, values, costs)); EvaluationError naming
+        """(the holdout, the checked models: name -> (version, response, cost)); EvaluationError naming
         what does not fit."""
         t, y, z, _ = _logged_arrays(logged, response, cost, propensity)
         n = t.shape[0]
@@ -231,7 +231,7 @@ class _Holdout:
         checked: dict[str, tuple[str, np.ndarray, np.ndarray]] = {}
         for name, spec in models.items():
             if len(spec) != 3:
-                raise EvaluationError(f"models[{name!r}] must be (model_version, values, costs)")
+                raise EvaluationError(f"models[{name!r}] must be (model_version, response, cost)")
             version, vals, csts = spec
             v = _as_matrix(vals, f"values of {name}", n)
             c = _as_matrix(csts, f"costs of {name}", n, v.shape[1])
@@ -277,7 +277,7 @@ class _Holdout:
                 res, _ = self.allocation_or_none("oracle", tv, tc, b)
                 if res is not None:
                     ov, oc = true_policy_value(np.asarray(res.levels, dtype=np.int64), tv, tc)
-                    self.oracle[b] = (ov, oc, max(ov, float(res.lp_value) / self.n))
+                    self.oracle[b] = (ov, oc, max(ov, float(res.lp_response) / self.n))
         self.level_costs = logged_level_costs(t, z, propensity, k)
 
     def say(self, msg: str) -> None:
@@ -390,7 +390,7 @@ class _Holdout:
                 row["eom_value"], row["eom_cost"] = float(ev[0]), float(ec[0])
                 row["eom_ci_low"], row["eom_ci_high"] = bootstrap_eom(assigned, t, y, z, p, n_boot=self.n_boot,
                                                                       seed=seed)
-                q = q_at_budget(v, c, t, y, z, p, b)
+                q = q_at_budget((v, c), t, y, z, p, b)
                 row["q_value"], row["q_cost"] = q.value, q.cost
                 if my is not None:
                     dv, dc, _ = dr_batch(assigned, t, y, z, p, my, mz)
@@ -399,7 +399,7 @@ class _Holdout:
                     if math.isnan(row["dr_ci_low"]):
                         self.add_note(row, name, f"only {int(nm[0])} holdout event matches the levels this policy "
                                       f"assigns at budget {b:g}: no DR interval (needs 2)")
-                    dq = dr_q_at_budget(v, c, t, y, z, p, my, mz, b)
+                    dq = dr_q_at_budget((v, c), t, y, z, p, my, mz, b)
                     row["dr_q_value"], row["dr_q_cost"] = dq.value, dq.cost
             self.finish(row, b)
             rows.append(row)

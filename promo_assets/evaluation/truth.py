@@ -29,15 +29,15 @@ def true_policy_value(assigned, true_values, true_costs) -> tuple[float, float]:
     return float(v[rows, a].mean()), float(c[rows, a].mean())
 
 
-def allocate(values, costs, budget_per_capita: float, seed: int = 0):
+def allocate(response, cost, budget_per_capita: float, seed: int = 0):
     """Allocate with the project's allocator at a per-capita budget.
 
-    Thin call to `promo_assets.allocation.solve(values, costs, budget_per_capita, per_capita=True,
+    Thin call to `promo_assets.allocation.solve(response, cost, budget_per_capita, per_capita=True,
     seed=seed)`; returns its result (`.levels`, `.lambda_`, ...).
     """
     from promo_assets.allocation import solve
 
-    return solve(np.asarray(values, dtype=np.float64), np.asarray(costs, dtype=np.float64),
+    return solve(np.asarray(response, dtype=np.float64), np.asarray(cost, dtype=np.float64),
                  float(budget_per_capita), per_capita=True, seed=seed)
 
 
@@ -51,7 +51,7 @@ def oracle_policy(true_values, true_costs, budget_per_capita: float, seed: int =
     return np.asarray(allocate(v, c, budget_per_capita, seed=seed).levels, dtype=np.int64)
 
 
-def random_policy(n_users: int, n_levels: int, costs, budget_per_capita: float, seed: int = 0) -> np.ndarray:
+def random_policy(n_users: int, n_levels: int, cost, budget_per_capita: float, seed: int = 0) -> np.ndarray:
     """Uniformly random levels, scaled to respect a per-capita budget.
 
     Takes the number of users and levels, the expected cost of each level (K values, or N x K per
@@ -70,7 +70,7 @@ def random_policy(n_users: int, n_levels: int, costs, budget_per_capita: float, 
     """
     if n_users < 1 or n_levels < 1:
         raise EvaluationError(f"n_users and n_levels must be >= 1, got {n_users}, {n_levels}")
-    c = np.asarray(costs, dtype=np.float64)
+    c = np.asarray(cost, dtype=np.float64)
     if c.ndim == 1:
         if c.shape[0] != n_levels:
             raise EvaluationError(f"costs has {c.shape[0]} levels, expected {n_levels}")

@@ -70,12 +70,12 @@ class JointAllocation:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def _check(name: str, values: np.ndarray, costs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    v, c = np.asarray(values, dtype=np.float64), np.asarray(costs, dtype=np.float64)
+def _check(name: str, response: np.ndarray, cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    v, c = np.asarray(response, dtype=np.float64), np.asarray(cost, dtype=np.float64)
     if v.ndim != 2 or v.shape != c.shape:
-        raise JointAllocationError(f"{name} values {v.shape} and costs {c.shape} must be matching N x K arrays")
+        raise JointAllocationError(f"{name} response {v.shape} and cost {c.shape} must be matching N x K arrays")
     if not (np.isfinite(v).all() and np.isfinite(c).all()):
-        raise JointAllocationError(f"{name} values and costs must be finite")
+        raise JointAllocationError(f"{name} response and cost must be finite")
     return v, c
 
 
@@ -90,9 +90,9 @@ def _normalizer(merchant_normalizer, n: int) -> np.ndarray | None:
     return norm
 
 
-def _inputs(customer_values, customer_costs, merchant_values, merchant_costs, merchant_normalizer):
-    vc, cc = _check("customer", customer_values, customer_costs)
-    vm, cm = _check("merchant", merchant_values, merchant_costs)
+def _inputs(customer_response, customer_cost, merchant_response, merchant_cost, merchant_normalizer):
+    vc, cc = _check("customer", customer_response, customer_cost)
+    vm, cm = _check("merchant", merchant_response, merchant_cost)
     norm = _normalizer(merchant_normalizer, vm.shape[0])
     if norm is not None:  # the paper's f^m: count / previous shares; cost r_j f^m scales alike
         vm, cm = vm / norm[:, None], cm / norm[:, None]
@@ -106,7 +106,7 @@ def _pad(a: np.ndarray, k: int) -> np.ndarray:
     return np.concatenate([a, np.repeat(a[:, :1], k - a.shape[1], axis=1)], axis=1)
 
 
-def decide(values: np.ndarray, costs: np.ndarray, lambda_: float, ratio: float) -> np.ndarray:
+def decide(response: np.ndarray, cost: np.ndarray, lambda_: float, ratio: float) -> np.ndarray:
     """Eq. 19–20: per-row level argmax_j v_ij - lambda_ (c_ij - ratio v_ij), by the project's one
     decision rule (`promo_assets.allocation.decide`: on ties the cheaper level, then the lower index).
 
@@ -116,15 +116,15 @@ def decide(values: np.ndarray, costs: np.ndarray, lambda_: float, ratio: float) 
     """
     from promo_assets import allocation
 
-    v, c = _check("decision", values, costs)
+    v, c = _check("decision", response, cost)
     return allocation.decide(v, c, lambda_, ratio=ratio)
 
 
 def joint_allocation(
-    customer_values: np.ndarray,
-    customer_costs: np.ndarray,
-    merchant_values: np.ndarray,
-    merchant_costs: np.ndarray,
+    customer_response: np.ndarray,
+    customer_cost: np.ndarray,
+    merchant_response: np.ndarray,
+    merchant_cost: np.ndarray,
     ratio: float,
     *,
     merchant_normalizer: np.ndarray | None = None,
@@ -133,14 +133,14 @@ def joint_allocation(
 ) -> JointAllocation:
     """Solve Eq. 11–16 for both sides at once (one ratio constraint, one lambda*).
 
-    Takes predicted (values, costs) N_c x K_c for customers and N_m x K_m for merchants (raw sharing
+    Takes the predicted (response, cost) N_c x K_c for customers and N_m x K_m for merchants (raw sharing
     counts and money costs; divided here by `merchant_normalizer`, length N_m, when given, the
     paper's normalization) and the ratio budget B. Returns a JointAllocation (kind "joint") whose
     `value`/`cost` are the predicted Eq. 11 objective and Eq. 16 numerator.
     """
     from promo_assets import allocation
 
-    vc, cc, vm, cm = _inputs(customer_values, customer_costs, merchant_values, merchant_costs, merchant_normalizer)
+    vc, cc, vm, cm = _inputs(customer_response, customer_cost, merchant_response, merchant_cost, merchant_normalizer)
     k = max(vc.shape[1], vm.shape[1])
     values = np.concatenate([_pad(vc, k), _pad(vm, k)])
     costs = np.concatenate([_pad(cc, k), _pad(cm, k)])
@@ -154,10 +154,10 @@ def joint_allocation(
 
 
 def independent_allocation(
-    customer_values: np.ndarray,
-    customer_costs: np.ndarray,
-    merchant_values: np.ndarray,
-    merchant_costs: np.ndarray,
+    customer_response: np.ndarray,
+    customer_cost: np.ndarray,
+    merchant_response: np.ndarray,
+    merchant_cost: np.ndarray,
     ratio: float,
     *,
     total_cost: float | None = None,
@@ -180,7 +180,7 @@ def independent_allocation(
     """
     from promo_assets import allocation
 
-    vc, cc, vm, cm = _inputs(customer_values, customer_costs, merchant_values, merchant_costs, merchant_normalizer)
+    vc, cc, vm, cm = _inputs(customer_response, customer_cost, merchant_response, merchant_cost, merchant_normalizer)
     if total_cost is None:
         total_cost = joint_allocation(vc, cc, vm, cm, ratio, seed=seed, log=log).cost
     total = float(total_cost)
@@ -214,10 +214,10 @@ def independent_allocation(
 
 
 def independent_same_ratio_allocation(
-    customer_values: np.ndarray,
-    customer_costs: np.ndarray,
-    merchant_values: np.ndarray,
-    merchant_costs: np.ndarray,
+    customer_response: np.ndarray,
+    customer_cost: np.ndarray,
+    merchant_response: np.ndarray,
+    merchant_cost: np.ndarray,
     ratio: float,
     *,
     merchant_normalizer: np.ndarray | None = None,
@@ -228,7 +228,7 @@ def independent_same_ratio_allocation(
     differs from the joint policy's, so it is reported for context only (kind "independent_same_ratio")."""
     from promo_assets import allocation
 
-    vc, cc, vm, cm = _inputs(customer_values, customer_costs, merchant_values, merchant_costs, merchant_normalizer)
+    vc, cc, vm, cm = _inputs(customer_response, customer_cost, merchant_response, merchant_cost, merchant_normalizer)
     ac = allocation.solve_ratio(vc, cc, ratio, seed=seed, log=log)
     am = allocation.solve_ratio(vm, cm, ratio, seed=seed, log=log)
     return _result(
@@ -282,10 +282,10 @@ def allocation_truth(
 
 
 def compare_joint_independent(
-    customer_values: np.ndarray,
-    customer_costs: np.ndarray,
-    merchant_values: np.ndarray,
-    merchant_costs: np.ndarray,
+    customer_response: np.ndarray,
+    customer_cost: np.ndarray,
+    merchant_response: np.ndarray,
+    merchant_cost: np.ndarray,
     ratio: float,
     customer_truth: tuple[np.ndarray, np.ndarray],
     merchant_truth: tuple[np.ndarray, np.ndarray],
@@ -304,7 +304,7 @@ def compare_joint_independent(
     """
     out: dict[str, Any] = {"ratio": float(ratio), "normalized_merchants": merchant_normalizer is not None}
     for source, (vc, cc, vm, cm) in (
-        ("predicted", (customer_values, customer_costs, merchant_values, merchant_costs)),
+        ("predicted", (customer_response, customer_cost, merchant_response, merchant_cost)),
         ("oracle", (*customer_truth, *merchant_truth)),
     ):
         kw = {"merchant_normalizer": merchant_normalizer, "seed": seed}
@@ -336,10 +336,10 @@ def ratio_budgets(raw: Any) -> list[float]:
 
 
 def allocate_ratio_budgets(
-    customer_values: np.ndarray,
-    customer_costs: np.ndarray,
-    merchant_values: np.ndarray,
-    merchant_costs: np.ndarray,
+    customer_response: np.ndarray,
+    customer_cost: np.ndarray,
+    merchant_response: np.ndarray,
+    merchant_cost: np.ndarray,
     ratios: list[float],
     *,
     customer_ids: np.ndarray,
@@ -365,10 +365,10 @@ def allocate_ratio_budgets(
     for ratio in ratios:
         row: dict[str, Any] = {"ratio_budget": ratio, "note": None}
         try:
-            joint = joint_allocation(customer_values, customer_costs, merchant_values, merchant_costs, ratio,
+            joint = joint_allocation(customer_response, customer_cost, merchant_response, merchant_cost, ratio,
                                      merchant_normalizer=merchant_normalizer, log=log)
             allocs = {"joint": joint, "independent": independent_allocation(
-                customer_values, customer_costs, merchant_values, merchant_costs, ratio, total_cost=joint.cost,
+                customer_response, customer_cost, merchant_response, merchant_cost, ratio, total_cost=joint.cost,
                 merchant_normalizer=merchant_normalizer)}
         except ValueError as exc:
             row["note"] = str(exc)
@@ -391,10 +391,10 @@ def allocate_ratio_budgets(
 
 
 def split_scan(
-    customer_values: np.ndarray,
-    customer_costs: np.ndarray,
-    merchant_values: np.ndarray,
-    merchant_costs: np.ndarray,
+    customer_response: np.ndarray,
+    customer_cost: np.ndarray,
+    merchant_response: np.ndarray,
+    merchant_cost: np.ndarray,
     total_cost: float,
     shares: np.ndarray,
     customer_truth: tuple[np.ndarray, np.ndarray],
@@ -419,7 +419,7 @@ def split_scan(
     """
     from promo_assets import allocation
 
-    vc, cc, vm, cm = _inputs(customer_values, customer_costs, merchant_values, merchant_costs, merchant_normalizer)
+    vc, cc, vm, cm = _inputs(customer_response, customer_cost, merchant_response, merchant_cost, merchant_normalizer)
     s = np.asarray(shares, dtype=np.float64).ravel()
     if s.size == 0 or not np.isfinite(s).all() or (s < 0).any() or (s > 1).any():
         raise JointAllocationError(f"shares must be fractions in [0, 1], got {shares!r}")

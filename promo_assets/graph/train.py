@@ -25,6 +25,7 @@ import torch
 from torch_geometric.data import HeteroData
 
 from promo_assets.artifacts import save_object
+from promo_assets.coefficients import Coefficients
 from promo_assets.errors import DomainError
 from promo_assets.graph.data import CUSTOMER, MERCHANT, normalized_adjacency
 from promo_assets.graph.nn import ENCODERS, HEADS, GraphResponseModel, marginal_increments
@@ -100,16 +101,17 @@ class TrainedGraphModel:
     version: str | None = None
     estimator: dict[str, Any] | None = None  # the registered model's parameters and phase (models.protocol)
 
-    def predict_customers(self) -> tuple[np.ndarray, np.ndarray]:
-        """(values N_c x K, costs N_c x K) for `customer_ids` (Eq. 10 scores; cost = incentive x value)."""
-        return self.customer_values, self.customer_values * self.incentives[None, :]
+    def predict_customers(self) -> Coefficients:
+        """Coefficients(response N_c x K, cost N_c x K) for `customer_ids` (Eq. 10 scores; cost =
+        incentive x response)."""
+        return Coefficients(self.customer_values, self.customer_values * self.incentives[None, :])
 
-    def predict_merchants(self) -> tuple[np.ndarray, np.ndarray]:
-        """(values N_m x K_m sharing counts, costs = commission x count) for `merchant_ids`."""
-        return self.merchant_values, self.merchant_values * self.commissions[None, :]
+    def predict_merchants(self) -> Coefficients:
+        """Coefficients(response N_m x K_m sharing counts, cost = commission x count) for `merchant_ids`."""
+        return Coefficients(self.merchant_values, self.merchant_values * self.commissions[None, :])
 
-    def predict(self, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-        """(values, costs) for the rows of `frame` (its `user_id` column), looked up in the graph.
+    def predict(self, frame: pd.DataFrame) -> Coefficients:
+        """Coefficients(response, cost) for the rows of `frame` (its `user_id` column), looked up in the graph.
 
         The model is transductive: a user_id absent from the training graph raises GraphTrainingError.
         """
@@ -119,8 +121,8 @@ class TrainedGraphModel:
         if (idx < 0).any():
             missing = frame["user_id"].astype(str)[idx < 0].head(3).tolist()
             raise GraphTrainingError(f"{int((idx < 0).sum())} user(s) are not in the graph, e.g. {missing}")
-        values, costs = self.predict_customers()
-        return values[idx], costs[idx]
+        response, cost = self.predict_customers()
+        return Coefficients(response[idx], cost[idx])
 
     def customer_sensitivity(self) -> np.ndarray:
         """Predicted uplift f(r_K) - f(r_1) per customer (the incentive sensitivity used for Fig. 4)."""

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from promo_assets import artifacts
 from promo_assets.campaign import CampaignConfig
+from promo_assets.coefficients import Coefficients
 from promo_assets.models.encoder import FeatureEncoder
 from promo_assets.models.errors import ModelInputError
 from promo_assets.models.protocol import ResponseModel
@@ -67,8 +68,8 @@ def response_mean(raw: torch.Tensor, kind: str) -> torch.Tensor:
     return raw
 
 
-def cost_loss(raw: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-    return (F.softplus(raw) - c) ** 2
+def cost_loss(raw: torch.Tensor, cost: torch.Tensor) -> torch.Tensor:
+    return (F.softplus(raw) - cost) ** 2
 
 
 # ---------------------------------------------------------------------------- training frame
@@ -168,22 +169,22 @@ def _tensors(part: pd.DataFrame, config: CampaignConfig, encoder: FeatureEncoder
     return out
 
 
-def rule_costs(config: CampaignConfig, values: np.ndarray, cost_model: Callable[[], np.ndarray]) -> np.ndarray:
+def rule_costs(config: CampaignConfig, response: np.ndarray, cost_model: Callable[[], np.ndarray]) -> np.ndarray:
     """Expected cost per user x level (float64 N x K) by the campaign's cost rule, from the expected
     responses `values`: 'redeemed' incentive x response, 'assigned' the level's incentive, 'column'
     what `cost_model()` predicts (called only for that rule)."""
     incentives = np.asarray(config.incentives, dtype=np.float64)[None, :]
     if config.cost == "redeemed":
-        return values * incentives
+        return response * incentives
     if config.cost == "assigned":
-        return np.broadcast_to(incentives, values.shape).copy()
+        return np.broadcast_to(incentives, response.shape).copy()
     return cost_model()
 
 
-def negative_cost_problem(model: str, config: CampaignConfig, costs: np.ndarray, users) -> str | None:
+def negative_cost_problem(model: str, config: CampaignConfig, cost: np.ndarray, users) -> str | None:
     """Why a model's predicted costs cannot be allocated (some are negative), in the campaign's terms
     (its cost rule and response type), or None. The allocation needs costs >= 0."""
-    negative = np.asarray(costs) < 0
+    negative = np.asarray(cost) < 0
     if not negative.any():
         return None
     i, j = (int(x) for x in np.argwhere(negative)[0])
@@ -193,7 +194,7 @@ def negative_cost_problem(model: str, config: CampaignConfig, costs: np.ndarray,
             "single outlier such as 1e12 is enough to pull the predictions below 0), or use cost: assigned"
             if config.response == "continuous" else "")
     return (f"{model}: {int(negative.sum())} predicted costs are negative (first: user {users[i]}, level "
-            f"'{config.labels[j]}', cost {float(costs[i, j]):.4g}); with campaign.yaml's cost rule '{config.cost}' a "
+            f"'{config.labels[j]}', cost {float(cost[i, j]):.4g}); with campaign.yaml's cost rule '{config.cost}' a "
             f"cost is {made}; an allocation needs costs >= 0.{hint}")
 
 
@@ -251,7 +252,7 @@ class TrainedModel:
         return r, c
 
     @torch.no_grad()
-    def predict(self, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    def predict(self, frame: pd.DataFrame) -> Coefficients:
         """Expected response and expected cost per user x level (float64 N x K each).
 
         `frame` needs the raw feature columns only (unseen categories use the unknown bucket).
@@ -259,12 +260,12 @@ class TrainedModel:
         cost head."""
         raw, cost_raw = self.predict_raw(frame)
         kind = self.config.response
-        values = response_mean(torch.from_numpy(raw), kind).numpy().astype(np.float64)
-        values = values * self.targets["response_scale"] + self.targets["response_mean"]
+        response = response_mean(torch.from_numpy(raw), kind).numpy().astype(np.float64)
+        response = response * self.targets["response_scale"] + self.targets["response_mean"]
         if self.config.cost == "column" and cost_raw is None:
             raise ModelInputError(f"model {self.name!r} has no cost head but the campaign's cost rule is 'column'")
-        return values, rule_costs(self.config, values, lambda: F.softplus(torch.from_numpy(cost_raw)).numpy()
-                                  .astype(np.float64) * self.targets["cost_scale"])
+        return Coefficients(response, rule_costs(self.config, response, lambda: F.softplus(torch.from_numpy(cost_raw)).numpy()
+                                  .astype(np.float64) * self.targets["cost_scale"]))
 
     # -------------------------------------------------------------- artefact
     def payload(self) -> dict[str, Any]:

@@ -91,7 +91,7 @@ class RCTBatch:
 
 
 # ------------------------------------------------------------------------------- intervals
-def matched_intervals(values: torch.Tensor, costs: torch.Tensor, logged: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def matched_intervals(response: torch.Tensor, cost: torch.Tensor, logged: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """[a, b): the multipliers alpha >= 0 at which the decision rule (allocation.decision: argmax_j
     v_j - alpha c_j, a tie goes to the cheaper level, then the lower index) picks each user's
     logged level. values / costs: (..., B, K), broadcastable against each other (e.g. P perturbed
@@ -106,7 +106,7 @@ def matched_intervals(values: torch.Tensor, costs: torch.Tensor, logged: torch.T
         t = logged.reshape((1,) * (x.dim() - 2) + (-1, 1)).expand(*x.shape[:-1], 1)
         return x - x.gather(-1, t)
 
-    dv, dc = differences(values), differences(costs)
+    dv, dc = differences(response), differences(cost)
     inf = math.inf
     slope = dv / dc  # alpha at which level j ties with the logged level (inf / nan where dc == 0: masked)
     a = slope.masked_fill(dc <= 0, -inf).amax(-1).clamp_min(0.0)  # dearer levels: t wins for alpha >= slope
@@ -114,7 +114,7 @@ def matched_intervals(values: torch.Tensor, costs: torch.Tensor, logged: torch.T
     ties = dc == 0
     empty = ~(a < b)
     if int(torch.count_nonzero(ties)) * dc.shape[-1] > ties.numel():  # a tie besides the logged level itself
-        k = values.shape[-1]
+        k = response.shape[-1]
         t = logged.reshape((1,) * (dv.dim() - 2) + (-1, 1))
         lower_index = torch.arange(k).reshape((1,) * (dv.dim() - 1) + (k,)) < t
         empty = empty | (ties & ((dv > 0) | ((dv == 0) & lower_index))).any(-1)  # an equally dear level wins
@@ -182,20 +182,20 @@ def _bisect(sums_at, n_copies: int, budget, lambda_max: float, max_iter: int, to
     return value
 
 
-def q_lambda_max(values: torch.Tensor, costs: torch.Tensor, margin: float = 2.0) -> float:
+def q_lambda_max(response: torch.Tensor, cost: torch.Tensor, margin: float = 2.0) -> float:
     """alpha_max for a step: `evaluation.eom.lambda_upper_bound` of (v, c) times `margin`, so that
     perturbed copies of (v, c) have their upper bound inside the same search interval."""
-    return float(lambda_upper_bound(values.detach().cpu().numpy(), costs.detach().cpu().numpy())) * margin
+    return float(lambda_upper_bound(response.detach().cpu().numpy(), cost.detach().cpu().numpy())) * margin
 
 
-def q_bisection(values: torch.Tensor, costs: torch.Tensor, batch: RCTBatch, budget: float, *,
+def q_bisection(response: torch.Tensor, cost: torch.Tensor, batch: RCTBatch, budget: float, *,
                 lambda_max: float, max_iter: int = 50, tol: float = 1e-4) -> torch.Tensor:
     """Q(v, c) (Algorithm 1) for P copies at once: values / costs (P, B, K) or (B, K) -> Q (P,)
     (costs may be (1, B, K) against P copies of values). float32 inputs (NES's perturbed copies)
     keep their dtype for the P x B x K passes; the intervals, sums and bisection are float64."""
-    keep = values.dtype == torch.float32 and costs.dtype == torch.float32
-    v = values.detach() if keep else values.detach().to(DTYPE)
-    c = costs.detach() if keep else costs.detach().to(DTYPE)
+    keep = response.dtype == torch.float32 and cost.dtype == torch.float32
+    v = response.detach() if keep else response.detach().to(DTYPE)
+    c = cost.detach() if keep else cost.detach().to(DTYPE)
     if v.dim() == 2:
         v, c = v[None], c[None]
     lower, upper = matched_intervals(v, c, batch.logged)
@@ -203,23 +203,23 @@ def q_bisection(values: torch.Tensor, costs: torch.Tensor, batch: RCTBatch, budg
     return _bisect(lambda mid: eom.sums(mid[:, None])[:, 0], v.shape[0], budget, lambda_max, max_iter, tol)
 
 
-def q_at_budgets(values: torch.Tensor, costs: torch.Tensor, batch: RCTBatch, budgets, *, lambda_max: float,
+def q_at_budgets(response: torch.Tensor, cost: torch.Tensor, batch: RCTBatch, budgets, *, lambda_max: float,
                  max_iter: int = 50, tol: float = 1e-4) -> torch.Tensor:
     """Q(v, c) of one (B, K) pair at several budgets, (L,): one interval set and one sort for all of
     them, their L bisections run together (each equals `q_bisection` at that budget)."""
-    v = values.detach().to(DTYPE)
-    c = costs.detach().to(DTYPE)
+    v = response.detach().to(DTYPE)
+    c = cost.detach().to(DTYPE)
     lower, upper = matched_intervals(v, c, batch.logged)
     eom = IntervalEOM(lower, upper, batch.channels())
     b = torch.as_tensor(list(budgets), dtype=DTYPE)
     return _bisect(lambda mid: eom.sums(mid[None])[0], b.shape[0], b, lambda_max, max_iter, tol)
 
 
-def q_value(values, costs, batch: RCTBatch, budget: float, *, lambda_max: float | None = None,
+def q_value(response, cost, batch: RCTBatch, budget: float, *, lambda_max: float | None = None,
             max_iter: int = 50, tol: float = 1e-4) -> float:
     """Q(v, c) of one (B, K) pair (alpha_max default: `lambda_upper_bound`, as the reference)."""
-    v = torch.as_tensor(values, dtype=DTYPE)
-    c = torch.as_tensor(costs, dtype=DTYPE)
+    v = torch.as_tensor(response, dtype=DTYPE)
+    c = torch.as_tensor(cost, dtype=DTYPE)
     lam = float(lambda_upper_bound(v.numpy(), c.numpy())) if lambda_max is None else float(lambda_max)
     return float(q_bisection(v, c, batch, budget, lambda_max=lam, max_iter=max_iter, tol=tol)[0])
 
@@ -272,15 +272,15 @@ def nes_estimate(evaluate, shape: tuple[int, ...], n_directions: int, sigma: flo
     return torch.tensordot(torch.cat(diffs), half.to(DTYPE), dims=1) / (sigma * n_directions)
 
 
-def fd_gradient(values: torch.Tensor, costs: torch.Tensor, batch: RCTBatch, budget: float, *,
+def fd_gradient(response: torch.Tensor, cost: torch.Tensor, batch: RCTBatch, budget: float, *,
                 n_entries: int, h: float, generator: torch.Generator, wrt_costs: bool = True,
                 lambda_max: float | None = None, max_iter: int = 50,
                 tol: float = 1e-4) -> tuple[torch.Tensor, torch.Tensor | None]:
     """dQ/dv (and dQ/dc when `wrt_costs`) by Eq. 8 on F' = `n_entries` random entries of each
     (`fd_estimate`), each perturbed copy's Q from the base batch's sums and the one changed user
     (no re-evaluation of the batch). Returns (g_v, g_c or None), B x K."""
-    v = values.detach().to(DTYPE)
-    c = costs.detach().to(DTYPE)
+    v = response.detach().to(DTYPE)
+    c = cost.detach().to(DTYPE)
     n, k = v.shape
     lam = q_lambda_max(v, c) if lambda_max is None else float(lambda_max)
     lower, upper = matched_intervals(v, c, batch.logged)
@@ -309,7 +309,7 @@ def fd_gradient(values: torch.Tensor, costs: torch.Tensor, batch: RCTBatch, budg
     return g_v, g_c
 
 
-def nes_gradient(values: torch.Tensor, costs: torch.Tensor, batch: RCTBatch, budget: float, *,
+def nes_gradient(response: torch.Tensor, cost: torch.Tensor, batch: RCTBatch, budget: float, *,
                  n_directions: int, sigma: float, generator: torch.Generator, wrt_costs: bool = True,
                  lambda_max: float | None = None, max_iter: int = 50, tol: float = 1e-4,
                  chunk: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -320,8 +320,8 @@ def nes_gradient(values: torch.Tensor, costs: torch.Tensor, batch: RCTBatch, bud
     v - sigma delta written straight from the float32 directions): half the memory traffic of the
     P x B x K passes; the intervals, EOM sums and bisection stay float64. Returns (g_v, g_c or
     None), B x K."""
-    v = values.detach().to(DTYPE)
-    c = costs.detach().to(DTYPE)
+    v = response.detach().to(DTYPE)
+    c = cost.detach().to(DTYPE)
     lam = q_lambda_max(v, c) if lambda_max is None else float(lambda_max)
     if chunk is None:
         chunk = max(2, MAX_BATCH_ELEMENTS // max(v.numel(), 1))
@@ -372,11 +372,11 @@ def remove_invariant_directions(grad: torch.Tensor | None, point: torch.Tensor) 
     return g if norm <= 0 else g - (float((g * x).sum()) / norm) * x
 
 
-def surrogate_loss(values: torch.Tensor, costs: torch.Tensor | None, grad_values: torch.Tensor,
-                   grad_costs: torch.Tensor | None) -> torch.Tensor:
+def surrogate_loss(response: torch.Tensor, cost: torch.Tensor | None, grad_response: torch.Tensor,
+                   grad_cost: torch.Tensor | None) -> torch.Tensor:
     """The regularizer part of Eq. 11 (without gamma): -Tr[v^T sg(g_v)] - Tr[c^T sg(g_c)]. Its
     gradient with respect to v (c) is -g_v (-g_c): minimizing it ascends the estimated Q."""
-    out = -(values * grad_values.detach().to(values.dtype)).sum()
-    if costs is not None and grad_costs is not None:
-        out = out - (costs * grad_costs.detach().to(costs.dtype)).sum()
+    out = -(response * grad_response.detach().to(response.dtype)).sum()
+    if cost is not None and grad_cost is not None:
+        out = out - (cost * grad_cost.detach().to(cost.dtype)).sum()
     return out

@@ -123,7 +123,7 @@ def grid_budgets(budgets: list[float] | tuple[float, ...], grid_size: int) -> np
     return np.linspace(b[0], b[-1], grid_size)
 
 
-def lambda_grid(values: np.ndarray, costs: np.ndarray, budgets, grid_size: int) -> np.ndarray:
+def lambda_grid(response: np.ndarray, cost: np.ndarray, budgets, grid_size: int) -> np.ndarray:
     """The lambda grid: lambda* (per-capita MCKP dual optimum, allocation.solve) of `values`,
     `costs` (N x K predictions) at each of `grid_budgets(budgets, grid_size)`, ascending, unique.
     A budget at or above the unconstrained cost gives lambda 0; one below the predicted cheapest
@@ -136,31 +136,35 @@ def lambda_grid(values: np.ndarray, costs: np.ndarray, budgets, grid_size: int) 
     lams = []
     for b in grid_budgets(budgets, grid_size):
         try:
-            lam = float(solve(values, costs, float(b), per_capita=True).lambda_)
+            lam = float(solve(response, cost, float(b), per_capita=True).lambda_)
         except InfeasibleBudgetError:  # predicted cheapest allocation dearer than b: everyone cheapest
-            lam = lambda_upper_bound(values, costs)
+            lam = lambda_upper_bound(response, cost)
         lams.append(lam if math.isfinite(lam) else 0.0)
     return np.unique(np.asarray(lams, dtype=np.float64))
 
 
 # ------------------------------------------------------------------------------ the surrogates
-def reduced_values(values: torch.Tensor, costs: torch.Tensor, lambdas) -> torch.Tensor:
+def reduced_values(response: torch.Tensor, cost: torch.Tensor, lambdas) -> torch.Tensor:
     """a = v - lambda c for every multiplier: L x N x K."""
-    lam = torch.as_tensor(np.asarray(lambdas, dtype=np.float64), dtype=values.dtype).view(-1, 1, 1)
-    return values.unsqueeze(0) - lam * costs.unsqueeze(0)
+    lam = torch.as_tensor(np.asarray(lambdas, dtype=np.float64), dtype=response.dtype).view(-1, 1, 1)
+    return response.unsqueeze(0) - lam * cost.unsqueeze(0)
 
 
-def policy_loss(values: torch.Tensor, costs: torch.Tensor, logged: torch.Tensor, response: torch.Tensor,
+def policy_loss(coefficients, logged: torch.Tensor, response: torch.Tensor,
                 cost: torch.Tensor, weight: torch.Tensor | None, lambdas, tau: float = 1.0) -> torch.Tensor:
     """PL (tau = 1, §5.2) / MER (temperature tau, §5.3) surrogate of the dual decision loss:
-    -(1/L) sum_l sum_i w_i (y_i - lambda_l z_i) softmax_j(a_ij(lambda_l) / tau)[t_i] / sum_i w_i."""
+    -(1/L) sum_l sum_i w_i (y_i - lambda_l z_i) softmax_j(a_ij(lambda_l) / tau)[t_i] / sum_i w_i.
+
+    `coefficients`: the predicted (response, cost) pair (N x K tensors); `logged`, `response`,
+    `cost`: the logged level and outcomes of the batch."""
     if not tau > 0:
         raise ModelInputError(f"tau must be > 0, got {tau}")
-    a = reduced_values(values, costs, lambdas)
+    v, c = coefficients
+    a = reduced_values(v, c, lambdas)
     p = torch.softmax(a / tau, dim=2)
     idx = logged.view(1, -1, 1).expand(a.shape[0], -1, 1)
     p_t = p.gather(2, idx).squeeze(2)                                     # L x N
-    lam = torch.as_tensor(np.asarray(lambdas, dtype=np.float64), dtype=values.dtype).view(-1, 1)
+    lam = torch.as_tensor(np.asarray(lambdas, dtype=np.float64), dtype=v.dtype).view(-1, 1)
     reward = response.unsqueeze(0) - lam * cost.unsqueeze(0)              # L x N
     w = torch.ones_like(response) if weight is None else weight
     return -((reward * p_t) * w.unsqueeze(0)).sum(1).div(w.sum().clamp_min(1e-12)).mean()
@@ -188,7 +192,7 @@ def eom_change(logged: np.ndarray, response: np.ndarray, cost: np.ndarray, weigh
     return d, add, remove
 
 
-def flips(a: np.ndarray, costs: np.ndarray, decision: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def flips(a: np.ndarray, cost: np.ndarray, decision: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For reduced values `a` (N x K, at one lambda, with the predicted `costs` for the tie rule) and
     the current `decision`: (delta N x K, new N x K). delta_ij is the smallest change of a_ij that
     flips user i's decision (with margin FLIP_MARGIN), new_ij the decision after it: j for j != d_i
@@ -204,7 +208,7 @@ def flips(a: np.ndarray, costs: np.ndarray, decision: np.ndarray) -> tuple[np.nd
     if k > 1:
         masked = a.copy()
         masked[rows, decision] = -np.inf
-        runner = choose_levels(masked, costs, 0.0)  # the rule among the other levels (a already reduced)
+        runner = choose_levels(masked, cost, 0.0)  # the rule among the other levels (a already reduced)
         delta[rows, decision] = -(best - a[rows, runner]) - margin[:, 0]
         new[rows, decision] = runner
     else:
@@ -213,20 +217,22 @@ def flips(a: np.ndarray, costs: np.ndarray, decision: np.ndarray) -> tuple[np.nd
     return delta, new
 
 
-def ifd_gradient(values: np.ndarray, costs: np.ndarray, logged: np.ndarray, response: np.ndarray,
+def ifd_gradient(coefficients, logged: np.ndarray, response: np.ndarray,
                  cost: np.ndarray, weight: np.ndarray, lambdas, clip: str = "fix", h: float = 0.01) -> np.ndarray:
     """IFD estimate of dD/da (L x N x K) for every multiplier (see the module docstring): the
     incremental EOM change after the smallest flipping perturbation of each entry, divided by the
-    (clipped) perturbation; 0 where the flip does not change who matches."""
+    (clipped) perturbation; 0 where the flip does not change who matches. `coefficients`: the
+    predicted (response, cost) pair (N x K); `logged`, `response`, `cost`: the logged RCT."""
     if clip not in CLIPS:
         raise ModelInputError(f"clip must be one of {CLIPS}, got {clip!r}")
+    v, c = coefficients
     lams = np.atleast_1d(np.asarray(lambdas, dtype=np.float64))
-    decisions = decide_at_lambdas(values, costs, lams)
-    out = np.zeros((lams.size, *values.shape))
+    decisions = decide_at_lambdas(v, c, lams)
+    out = np.zeros((lams.size, *v.shape))
     for l, lam in enumerate(lams):
         d = decisions[l]
         _, add, remove = eom_change(logged, response, cost, weight, d, float(lam))
-        delta, new = flips(values - lam * costs, costs, d)
+        delta, new = flips(v - lam * c, c, d)
         matched = (d == logged)[:, None]
         matched_after = new == logged[:, None]
         change = np.where(matched & ~matched_after, remove[:, None],
@@ -244,14 +250,16 @@ def ifd_gradient(values: np.ndarray, costs: np.ndarray, logged: np.ndarray, resp
     return out
 
 
-def ifd_loss(values: torch.Tensor, costs: torch.Tensor, logged: torch.Tensor, response: torch.Tensor,
+def ifd_loss(coefficients, logged: torch.Tensor, response: torch.Tensor,
              cost: torch.Tensor, weight: torch.Tensor | None, lambdas, clip: str, h: float) -> torch.Tensor:
-    """The IFD surrogate -(1/L) sum_l sum_ij a_ij(lambda_l) stopgrad(g_ij(lambda_l))."""
+    """The IFD surrogate -(1/L) sum_l sum_ij a_ij(lambda_l) stopgrad(g_ij(lambda_l)); `coefficients`:
+    the predicted (response, cost) pair (N x K tensors)."""
+    v, c = coefficients
     w = torch.ones_like(response) if weight is None else weight
-    g = ifd_gradient(values.detach().double().numpy(), costs.detach().double().numpy(), logged.numpy(),
+    g = ifd_gradient((v.detach().double().numpy(), c.detach().double().numpy()), logged.numpy(),
                      response.detach().double().numpy(), cost.detach().double().numpy(),
                      w.detach().double().numpy(), lambdas, clip, h)
-    a = reduced_values(values, costs, lambdas)
+    a = reduced_values(v, c, lambdas)
     return -(a * torch.as_tensor(g, dtype=a.dtype)).sum(dim=(1, 2)).mean()
 
 
@@ -301,9 +309,9 @@ def dfcl_loss(gradient: str, kind: str, has_cost: bool, curves: Curves, lambdas,
         y, z = curves.observed(batch)
         w = batch.get("weight")
         if gradient == "ifd":
-            dec = ifd_loss(v, c, batch["level"], y, z, w, lambdas, clip, h)
+            dec = ifd_loss((v, c), batch["level"], y, z, w, lambdas, clip, h)
         else:
-            dec = policy_loss(v, c, batch["level"], y, z, w, lambdas, tau if gradient == "mer" else 1.0)
+            dec = policy_loss((v, c), batch["level"], y, z, w, lambdas, tau if gradient == "mer" else 1.0)
         return alpha * per_sample, dec
     return loss_fn
 

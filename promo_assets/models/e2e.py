@@ -179,7 +179,7 @@ class _E2EBase(TorchResponseModel):
     def estimator_problems(self, p: dict[str, Any]) -> list[str]:
         raise NotImplementedError
 
-    def gradient(self, v, c, batch: dl.RCTBatch, budget: float, hp: dict, gen: torch.Generator):
+    def gradient(self, response, cost, batch: dl.RCTBatch, budget: float, hp: dict, gen: torch.Generator):
         raise NotImplementedError
 
     def _fit_phase(self, data: TrainingData, phase: str, previous, log) -> TrainedModel:
@@ -281,8 +281,8 @@ class E2EFiniteDifference(_E2EBase):
             out.append(f"entries = {p['entries']} (F') is larger than the batch (batch_size = {p['batch_size']})")
         return out
 
-    def gradient(self, v, c, batch, budget, hp, gen, wrt_costs):
-        return dl.fd_gradient(v, c, batch, budget, n_entries=int(hp["entries"]), h=float(hp["h"]), generator=gen,
+    def gradient(self, response, cost, batch, budget, hp, gen, wrt_costs):
+        return dl.fd_gradient(response, cost, batch, budget, n_entries=int(hp["entries"]), h=float(hp["h"]), generator=gen,
                               wrt_costs=wrt_costs, max_iter=int(hp["max_iter"]))
 
 
@@ -308,6 +308,6 @@ class E2ENaturalEvolution(_E2EBase):
             out.append(f"directions = {d!r}: N' must be an even integer >= 2 (antithetic pairs)")
         return out
 
-    def gradient(self, v, c, batch, budget, hp, gen, wrt_costs):
-        return dl.nes_gradient(v, c, batch, budget, n_directions=int(hp["directions"]), sigma=float(hp["sigma"]),
+    def gradient(self, response, cost, batch, budget, hp, gen, wrt_costs):
+        return dl.nes_gradient(response, cost, batch, budget, n_directions=int(hp["directions"]), sigma=float(hp["sigma"]),
                                generator=gen, wrt_costs=wrt_costs, max_iter=int(hp["max_iter"]))

@@ -51,6 +51,7 @@ import pandas as pd
 
 from promo_assets import artifacts
 from promo_assets.campaign import CampaignConfig
+from promo_assets.coefficients import Coefficients
 from promo_assets.models.base import TIMING_KEYS, check_frame, rule_costs
 from promo_assets.models.encoder import FeatureEncoder
 from promo_assets.models.errors import ModelInputError
@@ -183,12 +184,13 @@ class LGBMFitted:
             out[s:s + len(xb)] = booster.predict(grid, num_threads=threads).reshape(len(xb), k)
         return out
 
-    def predict(self, users: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    def predict(self, users: pd.DataFrame) -> Coefficients:
         """Expected response and expected cost per user x level (float64 N x K each) for the users of
         `users` (the raw feature columns; NaN / unseen categories are scored as missing)."""
         x = _features(self.encoder, users)
-        values = self._score("response", x)
-        return values, rule_costs(self.config, values, lambda: np.clip(self._score("cost", x), 0.0, None))
+        response = self._score("response", x)
+        return Coefficients(response, rule_costs(self.config, response,
+                                                 lambda: np.clip(self._score("cost", x), 0.0, None)))
 
     # -------------------------------------------------------------- artefact
     def payload(self) -> dict[str, Any]:

@@ -57,6 +57,7 @@ import numpy as np
 import pandas as pd
 
 from promo_assets.campaign import CampaignConfig
+from promo_assets.coefficients import Coefficients
 from promo_assets.models.errors import ModelInputError
 
 Log = Callable[[str], None]
@@ -289,11 +290,12 @@ class ResponseModel(ABC):
             raise ModelInputError(f"{self.name} is not fitted: call fit(data) (or load a stored version) first")
 
     # -------------------------------------------------------------- predicting
-    def predict(self, users: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    def predict(self, users: pd.DataFrame) -> Coefficients:
         """Expected response and expected cost per user x level (float64 N x K each) for the users of
-        `users` (the raw feature columns; unseen categories use the unknown bucket)."""
+        `users` (the raw feature columns; unseen categories use the unknown bucket), as
+        `Coefficients(response, cost)` (unpacks as a pair)."""
         self._check_fitted()
-        return self.model_.predict(users)
+        return Coefficients(*self.model_.predict(users))
 
     # -------------------------------------------------------------- the artefact
     def save(self, root: Path | None = None) -> str:
@@ -335,11 +337,11 @@ class ResponseModel(ABC):
         return cls.phases[-1]
 
 
-def store_params(model: ResponseModel, values: dict[str, Any]) -> None:
+def store_params(model: ResponseModel, params: dict[str, Any]) -> None:
     """`__init__`'s one line: `store_params(self, locals())` stores each hyper-parameter, unchanged,
     under its own name (as scikit-learn's estimators do; no logic, no validation)."""
     for name in model.param_names():
-        setattr(model, name, values[name])
+        setattr(model, name, params[name])
 
 
 def unknown_params(model: str, unknown: list[str], known: tuple[str, ...]) -> str:

@@ -19,6 +19,7 @@ import pandas as pd
 
 from promo_assets import artifacts
 from promo_assets.campaign import CampaignConfig
+from promo_assets.coefficients import Coefficients
 from promo_assets.models.base import TIMING_KEYS, check_frame, rule_costs
 from promo_assets.models.encoder import FeatureEncoder
 from promo_assets.models.errors import ModelInputError
@@ -46,11 +47,11 @@ class LogisticFitted:
         self.coef, self.intercept = np.asarray(coef, dtype=np.float64), float(intercept)
         self.metrics, self.history, self.estimator = dict(metrics), [], estimator
 
-    def predict(self, users: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    def predict(self, users: pd.DataFrame) -> Coefficients:
         k = self.config.n_levels
         logits = np.column_stack([_design(self.encoder, users, j, k) @ self.coef + self.intercept for j in range(k)])
         response = 1.0 / (1.0 + np.exp(-logits))
-        return response, rule_costs(self.config, response, lambda: None)
+        return Coefficients(response, rule_costs(self.config, response, lambda: None))
 
     def payload(self) -> dict[str, Any]:
         c = self.config

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from promo_assets import warehouse
+from promo_assets.coefficients import Coefficients
 from promo_assets.errors import DomainError
 from promo_assets.warehouse import sql
 
@@ -85,7 +86,7 @@ def gather(con, landing: Path, campaign: str, config, board_run: str | None = No
 
 
 def _aligned(con, campaign: str, model: str, version: str, target_users: np.ndarray, k: int):
-    """The model's holdout coefficients (values, costs: N x K) in the order of `target_users`, or None."""
+    """The model's holdout Coefficients (response, cost: N x K) in the order of `target_users`, or None."""
     df = con.execute(sql("frames", "coefficients"), [campaign, model, version, "holdout"]).df()
     if df.empty or len(df) % k:
         return None
@@ -95,7 +96,7 @@ def _aligned(con, campaign: str, model: str, version: str, target_users: np.ndar
     if np.isnan(idx).any():
         return None
     idx = idx.astype(int)
-    return df["value"].to_numpy().reshape(n, k)[idx], df["cost"].to_numpy().reshape(n, k)[idx]
+    return Coefficients(df["response"].to_numpy().reshape(n, k)[idx], df["cost"].to_numpy().reshape(n, k)[idx])
 
 
 def _curves(con, landing: Path, campaign: str, config, data: ReportData) -> None:

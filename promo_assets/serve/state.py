@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from promo_assets.allocation import decide
+from promo_assets.coefficients import Coefficients
 from promo_assets.errors import DomainError
 
 MAX_BATCH = 10_000
@@ -228,14 +229,14 @@ class CampaignState:
         return row
 
     # ------------------------------------------------------------------ deciding
-    def coefficients(self, frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    def coefficients(self, frame: pd.DataFrame) -> Coefficients:
         """The champion's predicted response and cost (N x K): its members' weighted mean."""
-        values = costs = None
+        response = cost = None
         for model, w in zip(self.models, self.weights):
             v, c = model.predict(frame)
             v, c = w * np.asarray(v, dtype=np.float64), w * np.asarray(c, dtype=np.float64)
-            values, costs = (v, c) if values is None else (values + v, costs + c)
-        return values, costs
+            response, cost = (v, c) if response is None else (response + v, cost + c)
+        return Coefficients(response, cost)
 
     def explore_draws(self, user_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """(explores, level drawn) per user: a deterministic draw from the seed, the decision date and

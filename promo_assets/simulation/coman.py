@@ -75,13 +75,13 @@ DEFAULTS: dict[str, Any] = {"incentive": "coupon", "daily_active": 0.5, "budget_
 MODELS = ["s_learner", "dipn", "lgbm_s", "lgbm_s_mono", "lgbm_t", "dnn_m", "fpm", "cmnn", "coman"]
 
 
-def shape(name: str, v: np.ndarray) -> np.ndarray:
-    """The city's sensitivity curve h(v): increasing, h(0) = 0, h <= 1."""
+def shape(name: str, x: np.ndarray) -> np.ndarray:
+    """The city's sensitivity curve h(x) of the incentive x: increasing, h(0) = 0, h <= 1."""
     if name == "concave":
-        return 1.0 - np.exp(-2.0 * v)
+        return 1.0 - np.exp(-2.0 * x)
     if name == "convex":
-        return np.minimum(1.0, 0.6 * v**2)
-    return v**4 / (v**4 + 0.35)
+        return np.minimum(1.0, 0.6 * x**2)
+    return x**4 / (x**4 + 0.35)
 
 
 def levels_of(incentive: str) -> tuple[list[dict[str, float]], dict[str, str], str, np.ndarray]:

@@ -28,25 +28,25 @@ def clear_coefficients(con: duckdb.DuckDBPyConnection, campaign: str, model: str
 
 def add_coefficients(con: duckdb.DuckDBPyConnection, campaign: str, model: str, version: str, target: str,
                      chunk: pd.DataFrame) -> None:
-    """Append one chunk of coefficients (user_id, level, value, cost) of a model version and target."""
+    """Append one chunk of coefficients (user_id, level, response, cost) of a model version and target."""
     with registered(con, "chunk_df", chunk):
         con.execute(sql("frames", "insert_coefficients"), [campaign, model, version, target])
 
 
 def coefficient_arrays(con: duckdb.DuckDBPyConnection, campaign: str, model: str, version: str, target: str,
                        k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(users, values N x k, costs N x k) of a model version's stored coefficients for `target`;
+    """(users, response N x k, cost N x k) of a model version's stored coefficients for `target`;
     ValueError when the rows are not k levels per user (scored for another campaign.yaml)."""
     df = con.execute(sql("frames", "coefficients"), [campaign, model, version, target]).df()
     n = len(df) // k
     users = df["user_id"].to_numpy()[::k]
-    return users, df["value"].to_numpy().reshape(n, k), df["cost"].to_numpy().reshape(n, k)
+    return users, df["response"].to_numpy().reshape(n, k), df["cost"].to_numpy().reshape(n, k)
 
 
 def record_dual(con: duckdb.DuckDBPyConnection, campaign: str, model: str, version: str, budget: float, res,
                 n_users: int, run_id: str, tie_share: float) -> None:
-    """λ* of one budget (an `allocation.Allocation`-like result: lambda_, value, cost, dual_bound)."""
-    con.execute(sql("frames", "insert_dual"), [campaign, model, version, budget, float(res.lambda_), float(res.value),
+    """λ* of one budget (an `allocation.Allocation`-like result: lambda_, response, cost, dual_bound)."""
+    con.execute(sql("frames", "insert_dual"), [campaign, model, version, budget, float(res.lambda_), float(res.response),
                                                float(res.cost), float(res.dual_bound), n_users, run_id, tie_share])
 
 

@@ -199,7 +199,7 @@ def _domain_errors():
         InfeasibleBudgetError("budget 0.01 per capita is below the cheapest allocation (0.5 per capita)", 0.5),
         ModelInputError("no rows with split == 'train' for campaign 'c1'"),
         TruthError("truth/ has no response for 12 holdout users of campaign 'c1'"),
-        duckdb.ConstraintException("Constraint Error: NOT NULL constraint failed: response_coefficients.value"),
+        duckdb.ConstraintException("Constraint Error: NOT NULL constraint failed: response_coefficients.response"),
     ]
 
 

@@ -504,3 +504,67 @@ def test_every_folder_of_python_modules_is_a_package():
     folders = {p.parent for p in ROOT.rglob("*.py") if "__pycache__" not in p.parts}
     missing = sorted(str(f.relative_to(ROOT)) for f in folders if not (f / "__init__.py").exists())
     assert not missing, f"folders without __init__.py (left out of the wheel): {missing}"
+
+
+# --------------------------------------------------------------------------------------------
+# One name per concept (DESIGN.md): the predicted response and cost per user x level are `response`
+# and `cost` (or one `coefficients` pair), the dual multiplier is `lambda_`. No public function or
+# method of the package takes them under an older name.
+
+OLD_NAMES = {"values": "response", "costs": "cost", "v": "response", "c": "cost", "lam": "lambda_"}
+
+
+def signatures_with_old_names(source: str, module: str) -> list[str]:
+    """'module.Class.method(old -> new, ...)' for each public function or method of `source` (names
+    without a leading underscore, `__init__` and `__call__` included; methods of public classes)
+    with a parameter named in OLD_NAMES."""
+    found = []
+
+    def walk(body, prefix):
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if node.name.startswith("_") and node.name not in ("__init__", "__call__"):
+                    continue
+                a = node.args
+                params = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if x is not None]
+                old = [f"{p} -> {OLD_NAMES[p]}" for p in params if p in OLD_NAMES]
+                if old:
+                    found.append(f"{module}.{prefix}{node.name}({', '.join(old)})")
+            elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                walk(node.body, f"{prefix}{node.name}.")
+            elif isinstance(node, (ast.If, ast.Try)):  # definitions under `if` / `try` at module level
+                walk([*node.body, *node.orelse, *getattr(node, "finalbody", [])], prefix)
+
+    walk(ast.parse(source).body, "")
+    return found
+
+
+BAD_SIGNATURES = '''
+def solve(values, costs, budget): ...
+class Policy:
+    def decide(self, v, c, lam=0.0): ...
+    def _private(self, values): ...
+class _Hidden:
+    def decide(self, values): ...
+def _helper(costs): ...
+if True:
+    def late(*, c): ...
+'''
+
+
+def test_old_name_checker_names_each_public_function_with_an_old_parameter():
+    assert signatures_with_old_names(BAD_SIGNATURES, "m") == [
+        "m.solve(values -> response, costs -> cost)",
+        "m.Policy.decide(v -> response, c -> cost, lam -> lambda_)",
+        "m.late(c -> cost)",
+    ]
+    assert signatures_with_old_names("def solve(response, cost, budget, *, lambda_=0.0): ...", "m") == []
+
+
+def test_public_signatures_use_one_name_per_concept():
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        module = ".".join(path.relative_to(ROOT.parent).with_suffix("").parts)
+        found += signatures_with_old_names(path.read_text(), module)
+    assert not found, ("public signatures with an older name for the predicted response / cost or the dual "
+                       "multiplier (rename the parameter): " + "; ".join(found))

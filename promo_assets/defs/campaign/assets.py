@@ -349,9 +349,9 @@ class EvaluationInputs:
             raise dg.Failure(f"{what}: holdout coefficients are missing users; re-materialize its response_coefficients")
         return idx.astype(int)
 
-    def align(self, users, values, costs, what: str) -> tuple[np.ndarray, np.ndarray]:
+    def align(self, users, response, cost, what: str) -> tuple[np.ndarray, np.ndarray]:
         idx = self._rows(users, what)
-        return values[idx], costs[idx]
+        return response[idx], cost[idx]
 
     def align_levels(self, users, levels) -> np.ndarray:
         return np.asarray(levels)[self._rows(users, "decision")]

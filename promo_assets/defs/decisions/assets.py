@@ -264,7 +264,7 @@ def decision_constraints(warehouse: WarehouseResource, landing: LandingResource,
         raise _fail(exc) from None
 
 
-def paced_decision(warehouse: WarehouseResource, campaign: str, config, day: dt.date, values, costs):
+def paced_decision(warehouse: WarehouseResource, campaign: str, config, day: dt.date, response, cost):
     """(PeriodBudget, today's PacingDay, the earlier days) for campaign.yaml `budget:` when `day` is in
     its period, else None (promo_assets.decisions.pacing)."""
     from promo_assets.decisions.pacing import PacingError, PeriodBudget, pace_day, prior_ratio, stored_history
@@ -276,9 +276,9 @@ def paced_decision(warehouse: WarehouseResource, campaign: str, config, day: dt.
         return None
     with connect(warehouse) as con:
         history = [h for h in stored_history(con, campaign) if budget.start <= h.day < day]
-        prior = prior_ratio(con, campaign, len(values))
+        prior = prior_ratio(con, campaign, len(response))
     try:
-        return budget, pace_day(budget, day, values, costs, history, prior), history
+        return budget, pace_day(budget, day, response, cost, history, prior), history
     except PacingError as exc:
         raise _fail(exc) from None
 
@@ -312,12 +312,12 @@ def pacing_metadata(budget, today, rows: list[dict]) -> dict:
 
 
 def decide_all(warehouse: WarehouseResource, landing: LandingResource, campaign: str, config, exploration, day,
-               users, values, costs, info: dict, evidence):
+               users, response, cost, info: dict, evidence):
     """(DecisionSet, pacing or None): every configured budget's decision, the day's paced decision of a
     period budget (its entry tagged `pacing`) and the constraints of campaign.yaml kept in each."""
     from promo_assets.decisions import DecisionError, decide_budgets
 
-    paced = paced_decision(warehouse, campaign, config, day, values, costs)
+    paced = paced_decision(warehouse, campaign, config, day, response, cost)
     budgets = list(config.budgets_per_capita)
     if paced is not None:  # the period budget's decision: the per-capita budget its λ spends, predicted
         paced_b = round(paced[1].predicted / len(users), 10)
@@ -325,7 +325,7 @@ def decide_all(warehouse: WarehouseResource, landing: LandingResource, campaign:
             budgets.append(paced_b)
     constraints = decision_constraints(warehouse, landing, campaign, config, users)
     try:
-        made = decide_budgets(users, values, costs, budgets, exploration, day, labels=config.labels,
+        made = decide_budgets(users, response, cost, budgets, exploration, day, labels=config.labels,
                               incentives=config.incentives, champion=info, evidence=evidence, constraints=constraints)
     except DecisionError as exc:
         raise _fail(exc) from None

@@ -208,7 +208,7 @@ def _joint_inputs(warehouse: WarehouseResource, campaign: str, config, mconf, ve
     if (norm_idx < 0).any():
         raise dg.Failure(f"merchant_coefficients list merchants that gnn_hazard {version} does not know")
     norm = np.asarray(model.merchant_normalizer, dtype=float)[norm_idx]
-    return users, vc, cc, merchants, m["value"].to_numpy().reshape(-1, km), m["cost"].to_numpy().reshape(-1, km), norm, source
+    return users, vc, cc, merchants, m["response"].to_numpy().reshape(-1, km), m["cost"].to_numpy().reshape(-1, km), norm, source
 
 
 def _joint_truth(context, landing: LandingResource, campaign: str, config, mconf, users, merchants):

@@ -238,15 +238,15 @@ def score(con, context, campaign: str, model_name: str, fitted, target: str, use
     client = dask.client()
     rows = SCORING_CHUNK if client is None else dask.chunk_rows(n)
     with domain_errors():
-        for part, (values, costs) in map_frame_stream(predict_chunk, fitted, users.frames(rows), client=client):
-            problem = negative_cost_problem(model_name, config, costs, part["user_id"].to_numpy())
+        for part, (response, cost) in map_frame_stream(predict_chunk, fitted, users.frames(rows), client=client):
+            problem = negative_cost_problem(model_name, config, cost, part["user_id"].to_numpy())
             if problem:
                 raise dg.Failure(problem)
             chunk_df = pd.DataFrame({
                 "user_id": np.repeat(part["user_id"].to_numpy(), k),
                 "level": np.tile(np.arange(k, dtype=np.int32), len(part)),
-                "value": np.asarray(values, dtype=np.float64).ravel(),
-                "cost": np.asarray(costs, dtype=np.float64).ravel(),
+                "response": np.asarray(response, dtype=np.float64).ravel(),
+                "cost": np.asarray(cost, dtype=np.float64).ravel(),
             })
             models_store.add_coefficients(con, campaign, model_name, fitted.version_, target, chunk_df)
             done += len(part)
@@ -324,12 +324,12 @@ def solve_duals(context, con, campaign: str, model: str, version: str, config,
         res, share = got
         models_store.record_dual(con, campaign, model, version, b, res, n, context.run_id, share)
         rows.append({"budget_per_capita": b, "lambda_": float(res.lambda_), "tie_share": share,
-                     "value_per_capita": res.value / n, "cost_per_capita": res.cost / n,
-                     "dual_gap": float(res.dual_bound - res.value)})
+                     "response_per_capita": res.response / n, "cost_per_capita": res.cost / n,
+                     "dual_gap": float(res.dual_bound - res.response)})
     return rows, curve, infeasible
 
 
-def solve_several(context, con, campaign: str, model: str, version: str, config, constraints, users, values, costs,
+def solve_several(context, con, campaign: str, model: str, version: str, config, constraints, users, response, cost,
                   dask: DaskResource) -> tuple[list, list, list, list]:
     """campaign.yaml `constraints:`: every budget solved with the further budgets (`allocation.budgets.
     solve_budgets`): λ* (the incentive budget's multiplier, tie share 0: the levels are the rule at the
@@ -341,7 +341,7 @@ def solve_several(context, con, campaign: str, model: str, version: str, config,
     client, source = population_source(con, campaign, model, version, config, dask)
     with domain_errors():
         curve = frontier_points(source, client=client)
-        solved, failed = solve_budgets(values, costs, budgets(config), constraints.costs, constraints.groups,
+        solved, failed = solve_budgets(response, cost, budgets(config), constraints.costs, constraints.groups,
                                        log=context.log.info)
     n = len(users)
     rows, table, infeasible = [], [], []
@@ -350,8 +350,8 @@ def solve_several(context, con, campaign: str, model: str, version: str, config,
         models_store.record_dual(con, campaign, model, version, b, got, n, context.run_id, 0.0)
         models_store.record_multipliers(con, campaign, model, version, "population", pd.DataFrame(got.rows()),
                                         context.run_id)
-        rows.append({"budget_per_capita": b, "lambda_": got.lambda_, "value_per_capita": got.value / n,
-                     "cost_per_capita": got.cost / n, "dual_gap": got.dual_bound - got.value,
+        rows.append({"budget_per_capita": b, "lambda_": got.lambda_, "response_per_capita": got.response / n,
+                     "cost_per_capita": got.cost / n, "dual_gap": got.dual_bound - got.response,
                      "every_budget_kept": got.respected})
         table += [{"budget_per_capita": b, "budget": r["constraint_name"], "multiplier": float(f"{r['multiplier']:.6g}"),
                    "use / budget": round(r["use_over_budget"], 4)} for r in got.rows()]
@@ -409,7 +409,7 @@ def stored_multipliers(con, campaign: str, model: str, version: str, run_id: str
 
 
 def allocate_several(con, context, campaign: str, model: str, run_id: str, version: str, dual_version, config,
-                     constraints, users, values, costs) -> tuple[list, list, dict]:
+                     constraints, users, response, cost) -> tuple[list, list, dict]:
     """`allocate` under campaign.yaml `constraints:`: the population's levels at the multipliers
     budget_dual stored (`allocation.budgets.decide_budgets_at`; solved again only where users tied at
     them would exceed a budget), written to allocation: the metadata rows (each budget's use), the
@@ -420,7 +420,7 @@ def allocate_several(con, context, campaign: str, model: str, run_id: str, versi
     names = constraints.names()
     multipliers = stored_multipliers(con, campaign, model, version, run_id, names)
     with domain_errors():
-        decided = decide_budgets_at(values, costs, multipliers, constraints.costs, constraints.groups)
+        decided = decide_budgets_at(response, cost, multipliers, constraints.costs, constraints.groups)
     incentives = np.asarray(config.incentives, dtype=np.float64)
     rows = []
     for b, got in decided.items():
@@ -620,7 +620,7 @@ def holdout_decisions(context, warehouse, landing, campaign: str, config, model:
     return ev, (v, c), hold, lineage, use_rows
 
 
-def evaluate_several(con, campaign: str, model: str, made, config, ev, values, costs, decisions: dict) -> list[dict]:
+def evaluate_several(con, campaign: str, model: str, made, config, ev, response, cost, decisions: dict) -> list[dict]:
     """campaign.yaml `constraints:`: the multipliers budget_dual stored applied to the holdout events'
     coefficients (`allocation.budgets.evaluate_budgets`); `decisions` (budget -> levels) takes those
     levels, and the rows of each budget's use (predicted; true and at matched true spend with truth)
@@ -636,7 +636,7 @@ def evaluate_several(con, campaign: str, model: str, made, config, ev, values, c
     multipliers = stored_multipliers(con, campaign, model, made["model_version"], made["budget_dual_run"],
                                      constraints.names())
     with domain_errors():
-        levels, rows = evaluate_budgets(values, costs, multipliers, constraints.costs, constraints.groups, ev.true_costs)
+        levels, rows = evaluate_budgets(response, cost, multipliers, constraints.costs, constraints.groups, ev.true_costs)
     decisions.update(levels)
     return rows
 
@@ -652,16 +652,16 @@ def use_table(rows: list[dict]) -> list[dict]:
              "at matched true spend": ratio(r["matched_true_use"], r["budget"])} for r in rows]
 
 
-def segment_outputs(ev, config, model: str, version: str, values, decisions) -> tuple[pd.DataFrame, dict]:
+def segment_outputs(ev, config, model: str, version: str, response, decisions) -> tuple[pd.DataFrame, dict]:
     """The segment_evaluation rows of a model (empty without campaign.yaml segments or truth) and
     their metadata: the table and the per-segment plot of predicted vs true mean response per level."""
     from promo_assets.evaluation.segments import SEGMENT_COLUMNS, plot_segment_curves, segment_curves, segment_evaluation
 
     if ev.segments is None or ev.true_values is None:
         return pd.DataFrame(columns=list(SEGMENT_COLUMNS)), {}
-    table = segment_evaluation(model, version, ev.segments, values, ev.true_values, ev.true_costs, decisions,
+    table = segment_evaluation(model, version, ev.segments, response, ev.true_values, ev.true_costs, decisions,
                                binary=config.response == "binary")
-    curves = {c: segment_curves(ev.segments, values, ev.true_values, c) for c in ev.segments.columns}
+    curves = {c: segment_curves(ev.segments, response, ev.true_values, c) for c in ev.segments.columns}
     png = plot_segment_curves(curves, config.labels, title=f"{model}: predicted (solid) vs true (dashed) per segment")
     shown = table[table["budget_per_capita"].isna() | (table["budget_per_capita"] == table["budget_per_capita"].min())]
     return table, {"segment_evaluation": dg.MetadataValue.md(shown.round(4).to_markdown(index=False)),

@@ -89,19 +89,19 @@ def test_solve_matches_brute_force_and_linprog(inst):
     best = brute_best(v, c, budget)
     for rounding in ("down", "sample"):
         a = solve(v, c, budget, rounding=rounding, seed=3)
-        assert close(a.lp_value, ref)
+        assert close(a.lp_response, ref)
         assert close(a.dual_bound, ref)
         assert close(dual_objective(v, c, a.lambda_, budget), ref)  # strong duality at lambda*
         assert a.lambda_ >= 0
-        assert math.isclose(a.value, v[np.arange(len(v)), a.levels].sum(), rel_tol=1e-12, abs_tol=1e-12)
+        assert math.isclose(a.response, v[np.arange(len(v)), a.levels].sum(), rel_tol=1e-12, abs_tol=1e-12)
         assert math.isclose(a.cost, c[np.arange(len(v)), a.levels].sum(), rel_tol=1e-12, abs_tol=1e-12)
         assert a.levels.shape == (len(v),) and a.levels.min() >= 0 and a.levels.max() < v.shape[1]
         if rounding == "down" or not a.rounded_up:
             assert a.cost <= budget + 1e-9 * (1 + budget)  # feasible
             assert a.feasible
-            assert a.value <= best + 1e-9 * (1 + abs(best))  # no better than the integral optimum
-        assert best <= a.lp_value + 1e-7 * (1 + abs(best))  # LP bound
-        assert a.gap == pytest.approx(a.dual_bound - a.value)
+            assert a.response <= best + 1e-9 * (1 + abs(best))  # no better than the integral optimum
+        assert best <= a.lp_response + 1e-7 * (1 + abs(best))  # LP bound
+        assert a.gap == pytest.approx(a.dual_bound - a.response)
         if a.fractional_user is not None:
             assert 0 < a.fraction < 1
             lo, up = a.fractional_levels
@@ -115,14 +115,14 @@ def test_frontier_is_monotone_and_matches_solve(inst):
     f = frontier(v, c)
     assert math.isinf(f.lambdas[0])
     assert np.all(np.diff(f.lambdas) < 0)
-    assert np.all(np.diff(f.costs) >= 0) and np.all(np.diff(f.values) >= 0)
+    assert np.all(np.diff(f.costs) >= 0) and np.all(np.diff(f.response) >= 0)
     assert close(f.costs[0], c.min(axis=1).sum())
-    assert close(f.values[-1], v.max(axis=1).sum())
+    assert close(f.response[-1], v.max(axis=1).sum())
     a = solve(v, c, budget, seed=1)
-    assert close(f.value_at(budget), a.lp_value)
+    assert close(f.response_at(budget), a.lp_response)
     b = f.allocation(budget, seed=1)
     assert np.array_equal(b.levels, a.levels)
-    assert close(b.lambda_, a.lambda_) and close(b.value, a.value)
+    assert close(b.lambda_, a.lambda_) and close(b.response, a.response)
 
 
 def test_frontier_slopes_are_lambdas():
@@ -130,7 +130,7 @@ def test_frontier_slopes_are_lambdas():
     v = rng.random((300, 6))
     c = np.sort(rng.random((300, 6)), axis=1)
     f = frontier(v, c)
-    slopes = np.diff(f.values) / np.diff(f.costs)
+    slopes = np.diff(f.response) / np.diff(f.costs)
     np.testing.assert_allclose(slopes, f.lambdas[1:], rtol=1e-6)
     mid = 0.5 * (f.costs[0] + f.costs[-1])
     assert f.lambda_at(mid) == pytest.approx(solve(v, c, mid).lambda_)
@@ -193,7 +193,7 @@ def test_per_capita_equals_total():
     a = solve(v, c, 0.4, per_capita=True)
     b = solve(v, c, 0.4 * 50)
     assert a.kind == "per_capita" and a.budget == pytest.approx(20.0)
-    assert a.lp_value == pytest.approx(b.lp_value) and np.array_equal(a.levels, b.levels)
+    assert a.lp_response == pytest.approx(b.lp_response) and np.array_equal(a.levels, b.levels)
 
 
 def test_free_option_not_at_level_zero_and_unsorted_costs():
@@ -217,9 +217,9 @@ def test_ratio_form_matches_linprog(inst, ratio):
         return
     ref = lp_opt(v, [shifted], [0.0])
     a = solve_ratio(v, c, ratio, rounding="down")
-    assert close(a.lp_value, ref)
+    assert close(a.lp_response, ref)
     assert a.kind == "ratio" and a.ratio == ratio
-    assert a.cost <= ratio * a.value + 1e-9 * (1 + a.value)  # average cost per response <= ratio
+    assert a.cost <= ratio * a.response + 1e-9 * (1 + a.response)  # average cost per response <= ratio
     online = decide(v, c, a.lambda_, ratio=ratio)  # GNN/hazard Eq. 19 at the stored lambda
     s = v - a.lambda_ * shifted
     assert np.all(s[np.arange(len(v)), online] >= s.max(axis=1) - 1e-9 * (1 + np.abs(s).max()))
@@ -248,10 +248,10 @@ def test_multi_budget_matches_linprog(n, k, seed, use_groups):
             solve_multi(v, costs, b, groups=groups)
         return
     r = solve_multi(v, costs, b, groups=groups, rounding="down")
-    assert close(r.lp_value, ref, 1e-6)
+    assert close(r.lp_response, ref, 1e-6)
     assert close(r.dual_bound, ref, 1e-6)
     assert np.all(r.multipliers >= 0)
-    assert r.value == pytest.approx(v[np.arange(n), r.levels].sum())
+    assert r.response == pytest.approx(v[np.arange(n), r.levels].sum())
     assert len(r.fractional_users) <= 2 * len(b)
     if not r.fractional_users:
         assert r.feasible
@@ -263,7 +263,7 @@ def test_multi_budget_per_capita_groups():
     g = rng.random((40, 2)) < 0.6
     r = solve_multi(v, c, [0.4, 0.5], groups=g, per_capita=True)
     np.testing.assert_allclose(r.budgets, [0.4 * g[:, 0].sum(), 0.5 * g[:, 1].sum()])
-    assert close(r.lp_value, lp_opt(v, [c * g[:, [0]], c * g[:, [1]]], r.budgets), 1e-6)
+    assert close(r.lp_response, lp_opt(v, [c * g[:, [0]], c * g[:, [1]]], r.budgets), 1e-6)
 
 
 def test_multi_budget_infeasible_constraint_named():
@@ -293,7 +293,7 @@ def test_bracketed_path_is_exact(monkeypatch):
     fast = solve(v, c, budget, seed=2)
     assert fast.info["method"] == "bracketed-hull-greedy"
     assert fast.info["active_users"] < n
-    assert fast.lp_value == pytest.approx(exact.lp_value, rel=1e-12)
+    assert fast.lp_response == pytest.approx(exact.lp_response, rel=1e-12)
     assert fast.lambda_ == pytest.approx(exact.lambda_, rel=1e-12)
     assert np.mean(fast.levels == exact.levels) > 0.9999
     # a budget far from the sample's estimate forces the widening fallback
@@ -302,14 +302,14 @@ def test_bracketed_path_is_exact(monkeypatch):
         monkeypatch.setattr(solver_mod, "BRACKET_MIN_ELEMENTS", 1 << 60)
         ref = solve(v, c, b2)
         monkeypatch.setattr(solver_mod, "BRACKET_MIN_ELEMENTS", 1)
-        assert solve(v, c, b2).lp_value == pytest.approx(ref.lp_value, rel=1e-12)
+        assert solve(v, c, b2).lp_response == pytest.approx(ref.lp_response, rel=1e-12)
 
 
 def test_unconstrained_budget_and_infeasible_message():
     v = np.array([[0.0, 1.0, 3.0], [0.0, 2.0, 2.5]])
     c = np.array([[0.5, 1.0, 4.0], [1.0, 1.5, 3.0]])
     a = solve(v, c, math.inf)
-    assert a.lambda_ == 0 and a.levels.tolist() == [2, 2] and a.value == 5.5
+    assert a.lambda_ == 0 and a.levels.tolist() == [2, 2] and a.response == 5.5
     with pytest.raises(InfeasibleBudgetError, match=r"minimum feasible budget = 1\.5") as e:
         solve(v, c, 1.0)
     assert e.value.minimum_budget == pytest.approx(1.5)
@@ -318,24 +318,24 @@ def test_unconstrained_budget_and_infeasible_message():
 
 
 @pytest.mark.parametrize(
-    ("values", "costs", "budget", "match"),
+    ("response", "cost", "budget", "match"),
     [
         (np.array([[1.0, np.nan], [np.nan, 2.0]]), np.ones((2, 2)), 1.0,
-         r"values has 2 non-finite .* first at user 0, level 1"),
+         r"response has 2 non-finite .* first at user 0, level 1"),
         (np.ones((3, 2)), np.array([[1.0, 2.0], [1.0, np.inf], [0.0, 1.0]]), 1.0,
-         r"costs has 1 non-finite .* first at user 1, level 1"),
+         r"cost has 1 non-finite .* first at user 1, level 1"),
         (np.ones((2, 3)), np.array([[1.0, -2.0, 0.0], [-1.0, 0.0, 0.0]]), 1.0,
-         r"costs has 2 negative entries; first at user 0, level 1"),
-        (np.ones((2, 3)), np.ones((3, 2)), 1.0, r"same shape .* values \(2, 3\) and costs \(3, 2\)"),
-        (np.ones((0, 3)), np.ones((0, 3)), 1.0, r"values is empty"),
-        (np.ones(3), np.ones(3), 1.0, r"values must be a 2-D array"),
-        (np.array([["a", "b"]]), np.ones((1, 2)), 1.0, r"values must be a numeric array"),
+         r"cost has 2 negative entries; first at user 0, level 1"),
+        (np.ones((2, 3)), np.ones((3, 2)), 1.0, r"same shape .* response \(2, 3\) and cost \(3, 2\)"),
+        (np.ones((0, 3)), np.ones((0, 3)), 1.0, r"response is empty"),
+        (np.ones(3), np.ones(3), 1.0, r"response must be a 2-D array"),
+        (np.array([["a", "b"]]), np.ones((1, 2)), 1.0, r"response must be a numeric array"),
         (np.ones((2, 2)), np.ones((2, 2)), float("nan"), r"budget must be a finite number"),
     ],
 )
-def test_bad_input_errors(values, costs, budget, match):
+def test_bad_input_errors(response, cost, budget, match):
     with pytest.raises(AllocationInputError, match=match):
-        solve(values, costs, budget)
+        solve(response, cost, budget)
     assert issubclass(AllocationInputError, ValueError)
     assert issubclass(InfeasibleBudgetError, ValueError)
 
@@ -346,21 +346,21 @@ def test_float32_inputs_and_public_api():
     b = 0.3 * c.sum() / 8
     a64 = solve(v, c, b)
     a32 = solve(v.astype(np.float32), c.astype(np.float32), b)
-    assert a32.lp_value == pytest.approx(a64.lp_value, rel=1e-5)
+    assert a32.lp_response == pytest.approx(a64.lp_response, rel=1e-5)
     for name in ("solve", "solve_multi", "solve_ratio", "frontier", "OnlinePolicy", "Allocation",
                  "InfeasibleBudgetError", "AllocationInputError"):
         assert hasattr(al, name)
-    assert "solve(values, costs, budget" in al.__doc__
+    assert "solve(response, cost, budget" in al.__doc__
     with pytest.raises(Exception):  # frozen dataclass
         a64.lambda_ = 1.0  # type: ignore[misc]
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.integers(1, 30), st.integers(1, 6), st.data(), st.sampled_from(["values", "costs"]),
+@given(st.integers(1, 30), st.integers(1, 6), st.data(), st.sampled_from(["response", "cost"]),
        st.sampled_from([np.nan, np.inf, -np.inf]), st.sampled_from([np.float32, np.float64]))
 def test_non_finite_entries_are_reported_exactly(n, k, data, which, bad, dtype):
     rng = np.random.default_rng(n * 7 + k)
-    arrays = {"values": rng.random((n, k)).astype(dtype), "costs": rng.random((n, k)).astype(dtype)}
+    arrays = {"response": rng.random((n, k)).astype(dtype), "cost": rng.random((n, k)).astype(dtype)}
     cells = data.draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, k - 1)),
                                min_size=1, max_size=5, unique=True))
     for i, j in cells:
@@ -369,7 +369,7 @@ def test_non_finite_entries_are_reported_exactly(n, k, data, which, bad, dtype):
     match = (rf"{which} has {len(cells)} non-finite .* first at user {first[0]}, "
              rf"level {first[1]}")
     with pytest.raises(AllocationInputError, match=match):
-        solve(arrays["values"], arrays["costs"], 1.0)
+        solve(arrays["response"], arrays["cost"], 1.0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -393,7 +393,7 @@ def test_decide_at_the_stored_lambda_reproduces_the_lp_optimum(tied):
         levels = decide_at(v, c, res.lambda_, share, seed=0)
         assert 0.0 <= share <= 1.0
         assert c[rows, levels].sum() <= budget * n + c.max()  # within the one fractional user
-        assert abs(v[rows, levels].sum() - res.lp_value) <= v.max()
+        assert abs(v[rows, levels].sum() - res.lp_response) <= v.max()
         if tied:
             plain = decide(v, c, res.lambda_ * (1 + 1e-9))
             assert c[rows, plain].sum() < c[rows, levels].sum() - 100  # why the tie share is stored
@@ -483,4 +483,4 @@ def test_bracketed_scan_fixes_users_at_the_rules_choice(monkeypatch):
     assert fast.info["method"] == "bracketed-hull-greedy"
     rule = decide(v, c, fast.lambda_)
     assert int(np.sum(fast.levels != rule)) <= 1 and not np.any(fast.levels == 2)  # the duplicate never
-    assert np.sum(fast.levels != exact.levels) <= 1 and fast.lp_value == pytest.approx(exact.lp_value, rel=1e-12)
+    assert np.sum(fast.levels != exact.levels) <= 1 and fast.lp_response == pytest.approx(exact.lp_response, rel=1e-12)

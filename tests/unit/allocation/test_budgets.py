@@ -63,7 +63,7 @@ def test_without_further_budgets_the_multiplier_is_the_single_budget_lambda():
     single = solve(v, c, 0.25, per_capita=True, rounding="down")
     assert got.names == ("budget",)
     assert got.lambda_ == pytest.approx(float(single.lambda_), rel=1e-6)
-    assert got.value == pytest.approx(float(single.value), rel=1e-6)
+    assert got.response == pytest.approx(float(single.response), rel=1e-6)
 
 
 def test_an_impossible_budget_is_reported_by_name_and_the_others_solved():

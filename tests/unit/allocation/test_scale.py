@@ -46,7 +46,7 @@ def ties(n: int, k: int, seed: int):
 
 def assert_same(ref, got):
     assert got.lambda_ == ref.lambda_
-    for field in ("value", "lp_value", "dual_bound", "cost"):
+    for field in ("response", "lp_response", "dual_bound", "cost"):
         assert got.__getattribute__(field) == pytest.approx(ref.__getattribute__(field), rel=1e-12, abs=1e-12), field
     assert got.fractional_user == ref.fractional_user
     assert got.fractional_levels == ref.fractional_levels and got.rounded_up == ref.rounded_up
@@ -133,7 +133,7 @@ def test_bad_chunked_inputs_are_refused_naming_the_place(case, tmp_path):
     if case == "error-nan-in-a-parquet-chunk":
         v[2_345, 2] = np.nan
         write_parquet(path, v, c, rows_per_group=1_000)
-        with pytest.raises(AllocationInputError, match=r"coef\.parquet row group 2: values has 1 non-finite .* user 345, level 2"):
+        with pytest.raises(AllocationInputError, match=r"coef\.parquet row group 2: response has 1 non-finite .* user 345, level 2"):
             solve_chunked(ParquetSource([path], 4), 10.0)
     elif case == "error-missing-column":
         write_parquet(path, v[:, :3], c[:, :3])
@@ -294,7 +294,7 @@ def stored(tmp_path, v, c, *, shuffle_seed=0):
     order = np.random.default_rng(shuffle_seed).permutation(n)
     frame = pd.DataFrame({"user_id": np.repeat([f"u{i:06d}" for i in order], k),
                           "level": np.tile(np.arange(k, dtype=np.int32), n),
-                          "value": v[order].ravel(), "cost": c[order].ravel()})
+                          "response": v[order].ravel(), "cost": c[order].ravel()})
     warehouse = WarehouseResource(path=str(tmp_path / "w.duckdb"))
     with warehouse.transaction() as con, registered(con, "chunk_df", frame):
         con.execute(sql("frames", "insert_coefficients"), ["demo", "m", "v1", "population"])
@@ -319,7 +319,7 @@ def test_stored_coefficients_stream_gives_solve_and_decide_at(tmp_path, workers,
         assert got.info["passes"] == 3 and got.info["bytes_read"] == 3 * (v.nbytes + c.nbytes)
         bare = solve_chunked(source, budget, client=client, levels=False)  # what budget_dual stores: two passes
         assert bare.info["passes"] == 2 and bare.levels.size == 0 and bare.fractional_user is None
-        assert (bare.lambda_, bare.value, bare.cost, bare.dual_bound) == (got.lambda_, got.value, got.cost, got.dual_bound)
+        assert (bare.lambda_, bare.response, bare.cost, bare.dual_bound) == (got.lambda_, got.response, got.cost, got.dual_bound)
         fr, n_fr = sampled_frontier(source, client=client)
         assert n_fr == 9_000 and np.array_equal(fr.costs, frontier(v, c).costs)
         share = tie_share_chunked(source, ref.lambda_, budget, client=client)

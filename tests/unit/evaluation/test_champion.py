@@ -134,7 +134,7 @@ def test_dr_q_at_budget_value_matches_the_truth_of_its_allocation(truth):
     t, y, z, p = draw(truth, rng)
     v = np.clip(tv + np.random.default_rng(3).normal(0, 0.03, tv.shape), 0, 1)
     c = v * np.asarray(LEVELS)
-    q = dr_q_at_budget(v, c, t, y, z, p, tv, tc, 1.0)
+    q = dr_q_at_budget((v, c), t, y, z, p, tv, tc, 1.0)
     levels = levels_at_lambdas(v, c, [q.lambda_])[0]
     lo, hi = dr_interval(levels, t, y, z, p, tv, tc)
     se = (hi - lo) / (2 * 1.96)

@@ -168,7 +168,7 @@ def test_dr_q_reaches_the_budget():
     t = rng.integers(0, k, n)
     y = (rng.uniform(size=n) < tv[np.arange(n), t]).astype(float)
     z = y * np.arange(k)[t]
-    q = dr_q_at_budget(tv, c, t, y, z, None, tv, c, 0.4)
+    q = dr_q_at_budget((tv, c), t, y, z, None, tv, c, 0.4)
     assert q.cost == pytest.approx(0.4, rel=1e-3) and q.n_matched > 0
 
 

@@ -5,6 +5,7 @@ import pandas as pd
 import pytest
 
 import promo_assets.allocation as allocation
+from promo_assets.coefficients import Coefficients
 from promo_assets.evaluation import (
     PNG_SIGNATURE,
     POLICY_EVALUATION_COLUMNS,
@@ -190,17 +191,17 @@ def test_leaderboard_reads_metrics_from_a_json_column(evaluation):
 
 def test_curves_and_plots_are_valid_pngs(campaign, evaluation):
     d = campaign
-    curve = eom_curve(d["models"]["noisy"][1], d["c"], d["t"], d["y"], d["z"], 0.25, n_points=20,
+    curve = eom_curve((d["models"]["noisy"][1], d["c"]), d["t"], d["y"], d["z"], 0.25, n_points=20,
                       true_values=d["v"], true_costs=d["c"])
     assert len(curve) >= 10
     assert np.all(np.diff(curve["predicted_cost"]) >= -1e-12)
     assert curve["predicted_cost"].iloc[0] == pytest.approx(1.0) and curve["predicted_cost"].iloc[-1] == pytest.approx(4.0)
     # the whole frontier: exactly the allocator's breakpoints (per capita)
     small_v, small_c = d["models"]["noisy"][1][:300], d["c"][:300]
-    full = eom_curve(small_v, small_c, d["t"][:300], d["y"][:300], d["z"][:300], 0.25, n_points=None)
+    full = eom_curve(Coefficients(small_v, small_c), d["t"][:300], d["y"][:300], d["z"][:300], 0.25, n_points=None)
     fr = allocation.frontier(small_v, small_c)
     assert np.allclose(np.unique(np.round(full["predicted_cost"] * 300, 6)), np.unique(np.round(fr.costs, 6)))
-    at_budgets = eom_curve(d["models"]["noisy"][1], d["c"], d["t"], d["y"], d["z"], 0.25, budgets=[1.5, 2.0])
+    at_budgets = eom_curve((d["models"]["noisy"][1], d["c"]), d["t"], d["y"], d["z"], 0.25, budgets=[1.5, 2.0])
     assert (at_budgets["predicted_cost"] <= at_budgets["budget_per_capita"] + 1e-9).all()
     curves = policy_curves(d["models"], d["t"], d["y"], d["z"], 0.25, true_values=d["v"], true_costs=d["c"],
                            n_points=15)

@@ -280,7 +280,7 @@ def test_joint_beats_a_bad_split_and_rejects_bad_input():
         joint_allocation(vc, cc, vm, cm, 10.0, merchant_normalizer=np.zeros(200))
     with pytest.raises(JointAllocationError, match="total_cost"):
         independent_allocation(vc, cc, vm, cm, 10.0, total_cost=-1.0)
-    with pytest.raises(JointAllocationError, match="costs"):
+    with pytest.raises(JointAllocationError, match="cost"):
         joint_allocation(vc, cc[:, :2], vm, cm, 10.0)
 
 

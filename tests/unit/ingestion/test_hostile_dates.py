@@ -339,7 +339,7 @@ def test_feature_on_one_day_only_then_deleted_keeps_the_campaign_running(promo_e
     with duckdb.connect(str(promo_env["warehouse"]), read_only=True) as con:
         per_day = con.execute("SELECT count(extra) > 0 FROM rct_events GROUP BY event_date ORDER BY event_date").fetchall()
         assert [r[0] for r in per_day] == [False, True, False, False]
-        assert con.execute("SELECT count(*) FROM response_coefficients WHERE isnan(value)").fetchone()[0] == 0
+        assert con.execute("SELECT count(*) FROM response_coefficients WHERE isnan(response)").fetchone()[0] == 0
     assert "extra" in latest_s_learner_features(promo_env)
     day2.unlink()
     assert main(["run", "--no-progress"]) == 0

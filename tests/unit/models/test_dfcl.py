@@ -88,7 +88,7 @@ def test_ifd_gradient_is_the_eom_change_over_the_perturbation():
     y = np.array([1.0, 0.0, 1.0])
     z = np.array([0.5, 0.0, 1.0])
     w = np.ones(3)
-    g = ifd_gradient(V, C, t, y, z, w, [LAM], clip="none")[0]
+    g = ifd_gradient((V, C), t, y, z, w, [LAM], clip="none")[0]
     d = decide(V, C, LAM)
     base, add, remove = eom_change(t, y, z, w, d, LAM)
     delta, new = flips(V - LAM * C, C, d.astype(np.int64))
@@ -97,12 +97,12 @@ def test_ifd_gradient_is_the_eom_change_over_the_perturbation():
     assert g[0] == pytest.approx(remove[0] / delta[0])
     assert g[1] == pytest.approx([0.0, 0.0, add[1] / delta[1, 2]])
     assert g[2] == pytest.approx(remove[2] / delta[2])
-    fixed = ifd_gradient(V, C, t, y, z, w, [LAM], clip="fix", h=0.12)[0]
+    fixed = ifd_gradient((V, C), t, y, z, w, [LAM], clip="fix", h=0.12)[0]
     near = np.abs(delta) < 0.12
     change = g * delta                             # the EOM change of each entry's flip
     assert near.any() and (~near & (g != 0)).any()
     assert fixed == pytest.approx(np.where(near, change / (np.sign(delta) * 0.12), 0.0))
-    biggest = ifd_gradient(V, C, t, y, z, w, [LAM], clip="max")[0]
+    biggest = ifd_gradient((V, C), t, y, z, w, [LAM], clip="max")[0]
     top = np.abs(delta[g != 0]).max()
     assert biggest == pytest.approx(np.where(g != 0, g * delta / (np.sign(delta) * top), 0.0))
 
@@ -118,15 +118,15 @@ def test_policy_learning_and_max_entropy_losses_match_hand_computed_values():
     # lambda 0.1: a = [0.2, 0.4] and [0.1, 0.1]; rewards 0.9 and 1.0
     p1 = 1 / (1 + math.exp(-0.2))
     pl = -(2 * 0.9 * p1 + 1 * 1.0 * 0.5) / 3
-    assert float(policy_loss(v, c, t, y, z, w, [0.1])) == pytest.approx(pl, rel=1e-12)
+    assert float(policy_loss((v, c), t, y, z, w, [0.1])) == pytest.approx(pl, rel=1e-12)
     p1_tau = 1 / (1 + math.exp(-0.2 / 0.1))
     mer = -(2 * 0.9 * p1_tau + 1 * 1.0 * 0.5) / 3
-    assert float(policy_loss(v, c, t, y, z, w, [0.1], tau=0.1)) == pytest.approx(mer, rel=1e-12)
+    assert float(policy_loss((v, c), t, y, z, w, [0.1], tau=0.1)) == pytest.approx(mer, rel=1e-12)
     # two multipliers: the mean; lambda 0: a = v, rewards 1.0 and 1.0
     p1_0 = 1 / (1 + math.exp(-0.3))
     p2_0 = 1 / (1 + math.exp(-0.2))               # user 2 logged level 0: softmax(0.1, 0.3)[0]
     pl0 = -(2 * 1.0 * p1_0 + 1 * 1.0 * (1 - p2_0)) / 3
-    assert float(policy_loss(v, c, t, y, z, w, [0.0, 0.1])) == pytest.approx((pl0 + pl) / 2, rel=1e-12)
+    assert float(policy_loss((v, c), t, y, z, w, [0.0, 0.1])) == pytest.approx((pl0 + pl) / 2, rel=1e-12)
 
 
 # ------------------------------------------------------------------------- grid and checks

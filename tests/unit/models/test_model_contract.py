@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 from promo_assets.campaign import CampaignConfig
+from promo_assets.coefficients import Coefficients
 from promo_assets.models import ModelInputError, ModelSkipped, ResponseModel, TrainingData, registry
 from promo_assets.models.protocol import same_kind
 
@@ -221,7 +222,10 @@ def test_fit_returns_self_with_learned_state_and_predicts_per_user_and_level(nam
     assert isinstance(model.metrics_, dict) and isinstance(model.history_, list)
     data = data_for(name)
     users = users_for(name, data)
-    response, cost = model.predict(users)
+    coefficients = model.predict(users)
+    assert isinstance(coefficients, Coefficients), type(coefficients)
+    response, cost = coefficients
+    assert response is coefficients.response and cost is coefficients.cost
     k = data.config.n_levels
     for a in (response, cost):
         assert isinstance(a, np.ndarray) and a.shape == (len(users), k) and a.dtype == np.float64
