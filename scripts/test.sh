@@ -6,12 +6,30 @@
 # skipped with its reason.
 # The suite runs on PROMO_TEST_WORKERS worker processes (pytest-xdist; default 2, CI's cores; 0 = in this
 # process), a test file per worker at a time (--dist loadfile: a module's shared fixtures are made once).
+# The tests' throw-away instances (landing folders, warehouses, Dagster's SQLite storage) go to a new
+# folder in memory when /dev/shm is a tmpfs with at least 4 GiB free: the runs' SQLite and DuckDB commits
+# then skip the disk's fsync. PROMO_TEST_TMP=<folder> picks another parent folder, PROMO_TEST_TMP=default
+# keeps pytest's own. The folder is removed when every test passed, and kept (its path printed) otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ ${CI:-} == true ]]; then export PROMO_UI_TESTS=${PROMO_UI_TESTS:-1}; fi
 bash scripts/setup.sh
+args=(-m "slow or not slow")
 workers=${PROMO_TEST_WORKERS:-2}
-if [[ $workers == 0 ]]; then
-  exec .venv/bin/python -m pytest -m "slow or not slow" "$@"
+if [[ $workers != 0 ]]; then args+=(-n "$workers" --dist loadfile); fi
+parent=${PROMO_TEST_TMP:-}
+if [[ -z $parent ]] && [[ $(stat -f -c %T /dev/shm 2>/dev/null) == tmpfs ]] \
+   && (( $(df -Pk /dev/shm | awk 'NR == 2 {print $4}') >= 4 * 1024 * 1024 )); then
+  parent=/dev/shm
 fi
-exec .venv/bin/python -m pytest -m "slow or not slow" -n "$workers" --dist loadfile "$@"
+basetemp=
+if [[ -n $parent && $parent != default && " $* " != *" --basetemp"* ]]; then
+  basetemp=$(mktemp -d "$parent/promo-tests.XXXXXX")
+  args+=(--basetemp "$basetemp")
+fi
+rc=0
+.venv/bin/python -m pytest "${args[@]}" "$@" || rc=$?
+if [[ -n $basetemp ]]; then
+  if [[ $rc == 0 ]]; then rm -rf "$basetemp"; else echo "the tests' files are kept in $basetemp" >&2; fi
+fi
+exit "$rc"

@@ -83,6 +83,20 @@ def run_once(tmp_path_factory):
     return make
 
 
+def promo_here(env: dict[str, str], *args: str) -> None:
+    """`promo ARGS` in this process, in the instance `env` points at (its PROMO_* settings and
+    DAGSTER_HOME), for a module fixture's setup steps: a `promo` process would first spend about 8 s
+    importing the definitions (torch, scikit-learn, Dagster). A failure names the command."""
+    from promo_assets.cli import main
+
+    with pytest.MonkeyPatch.context() as mp:
+        for var, value in env.items():
+            if var.startswith("PROMO_") or var in ("DAGSTER_HOME", "OMP_NUM_THREADS"):
+                mp.setenv(var, value)
+        rc = main(list(args))
+    assert rc == 0, f"promo {' '.join(args)} exited {rc}"
+
+
 @pytest.fixture(autouse=True)
 def _no_stale_defs_state_storage():
     """Dagster keeps the defs-state storage of an entered DagsterInstance in a context variable; an

@@ -22,6 +22,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.conftest import promo_here
+
 
 START = dt.date(2026, 3, 1)
 
@@ -87,14 +89,15 @@ def served(tmp_path_factory):
         done = subprocess.run([sys.executable, "-m", "promo_assets.cli", *args], env=env, capture_output=True, text=True)
         assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
 
-    promo("simulate", "--preset", "demo", "--campaign", "demo", "--days", "3", "--users", "600", "--seed", "5",
-          "--start", START.isoformat())
+    # the setup in this process (a `promo` process per step would import the definitions each time)
+    promo_here(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", "3", "--users", "600", "--seed", "5",
+               "--start", START.isoformat())
     with open(root / "landing" / "demo" / "campaign.yaml", "a") as f:
         f.write("models:\n  include: [lgbm_s, lgbm_s_mono]\nexploration:\n  share: 0.1\n  seed: 2\n")
-    promo("run", "--campaign", "demo", "--no-progress")
-    promo("simulate", "--preset", "demo", "--campaign", "fresh", "--days", "1", "--users", "50", "--start",
-          START.isoformat())
-    promo("run", "--campaign", "fresh", "--ingest-only", "--no-progress")
+    promo_here(env, "run", "--campaign", "demo", "--no-progress")
+    promo_here(env, "simulate", "--preset", "demo", "--campaign", "fresh", "--days", "1", "--users", "50", "--start",
+               START.isoformat())
+    promo_here(env, "run", "--campaign", "fresh", "--ingest-only", "--no-progress")
     server = Server(env, root / "serve.log")
     try:
         yield {"server": server, "port": server.port, "root": root, "env": env, "promo": promo}

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from promo_assets.devserver import DagsterDev, demo_env, promo
+from promo_assets.devserver import DagsterDev, demo_env
+from tests.conftest import promo_here
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 
@@ -56,8 +57,8 @@ def ui(tmp_path_factory):
         pytest.skip(f"UI browser test skipped: {missing}; PROMO_UI_TESTS=1 bash scripts/setup.sh installs both")
     tmp = tmp_path_factory.mktemp("ui")
     env = demo_env(tmp, ROOT, max_epochs=1)  # the UI shows what a run leaves, whatever its models learned
-    promo(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", str(DAYS), "--users", "300", "--seed", "0")
-    promo(env, "run", "--campaign", "demo", "--no-progress")
+    promo_here(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", str(DAYS), "--users", "300", "--seed", "0")
+    promo_here(env, "run", "--campaign", "demo", "--no-progress")
     days = sorted(p.stem for p in (tmp / "landing" / "demo" / "events").iterdir())
     assert len(days) == DAYS
     with DagsterDev(ROOT, env, tmp / "dagster_dev.log") as server:
