@@ -5,9 +5,7 @@
 # Elsewhere it runs when PROMO_UI_TESTS=1 is set (or chromium and playwright are present), else it is
 # skipped with its reason.
 # The suite runs on PROMO_TEST_WORKERS worker processes (pytest-xdist; default 2, CI's cores; 0 = in this
-# process), a test file per worker at a time (--dist loadfile: a module's shared fixtures are made once),
-# in the order tests/conftest.py gives them (the files with most slow tests first; not xdist's own reorder
-# by number of tests, which left the browser test of the UI, seven long tests, to run alone at the end).
+# process), a test file per worker at a time (--dist loadfile: a module's shared fixtures are made once).
 # The tests' throw-away instances (landing folders, warehouses, Dagster's SQLite storage) go to a new
 # folder in memory when /dev/shm is a tmpfs with at least 4 GiB free: the runs' SQLite and DuckDB commits
 # then skip the disk's fsync. PROMO_TEST_TMP=<folder> picks another parent folder, PROMO_TEST_TMP=default
@@ -18,7 +16,7 @@ if [[ ${CI:-} == true ]]; then export PROMO_UI_TESTS=${PROMO_UI_TESTS:-1}; fi
 bash scripts/setup.sh
 args=(-m "slow or not slow")
 workers=${PROMO_TEST_WORKERS:-2}
-if [[ $workers != 0 ]]; then args+=(-n "$workers" --dist loadfile --no-loadscope-reorder); fi
+if [[ $workers != 0 ]]; then args+=(-n "$workers" --dist loadfile); fi
 parent=${PROMO_TEST_TMP:-}
 if [[ -z $parent ]] && [[ $(stat -f -c %T /dev/shm 2>/dev/null) == tmpfs ]] \
    && (( $(df -Pk /dev/shm | awk 'NR == 2 {print $4}') >= 4 * 1024 * 1024 )); then

@@ -17,19 +17,6 @@ if os.environ.get("CI"):
 
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def pytest_collection_modifyitems(config, items):
-    """The files with the most `slow` tests first, the others after them in their own order: under
-    pytest-xdist (scripts/test.sh: a file per worker at a time, in this order, --no-loadscope-reorder)
-    the long runs start first and the many short files fill in at the end, so the workers finish
-    together instead of one of them ending alone on the browser or the wheel test."""
-    slow: dict[Path, int] = {}
-    for item in items:
-        slow.setdefault(item.path, 0)
-        if item.get_closest_marker("slow"):
-            slow[item.path] += 1
-    items.sort(key=lambda item: -slow[item.path])  # stable: a file's tests stay in their order
 ENV_OF = {"landing": "PROMO_LANDING_DIR", "warehouse": "PROMO_WAREHOUSE", "artifacts": "PROMO_ARTIFACTS_DIR",
           "dagster_home": "DAGSTER_HOME", "outbox": "PROMO_OUTBOX_DIR"}
 
