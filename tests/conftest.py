@@ -97,6 +97,23 @@ def promo_here(env: dict[str, str], *args: str) -> None:
     assert rc == 0, f"promo {' '.join(args)} exited {rc}"
 
 
+PLUMBING_MODELS = ("lgbm_s", "lgbm_s_mono")
+
+
+def train_only(campaign_yaml: Path, models=PLUMBING_MODELS) -> tuple[str, ...]:
+    """Limit the campaign of `campaign_yaml` to `models` (its `models.include`; the rest of its
+    `models:` block is kept) and return them. For the tests of the pipeline's plumbing (results,
+    runs, files, services) that need trained models but not every default one: each model chain
+    costs a `promo run` about 2 s of CPU even at PROMO_MAX_EPOCHS=1. Two LightGBM models train in a
+    fraction of a second; the tests that are about the models themselves keep the defaults."""
+    import yaml
+
+    config = yaml.safe_load(campaign_yaml.read_text()) or {}
+    config.setdefault("models", {})["include"] = list(models)
+    campaign_yaml.write_text(yaml.safe_dump(config, sort_keys=False))
+    return tuple(models)
+
+
 @pytest.fixture(autouse=True)
 def _no_stale_defs_state_storage():
     """Dagster keeps the defs-state storage of an entered DagsterInstance in a context variable; an
