@@ -115,17 +115,23 @@ def _schema_hash() -> str:
     return hashlib.sha256("\n".join(statements("schema")).encode()).hexdigest()
 
 
+def schema_is_current(con: duckdb.DuckDBPyConnection) -> bool:
+    """True when this warehouse was brought up to exactly this version's sql/schema.sql (its hash in
+    `warehouse_schema`): it then has every table and column, and no column left to rename."""
+    try:
+        recorded = [h for (h,) in con.execute(sql("meta", "schema_hash")).fetchall()]
+    except duckdb.CatalogException:  # a new warehouse, or one from before the marker
+        return False
+    return recorded == [_schema_hash()]
+
+
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     """Create the tables of sql/schema.sql and add the columns added since, unless this warehouse was
     already brought up to exactly this schema (its hash in `warehouse_schema`, written last: a process
     killed half-way leaves the old hash, and the next connection runs the statements again). Saves
     ~40 ms per write connection, ~50 of them in a demo `promo run` (benchmarks/run_time_ab.py)."""
     no_replacement_scans(con)
-    try:
-        recorded = [h for (h,) in con.execute(sql("meta", "schema_hash")).fetchall()]
-    except duckdb.CatalogException:  # a new warehouse, or one from before the marker
-        recorded = []
-    if recorded == [_schema_hash()]:
+    if schema_is_current(con):
         return
     _run_schema_statements(con)
     for name in ("create_schema_marker", "clear_schema_marker"):
@@ -258,7 +264,9 @@ def connect(path: Path | str | None = None, read_only: bool = False) -> Iterator
         try:
             if read_only:
                 no_replacement_scans(con)
-                if _pending_renames(con):  # made by an earlier version: one write connection renames
+                # made by an earlier version (the marker's one-row read costs ~1 ms, the catalog
+                # query of the renames ~45 ms of CPU): one write connection renames
+                if not schema_is_current(con) and _pending_renames(con):
                     con.close()           # its columns (ensure_schema), then read as asked
                     with connect(path):
                         pass
