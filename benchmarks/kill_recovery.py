@@ -14,6 +14,7 @@ object per phase:
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/kill_recovery.py [--days 4] [--users 300]
         [--phases ingestion training allocation] [--epochs 3] [--delay 0] [--timeout 600] [--json]
+        [--models lgbm_s lgbm_s_mono]
 """
 
 from __future__ import annotations
@@ -56,6 +57,15 @@ def _fresh(root: Path, landing: Path) -> None:
     (root / "dagster_home").mkdir(parents=True)
     shutil.copy(REPO / "dagster_home" / "dagster.yaml", root / "dagster_home")
     shutil.copytree(landing, root / "landing")
+
+
+def _train_only(campaign_yaml: Path, models: list[str]) -> None:
+    """campaign.yaml `models.include` = `models` (the rest of the file kept)."""
+    import yaml
+
+    config = yaml.safe_load(campaign_yaml.read_text()) or {}
+    config.setdefault("models", {})["include"] = list(models)
+    campaign_yaml.write_text(yaml.safe_dump(config, sort_keys=False))
 
 
 def _promo(*args: str) -> list[str]:
@@ -135,6 +145,8 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=600.0, help="give up on a run after this many seconds [600]")
     ap.add_argument("--no-baseline", action="store_true", help="skip the clean run used for comparison")
     ap.add_argument("--json", action="store_true", help="also print one JSON object per phase")
+    ap.add_argument("--models", nargs="+", metavar="MODEL",
+                    help="train only these models (the campaign.yaml models.include) [the default models]")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _results import Recorder
@@ -145,6 +157,8 @@ def main() -> None:
     subprocess.run(_promo("simulate", "--preset", "demo", "--campaign", "demo", "--days", str(args.days),
                           "--users", str(args.users), "--landing", str(landing)),
                    env=_env(tmp, args.epochs), check=True, stdout=subprocess.DEVNULL)
+    if args.models:
+        _train_only(landing / "demo" / "campaign.yaml", args.models)
     normal_s = None
     if not args.no_baseline:
         _fresh(tmp / "baseline", landing)
@@ -178,7 +192,8 @@ def main() -> None:
         dead = "; ".join(f"{k} {v}" for k, v in r["dead_runs"].items()) or "none recorded"
         print(f"{r['phase']:<11} {(r['marker'] or 'marker not seen')[-40:]:<40} {'yes' if r['recovered'] else 'NO':<9} "
               f"{r['recovery_s']:>8.1f}s  {dead}; {left}; pool slots left {r['pool_slots_left']}")
-    rec.write({"days": args.days, "users": args.users, "max_epochs": args.epochs, "clean_run_s": normal_s,
+    rec.write({"days": args.days, "users": args.users, "max_epochs": args.epochs, "models": args.models or "default",
+               "clean_run_s": normal_s,
                "phases": rows},
               headline={f"killed in {r['phase']}: next run recovered / its seconds / rows left":
                         f"{'yes' if r['recovered'] else 'NO'} / {r['recovery_s']} s / {sum(v for v in r['leftover_rows'].values() if isinstance(v, int))}"

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from promo_assets.cli import main
+from tests.conftest import train_only
 
 START = dt.date(2026, 3, 1)
 
@@ -63,11 +64,19 @@ def test_merchant_events_load_and_reject_bad_files(promo_env, capsys):
     assert query(promo_env, "SELECT count(*) FROM merchant_events WHERE event_date = ?", [bad_day]) == [(len(frame),)]
 
 
+# Both campaigns train gnn_hazard and one LightGBM model beside it (the other default models are
+# not what this test is about): in the demo campaign gnn_hazard is listed too, so that it is left
+# out because it does not apply (no merchants), not because campaign.yaml leaves it out.
+GRAPH_MODELS = ("gnn_hazard", "lgbm_s")
+
+
 @pytest.mark.slow
 def test_promo_run_trains_gnn_hazard_and_allocates_jointly(promo_env, capsys, monkeypatch):
     monkeypatch.setenv("PROMO_MAX_EPOCHS", "1")  # the graph's plumbing end to end: tables, metrics, plots, not their quality
     simulate("bipartite", "shop", days=4, users=1500)
     simulate("demo", "demo", days=3, users=400)
+    for campaign in ("shop", "demo"):
+        train_only(promo_env["landing"] / campaign / "campaign.yaml", GRAPH_MODELS)
     assert main(["run", "--no-progress"]) == 0
     config = yaml.safe_load((promo_env["landing"] / "shop" / "campaign.yaml").read_text())
     n_merchants = config["simulator"]["merchants"]
@@ -96,7 +105,7 @@ def test_promo_run_trains_gnn_hazard_and_allocates_jointly(promo_env, capsys, mo
 
     # its own chain evaluates gnn_hazard like any model
     models = [r[0] for r in query(promo_env, "SELECT DISTINCT model FROM policy_evaluation WHERE campaign = 'shop' ORDER BY 1")]
-    assert models == ["dipn", "gnn_hazard", "lgbm_s", "lgbm_s_mono", "lgbm_t", "random", "s_learner"]
+    assert models == sorted([*GRAPH_MODELS, "random"])
 
     # one joint-vs-independent row per ratio budget, with true values (simulated campaign)
     rows = query(promo_env, "SELECT ratio_budget, joint_true_value, independent_true_value, joint_cost, independent_cost, "
@@ -123,7 +132,7 @@ def test_promo_run_trains_gnn_hazard_and_allocates_jointly(promo_env, capsys, mo
     assert query(promo_env, "SELECT count(*) FROM model_registry WHERE campaign = 'demo' AND model = 'gnn_hazard'") == [(0,)]
     assert query(promo_env, "SELECT count(*) FROM joint_allocation_evaluation WHERE campaign = 'demo'") == [(0,)]
     demo_models = [r[0] for r in query(promo_env, "SELECT DISTINCT model FROM policy_evaluation WHERE campaign = 'demo' ORDER BY 1")]
-    assert demo_models == ["dipn", "lgbm_s", "lgbm_s_mono", "lgbm_t", "random", "s_learner"]
+    assert demo_models == sorted({*GRAPH_MODELS, "random"} - {"gnn_hazard"})
 
 
 # --------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from promo_assets.defs.recovery import (
     recover_dead_runs,
 )
 from promo_assets.settings import SettingsError
+from tests.conftest import PLUMBING_MODELS, train_only
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -261,7 +262,8 @@ def test_promo_run_ingest_failure_line_has_the_domain_error(promo_env, monkeypat
 
 @pytest.mark.slow  # ~15 s alone, ~40 s on a busy 2-core machine
 def test_promo_run_prints_the_domain_errors_of_every_failed_step(promo_env, monkeypatch, capsys):
-    """An ingestion day and two models fail with domain errors: each message reaches the output."""
+    """An ingestion day and two models fail with domain errors: each message reaches the output. The
+    campaign trains the two failing models and one LightGBM model that succeeds beside them."""
     import promo_assets.models.dipn as dipn
     import promo_assets.models.s_learner as s_learner
     import promo_assets.defs.ingestion.assets as ingest_assets
@@ -272,6 +274,8 @@ def test_promo_run_prints_the_domain_errors_of_every_failed_step(promo_env, monk
     # failing too, no training day would be left and the data checks would skip every model instead)
     summary = simulate("demo", "c1", promo_env["landing"], 3, 200, 0)
     assert "3 day(s)" in str(summary)
+    train_only(promo_env["landing"] / "c1" / "campaign.yaml", ("s_learner", "dipn", "lgbm_s"))
+    monkeypatch.setenv("PROMO_MAX_EPOCHS", "1")
     days = sorted(p.stem for p in (promo_env["landing"] / "c1" / "events").iterdir())
     real_ingest = ingest_assets.ingest_events_day
 
@@ -308,10 +312,11 @@ def test_promo_run_prints_the_domain_errors_of_every_failed_step(promo_env, monk
 @pytest.mark.slow  # two `promo run` subprocesses: ~40 s alone, longer on a busy machine
 def test_promo_run_after_kill_during_ingestion_completes(tmp_path):
     """benchmarks/kill_recovery.py kills `promo run` in its rct_events step; the next run must
-    complete (the script gives up on it after --timeout: a hang fails this test, never blocks it)."""
+    complete (the script gives up on it after --timeout: a hang fails this test, never blocks it).
+    The campaign trains two LightGBM models: the recovery is the point, not the models."""
     proc = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "kill_recovery.py"), "--phases", "ingestion", "--no-baseline",
-         "--days", "2", "--users", "150", "--epochs", "1", "--timeout", "300", "--json"],
+         "--days", "2", "--users", "150", "--epochs", "1", "--timeout", "300", "--json", "--models", *PLUMBING_MODELS],
         capture_output=True, text=True, timeout=900, env={**os.environ, "TMPDIR": str(tmp_path)},
         start_new_session=True,
     )
