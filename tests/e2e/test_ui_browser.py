@@ -1,8 +1,9 @@
 """The Dagster UI and the campaign report in a real browser.
 
 Debian's `chromium`, driven by the `playwright` Python package with `executable_path` set (no
-browser download): `promo run` prepares a tiny demo campaign (two LightGBM models, one epoch), `dagster dev` serves it (its own
-process group on a free port, killed by group at the end), and the browser opens the asset graph,
+browser download): `promo run` prepares a tiny demo campaign (two LightGBM models, one epoch),
+`dagster dev` serves it (its own process group on a free port, killed by group at the end), and the
+browser opens the asset graph,
 the catalog's first screen (the default models' chains and the campaign's assets, none of the
 `optional/` chains of the models off by default), an asset description, the compact leaderboard (every column visible at 1600 × 1000 without
 scrolling) and a plot, a skipped model's asset page (its reason), the campaign report offline
