@@ -22,8 +22,11 @@ import yaml
 
 from promo_assets import results, settings, warehouse
 from promo_assets.cli import main
+from tests.conftest import train_only
 
 START = dt.date(2026, 3, 1)
+#: the models the campaign of the end-to-end tests trains (results bookkeeping does not depend on which)
+MODELS = ("lgbm_s", "lgbm_s_mono")
 RUN_TABLES_WITH_ROWS = ("model_registry", "budget_dual", "allocation", "policy_evaluation")
 
 
@@ -228,14 +231,15 @@ def _model_rows(env, run_id: str, model: str) -> int:
 
 def _first_run(paths) -> None:
     _simulate()
+    train_only(paths["landing"] / "demo" / "campaign.yaml", MODELS)
     assert main(["run", "--no-progress"]) == 0
 
 
 @pytest.fixture
 def after_one_run(run_once, monkeypatch) -> dict:
-    """The demo campaign (3 days, 250 users, the default models) after one `promo run`: run once for
-    the module, each test gets its own fresh copy."""
-    return run_once("atomic_first_run", _first_run).restore(monkeypatch)
+    """The demo campaign (3 days, 250 users, the two LightGBM models of MODELS, PROMO_MAX_EPOCHS=1)
+    after one `promo run`: run once for the module, each test gets its own fresh copy."""
+    return run_once("atomic_first_run", _first_run, max_epochs="1").restore(monkeypatch)
 
 
 @pytest.mark.slow
@@ -266,7 +270,7 @@ def test_failed_and_killed_runs_leave_no_rows_and_the_report_keeps_the_previous_
     assert main(["run", "--no-progress"]) == 1
     err = capsys.readouterr().err
     failed_model = re.search(r"demo: (\w+)/allocation: decision exploded in the first model's allocation", err).group(1)
-    other = ({"dipn", "s_learner"} - {failed_model}).pop()
+    (other,) = set(MODELS) - {failed_model}
     partial, board = _last_runs(promo_env)
     assert _status(promo_env, partial) == "partial" and _status(promo_env, board) == "succeeded" and board != partial
     assert _model_rows(promo_env, partial, failed_model) == 0  # its model_registry and budget_dual rows too
@@ -280,7 +284,7 @@ def test_failed_and_killed_runs_leave_no_rows_and_the_report_keeps_the_previous_
     monkeypatch.setattr(stored, "decide_at_chunked", real)
     assert main(["report", "--campaign", "demo"]) == 0
     out = capsys.readouterr().out
-    assert board in out and "dipn" in out and "s_learner" in out
+    assert board in out and all(re.search(rf"\b{m}\b", out) for m in MODELS)  # lgbm_s apart from lgbm_s_mono
 
     # kill -9 during the first allocation's transaction (a separate process)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
@@ -351,7 +355,7 @@ def test_retention_current_budgets_history_and_an_infeasible_budget(after_one_ru
     second, second_board = _last_runs(promo_env)
     infeasible = _query(promo_env, "SELECT model, budget_per_capita, minimum_budget, message FROM infeasible_budget "
                         "WHERE run_id = ? ORDER BY model", [second])
-    assert [(m, b) for m, b, _, _ in infeasible] == [(m, 0.25) for m in ("dipn", "lgbm_s", "lgbm_s_mono", "lgbm_t", "s_learner")]
+    assert [(m, b) for m, b, _, _ in infeasible] == [(m, 0.25) for m in sorted(MODELS)]
     assert all(mb > 0.25 and "budget per capita 0.25" in msg and "minimum feasible budget" in msg
                for _, _, mb, msg in infeasible)
     for table in ("budget_dual", "allocation"):
@@ -359,9 +363,9 @@ def test_retention_current_budgets_history_and_an_infeasible_budget(after_one_ru
                       [second]) == [(1.0,), (2.0,)], table
     evaluated = _query(promo_env, "SELECT model, budget_per_capita, eom_value IS NULL FROM policy_evaluation "
                        "WHERE run_id = ? AND model <> 'random' ORDER BY 1, 2", [second])
-    assert evaluated == [(m, b, b == 0.25) for m in ("dipn", "lgbm_s", "lgbm_s_mono", "lgbm_t", "s_learner") for b in (0.25, 1.0, 2.0)]
+    assert evaluated == [(m, b, b == 0.25) for m in sorted(MODELS) for b in (0.25, 1.0, 2.0)]
     meta = dg.DagsterInstance.get().get_latest_materialization_event(
-        dg.AssetKey(["s_learner", "budget_dual"])).asset_materialization.metadata
+        dg.AssetKey([MODELS[0], "budget_dual"])).asset_materialization.metadata
     assert "0.25" in meta["infeasible_budgets"].value and "minimum feasible budget" in meta["infeasible_budgets"].value
 
     # the report: the latest run, only the budgets of campaign.yaml now, and the infeasible one named
@@ -370,7 +374,7 @@ def test_retention_current_budgets_history_and_an_infeasible_budget(after_one_ru
     board = [line.split() for line in out.splitlines() if line.startswith("demo ")]  # --wide: campaign column first
     assert {row[1] for row in board} == {"0.25", "1", "2"}
     assert second_board in out and first_board not in out
-    assert "budget 0.25 per capita not allocated for dipn" in out and "minimum feasible budget" in out
+    assert all(f"budget 0.25 per capita not allocated for {m}:" in out for m in MODELS) and "minimum feasible budget" in out
     gone = [f"{b:g}" for b in old_budgets if b not in (0.25, 1.0, 2.0)]
     assert f"budgets not in campaign.yaml now: {', '.join(gone)}" not in out  # the latest run has none of them
     assert main(["report", "--campaign", "demo", "--history", "--wide"]) == 0

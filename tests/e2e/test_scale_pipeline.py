@@ -27,8 +27,11 @@ def test_promo_run_with_dask_allocates_as_in_process(promo_env, monkeypatch):
     fitted models: the same λ*, the same level for every user and budget, the same evaluation."""
     from promo_assets.definitions import build_defs
 
-    # two quick models (gnn_hazard stays: the graph assets extend its chain; it skips on the demo)
+    # two quick models (gnn_hazard stays: the graph assets extend its chain; it skips on the demo),
+    # one epoch: the comparison is between two ways of running the same fitted models; 1,500 users make
+    # two chunks on Dask (at least 1,000 users a chunk), so λ* is summed over chunks there
     monkeypatch.setattr(registry, "BUILTIN", {m: registry.BUILTIN[m] for m in (*MODELS, "gnn_hazard")})
+    monkeypatch.setenv("PROMO_MAX_EPOCHS", "1")
     assert main(["simulate", "--preset", "demo", "--campaign", "demo", "--days", "4", "--users", "1500",
                  "--seed", "1"]) == 0
     assert main(["run", "--no-progress"]) == 0

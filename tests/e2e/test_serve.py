@@ -85,9 +85,6 @@ def served(tmp_path_factory):
            "PROMO_OUTBOX_DIR": str(root / "outbox"), "PROMO_MAX_EPOCHS": "2", "OMP_NUM_THREADS": "1"}
     (root / "dagster_home").mkdir()
     shutil.copy(Path(__file__).resolve().parents[2] / "dagster_home" / "dagster.yaml", root / "dagster_home")
-    def promo(*args: str) -> None:
-        done = subprocess.run([sys.executable, "-m", "promo_assets.cli", *args], env=env, capture_output=True, text=True)
-        assert done.returncode == 0, (args, done.stdout[-2000:], done.stderr[-2000:])
 
     # the setup in this process (a `promo` process per step would import the definitions each time)
     promo_here(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", "3", "--users", "600", "--seed", "5",
@@ -100,7 +97,7 @@ def served(tmp_path_factory):
     promo_here(env, "run", "--campaign", "fresh", "--ingest-only", "--no-progress")
     server = Server(env, root / "serve.log")
     try:
-        yield {"server": server, "port": server.port, "root": root, "env": env, "promo": promo}
+        yield {"server": server, "port": server.port, "root": root, "env": env}
     finally:
         server.stop()
 
@@ -202,21 +199,26 @@ def test_serve_picks_up_a_new_champion_while_requests_run(served):
     results, stop = [], threading.Event()
 
     def hammer():
+        # a request, then a short pause (stop.wait), all along the run: requests keep arriving before,
+        # during and after the switch without two clients spinning a core each against the run
         while not stop.is_set():
             try:
                 status, out = _call(port, "/v1/campaigns/demo/decide", {"users": users, "budget": 1.0})
                 results.append((status, out.get("champion_version"), out.get("decision_date"), out.get("lambda_")))
             except OSError as exc:
                 results.append((None, repr(exc), None, None))
+            stop.wait(0.05)
 
     threads = [threading.Thread(target=hammer) for _ in range(2)]
     for t in threads:
         t.start()
     try:
         day = (START + dt.timedelta(days=3)).isoformat()
-        served["promo"]("simulate", "--respond-to", str(root / "outbox" / "demo" / day / "1.parquet"), "--day", day,
-                        "--campaign", "demo")
-        served["promo"]("run", "--campaign", "demo", "--no-progress")
+        # in this process, as the setup (a `promo` process would first import the definitions); the
+        # server is its own process either way
+        promo_here(served["env"], "simulate", "--respond-to", str(root / "outbox" / "demo" / day / "1.parquet"),
+                   "--day", day, "--campaign", "demo")
+        promo_here(served["env"], "run", "--campaign", "demo", "--no-progress")
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and _call(port, "/v1/campaigns/demo")[1]["decision_date"] == before["decision_date"]:
             time.sleep(0.2)
