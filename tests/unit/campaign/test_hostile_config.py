@@ -25,6 +25,7 @@ from promo_assets.cli import main
 from promo_assets.evaluation import evaluate_policies, format_leaderboard, leaderboard, leaderboard_markdown
 from promo_assets.ingestion import discover_campaigns
 from promo_assets.simulation import SimulationError, simulate
+from tests.conftest import train_only
 
 BASE = "treatments:\n  levels: [0, 1, 2]\nbudget_per_capita: [1.0]\n"
 MERCHANTS = "merchants:\n  treatments:\n    levels: [0, 25, 50]\n"
@@ -341,8 +342,10 @@ def test_schema_statements_run_only_when_the_recorded_schema_hash_differs(tmp_pa
 @pytest.mark.slow
 @pytest.mark.hostile
 @pytest.mark.parametrize("users", [120], ids=["accepted-pipeline-holdout-too-small"])
-def test_promo_run_flags_a_too_small_holdout_in_report_and_ui(promo_env, capsys, users):
+def test_promo_run_flags_a_too_small_holdout_in_report_and_ui(promo_env, monkeypatch, capsys, users):
+    monkeypatch.setenv("PROMO_MAX_EPOCHS", "1")  # the flag is about the holdout's size, whichever models
     assert main(["simulate", "--campaign", "tiny", "--days", "3", "--users", str(users), "--start", "2026-01-01"]) == 0
+    train_only(promo_env["landing"] / "tiny" / "campaign.yaml")
     assert main(["run", "--no-progress"]) == 0
     with duckdb.connect(str(promo_env["warehouse"]), read_only=True) as con:
         n, flagged = con.execute("SELECT max(n_users), bool_and(too_small) FROM policy_evaluation").fetchone()

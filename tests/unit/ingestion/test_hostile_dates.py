@@ -16,6 +16,7 @@ import pytest
 from promo_assets.cli import main
 from promo_assets.ingestion import scan_day_files, today_utc
 from promo_assets.defs.common import LandingResource
+from tests.conftest import train_only
 from tests.unit.ingestion.test_ingestion import good_frame, write_campaign
 
 
@@ -327,10 +328,14 @@ def latest_s_learner_features(promo_env) -> list[str]:
 
 
 @pytest.mark.slow
-def test_feature_on_one_day_only_then_deleted_keeps_the_campaign_running(promo_env, capsys):
+def test_feature_on_one_day_only_then_deleted_keeps_the_campaign_running(promo_env, monkeypatch, capsys):
+    """The pipeline's handling of a feature column, not what the models learn from it: the model whose
+    encoder is checked (s_learner) and a LightGBM one (NULLs passed through as missing), one epoch."""
     start = dt.date(2026, 3, 1)
+    monkeypatch.setenv("PROMO_MAX_EPOCHS", "1")
     assert main(["simulate", "--preset", "demo", "--campaign", "demo", "--days", "4", "--users", "300",
                  "--seed", "1", "--start", start.isoformat()]) == 0
+    train_only(promo_env["landing"] / "demo" / "campaign.yaml", ("s_learner", "lgbm_s"))
     day2 = promo_env["landing"] / "demo" / "events" / f"{start + dt.timedelta(days=1)}.parquet"
     with_extra(pd.read_parquet(day2)).to_parquet(day2)
     assert main(["run", "--no-progress"]) == 0
