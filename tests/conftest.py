@@ -139,6 +139,28 @@ def _demo_campaign(paths) -> None:
     assert main(["run", "--no-progress"]) == 0
 
 
+# The test files that read the session's demo run (`demo_run`). Under pytest-xdist (scripts/test.sh:
+# `-n 2 --dist loadfile`) they are one unit of work, so one worker makes that run (~15 s of CPU) and
+# the others never do: with a file per unit, two workers often both made it.
+DEMO_RUN_FILES = ("tests/e2e/test_pipeline.py", "tests/unit/evaluation/test_evaluation_honest.py",
+                  "tests/unit/report/test_report.py")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadfile` with the DEMO_RUN_FILES as one unit of work (every other file its own)."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class DemoRunTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return "demo_run" if path in DEMO_RUN_FILES else path
+
+    return DemoRunTogether(config, log)
+
+
 @pytest.fixture
 def demo_run(run_once, monkeypatch) -> dict[str, Path]:
     """The demo campaign (4 RCT days from 2026-03-01, 1,500 users, seed 1) after one `promo run` with
