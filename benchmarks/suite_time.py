@@ -1,7 +1,8 @@
 """How long the test suite takes, and how many tests it holds: wall time, passed / failed / skipped,
 the tests collected, the slowest tests, and the machine's load before and after.
 
-Runs, in this checkout (or in another tests folder with --root), what CI runs after its setup:
+Runs, in this checkout (or in another tests folder with --root), what CI runs after its setup (the
+tests' throw-away instances under the folder scripts/test.sh chooses: /dev/shm when it has room):
 
     CI=true PROMO_UI_TESTS=1 .venv/bin/python -m pytest -m "slow or not slow" -q -p no:cacheprovider \
         --durations=30 [-n WORKERS --dist loadfile] [--basetemp NEW-FOLDER-UNDER-TMP] [PATHS]
@@ -56,6 +57,22 @@ def variant(text: str) -> dict:
     return {"name": name, "tmp": None if tmp == "default" else Path(tmp), "env": env}
 
 
+def test_sh_tmp() -> Path | None:
+    """The parent folder scripts/test.sh gives the tests' throw-away instances: PROMO_TEST_TMP when set
+    ('default': pytest's own, None here), else /dev/shm when it is a tmpfs with at least 4 GiB free."""
+    chosen = os.environ.get("PROMO_TEST_TMP")
+    if chosen:
+        return None if chosen == "default" else Path(chosen)
+    shm = Path("/dev/shm")
+    try:
+        with open("/proc/mounts") as fh:
+            tmpfs = any(line.split()[1:3] == [str(shm), "tmpfs"] for line in fh)
+        free = shutil.disk_usage(shm).free
+    except OSError:
+        return None
+    return shm if tmpfs and free >= 4 * 1024**3 else None
+
+
 def run(cmd: list[str], root: Path, env: dict, tmp: Path | None) -> dict:
     """One pytest run: its wall time, counts, slowest tests and failures."""
     basetemp = tempfile.mkdtemp(prefix="promo-tests.", dir=tmp) if tmp is not None else None
@@ -96,8 +113,9 @@ def main() -> int:
     n_collected = int(re.search(r"(\d+) tests? collected", collected.stdout).group(1))
     cmd = [*base, "-q", "--durations=30"] + (["-n", str(args.workers), "--dist", "loadfile"] if args.workers else [])
     common = {"root": str(args.root), "collected": n_collected, "workers": args.workers}
-    if not args.variant:
-        figures = {**common, **run(cmd, args.root, env, None)}
+    if not args.variant:  # the tests' folder that scripts/test.sh would choose
+        tmp = test_sh_tmp()
+        figures = {**common, "tmp": str(tmp or "pytest default"), **run(cmd, args.root, env, tmp)}
         headline = {"wall minutes": round(figures["wall_seconds"] / 60, 1), "collected": n_collected,
                     **figures["counts"], "workers": args.workers}
         rec.write(figures, headline=headline, tag=args.tag)
