@@ -100,18 +100,24 @@ def promo_here(env: dict[str, str], *args: str) -> None:
 PLUMBING_MODELS = ("lgbm_s", "lgbm_s_mono")
 
 
-def train_only(campaign_yaml: Path, models=PLUMBING_MODELS) -> tuple[str, ...]:
-    """Limit the campaign of `campaign_yaml` to `models` (its `models.include`; the rest of its
-    `models:` block is kept) and return them. For the tests of the pipeline's plumbing (results,
-    runs, files, services) that need trained models but not every default one: each model chain
-    costs a `promo run` about 2 s of CPU even at PROMO_MAX_EPOCHS=1. Two LightGBM models train in a
-    fraction of a second; the tests that are about the models themselves keep the defaults."""
+def set_models(campaign_yaml: Path, key: str, models) -> tuple[str, ...]:
+    """campaign.yaml's `models.<key>` (include / exclude) = `models`, the rest of the file kept;
+    returns them."""
     import yaml
 
     config = yaml.safe_load(campaign_yaml.read_text()) or {}
-    config.setdefault("models", {})["include"] = list(models)
+    config.setdefault("models", {})[key] = list(models)
     campaign_yaml.write_text(yaml.safe_dump(config, sort_keys=False))
     return tuple(models)
+
+
+def train_only(campaign_yaml: Path, models=PLUMBING_MODELS) -> tuple[str, ...]:
+    """Limit the campaign of `campaign_yaml` to `models` (its `models.include`) and return them. For
+    the tests of the pipeline's plumbing (results, runs, files, services) that need trained models but
+    not every default one: each model chain costs a `promo run` about 2 s of CPU even at
+    PROMO_MAX_EPOCHS=1. Two LightGBM models train in a fraction of a second; the tests that are about
+    the models themselves keep the defaults."""
+    return set_models(campaign_yaml, "include", models)
 
 
 @pytest.fixture(autouse=True)

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from promo_assets.devserver import DagsterDev, demo_env
-from tests.conftest import promo_here
+from tests.conftest import promo_here, set_models
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 
@@ -57,15 +57,11 @@ def _missing() -> str | None:
 
 
 def _exclude(campaign_yaml: Path, models) -> None:
-    """campaign.yaml `models.exclude` = `models` (the rest of the file kept); the campaign then trains
-    the default models but those, i.e. TRAINED."""
-    import yaml
-
+    """campaign.yaml `models.exclude` = `models`; the campaign then trains the default models but
+    those, i.e. TRAINED."""
     from promo_assets.models import registry
 
-    config = yaml.safe_load(campaign_yaml.read_text()) or {}
-    config.setdefault("models", {})["exclude"] = list(models)
-    campaign_yaml.write_text(yaml.safe_dump(config, sort_keys=False))
+    set_models(campaign_yaml, "exclude", models)
     assert tuple(m.name for m in registry.models() if m.default and m.name not in (*models, "gnn_hazard")) == TRAINED
 
 
