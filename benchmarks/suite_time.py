@@ -58,19 +58,11 @@ def variant(text: str) -> dict:
 
 
 def test_sh_tmp() -> Path | None:
-    """The parent folder scripts/test.sh gives the tests' throw-away instances: PROMO_TEST_TMP when set
-    ('default': pytest's own, None here), else /dev/shm when it is a tmpfs with at least 4 GiB free."""
-    chosen = os.environ.get("PROMO_TEST_TMP")
-    if chosen:
-        return None if chosen == "default" else Path(chosen)
-    shm = Path("/dev/shm")
-    try:
-        with open("/proc/mounts") as fh:
-            tmpfs = any(line.split()[1:3] == [str(shm), "tmpfs"] for line in fh)
-        free = shutil.disk_usage(shm).free
-    except OSError:
-        return None
-    return shm if tmpfs and free >= 4 * 1024**3 else None
+    """The parent folder scripts/test.sh gives the tests' throw-away instances (scripts/test_tmp.sh
+    chooses it: PROMO_TEST_TMP, else /dev/shm when it has room); None: pytest's own."""
+    chosen = subprocess.run(["bash", str(ROOT / "scripts" / "test_tmp.sh")], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    return Path(chosen) if chosen else None
 
 
 def run(cmd: list[str], root: Path, env: dict, tmp: Path | None) -> dict:

@@ -17,13 +17,9 @@ bash scripts/setup.sh
 args=(-m "slow or not slow")
 workers=${PROMO_TEST_WORKERS:-2}
 if [[ $workers != 0 ]]; then args+=(-n "$workers" --dist loadfile); fi
-parent=${PROMO_TEST_TMP:-}
-if [[ -z $parent ]] && [[ $(stat -f -c %T /dev/shm 2>/dev/null) == tmpfs ]] \
-   && (( $(df -Pk /dev/shm | awk 'NR == 2 {print $4}') >= 4 * 1024 * 1024 )); then
-  parent=/dev/shm
-fi
+parent=$(bash scripts/test_tmp.sh)
 basetemp=
-if [[ -n $parent && $parent != default && " $* " != *" --basetemp"* ]]; then
+if [[ -n $parent && " $* " != *" --basetemp"* ]]; then
   basetemp=$(mktemp -d "$parent/promo-tests.XXXXXX")
   args+=(--basetemp "$basetemp")
 fi
