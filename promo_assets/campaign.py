@@ -400,6 +400,75 @@ class ConstraintsBlock(_Block):
     """Caps on the incentive cost of groups of users, by name."""
 
 
+REACTIONS = ("warn", "retrain", "fallback", "stop_export")
+MONITORING_CHECKS = ("realized_vs_predicted", "effect_below_zero", "population_drift", "compliance", "freshness")
+
+
+class ReactionsBlock(_Block):
+    """What a failed monitoring check does (docs/monitoring.md): `warn` (the check fails, nothing else),
+    `retrain` (the days before the change are down-weighted and the campaign is refreshed at once, the
+    champion chosen afresh), `fallback` (the previous champion decides again) or `stop_export` (nothing
+    is exported; the last decision stays, flagged)."""
+
+    realized_vs_predicted: Literal[REACTIONS] = Field("warn", description=" | ".join(REACTIONS))
+    """When the realized response or spend falls outside the prediction."""
+    effect_below_zero: Literal[REACTIONS] = Field("warn", description=" | ".join(REACTIONS))
+    """When the effect's upper bound is below 0 over the last `effect_days` days."""
+    population_drift: Literal[REACTIONS] = Field("warn", description=" | ".join(REACTIONS))
+    """When the users decided for drift away from the training events."""
+    compliance: Literal[REACTIONS] = Field("warn", description=" | ".join(REACTIONS))
+    """When the coupon system applied too few decisions."""
+    freshness: Literal[REACTIONS] = Field("warn", description=" | ".join(REACTIONS))
+    """When a decided day's events are late or the decision is too old."""
+
+
+class MonitoringBlock(_Block):
+    """The outcomes of the deployed decisions and their checks (docs/monitoring.md)."""
+
+    confidence: float = Field(0.9, gt=0.5, lt=1, description="a number in (0.5, 1): the confidence of the effect's "
+                              "interval (a confidence sequence: valid under daily looks)")
+    """Confidence of the effect's interval and of the realized-against-predicted comparison."""
+    planned_events: int = Field(20000, ge=100, description="an integer >= 100: the number of events at which the "
+                                "effect's confidence sequence is tightest")
+    """The events (over the deployed days) at which the effect's confidence sequence is tightest."""
+    budget: float | None = Field(None, gt=0, description="a number > 0: the budget whose decisions were deployed "
+                                 "(default: the only one, else the one whose propensities the events log)")
+    """The per-capita budget whose decision files the coupon system applies (default: found from the
+    propensities the events log)."""
+    realized_tolerance: float = Field(0.15, ge=0, le=5, description="a number in [0, 5]: the relative gap between "
+                                      "realized and predicted response or spend tolerated beyond sampling noise")
+    """How far (relative) the realized response or spend of a day may be from the prediction, beyond its
+    sampling noise, before `realized_vs_predicted` fails."""
+    effect_days: int = Field(7, ge=1, description="an integer >= 1: the last N deployed days whose effect is checked")
+    """`effect_below_zero` fails when the effect's upper bound over the last `effect_days` deployed days is
+    below 0."""
+    psi_threshold: float = Field(0.25, gt=0, description="a number > 0: the population-stability index that flags "
+                                 "a feature")
+    """A feature whose population-stability index (population against the training events) passes this
+    is flagged by `population_drift`."""
+    out_of_range_share: float = Field(0.02, ge=0, le=1, description="a number in [0, 1]: the share of users outside "
+                                      "a numeric feature's training range that flags it")
+    """A numeric feature with more than this share of users outside its training range is flagged."""
+    new_category_share: float = Field(0.01, ge=0, le=1, description="a number in [0, 1]: the share of users in "
+                                      "categories never trained on that flags a feature")
+    """A categorical feature with more than this share of users in categories never seen is flagged."""
+    min_compliance: float = Field(0.9, ge=0, le=1, description="a number in [0, 1]: the share of decisions the "
+                                  "coupon system must apply")
+    """`compliance` fails when the share of events at their decided level is below this."""
+    grace_days: int = Field(1, ge=0, description="an integer >= 0: days a decided day's events may be late")
+    """A decided day's events are late when they have not arrived `grace_days` days after the day ends
+    (or after the decision was made, if later)."""
+    max_decision_age_days: float = Field(2.0, gt=0, description="a number > 0: the age in days of the newest decision "
+                                         "past which `freshness` fails")
+    """`freshness` fails when the newest decision (served and exported) is older than this."""
+    reactions: ReactionsBlock = Field(default_factory=ReactionsBlock, description="a mapping of check name to "
+                                      + " | ".join(REACTIONS))
+    """What each failed check does (default: warn)."""
+    stale_weight: float = Field(0.1, ge=0, le=1, description="a number in [0, 1]: the weight of the events before a "
+                                "detected change when the campaign retrains")
+    """With `retrain`, the training events before the detected change keep this share of their weight."""
+
+
 class CampaignYaml(_Block):
     """The whole of campaign.yaml. Every key, its type, range and default."""
 
@@ -469,6 +538,9 @@ class CampaignYaml(_Block):
     constraints: ConstraintsBlock | None = Field(
         None, description="a mapping with optional 'costs' (further cost types) and 'groups' (group caps)")
     """Further budgets the champion's decisions keep: other cost types and group caps (docs: decisions)."""
+    monitoring: MonitoringBlock | None = Field(
+        None, description="a mapping with optional 'confidence', 'budget', thresholds and 'reactions'")
+    """The outcomes of the deployed decisions, their checks and what a failed check does (docs: monitoring)."""
     simulation: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
     """Provenance written by `promo simulate` (preset, seed, sizes); not read by the pipeline."""
     simulator: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
@@ -750,6 +822,7 @@ class CampaignConfig:
     simulator: dict[str, Any] | None = None
     budget: BudgetBlock | None = None
     constraints: ConstraintsBlock | None = None
+    monitoring: MonitoringBlock = field(default_factory=MonitoringBlock)
 
     def __post_init__(self) -> None:
         # a config rebuilt from a stored artefact (to_dict -> JSON) carries lists and mappings: back to
@@ -760,7 +833,7 @@ class CampaignConfig:
             object.__setattr__(self, "ratio_budget", tuple(float(x) for x in self.ratio_budget))
         for name, block in (("merchants", MerchantsBlock), ("graph", GraphBlock), ("models", ModelsBlock),
                             ("champion", ChampionBlock), ("exploration", ExplorationBlock), ("budget", BudgetBlock),
-                            ("constraints", ConstraintsBlock)):
+                            ("constraints", ConstraintsBlock), ("monitoring", MonitoringBlock)):
             value = getattr(self, name)
             if isinstance(value, dict):
                 object.__setattr__(self, name, block.model_validate(value))
@@ -951,6 +1024,7 @@ class CampaignConfig:
             simulator=doc.simulator,
             budget=doc.budget,
             constraints=doc.constraints,
+            monitoring=doc.monitoring if doc.monitoring is not None else MonitoringBlock(),
         )
 
 

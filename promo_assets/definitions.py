@@ -21,6 +21,7 @@ from promo_assets.defs.decisions import assets as decision_assets
 from promo_assets.defs.graph import assets as graph_assets
 from promo_assets.defs.ingestion import assets as ingest_assets
 from promo_assets.defs.models.assets import model_assets
+from promo_assets.defs.monitoring import assets as monitoring_assets
 from promo_assets.defs.simulation import jobs as simulation
 
 
@@ -28,7 +29,8 @@ def build_defs(models: Sequence[str] | None = None) -> dg.Definitions:
     """The Definitions with a chain per registered model, or per model of `models` (a subset of the
     registry: the automation tests evaluate the conditions on fewer chains, the same factory)."""
     return dg.Definitions(
-        assets=[*dg.load_assets_from_modules([ingest_assets, campaign_assets, graph_assets, decision_assets]),
+        assets=[*dg.load_assets_from_modules([ingest_assets, campaign_assets, graph_assets, decision_assets,
+                                                 monitoring_assets]),
                 *model_assets(models)],
         asset_checks=dg.load_asset_checks_from_modules([campaign_assets, graph_assets]),
         jobs=[automation.ingest_job, automation.campaign_job, automation.leaderboard_job, automation.decision_job,

@@ -31,6 +31,7 @@ RUN_TABLES = (
     "model_registry", "budget_dual", "infeasible_budget", "allocation", "policy_evaluation", "model_skips",
     "leaderboard_entries", "joint_allocation", "joint_allocation_evaluation", "segment_evaluation", "data_checks",
     "champion", "champion_evidence", "decisions", "decision_budgets", "pacing", "budget_multipliers",
+    "decision_coefficients", "outcomes", "outcome_levels", "outcome_effect", "population_drift", "monitoring_checks",
 )
 # tables with a `model` column, retained per model (the `random` reference counts as one model)
 MODEL_TABLES = ("model_registry", "budget_dual", "infeasible_budget", "allocation", "policy_evaluation", "model_skips",

@@ -26,7 +26,7 @@ SELECT * FROM champion_evidence WHERE campaign = ? AND run_id = ? ORDER BY evide
 
 -- name: insert_decisions
 INSERT INTO decisions SELECT ?, ?, CAST(? AS DATE), budget_per_capita, user_id, level, label, incentive,
-    predicted_response, predicted_cost, policy, propensity, model, model_version FROM decisions_df;
+    predicted_response, predicted_cost, policy, propensity, model, model_version, champion_level FROM decisions_df;
 
 -- name: insert_decision_budget
 INSERT INTO decision_budgets VALUES (?, ?, CAST(? AS DATE), ?, ?, ?, ?, ?, ?, now());
@@ -46,6 +46,9 @@ SELECT * FROM decision_budgets WHERE campaign = ? AND run_id = ? ORDER BY budget
 SELECT user_id, level, level_label AS label, incentive, predicted_response, predicted_cost, decision_policy AS policy,
        propensity, model, model_version
 FROM decisions WHERE campaign = ? AND run_id = ? AND budget_per_capita = ? ORDER BY user_id;
+
+-- name: insert_decision_coefficients
+INSERT INTO decision_coefficients SELECT ?, ?, CAST(? AS DATE), user_id, response, cost FROM coefficients_df;
 
 -- name: latest_evaluations
 -- The latest policy_evaluation time of each model of the campaign (visible runs): the champion must

@@ -503,6 +503,22 @@ CREATE TABLE IF NOT EXISTS decisions (
     model_version       VARCHAR   NOT NULL
 );
 
+-- name: add_decisions_champion_level
+-- The champion's own level of each user (an explored user's differs from the level given).
+ALTER TABLE decisions ADD COLUMN IF NOT EXISTS champion_level INTEGER;
+
+-- name: create_decision_coefficients
+-- The champion's predicted response and cost at every level for each user of a decisions run (one row
+-- per user; the outcomes' control variates, promo_assets.monitoring.effect).
+CREATE TABLE IF NOT EXISTS decision_coefficients (
+    campaign            VARCHAR   NOT NULL,
+    run_id              VARCHAR   NOT NULL,
+    decision_date       DATE      NOT NULL,
+    user_id             VARCHAR   NOT NULL,
+    response            DOUBLE[]  NOT NULL,
+    cost                DOUBLE[]  NOT NULL
+);
+
 -- name: create_decision_budgets
 -- One row per decisions run x budget: what the manifest of an export says (without the checksums,
 -- which belong to the written files).
@@ -579,4 +595,123 @@ CREATE TABLE IF NOT EXISTS budget_multipliers (
     matched_scale     DOUBLE,
     run_id            VARCHAR   NOT NULL,
     solved_at         TIMESTAMP NOT NULL
+);
+
+-- name: create_outcomes
+-- The outcome of each deployed day as an outcomes run saw it (promo_assets.monitoring.outcomes): the
+-- join, compliance, realized against predicted, the day's effect and its influence sums (the confidence
+-- sequence pools them over days). Days whose decisions retention removed are carried (carried = true).
+CREATE TABLE IF NOT EXISTS outcomes (
+    campaign              VARCHAR   NOT NULL,
+    run_id                VARCHAR   NOT NULL,
+    decision_date         DATE      NOT NULL,
+    status                VARCHAR   NOT NULL,   -- 'ok' | 'refused'
+    reason                VARCHAR   NOT NULL,
+    decisions_run_id      VARCHAR   NOT NULL,
+    budget_per_capita     DOUBLE,
+    events                BIGINT,
+    joined                BIGINT,
+    decided_users         BIGINT,
+    champion_events       BIGINT,
+    explore_events        BIGINT,
+    undecided_events      BIGINT,
+    undecided_incentive   BIGINT,
+    noncompliant_events   BIGINT,
+    compliance            DOUBLE,
+    realized_response     DOUBLE,
+    predicted_response    DOUBLE,
+    realized_response_se  DOUBLE,
+    realized_cost         DOUBLE,
+    predicted_cost        DOUBLE,
+    realized_cost_se      DOUBLE,
+    response_champion     DOUBLE,
+    response_explore      DOUBLE,
+    cost_champion         DOUBLE,
+    cost_explore          DOUBLE,
+    manifest_low          DOUBLE,
+    manifest_high         DOUBLE,
+    within_manifest       BOOLEAN,
+    effect                DOUBLE,
+    effect_se             DOUBLE,
+    vs_cheapest           DOUBLE,
+    vs_cheapest_se        DOUBLE,
+    dm_effect             DOUBLE,
+    dm_se                 DOUBLE,
+    champion_value        DOUBLE,
+    champion_cost         DOUBLE,
+    random_value          DOUBLE,
+    spend_matched         BOOLEAN,
+    psi_n                 BIGINT,
+    psi_sum               DOUBLE,
+    psi_ss                DOUBLE,
+    cheap_sum             DOUBLE,
+    cheap_ss              DOUBLE,
+    dm_var                DOUBLE,
+    carried               BOOLEAN   NOT NULL,
+    computed_at           TIMESTAMP NOT NULL
+);
+
+-- name: create_outcome_levels
+-- Realized against predicted per decided level of each deployed day (an outcomes run).
+CREATE TABLE IF NOT EXISTS outcome_levels (
+    campaign            VARCHAR NOT NULL,
+    run_id              VARCHAR NOT NULL,
+    decision_date       DATE    NOT NULL,
+    kind                VARCHAR NOT NULL,   -- 'level' | 'uplift_decile'
+    bin                 INTEGER NOT NULL,   -- the level, or the decile 1..10 of predicted uplift
+    events              BIGINT  NOT NULL,
+    realized            DOUBLE,             -- level: response; decile: the DR uplift over the cheapest level
+    predicted           DOUBLE,
+    realized_cost       DOUBLE,
+    predicted_cost      DOUBLE
+);
+
+-- name: create_outcome_effect
+-- The effect so far as of each deployed day (the deployed days up to it), with its confidence sequence.
+CREATE TABLE IF NOT EXISTS outcome_effect (
+    campaign            VARCHAR NOT NULL,
+    run_id              VARCHAR NOT NULL,
+    decision_date       DATE    NOT NULL,
+    days                INTEGER NOT NULL,
+    events              BIGINT  NOT NULL,
+    effect              DOUBLE,
+    low                 DOUBLE,
+    high                DOUBLE,
+    fixed_low           DOUBLE,
+    fixed_high          DOUBLE,
+    vs_cheapest         DOUBLE,
+    vs_cheapest_low     DOUBLE,
+    vs_cheapest_high    DOUBLE,
+    dm_effect           DOUBLE,
+    dm_low              DOUBLE,
+    dm_high             DOUBLE
+);
+
+-- name: create_population_drift
+-- Each feature of the latest users decided for against the training events (an outcomes run).
+CREATE TABLE IF NOT EXISTS population_drift (
+    campaign            VARCHAR NOT NULL,
+    run_id              VARCHAR NOT NULL,
+    decision_date       DATE,
+    feature             VARCHAR NOT NULL,
+    kind                VARCHAR NOT NULL,
+    psi                 DOUBLE  NOT NULL,
+    out_of_range_share  DOUBLE  NOT NULL,
+    new_share           DOUBLE  NOT NULL,
+    new_categories      VARCHAR NOT NULL,   -- JSON list
+    flagged             BOOLEAN NOT NULL
+);
+
+-- name: create_monitoring_checks
+-- The monitoring checks of an outcomes run, with the reaction each one triggered (if any).
+CREATE TABLE IF NOT EXISTS monitoring_checks (
+    campaign            VARCHAR   NOT NULL,
+    run_id              VARCHAR   NOT NULL,
+    check_name          VARCHAR   NOT NULL,
+    passed              BOOLEAN   NOT NULL,
+    severity            VARCHAR   NOT NULL,
+    message             VARCHAR   NOT NULL,
+    reaction            VARCHAR   NOT NULL,   -- warn | retrain | fallback | stop_export
+    change_day          DATE,
+    checked_at          TIMESTAMP NOT NULL
 );

@@ -42,6 +42,7 @@ def decision_frame(user_ids, decision: Decision, labels: Sequence[str], incentiv
         "propensity": decision.propensity,
         "model": model,
         "model_version": version,
+        "champion_level": decision.policy_levels.astype(np.int32),
     })
 
 

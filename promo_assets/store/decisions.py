@@ -55,6 +55,16 @@ def latest_evaluations(con: duckdb.DuckDBPyConnection, campaign: str, or_run: st
     return con.execute(sql("decisions", "latest_evaluations"), [campaign, or_run]).fetchall()
 
 
+def record_decision_coefficients(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str, day: dt.date, users,
+                                 response, cost) -> None:
+    """The champion's predicted response and cost at every level of each user decided for (N x K each),
+    one row per user (table decision_coefficients)."""
+    frame = pd.DataFrame({"user_id": pd.Series(users, dtype=str).to_numpy(), "response": list(response.astype(float)),
+                          "cost": list(cost.astype(float))})
+    with registered(con, "coefficients_df", frame):
+        con.execute(sql("decisions", "insert_decision_coefficients"), [campaign, run_id, day.isoformat()])
+
+
 def record_decisions(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str, day: dt.date, budget: float,
                      frame: pd.DataFrame, champion: dict, who: str, manifest_json: str) -> None:
     """One budget's decisions of run `run_id` for `day` (table decisions: `frame`'s users, levels,

@@ -29,7 +29,9 @@ from promo_assets.defs.common import (
     md_table,
 )
 from promo_assets.defs.automation.conditions import CAMPAIGN_CONDITION
+from promo_assets.monitoring.drift import stale_weights
 from promo_assets.store import frames as frames_store
+from promo_assets.store import monitoring as monitoring_store
 from promo_assets.store.frames import feature_spec  # noqa: F401  (imported from here by the asset modules)
 from promo_assets.store.models import coefficient_arrays  # noqa: F401  (imported from here by the asset modules)
 from promo_assets.warehouse import transaction
@@ -206,6 +208,8 @@ def training_frame(context: dg.AssetExecutionContext, warehouse: WarehouseResour
     with connect(warehouse) as con:
         events = frames_store.propensity_events(con, campaign)
         split, weights = split_and_weights(events, events["propensity"].to_numpy(), config)
+        change_day = monitoring_store.training_change_day(con, campaign)  # a `retrain` reaction's window
+        weights = weights * stale_weights(events["event_date"], change_day, config.monitoring.stale_weight)
         frame_df = pd.DataFrame(
             {"event_date": events["event_date"], "source_row": events["source_row"], "split": split, "ips_weight": weights}
         )
@@ -223,6 +227,7 @@ def training_frame(context: dg.AssetExecutionContext, warehouse: WarehouseResour
             "effective_sample_size": for_people(ess),
             "ess_fraction": for_people(ess / len(weights)),
             "max_ips_weight": for_people(float(weights.max())),
+            "change_day": str(change_day) if change_day else "none (no retrain reaction)",
         },
         data_version=dg.DataVersion(version),
     )

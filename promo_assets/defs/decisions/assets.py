@@ -15,6 +15,7 @@ They run in `decision_job`, after the leaderboard: a failed check fails that run
 """
 
 
+import dataclasses
 import datetime as dt
 import json
 import math
@@ -40,6 +41,7 @@ from promo_assets.defs.common import (
     table_metadata,
 )
 from promo_assets.store import decisions as decisions_store
+from promo_assets.store import monitoring as monitoring_store
 
 CHECKS = {
     "every_user_once": "Every user decided for appears exactly once per budget.",
@@ -74,6 +76,9 @@ def champion_inputs(context, warehouse: WarehouseResource, landing: LandingResou
         models = decisions_store.board_models(con, campaign, board_run)
         coefs = {m: ev.align(*coefficient_arrays(con, campaign, m, v, "holdout", config.n_levels), m) for m, v, _ in models}
         last = decisions_store.latest_champion(con, campaign, or_run=context.run_id)
+        reactions = set(monitoring_store.active_reactions(con, campaign)["reaction"])
+        fallback = (monitoring_store.previous_champion(con, campaign, last["champion"].iloc[0])
+                    if "fallback" in reactions and len(last) else None)
     if not models:
         raise dg.Failure(f"the leaderboard of campaign '{campaign}' (run {board_run}) has no evaluated model: "
                          "nothing to choose a champion from")
@@ -83,6 +88,12 @@ def champion_inputs(context, warehouse: WarehouseResource, landing: LandingResou
     dm_c = ev.dm_costs if ev.dm_costs is not None else np.zeros((len(t), k))
     evidence = Evidence(t, y, z, p, dm_v, dm_c, coefs, np.full(len(t), "holdout"))
     incumbent = Candidate.from_dict(json.loads(last["champion_members"].iloc[0])) if len(last) else None
+    if "retrain" in reactions:  # monitoring saw a change: the champion is chosen afresh, no incumbent kept
+        context.log.warning("monitoring reaction retrain: the champion is chosen afresh (no incumbent)")
+        incumbent = None
+    elif fallback is not None:  # monitoring reaction fallback: the previous champion decides again
+        context.log.warning(f"monitoring reaction fallback: the previous champion {fallback.get('name', '')} is kept")
+        incumbent = Candidate.from_dict(fallback)
     return ev, evidence, {m: v for m, v, _ in models}, incumbent, board_run, board_version
 
 
@@ -155,6 +166,9 @@ def champion(context: dg.AssetExecutionContext, warehouse: WarehouseResource, la
     settings = ChampionSettings.from_config(config.champion)
     ev, evidence, versions, incumbent, board_run, board_version = champion_inputs(context, warehouse, landing, campaign,
                                                                                 config)
+    with connect(warehouse) as con:
+        if "fallback" in set(monitoring_store.active_reactions(con, campaign)["reaction"]) and incumbent is not None:
+            settings = dataclasses.replace(settings, confidence=1 - 1e-12)  # the fallback is not replaced
     try:
         decision = choose_champion(evidence, budgets, settings, incumbent=incumbent, versions=versions)
     except EvaluationError as exc:
@@ -214,13 +228,16 @@ def decision_inputs(warehouse: WarehouseResource, campaign: str, champ_run: str,
 
 
 def store_decisions(context, warehouse: WarehouseResource, campaign: str, day: dt.date, made, info: dict, who: str,
-                    paced=None) -> list[dict]:
+                    paced=None, coefficients=None) -> list[dict]:
     """The decisions, their budgets' manifest entries and, for a period budget (`paced`: budget, today,
     history), the per-day pacing rows (table pacing), in one transaction; returns the pacing rows."""
     from promo_assets.decisions.pacing import pacing_table, store_pacing
 
     rows = pacing_table(paced[0], [*paced[2], paced[1]]) if paced is not None else []
-    with connect(warehouse) as con, results_write(context, con, campaign, "decisions", "decision_budgets", "pacing"):
+    with connect(warehouse) as con, results_write(context, con, campaign, "decisions", "decision_budgets", "pacing",
+                                                  "decision_coefficients"):
+        if coefficients is not None:
+            decisions_store.record_decision_coefficients(con, campaign, context.run_id, day, *coefficients)
         for entry in made.entries:
             b = float(entry["budget_per_capita"])
             decisions_store.record_decisions(con, campaign, context.run_id, day, b, made.frames[b], info, who, json.dumps(
@@ -369,7 +386,7 @@ def decisions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, l
                              evidence)
     made.outcomes["champion_fresh"] = [(None, champion_freshness(row["decided_at"], newest))]
     who = users_decided_for(landing, campaign, len(users))
-    rows = store_decisions(context, warehouse, campaign, day, made, info, who, paced)
+    rows = store_decisions(context, warehouse, campaign, day, made, info, who, paced, (users, values, costs))
     metadata = decision_metadata(info, day, who, exploration, made.entries)
     if paced is not None:
         metadata.update(pacing_metadata(paced[0], paced[1], rows))
@@ -381,7 +398,7 @@ def decisions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, l
 # outbox
 
 
-@dg.asset(key="outbox", deps=["decisions"], group_name="decisions", code_version="1", kinds={"parquet"}, **COMMON,
+@dg.asset(key="outbox", deps=["decisions", "outcomes"], group_name="decisions", code_version="1", kinds={"parquet"}, **COMMON,
           description="The stored decisions written to the outbox for the systems that send incentives: "
           "`<outbox>/<campaign>/<date>/<budget>.parquet` and `manifest.json` (champion, version, budget, λ, expected response "
           "and cost with intervals, exploration share and its cost, checksums), atomically (a complete folder or none). "
@@ -393,6 +410,15 @@ def outbox(context: dg.AssetExecutionContext, warehouse: WarehouseResource, land
     campaign = context.partition_key
     config = landing.config(campaign)
     run_id, _, version = upstream(context, "decisions")
+    with connect(warehouse) as con:
+        stop = monitoring_store.active_reactions(con, campaign, context.run_id)
+    stop = stop[stop["reaction"] == "stop_export"]
+    if len(stop):
+        why = "; ".join(f"{r.check_name}: {r.message}" for r in stop.itertuples())
+        context.log.warning(f"export stopped by monitoring (campaign.yaml monitoring.reactions): {why}; the last "
+                            "exported decision stays in the outbox")
+        return dg.MaterializeResult(metadata={"export": "STOPPED by monitoring: " + why, "date": "(not written)"},
+                                    data_version=dg.DataVersion(f"stopped-{version or run_id}"[:48]))
     try:
         with connect(warehouse) as con:
             folder, body, _ = export_stored(con, campaign, outbox.path, config=config, run_id=run_id)
@@ -408,7 +434,7 @@ def outbox(context: dg.AssetExecutionContext, warehouse: WarehouseResource, land
 # the campaign report
 
 
-@dg.asset(key="campaign_report", deps=["leaderboard", "champion", "decisions"], group_name="decisions",
+@dg.asset(key="campaign_report", deps=["leaderboard", "champion", "decisions", "outcomes"], group_name="decisions",
           code_version="1", kinds={"html", "plotly"}, **COMMON,
           description="The campaign's report as one self-contained HTML file (plotly.js inlined: it opens without "
           "network access): the champion and its evidence, the leaderboard with what each column means, the "

@@ -1,0 +1,220 @@
+"""The outcome of a deployed decision: a decided day's events joined to the decision they answer.
+
+**The join.** A day's events answer the decisions made *for that day* (the `decisions` of a run whose
+decision date is the events' day). The key is (campaign, day, `user_id`): one decision per user and
+budget. Every budget of the day has a decision file and the coupon system applied one of them: the
+deployed budget is campaign.yaml `monitoring.budget` when set, else the campaign's only budget, else
+the one whose decisions' propensities equal the propensities logged in the events on the most events
+(the outbox file's `propensity`, logged back by the coupon system). Two budgets (or two decisions runs
+of the same day) that disagree and match equally well make the join ambiguous: the day is refused
+with that reason (set `monitoring.budget`).
+
+Refused, with the reason kept (the day's outcome row says `refused` and why; nothing is mixed):
+- a day whose events name a user more than once (the day came back twice, or a file was appended
+  to itself);
+- events whose logged propensity differs from the decision's for that user and level (they do not
+  answer this decision);
+- a day none of whose events answers a decision.
+Events of users the day's decision does not list are kept out of every estimate and counted
+(`undecided_events`; those that got an incentive above the cheapest level: `undecided_incentive`).
+
+**Compliance.** The share of joined events whose logged level is the decided one: below 1 the coupon
+system did not apply every decision.
+
+**Realized against predicted.** Per event: the realized response and cost against the champion's
+prediction for that user at the decided level (overall, per group champion / explore, per level), and
+per decile of the predicted uplift (the champion's level over the cheapest) the predicted uplift
+against the doubly robust realized one. `within_manifest`: the day's realized response per event falls
+inside the manifest's interval for the champion's policy.
+
+No dagster here (domain code).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from promo_assets.errors import DomainError
+from promo_assets.monitoring.effect import EffectTerms, effect_terms
+
+
+class OutcomeError(DomainError, ValueError):
+    """A decided day's events cannot be joined to its decision (the message says why)."""
+
+
+PROPENSITY_TOLERANCE = 1e-6
+
+
+@dataclass
+class Candidate:
+    """One decision the day's events may answer: a decisions run's budget for that day."""
+
+    run_id: str
+    budget: float
+    frame: pd.DataFrame      # user_id, level, policy, propensity, champion_level, predicted_response, predicted_cost
+    entry: dict              # the manifest entry
+
+
+def choose_decision(events: pd.DataFrame, candidates: list[Candidate], budget: float | None = None) -> Candidate:
+    """The decision the day's events answer (module docstring): `budget` when given (campaign.yaml
+    monitoring.budget), the only candidate, else the one whose propensities match the logged ones on
+    the most events. OutcomeError when none or an ambiguous set matches."""
+    if not candidates:
+        raise OutcomeError("no decision was made for this day")
+    if budget is not None:
+        chosen = [c for c in candidates if math.isclose(c.budget, float(budget), rel_tol=1e-9)]
+        if not chosen:
+            raise OutcomeError(f"monitoring.budget {budget:g} was not decided for this day (budgets decided: "
+                               f"{', '.join(f'{c.budget:g}' for c in candidates)})")
+        candidates = chosen
+    if len(candidates) == 1:
+        return candidates[0]
+    logged = events[["user_id", "propensity"]].dropna()
+    if logged.empty:
+        raise OutcomeError(f"{len(candidates)} decisions were made for this day (budgets "
+                           f"{', '.join(f'{c.budget:g}' for c in candidates)}) and the events log no propensity to "
+                           "tell which one was applied: set campaign.yaml monitoring.budget")
+    scores = []
+    for c in candidates:
+        joined = logged.merge(c.frame[["user_id", "propensity"]], on="user_id", suffixes=("", "_decided"))
+        scores.append(int(np.isclose(joined["propensity"], joined["propensity_decided"], rtol=0,
+                                     atol=PROPENSITY_TOLERANCE).sum()))
+    best = max(scores)
+    tied = [c for c, s in zip(candidates, scores) if s == best]
+    if best == 0:
+        raise OutcomeError("no logged propensity of the day's events equals a decision's: the events do not answer "
+                           "any decision made for this day")
+    if len(tied) > 1:
+        first = tied[0].frame.set_index("user_id")[["level", "propensity"]].sort_index()
+        if all(t.frame.set_index("user_id")[["level", "propensity"]].sort_index().equals(first) for t in tied[1:]):
+            return max(tied, key=lambda t: t.run_id)  # the same decisions: either one
+        raise OutcomeError(f"ambiguous join: the decisions of budgets {', '.join(f'{t.budget:g}' for t in tied)} "
+                           f"(runs {', '.join(sorted({t.run_id[:8] for t in tied}))}) match the logged propensities "
+                           f"equally ({best} events): set campaign.yaml monitoring.budget")
+    return tied[0]
+
+
+@dataclass
+class DayOutcome:
+    """One decided day's outcome (see the module docstring); `status` 'ok' or 'refused' (`reason`)."""
+
+    day: object
+    status: str
+    reason: str = ""
+    run_id: str = ""
+    budget: float = math.nan
+    row: dict = field(default_factory=dict)
+    levels: pd.DataFrame | None = None
+    deciles: pd.DataFrame | None = None
+    terms: EffectTerms | None = None
+
+
+def _se(x: np.ndarray) -> float:
+    return float(x.std(ddof=1) / math.sqrt(x.size)) if x.size >= 2 else math.nan
+
+
+def day_outcome(day, events: pd.DataFrame, decision: Candidate, predictions: tuple[np.ndarray, np.ndarray] | None,
+                level_costs, cheapest: int) -> DayOutcome:
+    """The outcome of `decision` from the day's `events` (user_id, level, response, cost, propensity).
+
+    predictions: the champion's response and cost for every level of the decision's users (N × K,
+    rows in the order of `decision.frame`), None when they were not stored (the effect then uses the
+    predictions of the decided level only, as a constant per level)."""
+    base = DayOutcome(day=day, status="refused", run_id=decision.run_id, budget=decision.budget)
+    dup = events["user_id"].duplicated(keep=False)
+    if dup.any():
+        users = events.loc[dup, "user_id"].unique()
+        base.reason = (f"the day came back twice: {len(users)} user(s) have more than one event on {day} (e.g. "
+                       f"{', '.join(map(repr, users[:3]))}); forget the day and load it once")
+        return base
+    frame = decision.frame.reset_index(drop=True)
+    frame = frame.assign(_row=np.arange(len(frame)))
+    joined = events.merge(frame, on="user_id", how="left", suffixes=("", "_decided"), indicator=True)
+    undecided = joined["_merge"] == "left_only"
+    joined_ok = joined[~undecided]
+    n_undecided = int(undecided.sum())
+    undecided_incentive = int((joined.loc[undecided, "level"] != cheapest).sum())
+    if joined_ok.empty:
+        base.reason = (f"none of the day's {len(events)} events answers the decision of {day} (run "
+                       f"{decision.run_id[:8]}, budget {decision.budget:g}): no event's user was decided for")
+        return base
+    logged_p = joined_ok["propensity"].to_numpy(dtype=np.float64)
+    decided_p = joined_ok["propensity_decided"].to_numpy(dtype=np.float64)
+    bad = np.isfinite(logged_p) & ~np.isclose(logged_p, decided_p, rtol=0, atol=PROPENSITY_TOLERANCE)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        r = joined_ok.iloc[i]
+        base.reason = (f"{int(bad.sum())} event(s) log a propensity that differs from the decision's (e.g. user "
+                       f"{r['user_id']!r}: logged {logged_p[i]:.6g}, decided {decided_p[i]:.6g}): they do not answer "
+                       f"the decision of run {decision.run_id[:8]}, budget {decision.budget:g}")
+        return base
+    n = len(joined_ok)
+    y = joined_ok["response"].to_numpy(dtype=np.float64)
+    c = joined_ok["cost"].to_numpy(dtype=np.float64)
+    a = joined_ok["level_decided"].to_numpy(dtype=np.int64)
+    logged = joined_ok["level"].to_numpy(dtype=np.int64)
+    explore = (joined_ok["policy"] == "explore").to_numpy()
+    pi = joined_ok["champion_level"].to_numpy(dtype=np.int64)
+    rows = joined_ok["_row"].to_numpy(dtype=np.int64)
+    if predictions is not None:
+        m, q = predictions[0][rows], predictions[1][rows]
+    else:  # the decided level's prediction for every level: the effect without control variates
+        k = len(level_costs)
+        m = np.repeat(joined_ok["predicted_response"].to_numpy(dtype=np.float64)[:, None], k, axis=1)
+        q = np.repeat(joined_ok["predicted_cost"].to_numpy(dtype=np.float64)[:, None], k, axis=1)
+    pred_y = m[np.arange(n), a]
+    pred_c = q[np.arange(n), a]
+    entry = decision.entry or {}
+    share = float((decision.frame["policy"] == "explore").mean())
+    mix = (entry.get("exploration") or {}).get("mix") or [1.0 / len(level_costs)] * len(level_costs)
+    terms = effect_terms(y, c, a, pi, m, q, share, mix, level_costs, explore)
+    expected = entry.get("expected_response") or {}
+    low, high = expected.get("dr_low"), expected.get("dr_high")
+    realized = float(y.mean())
+    groups = {}
+    for name, mask in (("champion", ~explore), ("explore", explore)):
+        groups[name] = (float(y[mask].mean()) if mask.any() else math.nan, float(c[mask].mean()) if mask.any() else math.nan,
+                        int(mask.sum()))
+    row = {
+        "events": int(len(events)), "joined": n, "decided_users": int(len(frame)),
+        "champion_events": groups["champion"][2], "explore_events": groups["explore"][2],
+        "undecided_events": n_undecided, "undecided_incentive": undecided_incentive,
+        "noncompliant_events": int((logged != a).sum()), "compliance": float((logged == a).mean()),
+        "realized_response": realized, "predicted_response": float(pred_y.mean()), "realized_response_se": _se(y - pred_y),
+        "realized_cost": float(c.mean()), "predicted_cost": float(pred_c.mean()), "realized_cost_se": _se(c - pred_c),
+        "response_champion": groups["champion"][0], "response_explore": groups["explore"][0],
+        "cost_champion": groups["champion"][1], "cost_explore": groups["explore"][1],
+        "manifest_low": low, "manifest_high": high,
+        "within_manifest": None if low is None or high is None else bool(low <= realized <= high),
+        "effect": terms.effect, "effect_se": _se(terms.psi), "vs_cheapest": terms.vs_cheapest,
+        "vs_cheapest_se": _se(terms.psi_cheapest), "dm_effect": terms.dm_effect, "dm_se": terms.dm_se,
+        "champion_value": terms.champion_value, "champion_cost": terms.champion_cost,
+        "random_value": terms.random_value, "spend_matched": terms.matched,
+        "psi_n": n, "psi_sum": float(terms.psi.sum()), "psi_ss": float(((terms.psi - terms.effect) ** 2).sum()),
+        "cheap_sum": float(terms.psi_cheapest.sum()),
+        "cheap_ss": float(((terms.psi_cheapest - terms.vs_cheapest) ** 2).sum()),
+        "dm_var": terms.dm_se ** 2 if math.isfinite(terms.dm_se) else math.nan,
+    }
+    levels = pd.DataFrame({"level": a, "y": y, "c": c, "py": pred_y, "pc": pred_c}).groupby("level").agg(
+        events=("y", "size"), realized_response=("y", "mean"), predicted_response=("py", "mean"),
+        realized_cost=("c", "mean"), predicted_cost=("pc", "mean")).reset_index()
+    uplift_pred = m[np.arange(n), pi] - m[:, cheapest]
+    prob = share * np.broadcast_to(np.asarray(mix, dtype=np.float64) / np.sum(mix), m.shape).copy()
+    prob[np.arange(n), pi] += 1.0 - share
+    gamma_pi = m[np.arange(n), pi] + (a == pi) / prob[np.arange(n), pi] * (y - m[np.arange(n), pi])
+    gamma_0 = m[:, cheapest] + (a == cheapest) / prob[:, cheapest] * (y - m[:, cheapest])
+    deciles = pd.DataFrame({"decile": _deciles(uplift_pred), "p": uplift_pred, "r": gamma_pi - gamma_0}).groupby(
+        "decile").agg(events=("p", "size"), predicted_uplift=("p", "mean"), realized_uplift=("r", "mean")).reset_index()
+    return DayOutcome(day=day, status="ok", run_id=decision.run_id, budget=decision.budget, row=row, levels=levels,
+                      deciles=deciles, terms=terms)
+
+
+def _deciles(x: np.ndarray) -> np.ndarray:
+    """1..10 by rank (ties broken by position), fewer groups when there are fewer than 10 events."""
+    n = x.size
+    ranks = np.argsort(np.argsort(x, kind="stable"), kind="stable")
+    return (ranks * min(10, n) // max(n, 1) + 1).astype(np.int64)

@@ -1,0 +1,151 @@
+"""One monitoring pass over a campaign: every decided day whose events came back, the cumulative effect,
+the population's drift, freshness and the checks (what the `outcomes` asset materializes).
+
+No dagster here (domain code).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from promo_assets.monitoring.checks import CheckOutcome, cumulative, late_days, run_checks
+from promo_assets.monitoring.drift import FeatureDrift, feature_drift
+from promo_assets.monitoring.outcomes import Candidate, DayOutcome, OutcomeError, choose_decision, day_outcome
+from promo_assets.store import monitoring as store
+
+
+@dataclass
+class MonitorResult:
+    days: list[DayOutcome]
+    carried: list[dict]                 # outcome rows of days whose decisions retention removed
+    effect: list[dict]                  # cumulative effect per deployed day
+    drift: list[FeatureDrift]
+    checks: list[CheckOutcome]
+    decision_age_days: float | None
+    late: list[dt.date]
+    change_day: dt.date | None = None   # the training window's start carried on (retrain)
+    log: list[str] = field(default_factory=list)
+
+    @property
+    def ok_rows(self) -> list[dict]:
+        rows = [{"day": d.day, **d.row} for d in self.days if d.status == "ok"]
+        return sorted(rows + [r for r in self.carried if r.get("status", "ok") == "ok"], key=lambda r: r["day"])
+
+    @property
+    def refused(self) -> list[dict]:
+        return [{"day": d.day, "reason": d.reason} for d in self.days if d.status == "refused"]
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The rows of the warehouse tables (store.monitoring.record)."""
+        out_rows, level_rows = [], []
+        for d in self.days:
+            out_rows.append({"decision_date": d.day, "status": d.status, "reason": d.reason,
+                             "decisions_run_id": d.run_id, "budget_per_capita": d.budget, **d.row, "carried": False})
+            for frame, kind, col in ((d.levels, "level", "level"), (d.deciles, "uplift_decile", "decile")):
+                if frame is None:
+                    continue
+                for r in frame.itertuples(index=False):
+                    r = r._asdict()
+                    level_rows.append({"decision_date": d.day, "kind": kind, "bin": int(r[col]), "events": int(r["events"]),
+                                       "realized": r.get("realized_response", r.get("realized_uplift")),
+                                       "predicted": r.get("predicted_response", r.get("predicted_uplift")),
+                                       "realized_cost": r.get("realized_cost"), "predicted_cost": r.get("predicted_cost")})
+        for r in self.carried:
+            out_rows.append({**{k: v for k, v in r.items() if k not in ("day", "run_id", "campaign", "computed_at")},
+                             "decision_date": r["day"], "carried": True})
+        effect = pd.DataFrame([{"decision_date": e["day"], **{k: v for k, v in e.items() if k != "day"}} for e in self.effect])
+        drift = pd.DataFrame([{"decision_date": None, "feature": f.feature, "kind": f.kind, "psi": f.psi,
+                               "out_of_range_share": f.out_of_range_share, "new_share": f.new_share,
+                               "new_categories": json.dumps(list(f.new_categories)), "flagged": f.flagged}
+                              for f in self.drift])
+        checks = [{"check_name": c.name, "passed": c.passed, "severity": c.severity, "message": c.message,
+                   "reaction": c.reaction, "change_day": c.change_day} for c in self.checks]
+        if self.change_day is not None:
+            checks.append({"check_name": "training_window", "passed": True, "severity": "WARN",
+                           "message": f"training events before {self.change_day} down-weighted (retrain reaction)",
+                           "reaction": "retrain", "change_day": self.change_day})
+        return {"outcomes": pd.DataFrame(out_rows), "levels": pd.DataFrame(level_rows), "effect": effect,
+                "drift": drift, "checks": pd.DataFrame(checks)}
+
+
+def _candidates(con, campaign: str, rows: pd.DataFrame) -> list[Candidate]:
+    return [Candidate(r.run_id, float(r.budget_per_capita), store.decisions(con, campaign, r.run_id, float(r.budget_per_capita)),
+                      store.manifest_entry(r.decision_manifest)) for r in rows.itertuples(index=False)]
+
+
+def _predictions(con, campaign: str, cand: Candidate):
+    got = store.decision_coefficients(con, campaign, cand.run_id)
+    if got is None:
+        return None
+    users, response, cost = got
+    pos = pd.Index(users).get_indexer(cand.frame["user_id"].astype(str))
+    if (pos < 0).any():
+        return None
+    return response[pos], cost[pos]
+
+
+def monitor(con, campaign: str, config, *, population: pd.DataFrame | None, reference: pd.DataFrame | None,
+            numeric: list[str], categorical: list[str], now: dt.datetime, previous: pd.DataFrame | None = None,
+            log=None) -> MonitorResult:
+    """The monitoring pass (module docstring). `population`: the features of the latest users decided
+    for; `reference`: the training events' features; `previous`: the latest outcomes run's rows (days
+    whose decisions retention removed are carried from it)."""
+    settings = config.monitoring
+    decided = store.decided_days(con, campaign)
+    loaded = store.event_days(con, campaign)
+    level_costs = [float(x) for x in config.incentives]
+    cheapest = int(np.argmin(level_costs))
+    days: list[DayOutcome] = []
+    say = log or (lambda _m: None)
+    decided_at: dict[dt.date, dt.datetime] = {}
+    for day, rows in decided.groupby("decision_date", sort=True):
+        day = pd.Timestamp(day).date()
+        decided_at[day] = max(pd.Timestamp(x).to_pydatetime() for x in rows["decided_at"])
+        if day not in loaded:
+            continue
+        events = store.day_events(con, campaign, day)
+        try:
+            cand = choose_decision(events, _candidates(con, campaign, rows), settings.budget)
+        except OutcomeError as exc:
+            days.append(DayOutcome(day=day, status="refused", reason=str(exc), run_id=str(rows["run_id"].iloc[-1])))
+            continue
+        out = day_outcome(day, events, cand, _predictions(con, campaign, cand), level_costs, cheapest)
+        days.append(out)
+        say(f"{day}: {out.status}" + (f" ({out.reason})" if out.reason else
+                                      f", {out.row['joined']} events, effect {out.row['effect']:+.4g}"))
+    seen = {d.day for d in days}
+    carried = []
+    if previous is not None and not previous.empty:
+        for r in previous.to_dict("records"):
+            day = pd.Timestamp(r["decision_date"]).date()
+            if day not in seen and day not in decided_at and r["status"] == "ok":
+                carried.append({**r, "day": day})
+    result = MonitorResult(days=days, carried=carried, effect=[], drift=[], checks=[], decision_age_days=None, late=[])
+    result.effect = cumulative(result.ok_rows, settings.confidence, settings.planned_events)
+    if population is not None and reference is not None and not population.empty and not reference.empty:
+        result.drift = feature_drift(reference, population, numeric, categorical, psi_threshold=settings.psi_threshold,
+                                     range_threshold=settings.out_of_range_share,
+                                     new_category_threshold=settings.new_category_share)
+    if decided_at:
+        newest = max(decided_at.values())
+        result.decision_age_days = max(0.0, (now - newest).total_seconds() / 86400.0)
+    result.late = late_days(list(decided_at.items()), loaded, now, settings.grace_days)
+    result.checks = run_checks(settings, result.ok_rows, result.refused, result.drift, result.late,
+                               result.decision_age_days)
+    return result
+
+
+def effect_headline(effect_rows: list[dict], confidence: float) -> str:
+    """One line: the effect so far, per 1,000 users, with its interval (a confidence sequence)."""
+    if not effect_rows or not math.isfinite(effect_rows[-1]["effect"]):
+        return "no deployed day has come back yet"
+    e = effect_rows[-1]
+    return (f"the champion brought {1000 * e['effect']:+.1f} responses per 1,000 users over random levels at the same "
+            f"spend [{1000 * e['low']:+.1f}, {1000 * e['high']:+.1f}] ({confidence:.0%} confidence sequence, "
+            f"{e['days']} deployed day(s), {e['events']} events)")
