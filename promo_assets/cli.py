@@ -7,6 +7,7 @@ stack trace (PROMO_TRACEBACK=1 shows one for an unexpected error).
 from __future__ import annotations
 
 import argparse
+import json
 import datetime as dt
 import os
 import shutil
@@ -533,10 +534,38 @@ def _run_refresh(defs, campaign, instance, verbose: bool, tags: dict[str, str], 
         board = _run_job(defs.resolve_job_def("leaderboard_job"), campaign, instance, verbose, tags)
         failures += _failure_lines(campaign, board)
         board_ok = board.success
-    if board_ok:  # the champion, the decisions (blocking checks) and the outbox: a run of their own
+    if board_ok:  # the champion, the decisions (blocking checks), the outcomes and the outbox: a run of their own
         decided = _run_job(defs.resolve_job_def("decision_job"), campaign, instance, verbose, tags)
         failures += _failure_lines(campaign, decided)
+        failures += _react(defs, campaign, instance, verbose, tags, decided, keys[len(ingestion):])
     _print_leaderboard(campaign)
+    return failures
+
+
+def _react(defs, campaign, instance, verbose: bool, tags: dict[str, str], decided, chain_keys) -> list[str]:
+    """A monitoring reaction that acted in the decisions run (`monitoring_reaction` materialized): `retrain`
+    refreshes the model chains (the training frame down-weights the days before the change) and decides
+    again; `fallback` decides again with the previous champion; `stop_export` needs nothing more (the
+    outbox did not write). The UI's automation requests the same (docs/monitoring.md)."""
+    import dagster as dg
+
+    reacted = [e for e in decided.all_events if e.event_type_value == "ASSET_MATERIALIZATION"
+               and e.asset_key == dg.AssetKey("monitoring_reaction")]
+    if not reacted:
+        return []
+    acted = json.loads(reacted[-1].event_specific_data.materialization.metadata["reactions"].value)
+    kinds = {a["reaction"] for a in acted}
+    print(f"{campaign}: monitoring reaction: " + "; ".join(f"{a['check']} -> {a['reaction']} (from {a['change_day']})"
+                                                        for a in acted))
+    failures = []
+    if "retrain" in kinds:
+        result = _run_job(defs.resolve_implicit_global_asset_job_def(), campaign, instance, verbose, tags, chain_keys)
+        failures += _failure_lines(campaign, result)
+        if not result.success:
+            return failures
+    if kinds & {"retrain", "fallback"}:
+        again = _run_job(defs.resolve_job_def("decision_job"), campaign, instance, verbose, tags)
+        failures += _failure_lines(campaign, again)
     return failures
 
 

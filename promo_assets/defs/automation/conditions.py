@@ -231,3 +231,10 @@ GATHER_CONDITION = _campaign_condition(_refresh_due() | _gathered_unhandled(), "
 def model_condition(model: str) -> dg.AutomationCondition:
     """A model chain's condition: the campaign's refresh, only for the campaigns that train the model."""
     return (CAMPAIGN_CONDITION & TrainedForCampaign(model).with_label("trained_for_campaign")).with_label("refresh_trained_model")
+
+
+# A monitoring reaction that acted (`monitoring_reaction` updated: retrain or fallback, campaign.yaml
+# monitoring.reactions) refreshes the training frame, and so every model chain, and the champion, at once.
+REACTION_CONDITION = _campaign_condition(
+    _refresh_due() | AC.asset_matches(dg.AssetKey("monitoring_reaction"), AC.newly_updated()).with_label(
+        "monitoring_reaction_updated"), "refresh_or_react")

@@ -28,7 +28,7 @@ from promo_assets.defs.common import (
     log_to,
     md_table,
 )
-from promo_assets.defs.automation.conditions import CAMPAIGN_CONDITION
+from promo_assets.defs.automation.conditions import CAMPAIGN_CONDITION, REACTION_CONDITION
 from promo_assets.monitoring.drift import stale_weights
 from promo_assets.store import frames as frames_store
 from promo_assets.store import monitoring as monitoring_store
@@ -189,7 +189,7 @@ def frame_check_results(context, events: pd.DataFrame, split, config) -> list[dg
 
 
 @dg.asset(
-    **COMMON,
+    **{**COMMON, "automation_condition": REACTION_CONDITION},
     deps=["propensity"],
     code_version="1",
     group_name="causal",

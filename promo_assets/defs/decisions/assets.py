@@ -32,6 +32,7 @@ from promo_assets.defs.campaign.assets import (
     results_write,
     upstream,
 )
+from promo_assets.defs.automation.conditions import REACTION_CONDITION
 from promo_assets.defs.common import (
     LandingResource,
     OutboxResource,
@@ -150,7 +151,8 @@ def champion_metadata(decision, settings, evidence, pct, budgets, board_run) -> 
     return meta
 
 
-@dg.asset(key="champion", deps=["leaderboard"], group_name="decisions", code_version="1", kinds={"duckdb"}, **COMMON,
+@dg.asset(key="champion", deps=["leaderboard"], group_name="decisions", code_version="1", kinds={"duckdb"},
+          **{**COMMON, "automation_condition": REACTION_CONDITION},
           description="The campaign's champion: the policy to deploy, chosen without ground truth among the models the "
           "leaderboard assembled and blends of them, by paired comparisons of their doubly robust value at equal spend "
           "on the same events (campaign.yaml `champion:` confidence, pin, candidates, blends; docs/decisions.md). A "

@@ -123,6 +123,7 @@ def outcomes(context: dg.AssetExecutionContext, warehouse: WarehouseResource, la
         last = monitoring_store.latest_run(con, campaign)
         previous = monitoring_store.of_run(con, campaign, last, "outcomes") if last else None
         before = monitoring_store.training_change_day(con, campaign)
+        acted_before = {(r.check_name, r.reaction) for r in monitoring_store.active_reactions(con, campaign).itertuples()}
         result = monitor(con, campaign, config, population=population, reference=reference, numeric=numeric,
                          categorical=categorical, now=dt.datetime.now(), previous=previous, log=context.log.info)
     acting = [c for c in result.checks if c.acts]
@@ -138,8 +139,9 @@ def outcomes(context: dg.AssetExecutionContext, warehouse: WarehouseResource, la
                                   severity=dg.AssetCheckSeverity(c.severity),
                                   metadata={"message": c.message, "reaction": c.reaction,
                                             **({"change_day": str(c.change_day)} if c.change_day else {})})
-    new = [c for c in acting if not (c.reaction == "retrain" and before is not None and c.change_day is not None
-                                     and c.change_day <= before)]
+    new = [c for c in acting  # each reaction acts once: retrain for a later change day, the others when new
+           if ((c.change_day is not None and (before is None or c.change_day > before)) if c.reaction == "retrain"
+               else (c.name, c.reaction) not in acted_before)]
     if new and context.selected_asset_keys and dg.AssetKey("monitoring_reaction") in context.selected_asset_keys:
         yield dg.MaterializeResult(asset_key="monitoring_reaction", metadata={
             "reactions": json.dumps([{"check": c.name, "reaction": c.reaction, "change_day": str(c.change_day)}
