@@ -723,7 +723,12 @@ def _campaign_report(con, campaign: str, finished: list[str], history: bool,
         title = "latest succeeded run" if i == 0 else "earlier run"
         lines.append(f"== {campaign}: {title} {run_id} (started {started_at:%Y-%m-%d %H:%M:%S})")
         if i == 0:
-            lines += _champion_lines(con, campaign)
+            from promo_assets.monitoring.status import outcome_line, status_lines
+
+            lines += status_lines(con, campaign)
+            champion = _champion_lines(con, campaign)
+            measured = outcome_line(con, campaign)
+            lines += champion[:1] + ([measured] if measured and champion else []) + champion[1:]
         if note:
             lines.append(f"   {note}")
         lines += (_board_lines(board, wide) if not board.empty
