@@ -200,6 +200,6 @@ def late_days(decided: list[tuple[dt.date, dt.datetime]], loaded: set, now: dt.d
         if day in loaded:
             continue
         due = max(day, decided_at.date()) + dt.timedelta(days=1 + grace_days)
-        if now.date() >= due:
+        if now.date() > due:
             out.append(day)
     return sorted(out)

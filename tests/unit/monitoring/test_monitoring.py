@@ -1,0 +1,214 @@
+"""The outcomes of deployed decisions (promo_assets.monitoring): the effect's coverage under daily looks,
+the join's refusals, drift, the checks and the monitoring block of campaign.yaml."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from promo_assets.campaign import CampaignConfigError
+from promo_assets.campaign import MonitoringBlock
+from promo_assets.monitoring import (Candidate, OutcomeError, choose_decision, cumulative, day_outcome, effect_terms,
+                                     feature_drift, late_days, run_checks, true_effect)
+from tests.unit.campaign.test_hostile_config import BASE, load_yaml
+
+INC = np.array([0.0, 1, 2, 3, 4, 5])
+K = INC.size
+
+
+def _day(seed: int, n: int = 2000, share: float = 0.05, noise: float = 0.03, shift: float = 0.0):
+    r = np.random.default_rng(seed)
+    base, sens = r.uniform(0.05, 0.3, n), r.uniform(0, 0.08, n)
+    v = np.clip(base[:, None] + (sens[:, None] - shift) * np.sqrt(INC)[None, :], 0, 1)
+    m = np.clip(v + shift * np.sqrt(INC)[None, :] + r.normal(0, noise, v.shape), 0.001, 1)
+    pi = np.argmax(m - 0.05 * m * INC, axis=1)
+    ex = np.zeros(n, bool)
+    ex[r.choice(n, int(share * n), replace=False)] = True
+    a = pi.copy()
+    a[ex] = r.integers(0, K, ex.sum())
+    y = (r.random(n) < v[np.arange(n), a]).astype(float)
+    t = effect_terms(y, y * INC[a], a, pi, m, m * INC, ex.mean(), np.full(K, 1 / K), INC, ex)
+    return t, true_effect(v, v * INC, pi, INC)["effect"]
+
+
+def _row(day, t):
+    return {"day": day, "psi_n": len(t.psi), "psi_sum": t.psi.sum(), "psi_ss": ((t.psi - t.effect) ** 2).sum(),
+            "cheap_sum": t.psi_cheapest.sum(), "cheap_ss": ((t.psi_cheapest - t.vs_cheapest) ** 2).sum(),
+            "dm_effect": t.dm_effect, "dm_var": t.dm_se ** 2}
+
+
+def test_effect_confidence_sequence_covers_under_daily_looks():
+    """20 loops x 8 daily looks: the 90% sequence holds at every look in >= 90% of the loops, and the
+    fixed-sample interval is narrower (the price of looking every day)."""
+    ever, looks, covered = 0, 0, 0
+    for rep in range(20):
+        rows, truths, bad = [], [], False
+        for d in range(8):
+            t, truth = _day(1000 * rep + d)
+            rows.append(_row(d, t))
+            truths.append(truth)
+            e = cumulative(rows, 0.9, 20000)[-1]
+            inside = e["low"] <= np.mean(truths) <= e["high"]
+            covered += inside
+            looks += 1
+            bad |= not inside
+            assert e["fixed_high"] - e["fixed_low"] < e["high"] - e["low"]
+        ever += bad
+    assert covered / looks >= 0.9
+    assert ever / 20 <= 0.1
+
+
+def test_effect_sees_a_champion_worse_than_random():
+    """Predictions that reward the dearest levels where the truth punishes them: the effect is negative."""
+    rows = [_row(d, _day(d, shift=0.2)[0]) for d in range(6)]
+    truth = np.mean([_day(d, shift=0.2)[1] for d in range(6)])
+    e = cumulative(rows, 0.9, 20000)[-1]
+    assert truth < 0 and e["high"] < 0
+
+
+def _frame(users, levels, policy, prop, champion=None):
+    return pd.DataFrame({"user_id": users, "level": levels, "policy": policy, "propensity": prop,
+                         "champion_level": levels if champion is None else champion,
+                         "predicted_response": 0.2, "predicted_cost": 0.4})
+
+
+def _events(users, levels, prop, response=None):
+    return pd.DataFrame({"user_id": users, "level": levels, "response": response if response is not None else
+                         np.resize([0.0, 1.0], len(users)), "cost": 1.0, "propensity": prop})
+
+
+USERS = [f"u{i}" for i in range(40)]
+LEVELS = np.resize([0, 1, 2], 40)
+POLICY = np.where(np.arange(40) % 10 == 0, "explore", "champion")
+PROP = np.where(POLICY == "explore", 0.1 / 3, 0.9 + 0.1 / 3)
+
+
+@pytest.mark.hostile
+def test_events_of_users_never_decided_for_are_counted_not_joined():
+    cand = Candidate("r1", 1.0, _frame(USERS, LEVELS, POLICY, PROP), {})
+    ev = _events(USERS[:30] + ["stranger1", "stranger2"], list(LEVELS[:30]) + [2, 0], list(PROP[:30]) + [0.5, 0.5])
+    out = day_outcome(dt.date(2026, 1, 5), ev, cand, None, [0.0, 1.0, 2.0], 0)
+    assert out.status == "ok"
+    assert out.row["undecided_events"] == 2 and out.row["undecided_incentive"] == 1 and out.row["joined"] == 30
+
+
+@pytest.mark.hostile
+def test_events_answering_no_decision_are_refused():
+    cand = Candidate("r1", 1.0, _frame(USERS, LEVELS, POLICY, PROP), {})
+    out = day_outcome(dt.date(2026, 1, 5), _events(["x1", "x2"], [0, 1], [0.5, 0.5]), cand, None, [0.0, 1.0, 2.0], 0)
+    assert out.status == "refused" and "none of the day's 2 events answers the decision" in out.reason
+
+
+@pytest.mark.hostile
+def test_a_day_that_came_back_twice_is_refused():
+    cand = Candidate("r1", 1.0, _frame(USERS, LEVELS, POLICY, PROP), {})
+    ev = _events(USERS + USERS[:5], list(LEVELS) + list(LEVELS[:5]), list(PROP) + list(PROP[:5]))
+    out = day_outcome(dt.date(2026, 1, 5), ev, cand, None, [0.0, 1.0, 2.0], 0)
+    assert out.status == "refused" and "came back twice: 5 user(s)" in out.reason and "'u0'" in out.reason
+
+
+@pytest.mark.hostile
+def test_propensities_that_differ_from_the_decision_are_refused():
+    cand = Candidate("r1", 1.0, _frame(USERS, LEVELS, POLICY, PROP), {})
+    prop = PROP.copy()
+    prop[3] = 0.25
+    out = day_outcome(dt.date(2026, 1, 5), _events(USERS, LEVELS, prop), cand, None, [0.0, 1.0, 2.0], 0)
+    assert out.status == "refused"
+    assert "1 event(s) log a propensity that differs" in out.reason and "'u3'" in out.reason and "0.25" in out.reason
+
+
+@pytest.mark.hostile
+def test_an_ambiguous_join_is_refused_and_the_matching_budget_chosen():
+    a = Candidate("r1", 1.0, _frame(USERS, LEVELS, POLICY, PROP), {})
+    other = PROP.copy()
+    other[:20] = 0.5
+    b = Candidate("r1", 2.0, _frame(USERS, (LEVELS + 1) % 3, POLICY, other), {})
+    assert choose_decision(_events(USERS, LEVELS, PROP), [a, b]).budget == 1.0
+    same = Candidate("r2", 2.0, _frame(USERS, (LEVELS + 1) % 3, POLICY, PROP), {})
+    with pytest.raises(OutcomeError, match="ambiguous join.*budgets 1, 2.*set campaign.yaml monitoring.budget"):
+        choose_decision(_events(USERS, LEVELS, PROP), [a, same])
+    assert choose_decision(_events(USERS, LEVELS, PROP), [a, same], budget=2.0).budget == 2.0
+    with pytest.raises(OutcomeError, match="monitoring.budget 3 was not decided"):
+        choose_decision(_events(USERS, LEVELS, PROP), [a, same], budget=3.0)
+
+
+def test_compliance_counts_events_off_their_decided_level():
+    cand = Candidate("r1", 1.0, _frame(USERS, LEVELS, POLICY, PROP), {})
+    logged = LEVELS.copy()
+    logged[:8] = 0  # the coupon system gave nothing
+    out = day_outcome(dt.date(2026, 1, 5), _events(USERS, logged, PROP), cand, None, [0.0, 1.0, 2.0], 0)
+    changed = int((LEVELS[:8] != 0).sum())
+    assert out.row["noncompliant_events"] == changed and out.row["compliance"] == pytest.approx(1 - changed / 40)
+
+
+def test_drift_flags_a_new_city_and_a_shifted_feature_only():
+    r = np.random.default_rng(0)
+    ref = pd.DataFrame({"age": r.normal(40, 5, 3000), "spend": r.normal(10, 2, 3000),
+                        "city": r.choice(["a", "b"], 3000)})
+    same = pd.DataFrame({"age": r.normal(40, 5, 2000), "spend": r.normal(10, 2, 2000), "city": r.choice(["a", "b"], 2000)})
+    moved = same.assign(spend=same["spend"] + 8, city=np.where(np.arange(2000) < 300, "new_city", same["city"]))
+    kw = dict(psi_threshold=0.25, range_threshold=0.02, new_category_threshold=0.01)
+    assert not any(f.flagged for f in feature_drift(ref, same, ["age", "spend"], ["city"], **kw))
+    flagged = {f.feature: f for f in feature_drift(ref, moved, ["age", "spend"], ["city"], **kw) if f.flagged}
+    assert set(flagged) == {"spend", "city"}
+    assert flagged["city"].new_categories == ("new_city",) and flagged["city"].new_share == pytest.approx(0.15)
+    assert "new categories 'new_city'" in flagged["city"].describe()
+
+
+def _ok_row(day, real=0.4, pred=0.4, compliance=1.0):
+    return {"day": day, "realized_response": real, "predicted_response": pred, "realized_response_se": 0.005,
+            "realized_cost": 1.0, "predicted_cost": 1.0, "realized_cost_se": 0.01, "compliance": compliance,
+            "joined": 1000, "undecided_incentive": 0, "psi_n": 1000, "psi_sum": 30.0, "psi_ss": 100.0,
+            "cheap_sum": 50.0, "cheap_ss": 100.0, "dm_effect": 0.01, "dm_var": 1e-4}
+
+
+def test_checks_fire_on_their_own_cause_with_the_configured_reaction():
+    d = [dt.date(2026, 1, i) for i in range(1, 6)]
+    settings = MonitoringBlock.model_validate({"reactions": {"realized_vs_predicted": "retrain"}})
+    quiet = run_checks(settings, [_ok_row(x) for x in d], [], [], [], 0.1)
+    assert all(c.passed for c in quiet)
+    rows = [_ok_row(x) for x in d[:3]] + [_ok_row(x, real=0.25) for x in d[3:]]
+    got = {c.name: c for c in run_checks(settings, rows, [], [], [], 0.1)}
+    assert not got["realized_vs_predicted"].passed and got["realized_vs_predicted"].change_day == d[3]
+    assert got["realized_vs_predicted"].acts and got["realized_vs_predicted"].severity == "ERROR"
+    assert [n for n, c in got.items() if not c.passed] == ["realized_vs_predicted"]
+    low = {c.name: c for c in run_checks(settings, [_ok_row(x, compliance=0.8) for x in d], [], [], [], 0.1)}
+    assert not low["compliance"].passed and not low["compliance"].acts and low["compliance"].severity == "WARN"
+    stale = {c.name: c for c in run_checks(settings, [_ok_row(x) for x in d], [], [], [d[4]], 3.5)}
+    assert not stale["freshness"].passed and "2026-01-05" in stale["freshness"].message and "3.5 days old" in \
+        stale["freshness"].message
+
+
+def test_late_days_count_from_the_later_of_the_day_and_the_decision():
+    now = dt.datetime(2026, 1, 10, 12)
+    decided = [(dt.date(2026, 1, 5), dt.datetime(2026, 1, 4, 20)), (dt.date(2026, 1, 8), dt.datetime(2026, 1, 7, 20)),
+               (dt.date(2026, 1, 2), dt.datetime(2026, 1, 10, 11))]  # a back-dated simulated day decided now
+    assert late_days(decided, {dt.date(2026, 1, 4)}, now, grace_days=1) == [dt.date(2026, 1, 5)]
+
+
+BAD_MONITORING = {
+    "confidence-one": ("monitoring:\n  confidence: 1\n", ["'monitoring.confidence'", "(0.5, 1)"]),
+    "negative-tolerance": ("monitoring:\n  realized_tolerance: -0.1\n", ["'monitoring.realized_tolerance'"]),
+    "unknown-reaction": ("monitoring:\n  reactions:\n    compliance: panic\n",
+                         ["'monitoring.reactions.compliance'", "'panic'", "retrain"]),
+    "unknown-check": ("monitoring:\n  reactions:\n    weather: warn\n", ["monitoring.reactions", "weather"]),
+    "text-threshold": ("monitoring:\n  psi_threshold: high\n", ["'monitoring.psi_threshold'", "'high'"]),
+    "compliance-above-one": ("monitoring:\n  min_compliance: 1.5\n", ["'monitoring.min_compliance'"]),
+}
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("text, words", list(BAD_MONITORING.values()), ids=list(BAD_MONITORING))
+def test_bad_monitoring_block_is_refused_naming_the_key(tmp_path, text, words):
+    with pytest.raises(CampaignConfigError) as err:
+        load_yaml(tmp_path, BASE + text)
+    for word in words:
+        assert word in str(err.value), (word, str(err.value))
+
+
+def test_monitoring_defaults(tmp_path):
+    m = load_yaml(tmp_path, BASE).monitoring
+    assert (m.confidence, m.realized_tolerance, m.reactions.realized_vs_predicted) == (0.9, 0.15, "warn")
