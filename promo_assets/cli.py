@@ -973,8 +973,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the true curves from the change day: comma-separated [FEATURE=VALUE:]uplift=F and/or "
                         ":base=F terms, e.g. city=chengdu:uplift=-1,city=beijing:uplift=3")
     change.add_argument("--population-shift", default=None, metavar="SPEC",
-                        help="the users from the change day: comma-separated FEATURE=VALUE[:share=S] (a category, new "
-                        "or not) or FEATURE:scale=F[:add=A][:share=S] terms, e.g. city=shenzhen:share=0.2")
+                        help="the users from the change day: comma-separated FEATURE=VALUE (a category, new or not) or "
+                        "FEATURE:scale=F or FEATURE:add=A (a numeric feature) terms, each with an optional :share=S, "
+                        "e.g. city=shenzhen:share=0.2,avg_spend:scale=8:share=0.3")
     change.add_argument("--compliance", type=float, default=None, metavar="C",
                         help="share in (0, 1] of the decisions the coupon system applies (the others get the cheapest "
                         "level), from the change day if given [1]")
