@@ -99,6 +99,10 @@ def _date(text: str) -> dt.date:
         raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from None
 
 
+#: `promo simulate`'s options of a planted change (promo_assets.simulation.change), by argparse dest
+CHANGE_OPTIONS = ("change_day", "response_shift", "population_shift", "compliance")
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     from promo_assets import settings
     from promo_assets.simulation import PRESETS, SimulationError, simulate
@@ -113,6 +117,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     options = {}
     if args.logging:
         options["logging"] = args.logging
+    for name in CHANGE_OPTIONS:  # a planted change, only when asked (without one the files stay as they were)
+        if getattr(args, name) is not None:
+            options[name] = getattr(args, name)
     start = time.perf_counter()
     try:
         summary = simulate(args.preset, args.campaign, landing, args.days, args.users, args.seed, start=args.start,
@@ -137,6 +144,11 @@ def _respond(args: argparse.Namespace) -> int:
     if not (args.respond_to and args.day):
         print("promo simulate: --respond-to FILE and --day YYYY-MM-DD go together (the decisions to answer and the day "
               "they are for)", file=sys.stderr)
+        return EXIT_USAGE
+    given = [f"--{n.replace('_', '-')}" for n in CHANGE_OPTIONS if getattr(args, n) is not None]
+    if given:
+        print(f"promo simulate: {', '.join(given)} cannot be given with --respond-to: a change is planted when the RCT "
+              "days are simulated and kept in campaign.yaml, which every --respond-to honours", file=sys.stderr)
         return EXIT_USAGE
     landing = Path(args.landing) if args.landing else settings.landing_dir()
     if not _campaign_names_ok("simulate", [args.campaign]):
@@ -988,6 +1000,19 @@ def build_parser() -> argparse.ArgumentParser:
                    help="an exported decision file (outbox <budget>.parquet|csv): write day --day of the existing "
                    "simulated campaign as its users answer those decisions (their propensities logged)")
     p.add_argument("--day", type=_date, default=None, help="with --respond-to: the day the decisions are for (YYYY-MM-DD)")
+    change = p.add_argument_group("a planted change (kept in campaign.yaml; every later --respond-to honours it)")
+    change.add_argument("--change-day", type=_date, default=None, metavar="YYYY-MM-DD",
+                        help="the first day the change is in force (after --start)")
+    change.add_argument("--response-shift", default=None, metavar="SPEC",
+                        help="the true curves from the change day: comma-separated [FEATURE=VALUE:]uplift=F and/or "
+                        ":base=F terms, e.g. city=chengdu:uplift=-1,city=beijing:uplift=3")
+    change.add_argument("--population-shift", default=None, metavar="SPEC",
+                        help="the users from the change day: comma-separated FEATURE=VALUE (a category, new or not) or "
+                        "FEATURE:scale=F or FEATURE:add=A (a numeric feature) terms, each with an optional :share=S, "
+                        "e.g. city=shenzhen:share=0.2,avg_spend:scale=8:share=0.3")
+    change.add_argument("--compliance", type=float, default=None, metavar="C",
+                        help="share in (0, 1] of the decisions the coupon system applies (the others get the cheapest "
+                        "level), from the change day if given [1]")
     p.set_defaults(func=cmd_simulate)
 
     p = sub.add_parser("export", help="write a campaign's stored decisions to the outbox (files + manifest.json)",

@@ -15,8 +15,14 @@ The closed loop: ``respond(campaign_dir, decision_file, day)`` writes day `day`'
 simulated campaign as its population answers an exported decision file (the outbox's
 `<budget>.parquet|csv`: user_id, level, propensity), the decision's propensities logged.
 
-Truth readers: ``truth_arrays(campaign_dir, user_ids) -> (values N x K, costs N x K)``,
-``true_propensity_arrays``, ``load_truth``, ``truth_user_ids``.
+A planted change (``simulate(..., change_day=, response_shift=, population_shift=, compliance=)``,
+promo_assets.simulation.change): the true curves and/or the population shift from a day on, and the
+coupon system applies only part of the decisions; kept in campaign.yaml's `simulation.change` block,
+so every later `respond` honours it.
+
+Truth readers: ``truth_arrays(campaign_dir, user_ids) -> (values N x K, costs N x K)`` (the truth
+file, as of the last RCT day), ``truth_on(campaign_dir, day, user_ids)`` (the truth on any day, the
+change included, rebuilt from campaign.yaml), ``true_propensity_arrays``, ``load_truth``, ``truth_user_ids``.
 No dagster import here (domain package).
 """
 
@@ -42,11 +48,14 @@ from promo_assets.simulation import dfcl as _dfcl
 from promo_assets.simulation import dipn as _dipn
 from promo_assets.simulation import e2e as _e2e
 from promo_assets.simulation import uplift as _uplift
+from promo_assets.simulation.change import Change
 from promo_assets.simulation.landing import (
     Log,
     Response,
     SimulationError,
     SimulationSummary,
+    capturing,
+    changing,
     existing_simulation,
     responding,
     summary_from_folder,
@@ -60,8 +69,8 @@ from promo_assets.simulation.truth import (
 )
 
 __all__ = [
-    "PRESETS", "Preset", "SimulationError", "SimulationSummary", "TruthError", "load_truth",
-    "respond", "simulate", "true_propensity_arrays", "truth_arrays", "truth_user_ids",
+    "PRESETS", "Change", "Preset", "SimulationError", "SimulationSummary", "TruthError", "load_truth",
+    "respond", "simulate", "true_propensity_arrays", "truth_arrays", "truth_on", "truth_user_ids",
 ]
 
 
@@ -122,6 +131,10 @@ def simulate(
     *,
     overwrite: bool = False,
     log: Log = None,
+    change_day: dt.date | str | None = None,
+    response_shift: str | None = None,
+    population_shift: str | None = None,
+    compliance: float | None = None,
     **options: Any,
 ) -> SimulationSummary:
     """Simulate a campaign into ``<landing_dir>/<campaign>/`` and return what was written.
@@ -135,6 +148,10 @@ def simulate(
     into an existing simulated campaign is refused, while the same pool may be extended by more
     days); log: progress callback (one line per day file); options: preset options (see
     PRESETS[preset].defaults), e.g. ``daily_active=0.5``, ``logging="confounded"``.
+    change_day, response_shift, population_shift, compliance: a planted change (see
+    promo_assets.simulation.change for the specifications); the change day must come after `start`;
+    kept in campaign.yaml (`simulation.change`) for every later `respond`. Without them the files are
+    exactly those of a campaign without a change.
     Raises SimulationError (a ValueError) for an unknown preset/option, an invalid campaign name or bad sizes.
     Returns a SimulationSummary for every preset (a runner's own dict report lands in `.details`).
     """
@@ -169,6 +186,12 @@ def simulate(
     if unknown:
         allowed = sorted(allowed)
         raise SimulationError(f"preset {preset!r} has no option(s) {unknown}; options: {allowed}")
+    change = Change.parse(change_day, response_shift, population_shift, compliance)
+    if change is not None and change.day is not None and change.day <= start:
+        raise SimulationError(f"--change-day {change.day} must come after the first simulated day {start} (the "
+                              "change needs days before it)")
+    if change is not None and not spec.respondable:
+        raise SimulationError(f"preset {preset!r} cannot plant a change (only the presets that answer decisions can)")
     campaign_dir = Path(landing_dir) / campaign
     if overwrite and campaign_dir.exists():
         for sub in ("events", "population", "truth", "edges"):
@@ -178,7 +201,8 @@ def simulate(
     kwargs = dict(options)
     if "log" in names or var_kw:
         kwargs["log"] = log
-    result = spec.run(campaign_dir, days, users, int(seed), start, **kwargs)
+    with changing(change):
+        result = spec.run(campaign_dir, days, users, int(seed), start, **kwargs)
     if isinstance(result, SimulationSummary):
         return result
     # a preset runner that reports a plain dict (bipartite): read the summary back from the folder
@@ -200,24 +224,8 @@ def respond(campaign_dir: str | Path, decision_file: str | Path, day: dt.date, *
     from promo_assets.decisions.outbox import OutboxError, read_decision_file
 
     campaign_dir = Path(campaign_dir)
-    sim = existing_simulation(campaign_dir)
-    if not sim or "preset" not in sim:
-        raise SimulationError(f"{campaign_dir}: not a simulated campaign (its campaign.yaml has no `simulation:` block "
-                              "written by `promo simulate`)")
-    name = sim["preset"]
-    if preset is not None and preset != name:
-        raise SimulationError(f"{campaign_dir} was simulated with preset {name!r}, not {preset!r}")
-    if name not in PRESETS:
-        raise SimulationError(f"{campaign_dir}: unknown preset {name!r} in campaign.yaml")
-    spec = PRESETS[name]
-    if not spec.respondable:
-        raise SimulationError(f"preset {name!r} cannot answer exported decisions (only the single-sided presets can: "
-                              f"{', '.join(p for p, s in PRESETS.items() if s.respondable)})")
-    if isinstance(day, str):
-        try:
-            day = dt.date.fromisoformat(day)
-        except ValueError:
-            raise SimulationError(f"day must be a date (YYYY-MM-DD), got {day!r}") from None
+    spec, sim, change, kwargs = _stored_simulation(campaign_dir, preset, log)
+    day = _day(day, "day")
     try:
         frame = read_decision_file(Path(decision_file))
     except (OutboxError, OSError, ValueError) as exc:
@@ -232,13 +240,75 @@ def respond(campaign_dir: str | Path, decision_file: str | Path, day: dt.date, *
     response = Response(day=day, user_ids=frame["user_id"].astype(str).to_numpy(),
                         levels=levels.to_numpy().astype(np.int64),
                         propensity=pd.to_numeric(frame["propensity"], errors="coerce").to_numpy(dtype=np.float64))
+    with responding(response), changing(change):
+        result = spec.run(campaign_dir, 1, int(sim["users"]), int(sim["seed"]), day, **kwargs)
+    if not isinstance(result, SimulationSummary) or "decided_users" not in result.details:
+        raise SimulationError(f"preset {spec.name!r} did not answer the decisions")
+    return result
+
+
+def truth_on(campaign_dir: str | Path, day: dt.date | str, user_ids: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """The true (expected_response, expected_cost), each N x K, of users `user_ids` (None: every pool
+    user, in the truth file's order) on `day`, the planted change included (a shifted user's truth
+    as of its shifted features, e.g. a new city). The pool is rebuilt from campaign.yaml's
+    `simulation:` block, as `respond` does; truth/response.parquet is not read. Raises
+    SimulationError for a campaign that was not simulated (or cannot answer decisions) and
+    TruthError for user ids outside the simulated pool."""
+    from promo_assets.simulation.landing import user_ids as pool_user_ids
+
+    campaign_dir = Path(campaign_dir)
+    spec, sim, change, kwargs = _stored_simulation(campaign_dir, None, None)
+    day = _day(day, "day")
+    with capturing() as captured, changing(change):
+        spec.run(campaign_dir, 1, int(sim["users"]), int(sim["seed"]), day, **kwargs)
+    if captured.pool is None:
+        raise SimulationError(f"preset {spec.name!r} did not hand over its pool")
+    pool = captured.pool.on(day)
+    values, costs = pool.expected_response, pool.expected_cost
+    if user_ids is None:
+        return values.copy(), costs.copy()
+    index = pd.Index(pool_user_ids(pool.n_users).to_numpy(zero_copy_only=False))
+    wanted = np.asarray(user_ids, dtype=object)
+    rows = index.get_indexer(pd.Index(wanted))
+    missing = np.flatnonzero(rows < 0)
+    if missing.size:
+        raise TruthError(f"{campaign_dir}: {missing.size} user ids are not in the simulated pool, e.g. "
+                         f"{[str(wanted[i]) for i in missing[:5]]}")
+    return values[rows], costs[rows]
+
+
+def _day(value: Any, what: str) -> dt.date:
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    try:
+        return dt.date.fromisoformat(str(value))
+    except ValueError:
+        raise SimulationError(f"{what} must be a date (YYYY-MM-DD), got {value!r}") from None
+
+
+def _stored_simulation(campaign_dir: Path, preset: str | None, log: Log) -> tuple[Preset, dict[str, Any], Change | None,
+                                                                                  dict[str, Any]]:
+    """(preset, simulation block, planted change, runner keyword arguments) of a simulated campaign,
+    read from its campaign.yaml, to rebuild the same pool (`respond`, `truth_on`)."""
+    sim = existing_simulation(campaign_dir)
+    if not sim or "preset" not in sim:
+        raise SimulationError(f"{campaign_dir}: not a simulated campaign (its campaign.yaml has no `simulation:` block "
+                              "written by `promo simulate`)")
+    name = sim["preset"]
+    if preset is not None and preset != name:
+        raise SimulationError(f"{campaign_dir} was simulated with preset {name!r}, not {preset!r}")
+    if name not in PRESETS:
+        raise SimulationError(f"{campaign_dir}: unknown preset {name!r} in campaign.yaml")
+    spec = PRESETS[name]
+    if not spec.respondable:
+        raise SimulationError(f"preset {name!r} cannot answer exported decisions (only the single-sided presets can: "
+                              f"{', '.join(p for p, s in PRESETS.items() if s.respondable)})")
+    change = Change.from_stored(sim.get("change"))
     options = dict(sim.get("options") or {})
     names, var_kw = _accepted(spec.run)
     kwargs = {k: v for k, v in options.items() if k in names or var_kw}
     if "log" in names or var_kw:
         kwargs["log"] = log
-    with responding(response):
-        result = spec.run(campaign_dir, 1, int(sim["users"]), int(sim["seed"]), day, **kwargs)
-    if not isinstance(result, SimulationSummary) or "decided_users" not in result.details:
-        raise SimulationError(f"preset {name!r} did not answer the decisions")
-    return result
+    return spec, sim, change, kwargs

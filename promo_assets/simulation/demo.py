@@ -95,25 +95,35 @@ def build_pool(users: int, seed: int, levels: np.ndarray, logging: str, confound
     e_amp = rng.normal(0.0, 0.2, n)
     e_speed = rng.normal(0.0, 0.15, n)
     e_x0 = rng.normal(0.0, 0.2, n)
-    threshold = rng.random(n) < np.where((age < 30) & (device == 0), 0.85, 0.05)
+    u_threshold = rng.random(n)
 
-    base = expit(
-        -2.7 + 2.8 * a + 0.3 * (np.log(avg_spend) - 3.3)
-        + np.asarray(CITY_BASE)[city] + np.asarray(DEVICE_BASE)[device] + 0.15 * (tenure > 365)
-    )
-    amp = 0.75 * (1.0 - base) * expit(
-        -0.2 + np.asarray(CITY_SENS)[city] + np.asarray(PERIOD_SENS)[period]
-        - 3.0 * (a - 0.5) - 0.015 * (age - 37.0) + e_amp
-    )
-    speed = np.asarray(PERIOD_SPEED)[period]
-    s = 2.5 * speed * np.exp(e_speed)
-    x0 = 3.5 * speed * np.exp(e_x0)
-    x = levels[None, :]
-    h_dim = 1.0 - np.exp(-x / s[:, None])
-    h_s = x**3 / (x**3 + x0[:, None] ** 3)
-    h = np.where(threshold[:, None], h_s, h_dim)
-    expected_response = base[:, None] + amp[:, None] * h
-    expected_cost = expected_response * x
+    def truth_of(f: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """The true curves of these users for features `f` (a category code beyond the preset's own,
+        e.g. a new city of a population shift, has no effect of its own)."""
+        a = f["activity"] / 28.0
+        age, device, period = f["age"], f["device"], f["period_of_day"]
+        threshold = u_threshold < np.where((age < 30) & (device == 0), 0.85, 0.05)
+        base = expit(
+            -2.7 + 2.8 * a + 0.3 * (np.log(f["avg_spend"]) - 3.3)
+            + _effect(CITY_BASE, f["city"]) + _effect(DEVICE_BASE, device) + 0.15 * (f["tenure_days"] > 365)
+        )
+        amp = 0.75 * (1.0 - base) * expit(
+            -0.2 + _effect(CITY_SENS, f["city"]) + _effect(PERIOD_SENS, period)
+            - 3.0 * (a - 0.5) - 0.015 * (age - 37.0) + e_amp
+        )
+        speed = _effect(PERIOD_SPEED, period, 1.0)
+        s = 2.5 * speed * np.exp(e_speed)
+        x0 = 3.5 * speed * np.exp(e_x0)
+        x = levels[None, :]
+        h_dim = 1.0 - np.exp(-x / s[:, None])
+        h_s = x**3 / (x**3 + x0[:, None] ** 3)
+        h = np.where(threshold[:, None], h_s, h_dim)
+        expected_response = base[:, None] + amp[:, None] * h
+        return expected_response, expected_response * x
+
+    features = {"age": age, "activity": activity, "tenure_days": tenure, "avg_spend": avg_spend,
+                "city": city, "device": device, "period_of_day": period}
+    expected_response, expected_cost = truth_of(features)
 
     assignment = None
     if logging == "confounded":
@@ -121,16 +131,20 @@ def build_pool(users: int, seed: int, levels: np.ndarray, logging: str, confound
         assignment = softmax(-confounding * (2.0 * a - 1.0)[:, None] * t[None, :], axis=1)
     hours = np.asarray(PERIOD_HOURS, dtype=np.float64)[period]
     return Pool(
-        features={
-            "age": age, "activity": activity, "tenure_days": tenure, "avg_spend": avg_spend,
-            "city": city, "device": device, "period_of_day": period,
-        },
+        features=features,
         categories={"city": list(CITIES), "device": list(DEVICES), "period_of_day": list(PERIODS)},
         expected_response=expected_response,
         expected_cost=expected_cost,
         assignment=assignment,
         hours=hours,
+        truth_of=truth_of,
     )
+
+
+def _effect(table: tuple[float, ...], codes: np.ndarray, unknown: float = 0.0) -> np.ndarray:
+    """`table[code]` per user; `unknown` for a code beyond the table (a category the preset does not know)."""
+    values = np.append(np.asarray(table, dtype=np.float64), unknown)
+    return values[np.minimum(codes, len(table))]
 
 
 def simulate_demo(

@@ -105,7 +105,10 @@ class Pool:
     (None: the whole day); order_value: per-user multiplier of the cost for cost rule 'column';
     by_day: the pool as it is on a given day (same users, levels and logging; features and truth may
     change with the date, e.g. a weekday column and effect), None: the same every day. The truth and
-    the population file are written as of the last day (the holdout day).
+    the population file are written as of the last day (the holdout day). truth_of: the true
+    (expected_response, expected_cost) of these users for given (shifted) features, codes of
+    categories beyond the preset's own having no effect (a population shift recomputes the truth
+    with it; None: shifted users keep their curves).
     """
 
     features: dict[str, np.ndarray]
@@ -116,6 +119,7 @@ class Pool:
     hours: np.ndarray | None = None
     order_value: np.ndarray | None = None  # per user, for cost rule 'column' (dfcl_discount)
     by_day: Callable[[dt.date], "Pool"] | None = None
+    truth_of: Callable[[dict[str, np.ndarray]], tuple[np.ndarray, np.ndarray]] | None = None
 
     def on(self, day: dt.date) -> "Pool":
         """The pool as it is on `day` (itself when it does not change with the date)."""
@@ -138,6 +142,21 @@ class Response:
 
 
 _RESPONSE: contextvars.ContextVar[Response | None] = contextvars.ContextVar("promo_simulation_response", default=None)
+# the planted change (promo_assets.simulation.change.Change) write_campaign applies to the pool, or None
+_CHANGE: contextvars.ContextVar[Any] = contextvars.ContextVar("promo_simulation_change", default=None)
+
+
+@dataclass
+class Captured:
+    """What `write_campaign` hands over inside ``capturing()``: the pool (the change applied), the
+    level incentives, the cost rule; nothing is written."""
+
+    pool: Pool | None = None
+    incentives: np.ndarray | None = None
+    cost_rule: str | None = None
+
+
+_CAPTURE: contextvars.ContextVar[Captured | None] = contextvars.ContextVar("promo_simulation_capture", default=None)
 
 
 @contextlib.contextmanager
@@ -149,6 +168,28 @@ def responding(response: Response):
         yield
     finally:
         _RESPONSE.reset(token)
+
+
+@contextlib.contextmanager
+def changing(change: Any):
+    """Within the block, `write_campaign` plants `change` (a Change, or None: none) in the pool."""
+    token = _CHANGE.set(change)
+    try:
+        yield
+    finally:
+        _CHANGE.reset(token)
+
+
+@contextlib.contextmanager
+def capturing():
+    """Within the block, `write_campaign` writes nothing and fills the yielded Captured (the pool a
+    preset runner built, with the planted change): how `truth_on` rebuilds a campaign's truth."""
+    captured = Captured()
+    token = _CAPTURE.set(captured)
+    try:
+        yield captured
+    finally:
+        _CAPTURE.reset(token)
 
 
 def rng_pool(seed: int) -> np.random.Generator:
@@ -246,13 +287,19 @@ def prepare_dir(campaign_dir: Path, pool_key: dict[str, Any], overwrite: bool) -
                 "choose another campaign name or pass overwrite=True"
             )
         return
-    old_key = {k: existing.get(k) for k in pool_key}
-    if old_key != pool_key:
-        diff = {k: (old_key[k], pool_key[k]) for k in pool_key if old_key[k] != pool_key[k]}
+    diff = _pool_diff(existing, pool_key)
+    if diff:
         raise SimulationError(
             f"{campaign_dir} holds a different simulated campaign ({diff}: existing vs requested); "
             "choose another campaign name or pass overwrite=True"
         )
+
+
+def _pool_diff(existing: dict[str, Any], pool_key: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """What differs between a stored `simulation:` block and the requested pool key (the planted
+    `change` is compared when either has one)."""
+    keys = list(pool_key) + (["change"] if "change" in existing and "change" not in pool_key else [])
+    return {k: (existing.get(k), pool_key.get(k)) for k in keys if existing.get(k) != pool_key.get(k)}
 
 
 def write_campaign(
@@ -289,16 +336,27 @@ def write_campaign(
     check_common(days, n_users, n_levels, daily_active)
     dates = [start + dt.timedelta(days=i) for i in range(days)]
     pool_key = {"preset": preset, "seed": int(seed), "users": int(n_users), "options": _plain(options)}
+    incentives_arr = np.asarray(incentives, dtype=np.float64)
+    change = _CHANGE.get()
+    if change is not None:  # promo_assets.simulation.change: the pool changes from change.day
+        from promo_assets.simulation.change import apply_change
+
+        pool = apply_change(pool, change, seed, int(np.argmin(incentives_arr)), cost_rule)
+        pool_key["change"] = change.stored()
+    captured = _CAPTURE.get()
+    if captured is not None:
+        captured.pool, captured.incentives, captured.cost_rule = pool, incentives_arr, cost_rule
+        return SimulationSummary(campaign=campaign_dir.name, preset=preset, campaign_dir=campaign_dir, files=[],
+                                 rows_per_day={}, users=int(n_users), dates=[], seed=int(seed), n_levels=int(n_levels),
+                                 options=_plain(options))
     response = _RESPONSE.get()
     if response is not None:
         return write_response_day(campaign_dir, response, preset=preset, pool=pool, pool_key=pool_key,
-                                  incentives=np.asarray(incentives, dtype=np.float64), seed=seed,
-                                  daily_active=daily_active, cost_rule=cost_rule,
-                                  treatment_labels=treatment_labels, options=options, log=log)
+                                  incentives=incentives_arr, seed=seed, daily_active=daily_active, cost_rule=cost_rule,
+                                  treatment_labels=treatment_labels, options=options, log=log, change=change)
     prepare_dir(campaign_dir, pool_key, overwrite)
     base_pool, pool = pool, pool.on(dates[-1])  # truth and population as of the last (holdout) day
 
-    incentives_arr = np.asarray(incentives, dtype=np.float64)
     ids = user_ids(n_users)
     files: list[Path] = []
     body = dict(config)
@@ -335,10 +393,9 @@ def write_campaign(
     if log:
         log(f"{preset}: wrote truth for {n_users} users x {n_levels} levels")
 
-    pop_cols: dict[str, pa.Array] = {"user_id": ids}
-    for name, values in pool.features.items():
-        pop_cols[name] = _feature_array(name, values, pool.categories, None)
-    _write(pa.table(pop_cols), campaign_dir / "population" / f"{dates[-1].isoformat()}.parquet", files)
+    _write_population(pool, ids, campaign_dir, dates[-1], files)
+    if _population_changes_after(change, dates[-1]):  # the next decision is for the shifted users
+        _write_population(base_pool.on(change.day), ids, campaign_dir, change.day, files)
 
     # one RCT event per active user and day
     cum = None if pool.assignment is None else np.cumsum(pool.assignment, axis=1)
@@ -381,19 +438,24 @@ def write_campaign(
 
 def write_response_day(campaign_dir: Path, response: Response, *, preset: str, pool: Pool, pool_key: dict[str, Any],
                        incentives: np.ndarray, seed: int, daily_active: float, cost_rule: str,
-                       treatment_labels: list[str] | None, options: dict[str, Any], log: Log = None) -> SimulationSummary:
+                       treatment_labels: list[str] | None, options: dict[str, Any], log: Log = None,
+                       change: Any = None) -> SimulationSummary:
     """Day `response.day`'s events of an existing simulated campaign as its population answers the
     exported decisions: the same share `daily_active` of the decided users is active as on an RCT day
     (a seeded draw of its own), each at the level the decision gave it, with the response and cost
     drawn from the pool's truth on that day and the decision's propensity logged. campaign.yaml and
     the truth files are left as they are. `details` of the summary: the decided users, the events and
-    the decision's true expected response and cost per decided user (the truth is known)."""
+    the decision's true expected response and cost per decided user (the truth is known).
+
+    With a planted `change` (promo_assets.simulation.change): a compliance C < 1 in force on the day
+    gives a seeded share 1 - C of the decided users the cheapest level instead of theirs (the events
+    log the level given and the decision's propensity; `details["not_applied"]` counts them among
+    the events); answering the day before a population shift writes `population/<change day>`."""
     existing = existing_simulation(campaign_dir)
     if existing is None:
         raise SimulationError(f"{campaign_dir}: no simulated campaign to respond for (simulate its RCT days first)")
-    old_key = {k: existing.get(k) for k in pool_key}
-    if old_key != pool_key:
-        diff = {k: (old_key[k], pool_key[k]) for k in pool_key if old_key[k] != pool_key[k]}
+    diff = _pool_diff(existing, pool_key)
+    if diff:
         raise SimulationError(f"{campaign_dir} holds another simulated pool than the one asked for ({diff}: existing vs "
                               "requested)")
     target = campaign_dir / "events" / f"{response.day.isoformat()}.parquet"
@@ -419,10 +481,17 @@ def write_response_day(campaign_dir: Path, response: Response, *, preset: str, p
     day_pool = pool.on(response.day)
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 2, response.day.toordinal()]))
     active = np.ones(rows.size, dtype=bool) if daily_active >= 1.0 else rng.random(rows.size) < daily_active
-    table = day_events(day_pool, ids, rows[active], levels[active].astype(np.int64), prop[active], rng, response.day,
+    given = levels.astype(np.int64)
+    if change is not None and change.compliance is not None and change.in_force(response.day):
+        skipped = np.random.default_rng(np.random.SeedSequence([int(seed), 4, response.day.toordinal()])).random(
+            rows.size) >= change.compliance
+        given = np.where(skipped, int(np.argmin(incentives)), given)
+    table = day_events(day_pool, ids, rows[active], given[active], prop[active], rng, response.day,
                        incentives, cost_rule, treatment_labels)
     files: list[Path] = []
     _write(table, target, files)
+    if _population_changes_after(change, response.day):
+        _write_population(pool.on(change.day), ids, campaign_dir, change.day, files)
     truth_v = day_pool.expected_response[rows, levels]
     truth_c = day_pool.expected_cost[rows, levels]
     if log:
@@ -433,7 +502,21 @@ def write_response_day(campaign_dir: Path, response: Response, *, preset: str, p
         n_levels=int(n_levels), options=_plain(options),
         details={"decided_users": int(rows.size), "events": int(active.sum()),
                  "true_value_per_decided_user": float(truth_v.mean()) if rows.size else float("nan"),
-                 "true_cost_per_decided_user": float(truth_c.mean()) if rows.size else float("nan")})
+                 "true_cost_per_decided_user": float(truth_c.mean()) if rows.size else float("nan"),
+                 **({"not_applied": int((given != levels)[active].sum())} if change is not None else {})})
+
+
+def _population_changes_after(change: Any, day: dt.date) -> bool:
+    """Whether the population shifts on the day after `day` (its file is then written with `day`'s events)."""
+    return change is not None and bool(change.population_terms) and change.day == day + dt.timedelta(days=1)
+
+
+def _write_population(pool: Pool, ids: pa.Array, campaign_dir: Path, day: dt.date, files: list[Path]) -> None:
+    """`population/<day>.parquet`: every pool user and its features as of `day` (`pool` is the day's)."""
+    cols: dict[str, pa.Array] = {"user_id": ids}
+    for name, values in pool.features.items():
+        cols[name] = _feature_array(name, values, pool.categories, None)
+    _write(pa.table(cols), campaign_dir / "population" / f"{day.isoformat()}.parquet", files)
 
 
 def day_events(pool: Pool, ids: pa.Array, idx: np.ndarray, level: np.ndarray, propensity: np.ndarray | None,
