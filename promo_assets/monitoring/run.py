@@ -32,6 +32,16 @@ class MonitorResult:
     change_day: dt.date | None = None   # the training window's start carried on (retrain)
     log: list[str] = field(default_factory=list)
 
+    def new_reactions(self, before: dt.date | None, acted_before: set) -> list[CheckOutcome]:
+        """The acting reactions that act now (each once: retrain for a change day after `before`, the
+        others when (check, reaction) was not acting in the previous run); sets `change_day`."""
+        acting = [c for c in self.checks if c.acts]
+        retrain = [c.change_day for c in acting if c.reaction == "retrain" and c.change_day is not None]
+        self.change_day = max([d for d in [before, *retrain] if d is not None], default=None)
+        return [c for c in acting
+                if ((c.change_day is not None and (before is None or c.change_day > before)) if c.reaction == "retrain"
+                    else (c.name, c.reaction) not in acted_before)]
+
     @property
     def ok_rows(self) -> list[dict]:
         rows = [{"day": d.day, **d.row} for d in self.days if d.status == "ok"]

@@ -207,12 +207,12 @@ def training_frame(context: dg.AssetExecutionContext, warehouse: WarehouseResour
     config = landing.config(campaign)
     with connect(warehouse) as con:
         events = frames_store.propensity_events(con, campaign)
-        split, weights = split_and_weights(events, events["propensity"].to_numpy(), config)
         change_day = monitoring_store.training_change_day(con, campaign)  # a `retrain` reaction's window
-        weights = weights * stale_weights(events["event_date"], change_day, config.monitoring.stale_weight)
+        split, weights = split_and_weights(events, events["propensity"].to_numpy(), config)
         frame_df = pd.DataFrame(
-            {"event_date": events["event_date"], "source_row": events["source_row"], "split": split, "ips_weight": weights}
-        )
+            {"event_date": events["event_date"], "source_row": events["source_row"], "split": split,
+             "ips_weight": weights * stale_weights(events["event_date"], change_day, config.monitoring.stale_weight)})
+        weights = frame_df["ips_weight"].to_numpy()
         version = content_version(frame_df[["ips_weight"]].to_numpy().tobytes() + "".join(split).encode())
         frames_store.replace_training_frame(con, campaign, version, frame_df)
     counts = pd.Series(split).value_counts().to_dict()
@@ -226,8 +226,7 @@ def training_frame(context: dg.AssetExecutionContext, warehouse: WarehouseResour
             "holdout_days": ", ".join(days[-config.holdout_days:]),
             "effective_sample_size": for_people(ess),
             "ess_fraction": for_people(ess / len(weights)),
-            "max_ips_weight": for_people(float(weights.max())),
-            "change_day": str(change_day) if change_day else "none (no retrain reaction)",
+            "max_ips_weight": for_people(float(weights.max())), "change_day": str(change_day or "none"),
         },
         data_version=dg.DataVersion(version),
     )

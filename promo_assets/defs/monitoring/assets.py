@@ -126,22 +126,15 @@ def outcomes(context: dg.AssetExecutionContext, warehouse: WarehouseResource, la
         acted_before = {(r.check_name, r.reaction) for r in monitoring_store.active_reactions(con, campaign).itertuples()}
         result = monitor(con, campaign, config, population=population, reference=reference, numeric=numeric,
                          categorical=categorical, now=dt.datetime.now(), previous=previous, log=context.log.info)
-    acting = [c for c in result.checks if c.acts]
-    retrain = [c.change_day for c in acting if c.reaction == "retrain" and c.change_day is not None]
-    result.change_day = max([d for d in [before, *retrain] if d is not None], default=None)
+    new = result.new_reactions(before, acted_before)
     with connect(warehouse) as con, results_write(context, con, campaign, *OUTCOME_TABLES):
         monitoring_store.record(con, campaign, context.run_id, result.tables())
-    for c in result.checks:
-        context.log.info(f"check {c.name}: {'passed' if c.passed else 'FAILED'}: {c.message}")
     yield dg.MaterializeResult(asset_key="outcomes", metadata=outcome_metadata(result, config.monitoring.confidence))
     for c in result.checks:
         yield dg.AssetCheckResult(asset_key="outcomes", check_name=c.name, passed=c.passed,
                                   severity=dg.AssetCheckSeverity(c.severity),
                                   metadata={"message": c.message, "reaction": c.reaction,
                                             **({"change_day": str(c.change_day)} if c.change_day else {})})
-    new = [c for c in acting  # each reaction acts once: retrain for a later change day, the others when new
-           if ((c.change_day is not None and (before is None or c.change_day > before)) if c.reaction == "retrain"
-               else (c.name, c.reaction) not in acted_before)]
     if new and context.selected_asset_keys and dg.AssetKey("monitoring_reaction") in context.selected_asset_keys:
         yield dg.MaterializeResult(asset_key="monitoring_reaction", metadata={
             "reactions": json.dumps([{"check": c.name, "reaction": c.reaction, "change_day": str(c.change_day)}
