@@ -19,17 +19,19 @@ SELECT user_id, response, cost FROM decision_coefficients WHERE campaign = ? AND
 
 -- name: day_events
 -- A day's events as loaded: the user, the logged level, response, cost and propensity.
-SELECT user_id, level, response, cost, propensity FROM rct_events WHERE campaign = ? AND event_date = CAST(? AS DATE)
+SELECT user_id, level, response, cost, propensity {columns} FROM rct_events
+WHERE campaign = ? AND event_date = CAST(? AS DATE)
 ORDER BY source_row;
 
 -- name: event_days
 SELECT DISTINCT event_date FROM rct_events WHERE campaign = ? ORDER BY event_date;
 
 -- name: latest_outcomes_run
--- The campaign's latest visible outcomes run (NULL: none).
-SELECT o.run_id FROM outcomes AS o JOIN result_runs AS r ON r.campaign = o.campaign AND r.run_id = o.run_id
-WHERE o.campaign = ? AND r.status IN ('succeeded', 'partial')
-ORDER BY o.computed_at DESC LIMIT 1;
+-- The campaign's latest visible outcomes run (NULL: none); every outcomes run writes its checks, even
+-- before any decided day has come back.
+SELECT c.run_id FROM monitoring_checks AS c JOIN result_runs AS r ON r.campaign = c.campaign AND r.run_id = c.run_id
+WHERE c.campaign = ? AND r.status IN ('succeeded', 'partial')
+ORDER BY c.checked_at DESC LIMIT 1;
 
 -- name: outcomes_of_run
 SELECT * FROM outcomes WHERE campaign = ? AND run_id = ? ORDER BY decision_date;
@@ -83,9 +85,9 @@ WHERE c.campaign = ? AND r.status IN ('succeeded', 'partial') AND c.reaction = '
 SELECT c.check_name, c.reaction, c.change_day, c.message
 FROM monitoring_checks AS c
 WHERE c.campaign = ? AND NOT c.passed AND c.reaction <> 'warn' AND c.run_id = (
-    SELECT o.run_id FROM outcomes AS o JOIN result_runs AS r ON r.campaign = o.campaign AND r.run_id = o.run_id
+    SELECT o.run_id FROM monitoring_checks AS o JOIN result_runs AS r ON r.campaign = o.campaign AND r.run_id = o.run_id
     WHERE o.campaign = c.campaign AND (r.status IN ('succeeded', 'partial') OR o.run_id = ?)
-    ORDER BY o.computed_at DESC LIMIT 1)
+    ORDER BY o.checked_at DESC LIMIT 1)
 ORDER BY c.check_name;
 
 -- name: previous_champion

@@ -657,8 +657,9 @@ CREATE TABLE IF NOT EXISTS outcome_levels (
     campaign            VARCHAR NOT NULL,
     run_id              VARCHAR NOT NULL,
     decision_date       DATE    NOT NULL,
-    kind                VARCHAR NOT NULL,   -- 'level' | 'uplift_decile'
-    bin                 INTEGER NOT NULL,   -- the level, or the decile 1..10 of predicted uplift
+    kind                VARCHAR NOT NULL,   -- 'level' | 'uplift_decile' | 'segment'
+    bin                 INTEGER NOT NULL,   -- the level, the decile 1..10 of predicted uplift, the segment's index
+    segment             VARCHAR,            -- kind 'segment': feature=value
     events              BIGINT  NOT NULL,
     realized            DOUBLE,             -- level: response; decile: the DR uplift over the cheapest level
     predicted           DOUBLE,

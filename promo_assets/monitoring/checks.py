@@ -10,7 +10,7 @@
 | check | fails when |
 | --- | --- |
 | `outcomes_joined` | a decided day's events were refused (came back twice, propensities differ, ambiguous) |
-| `realized_vs_predicted` | the latest day's realized response or spend is off the prediction by more than `realized_tolerance` (relative) beyond its sampling noise |
+| `realized_vs_predicted` | the latest day's realized response or spend is off the prediction by more than `realized_tolerance` (relative) beyond its sampling noise, or one segment's response (a value of a categorical feature) by more than twice that beyond its noise (Bonferroni over the segments) |
 | `effect_below_zero` | the effect's upper bound over the last `effect_days` deployed days is below 0 |
 | `population_drift` | a feature of the users decided for drifted from the training events (PSI, range, new categories) |
 | `compliance` | the share of the latest day's events at their decided level is below `min_compliance` |
@@ -110,6 +110,13 @@ def _streak_start(days: list[dict], failing) -> dt.date | None:
 
 def _realized_fails(d: dict, tol: float, z: float) -> list[str]:
     out = []
+    segs = d.get("segments") or []
+    zs = float(norm.ppf(1 - (1 - norm.cdf(z)) / max(1, len(segs))))  # Bonferroni over the segments
+    for s in segs:
+        noise = zs * s["se"] if math.isfinite(s["se"]) else 0.0
+        if s["predicted"] > 0 and abs(s["realized"] - s["predicted"]) > 2 * tol * s["predicted"] + noise:
+            out.append(f"{s['segment']}: realized response {s['realized']:.4g} per event against {s['predicted']:.4g} "
+                       f"predicted ({(s['realized'] - s['predicted']) / s['predicted']:+.1%}, {s['events']} events)")
     for what, real, pred, se in (("response", d["realized_response"], d["predicted_response"], d["realized_response_se"]),
                                  ("spend", d["realized_cost"], d["predicted_cost"], d["realized_cost_se"])):
         noise = z * se if math.isfinite(se) else 0.0

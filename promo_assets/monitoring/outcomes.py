@@ -18,13 +18,15 @@ Refused, with the reason kept (the day's outcome row says `refused` and why; not
 Events of users the day's decision does not list are kept out of every estimate and counted
 (`undecided_events`; those that got an incentive above the cheapest level: `undecided_incentive`).
 
-**Compliance.** The share of joined events whose logged level is the decided one: below 1 the coupon
-system did not apply every decision.
+**Compliance.** Of the joined events whose decided level gives an incentive (not the cheapest level),
+the share whose logged level is the decided one: below 1 the coupon system did not apply every
+decision (`noncompliant_events` counts every event off its decided level).
 
 **Realized against predicted.** Per event: the realized response and cost against the champion's
 prediction for that user at the decided level (overall, per group champion / explore, per level), and
 per decile of the predicted uplift (the champion's level over the cheapest) the predicted uplift
-against the doubly robust realized one. `within_manifest`: the day's realized response per event falls
+against the doubly robust realized one, and per value of each categorical feature (`segment_rows`).
+`within_manifest`: the day's realized response per event falls
 inside the manifest's interval for the champion's policy.
 
 No dagster here (domain code).
@@ -117,8 +119,26 @@ def _se(x: np.ndarray) -> float:
     return float(x.std(ddof=1) / math.sqrt(x.size)) if x.size >= 2 else math.nan
 
 
+def segment_rows(frame: pd.DataFrame, columns: list[str], min_events: int = 30) -> list[dict]:
+    """Realized against predicted response per value of each categorical column of `frame` (events with
+    `y`, `py`, `c`, `pc`), for the values with at least `min_events` events: the calibration by segment
+    that an overall mean hides (a shift of one city's response to the incentive)."""
+    out = []
+    for col in columns:
+        if col not in frame.columns:
+            continue
+        for value, part in frame.groupby(frame[col].astype("string").fillna("<missing>"), sort=True):
+            if len(part) < min_events:
+                continue
+            resid = (part["y"] - part["py"]).to_numpy(dtype=np.float64)
+            out.append({"segment": f"{col}={value}", "events": int(len(part)), "realized": float(part["y"].mean()),
+                        "predicted": float(part["py"].mean()), "realized_cost": float(part["c"].mean()),
+                        "predicted_cost": float(part["pc"].mean()), "se": _se(resid)})
+    return out
+
+
 def day_outcome(day, events: pd.DataFrame, decision: Candidate, predictions: tuple[np.ndarray, np.ndarray] | None,
-                level_costs, cheapest: int) -> DayOutcome:
+                level_costs, cheapest: int, segments: list[str] = ()) -> DayOutcome:
     """The outcome of `decision` from the day's `events` (user_id, level, response, cost, propensity).
 
     predictions: the champion's response and cost for every level of the decision's users (N × K,
@@ -183,7 +203,8 @@ def day_outcome(day, events: pd.DataFrame, decision: Candidate, predictions: tup
         "events": int(len(events)), "joined": n, "decided_users": int(len(frame)),
         "champion_events": groups["champion"][2], "explore_events": groups["explore"][2],
         "undecided_events": n_undecided, "undecided_incentive": undecided_incentive,
-        "noncompliant_events": int((logged != a).sum()), "compliance": float((logged == a).mean()),
+        "noncompliant_events": int((logged != a).sum()),
+        "compliance": float((logged[a != cheapest] == a[a != cheapest]).mean()) if (a != cheapest).any() else 1.0,
         "realized_response": realized, "predicted_response": float(pred_y.mean()), "realized_response_se": _se(y - pred_y),
         "realized_cost": float(c.mean()), "predicted_cost": float(pred_c.mean()), "realized_cost_se": _se(c - pred_c),
         "response_champion": groups["champion"][0], "response_explore": groups["explore"][0],
@@ -209,6 +230,8 @@ def day_outcome(day, events: pd.DataFrame, decision: Candidate, predictions: tup
     gamma_0 = m[:, cheapest] + (a == cheapest) / prob[:, cheapest] * (y - m[:, cheapest])
     deciles = pd.DataFrame({"decile": _deciles(uplift_pred), "p": uplift_pred, "r": gamma_pi - gamma_0}).groupby(
         "decile").agg(events=("p", "size"), predicted_uplift=("p", "mean"), realized_uplift=("r", "mean")).reset_index()
+    seg = joined_ok[[c for c in segments if c in joined_ok.columns]].assign(y=y, py=pred_y, c=c, pc=pred_c)
+    row["segments"] = segment_rows(seg, list(segments))
     return DayOutcome(day=day, status="ok", run_id=decision.run_id, budget=decision.budget, row=row, levels=levels,
                       deciles=deciles, terms=terms)
 

@@ -56,7 +56,12 @@ class MonitorResult:
         out_rows, level_rows = [], []
         for d in self.days:
             out_rows.append({"decision_date": d.day, "status": d.status, "reason": d.reason,
-                             "decisions_run_id": d.run_id, "budget_per_capita": d.budget, **d.row, "carried": False})
+                             "decisions_run_id": d.run_id, "budget_per_capita": d.budget,
+                             **{k: v for k, v in d.row.items() if k != "segments"}, "carried": False})
+            for i, seg in enumerate(d.row.get("segments", [])):
+                level_rows.append({"decision_date": d.day, "kind": "segment", "bin": i, "segment": seg["segment"],
+                                   "events": seg["events"], "realized": seg["realized"], "predicted": seg["predicted"],
+                                   "realized_cost": seg["realized_cost"], "predicted_cost": seg["predicted_cost"]})
             for frame, kind, col in ((d.levels, "level", "level"), (d.deciles, "uplift_decile", "decile")):
                 if frame is None:
                     continue
@@ -119,13 +124,13 @@ def monitor(con, campaign: str, config, *, population: pd.DataFrame | None, refe
         decided_at[day] = max(pd.Timestamp(x).to_pydatetime() for x in rows["decided_at"])
         if day not in loaded:
             continue
-        events = store.day_events(con, campaign, day)
+        events = store.day_events(con, campaign, day, categorical)
         try:
             cand = choose_decision(events, _candidates(con, campaign, rows), settings.budget)
         except OutcomeError as exc:
             days.append(DayOutcome(day=day, status="refused", reason=str(exc), run_id=str(rows["run_id"].iloc[-1])))
             continue
-        out = day_outcome(day, events, cand, _predictions(con, campaign, cand), level_costs, cheapest)
+        out = day_outcome(day, events, cand, _predictions(con, campaign, cand), level_costs, cheapest, categorical)
         days.append(out)
         say(f"{day}: {out.status}" + (f" ({out.reason})" if out.reason else
                                       f", {out.row['joined']} events, effect {out.row['effect']:+.4g}"))

@@ -10,7 +10,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from promo_assets.warehouse import registered, sql
+from promo_assets.warehouse import quote_ident, registered, sql
 
 
 def decided_days(con: duckdb.DuckDBPyConnection, campaign: str) -> pd.DataFrame:
@@ -32,8 +32,10 @@ def decision_coefficients(con: duckdb.DuckDBPyConnection, campaign: str, run_id:
             np.vstack(frame["cost"].to_numpy()))
 
 
-def day_events(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date) -> pd.DataFrame:
-    return con.execute(sql("monitoring", "day_events"), [campaign, day.isoformat()]).df()
+def day_events(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date, features: list[str] = ()) -> pd.DataFrame:
+    """A day's events (user_id, level, response, cost, propensity) with `features`."""
+    columns = "".join(f", {quote_ident(c)}" for c in features)
+    return con.execute(sql("monitoring", "day_events", columns=columns), [campaign, day.isoformat()]).df()
 
 
 def event_days(con: duckdb.DuckDBPyConnection, campaign: str) -> set[dt.date]:

@@ -141,7 +141,26 @@ def test_compliance_counts_events_off_their_decided_level():
     logged[:8] = 0  # the coupon system gave nothing
     out = day_outcome(dt.date(2026, 1, 5), _events(USERS, logged, PROP), cand, None, [0.0, 1.0, 2.0], 0)
     changed = int((LEVELS[:8] != 0).sum())
-    assert out.row["noncompliant_events"] == changed and out.row["compliance"] == pytest.approx(1 - changed / 40)
+    incentives = int((LEVELS != 0).sum())  # compliance is over the decisions that give an incentive
+    assert out.row["noncompliant_events"] == changed and out.row["compliance"] == pytest.approx(1 - changed / incentives)
+
+
+def test_a_segment_whose_response_moved_fails_realized_vs_predicted():
+    """One city's response to the incentive collapses while the overall mean barely moves: the check by
+    segment fires, naming the city; an unchanged day passes."""
+    d = [dt.date(2026, 1, i) for i in range(1, 4)]
+    settings = MonitoringBlock.model_validate({})
+    segs = [{"segment": f"city={c}", "events": 400, "realized": 0.4, "predicted": 0.4, "realized_cost": 1.0,
+             "predicted_cost": 1.0, "se": 0.024} for c in ("a", "b", "c", "d")]
+    rows = [{**_ok_row(x), "segments": segs} for x in d]
+    assert all(c.passed for c in run_checks(settings, rows, [], [], [], 0.1))
+    moved = [dict(s) for s in segs]
+    moved[1].update(realized=0.2)
+    moved[2].update(realized=0.46)
+    rows[-1] = {**_ok_row(d[-1], real=0.385), "segments": moved}
+    got = {c.name: c for c in run_checks(settings, rows, [], [], [], 0.1)}
+    assert not got["realized_vs_predicted"].passed and "city=b" in got["realized_vs_predicted"].message
+    assert "city=c" not in got["realized_vs_predicted"].message
 
 
 def test_drift_flags_a_new_city_and_a_shifted_feature_only():
