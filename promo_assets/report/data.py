@@ -45,6 +45,10 @@ class ReportData:
     decisions_run: str | None = None         # the decisions run shown
     pacing: pd.DataFrame | None = None       # its rows of table pacing (one per paced day)
     notes: list[str] = field(default_factory=list)  # what could not be shown, and why
+    outcomes: pd.DataFrame | None = None     # the latest outcomes run: one row per decided day (table outcomes)
+    outcome_effect: pd.DataFrame | None = None   # its effect so far per deployed day, with the confidence sequence
+    monitoring_checks: pd.DataFrame | None = None  # its checks
+    monitoring_confidence: float = 0.9
 
 
 def _has(con, table: str) -> bool:
@@ -82,7 +86,23 @@ def gather(con, landing: Path, campaign: str, config, board_run: str | None = No
     data.period_budget = config.period_budget or None
     if data.decisions_run is not None and _has(con, "pacing"):
         data.pacing = con.execute(sql("report", "pacing_of_run"), [campaign, data.decisions_run]).df()
+    _outcomes(con, campaign, config, data)
     return data
+
+
+def _outcomes(con, campaign: str, config, data: ReportData) -> None:
+    """The latest outcomes run's days, effect and checks (promo_assets.monitoring)."""
+    from promo_assets.store import monitoring as monitoring_store
+
+    if not _has(con, "monitoring_checks"):
+        return
+    run = monitoring_store.latest_run(con, campaign)
+    if run is None:
+        return
+    data.outcomes = monitoring_store.of_run(con, campaign, run, "outcomes")
+    data.outcome_effect = monitoring_store.of_run(con, campaign, run, "outcome_effect")
+    data.monitoring_checks = monitoring_store.of_run(con, campaign, run, "checks")
+    data.monitoring_confidence = float(config.monitoring.confidence)
 
 
 def _aligned(con, campaign: str, model: str, version: str, target_users: np.ndarray, k: int):

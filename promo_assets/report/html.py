@@ -77,7 +77,7 @@ def render(data: ReportData, generated: dt.datetime | None = None) -> str:
     figs = _Figures()
     generated = generated or dt.datetime.now(dt.timezone.utc)
     sections = [_champion(data, figs), _leaderboard(data), _frontier(data, figs), _per_level(data, figs),
-                _segments(data, figs), _decisions(data, figs), _pacing(data, figs), _notes(data)]
+                _segments(data, figs), _decisions(data, figs), _pacing(data, figs), _outcomes(data, figs), _notes(data)]
     started = f", started {data.board_started:%Y-%m-%d %H:%M}" if data.board_started is not None else ""
     return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{_e(data.campaign)}: campaign report</title><style>{_CSS}</style>"
@@ -320,6 +320,77 @@ def _pacing(data: ReportData, figs: _Figures) -> str:
             for d, r in zip(days, p.itertuples())]
     return (head + intro + figs.div(fig, "pacing") + figs.div(left, "pacing-budget-left")
             + table(list(PACING_HELP), rows, PACING_HELP, left=("day", "controller")))
+
+
+OUTCOME_HELP = {
+    "day": "the decided day whose events came back",
+    "status": "ok, or refused (why: table outcomes)",
+    "events": "events joined to the day's decision",
+    "compliance": "share of the decisions giving an incentive that the coupon system applied",
+    "realized response": "response per event",
+    "predicted response": "the champion's prediction for the same users and levels",
+    "realized spend": "spend per event",
+    "predicted spend": "the champion's predicted spend per event",
+    "in manifest interval": "the realized response lies inside the manifest's interval",
+    "effect": "the day's effect against random levels at equal spend, per user",
+}
+
+
+def _outcomes(data: ReportData, figs: _Figures) -> str:
+    import plotly.graph_objects as go
+
+    head = "<h2>What the deployed decisions did</h2>"
+    o = data.outcomes
+    if o is None or o.empty:
+        return head + ("<p>No decided day has come back yet: once the events of a day the champion decided for are "
+                       "loaded, the <code>outcomes</code> asset sets them against the decision.</p>")
+    ok = o[o["status"] == "ok"].sort_values("decision_date")
+    days = [str(pd.Timestamp(d).date()) for d in ok["decision_date"]]
+    parts = [head]
+    e = data.outcome_effect
+    if e is not None and not e.empty:
+        last = e.iloc[-1]
+        parts.append(f"<p>So far the champion brought <b>{_e(f'{1000 * last.effect:+.1f}')}</b> responses per 1,000 "
+                     f"users over random levels at the same spend, [{_e(f'{1000 * last.low:+.1f}')}, "
+                     f"{_e(f'{1000 * last.high:+.1f}')}] ({data.monitoring_confidence:.0%} confidence sequence: valid "
+                     f"however often it is read), over {int(last.days)} deployed day(s) and {int(last.events)} events; "
+                     f"against the cheapest level {_e(f'{1000 * last.vs_cheapest:+.1f}')} "
+                     f"[{_e(f'{1000 * last.vs_cheapest_low:+.1f}')}, {_e(f'{1000 * last.vs_cheapest_high:+.1f}')}].</p>")
+        edays = [str(pd.Timestamp(d).date()) for d in e["decision_date"]]
+        fig = go.Figure()
+        fig.add_trace(go.Scatter(x=edays + edays[::-1], y=list(e["high"]) + list(e["low"])[::-1], fill="toself",
+                                 fillcolor="rgba(60,111,209,0.2)", line=dict(width=0), name="confidence sequence"))
+        fig.add_trace(go.Scatter(x=edays, y=e["effect"], mode="lines+markers", name="effect so far",
+                                 line=dict(color="#3c6fd1")))
+        fig.add_trace(go.Scatter(x=edays, y=e["dm_effect"], mode="lines", name="difference of means (not at equal spend)",
+                                 line=dict(dash="dot", color="#888")))
+        fig.add_hline(y=0, line_color="black", line_width=1)
+        fig.update_layout(title="The champion's effect against random levels at equal spend, per user", xaxis_title="as of day",
+                          yaxis_title="response per user", xaxis_type="category")
+        parts.append(figs.div(fig, "outcome-effect"))
+    if len(ok):
+        fig = go.Figure()
+        for col, name, dash in (("realized_response", "realized response", None),
+                                ("predicted_response", "predicted response", "dash"),
+                                ("realized_cost", "realized spend", None), ("predicted_cost", "predicted spend", "dash")):
+            fig.add_trace(go.Scatter(x=days, y=ok[col], mode="lines+markers", name=name, line=dict(dash=dash)))
+        fig.update_layout(title="Realized against predicted, per event, by decided day", xaxis_title="day",
+                          yaxis_title="per event", xaxis_type="category")
+        parts.append(figs.div(fig, "outcome-realized"))
+    rows = [{"day": str(pd.Timestamp(r.decision_date).date()), "status": r.status, "events": r.joined,
+             "compliance": r.compliance, "realized response": r.realized_response,
+             "predicted response": r.predicted_response, "realized spend": r.realized_cost,
+             "predicted spend": r.predicted_cost,
+             "in manifest interval": "-" if pd.isna(r.within_manifest) else ("yes" if r.within_manifest else "no"),
+             "effect": r.effect} for r in o.sort_values("decision_date").itertuples()]
+    parts.append(table(list(OUTCOME_HELP), rows, OUTCOME_HELP, left=("day", "status", "in manifest interval")))
+    c = data.monitoring_checks
+    if c is not None and not c.empty:
+        failing = c[~c["passed"]]
+        parts.append("<p>Checks failing: " + ("none" if failing.empty else "; ".join(
+            f"<b>{_e(r.check_name)}</b> ({_e(r.severity)}, reaction {_e(r.reaction)}): {_e(r.message)}"
+            for r in failing.itertuples())) + "</p>")
+    return "".join(parts)
 
 
 def _notes(data: ReportData) -> str:
