@@ -46,6 +46,8 @@ def status_lines(con, campaign: str, now: dt.datetime | None = None, confidence:
         return lines
     out = store.of_run(con, campaign, run, "outcomes")
     ok = out[out["status"] == "ok"]
+    if out.empty:
+        lines.append("     outcomes: none yet (no decided day has come back)")
     if len(ok):
         r = ok.iloc[-1]
 
@@ -58,7 +60,8 @@ def status_lines(con, campaign: str, now: dt.datetime | None = None, confidence:
                      f"{r['compliance']:.1%}")
     effect = store.of_run(con, campaign, run, "outcome_effect")
     rows = [{**e, "day": e["decision_date"]} for e in effect.to_dict("records")]
-    lines.append("     effect so far: " + effect_headline(rows, confidence))
+    if rows:
+        lines.append("     effect so far: " + effect_headline(rows, confidence))
     drift = store.of_run(con, campaign, run, "drift")
     flagged = drift[drift["flagged"]] if len(drift) else drift
     lines.append("     drift: " + ("none" if not len(flagged) else "; ".join(

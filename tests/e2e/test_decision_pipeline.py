@@ -63,9 +63,12 @@ def test_run_writes_champion_decisions_and_outbox_and_export_refuses_clearly(dec
         assert entry["expected_response"]["dr_low"] < entry["expected_response"]["dr_high"]
     assert main(["report", "--campaign", "demo"]) == 0
     lines = capsys.readouterr().out.splitlines()  # wrapped at 120 columns: a line may go on indented
-    assert lines[1].startswith("   deploy: ") and "at budget" in lines[1]
+    # the status block first (no decided day back yet), then what to deploy and why
+    assert lines[1].startswith("   status: last data day 2026-03-03; decision for 2026-03-04 made ")
+    assert "     outcomes: none yet (no decided day has come back)" in lines
     starts = [ln.split(":")[0].strip() for ln in lines if ln.startswith("   ") and not ln.startswith("    ")]
-    assert starts[:3] == ["deploy", "why", "truth (simulated)"]
+    assert starts[:4] == ["status", "deploy", "why", "truth (simulated)"]
+    assert next(ln for ln in lines if ln.startswith("   deploy: ")).count("at budget") == 1
 
     # export: the same stored decisions, as CSV, elsewhere
     assert main(["export", "--campaign", "demo", "--format", "csv", "--out", str(decided["tmp"] / "csv")]) == 0
@@ -164,3 +167,76 @@ def test_exported_propensities_come_back_through_ingestion_and_are_the_ones_ips_
     assert evaluated == [(len(events),)]  # the evaluation ran on that day's events, with those propensities
     decided_again = read_manifest(decided["outbox"] / "demo" / (day + dt.timedelta(days=1)).isoformat())
     assert decided_again["date"] == (day + dt.timedelta(days=1)).isoformat()
+    with duckdb.connect(str(decided["warehouse"]), read_only=True) as con:
+        outcome = con.execute("SELECT * FROM outcomes WHERE campaign = 'demo' AND decision_date = ?", [day]).df()
+        checks = con.execute("SELECT check_name, passed FROM monitoring_checks WHERE campaign = 'demo'").df()
+    # the day's events were read as the outcome of the decision of the budget whose propensities they log
+    assert list(outcome["status"]) == ["ok"] and outcome["joined"].iloc[0] == len(events)
+    assert outcome["budget_per_capita"].iloc[0] == entry["budget_per_capita"] and outcome["compliance"].iloc[0] == 1.0
+    assert np.isfinite(outcome[["effect", "effect_se", "realized_response", "predicted_response"]].to_numpy()).all()
+    assert set(checks["check_name"]) >= {"outcomes_joined", "realized_vs_predicted", "compliance", "freshness"}
+
+
+def _answer(decided, day: dt.date, edit) -> pd.DataFrame:
+    """Answer the exported decision of budget 1 for `day` after `edit` changed the file (what the coupon
+    system did), then `promo run`; returns the edited decision."""
+    folder = decided["outbox"] / "demo" / day.isoformat()
+    entry = next(e for e in read_manifest(folder)["budgets"] if e["budget_per_capita"] == 1.0)
+    frame = edit(pd.read_parquet(folder / entry["file"]))
+    answered = decided["tmp"] / day.isoformat() / "1.parquet"  # a folder named by its date, as the outbox's
+    answered.parent.mkdir()
+    frame.to_parquet(answered)
+    assert main(["simulate", "--respond-to", str(answered), "--day", day.isoformat(), "--campaign", "demo"]) == 0
+    return frame
+
+
+@pytest.mark.slow
+def test_a_coupon_system_that_skips_decisions_fails_compliance_and_stops_the_export(decided, capsys):
+    """30 % of the incentives were not given (the users got the cheapest level, the decision's propensity
+    logged): the compliance check fails, its reaction stop_export keeps the next day's decision out of the
+    outbox, and `promo report` opens with the status naming it."""
+    with open(decided["landing"] / "demo" / "campaign.yaml", "a") as f:
+        f.write("monitoring:\n  budget: 1.0\n  reactions:\n    compliance: stop_export\n")
+    day = START + dt.timedelta(days=3)
+
+    def skip(frame):
+        given = frame["level"] > 0
+        skipped = given & (np.arange(len(frame)) % 10 < 3)
+        return frame.assign(level=np.where(skipped, 0, frame["level"]))
+
+    _answer(decided, day, skip)
+    assert main(["run", "--campaign", "demo", "--no-progress"]) == 0
+    capsys.readouterr()
+    with duckdb.connect(str(decided["warehouse"]), read_only=True) as con:
+        outcome = con.execute("SELECT compliance, noncompliant_events FROM outcomes WHERE campaign = 'demo'").df()
+        failed = con.execute("SELECT check_name, reaction FROM monitoring_checks WHERE campaign = 'demo' AND NOT passed"
+                             ).fetchall()
+    assert 0.6 < outcome["compliance"].iloc[0] < 0.8 and outcome["noncompliant_events"].iloc[0] > 50
+    assert ("compliance", "stop_export") in failed
+    assert not (decided["outbox"] / "demo" / (day + dt.timedelta(days=1)).isoformat()).exists()  # not exported
+    assert (decided["outbox"] / "demo" / day.isoformat() / "manifest.json").exists()  # the last one stays
+    assert main(["report", "--campaign", "demo"]) == 0
+    out = capsys.readouterr().out
+    assert "status: last data day" in out and "compliance (ERROR, reaction stop_export)" in out
+    assert "measured: the champion brought" in out
+
+
+@pytest.mark.slow
+@pytest.mark.hostile
+def test_events_whose_propensities_differ_from_the_decision_are_refused_with_the_reason(decided, capsys):
+    """The coupon system logged other propensities than the decision's: the day is loaded for training but its
+    outcome is refused, naming a user and both propensities; the outcomes_joined check fails and nothing else
+    is mixed in."""
+    with open(decided["landing"] / "demo" / "campaign.yaml", "a") as f:
+        f.write("monitoring:\n  budget: 1.0\n")
+    day = START + dt.timedelta(days=3)
+    _answer(decided, day, lambda frame: frame.assign(propensity=np.where(np.arange(len(frame)) < 5, 0.5,
+                                                                         frame["propensity"])))
+    assert main(["run", "--campaign", "demo", "--no-progress"]) == 0
+    with duckdb.connect(str(decided["warehouse"]), read_only=True) as con:
+        outcome = con.execute("SELECT status, reason FROM outcomes WHERE campaign = 'demo'").df()
+        failed = [r[0] for r in con.execute("SELECT check_name FROM monitoring_checks WHERE campaign = 'demo' AND "
+                                            "NOT passed").fetchall()]
+    assert list(outcome["status"]) == ["refused"]
+    assert "log a propensity that differs from the decision's" in outcome["reason"].iloc[0]
+    assert "logged 0.5" in outcome["reason"].iloc[0] and failed == ["outcomes_joined"]

@@ -401,6 +401,10 @@ def decisions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, l
 
 
 @dg.asset(key="outbox", deps=["decisions", "outcomes"], group_name="decisions", code_version="1", kinds={"parquet"}, **COMMON,
+          # Dagster's own freshness: the UI flags an outbox not rewritten for a day (warn) or two (fail); the
+          # campaign's own limit is the outcomes' freshness check (campaign.yaml monitoring.max_decision_age_days)
+          freshness_policy=dg.FreshnessPolicy.time_window(fail_window=dt.timedelta(days=2),
+                                                          warn_window=dt.timedelta(days=1)),
           description="The stored decisions written to the outbox for the systems that send incentives: "
           "`<outbox>/<campaign>/<date>/<budget>.parquet` and `manifest.json` (champion, version, budget, λ, expected response "
           "and cost with intervals, exploration share and its cost, checksums), atomically (a complete folder or none). "

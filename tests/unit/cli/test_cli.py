@@ -221,7 +221,8 @@ def test_report_fits_120_columns_by_default_and_wide_shows_every_column(reported
     assert main(["report", *reported["flags"]]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert max(len(line) for line in lines) <= 120, lines
-    assert lines[1].startswith("   deploy: lgbm_s at budget") and any(ln.startswith("   why: ") for ln in lines)
+    assert lines[1].startswith("   status: last data day ")  # the monitoring status comes first
+    assert any(ln.startswith("   deploy: lgbm_s at budget") for ln in lines) and any(ln.startswith("   why: ") for ln in lines)
     header = next(line for line in lines if line.startswith("budget"))
     assert header.split() == ["budget", "rank", "model", "%", "oracle", "DR", "value", "[95%", "CI]", "spend",
                               "ratio", "vs", "random", "note"]
