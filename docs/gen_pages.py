@@ -48,7 +48,9 @@ def code(text: object) -> str:
 # campaign.yaml, from the schema
 
 def yaml_value(value: object) -> str:
-    """A default as it is written in campaign.yaml (true, [], {}, 20.0)."""
+    """A default as it is written in campaign.yaml (true, [], {}, 20.0; a block as its mapping)."""
+    if hasattr(value, "model_dump"):
+        value = value.model_dump()
     return value if isinstance(value, str) else json.dumps(value)
 
 
