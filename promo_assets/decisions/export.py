@@ -29,7 +29,8 @@ class ExportError(DomainError, ValueError):
 
 def decision_frame(user_ids, decision: Decision, labels: Sequence[str], incentives: Sequence[float], model: str,
                    version: str) -> pd.DataFrame:
-    """One budget's rows (DECISION_COLUMNS): the users in the order given."""
+    """One budget's rows (DECISION_COLUMNS, and the champion's own level of each user, stored for the outcomes
+    but not exported): the users in the order given."""
     lv = decision.levels
     return pd.DataFrame({
         "user_id": pd.Series(user_ids, dtype=str).to_numpy(),
