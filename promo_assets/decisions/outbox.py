@@ -32,9 +32,11 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 from promo_assets.errors import DomainError
+from promo_assets.text import csv_cell, csv_uncell
 
 DECISION_COLUMNS = ("user_id", "level", "label", "incentive", "predicted_response", "predicted_cost", "policy",
                     "propensity", "model", "model_version")
+TEXT_COLUMNS = ("user_id", "label", "policy", "model", "model_version")  # written through csv_cell in a CSV
 FORMATS = ("parquet", "csv")
 MANIFEST = "manifest.json"
 _counter = itertools.count()
@@ -77,8 +79,9 @@ def _write_frame(frame: pd.DataFrame, path: Path, fmt: str) -> None:
     out = frame[list(DECISION_COLUMNS)]
     if fmt == "parquet":
         out.to_parquet(path, index=False)
-    else:
-        out.to_csv(path, index=False)
+    else:  # a text cell that a spreadsheet would run as a formula gets a leading ' (promo_assets.text.csv_cell)
+        text = [c for c in out.columns if out[c].dtype == object or pd.api.types.is_string_dtype(out[c].dtype)]
+        out.assign(**{c: out[c].map(csv_cell) for c in text}).to_csv(path, index=False)
     with open(path, "rb+") as f:
         os.fsync(f.fileno())
 
@@ -197,13 +200,18 @@ def verify(folder: Path) -> list[str]:
 
 
 def read_decision_file(path: Path, columns: Iterable[str] | None = None) -> pd.DataFrame:
-    """A decision file (.parquet or .csv) as a DataFrame (user_id as text)."""
+    """A decision file (.parquet or .csv) as a DataFrame (user_id as text; a CSV's text cells with
+    the leading `'` of `csv_cell` taken off, so both formats read back the same values)."""
     path = Path(path)
     cols = list(columns) if columns is not None else None
     if path.suffix == ".parquet":
         frame = pd.read_parquet(path, columns=cols)
     elif path.suffix == ".csv":
-        frame = pd.read_csv(path, usecols=cols, dtype={"user_id": str})
+        # every cell as written (a user id 'NA' stays 'NA'); text columns unescaped, the others numbers
+        frame = pd.read_csv(path, usecols=cols, dtype=str, keep_default_na=False)
+        for c in frame.columns:
+            frame[c] = (frame[c].map(csv_uncell) if c in TEXT_COLUMNS
+                        else pd.to_numeric(frame[c].replace("", None), errors="coerce"))
     else:
         raise OutboxError(f"{path}: a decision file is .parquet or .csv")
     if "user_id" in frame.columns:

@@ -8,6 +8,7 @@ import dagster as dg
 import duckdb
 
 from promo_assets.errors import DomainError
+from promo_assets.text import markdown_text
 
 from promo_assets.defs.resources import (  # noqa: F401  (imported from here by the asset modules)
     ArtifactStoreResource,
@@ -90,24 +91,57 @@ def table_metadata(columns: list[tuple[str, ...]], records: list[dict]) -> dg.Me
     )
 
 
+def frame_table(frame) -> dg.MetadataValue:
+    """A DataFrame as typed table metadata (the UI shows each value as text, never as Markdown):
+    numbers as float or int columns (NaN as empty), anything else as text."""
+    import pandas as pd
+
+    columns, records = [], []
+    kinds = {}
+    for c in frame.columns:
+        dtype = frame[c].dtype
+        kinds[c] = ("int" if pd.api.types.is_integer_dtype(dtype) else "float" if pd.api.types.is_float_dtype(dtype)
+                    else "bool" if pd.api.types.is_bool_dtype(dtype) else "string")
+        columns.append((str(c), kinds[c]))
+    for row in frame.itertuples(index=False):
+        rec = {}
+        for c, v in zip(frame.columns, row):
+            if v is None or (isinstance(v, float) and v != v):
+                rec[str(c)] = None
+            elif kinds[c] == "int":
+                rec[str(c)] = int(v)
+            elif kinds[c] == "float":
+                rec[str(c)] = float(v)
+            elif kinds[c] == "bool":
+                rec[str(c)] = bool(v)
+            else:
+                rec[str(c)] = str(v)
+        records.append(rec)
+    return table_metadata(columns, records)
+
+
 def md_table(rows: list[dict]) -> dg.MetadataValue:
+    """Rows as a Markdown table: every name and text value escaped (`promo_assets.text.markdown_text`:
+    a label, category or column name from data renders as text, never as a link, image or tag)."""
     if not rows:
         return dg.MetadataValue.md("(none)")
     cols = list(rows[0])
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines = ["| " + " | ".join(markdown_text(c) for c in cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
     return dg.MetadataValue.md("\n".join(lines))
 
 
-def _fmt(v) -> str:
+def _fmt(v, text=markdown_text) -> str:
+    """A value as table text: floats to 4 significant digits, dicts and lists joined, text through
+    `text` (escaped for Markdown by default)."""
     if isinstance(v, float):
         return f"{v:.4g}"
     if isinstance(v, dict):
-        return ", ".join(f"{k}: {_fmt(x)}" for k, x in v.items())
+        return ", ".join(f"{text(k)}: {_fmt(x, text)}" for k, x in v.items())
     if isinstance(v, (list, tuple)):
-        return ", ".join(_fmt(x) for x in v)
-    return str(v)
+        return ", ".join(_fmt(x, text) for x in v)
+    return text(v)
 
 
 def _flat(d: dict, prefix: str = "") -> dict:
@@ -136,7 +170,7 @@ def for_people(value):
     if isinstance(value, dict):
         return kv_table(value)
     if isinstance(value, (list, tuple)):
-        return _fmt(list(value))
+        return _fmt(list(value), str)  # plain text metadata: nothing to escape
     return str(value)
 
 
