@@ -25,7 +25,7 @@ from typing import Any
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
-_MD_ESCAPE = re.compile(r"([\\`*\[\]()!|~#:@])")
+_MD_ESCAPE = re.compile(r"([\\`*\[\]|~#:@])")
 _WWW = re.compile(r"(?i)(www)\.")
 _BREAKS = re.compile(r"[\r\n\x0b\x0c\x85\u2028\u2029]+")
 

@@ -241,6 +241,7 @@ def decision_constraints(warehouse: WarehouseResource, landing: LandingResource,
     file, else the holdout events), or None when none is configured."""
     from promo_assets.decisions import Constraints, DecisionError
     from promo_assets.defs.campaign.assets import read_holdout_events
+    from promo_assets.ingestion import constraint_feature_problems, loaded_features
     from promo_assets.defs.models.assets import population
 
     block = config.constraint_settings
@@ -250,6 +251,10 @@ def decision_constraints(warehouse: WarehouseResource, landing: LandingResource,
     frame = pd.DataFrame(index=pd.Index(users, name="user_id"))
     if features:
         with connect(warehouse) as con:
+            missing = constraint_feature_problems(config, loaded_features(con, campaign),
+                                                  f"the loaded events of campaign '{campaign}'")
+            if missing:  # a cap on a column that is not there: no decision (and so no export) at all
+                raise dg.Failure("campaign.yaml: " + "; ".join(missing))
             pop = population(con, landing, campaign, features)
             rows = pd.concat(list(pop.frames(65536))) if pop is not None else read_holdout_events(con, campaign)
         missing = [f for f in features if f not in rows.columns]

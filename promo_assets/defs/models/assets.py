@@ -628,9 +628,13 @@ def evaluate_several(con, campaign: str, model: str, made, config, ev, response,
     are returned for budget_multipliers."""
     from promo_assets.allocation.budgets import evaluate_budgets
     from promo_assets.decisions import Constraints
+    from promo_assets.ingestion import constraint_feature_problems, loaded_features
 
     block = config.constraint_settings
     features = sorted({g["feature"] for g in block["groups"].values()})
+    missing = constraint_feature_problems(config, loaded_features(con, campaign), f"the loaded events of campaign '{campaign}'")
+    if missing:  # never a query on a column that is not there
+        raise dg.Failure("campaign.yaml: " + "; ".join(missing))
     frame = frames_store.holdout_segments(con, campaign, features) if features else pd.DataFrame(index=pd.RangeIndex(ev.n))
     with domain_errors():
         constraints = Constraints.build(block, frame)
