@@ -27,6 +27,10 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 _MD_ESCAPE = re.compile(r"([\\`*\[\]|~#:@])")
 _WWW = re.compile(r"(?i)(www)\.")
+# Renderers that linkify the text after parsing (GFM's autolink literals, as remark-gfm does in the
+# Dagster UI) see through backslash escapes: a zero-width space breaks `http://`, `www.` and `a@b`.
+_AUTOLINK = re.compile(r"(?i)(https?|ftp|mailto|xmpp|www)(?=[:.])|(?<=@)")
+ZERO_WIDTH_SPACE = "\u200b"
 _BREAKS = re.compile(r"[\r\n\x0b\x0c\x85\u2028\u2029]+")
 
 
@@ -34,6 +38,7 @@ def markdown_text(value: Any) -> str:
     """`value` as text that Markdown (CommonMark + GFM, HTML allowed) renders literally: no link,
     image, tag, code span, autolink or table cell break comes out of it (module docstring)."""
     text = _BREAKS.sub(" ", str(value))
+    text = _AUTOLINK.sub(lambda m: (m.group(1) or "") + ZERO_WIDTH_SPACE, text)
     text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     text = _MD_ESCAPE.sub(r"\\\1", text)
     return _WWW.sub(r"\1\\.", text)

@@ -39,11 +39,11 @@ def clean_user_id(value: Any) -> str:
     return str(value).strip(ID_TRIM)
 
 
-def clean_user_ids(values: Iterable[Any]) -> list[str]:
+def clean_user_ids(ids: Iterable[Any]) -> list[str]:
     """`clean_user_id` of every value; ValueError naming how many are refused, the first one's
     position (0-based) and its value and reason."""
     out, bad = [], []
-    for i, v in enumerate(values):
+    for i, v in enumerate(ids):
         problem = user_id_problem(v)
         if problem is None:
             out.append(str(v).strip(ID_TRIM))
