@@ -91,33 +91,21 @@ def table_metadata(columns: list[tuple[str, ...]], records: list[dict]) -> dg.Me
     )
 
 
-def frame_table(frame) -> dg.MetadataValue:
-    """A DataFrame as typed table metadata (the UI shows each value as text, never as Markdown):
-    numbers as float or int columns (NaN as empty), anything else as text."""
-    import pandas as pd
+def rows_table(rows: list[dict]) -> dg.MetadataValue:
+    """Dagster table metadata of plain rows (numbers as float columns, NaN or None as an empty cell,
+    the rest as text): the UI shows every value as text, never as Markdown."""
+    if not rows:
+        return dg.MetadataValue.md("(none)")
+    cols = list(rows[0])
 
-    columns, records = [], []
-    kinds = {}
-    for c in frame.columns:
-        dtype = frame[c].dtype
-        kinds[c] = ("int" if pd.api.types.is_integer_dtype(dtype) else "float" if pd.api.types.is_float_dtype(dtype)
-                    else "bool" if pd.api.types.is_bool_dtype(dtype) else "string")
-        columns.append((str(c), kinds[c]))
-    for row in frame.itertuples(index=False):
-        rec = {}
-        for c, v in zip(frame.columns, row):
-            if v is None or (isinstance(v, float) and v != v):
-                rec[str(c)] = None
-            elif kinds[c] == "int":
-                rec[str(c)] = int(v)
-            elif kinds[c] == "float":
-                rec[str(c)] = float(v)
-            elif kinds[c] == "bool":
-                rec[str(c)] = bool(v)
-            else:
-                rec[str(c)] = str(v)
-        records.append(rec)
-    return table_metadata(columns, records)
+    def missing(v) -> bool:
+        return v is None or (isinstance(v, float) and v != v)
+
+    kinds = {c: "float" if all(missing(r.get(c)) or (isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool))
+                               for r in rows) else "string" for c in cols}
+    records = [{c: (None if missing(r.get(c)) else float(f"{r[c]:.4g}")) if kinds[c] == "float"
+                else ("" if missing(r.get(c)) else str(r[c])) for c in cols} for r in rows]
+    return table_metadata([(str(c), kinds[c]) for c in cols], records)
 
 
 def md_table(rows: list[dict]) -> dg.MetadataValue:

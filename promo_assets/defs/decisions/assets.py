@@ -37,7 +37,7 @@ from promo_assets.defs.common import (
     WarehouseResource,
     connect,
     md_table,
-    table_metadata,
+    rows_table,
 )
 from promo_assets.store import decisions as decisions_store
 
@@ -100,18 +100,6 @@ def store_champion(context, warehouse: WarehouseResource, campaign: str, decisio
             settings.confidence, decision.reason, head["reference"], _num(head["difference"]), _num(head["low"]),
             _num(head["high"]), evidence.n, board_run, float(np.mean(pct[champ.name])) if champ.name in pct else None,
             best, float(np.mean(pct[best])) if best else None], evidence_frame(decision, pct))
-
-
-def rows_table(rows: list[dict]) -> dg.MetadataValue:
-    """Dagster table metadata of plain rows (numbers as float columns, the rest as text)."""
-    if not rows:
-        return dg.MetadataValue.md("(none)")
-    cols = list(rows[0])
-    kinds = {c: "float" if all(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool) for r in rows)
-             else "string" for c in cols}
-    records = [{c: (float(f"{r[c]:.4g}") if kinds[c] == "float" else ("" if r.get(c) is None else str(r[c]))) for c in cols}
-               for r in rows]
-    return table_metadata([(c, kinds[c]) for c in cols], records)
 
 
 def members_table(members: dict) -> dg.MetadataValue:

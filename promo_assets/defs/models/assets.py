@@ -52,10 +52,10 @@ from promo_assets.defs.common import (
     connect,
     domain_errors,
     for_people,
-    frame_table,
     log_to,
     md_table,
     model_key,
+    rows_table,
 )
 from promo_assets.defs.resources import DaskResource
 from promo_assets.allocation.stored import StoredCoefficients, decide_into_allocation
@@ -669,7 +669,7 @@ def segment_outputs(ev, config, model: str, version: str, response, decisions) -
     curves = {c: segment_curves(ev.segments, response, ev.true_values, c) for c in ev.segments.columns}
     png = plot_segment_curves(curves, config.labels, title=f"{model}: predicted (solid) vs true (dashed) per segment")
     shown = table[table["budget_per_capita"].isna() | (table["budget_per_capita"] == table["budget_per_capita"].min())]
-    return table, {"segment_evaluation": frame_table(shown.round(4)),
+    return table, {"segment_evaluation": rows_table(shown.to_dict("records")),
                    "segment_plot": dg.MetadataValue.md(png_md(png, "Mean response per level by segment: predicted vs true"))}
 
 
