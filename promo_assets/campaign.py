@@ -645,6 +645,42 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             seen.add(key) if isinstance(key, (str, int, float, bool)) else None
         return super().construct_mapping(node, deep=deep)
 
+    def construct_yaml_timestamp(self, node):
+        """A date that does not exist (`2026-02-30`) stays its text, so that the schema refuses it
+        naming its key (PyYAML itself raises a bare ValueError)."""
+        try:
+            return super().construct_yaml_timestamp(node)
+        except ValueError:
+            return self.construct_scalar(node)
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:timestamp", _UniqueKeyLoader.construct_yaml_timestamp)
+
+
+def _control_character_problems(value: Any, path: str = "") -> list[str]:
+    """Every key or text value of a parsed campaign.yaml holding a control character (an arm label
+    with a terminal escape sequence, a newline in a group's name), named by its dotted key; such
+    text would reach a terminal, the outbox and the UI as it is."""
+    from promo_assets.text import control_characters
+
+    out: list[str] = []
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack and len(out) < 10:
+        item, where = stack.pop()
+        if isinstance(item, dict):
+            for k, v in item.items():
+                key = f"{where}.{k}" if where else str(k)
+                if isinstance(k, str) and control_characters(k):
+                    out.append(f"key {short_repr(key)} holds control character(s) {', '.join(control_characters(k))}")
+                    continue
+                stack.append((v, key))
+        elif isinstance(item, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+        elif isinstance(item, str) and control_characters(item):
+            out.append(f"'{where}' = {short_repr(item)}: holds control character(s) "
+                       f"{', '.join(control_characters(item))}")
+    return out
+
 
 # --------------------------------------------------------------------------------------------
 # reading campaign.yaml: a regular file, parsed with limits before anything is validated
@@ -959,6 +995,11 @@ class CampaignConfig:
         bad_keys = [k for k in raw if not isinstance(k, str)]
         if bad_keys:
             raise CampaignConfigError(f"{source}: top-level keys must be text, got {short_repr(bad_keys[0])}")
+        problems = _control_character_problems(raw)
+        if problems:
+            head = f"{len(problems)} problems: " if len(problems) > 1 else ""
+            raise CampaignConfigError(f"{source}: {head}" + "; ".join(problems) + " (control characters such as "
+                                      "escape, tab or newline are refused in campaign.yaml's keys and text)")
         try:
             doc = CampaignYaml.model_validate(raw)
         except ValidationError as exc:

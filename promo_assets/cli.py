@@ -177,6 +177,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from promo_assets import settings, warehouse
     from promo_assets.campaign import CampaignConfigError
     from promo_assets.decisions import ExportError, OutboxError, export_stored
+    from promo_assets.decisions.outbox import outbox_target_problem
     from promo_assets.ingestion import load_config
 
     if not _campaign_names_ok("export", [args.campaign]):
@@ -187,6 +188,12 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"promo export: {exc}", file=sys.stderr)
         return EXIT_USAGE
     out = Path(args.out) if args.out else settings.outbox_dir()
+    unsafe = outbox_target_problem(out, args.campaign, landing=settings.landing_dir(), artifacts=settings.artifacts_dir(),
+                                   warehouse=settings.warehouse_path())
+    if unsafe:
+        print(f"promo export: --out {unsafe}: the outbox must lie outside the landing folder, the artefact store and "
+              "the warehouse's folder; nothing was written", file=sys.stderr)
+        return EXIT_USAGE
     signal.signal(signal.SIGTERM, _interrupt)  # a killed export cleans its temporary folder
     try:
         with warehouse.connect(read_only=True) as con:
@@ -312,7 +319,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     _default_dagster_home()
     from promo_assets import settings
     from promo_assets.campaign import CampaignConfigError
-    from promo_assets.ingestion import IngestError, cached_config, discover_campaigns, scan_day_files, skipped_side_files
+    from promo_assets.ingestion import (
+        IngestError, cached_config, check_constraint_features, discover_campaigns, scan_day_files, skipped_side_files,
+    )
 
     landing = settings.landing_dir()
     if not _campaign_names_ok("run", args.campaign or []):
@@ -334,8 +343,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     bad_configs = {}
     for campaign in campaigns:  # every campaign.yaml is checked first: a refused one stops its campaign only
-        try:
-            cached_config(landing, campaign)
+        try:  # a constraints group on a column the events do not have: refused now, before anything is decided
+            check_constraint_features(landing, campaign, cached_config(landing, campaign))
         except CampaignConfigError as exc:
             bad_configs[campaign] = str(exc)
     if bad_configs:
@@ -379,7 +388,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     for campaign in campaigns:
         try:
-            cached_config(landing, campaign)
+            check_constraint_features(landing, campaign, cached_config(landing, campaign))
             scan = scan_day_files(landing, campaign, "events")
         except (CampaignConfigError, IngestError) as exc:  # changed since the check: this campaign only
             print(f"promo run: {exc}", file=sys.stderr)

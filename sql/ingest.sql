@@ -111,7 +111,9 @@ AND NOT regexp_matches(trim(CAST(src."user_id" AS VARCHAR), E' \t\n\r'), '[\x00-
 abs(TRY_CAST(src."cost" AS DOUBLE)) <= 1e15 AND TRY_CAST(src."cost" AS DOUBLE) >= 0
 
 -- name: valid_propensity
-(src."propensity" IS NULL OR (TRY_CAST(src."propensity" AS DOUBLE) > 0 AND TRY_CAST(src."propensity" AS DOUBLE) <= 1))
+-- A file with a propensity column gives every row its probability (a NULL, an empty CSV cell or NaN is refused,
+-- as `promo simulate --respond-to` refuses it), so no row gets the empirical share in place of what was logged.
+(TRY_CAST(src."propensity" AS DOUBLE) > 0 AND TRY_CAST(src."propensity" AS DOUBLE) <= 1)
 
 -- name: valid_event_time
 -- ? = the file's day.
@@ -147,7 +149,7 @@ CASE WHEN src."cost" IS NULL THEN 'cost: missing'
      WHEN TRY_CAST(src."cost" AS DOUBLE) < 0 THEN 'cost: negative (' || CAST(src."cost" AS VARCHAR) || ')' END
 
 -- name: check_propensity
-CASE WHEN src."propensity" IS NULL THEN NULL
+CASE WHEN src."propensity" IS NULL THEN 'propensity: missing or NaN in a file with a propensity column (NULL)'
      WHEN TRY_CAST(src."propensity" AS DOUBLE) IS NULL OR isnan(TRY_CAST(src."propensity" AS DOUBLE))
           OR TRY_CAST(src."propensity" AS DOUBLE) <= 0 OR TRY_CAST(src."propensity" AS DOUBLE) > 1
      THEN 'propensity: outside 0 < p <= 1 (' || CAST(src."propensity" AS VARCHAR) || ')' END

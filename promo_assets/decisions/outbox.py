@@ -21,6 +21,8 @@ No dagster here (domain code).
 
 from __future__ import annotations
 
+import csv
+import datetime as dt
 import hashlib
 import itertools
 import json
@@ -32,9 +34,11 @@ from typing import Iterable, Mapping
 import pandas as pd
 
 from promo_assets.errors import DomainError
+from promo_assets.text import csv_cell, csv_uncell
 
 DECISION_COLUMNS = ("user_id", "level", "label", "incentive", "predicted_response", "predicted_cost", "policy",
                     "propensity", "model", "model_version")
+TEXT_COLUMNS = ("user_id", "label", "policy", "model", "model_version")  # written through csv_cell in a CSV
 FORMATS = ("parquet", "csv")
 MANIFEST = "manifest.json"
 _counter = itertools.count()
@@ -77,8 +81,10 @@ def _write_frame(frame: pd.DataFrame, path: Path, fmt: str) -> None:
     out = frame[list(DECISION_COLUMNS)]
     if fmt == "parquet":
         out.to_parquet(path, index=False)
-    else:
-        out.to_csv(path, index=False)
+    else:  # a text cell that a spreadsheet would run as a formula gets a leading ' (promo_assets.text.csv_cell);
+        # every text cell is quoted, so a carriage return inside one never starts a new row
+        text = [c for c in out.columns if out[c].dtype == object or pd.api.types.is_string_dtype(out[c].dtype)]
+        out.assign(**{c: out[c].map(csv_cell) for c in text}).to_csv(path, index=False, quoting=csv.QUOTE_NONNUMERIC)
     with open(path, "rb+") as f:
         os.fsync(f.fileno())
 
@@ -197,15 +203,65 @@ def verify(folder: Path) -> list[str]:
 
 
 def read_decision_file(path: Path, columns: Iterable[str] | None = None) -> pd.DataFrame:
-    """A decision file (.parquet or .csv) as a DataFrame (user_id as text)."""
+    """A decision file (.parquet or .csv) as a DataFrame (user_id as text; a CSV's text cells with
+    the leading `'` of `csv_cell` taken off, so both formats read back the same values)."""
     path = Path(path)
     cols = list(columns) if columns is not None else None
     if path.suffix == ".parquet":
         frame = pd.read_parquet(path, columns=cols)
     elif path.suffix == ".csv":
-        frame = pd.read_csv(path, usecols=cols, dtype={"user_id": str})
+        # every cell as written (a user id 'NA' stays 'NA'); text columns unescaped, the others numbers
+        frame = pd.read_csv(path, usecols=cols, dtype=str, keep_default_na=False)
+        for c in frame.columns:
+            frame[c] = (frame[c].map(csv_uncell) if c in TEXT_COLUMNS
+                        else pd.to_numeric(frame[c].replace("", None), errors="coerce"))
     else:
         raise OutboxError(f"{path}: a decision file is .parquet or .csv")
     if "user_id" in frame.columns:
         frame["user_id"] = frame["user_id"].astype(str)
     return frame
+
+
+def decision_file_date(path: Path) -> tuple[dt.date, str] | None:
+    """The day a decision file is for, with where that was read: the `date` of the manifest beside it
+    (an outbox folder), else its folder's name when that is a date (YYYY-MM-DD); None for a file that
+    carries no date. OutboxError when the manifest's date is not a date."""
+    folder = Path(path).parent
+    if (folder / MANIFEST).is_file():
+        text = str(read_manifest(folder).get("date"))
+        try:
+            return dt.date.fromisoformat(text), f"the date of {folder / MANIFEST}"
+        except ValueError:
+            raise OutboxError(f"{folder / MANIFEST}: 'date' is not a date (YYYY-MM-DD): {text!r}") from None
+    try:
+        return dt.date.fromisoformat(folder.name), f"the name of its folder {folder}"
+    except ValueError:
+        return None
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def outbox_target_problem(outbox: Path, campaign: str, *, landing: Path, artifacts: Path, warehouse: Path) -> str | None:
+    """Why decisions must not be written under `outbox` (None when they may): every path resolved,
+    symbolic links followed, the outbox (and the campaign's folder in it) must not lie inside the
+    landing folder or the artefact store, must not be the warehouse's folder itself (the DuckDB file's
+    siblings) nor the warehouse file, and must not hold any of them inside the campaign's folder it
+    writes."""
+    out = Path(outbox).expanduser().resolve()
+    target = (out / campaign).resolve()
+    places = {"the landing folder": Path(landing).expanduser().resolve(),
+              "the artefact store": Path(artifacts).expanduser().resolve()}
+    db = Path(warehouse).expanduser().resolve()
+    for what, folder in places.items():
+        for path in (out, target):
+            if _within(path, folder):
+                return f"{outbox} resolves to {path}, inside {what} {folder}"
+        if _within(folder, target):
+            return f"{outbox}: its folder {target} for campaign '{campaign}' would hold {what} {folder}"
+    if out == db.parent or target == db.parent:
+        return f"{outbox} resolves to {out}, the warehouse's folder (beside {db.name})"
+    if _within(db, target) or _within(out, db):
+        return f"{outbox}: resolves to {out}, where the warehouse {db} is"
+    return None

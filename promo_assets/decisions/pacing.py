@@ -160,8 +160,23 @@ def pace_day(budget: PeriodBudget, day: dt.date, response: np.ndarray, cost: np.
         lam = max(previous.lambda_, 1e-6) * error ** float(budget.gain)
     else:
         lam = lambda_for_spend(v, c, plan / ratio, start=previous.lambda_ if previous else None)
-    return PacingDay(day=day, plan=plan, lambda_=float(lam), predicted=predicted_spend(v, c, lam), ratio=ratio,
-                     users=int(v.shape[0]))
+    predicted = predicted_spend(v, c, lam)
+    if not predicted > 0 or (c.size and plan < float(c.min(axis=1).sum())):
+        _too_small(budget, day, plan, c)
+    return PacingDay(day=day, plan=plan, lambda_=float(lam), predicted=predicted, ratio=ratio, users=int(v.shape[0]))
+
+
+def _too_small(budget: PeriodBudget, day: dt.date, plan: float, cost: np.ndarray) -> None:
+    """PacingError: the period total leaves too little for day `day` to decide anything."""
+    floor = float(cost.min(axis=1).sum()) if cost.size else 0.0  # every user at its cheapest level
+    above = cost - cost.min(axis=1, keepdims=True) if cost.size else cost
+    step = float(above[above > 0].min()) if np.any(above > 0) else 0.0  # the least one user's change adds
+    left = (budget.end - day).days + 1
+    raise PacingError(f"campaign.yaml budget: the period total {budget.total:g} is too small for the decision of "
+                      f"{day}: it leaves {plan:.4g} for that day ({left} day(s) left of {budget.start} .. {budget.end}), "
+                      f"while the cheapest decision for the {cost.shape[0]} users costs {floor:.4g} and the least "
+                      f"that giving one user a dearer level adds is {step:.4g}; raise 'budget.total' (or "
+                      "'budget.per_day') or shorten the period")
 
 
 def stored_history(con, campaign: str) -> list[PacingDay]:

@@ -8,6 +8,7 @@ import dagster as dg
 import duckdb
 
 from promo_assets.errors import DomainError
+from promo_assets.text import markdown_text
 
 from promo_assets.defs.resources import (  # noqa: F401  (imported from here by the asset modules)
     ArtifactStoreResource,
@@ -90,24 +91,45 @@ def table_metadata(columns: list[tuple[str, ...]], records: list[dict]) -> dg.Me
     )
 
 
-def md_table(rows: list[dict]) -> dg.MetadataValue:
+def rows_table(rows: list[dict]) -> dg.MetadataValue:
+    """Dagster table metadata of plain rows (numbers as float columns, NaN or None as an empty cell,
+    the rest as text): the UI shows every value as text, never as Markdown."""
     if not rows:
         return dg.MetadataValue.md("(none)")
     cols = list(rows[0])
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+
+    def missing(v) -> bool:
+        return v is None or (isinstance(v, float) and v != v)
+
+    kinds = {c: "float" if all(missing(r.get(c)) or (isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool))
+                               for r in rows) else "string" for c in cols}
+    records = [{c: (None if missing(r.get(c)) else float(f"{r[c]:.4g}")) if kinds[c] == "float"
+                else ("" if missing(r.get(c)) else str(r[c])) for c in cols} for r in rows]
+    return table_metadata([(str(c), kinds[c]) for c in cols], records)
+
+
+def md_table(rows: list[dict]) -> dg.MetadataValue:
+    """Rows as a Markdown table: every name and text value escaped (`promo_assets.text.markdown_text`:
+    a label, category or column name from data renders as text, never as a link, image or tag)."""
+    if not rows:
+        return dg.MetadataValue.md("(none)")
+    cols = list(rows[0])
+    lines = ["| " + " | ".join(markdown_text(c) for c in cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
         lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
     return dg.MetadataValue.md("\n".join(lines))
 
 
-def _fmt(v) -> str:
+def _fmt(v, text=markdown_text) -> str:
+    """A value as table text: floats to 4 significant digits, dicts and lists joined, text through
+    `text` (escaped for Markdown by default)."""
     if isinstance(v, float):
         return f"{v:.4g}"
     if isinstance(v, dict):
-        return ", ".join(f"{k}: {_fmt(x)}" for k, x in v.items())
+        return ", ".join(f"{text(k)}: {_fmt(x, text)}" for k, x in v.items())
     if isinstance(v, (list, tuple)):
-        return ", ".join(_fmt(x) for x in v)
-    return str(v)
+        return ", ".join(_fmt(x, text) for x in v)
+    return text(v)
 
 
 def _flat(d: dict, prefix: str = "") -> dict:
@@ -136,7 +158,7 @@ def for_people(value):
     if isinstance(value, dict):
         return kv_table(value)
     if isinstance(value, (list, tuple)):
-        return _fmt(list(value))
+        return _fmt(list(value), str)  # plain text metadata: nothing to escape
     return str(value)
 
 

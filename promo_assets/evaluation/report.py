@@ -25,6 +25,7 @@ import pandas as pd
 
 from promo_assets.evaluation.curve_metrics import CURVE_METRIC_NAMES, curve_metrics
 from promo_assets.evaluation.curves import frontier_lambdas, logged_level_costs
+from promo_assets.text import markdown_text
 from promo_assets.evaluation.eom import (
     EvaluationError,
     _as_matrix,
@@ -646,10 +647,10 @@ def _footer(board: pd.DataFrame) -> list[str]:
 def leaderboard_markdown(df: pd.DataFrame) -> str:
     """The leaderboard as a GitHub-flavoured markdown table (for Dagster's MetadataValue.md)."""
     board = leaderboard(df)
-    head = "| " + " | ".join(board.columns) + " |"
+    head = "| " + " | ".join(markdown_text(c) for c in board.columns) + " |"
     sep = "| " + " | ".join("---" if c in _LEFT else "---:" for c in board.columns) + " |"
-    body = ["| " + " | ".join(str(v).replace("|", "\\|") for v in r) + " |" for r in board.itertuples(index=False)]
-    footer = _footer(board)
+    body = ["| " + " | ".join(markdown_text(v) for v in r) + " |" for r in board.itertuples(index=False)]
+    footer = [markdown_text(x) for x in _footer(board)]
     return "\n".join([head, sep, *body]) + "\n" + ("\n" + "\n\n".join(f"*{x}*" for x in footer) + "\n" if footer else "")
 
 

@@ -27,6 +27,7 @@ import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterable
 
 import duckdb
 import pyarrow as pa
@@ -773,3 +774,42 @@ def forget_partition(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date
              + (f"; features no longer loaded: {', '.join(gone)}" if gone else "")],
         )
     return removed
+
+
+def constraint_feature_problems(config: CampaignConfig, features: Iterable[str], where: str) -> list[str]:
+    """campaign.yaml `constraints.groups`: one problem per group whose `feature` is not among
+    `features` (the feature columns of `where`), naming the key. A cap on a column that does not exist
+    would be a cap on an empty group; it is refused before anything is decided."""
+    groups = ((config.constraint_settings or {}).get("groups") or {})
+    have = sorted(set(map(str, features)) - set(REQUIRED) - set(OPTIONAL))
+    shown = ", ".join(have) if have else "none"
+    return [f"'constraints.groups.{name}.feature' = {g['feature']!r}: {where} have no such feature column "
+            f"(features: {shown})" for name, g in groups.items() if g["feature"] not in have]
+
+
+def events_file_columns(landing: Path, campaign: str) -> set[str]:
+    """The column names of the campaign's events day files in the landing folder (each file's header,
+    read by DuckDB without loading a row; a file that cannot be read adds nothing: ingestion names it)."""
+    names: set[str] = set()
+    con = duckdb.connect()
+    try:
+        for path in scan_day_files(landing, campaign, "events").files.values():
+            try:
+                names.update(_source_columns(con, path))
+            except IngestError:
+                continue
+    finally:
+        con.close()
+    return names
+
+
+def check_constraint_features(landing: Path, campaign: str, config: CampaignConfig) -> None:
+    """CampaignConfigError naming every `constraints.groups.<name>.feature` that is no feature column
+    of the campaign's events day files (`promo run` checks it with campaign.yaml, before any run)."""
+    if not ((config.constraint_settings or {}).get("groups")):
+        return
+    problems = constraint_feature_problems(config, events_file_columns(landing, campaign),
+                                           f"the events day files of campaign '{campaign}'")
+    if problems:
+        head = f"{len(problems)} problems: " if len(problems) > 1 else ""
+        raise CampaignConfigError(f"{_campaign_yaml(landing, campaign)}: {head}" + "; ".join(problems))

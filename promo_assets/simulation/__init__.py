@@ -219,9 +219,13 @@ def respond(campaign_dir: str | Path, decision_file: str | Path, day: dt.date, *
     same users, features and true curves); `preset`, when given, must be that preset. The same share
     of the decided users as on an RCT day answers (`daily_active`), each at its decided level, and the
     day's file logs the decision's propensities, so ingestion and IPS use them. campaign.yaml and the
-    truth are not touched; a day that already has events is refused. Raises SimulationError (bad
-    file, unknown users, levels or propensities out of range, a campaign that was not simulated)."""
-    from promo_assets.decisions.outbox import OutboxError, read_decision_file
+    truth are not touched; a day that already has events is refused. The user ids follow the landing
+    folder's rule (`promo_assets.ingestion.ids`); a file in an outbox folder is answered for its date
+    only (`outbox.decision_file_date`: its manifest's, else its folder's name). Raises
+    SimulationError (a bad or empty file, another day than the file's, unknown users, levels or
+    propensities out of range, a campaign that was not simulated)."""
+    from promo_assets.decisions.outbox import OutboxError, decision_file_date, read_decision_file
+    from promo_assets.ingestion.ids import clean_user_ids
 
     campaign_dir = Path(campaign_dir)
     spec, sim, change, kwargs = _stored_simulation(campaign_dir, preset, log)
@@ -234,6 +238,19 @@ def respond(campaign_dir: str | Path, decision_file: str | Path, day: dt.date, *
     if missing:
         raise SimulationError(f"{decision_file}: a decision file needs the columns user_id, level, propensity; "
                               f"missing {missing}")
+    if frame.empty:
+        raise SimulationError(f"{decision_file}: holds no decisions (a header at most); nothing was written")
+    try:
+        written_for = decision_file_date(Path(decision_file))
+    except OutboxError as exc:
+        raise SimulationError(f"{decision_file}: cannot read the decisions' date: {exc}") from None
+    if written_for is not None and written_for[0] != day:
+        raise SimulationError(f"{decision_file}: the decisions are for {written_for[0]} ({written_for[1]}), not for "
+                              f"the day asked, {day}; answer them for {written_for[0]}")
+    try:
+        frame["user_id"] = clean_user_ids(frame["user_id"])
+    except ValueError as exc:
+        raise SimulationError(f"{decision_file}: {exc}") from None
     levels = pd.to_numeric(frame["level"], errors="coerce")
     if levels.isna().any() or (levels % 1 != 0).any():
         raise SimulationError(f"{decision_file}: column 'level' must hold level indexes (whole numbers)")

@@ -481,6 +481,10 @@ def write_response_day(campaign_dir: Path, response: Response, *, preset: str, p
     day_pool = pool.on(response.day)
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 2, response.day.toordinal()]))
     active = np.ones(rows.size, dtype=bool) if daily_active >= 1.0 else rng.random(rows.size) < daily_active
+    if not active.any():
+        raise SimulationError(f"none of the {rows.size} decided user(s) is active on {response.day} (daily_active "
+                              f"{daily_active:g} of the decided users answer): the day would have no events; "
+                              "nothing was written (answer a decision file with more users)")
     given = levels.astype(np.int64)
     if change is not None and change.compliance is not None and change.in_force(response.day):
         skipped = np.random.default_rng(np.random.SeedSequence([int(seed), 4, response.day.toordinal()])).random(

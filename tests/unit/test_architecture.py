@@ -11,7 +11,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2] / "promo_assets"
 DOMAIN = ["simulation", "ingestion", "causal", "models", "allocation", "evaluation", "graph"]
 # plain modules of the domain layer (cli.py is not one: it imports dagster lazily to run jobs)
-DOMAIN_FILES = ["campaign.py", "settings.py", "artifacts.py", "files.py", "warehouse.py", "results.py", "devserver.py"]
+DOMAIN_FILES = ["campaign.py", "settings.py", "artifacts.py", "files.py", "warehouse.py", "results.py", "devserver.py",
+                "text.py"]
 
 
 def imported_modules(path: Path) -> set[str]:

@@ -39,7 +39,7 @@ from promo_assets.defs.common import (
     WarehouseResource,
     connect,
     md_table,
-    table_metadata,
+    rows_table,
 )
 from promo_assets.store import decisions as decisions_store
 from promo_assets.store import monitoring as monitoring_store
@@ -112,18 +112,6 @@ def store_champion(context, warehouse: WarehouseResource, campaign: str, decisio
             settings.confidence, decision.reason, head["reference"], _num(head["difference"]), _num(head["low"]),
             _num(head["high"]), evidence.n, board_run, float(np.mean(pct[champ.name])) if champ.name in pct else None,
             best, float(np.mean(pct[best])) if best else None], evidence_frame(decision, pct))
-
-
-def rows_table(rows: list[dict]) -> dg.MetadataValue:
-    """Dagster table metadata of plain rows (numbers as float columns, the rest as text)."""
-    if not rows:
-        return dg.MetadataValue.md("(none)")
-    cols = list(rows[0])
-    kinds = {c: "float" if all(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool) for r in rows)
-             else "string" for c in cols}
-    records = [{c: (float(f"{r[c]:.4g}") if kinds[c] == "float" else ("" if r.get(c) is None else str(r[c]))) for c in cols}
-               for r in rows]
-    return table_metadata([(c, kinds[c]) for c in cols], records)
 
 
 def members_table(members: dict) -> dg.MetadataValue:
@@ -260,6 +248,7 @@ def decision_constraints(warehouse: WarehouseResource, landing: LandingResource,
     file, else the holdout events), or None when none is configured."""
     from promo_assets.decisions import Constraints, DecisionError
     from promo_assets.defs.campaign.assets import read_holdout_events
+    from promo_assets.ingestion import constraint_feature_problems, loaded_features
     from promo_assets.defs.models.assets import population
 
     block = config.constraint_settings
@@ -269,6 +258,10 @@ def decision_constraints(warehouse: WarehouseResource, landing: LandingResource,
     frame = pd.DataFrame(index=pd.Index(users, name="user_id"))
     if features:
         with connect(warehouse) as con:
+            missing = constraint_feature_problems(config, loaded_features(con, campaign),
+                                                  f"the loaded events of campaign '{campaign}'")
+            if missing:  # a cap on a column that is not there: no decision (and so no export) at all
+                raise dg.Failure("campaign.yaml: " + "; ".join(missing))
             pop = population(con, landing, campaign, features)
             rows = pd.concat(list(pop.frames(65536))) if pop is not None else read_holdout_events(con, campaign)
         missing = [f for f in features if f not in rows.columns]

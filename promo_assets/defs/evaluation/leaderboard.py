@@ -12,6 +12,7 @@ import dagster as dg
 import pandas as pd
 
 from promo_assets.models import registry
+from promo_assets.text import markdown_text
 from promo_assets.defs.campaign.assets import (
     COMMON,
     coefficient_arrays,
@@ -152,8 +153,9 @@ def board_metadata(board: pd.DataFrame, specs: dict, ev, config, campaign: str, 
         {m: s[1] for m, s in specs.items()}, true_values=ev.true_values, logged=logged, response=response,
         propensity=prop, incentives=list(config.incentives) if config.ordered else None,
         labels=None if config.ordered else list(config.labels), title=f"{campaign}: average response per level")
-    failed = [f"**data check {c.name} failed ({c.severity})**: {c.message}" for c in checks if not c.passed]
-    stale = [f"**{e['model']}** {e['reason']}" for e in entries if e["status"] == "stale"]
+    failed = [f"**data check {markdown_text(c.name)} failed ({markdown_text(c.severity)})**: {markdown_text(c.message)}"
+              for c in checks if not c.passed]
+    stale = [f"**{markdown_text(e['model'])}** {markdown_text(e['reason'])}" for e in entries if e["status"] == "stale"]
     notes = "".join(f"\n\n{line}" for line in failed + stale)
     return {
         **board_tables(board, entries, champion or {}),

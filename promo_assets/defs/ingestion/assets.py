@@ -26,8 +26,8 @@ from promo_assets.defs.common import (
     LandingResource,
     WarehouseResource,
     campaign_partitions,
-    for_people,
     md_table,
+    table_metadata,
 )
 
 
@@ -75,7 +75,9 @@ def _events_metadata(days: CampaignDays, config) -> dict:
             [{"level": lvl, "incentive": config.incentives[lvl], "label": config.labels[lvl], "rows": n}
              for lvl, n in sorted(distribution.items())]),
         "rejections_now": md_table([p for r in days.results for p in r.problems]),
-        "features": for_people(dict(sorted(features.items()))),
+        "features": table_metadata([("feature", "string", "a feature column of the loaded days"),
+                                    ("kind", "string", "numeric or categorical")],
+                                   [{"feature": str(f), "kind": str(k)} for f, k in sorted(features.items())]),
     }
 
 

@@ -55,6 +55,7 @@ from promo_assets.defs.common import (
     log_to,
     md_table,
     model_key,
+    rows_table,
 )
 from promo_assets.defs.resources import DaskResource
 from promo_assets.allocation.stored import StoredCoefficients, decide_into_allocation
@@ -627,9 +628,13 @@ def evaluate_several(con, campaign: str, model: str, made, config, ev, response,
     are returned for budget_multipliers."""
     from promo_assets.allocation.budgets import evaluate_budgets
     from promo_assets.decisions import Constraints
+    from promo_assets.ingestion import constraint_feature_problems, loaded_features
 
     block = config.constraint_settings
     features = sorted({g["feature"] for g in block["groups"].values()})
+    missing = constraint_feature_problems(config, loaded_features(con, campaign), f"the loaded events of campaign '{campaign}'")
+    if missing:  # never a query on a column that is not there
+        raise dg.Failure("campaign.yaml: " + "; ".join(missing))
     frame = frames_store.holdout_segments(con, campaign, features) if features else pd.DataFrame(index=pd.RangeIndex(ev.n))
     with domain_errors():
         constraints = Constraints.build(block, frame)
@@ -664,7 +669,7 @@ def segment_outputs(ev, config, model: str, version: str, response, decisions) -
     curves = {c: segment_curves(ev.segments, response, ev.true_values, c) for c in ev.segments.columns}
     png = plot_segment_curves(curves, config.labels, title=f"{model}: predicted (solid) vs true (dashed) per segment")
     shown = table[table["budget_per_capita"].isna() | (table["budget_per_capita"] == table["budget_per_capita"].min())]
-    return table, {"segment_evaluation": dg.MetadataValue.md(shown.round(4).to_markdown(index=False)),
+    return table, {"segment_evaluation": rows_table(shown.to_dict("records")),
                    "segment_plot": dg.MetadataValue.md(png_md(png, "Mean response per level by segment: predicted vs true"))}
 
 

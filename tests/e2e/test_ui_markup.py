@@ -1,0 +1,163 @@
+"""Markup from data in the Dagster UI, in a real browser: a campaign whose arm labels, category values,
+a column name, a rejected raw value and a group cap's name are `<script>`, `![x](http://…)`,
+`[x](javascript:…)` and the like. After `promo run`, chromium opens the asset pages that show them
+(rct_events, the model's evaluation with `segment_evaluation`, its allocation with `multipliers`, the
+leaderboard) and every Markdown metadata value's dialog: nothing of the data renders as a link, an
+image or a tag, and the payloads are there as text. Screenshots go to `$PROMO_UI_SCREENSHOTS`
+(default `test-output/screenshots/`, `markup-*.png`).
+
+Like e2e/test_ui_browser.py: Debian's chromium through the playwright package (`executable_path`,
+no browser download); skipped with the reason without them unless PROMO_UI_TESTS=1.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from promo_assets.devserver import DagsterDev, demo_env
+from tests.conftest import promo_here, set_models
+
+pytestmark = [pytest.mark.ui, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("PROMO_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+SHOTS = Path(os.environ.get("PROMO_UI_SCREENSHOTS") or ROOT / "test-output" / "screenshots")
+TIMEOUT_MS = 120_000
+
+# demo's levels [0, 1, 2, 3, 5, 8] become arms with these labels (the amount as the unit cost)
+ARMS = {0: "<script>alert(1)</script>", 1: "![x](http://evil.example/x.png)", 2: "[x](javascript:alert(1))",
+        3: "www.evil.example", 5: "<img src=x onerror=alert(1)>", 8: "plain"}
+CITIES = ["<script>alert(2)</script>", "![c](http://evil.example/c.png)", "[c](javascript:alert(3))"]
+COLUMN = "<i>device</i>"  # the feature column `device`, renamed
+GROUP = "<b>cap</b>"  # a group cap's name (the allocation's `multipliers` columns)
+REJECTED = "[r](javascript:alert(4))"  # an unknown treatment: rejected, shown as the example of rejections_now
+PAYLOADS = [*ARMS.values(), *CITIES, COLUMN, GROUP, REJECTED]
+
+
+def _missing() -> str | None:
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright package is not installed"
+    if CHROMIUM is None or not os.access(CHROMIUM, os.X_OK):
+        return "no chromium binary (apt-get install chromium, or set PROMO_CHROMIUM)"
+    return None
+
+
+def hostile_campaign(folder: Path) -> None:
+    """Turn the simulated demo campaign in `folder` into the hostile one (module docstring)."""
+    config = yaml.safe_load((folder / "campaign.yaml").read_text())
+    config["treatments"] = {"arms": {ARMS[int(a)]: a for a in config["treatments"]["levels"]}}
+    config["segments"] = ["city"]
+    config["max_rejected_fraction"] = 0.05
+    config["constraints"] = {"groups": {GROUP: {"feature": "city", "equals": CITIES[0], "budget_per_capita": 1.0}}}
+    (folder / "campaign.yaml").write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
+    cities: dict[str, str] = {}
+    for kind in ("events", "population"):
+        for path in sorted((folder / kind).glob("*.parquet")):
+            frame = pd.read_parquet(path)
+            for city in sorted(frame["city"].unique()):
+                cities.setdefault(city, CITIES[len(cities) % len(CITIES)])
+            frame["city"] = frame["city"].map(cities)
+            frame = frame.rename(columns={"device": COLUMN})
+            if kind == "events":
+                frame["treatment"] = frame["treatment"].map(lambda t: ARMS[int(t)])
+                extra = frame.iloc[:1].assign(user_id="rejected-user", treatment=REJECTED)
+                frame = pd.concat([frame, extra], ignore_index=True)
+            frame.to_parquet(path, index=False)
+
+
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory):
+    missing = _missing()
+    if missing:
+        if os.environ.get("PROMO_UI_TESTS") == "1":
+            pytest.fail(f"PROMO_UI_TESTS=1 but {missing}: run PROMO_UI_TESTS=1 bash scripts/setup.sh")
+        pytest.skip(f"UI browser test skipped: {missing}; PROMO_UI_TESTS=1 bash scripts/setup.sh installs both")
+    tmp = tmp_path_factory.mktemp("markup")
+    env = demo_env(tmp, ROOT, max_epochs=1)
+    promo_here(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", "4", "--users", "300", "--seed", "0")
+    folder = tmp / "landing" / "demo"
+    hostile_campaign(folder)
+    set_models(folder / "campaign.yaml", "include", ["lgbm_s"])
+    promo_here(env, "run", "--campaign", "demo", "--no-progress")
+    with DagsterDev(ROOT, env, tmp / "dagster_dev.log") as server:
+        server.graphql("mutation { setNuxSeen }")
+        yield server
+
+
+@pytest.fixture(scope="module")
+def browser(ui):
+    from playwright.sync_api import sync_playwright
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-dev-shm-usage"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, ui):
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.add_locator_handler(page.get_by_text("Join the Dagster community"),
+                             lambda _: page.get_by_role("button", name="Skip").click())
+    yield page
+    page.close()
+
+
+# links, images and elements a payload could have made, inside an element (a metadata row or a dialog)
+_MARKUP = """el => ({
+  links: [...el.querySelectorAll('a')].map(a => a.getAttribute('href') || '').filter(h => h !== ''),
+  images: [...el.querySelectorAll('img')].map(i => i.getAttribute('src') || '').filter(s => !s.startsWith('data:image/png')),
+  tags: [...el.querySelectorAll('script, i, b, iframe')].map(t => t.outerHTML),
+  text: el.innerText})"""
+
+_HOSTILE = """el => ({
+  links: [...el.querySelectorAll('a')].map(a => a.getAttribute('href') || '').filter(h => /evil|javascript/i.test(h)),
+  images: [...el.querySelectorAll('img')].map(i => i.getAttribute('src') || '').filter(s => /evil|^x$/.test(s)),
+  scripts: [...el.querySelectorAll('script')].map(t => t.textContent).filter(t => /alert/.test(t))})"""
+
+PAGES = {  # asset page -> {metadata key: the payloads its value must show as text}
+    "rct_events": {"treatment_distribution_now": list(ARMS.values()), "rejections_now": [REJECTED],
+                   "features": [COLUMN]},
+    "lgbm_s/policy_evaluation": {"segment_evaluation": CITIES, "budgets_kept": [GROUP]},
+    "lgbm_s/allocation": {"multipliers": [GROUP], "allocations": list(ARMS.values())},
+}
+
+
+@pytest.mark.parametrize("asset", list(PAGES))
+def test_markup_from_data_renders_as_text_on_the_asset_page(ui, page, asset):
+    """Each metadata value (inline, or in its [Show Markdown] dialog when the UI folds it) holds no
+    link, no image but a PNG plot, no element a payload could have made, and shows every payload as
+    its text (a zero-width space may sit inside `http`:// and `www`.: invisible, not compared)."""
+    keys = PAGES[asset]
+    page.goto(f"{ui.url}/assets/{asset}?partition=demo")
+    page.get_by_text(next(iter(keys)), exact=True).first.wait_for()
+    for key, payloads in keys.items():
+        row = page.locator("tr", has_text=key).first
+        row.scroll_into_view_if_needed()
+        folded = row.get_by_text("[Show Markdown]")
+        where = row
+        if folded.count():
+            folded.first.click()
+            where = page.get_by_role("dialog").filter(has_text=key)
+            where.wait_for()
+        found = where.evaluate(_MARKUP)
+        assert not (found["links"] or found["images"] or found["tags"]), (asset, key, found)
+        text = found["text"].replace("\u200b", "")
+        missing = [p for p in payloads if p not in text]
+        assert not missing, f"{asset} {key}: not shown as text: {missing}"
+        page.screenshot(path=str(SHOTS / f"markup-{asset.replace('/', '-')}-{key}.png"))
+        if folded.count():
+            page.keyboard.press("Escape")
+            where.wait_for(state="hidden")
+    anywhere = page.locator("body").evaluate(_HOSTILE)  # the whole page: the description, the other values
+    assert anywhere == {"links": [], "images": [], "scripts": []}, (asset, anywhere)
