@@ -17,7 +17,9 @@ class OnlinePolicy:
     """Decide levels for new users from a response model and a stored lambda_.
 
     ``model`` is any object with ``predict(frame) -> (response N x K, cost N x K)`` taking raw
-    feature columns (promo_assets.models' trained models). The decision is the per-user
+    feature columns (promo_assets.models' trained models). A registered model is scored through its
+    compiled scoring plan (``promo_assets.models.plan``: the same numbers, without pandas for one
+    user given as a dict). The decision is the per-user
     argmax of DIPN Eq. 7, level = argmax_j v_ij - lambda_*c_ij (ties to the cheapest level), or
     for the ratio form (GNN/hazard Eq. 16/19) argmax_j v_ij - lambda_*(c_ij - ratio*v_ij).
     It equals the offline allocation at the same lambda_ for every user except a fractional one.
@@ -34,6 +36,15 @@ class OnlinePolicy:
         self.model = model
         self.lambda_ = lam
         self.ratio = None if ratio is None else float(ratio)
+        from promo_assets.models.plan import ScoringPlan
+
+        # the model's compiled scoring plan (promo_assets.models.plan): its encoder as NumPy lookups
+        # and one prediction call; a model the plan cannot compile is called through its `predict`
+        try:
+            plan = ScoringPlan([model])
+        except Exception:  # noqa: BLE001 (any model with a predict(frame) is served, compiled or not)
+            plan = None
+        self.plan = plan if plan is not None and plan.compiled else None
 
     @classmethod
     def from_allocation(cls, model: Any, allocation: Allocation) -> OnlinePolicy:
@@ -46,24 +57,30 @@ class OnlinePolicy:
         import pandas as pd
 
         if isinstance(frame, Mapping):
+            rows = self.plan.rows_of([frame]) if self.plan is not None else None
+            if rows is not None:  # one user without pandas
+                return self._decide(*self.plan.coefficients_rows(*rows), 1)
             frame = pd.DataFrame([dict(frame)])
         elif isinstance(frame, pd.Series):
             frame = frame.to_frame().T
         if len(frame) == 0:
             return np.zeros(0, dtype=np.int32)
-        values, costs = self.model.predict(frame)
+        values, costs = self.plan.coefficients(frame) if self.plan is not None else self.model.predict(frame)
+        return self._decide(values, costs, len(frame))
+
+    def _decide(self, values, costs, n: int) -> np.ndarray:
         values = np.asarray(values)
         costs = np.asarray(costs)
-        if values.ndim != 2 or values.shape[0] != len(frame):
+        if values.ndim != 2 or values.shape[0] != n:
             raise AllocationInputError(
-                f"model.predict returned values of shape {values.shape} for {len(frame)} rows"
+                f"model.predict returned values of shape {values.shape} for {n} rows"
             )
         return decide(values, costs, self.lambda_, ratio=self.ratio)
 
     def decide_stream(self, users: Iterable, batch_size: int = 1 << 16) -> Iterator[np.ndarray]:
         """Levels for a stream of users, vectorized: the items (one-user dicts or Series, or frames of
-        users) are gathered into batches of about `batch_size` users, each scored by one
-        `model.predict` call and decided at once; yields one int32 array per batch, in input order
+        users) are gathered into batches of about `batch_size` users, each scored by one call of the
+        model's compiled plan (or `model.predict`) and decided at once; yields one int32 array per batch, in input order
         (their concatenation is `decide` of all users)."""
         import pandas as pd
 

@@ -265,9 +265,10 @@ def _state(share=0.2):
 def test_state_parses_and_decides_with_the_exports_propensity():
     state = _state()
     users = [{"user_id": i, "features": {"x": float(i % 3), "city": None if i % 5 else 7}} for i in range(2000)]
-    budget, ids, frame = state.parse({"users": users, "budget": 1})
+    budget, ids, rows = state.parse({"users": users, "budget": 1})
+    frame = state.frame(rows)
     assert budget == 1.0 and ids[:2] == ["0", "1"] and frame["city"].iloc[0] == "7" and pd.isna(frame["city"].iloc[1])
-    out = state.decide(budget, ids, frame)
+    out = state.decide(budget, ids, rows)
     d = pd.DataFrame(out["decisions"])
     explore = d["policy"] == "explore"
     assert abs(explore.mean() - 0.2) < 0.04  # a per-user draw with probability share
@@ -276,8 +277,8 @@ def test_state_parses_and_decides_with_the_exports_propensity():
     assert (d.loc[~explore, "level"].to_numpy() == policy[~explore.to_numpy()]).all()
     follows = d["level"].to_numpy() == policy
     assert np.allclose(d["propensity"], np.where(follows, 0.8 + 0.2 * 0.25, 0.2 * 0.25))
-    assert state.decide(budget, ids, frame) == out  # the draws are per user and day
-    assert _state(share=0.0).decide(budget, ids, frame)["decisions"][0]["propensity"] == 1.0
+    assert state.decide(budget, ids, rows) == out  # the draws are per user and day
+    assert _state(share=0.0).decide(budget, ids, rows)["decisions"][0]["propensity"] == 1.0
 
 
 @pytest.mark.parametrize("body, field, text", [
