@@ -17,9 +17,10 @@ class OnlinePolicy:
     """Decide levels for new users from a response model and a stored lambda_.
 
     ``model`` is any object with ``predict(frame) -> (response N x K, cost N x K)`` taking raw
-    feature columns (promo_assets.models' trained models). A registered model is scored through its
-    compiled scoring plan (``promo_assets.models.plan``: the same numbers, without pandas for one
-    user given as a dict). The decision is the per-user
+    feature columns (promo_assets.models' trained models), or a ``ScoringPlan`` (e.g. a champion
+    blend's). A registered model is scored through its compiled scoring plan
+    (``promo_assets.models.plan``: the same numbers, without pandas for one user given as a dict).
+    The decision is the per-user
     argmax of DIPN Eq. 7, level = argmax_j v_ij - lambda_*c_ij (ties to the cheapest level), or
     for the ratio form (GNN/hazard Eq. 16/19) argmax_j v_ij - lambda_*(c_ij - ratio*v_ij).
     It equals the offline allocation at the same lambda_ for every user except a fractional one.
@@ -31,20 +32,26 @@ class OnlinePolicy:
             raise AllocationInputError(f"lambda_ must be >= 0, got {lambda_!r}")
         if ratio is not None and not (math.isfinite(float(ratio)) and float(ratio) >= 0):
             raise AllocationInputError(f"ratio must be a finite number >= 0, got {ratio!r}")
-        if not callable(getattr(model, "predict", None)):
+        from promo_assets.models.plan import ScoringPlan
+
+        if not isinstance(model, ScoringPlan) and not callable(getattr(model, "predict", None)):
             raise AllocationInputError("model must have a predict(frame) -> (response, cost) method")
         self.model = model
         self.lambda_ = lam
         self.ratio = None if ratio is None else float(ratio)
-        from promo_assets.models.plan import ScoringPlan
-
         # the model's compiled scoring plan (promo_assets.models.plan): its encoder as NumPy lookups
-        # and one prediction call; a model the plan cannot compile is called through its `predict`
-        try:
-            plan = ScoringPlan([model])
-        except Exception:  # noqa: BLE001 (any model with a predict(frame) is served, compiled or not)
-            plan = None
+        # and one prediction call; a model the plan cannot compile is called through its `predict`;
+        # a ScoringPlan given as the model (e.g. a champion blend's, `CampaignState.plan`) is used as is
+        if isinstance(model, ScoringPlan):
+            plan = model
+        else:
+            try:
+                plan = ScoringPlan([model])
+            except Exception:  # noqa: BLE001 (any model with a predict(frame) is served, compiled or not)
+                plan = None
         self.plan = plan if plan is not None and plan.compiled else None
+        if isinstance(model, ScoringPlan) and self.plan is None:
+            self.model = _PlanModel(model)
 
     @classmethod
     def from_allocation(cls, model: Any, allocation: Allocation) -> OnlinePolicy:
@@ -132,3 +139,13 @@ class OnlinePolicy:
 
     def __repr__(self) -> str:
         return f"OnlinePolicy(lambda_={self.lambda_!r}, ratio={self.ratio!r})"
+
+
+class _PlanModel:
+    """A plan with a member it cannot compile, as a model: `predict(frame)` is its `coefficients`."""
+
+    def __init__(self, plan):
+        self.plan = plan
+
+    def predict(self, frame):
+        return self.plan.coefficients(frame)

@@ -188,6 +188,26 @@ def test_serve_one_user_a_batch_and_bad_input(served):
     log = (root / "serve.log").read_text()
     assert "Traceback" not in log and "http://127.0.0.1:" in log
 
+    # no server path and no exploration seed in what the service shows
+    shown = json.dumps([_call(port, p)[1] for p in ("/health", "/v1/campaigns", "/v1/campaigns/demo",
+                                                    "/v1/campaigns/fresh")])
+    assert str(root) not in shown and "seed" not in shown
+
+    # an edit of campaign.yaml's exploration does not change the online answers: they follow the stored
+    # decisions' exploration until the next decisions run
+    yaml_path = root / "landing" / "demo" / "campaign.yaml"
+    original = yaml_path.read_text()
+    try:
+        yaml_path.write_text(original.replace("share: 0.1\n  seed: 2", "share: 0.9\n  seed: 7"))
+        deadline = time.monotonic() + 30
+        reloads = _call(port, "/health")[1]["reloads"]
+        while _call(port, "/health")[1]["reloads"] == reloads and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _call(port, "/v1/campaigns/demo")[1]["exploration"]["share"] == 0.1
+        assert _call(port, "/v1/campaigns/demo/decide", {"users": users, "budget": 1.0})[1]["decisions"] == out["decisions"]
+    finally:
+        yaml_path.write_text(original)
+
 
 @pytest.mark.slow
 def test_serve_picks_up_a_new_champion_while_requests_run(served):
