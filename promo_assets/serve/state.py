@@ -9,7 +9,10 @@ changed afterwards: a reload builds a new one and swaps it in (`promo_assets.ser
 - **λ per budget** is the multiplier those decisions were made with (decision_budgets' manifest
   entry): a user's champion level is argmax_j v_j − λ c_j (ties to the cheapest level), the same rule
   as the allocation for the population (`promo_assets.allocation.decide`).
-- **Exploration** follows campaign.yaml `exploration:` as the export does: a user explores with
+- **The scoring plan** (`promo_assets.models.plan.ScoringPlan`) is compiled when the state is built,
+  in the reload, before the state is swapped in: no request meets a half-built plan.
+- **Exploration** is the one the stored decisions used (their manifest: share, mix and seed; the
+  seed of older decisions from campaign.yaml), as the export drew it: a user explores with
   probability `share` and then gets a level drawn from `mix`; the propensity written is
   p = (1 − s) 1{level = champion's level} + s mix[level]. Online users arrive one by one, so who
   explores is a draw per user (not exactly round(s N) users as in a file): a hash of the seed, the
@@ -25,6 +28,8 @@ import hashlib
 import math
 import re
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import itemgetter
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -154,6 +159,10 @@ class CampaignState:
                 raise RequestError("users", f"at most {MAX_BATCH} users per request, got {len(users)}")
             where = lambda i: f"users[{i}]"  # noqa: E731
         numeric, categorical = self.plan.numeric, self.plan.categorical
+        if len(users) > 1:
+            bulk = self._bulk(users, numeric, categorical)
+            if bulk is not None:
+                return (budget, *bulk)
         expected = set(self.features)
         n = len(users)
         ids = []
@@ -181,6 +190,49 @@ class CampaignState:
             num[i] = [math.nan if row[k] is None else row[k] for k in numeric]
             cat[i] = [row[k] for k in categorical]
         return budget, ids, (num, cat)
+
+    def _bulk(self, users: list, numeric: list[str], categorical: list[str]):
+        """(ids, (num, cat)) of a batch whose every user has the common form (an object of exactly
+        user_id, a printable ASCII string, and features, every feature a number or null / an ASCII
+        string or null within the limits), checked column by column with C-level loops; None for
+        anything else (the per-user checks then name the field)."""
+        try:
+            if set(map(type, users)) != {dict} or set(map(len, users)) != {2}:
+                return None
+            ids = list(map(itemgetter("user_id"), users))
+            feats = list(map(itemgetter("features"), users))
+            if set(map(type, ids)) != {str} or set(map(type, feats)) != {dict}:
+                return None
+            if set(map(len, feats)) != {len(self.features)}:
+                return None
+            if (min(map(len, ids)) < 1 or max(map(len, ids)) > MAX_USER_ID or not all(map(str.isascii, ids))
+                    or not all(map(str.isprintable, ids)) or ids != [u.strip(ID_TRIM) for u in ids]):
+                return None
+            n = len(users)
+            num = np.empty((n, len(numeric)), dtype=np.float64)
+            if numeric:
+                rows = [[f[k] for k in numeric] for f in feats]
+                flat = list(chain.from_iterable(rows))
+                if not set(map(type, flat)) <= {float, int, type(None)}:
+                    return None
+                num[:] = np.array(rows, dtype=np.float64)  # None -> NaN
+                if (np.abs(num) > MAX_NUMBER).any():
+                    return None
+            cat = np.empty((n, len(categorical)), dtype=object)
+            if categorical:
+                rows = [[f[k] for k in categorical] for f in feats]
+                flat = list(chain.from_iterable(rows))
+                kinds = set(map(type, flat))
+                if not kinds <= {str, type(None)}:
+                    return None
+                text = [v for v in flat if v is not None] if type(None) in kinds else flat
+                if text and (max(map(len, text)) > MAX_TEXT or not all(map(str.isascii, text))
+                             or not all(map(str.isprintable, text))):
+                    return None
+                cat.ravel()[:] = flat
+        except (KeyError, TypeError, ValueError, OverflowError):
+            return None
+        return ids, (num, cat)
 
     def frame(self, rows: tuple[np.ndarray, np.ndarray]) -> pd.DataFrame:
         """The rows of `parse` as a pandas frame of the campaign's features (numeric float64,

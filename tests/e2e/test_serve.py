@@ -317,3 +317,32 @@ def test_state_refuses_bad_input_naming_the_field(body, field, text):
     with pytest.raises(RequestError) as err:
         _state().parse(body)
     assert err.value.field == field and text in err.value.message
+
+
+def test_a_batch_checked_column_by_column_reads_as_user_by_user():
+    """The batch's bulk check (C-level loops over the columns) gives the rows the per-user checks give,
+    and a batch with one bad user falls back to them: the error names that user."""
+    state = _state()
+    rng = np.random.default_rng(3)
+    users = [{"user_id": f"u{i}", "features": {"x": (None if i % 7 == 0 else int(i) if i % 3 == 0 else
+                                                     float(rng.normal())),
+                                               "city": None if i % 5 == 0 else f"c{i % 4}"}} for i in range(300)]
+    budget, ids, (num, cat) = state.parse({"users": users, "budget": 1})
+    assert ids == [u["user_id"] for u in users]
+    for i, user in enumerate(users):
+        _, one_id, (one_num, one_cat) = state.parse({"user": user, "budget": 1})
+        assert one_id == [ids[i]] and one_cat.tolist() == [cat[i].tolist()]
+        np.testing.assert_array_equal(one_num[0], num[i])
+    assert [d["level"] for d in state.decide(budget, ids, (num, cat))["decisions"]] == \
+        [state.decide(budget, [ids[i]], (num[i:i + 1], cat[i:i + 1]))["decisions"][0]["level"] for i in range(300)]
+    from promo_assets.serve import RequestError
+
+    for bad, field in [({"x": True, "city": "c"}, "users[150].features.x"),
+                       ({"x": 1, "city": "c\u0000"}, "users[150].features.city"),
+                       ({"x": 1e16, "city": "c"}, "users[150].features.x")]:
+        with pytest.raises(RequestError) as err:
+            state.parse({"users": users[:150] + [{"user_id": "b", "features": bad}] + users[150:], "budget": 1})
+        assert err.value.field == field
+    with pytest.raises(RequestError) as err:
+        state.parse({"users": users[:10] + [{"user_id": " b\u0007", "features": users[0]["features"]}], "budget": 1})
+    assert err.value.field == "users[10].user_id" and "control character" in err.value.message
