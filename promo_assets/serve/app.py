@@ -31,7 +31,7 @@ import orjson
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
@@ -155,6 +155,8 @@ def create_app(registry: Registry, reload_interval: float = 2.0, read_timeout: f
             return _error(413, too_large, "body", {"Connection": "close"})
         except asyncio.TimeoutError:
             return _error(408, f"the body did not arrive within {read_timeout:g} seconds", "body", {"Connection": "close"})
+        except ClientDisconnect:  # the client left before its body ended: nobody reads an answer
+            return _error(400, "the client disconnected before the body ended", "body", {"Connection": "close"})
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:

@@ -232,6 +232,19 @@ def test_a_stalled_body_times_out(server, case):
     assert time.monotonic() - t0 < 5
 
 
+@pytest.mark.parametrize("case", [pytest.param(None, id="error-client-leaves-mid-body")])
+def test_a_client_leaving_mid_body_is_not_an_error_of_the_server(server, case, caplog):
+    for _ in range(3):
+        sock = socket.create_connection(("127.0.0.1", server), timeout=10)
+        sock.sendall(b"POST /v1/campaigns/c/decide HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 1000\r\n\r\n{\"user\":")
+        time.sleep(0.05)
+        sock.close()
+    time.sleep(0.3)
+    assert _post(server, _body())[0] == 200  # still serving
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")], caplog.text
+
+
 @pytest.mark.parametrize("case", [pytest.param(None, id="error-open-connections-over-the-limit")])
 def test_open_connections_beyond_the_limit_get_503(server, case):
     idle = [socket.create_connection(("127.0.0.1", server), timeout=10) for _ in range(25)]
