@@ -26,7 +26,8 @@ Parts (`--parts`, comma-separated; default all):
   per core (users / the server's CPU seconds from /proc/<pid>/stat).
 - `stream`: `OnlinePolicy(model, λ).decide_stream` for every model of the campaign that serves, on
   --stream-users users (the population resampled) in frames of 1,000: users per CPU-second
-  (time.process_time); the old path's users per CPU-second on --old-stream-users users.
+  (time.process_time); the old path's, through the same `decide_stream` (its gathering of batches
+  included), on the first --old-stream-users of them.
 - `concurrent`: --clients client threads send one-user requests for --duration seconds; half way the
   warehouse file is replaced by the one with the other champion (the service reloads, compiles the new
   plan and swaps it in): requests per second, p50 / p99, failed requests (any non-200 or error), the
@@ -369,7 +370,7 @@ def part_batch(servers: dict, users, n_batches, size, state, lam) -> dict:
 
 
 def part_stream(models: dict, lambdas: dict, pop: pd.DataFrame, n_users: int, n_old: int) -> dict:
-    from promo_assets.allocation import OnlinePolicy, decide
+    from promo_assets.allocation import OnlinePolicy
 
     rng = np.random.default_rng(0)
     big = pop.iloc[rng.integers(0, len(pop), n_users)].reset_index(drop=True)
@@ -383,11 +384,17 @@ def part_stream(models: dict, lambdas: dict, pop: pd.DataFrame, n_users: int, n_
         class _One:
             weights, models = (1.0,), (model,)
 
-        old = OldPath(_One)
-        small = big.iloc[:n_old]
+        class _OldModel:  # the old path as a model: decide_stream gathers its batches as for the new one
+            def __init__(self, old):
+                self.old = old
+
+            def predict(self, frame):
+                return self.old.coefficients(frame)
+
+        old_policy = OnlinePolicy(_OldModel(OldPath(_One)), lambdas[name])
+        assert old_policy.plan is None
         p0 = time.process_time()
-        for s in range(0, n_old, 1 << 16):
-            decide(*old.coefficients(small.iloc[s:s + (1 << 16)]), lambdas[name])
+        sum(len(b) for b in old_policy.decide_stream((big.iloc[s:s + 1000] for s in range(0, n_old, 1000))))
         old_cpu = time.process_time() - p0
         out[name] = {"users": n, "cpu_s": cpu, "users_per_cpu_s": n / cpu,
                      "old_path_users_per_cpu_s": n_old / old_cpu if old_cpu > 0 else None}
