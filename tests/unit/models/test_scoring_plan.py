@@ -91,9 +91,9 @@ def _reference(model, users: pd.DataFrame) -> Coefficients:
         k = fitted.config.n_levels
 
         def booster(role):
-            key = (id(fitted), role)
+            key = fitted.boosters[role]  # the model text (an id() could be reused by another model)
             if key not in _BOOSTERS:
-                _BOOSTERS[key] = lgb.Booster(model_str=fitted.boosters[role])
+                _BOOSTERS[key] = lgb.Booster(model_str=key)
             return _BOOSTERS[key]
 
         def score(part):
