@@ -1,27 +1,50 @@
-"""`promo serve` against `OnlinePolicy` called in process: latency for one user, throughput for batches.
+"""`promo serve` and in-process decisions: the compiled scoring plan against the path before it and
+against a bare floor, side by side in one run.
 
-A demo campaign (--days RCT days, --users users; the champion pinned to one model, so that the
-in-process baseline is exactly `OnlinePolicy(model, λ)`) goes through `promo run` in a temporary
-landing folder / warehouse / artefact store; then `promo serve` is started in its own process group
-on 127.0.0.1 (a free port) and called over HTTP/1.1 with one keep-alive connection:
+Setup: a demo campaign (`promo simulate --preset demo --days D --users U --seed 0`, the default models;
+the champion is whatever `promo run` picks, on the demo a blend; `--model M` pins M) decided by
+`promo run` in a temporary landing folder / warehouse / artefact store. A second warehouse with another
+champion (`champion: pin:` --switch-to, one more `promo run`) is prepared for the champion change of
+the concurrent part.
 
-- latency for one user: --requests sequential requests of one user each (a population user's
-  features as JSON, a fixed budget), p50 / p99 / mean of the wall time per request as the client
-  sees it (JSON encoding of the body done beforehand; the answer read and parsed); each request
-  alternates with the in-process call for the same user, so both see the same machine load;
-- throughput for batches of --batch users: sequential requests; users per second of wall time and
-  users per second per core = users / the server process's CPU seconds (utime + stime from
-  /proc/<pid>/stat: what the service costs, whatever else runs on the machine);
-- the same in process: `OnlinePolicy(model, λ).decide` on a one-user dict (p50 / p99) and on a
-  frame of --batch users (users per CPU second, time.process_time), same model, same λ;
-- the overhead as a ratio: service / in process (latency), in process / service (users per core).
+Parts (`--parts`, comma-separated; default all):
 
-The levels of the service's champion users are checked against OnlinePolicy's on the same users.
+- `inproc`: one user in process, --requests calls each, alternating call by call (same machine load):
+  * old: the path before the plan, rebuilt here: a one-row pandas frame from the user's dict, each
+    member's `FeatureEncoder.transform`, LightGBM's `Booster.predict` (num_threads=1) / the torch
+    network's eager pass under `no_grad`, the blend, `decide`;
+  * new: `OnlinePolicy(state.plan, λ).decide(user dict)` (the compiled plan) and the service's own work
+    in process (`CampaignState.parse` + `decide` of the JSON body, parsed by orjson);
+  * floor: the members' raw predict calls on a prepared NumPy row (LightGBM's single-row C call /
+    the traced or eager torch pass), no encoding, no blend, no decision.
+- `http`: one user over HTTP/1.1 (one keep-alive connection), p50 / p99 / mean over --requests requests
+  to the new service, over --old-requests to the service of --old-ref (the code before the plan,
+  extracted with `git archive`, same warehouse; `--old-ref none` skips it), and over --requests to an
+  empty Starlette endpoint on uvicorn (the floor of the HTTP part; the floor of one user over HTTP is
+  that plus the members' raw calls).
+- `batch`: --batches requests of --batch users to each service: users per second and users per second
+  per core (users / the server's CPU seconds from /proc/<pid>/stat).
+- `stream`: `OnlinePolicy(model, λ).decide_stream` for every model of the campaign that serves, on
+  --stream-users users (the population resampled) in frames of 1,000: users per CPU-second
+  (time.process_time); the old path's, through the same `decide_stream` (its gathering of batches
+  included), on the first --old-stream-users of them.
+- `concurrent`: --clients client threads send one-user requests for --duration seconds; half way the
+  warehouse file is replaced by the one with the other champion (the service reloads, compiles the new
+  plan and swaps it in): requests per second, p50 / p99, failed requests (any non-200 or error), the
+  champion versions answered.
+- `chunked`: one request with a chunked body of --big-mib MiB (no Content-Length) sent in 64 KiB
+  chunks: whether the 413 arrived before the body ended, MiB sent by then, and the server's resident
+  memory before and after (VmRSS, VmHWM from /proc).
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/serve.py [--users 3000] [--days 3] [--requests 2000]
-        [--batches 40] [--batch 1000] [--model lgbm_s_mono]
+Every level the new service gives its champion users equals the old path's (checked on the batches).
 
-Prints a table and records benchmarks/results/serve.json (benchmarks/_results.py).
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/serve.py [--users 2000] [--days 4] [--requests 5000]
+        [--old-requests 1000] [--batches 40] [--batch 1000] [--stream-users 100000]
+        [--old-stream-users 20000] [--clients 50] [--duration 30] [--big-mib 200] [--model M]
+        [--switch-to lgbm_s] [--old-ref d637776] [--parts inproc,http,batch,stream,concurrent,chunked]
+        [--keep]
+
+Prints a table and records benchmarks/results/serve.json (benchmarks/_results.py), with the load.
 """
 
 from __future__ import annotations
@@ -36,6 +59,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -45,9 +69,22 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+from _checkout import cli_command  # noqa: E402
 from _results import Recorder  # noqa: E402
 
 BUDGET = 1.0
+PATH = "/v1/campaigns/demo/decide"
+EMPTY_APP = """
+import sys, uvicorn
+from starlette.applications import Starlette
+from starlette.responses import Response
+from starlette.routing import Route
+async def empty(request):
+    await request.body()
+    return Response(b'{}', media_type='application/json')
+app = Starlette(routes=[Route('/{p:path}', empty, methods=['GET', 'POST'])])
+uvicorn.run(app, host='127.0.0.1', port=int(sys.argv[1]), log_level='warning', server_header=False)
+"""
 
 
 def _free_port() -> int:
@@ -57,10 +94,17 @@ def _free_port() -> int:
 
 
 def _cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (and its waited-for children), in seconds."""
+    """utime + stime of a process, in seconds."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = sum(int(fields[i]) for i in (11, 12))
-    return ticks / os.sysconf("SC_CLK_TCK")
+    return sum(int(fields[i]) for i in (11, 12)) / os.sysconf("SC_CLK_TCK")
+
+
+def _memory(pid: int) -> dict:
+    out = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(("VmRSS", "VmHWM")):
+            out[line.split(":")[0]] = int(line.split()[1]) / 1024  # MiB
+    return out
 
 
 def _promo(env: dict, *args: str) -> None:
@@ -69,184 +113,558 @@ def _promo(env: dict, *args: str) -> None:
         raise SystemExit(f"promo {' '.join(args)} failed: {done.stderr[-3000:]}")
 
 
-def _post(conn: http.client.HTTPConnection, path: str, body: bytes) -> dict:
-    conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
-    resp = conn.getresponse()
-    data = resp.read()
-    if resp.status != 200:
-        raise SystemExit(f"the service answered {resp.status}: {data[:500]!r}")
-    return json.loads(data)
+class Server:
+    """A server process in its own process group, answering GET /health (or anything) when started."""
 
-
-def _user_json(frame: pd.DataFrame, features: list[str]) -> list[dict]:
-    out = []
-    for row in frame.to_dict("records"):
-        feats = {}
-        for f in features:
-            v = row[f]
-            feats[f] = None if v is None or (isinstance(v, float) and np.isnan(v)) else (v.item() if hasattr(v, "item") else v)
-        out.append({"user_id": str(row["user_id"]), "features": feats})
-    return out
-
-
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--users", type=int, default=3000)
-    ap.add_argument("--days", type=int, default=3)
-    ap.add_argument("--requests", type=int, default=2000, help="one-user requests timed [2000]")
-    ap.add_argument("--batches", type=int, default=40, help="batch requests timed [40]")
-    ap.add_argument("--batch", type=int, default=1000, help="users per batch [1000]")
-    ap.add_argument("--model", default="lgbm_s_mono", help="the champion (campaign.yaml champion.pin) [lgbm_s_mono]")
-    ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
-    args = ap.parse_args()
-    rec = Recorder("serve")
-
-    tmp = Path(tempfile.mkdtemp(prefix="serve-bench-"))
-    (tmp / "dagster_home").mkdir()
-    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", tmp / "dagster_home")
-    env = {**os.environ, "PROMO_LANDING_DIR": str(tmp / "landing"), "PROMO_WAREHOUSE": str(tmp / "wh.duckdb"),
-           "PROMO_ARTIFACTS_DIR": str(tmp / "artifacts"), "DAGSTER_HOME": str(tmp / "dagster_home"),
-           "PROMO_OUTBOX_DIR": str(tmp / "outbox"), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    os.environ.update({k: env[k] for k in ("PROMO_LANDING_DIR", "PROMO_WAREHOUSE", "PROMO_ARTIFACTS_DIR")})
-    server = None
-    try:
-        t0 = time.perf_counter()
-        _promo(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", str(args.days), "--users",
-               str(args.users), "--seed", "0")
-        with open(tmp / "landing" / "demo" / "campaign.yaml", "a") as f:
-            f.write(f"models:\n  include: [{args.model}]\nchampion:\n  pin: {args.model}\n")
-        _promo(env, "run", "--campaign", "demo", "--no-progress")
-        setup_s = time.perf_counter() - t0
-        print(f"campaign decided by promo run in {setup_s:.0f}s", flush=True)
-
-        # the in-process baseline: the same model and λ
-        from promo_assets import warehouse
-        from promo_assets.allocation import OnlinePolicy
-        from promo_assets.serve import read_campaign
-
-        with warehouse.connect(tmp / "wh.duckdb", read_only=True) as con:
-            state = read_campaign(con, tmp / "landing", "demo")
-        assert state.members == (args.model,), state
-        model, lam = state.models[0], state.lambdas[BUDGET]
-        policy = OnlinePolicy(model, lam)
-        features = list(state.features)
-        pop = pd.read_parquet(sorted((tmp / "landing" / "demo" / "population").glob("*.parquet"))[-1])
-        users = _user_json(pop, features)
-        n_pop = len(users)
-
-        frames = [pd.DataFrame([{f: (np.nan if v is None else v) for f, v in u["features"].items()}
-                                for u in (users * (1 + args.batch // n_pop))[j * 7 % n_pop:][:args.batch]])
-                  for j in range(args.batches)]
-
-        # the service
-        port = _free_port()
-        log = open(tmp / "serve.log", "w")  # noqa: SIM115 (the server's output, closed with the folder)
-        server = subprocess.Popen([sys.executable, "-m", "promo_assets.cli", "serve", "--port", str(port)], env=env,
-                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + 120
+    def __init__(self, cmd: list[str], env: dict, log: Path, port: int):
+        self.port, self.log = port, log
+        self.proc = subprocess.Popen(cmd, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT,  # noqa: SIM115
+                                     start_new_session=True)
+        deadline = time.monotonic() + 180
         while True:
             try:
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
                 conn.request("GET", "/health")
                 conn.getresponse().read()
-                break
+                return
             except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise SystemExit(f"promo serve did not start: {(tmp / 'serve.log').read_text()[-2000:]}") from None
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise SystemExit(f"server did not start: {log.read_text()[-2000:]}") from None
                 time.sleep(0.2)
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        path = "/v1/campaigns/demo/decide"
-        bodies = [json.dumps({"user": users[i % n_pop], "budget": BUDGET}).encode() for i in range(args.requests)]
-        for b in bodies[:50]:  # warm-up
-            _post(conn, path, b)
 
-        # one user: in process and over HTTP alternately, so that both see the same machine load
-        one, lat = [], []
-        for i, b in enumerate(bodies):
-            u = users[i % n_pop]
-            s = time.perf_counter()
-            policy.decide({f: (np.nan if v is None else v) for f, v in u["features"].items()})
-            one.append(time.perf_counter() - s)
-            s = time.perf_counter()
-            _post(conn, path, b)
-            lat.append(time.perf_counter() - s)
+    def stop(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
-        # batches: alternately too; CPU seconds of this process (in process) and of the server (service)
-        batch_bodies = []
-        for j in range(len(frames)):
-            start = j * 7 % n_pop
-            chosen = (users * (1 + args.batch // n_pop))[start:][:args.batch]
-            batch_bodies.append(json.dumps({"users": chosen, "budget": BUDGET}).encode())
-        _post(conn, path, batch_bodies[0])  # warm-up
-        inproc_levels, answers = [], []
-        inproc_cpu = inproc_wall = serve_cpu = serve_wall = 0.0
-        for f, b in zip(frames, batch_bodies):
-            c0, w0 = time.process_time(), time.perf_counter()
-            inproc_levels.append(policy.decide(f))
-            inproc_cpu += time.process_time() - c0
-            inproc_wall += time.perf_counter() - w0
-            c0, w0 = _cpu_seconds(server.pid), time.perf_counter()
-            answers.append(_post(conn, path, b))
-            serve_wall += time.perf_counter() - w0
-            serve_cpu += _cpu_seconds(server.pid) - c0
 
-        # the service's champion users get OnlinePolicy's levels
-        agree = total = 0
-        for got, want in zip(answers, inproc_levels):
-            d = pd.DataFrame(got["decisions"])
-            on = (d["policy"] == "champion").to_numpy()
-            agree += int((d["level"].to_numpy()[on] == want[on]).sum())
-            total += int(on.sum())
-        explored = 1 - total / (len(answers) * args.batch)
-    finally:
-        if server is not None:
-            os.killpg(server.pid, signal.SIGTERM)
+class Client:
+    """One keep-alive HTTP/1.1 connection to a server; a connection the server closed (its keep-alive
+    timeout) is opened again once and counted."""
+
+    def __init__(self, port: int, timeout: float = 120):
+        self.port, self.timeout, self.reconnects = port, timeout, 0
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+
+    def post(self, body: bytes, check: bool = True):
+        for attempt in (0, 1):
             try:
-                server.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
+                self.conn.request("POST", PATH, body=body, headers={"Content-Type": "application/json"})
+                resp = self.conn.getresponse()
+                data = resp.read()
+                break
+            except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+                if attempt:
+                    raise
+                self.reconnects += 1
+                self.conn.close()
+                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=self.timeout)
+        if not check:
+            return data
+        if resp.status != 200:
+            raise SystemExit(f"the service answered {resp.status}: {data[:500]!r}")
+        return json.loads(data)
+
+
+def _user_json(frame: pd.DataFrame, features: list[str]) -> list[dict]:
+    out = []
+    for row in frame.to_dict("records"):
+        feats = {f: (None if row[f] is None or (isinstance(row[f], float) and np.isnan(row[f])) else
+                     (row[f].item() if hasattr(row[f], "item") else row[f])) for f in features}
+        out.append({"user_id": str(row["user_id"]), "features": feats})
+    return out
+
+
+def _ms(xs, q) -> float:
+    return float(np.percentile(np.asarray(xs) * 1e3, q))
+
+
+def _lat(xs) -> dict:
+    return {"p50": _ms(xs, 50), "p99": _ms(xs, 99), "mean": float(np.mean(xs) * 1e3), "n": len(xs)}
+
+
+# ------------------------------------------------------------------------------------ the old path
+class OldPath:
+    """The scoring path before the plan (module docstring), for one champion's members."""
+
+    def __init__(self, state):
+        import lightgbm as lgb
+
+        from promo_assets.models.lgbm import LGBMFitted
+
+        self.state = state
+        self.boosters = {}
+        for m in state.models:
+            f = getattr(m, "model_", m)
+            if isinstance(f, LGBMFitted):
+                self.boosters[id(f)] = {r: lgb.Booster(model_str=t) for r, t in f.boosters.items()}
+
+    def member(self, model, frame: pd.DataFrame):
+        import torch
+
+        from promo_assets.coefficients import Coefficients
+        from promo_assets.models.base import TrainedModel, response_mean, rule_costs
+        from promo_assets.models.lgbm import LGBMFitted, _level_feature
+
+        f = getattr(model, "model_", model)
+        if isinstance(f, LGBMFitted):
+            x_num, x_cat = f.encoder.transform(frame)
+            x = np.hstack([x_num.astype(np.float64), x_cat.astype(np.float64)])
+            k, b = f.config.n_levels, self.boosters[id(f)]
+
+            def score(part):
+                if f.variant == "t":
+                    return np.column_stack([b[f"{part}/{j}"].predict(x, num_threads=1) for j in range(k)])
+                grid = np.column_stack([np.repeat(x, k, axis=0), np.tile(_level_feature(f.config, np.arange(k)), len(x))])
+                return b[part].predict(grid, num_threads=1).reshape(len(x), k)
+
+            response = score("response")
+            return Coefficients(response, rule_costs(f.config, response, lambda: np.clip(score("cost"), 0.0, None)))
+        if isinstance(f, TrainedModel):
+            import torch.nn.functional as F
+
+            with torch.no_grad():
+                f.module.eval()
+                x_num, x_cat = f.encoder.transform(frame)
+                r, c = f.module.curves(torch.from_numpy(x_num), torch.from_numpy(x_cat))
+                response = response_mean(r, f.config.response).numpy().astype(np.float64)
+                response = response * f.targets["response_scale"] + f.targets["response_mean"]
+                return Coefficients(response, rule_costs(f.config, response, lambda: F.softplus(c).numpy()
+                                                         .astype(np.float64) * f.targets["cost_scale"]))
+        return model.predict(frame)
+
+    def coefficients(self, frame: pd.DataFrame):
+        response = cost = None
+        for model, w in zip(self.state.models, self.state.weights):
+            v, c = self.member(model, frame)
+            v, c = w * np.asarray(v, dtype=np.float64), w * np.asarray(c, dtype=np.float64)
+            response, cost = (v, c) if response is None else (response + v, cost + c)
+        return response, cost
+
+
+# ------------------------------------------------------------------------------------ parts
+def part_inproc(state, users, lam, n) -> dict:
+    import orjson
+
+    from promo_assets.allocation import OnlinePolicy, decide
+    from promo_assets.models.lgbm import LGBMFitted
+
+    old = OldPath(state)
+    policy = OnlinePolicy(state.plan, lam)
+    dicts = [{f: (np.nan if v is None else v) for f, v in u["features"].items()} for u in users]
+    bodies = [orjson.dumps({"user": u, "budget": BUDGET}) for u in users]
+    # the floor: each member's raw prediction on a prepared row (encoded once, outside the timing)
+    rows = state.plan.rows_of([dicts[0]])
+    raw = []
+    for m in state.plan.members:
+        if not m.compiled:
+            continue
+        x_num, x_cat = m.encode(*rows)
+        if isinstance(m.fitted, LGBMFitted):
+            x = np.hstack([x_num.astype(np.float64), x_cat.astype(np.float64)])
+            k = m.fitted.config.n_levels
+            if m.fitted.variant == "t":
+                raw += [(lambda b=m.fitted._booster(f"response/{j}"): b.predict(x)) for j in range(k)]
+            else:
+                from promo_assets.models.lgbm import _level_feature
+
+                grid = np.column_stack([np.repeat(x, k, axis=0), np.tile(_level_feature(m.fitted.config, np.arange(k)), 1)])
+                raw.append(lambda b=m.fitted._booster("response"), g=grid: b.predict(g))
+        else:
+            import torch
+
+            tn, tc = torch.from_numpy(x_num), torch.from_numpy(x_cat)
+            fn = m.fitted._one_row or (lambda a, b, mod=m.fitted.module: mod.curves(a, b))
+
+            def call(fn=fn, tn=tn, tc=tc):
+                with torch.inference_mode():
+                    return fn(tn, tc)
+
+            raw.append(call)
+    t_old, t_new, t_service, t_floor = [], [], [], []
+    for i in range(n + 50):
+        d, b = dicts[i % len(dicts)], bodies[i % len(bodies)]
+        s = time.perf_counter()
+        frame = pd.DataFrame([d])
+        want = decide(*old.coefficients(frame), lam)
+        e1 = time.perf_counter()
+        got = policy.decide(d)
+        e2 = time.perf_counter()
+        budget, ids, r = state.parse(orjson.loads(b))
+        state.decide(budget, ids, r)
+        e3 = time.perf_counter()
+        for fn in raw:
+            fn()
+        e4 = time.perf_counter()
+        if want[0] != got[0]:
+            raise SystemExit(f"user {i}: the plan decided level {got[0]}, the old path {want[0]}")
+        if i >= 50:  # warm-up left out
+            t_old.append(e1 - s)
+            t_new.append(e2 - e1)
+            t_service.append(e3 - e2)
+            t_floor.append(e4 - e3)
+    return {"old_path_ms": _lat(t_old), "online_policy_ms": _lat(t_new), "service_work_ms": _lat(t_service),
+            "floor_raw_member_calls_ms": _lat(t_floor), "raw_calls_per_user": len(raw)}
+
+
+def part_http(servers: dict, users, n_new, n_old) -> dict:
+    out = {}
+    bodies = [json.dumps({"user": users[i % len(users)], "budget": BUDGET}).encode() for i in range(max(n_new, n_old))]
+    clients = {k: Client(s.port) for k, s in servers.items()}
+    for k, c in clients.items():  # warm-up
+        for b in bodies[:50]:
+            c.post(b, check=k != "empty")
+    times = {k: [] for k in servers}
+    for i in range(max(n_new, n_old)):  # alternately, so that each sees the same machine load
+        for k, c in clients.items():
+            if k == "old" and i >= n_old:
+                continue
+            s = time.perf_counter()
+            c.post(bodies[i], check=k != "empty")
+            times[k].append(time.perf_counter() - s)
+    for k, t in times.items():
+        out[k] = {**_lat(t), "reconnects": clients[k].reconnects}
+    return out
+
+
+def part_batch(servers: dict, users, n_batches, size, state, lam) -> dict:
+    from promo_assets.allocation import decide
+
+    old = OldPath(state)
+    out = {}
+    n_pop = len(users)
+    bodies, chosen = [], []
+    for j in range(n_batches):
+        pick = (users * (1 + size // n_pop))[j * 7 % n_pop:][:size]
+        chosen.append(pick)
+        bodies.append(json.dumps({"users": pick, "budget": BUDGET}).encode())
+    agree = total = 0
+    for k, server in servers.items():
+        if k == "empty":
+            continue
+        client = Client(server.port)
+        client.post(bodies[0])
+        cpu = wall = 0.0
+        answers = []
+        for b in bodies:
+            c0, w0 = _cpu_seconds(server.proc.pid), time.perf_counter()
+            answers.append(client.post(b))
+            wall += time.perf_counter() - w0
+            cpu += _cpu_seconds(server.proc.pid) - c0
+        n = n_batches * size
+        out[k] = {"users_per_s": n / wall, "users_per_s_per_core": n / cpu if cpu > 0 else None, "cpu_s": cpu}
+        if k == "new":
+            for got, pick in zip(answers[:10], chosen[:10]):
+                frame = pd.DataFrame([{f: (np.nan if v is None else v) for f, v in u["features"].items()} for u in pick])
+                want = decide(*old.coefficients(frame), lam)
+                d = pd.DataFrame(got["decisions"])
+                on = (d["policy"] == "champion").to_numpy()
+                agree += int((d["level"].to_numpy()[on] == want[on]).sum())
+                total += int(on.sum())
+    out["champion_levels_equal_old_path"] = agree / total if total else None
+    return out
+
+
+def part_stream(models: dict, lambdas: dict, pop: pd.DataFrame, n_users: int, n_old: int) -> dict:
+    from promo_assets.allocation import OnlinePolicy
+
+    rng = np.random.default_rng(0)
+    big = pop.iloc[rng.integers(0, len(pop), n_users)].reset_index(drop=True)
+    out = {}
+    for name, model in models.items():
+        policy = OnlinePolicy(model, lambdas[name])
+        p0 = time.process_time()
+        n = sum(len(b) for b in policy.decide_stream((big.iloc[s:s + 1000] for s in range(0, n_users, 1000))))
+        cpu = time.process_time() - p0
+
+        class _One:
+            weights, models = (1.0,), (model,)
+
+        class _OldModel:  # the old path as a model: decide_stream gathers its batches as for the new one
+            def __init__(self, old):
+                self.old = old
+
+            def predict(self, frame):
+                return self.old.coefficients(frame)
+
+        old_policy = OnlinePolicy(_OldModel(OldPath(_One)), lambdas[name])
+        assert old_policy.plan is None
+        p0 = time.process_time()
+        sum(len(b) for b in old_policy.decide_stream((big.iloc[s:s + 1000] for s in range(0, n_old, 1000))))
+        old_cpu = time.process_time() - p0
+        out[name] = {"users": n, "cpu_s": cpu, "users_per_cpu_s": n / cpu,
+                     "old_path_users_per_cpu_s": n_old / old_cpu if old_cpu > 0 else None}
+        print(f"  decide_stream {name}: {n / cpu:,.0f} users per CPU-second (old path {n_old / old_cpu:,.0f})",
+              flush=True)
+    return out
+
+
+def part_concurrent(server, users, clients: int, duration: float, switch) -> dict:
+    bodies = [json.dumps({"user": u, "budget": BUDGET}).encode() for u in users[:500]]
+    stop = threading.Event()
+    results = [[] for _ in range(clients)]
+
+    def client(i):
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        j = i
+        while not stop.is_set():
+            s = time.perf_counter()
+            try:
+                conn.request("POST", PATH, body=bodies[j % len(bodies)], headers={"Content-Type": "application/json"})
+                resp = conn.getresponse()
+                data = resp.read()
+                ok = resp.status == 200
+                version = json.loads(data).get("champion_version") if ok else None
+            except (OSError, http.client.HTTPException, ValueError) as exc:
+                ok, version = False, repr(exc)
+                conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+            results[i].append((time.perf_counter() - s, ok, version, time.monotonic()))
+            j += clients
+
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(clients)]
+    c0, t0 = _cpu_seconds(server.proc.pid), time.monotonic()
+    for t in threads:
+        t.start()
+    time.sleep(duration / 2)
+    switched_at = time.monotonic()
+    switch()
+    time.sleep(duration / 2)
+    stop.set()
+    for t in threads:
+        t.join(timeout=60)
+    wall, cpu = time.monotonic() - t0, _cpu_seconds(server.proc.pid) - c0
+    flat = sorted((r for rs in results for r in rs), key=lambda r: r[3])
+    lat = [r[0] for r in flat]
+    versions = [r[2] for r in flat if r[1]]
+    changed = [r[3] - switched_at for r in flat if r[1] and r[2] != versions[0]]
+    return {"clients": clients, "seconds": wall, "requests": len(flat), "failed": sum(not r[1] for r in flat),
+            "requests_per_s": len(flat) / wall, "server_cpu_s": cpu, "latency_ms": _lat(lat),
+            "champion_versions": sorted(set(versions)), "first_answer_of_new_champion_after_switch_s":
+                (min(changed) if changed else None),
+            "failures_sample": [r[2] for r in flat if not r[1]][:5]}
+
+
+def part_chunked(server, mib: int) -> dict:
+    total, chunk = mib * 1024 * 1024, 64 * 1024
+    before = _memory(server.proc.pid)
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=60)
+    sock.sendall(b"POST " + PATH.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Transfer-Encoding: chunked\r\n\r\n")
+    piece = b"%x\r\n" % chunk + b" " * chunk + b"\r\n"
+    import select
+
+    sent, answered_first = 0, False
+    try:
+        while sent < total:
+            if select.select([sock], [], [], 0)[0]:
+                answered_first = True
+                break
+            sock.sendall(piece)
+            sent += chunk
+        else:
+            sock.sendall(b"0\r\n\r\n")
+    except (BrokenPipeError, ConnectionResetError):
+        answered_first = True
+    sock.settimeout(30)
+    answer = b""
+    try:
+        while b"\r\n\r\n" not in answer:
+            part = sock.recv(65536)
+            if not part:
+                break
+            answer += part
+    except (OSError, socket.timeout):
+        pass
+    sock.close()
+    time.sleep(0.5)
+    after = _memory(server.proc.pid)
+    return {"body_mib": mib, "status_line": answer.split(b"\r\n", 1)[0].decode(errors="replace"),
+            "answered_before_the_body_ended": answered_first and sent < total, "mib_sent_before_the_answer": sent / 2 ** 20,
+            "rss_mib_before": before.get("VmRSS"), "rss_mib_after": after.get("VmRSS"),
+            "peak_rss_mib_before": before.get("VmHWM"), "peak_rss_mib_after": after.get("VmHWM"),
+            "peak_rss_growth_mib": after.get("VmHWM", 0) - before.get("VmHWM", 0)}
+
+
+def setup(args, env: dict, tmp: Path) -> None:
+    """The demo campaign decided by `promo run` (wh-first.duckdb, served first) and the same campaign with
+    the champion pinned to --switch-to (wh-second.duckdb, for the change mid-way)."""
+    _promo(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", str(args.days), "--users",
+           str(args.users), "--seed", "0")
+    yaml_path = tmp / "landing" / "demo" / "campaign.yaml"
+    original = yaml_path.read_text()
+    if args.model:
+        original += f"champion:\n  pin: {args.model}\n"
+        yaml_path.write_text(original)
+    _promo(env, "run", "--campaign", "demo", "--no-progress")
+    shutil.copy(tmp / "wh.duckdb", tmp / "wh-first.duckdb")
+    yaml_path.write_text(original.replace(f"pin: {args.model}", f"pin: {args.switch_to}") if args.model
+                         else original + f"champion:\n  pin: {args.switch_to}\n")
+    _promo(env, "run", "--campaign", "demo", "--no-progress")
+    shutil.copy(tmp / "wh.duckdb", tmp / "wh-second.duckdb")
+    shutil.copy(tmp / "wh-first.duckdb", tmp / "wh.duckdb")
+    yaml_path.write_text(original)
+
+
+# ------------------------------------------------------------------------------------ main
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--users", type=int, default=2000, help="users of the demo campaign [2000]")
+    ap.add_argument("--days", type=int, default=4, help="RCT days of the demo campaign [4]")
+    ap.add_argument("--requests", type=int, default=5000, help="one-user requests / calls timed (new, floor) [5000]")
+    ap.add_argument("--old-requests", type=int, default=1000, help="one-user requests to the old service [1000]")
+    ap.add_argument("--batches", type=int, default=40, help="batch requests timed per service [40]")
+    ap.add_argument("--batch", type=int, default=1000, help="users per batch [1000]")
+    ap.add_argument("--stream-users", type=int, default=100_000, help="users per model for decide_stream [100000]")
+    ap.add_argument("--old-stream-users", type=int, default=20_000, help="users per model for the old path [20000]")
+    ap.add_argument("--clients", type=int, default=50, help="concurrent clients [50]")
+    ap.add_argument("--duration", type=float, default=30.0, help="seconds of the concurrent part [30]")
+    ap.add_argument("--big-mib", type=int, default=200, help="MiB of the chunked body [200]")
+    ap.add_argument("--model", default=None, help="pin the champion to this model [the champion promo run picks]")
+    ap.add_argument("--switch-to", default="lgbm_s", help="the champion pinned for the change mid-way [lgbm_s]")
+    ap.add_argument("--old-ref", default="d637776", help="git ref of the code before the plan ('none': skip) [d637776]")
+    ap.add_argument("--parts", default="inproc,http,batch,stream,concurrent,chunked")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
+    ap.add_argument("--workdir", default=None,
+                    help="work in this folder and keep it; a campaign already decided there is reused (no setup) "
+                    "[a new temporary folder]")
+    args = ap.parse_args()
+    parts = set(args.parts.split(","))
+    rec = Recorder("serve")
+
+    if args.workdir:
+        tmp = Path(args.workdir).resolve()
+        tmp.mkdir(parents=True, exist_ok=True)
+        args.keep = True
+    else:
+        tmp = Path(tempfile.mkdtemp(prefix="serve-bench-"))
+    reuse = (tmp / "wh.duckdb").exists() and (tmp / "wh-second.duckdb").exists()
+    (tmp / "dagster_home").mkdir(exist_ok=True)
+    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", tmp / "dagster_home")
+    env = {**os.environ, "PROMO_LANDING_DIR": str(tmp / "landing"), "PROMO_WAREHOUSE": str(tmp / "wh.duckdb"),
+           "PROMO_ARTIFACTS_DIR": str(tmp / "artifacts"), "DAGSTER_HOME": str(tmp / "dagster_home"),
+           "PROMO_OUTBOX_DIR": str(tmp / "outbox"), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    os.environ.update({k: env[k] for k in ("PROMO_LANDING_DIR", "PROMO_WAREHOUSE", "PROMO_ARTIFACTS_DIR",
+                                           "OMP_NUM_THREADS")})
+    servers: dict[str, Server] = {}
+    fig: dict = {}
+    try:
+        t0 = time.perf_counter()
+        if reuse:
+            shutil.copy(tmp / "wh-first.duckdb", tmp / "wh.duckdb")
+        else:
+            setup(args, env, tmp)
+        setup_s = time.perf_counter() - t0
+        print(f"campaign decided by promo run in {setup_s:.0f}s", flush=True)
+
+        import torch
+
+        torch.set_num_threads(1)
+        from promo_assets import warehouse
+        from promo_assets.serve import read_campaign
+
+        with warehouse.connect(tmp / "wh.duckdb", read_only=True) as con:
+            state = read_campaign(con, tmp / "landing", "demo")
+            duals = con.execute("SELECT model, model_version, lambda_ FROM budget_dual WHERE budget_per_capita = ?",
+                                [BUDGET]).fetchall()
+        lam = state.lambdas[BUDGET]
+        features = list(state.features)
+        pop = pd.read_parquet(sorted((tmp / "landing" / "demo" / "population").glob("*.parquet"))[-1])
+        users = _user_json(pop, features)
+        fig.update({"champion": state.champion, "members": list(state.members), "weights": list(state.weights),
+                    "lambda_": lam, "budget_per_capita": BUDGET, "features": len(features),
+                    "levels": len(state.labels),
+                    "campaign": {"preset": "demo", "days": args.days, "users": args.users,
+                                 "setup_seconds": round(setup_s, 1), "setup_reused": reuse}})
+        print(f"champion {state.champion}", flush=True)
+
+        if "inproc" in parts:
+            fig["one_user_in_process"] = part_inproc(state, users, lam, args.requests)
+            print("in process:", {k: (round(v["p50"], 3) if isinstance(v, dict) else v)
+                                  for k, v in fig["one_user_in_process"].items()}, flush=True)
+
+        if parts & {"http", "batch", "concurrent", "chunked"}:
+            port = _free_port()
+            servers["new"] = Server([sys.executable, "-m", "promo_assets.cli", "serve", "--port", str(port),
+                                     "--reload-interval", "0.5", "--log-level", "warning"], env, tmp / "serve.log", port)
+            port = _free_port()
+            servers["empty"] = Server([sys.executable, "-c", EMPTY_APP, str(port)], env, tmp / "empty.log", port)
+            if args.old_ref != "none" and parts & {"http", "batch"}:
+                old_dir = tmp / "old-code"
+                shutil.rmtree(old_dir, ignore_errors=True)
+                old_dir.mkdir()
+                archive = subprocess.run(["git", "archive", args.old_ref, "promo_assets", "sql"], cwd=ROOT,
+                                         capture_output=True, check=True).stdout
+                subprocess.run(["tar", "-x", "-C", str(old_dir)], input=archive, check=True)
+                port = _free_port()
+                servers["old"] = Server(cli_command(old_dir, "serve", "--port", str(port), "--reload-interval", "0",
+                                                    "--log-level", "warning"), env, tmp / "old.log", port)
+        if "http" in parts:
+            fig["one_user_http"] = part_http(servers, users, args.requests, args.old_requests)
+            print("over HTTP:", {k: round(v["p50"], 3) for k, v in fig["one_user_http"].items()}, flush=True)
+        if "batch" in parts:
+            fig["batch_http"] = {"batch_size": args.batch, "requests": args.batches,
+                                 **part_batch(servers, users, args.batches, args.batch, state, lam)}
+            print("batches:", fig["batch_http"], flush=True)
+        if "old" in servers:
+            servers.pop("old").stop()
+        if "stream" in parts:
+            from promo_assets.models import registry
+
+            models, lambdas = {}, {}
+            for name, version, model_lam in duals:
+                if registry.get(name).needs_graph or model_lam is None:
+                    continue
+                models[name] = registry.get(name).load(version)
+                lambdas[name] = float(model_lam)
+            fig["decide_stream"] = part_stream(models, lambdas, pop[features], args.stream_users,
+                                               args.old_stream_users)
+        if "concurrent" in parts:
+            def switch():
+                shutil.copy(tmp / "wh-second.duckdb", tmp / "wh-switch.duckdb")
+                os.replace(tmp / "wh-switch.duckdb", tmp / "wh.duckdb")
+
+            fig["concurrent"] = part_concurrent(servers["new"], users, args.clients, args.duration, switch)
+            print("concurrent:", fig["concurrent"], flush=True)
+        if "chunked" in parts:
+            fig["chunked_body"] = part_chunked(servers["new"], args.big_mib)
+            print("chunked:", fig["chunked_body"], flush=True)
+    finally:
+        for s in servers.values():
+            s.stop()
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    ms = lambda xs, q: float(np.percentile(np.asarray(xs) * 1e3, q))  # noqa: E731
-    n_batch_users = args.batches * args.batch
-    fig = {
-        "model": args.model, "lambda_": lam, "budget_per_capita": BUDGET, "features": len(features),
-        "campaign": {"preset": "demo", "days": args.days, "users": args.users, "setup_seconds": round(setup_s, 1)},
-        "one_user": {
-            "requests": args.requests,
-            "service_ms": {"p50": ms(lat, 50), "p99": ms(lat, 99), "mean": float(np.mean(lat) * 1e3)},
-            "in_process_ms": {"p50": ms(one, 50), "p99": ms(one, 99), "mean": float(np.mean(one) * 1e3)},
-        },
-        "batch": {
-            "batch_size": args.batch, "requests": args.batches,
-            "service_users_per_s": n_batch_users / serve_wall,
-            "service_users_per_s_per_core": n_batch_users / serve_cpu if serve_cpu > 0 else None,
-            "service_cpu_seconds": serve_cpu,
-            "in_process_users_per_s": n_batch_users / inproc_wall,
-            "in_process_users_per_s_per_core": n_batch_users / inproc_cpu if inproc_cpu > 0 else None,
-            "explored_share": explored, "champion_levels_equal_online_policy": agree / total,
-        },
-    }
-    fig["overhead"] = {
-        "latency_p50_ratio": fig["one_user"]["service_ms"]["p50"] / fig["one_user"]["in_process_ms"]["p50"],
-        "latency_p99_ratio": fig["one_user"]["service_ms"]["p99"] / fig["one_user"]["in_process_ms"]["p99"],
-        "throughput_per_core_ratio": (fig["batch"]["in_process_users_per_s_per_core"]
-                                      / fig["batch"]["service_users_per_s_per_core"]),
-    }
-    print(f"{'':34}{'service':>12}{'in process':>12}{'ratio':>8}")
-    print(f"{'one user p50 (ms)':34}{fig['one_user']['service_ms']['p50']:12.2f}{fig['one_user']['in_process_ms']['p50']:12.2f}"
-          f"{fig['overhead']['latency_p50_ratio']:8.2f}")
-    print(f"{'one user p99 (ms)':34}{fig['one_user']['service_ms']['p99']:12.2f}{fig['one_user']['in_process_ms']['p99']:12.2f}"
-          f"{fig['overhead']['latency_p99_ratio']:8.2f}")
-    print(f"{f'batches of {args.batch}: users/s/core':34}{fig['batch']['service_users_per_s_per_core']:12.0f}"
-          f"{fig['batch']['in_process_users_per_s_per_core']:12.0f}{fig['overhead']['throughput_per_core_ratio']:8.2f}")
-    print(f"champion levels equal to OnlinePolicy's: {agree / total:.4f}; explored {explored:.3f}")
-    headline = {"one_user_p50_ms": fig["one_user"]["service_ms"]["p50"], "one_user_p99_ms": fig["one_user"]["service_ms"]["p99"],
-                "batch_users_per_s_per_core": fig["batch"]["service_users_per_s_per_core"],
-                "latency_overhead_p50": fig["overhead"]["latency_p50_ratio"],
-                "throughput_overhead": fig["overhead"]["throughput_per_core_ratio"]}
-    rec.write(fig, headline=headline)
+    head = {}
+    inp, web = fig.get("one_user_in_process"), fig.get("one_user_http")
+    if inp:
+        head["in_process_one_user_p50_ms"] = inp["online_policy_ms"]["p50"]
+        head["in_process_old_path_p50_ms"] = inp["old_path_ms"]["p50"]
+    if web:
+        head["http_one_user_p50_ms"], head["http_one_user_p99_ms"] = web["new"]["p50"], web["new"]["p99"]
+        if "old" in web:
+            head["http_old_one_user_p50_ms"] = web["old"]["p50"]
+        if inp:
+            floor = web["empty"]["p50"] + inp["floor_raw_member_calls_ms"]["p50"]
+            head["http_floor_p50_ms"] = floor
+            head["http_p50_over_floor"] = web["new"]["p50"] / floor
+            fig["http_floor_p50_ms"] = floor
+    if fig.get("batch_http"):
+        head["batch_users_per_s_per_core"] = fig["batch_http"]["new"]["users_per_s_per_core"]
+    for name, r in (fig.get("decide_stream") or {}).items():
+        head[f"decide_stream_{name}_users_per_cpu_s"] = r["users_per_cpu_s"]
+    if fig.get("concurrent"):
+        c = fig["concurrent"]
+        head.update({"concurrent_requests_per_s": c["requests_per_s"], "concurrent_failed": c["failed"],
+                     "concurrent_p99_ms": c["latency_ms"]["p99"]})
+    if fig.get("chunked_body"):
+        head["chunked_peak_rss_growth_mib"] = fig["chunked_body"]["peak_rss_growth_mib"]
+        head["chunked_413_before_the_end"] = fig["chunked_body"]["answered_before_the_body_ended"]
+    print(json.dumps(head, indent=1))
+    rec.write(fig, headline=head)
     return 0
 
 

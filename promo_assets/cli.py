@@ -24,7 +24,8 @@ exit codes:
   1    some partitions or assets failed (each is named), a data check failed with severity ERROR,
        or the warehouse file cannot be used (named, with the reason)
   2    bad usage or configuration (unknown campaign, bad dates, a bad setting, a refused
-       campaign.yaml: that campaign is not run, the others are), or the warehouse stayed busy
+       campaign.yaml: that campaign is not run, the others are), the warehouse stayed busy,
+       or `promo serve`'s port is in use
   130  interrupted (Ctrl-C, SIGTERM)"""
 HELP_COLUMNS = 100  # --help is wrapped at the terminal's width, at most this
 REPORT_COLUMNS = 120  # `promo report` (without --wide) fits this width
@@ -243,14 +244,49 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.reload_interval < 0:
         print(f"promo serve: --reload-interval must be >= 0 seconds, got {args.reload_interval:g}", file=sys.stderr)
         return EXIT_USAGE
+    if not args.read_timeout > 0:
+        print(f"promo serve: --read-timeout must be > 0 seconds, got {args.read_timeout:g}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.max_connections < 1:
+        print(f"promo serve: --max-connections must be >= 1, got {args.max_connections}", file=sys.stderr)
+        return EXIT_USAGE
+    in_use = _port_in_use(args.host, args.port)
+    if in_use:
+        print(f"promo serve: cannot listen on {args.host}:{args.port}: {in_use} (another `promo serve`? choose "
+              "another --port)", file=sys.stderr)
+        return EXIT_USAGE
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     registry = Registry(settings.landing_dir(), settings.warehouse_path(), args.campaign)
-    app = create_app(registry, reload_interval=args.reload_interval)
+    app = create_app(registry, reload_interval=args.reload_interval, read_timeout=args.read_timeout)
     print(f"promo serve: http://{args.host}:{args.port} (landing {registry.landing}, warehouse {registry.warehouse}, "
           f"reload every {args.reload_interval:g}s)", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log,
-                server_header=False)
+    try:  # uvicorn's own limits: open connections (503 beyond), idle keep-alive connections closed after 5 s
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=args.access_log,
+                    server_header=False, limit_concurrency=args.max_connections, timeout_keep_alive=5)
+    except SystemExit as exc:  # uvicorn could not start (the port taken between the check and the start)
+        if exc.code not in (None, 0):
+            print(f"promo serve: the server could not start on {args.host}:{args.port} (see the log above)",
+                  file=sys.stderr)
+            return EXIT_USAGE
     return EXIT_OK
+
+
+def _port_in_use(host: str, port: int) -> str | None:
+    """Why `promo serve` cannot listen on host:port (the system's reason), or None."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        return f"unknown host ({exc.strerror or exc})"
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            return exc.strerror or str(exc)
+    return None
 
 
 def _quiet_run_config(verbose: bool, progress: bool = False) -> dict:
@@ -1076,6 +1112,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
                    help="the server's log level [info]")
     p.add_argument("--access-log", action="store_true", help="log every request line (method, path, status)")
+    p.add_argument("--read-timeout", type=float, default=10.0,
+                   help="seconds a request's body may take to arrive (408 after) [10]")
+    p.add_argument("--max-connections", type=int, default=1000,
+                   help="open connections and requests at once; beyond, 503 (uvicorn's limit_concurrency) [1000]")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("models", help="list the registered models", **kw)

@@ -18,6 +18,7 @@ import datetime as dt
 import json
 import logging
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -25,6 +26,7 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from promo_assets.models.plan import model_features
 from promo_assets.serve.state import CampaignState, Unavailable
 
 log = logging.getLogger("promo_assets.serve")
@@ -80,17 +82,16 @@ def load_models(members, versions) -> tuple[list, str | None]:
     return models, None
 
 
-def model_features(models) -> dict[str, str]:
-    """{feature: 'numeric' | 'categorical'} the models read (their encoders' columns), sorted."""
-    kinds: dict[str, str] = {}
-    for model in models:
-        fitted = getattr(model, "model_", model)  # a registry estimator holds its fitted object
-        enc = getattr(fitted, "encoder", None)
-        for name in getattr(enc, "numeric", ()):
-            kinds[str(name)] = "numeric"
-        for name in getattr(enc, "categorical", ()):
-            kinds[str(name)] = "categorical"
-    return dict(sorted(kinds.items()))
+_ABSOLUTE = re.compile(r"(?<![\w.])/(?:[^\s'\"():,]+/)*([^\s'\"():,/]+)")
+
+
+def public(text: str, *roots: Path) -> str:
+    """`text` without server paths (for an error body, /health and /v1/campaigns): a path under one of
+    `roots` (the landing folder, the warehouse's folder, the artefact store) from that root on, any
+    other absolute path by its last part."""
+    for root in sorted((str(r) for r in roots if r), key=len, reverse=True):
+        text = text.replace(root.rstrip("/") + "/", "")
+    return _ABSOLUTE.sub(lambda m: m.group(1), text)
 
 
 def read_campaign(con, landing: Path, campaign: str, lambdas_override: Mapping[float, float] | None = None,
@@ -103,7 +104,7 @@ def read_campaign(con, landing: Path, campaign: str, lambdas_override: Mapping[f
 
     try:
         config = load_config(landing, campaign)
-    except (CampaignConfigError, OSError) as exc:
+    except (CampaignConfigError, OSError, ValueError) as exc:
         return Unavailable(campaign, f"campaign.yaml is refused: {exc}")
     found = con.execute(sql("decisions", "latest_decisions_run"), [campaign]).fetchone()
     if found is None:
@@ -142,9 +143,15 @@ def read_campaign(con, landing: Path, campaign: str, lambdas_override: Mapping[f
     if lambdas_override:
         lambdas = {float(b): (None if v is None else float(v)) for b, v in lambdas_override.items()}
         source = "pacing"
+    # the exploration these decisions used (their manifest), not campaign.yaml's current block; the seed
+    # of decisions stored before it was kept with them comes from campaign.yaml
+    explored = json.loads(first["decision_manifest"])["entry"].get("exploration") or {}
     exploration = Exploration.from_config(config.exploration)
+    seed = int(stored.get("exploration_seed", exploration.seed))
+    share = float(explored.get("share", exploration.share))
     try:
-        mix = exploration.weights(config.n_levels)
+        mix = (np.asarray(explored["mix"], dtype=np.float64) if len(explored.get("mix") or ()) == config.n_levels
+               else exploration.weights(config.n_levels))
     except ValueError as exc:
         return Unavailable(campaign, str(exc))
     features = model_features(models)
@@ -154,8 +161,8 @@ def read_campaign(con, landing: Path, campaign: str, lambdas_override: Mapping[f
     return CampaignState(
         campaign=campaign, champion=str(info["name"]), champion_version=str(info["version"]), members=members,
         weights=weights, versions=versions, models=tuple(models), lambdas=lambdas, features=features,
-        labels=tuple(config.labels), incentives=tuple(float(x) for x in config.incentives), share=float(exploration.share),
-        seed=int(exploration.seed), mix=np.asarray(mix, dtype=np.float64),
+        labels=tuple(config.labels), incentives=tuple(float(x) for x in config.incentives), share=share,
+        seed=seed, mix=np.asarray(mix, dtype=np.float64),
         decision_date=pd.Timestamp(first["decision_date"]).date(),
         decided_at=pd.Timestamp(first["decided_at"]).isoformat(), decisions_run_id=str(run_id),
         champion_run_id=str(first["champion_run_id"]), lambda_source=source, paced_budget=paced, pacing=pacing,
@@ -199,14 +206,14 @@ class Registry:
             names = list(fp[0])
             new: dict[str, CampaignState | Unavailable] = {}
             if not self.warehouse.exists():
-                new = {n: Unavailable(n, f"warehouse {self.warehouse} does not exist yet: run `promo run`") for n in names}
+                new = {n: Unavailable(n, "the warehouse does not exist yet: run `promo run`") for n in names}
             else:
                 try:
                     with wh.connect(self.warehouse, read_only=True) as con:
                         for n in names:
-                            new[n] = read_campaign(con, self.landing, n, model_cache=self._models)
+                            new[n] = self._read(con, n)
                 except Exception as exc:  # noqa: BLE001 (busy, damaged: keep serving what we have)
-                    self.last_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                    self.last_error = self.public(f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
                     log.warning("reload put off: %s", self.last_error)
                     return False
             previous = self._snapshot
@@ -228,6 +235,33 @@ class Registry:
                 elif isinstance(s, Unavailable) and (not isinstance(old, Unavailable) or old.reason != s.reason):
                     log.info("%s: not serving: %s", n, s.reason)
             return True
+
+    def public(self, text: str) -> str:
+        """`text` without this server's paths (`public`)."""
+        from promo_assets import settings
+
+        try:
+            artifacts = settings.artifacts_dir()
+        except Exception:  # noqa: BLE001 (a bad setting: the other roots still apply)
+            artifacts = None
+        return public(text, self.landing, self.warehouse.parent, *([artifacts] if artifacts else []))
+
+    def _read(self, con, name: str) -> CampaignState | Unavailable:
+        """One campaign's state; anything but the warehouse failing makes that campaign unavailable
+        (with the reason, without paths), never the others."""
+        import duckdb
+
+        try:
+            state = read_campaign(con, self.landing, name, model_cache=self._models)
+        except duckdb.Error:
+            raise  # the warehouse itself (busy, damaged): the whole reload is put off
+        except Exception as exc:  # noqa: BLE001 (one campaign's config or artefacts: that campaign only)
+            log.warning("%s: not serving: %s: %s", name, type(exc).__name__, exc)
+            return Unavailable(name, self.public(f"campaign '{name}' cannot be served: {type(exc).__name__}: "
+                                                 f"{str(exc).splitlines()[0] if str(exc) else ''}"))
+        if isinstance(state, Unavailable):
+            return Unavailable(name, self.public(state.reason))
+        return state
 
     def watch(self, interval: float, stop: threading.Event) -> None:
         """Poll for changes every `interval` seconds until `stop` is set (a daemon thread's body)."""

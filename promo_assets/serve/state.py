@@ -9,7 +9,10 @@ changed afterwards: a reload builds a new one and swaps it in (`promo_assets.ser
 - **λ per budget** is the multiplier those decisions were made with (decision_budgets' manifest
   entry): a user's champion level is argmax_j v_j − λ c_j (ties to the cheapest level), the same rule
   as the allocation for the population (`promo_assets.allocation.decide`).
-- **Exploration** follows campaign.yaml `exploration:` as the export does: a user explores with
+- **The scoring plan** (`promo_assets.models.plan.ScoringPlan`) is compiled when the state is built,
+  in the reload, before the state is swapped in: no request meets a half-built plan.
+- **Exploration** is the one the stored decisions used (their manifest: share, mix and seed; the
+  seed of older decisions from campaign.yaml), as the export drew it: a user explores with
   probability `share` and then gets a level drawn from `mix`; the propensity written is
   p = (1 − s) 1{level = champion's level} + s mix[level]. Online users arrive one by one, so who
   explores is a draw per user (not exactly round(s N) users as in a file): a hash of the seed, the
@@ -22,9 +25,11 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 import math
+import re
 from dataclasses import dataclass, field
+from itertools import chain
+from operator import itemgetter
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -33,9 +38,16 @@ import pandas as pd
 from promo_assets.allocation import decide
 from promo_assets.coefficients import Coefficients
 from promo_assets.errors import DomainError
+from promo_assets.models.plan import ScoringPlan
 
 MAX_BATCH = 10_000
 MAX_USER_ID = 200
+MAX_NUMBER = 1e15  # |a numeric feature| at most this: larger values overflow a network's float32 arithmetic
+MAX_TEXT = 200  # characters of a category
+# the ingestion's rules for ids and text values (sql/ingest.sql): surrounding spaces, tabs and line
+# ends are trimmed from an id; a control character inside an id or a text value refuses it
+ID_TRIM = " \t\n\r"
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 REQUEST_KEYS = ("user", "users", "budget")
 USER_KEYS = ("user_id", "features")
 
@@ -92,6 +104,14 @@ class CampaignState:
     multipliers: Mapping[float, Mapping[str, float]] | None = None  # campaign.yaml constraints: per budget
     constraints: Mapping[str, Any] | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    plan: ScoringPlan | None = None  # compiled here (in the reload, before the state serves) when not given
+
+    def __post_init__(self):
+        if self.plan is None:
+            names = list(self.features)
+            object.__setattr__(self, "plan", ScoringPlan(
+                self.models, self.weights, numeric=[n for n in names if self.features[n] == "numeric"],
+                categorical=[n for n in names if self.features[n] != "numeric"]))
 
     # ------------------------------------------------------------------ description
     def describe(self) -> dict:
@@ -112,18 +132,20 @@ class CampaignState:
             "features": dict(self.features),
             "levels": [{"level": i, "label": lab, "incentive": inc}
                        for i, (lab, inc) in enumerate(zip(self.labels, self.incentives))],
-            "exploration": {"share": self.share, "seed": self.seed, "mix": [float(x) for x in self.mix]},
+            "exploration": {"share": self.share, "mix": [float(x) for x in self.mix]},  # the seed is not shown
             **dict(self.extra),
         }
 
     # ------------------------------------------------------------------ validation
-    def parse(self, body: Any) -> tuple[float, list[str], pd.DataFrame]:
-        """(budget, user ids, feature frame) of a decide request; RequestError naming the field."""
+    def parse(self, body: Any) -> tuple[float, list[str], tuple[np.ndarray, np.ndarray]]:
+        """(budget, user ids, rows) of a decide request, rows = (numeric N x P float64 with NaN for
+        unknown, categorical N x Q object with None for unknown) in the plan's column order;
+        RequestError naming the field."""
         if not isinstance(body, dict):
             raise RequestError("body", "must be a JSON object with 'user' (one user) or 'users' (a list of users)")
         unknown = [k for k in body if k not in REQUEST_KEYS]
         if unknown:
-            raise RequestError(str(unknown[0]), f"unknown key (allowed: {', '.join(REQUEST_KEYS)})")
+            raise RequestError(_key(unknown[0]), f"unknown key (allowed: {', '.join(REQUEST_KEYS)})")
         if ("user" in body) == ("users" in body):
             raise RequestError("body", "give exactly one of 'user' (one user) or 'users' (a list of users)")
         budget = self._budget(body.get("budget"))
@@ -136,35 +158,86 @@ class CampaignState:
             if len(users) > MAX_BATCH:
                 raise RequestError("users", f"at most {MAX_BATCH} users per request, got {len(users)}")
             where = lambda i: f"users[{i}]"  # noqa: E731
-        names = list(self.features)
-        numeric = [n for n in names if self.features[n] == "numeric"]
-        categorical = [n for n in names if self.features[n] != "numeric"]
-        expected = set(names)
+        numeric, categorical = self.plan.numeric, self.plan.categorical
+        if len(users) > 1:
+            bulk = self._bulk(users, numeric, categorical)
+            if bulk is not None:
+                return (budget, *bulk)
+        expected = set(self.features)
+        n = len(users)
         ids = []
-        num_rows, cat_rows = [], []
+        num = np.empty((n, len(numeric)), dtype=np.float64)
+        cat = np.empty((n, len(categorical)), dtype=object)
         for i, user in enumerate(users):
             # the common case checked in bulk; anything unusual goes through the checks that name the field
             feats = user.get("features") if type(user) is dict else None
             uid = user.get("user_id") if type(user) is dict else None
             if (type(feats) is dict and feats.keys() == expected and len(user) == 2 and type(uid) is str
-                    and 0 < len(uid) <= MAX_USER_ID):
-                nums = [feats[n] for n in numeric]
-                cats = [feats[n] for n in categorical]
-                if all(type(v) is float and math.isfinite(v) or type(v) is int or v is None for v in nums) and \
-                        all(type(v) is str or v is None for v in cats):
+                    and 0 < len(uid) <= MAX_USER_ID and uid.isprintable() and uid.strip(ID_TRIM) == uid
+                    and uid.isascii()):
+                nums = [feats[k] for k in numeric]
+                cats = [feats[k] for k in categorical]
+                if all(v is None or (type(v) is float or type(v) is int) and -MAX_NUMBER <= v <= MAX_NUMBER
+                       for v in nums) and \
+                        all(v is None or type(v) is str and len(v) <= MAX_TEXT and v.isascii() and v.isprintable()
+                            for v in cats):
                     ids.append(uid)
-                    num_rows.append(nums)
-                    cat_rows.append(cats)
+                    num[i] = [math.nan if v is None else v for v in nums]
+                    cat[i] = cats
                     continue
             ids.append(self._user_id(user, where(i)))
-            row = dict(zip(names, self._features(user.get("features"), f"{where(i)}.features", names)))
-            num_rows.append([row[n] for n in numeric])
-            cat_rows.append([row[n] for n in categorical])
-        frame = pd.DataFrame(np.array(num_rows, dtype=np.float64).reshape(len(ids), len(numeric)), columns=numeric)
-        cats = np.array(cat_rows, dtype=object).reshape(len(ids), len(categorical))
-        for j, name in enumerate(categorical):
-            frame[name] = pd.Series(cats[:, j], dtype=object)
-        return budget, ids, frame[names]
+            row = self._features(user.get("features"), f"{where(i)}.features")
+            num[i] = [math.nan if row[k] is None else row[k] for k in numeric]
+            cat[i] = [row[k] for k in categorical]
+        return budget, ids, (num, cat)
+
+    def _bulk(self, users: list, numeric: list[str], categorical: list[str]):
+        """(ids, (num, cat)) of a batch whose every user has the common form (an object of exactly
+        user_id, a printable ASCII string, and features, every feature a number or null / an ASCII
+        string or null within the limits), checked column by column with C-level loops; None for
+        anything else (the per-user checks then name the field)."""
+        try:
+            if set(map(type, users)) != {dict} or set(map(len, users)) != {2}:
+                return None
+            ids = list(map(itemgetter("user_id"), users))
+            feats = list(map(itemgetter("features"), users))
+            if set(map(type, ids)) != {str} or set(map(type, feats)) != {dict}:
+                return None
+            if set(map(len, feats)) != {len(self.features)}:
+                return None
+            if (min(map(len, ids)) < 1 or max(map(len, ids)) > MAX_USER_ID or not all(map(str.isascii, ids))
+                    or not all(map(str.isprintable, ids)) or ids != [u.strip(ID_TRIM) for u in ids]):
+                return None
+            n = len(users)
+            num = np.empty((n, len(numeric)), dtype=np.float64)
+            if numeric:
+                rows = [[f[k] for k in numeric] for f in feats]
+                flat = list(chain.from_iterable(rows))
+                if not set(map(type, flat)) <= {float, int, type(None)}:
+                    return None
+                num[:] = np.array(rows, dtype=np.float64)  # None -> NaN
+                if (np.abs(num) > MAX_NUMBER).any():
+                    return None
+            cat = np.empty((n, len(categorical)), dtype=object)
+            if categorical:
+                rows = [[f[k] for k in categorical] for f in feats]
+                flat = list(chain.from_iterable(rows))
+                kinds = set(map(type, flat))
+                if not kinds <= {str, type(None)}:
+                    return None
+                text = [v for v in flat if v is not None] if type(None) in kinds else flat
+                if text and (max(map(len, text)) > MAX_TEXT or not all(map(str.isascii, text))
+                             or not all(map(str.isprintable, text))):
+                    return None
+                cat.ravel()[:] = flat
+        except (KeyError, TypeError, ValueError, OverflowError):
+            return None
+        return ids, (num, cat)
+
+    def frame(self, rows: tuple[np.ndarray, np.ndarray]) -> pd.DataFrame:
+        """The rows of `parse` as a pandas frame of the campaign's features (numeric float64,
+        categorical object)."""
+        return self.plan.frame_of(*rows)[list(self.features)]
 
     def _budget(self, value: Any) -> float:
         shown = ", ".join(f"{b:g}" for b in sorted(self.lambdas) if b != self.paced_budget)
@@ -181,6 +254,8 @@ class CampaignState:
             raise RequestError("budget", f"campaign '{self.campaign}' has no period budget today ({shown})")
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise RequestError("budget", f"must be a number or 'period' (one of {shown}), got {type(value).__name__}")
+        if not -MAX_NUMBER <= value <= MAX_NUMBER:
+            raise RequestError("budget", f"budget {_short(value)} is not one campaign '{self.campaign}' decides at ({shown})")
         if float(value) not in self.lambdas:
             raise RequestError("budget", f"budget {value:g} is not one campaign '{self.campaign}' decides at ({shown})")
         return float(value)
@@ -191,52 +266,65 @@ class CampaignState:
             raise RequestError(where, "must be an object with 'user_id' and 'features'")
         unknown = [k for k in user if k not in USER_KEYS]
         if unknown:
-            raise RequestError(f"{where}.{unknown[0]}", f"unknown key (allowed: {', '.join(USER_KEYS)})")
+            raise RequestError(f"{where}.{_key(unknown[0])}", f"unknown key (allowed: {', '.join(USER_KEYS)})")
         uid = user.get("user_id")
         if uid is None:
             raise RequestError(f"{where}.user_id", "missing (a string or an integer)")
         if isinstance(uid, bool) or not isinstance(uid, (str, int)):
             raise RequestError(f"{where}.user_id", f"must be a string or an integer, got {type(uid).__name__}")
-        uid = str(uid)
-        if not uid or len(uid) > MAX_USER_ID:
+        if isinstance(uid, int) and not -10 ** MAX_USER_ID < uid < 10 ** MAX_USER_ID:
             raise RequestError(f"{where}.user_id", f"must have 1 to {MAX_USER_ID} characters")
+        uid = str(uid).strip(ID_TRIM)  # as ingestion reads an id
+        if not uid or len(uid) > MAX_USER_ID:
+            raise RequestError(f"{where}.user_id", f"must have 1 to {MAX_USER_ID} characters"
+                               + (" (spaces, tabs and line ends around an id are not part of it)" if not uid else ""))
+        _check_text(uid, f"{where}.user_id", "user id")
         return uid
 
-    def _features(self, given: Any, where: str, names: Sequence[str]) -> list:
+    def _features(self, given: Any, where: str) -> dict:
+        names = list(self.features)
         if not isinstance(given, dict):
             raise RequestError(where, f"must be an object of the campaign's features ({', '.join(names)})")
         for key in given:
             if key not in self.features:
-                raise RequestError(f"{where}.{key}", f"unknown feature (campaign '{self.campaign}' has "
+                raise RequestError(f"{where}.{_key(key)}", f"unknown feature (campaign '{self.campaign}' has "
                                    f"{', '.join(names) or 'no features'})")
-        row = []
+        row = {}
         for name in names:
             if name not in given:
                 raise RequestError(f"{where}.{name}", "missing required feature (give null when it is unknown)")
             value = given[name]
             if value is None:
-                row.append(None)
+                row[name] = None
             elif self.features[name] == "numeric":
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                     raise RequestError(f"{where}.{name}", f"numeric feature: must be a finite number or null, got "
                                        f"{type(value).__name__} {_short(value)}")
-                row.append(float(value))
+                if not -MAX_NUMBER <= value <= MAX_NUMBER:
+                    raise RequestError(f"{where}.{name}", f"numeric feature: must be between -{MAX_NUMBER:g} and "
+                                       f"{MAX_NUMBER:g}, got {_short(value)}")
+                row[name] = float(value)
             else:
                 if isinstance(value, bool) or not isinstance(value, (str, int)):
                     raise RequestError(f"{where}.{name}", f"categorical feature: must be a string (or an integer) or "
                                        f"null, got {type(value).__name__} {_short(value)}")
-                row.append(str(value))
+                if isinstance(value, int) and not -10 ** MAX_TEXT < value < 10 ** MAX_TEXT:
+                    raise RequestError(f"{where}.{name}", f"categorical feature: at most {MAX_TEXT} characters")
+                text = str(value)
+                if len(text) > MAX_TEXT:
+                    raise RequestError(f"{where}.{name}", f"categorical feature: at most {MAX_TEXT} characters, got "
+                                       f"{len(text)}")
+                _check_text(text, f"{where}.{name}", "categorical feature")
+                row[name] = text
         return row
 
     # ------------------------------------------------------------------ deciding
-    def coefficients(self, frame: pd.DataFrame) -> Coefficients:
-        """The champion's predicted response and cost (N x K): its members' weighted mean."""
-        response = cost = None
-        for model, w in zip(self.models, self.weights):
-            v, c = model.predict(frame)
-            v, c = w * np.asarray(v, dtype=np.float64), w * np.asarray(c, dtype=np.float64)
-            response, cost = (v, c) if response is None else (response + v, cost + c)
-        return Coefficients(response, cost)
+    def coefficients(self, rows: tuple[np.ndarray, np.ndarray] | pd.DataFrame) -> Coefficients:
+        """The champion's predicted response and cost (N x K): its members' weighted mean, through
+        the compiled plan (rows of `parse`, or a frame of the features)."""
+        if isinstance(rows, pd.DataFrame):
+            return self.plan.coefficients(rows)
+        return self.plan.coefficients_rows(*rows)
 
     def explore_draws(self, user_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """(explores, level drawn) per user: a deterministic draw from the seed, the decision date and
@@ -248,9 +336,9 @@ class CampaignState:
         drawn = np.minimum(np.searchsorted(np.cumsum(self.mix), u[:, 1], side="right"), len(self.mix) - 1)
         return explores, drawn
 
-    def decide(self, budget: float, user_ids: Sequence[str], frame: pd.DataFrame) -> dict:
+    def decide(self, budget: float, user_ids: Sequence[str], rows: tuple[np.ndarray, np.ndarray]) -> dict:
         """The response body of a decide request (validated by `parse`)."""
-        values, costs = self.coefficients(frame)
+        values, costs = self.coefficients(rows)
         lam = self.lambdas[budget]
         mu = (self.multipliers or {}).get(budget)
         if mu and self.constraints:  # several budgets: the decisions' rule at their multipliers
@@ -260,6 +348,7 @@ class CampaignState:
             for name, block in self.constraints["costs"].items():
                 mats.append(np.broadcast_to(np.asarray(block["levels"], dtype=np.float64), costs.shape))
                 mus.append(mu[name])
+            frame = self.frame(rows) if self.constraints["groups"] else None
             for name, block in self.constraints["groups"].items():
                 member = (frame[block["feature"]].astype(str) == str(block["equals"])).to_numpy()
                 mats.append(costs * member[:, None])
@@ -287,5 +376,35 @@ class CampaignState:
 
 
 def _short(value: Any) -> str:
-    text = json.dumps(value, default=str)
+    """A value as the error shows it: JSON text of a scalar, at most 40 characters; a list or an
+    object by its kind (never walked: it may be nested thousands deep)."""
+    if isinstance(value, dict):
+        return "{...}"
+    if isinstance(value, list):
+        return "[...]"
+    if isinstance(value, str):
+        text = '"' + CONTROL.sub("?", value[:40]).encode("utf-8", "replace").decode() + '"'
+    elif isinstance(value, int) and not isinstance(value, bool) and not -10 ** 40 < value < 10 ** 40:
+        text = "a number of more than 40 digits"
+    else:
+        text = "null" if value is None else str(value).lower() if isinstance(value, bool) else repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _key(key: Any) -> str:
+    """A key of the body as a field name in an error (shortened, control characters as '?')."""
+    text = CONTROL.sub("?", str(key)).encode("utf-8", "replace").decode()
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _check_text(text: str, field: str, what: str) -> None:
+    """The ingestion's rule for an id or a text value: no control character (NUL, tab, newline, ...),
+    and valid Unicode (no lone UTF-16 surrogate)."""
+    bad = CONTROL.search(text)
+    if bad:
+        raise RequestError(field, f"{what}: a control character inside the value, such as NUL, tab or newline "
+                           f"(U+{ord(bad.group()):04X} at position {bad.start()})")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise RequestError(field, f"{what}: not valid Unicode (a lone surrogate at position {exc.start})") from None

@@ -188,6 +188,26 @@ def test_serve_one_user_a_batch_and_bad_input(served):
     log = (root / "serve.log").read_text()
     assert "Traceback" not in log and "http://127.0.0.1:" in log
 
+    # no server path and no exploration seed in what the service shows
+    shown = json.dumps([_call(port, p)[1] for p in ("/health", "/v1/campaigns", "/v1/campaigns/demo",
+                                                    "/v1/campaigns/fresh")])
+    assert str(root) not in shown and "seed" not in shown
+
+    # an edit of campaign.yaml's exploration does not change the online answers: they follow the stored
+    # decisions' exploration until the next decisions run
+    yaml_path = root / "landing" / "demo" / "campaign.yaml"
+    original = yaml_path.read_text()
+    try:
+        yaml_path.write_text(original.replace("share: 0.1\n  seed: 2", "share: 0.9\n  seed: 7"))
+        deadline = time.monotonic() + 30
+        reloads = _call(port, "/health")[1]["reloads"]
+        while _call(port, "/health")[1]["reloads"] == reloads and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _call(port, "/v1/campaigns/demo")[1]["exploration"]["share"] == 0.1
+        assert _call(port, "/v1/campaigns/demo/decide", {"users": users, "budget": 1.0})[1]["decisions"] == out["decisions"]
+    finally:
+        yaml_path.write_text(original)
+
 
 @pytest.mark.slow
 def test_serve_picks_up_a_new_champion_while_requests_run(served):
@@ -265,9 +285,10 @@ def _state(share=0.2):
 def test_state_parses_and_decides_with_the_exports_propensity():
     state = _state()
     users = [{"user_id": i, "features": {"x": float(i % 3), "city": None if i % 5 else 7}} for i in range(2000)]
-    budget, ids, frame = state.parse({"users": users, "budget": 1})
+    budget, ids, rows = state.parse({"users": users, "budget": 1})
+    frame = state.frame(rows)
     assert budget == 1.0 and ids[:2] == ["0", "1"] and frame["city"].iloc[0] == "7" and pd.isna(frame["city"].iloc[1])
-    out = state.decide(budget, ids, frame)
+    out = state.decide(budget, ids, rows)
     d = pd.DataFrame(out["decisions"])
     explore = d["policy"] == "explore"
     assert abs(explore.mean() - 0.2) < 0.04  # a per-user draw with probability share
@@ -276,8 +297,8 @@ def test_state_parses_and_decides_with_the_exports_propensity():
     assert (d.loc[~explore, "level"].to_numpy() == policy[~explore.to_numpy()]).all()
     follows = d["level"].to_numpy() == policy
     assert np.allclose(d["propensity"], np.where(follows, 0.8 + 0.2 * 0.25, 0.2 * 0.25))
-    assert state.decide(budget, ids, frame) == out  # the draws are per user and day
-    assert _state(share=0.0).decide(budget, ids, frame)["decisions"][0]["propensity"] == 1.0
+    assert state.decide(budget, ids, rows) == out  # the draws are per user and day
+    assert _state(share=0.0).decide(budget, ids, rows)["decisions"][0]["propensity"] == 1.0
 
 
 @pytest.mark.parametrize("body, field, text", [
@@ -296,3 +317,32 @@ def test_state_refuses_bad_input_naming_the_field(body, field, text):
     with pytest.raises(RequestError) as err:
         _state().parse(body)
     assert err.value.field == field and text in err.value.message
+
+
+def test_a_batch_checked_column_by_column_reads_as_user_by_user():
+    """The batch's bulk check (C-level loops over the columns) gives the rows the per-user checks give,
+    and a batch with one bad user falls back to them: the error names that user."""
+    state = _state()
+    rng = np.random.default_rng(3)
+    users = [{"user_id": f"u{i}", "features": {"x": (None if i % 7 == 0 else int(i) if i % 3 == 0 else
+                                                     float(rng.normal())),
+                                               "city": None if i % 5 == 0 else f"c{i % 4}"}} for i in range(300)]
+    budget, ids, (num, cat) = state.parse({"users": users, "budget": 1})
+    assert ids == [u["user_id"] for u in users]
+    for i, user in enumerate(users):
+        _, one_id, (one_num, one_cat) = state.parse({"user": user, "budget": 1})
+        assert one_id == [ids[i]] and one_cat.tolist() == [cat[i].tolist()]
+        np.testing.assert_array_equal(one_num[0], num[i])
+    assert [d["level"] for d in state.decide(budget, ids, (num, cat))["decisions"]] == \
+        [state.decide(budget, [ids[i]], (num[i:i + 1], cat[i:i + 1]))["decisions"][0]["level"] for i in range(300)]
+    from promo_assets.serve import RequestError
+
+    for bad, field in [({"x": True, "city": "c"}, "users[150].features.x"),
+                       ({"x": 1, "city": "c\u0000"}, "users[150].features.city"),
+                       ({"x": 1e16, "city": "c"}, "users[150].features.x")]:
+        with pytest.raises(RequestError) as err:
+            state.parse({"users": users[:150] + [{"user_id": "b", "features": bad}] + users[150:], "budget": 1})
+        assert err.value.field == field
+    with pytest.raises(RequestError) as err:
+        state.parse({"users": users[:10] + [{"user_id": " b\u0007", "features": users[0]["features"]}], "budget": 1})
+    assert err.value.field == "users[10].user_id" and "control character" in err.value.message

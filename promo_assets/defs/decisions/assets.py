@@ -218,9 +218,11 @@ def decision_inputs(warehouse: WarehouseResource, campaign: str, champ_run: str,
 
 
 def store_decisions(context, warehouse: WarehouseResource, campaign: str, day: dt.date, made, info: dict, who: str,
-                    paced=None, coefficients=None) -> list[dict]:
+                    paced=None, exploration=None, coefficients=None) -> list[dict]:
     """The decisions, their budgets' manifest entries and, for a period budget (`paced`: budget, today,
-    history), the per-day pacing rows (table pacing), in one transaction; returns the pacing rows."""
+    history), the per-day pacing rows (table pacing), in one transaction; returns the pacing rows. The
+    stored manifest also keeps the exploration's seed (`exploration_seed`): `promo serve` draws its
+    online users with the exploration these decisions used, whatever campaign.yaml says later."""
     from promo_assets.decisions.pacing import pacing_table, store_pacing
 
     rows = pacing_table(paced[0], [*paced[2], paced[1]]) if paced is not None else []
@@ -231,7 +233,8 @@ def store_decisions(context, warehouse: WarehouseResource, campaign: str, day: d
         for entry in made.entries:
             b = float(entry["budget_per_capita"])
             decisions_store.record_decisions(con, campaign, context.run_id, day, b, made.frames[b], info, who, json.dumps(
-                {"entry": entry, "champion": info, "max_user_cost": made.max_user_cost}))
+                {"entry": entry, "champion": info, "max_user_cost": made.max_user_cost,
+                 **({"exploration_seed": int(exploration.seed)} if exploration is not None else {})}))
         if rows:
             store_pacing(con, campaign, context.run_id, day, paced[0], rows)
     return rows
@@ -381,7 +384,8 @@ def decisions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, l
                              evidence)
     made.outcomes["champion_fresh"] = [(None, champion_freshness(row["decided_at"], newest))]
     who = users_decided_for(landing, campaign, len(users))
-    rows = store_decisions(context, warehouse, campaign, day, made, info, who, paced, (users, values, costs))
+    rows = store_decisions(context, warehouse, campaign, day, made, info, who, paced, exploration,
+                           (users, values, costs))
     metadata = decision_metadata(info, day, who, exploration, made.entries)
     if paced is not None:
         metadata.update(pacing_metadata(paced[0], paced[1], rows))

@@ -1,0 +1,207 @@
+"""A champion's compiled scoring plan: what `promo serve`, `OnlinePolicy` and `decide_stream` score
+users with.
+
+Built once per champion (its member models and weights) and never changed afterwards:
+
+- **Encoding without pandas.** Each member's `FeatureEncoder` becomes NumPy lookups: the positions
+  of its numeric columns in the plan's numeric block, their means and standard deviations as
+  arrays, the positions of its missing-value indicators, and one dict {text: code} per categorical
+  column (0, the unknown bucket, for a missing or never-seen value). Users are given as a float64
+  matrix of the plan's numeric features (NaN: missing) and an object matrix of its categorical
+  features (text, or None: missing); `coefficients_rows` encodes them exactly as
+  `FeatureEncoder.transform` would (the same float64 arithmetic, the same float32 rounding).
+- **One prediction call per member** on the encoded arrays (`predict_encoded`): a torch model runs
+  one forward pass over every level under `torch.inference_mode`, a LightGBM model calls LightGBM's
+  C API directly (`lgbm.FastBooster`). `compile()` on each member builds what it would otherwise
+  build at its first prediction (the LightGBM boosters), so a plan answers its first request as
+  fast as its thousandth.
+- **The blend** is the members' weighted sum of response and cost in the champion's order, as
+  `CampaignState` always computed it; the decision is `allocation.decide` (its tie rule).
+
+A member that cannot be compiled (a model without a `FeatureEncoder` or without `predict_encoded`,
+e.g. a test's stand-in) is scored by its own `predict` on a pandas frame built from the same rows:
+the plan is then as fast as that member allows, and its answers the same.
+
+`coefficients(frame)` scores a pandas frame (the population, `decide_stream`'s batches): each
+member's `encoder.transform` (vectorized) then `predict_encoded`, i.e. exactly `model.predict(frame)`.
+
+No dagster here (domain code).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from promo_assets.coefficients import Coefficients
+from promo_assets.models.encoder import FeatureEncoder
+from promo_assets.models.errors import ModelInputError
+
+
+def fitted_of(model: Any) -> Any:
+    """The fitted object of a registry estimator (its `model_`), else the model itself."""
+    return getattr(model, "model_", model)
+
+
+def model_features(models: Sequence[Any]) -> dict[str, str]:
+    """{feature: 'numeric' | 'categorical'} the models read (their encoders' columns), sorted."""
+    kinds: dict[str, str] = {}
+    for model in models:
+        enc = getattr(fitted_of(model), "encoder", None)
+        for name in getattr(enc, "numeric", ()):
+            kinds[str(name)] = "numeric"
+        for name in getattr(enc, "categorical", ()):
+            kinds[str(name)] = "categorical"
+    return dict(sorted(kinds.items()))
+
+
+class _Member:
+    """One member of a plan: its weight and, when compiled, its encoder as lookups."""
+
+    def __init__(self, model: Any, weight: float, numeric: Sequence[str], categorical: Sequence[str]):
+        self.model = model
+        self.weight = float(weight)
+        fitted = fitted_of(model)
+        enc = getattr(fitted, "encoder", None)
+        self.compiled = (isinstance(enc, FeatureEncoder) and enc.fitted
+                         and callable(getattr(fitted, "predict_encoded", None)))
+        if not self.compiled:
+            return
+        if callable(getattr(fitted, "compile", None)):
+            fitted.compile()
+        self.fitted = fitted
+        num_pos = {n: i for i, n in enumerate(numeric)}
+        cat_pos = {n: i for i, n in enumerate(categorical)}
+        missing = [c for c in enc.numeric if c not in num_pos] + [c for c in enc.categorical if c not in cat_pos]
+        if missing:
+            raise ModelInputError(f"a scoring plan lacks the feature(s) {missing} that model "
+                                  f"{getattr(fitted, 'name', '?')!r} reads")
+        self.num_idx = np.asarray([num_pos[c] for c in enc.numeric], dtype=np.intp)
+        self.means = np.asarray(enc.means, dtype=np.float64)
+        self.stds = np.asarray(enc.stds, dtype=np.float64)
+        self.ind_idx = np.asarray([enc.numeric.index(c) for c in enc.indicator_columns], dtype=np.intp)
+        self.n_numeric = enc.n_numeric
+        self.cat_idx = [cat_pos[c] for c in enc.categorical]
+        self.vocabs = [{v: i + 1 for i, v in enumerate(enc.vocabularies[c])} for c in enc.categorical]
+
+    def encode(self, num: np.ndarray, cat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`FeatureEncoder.transform` of the rows (num: N x P float64, NaN missing; cat: N x Q object,
+        None missing)."""
+        n = num.shape[0]
+        values = num[:, self.num_idx]
+        missing = ~np.isfinite(values)
+        z = (values - self.means) / self.stds
+        z[missing] = 0.0
+        x_num = np.empty((n, self.n_numeric), dtype=np.float32)
+        d = len(self.num_idx)
+        x_num[:, :d] = z
+        if len(self.ind_idx):
+            x_num[:, d:] = missing[:, self.ind_idx]
+        x_cat = np.empty((n, len(self.cat_idx)), dtype=np.int64)
+        for j, (q, vocab) in enumerate(zip(self.cat_idx, self.vocabs)):
+            get = vocab.get
+            x_cat[:, j] = [get(v, 0) for v in cat[:, q]] if n != 1 else get(cat[0, q], 0)
+        return x_num, x_cat
+
+
+class ScoringPlan:
+    """The compiled scoring plan of a champion (module docstring). `numeric` / `categorical`: the
+    plan's input columns (default: the features the models read, sorted; a caller may add others,
+    e.g. the service's constraint groups)."""
+
+    def __init__(self, models: Sequence[Any], weights: Sequence[float] | None = None,
+                 numeric: Sequence[str] | None = None, categorical: Sequence[str] | None = None):
+        models = list(models)
+        if not models:
+            raise ModelInputError("a scoring plan needs at least one model")
+        weights = [1.0] * len(models) if weights is None else [float(w) for w in weights]
+        if len(weights) != len(models):
+            raise ModelInputError(f"{len(models)} models but {len(weights)} weights")
+        kinds = model_features(models)
+        self.numeric = list(numeric) if numeric is not None else [n for n, k in kinds.items() if k == "numeric"]
+        self.categorical = (list(categorical) if categorical is not None
+                            else [n for n, k in kinds.items() if k != "numeric"])
+        self.members = tuple(_Member(m, w, self.numeric, self.categorical) for m, w in zip(models, weights))
+        self.compiled = all(m.compiled for m in self.members)
+
+    @property
+    def features(self) -> dict[str, str]:
+        """{feature: kind} of the plan's inputs, sorted."""
+        return dict(sorted([(n, "numeric") for n in self.numeric] + [(n, "categorical") for n in self.categorical]))
+
+    # ------------------------------------------------------------------ inputs
+    def frame_of(self, num: np.ndarray, cat: np.ndarray) -> pd.DataFrame:
+        """The rows as the pandas frame a model's `predict` reads (numeric float64, categorical object)."""
+        frame = pd.DataFrame(num, columns=self.numeric)
+        for j, name in enumerate(self.categorical):
+            frame[name] = pd.Series(cat[:, j], dtype=object)
+        return frame
+
+    def rows_of(self, users: Sequence[Mapping[str, Any]]) -> tuple[np.ndarray, np.ndarray] | None:
+        """(num, cat) of users given as dicts of raw features, or None when a value is of a kind the
+        pandas path would read differently (then the caller scores a frame instead): numbers (and
+        None / NaN) for numeric features, text for categorical ones (None / NaN missing)."""
+        num = np.empty((len(users), len(self.numeric)), dtype=np.float64)
+        cat = np.empty((len(users), len(self.categorical)), dtype=object)
+        for i, user in enumerate(users):
+            for j, name in enumerate(self.numeric):
+                if name not in user:
+                    return None
+                v = user[name]
+                if v is None:
+                    num[i, j] = math.nan
+                elif type(v) is float or isinstance(v, np.floating) or (
+                        (type(v) is int or isinstance(v, np.integer)) and -2 ** 63 <= v < 2 ** 63):
+                    num[i, j] = v
+                else:
+                    return None
+            for j, name in enumerate(self.categorical):
+                if name not in user:
+                    return None
+                v = user[name]
+                if type(v) is str:
+                    cat[i, j] = v
+                elif v is None or (isinstance(v, (float, np.floating)) and v != v):
+                    cat[i, j] = None
+                else:  # a number as a category: pandas' column type decides its text
+                    return None
+        return num, cat
+
+    # ------------------------------------------------------------------ scoring
+    def coefficients_rows(self, num: np.ndarray, cat: np.ndarray) -> Coefficients:
+        """The champion's response and cost (N x K, float64) for rows of the plan's inputs."""
+        frame = None
+        response = cost = None
+        for m in self.members:
+            if m.compiled:
+                v, c = m.fitted.predict_encoded(*m.encode(num, cat))
+            else:
+                frame = self.frame_of(num, cat) if frame is None else frame
+                v, c = m.model.predict(frame)
+            response, cost = self._add(response, cost, m.weight, v, c)
+        return Coefficients(response, cost)
+
+    def coefficients(self, frame: pd.DataFrame) -> Coefficients:
+        """The champion's response and cost for the users of a pandas frame (each member's
+        `encoder.transform`, then its prediction: what its `predict(frame)` returns)."""
+        response = cost = None
+        for m in self.members:
+            if m.compiled:
+                v, c = m.fitted.predict_encoded(*m.fitted.encoder.transform(frame))
+            else:
+                v, c = m.model.predict(frame)
+            response, cost = self._add(response, cost, m.weight, v, c)
+        return Coefficients(response, cost)
+
+    def _add(self, response, cost, w: float, v, c):
+        if len(self.members) == 1 and w == 1.0:  # one model: its own arrays, as `model.predict` returns them
+            return v, c
+        v, c = w * np.asarray(v, dtype=np.float64), w * np.asarray(c, dtype=np.float64)
+        return (v, c) if response is None else (response + v, cost + c)
+
+    def __repr__(self) -> str:
+        return (f"ScoringPlan({len(self.members)} member(s), {len(self.numeric)} numeric and "
+                f"{len(self.categorical)} categorical features, compiled={self.compiled})")

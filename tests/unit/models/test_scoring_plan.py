@@ -1,0 +1,198 @@
+"""The compiled scoring plan (promo_assets.models.plan) decides exactly as the path it replaces: every
+registered feature-only model, on an ordered campaign, a three-arm campaign and a multi-attribute
+campaign, for every user, one at a time (the service's path: NumPy lookups, LightGBM's single-row C
+call, a traced torch pass) and in a batch.
+
+The reference is the path before the plan: `FeatureEncoder.transform` on a pandas frame, then
+LightGBM's `Booster.predict` (a booster built from the model text, `num_threads=1`) or the torch
+network's eager forward pass, then the model's response link and cost rule. Tolerance: the levels
+must be identical; the response and cost are compared with rtol 1e-12 (they have been bitwise equal
+in every run: the plan calls the same arithmetic on the same float64 / float32 inputs; a one-user call
+is compared with a one-user reference, because a matrix product over one row and over many rows may
+round differently in the last bit, in both paths alike)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from promo_assets.allocation import OnlinePolicy, decide
+from promo_assets.campaign import CampaignConfig
+from promo_assets.coefficients import Coefficients
+from promo_assets.models import ModelSkipped, TrainingData, registry
+from promo_assets.models.base import TrainedModel, rule_costs
+from promo_assets.models.lgbm import LGBMFitted, _level_feature
+from promo_assets.models.plan import ScoringPlan, fitted_of
+
+CONFIGS = {
+    "ordered": {"treatments": {"levels": [0, 1, 2, 5, 10]}, "cost": "redeemed", "response": "binary",
+                "budget_per_capita": [1.0]},
+    "three_arms": {"treatments": {"arms": {"none": 0.0, "small": 1.0, "big": 5.0}}, "cost": "redeemed",
+                   "response": "binary", "budget_per_capita": [1.0]},
+    "multi_attribute": {"treatments": {"levels": [{"amount": 0, "threshold": 0}, {"amount": 5, "threshold": 20},
+                                                  {"amount": 8, "threshold": 30}, {"amount": 8, "threshold": 20}],
+                                       "attributes": {"amount": {"monotone": "increasing"},
+                                                      "threshold": {"monotone": "decreasing"}},
+                                       "cost": {"attribute": "amount"}},
+                        "cost": "redeemed", "response": "binary", "budget_per_capita": [1.0]},
+}
+NUMERIC = ["activity", "age"]
+CATEGORICAL = ["city", "segment"]
+FEATURE_MODELS = [n for n in registry.names() if not registry.get(n).needs_graph]
+# by default the models trained by default (and logistic_s, a model the plan does not compile); every
+# feature-only model of the registry under `-m slow` (the other torch networks share s_learner's path)
+DEFAULT_MODELS = [n for n in FEATURE_MODELS if registry.get(n).default or n == "logistic_s"]
+SMALL = {"lgbm_s": {"num_boost_round": 30}, "lgbm_s_mono": {"num_boost_round": 30}, "lgbm_t": {"num_boost_round": 30}}
+
+
+def _frame(cfg: CampaignConfig, n: int = 300, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    k = cfg.n_levels
+    f = pd.DataFrame({"user_id": np.arange(n), "activity": rng.normal(size=n), "age": rng.uniform(18, 70, size=n),
+                      "city": rng.choice(["a", "b", "c"], size=n), "segment": rng.choice(["x", "y"], size=n)})
+    f.loc[rng.random(n) < 0.1, "age"] = np.nan  # missing values and their indicators
+    f["level"] = rng.integers(0, k, size=n)
+    inc = np.asarray(cfg.incentives, dtype=float)
+    p = 1 / (1 + np.exp(-(-1.0 + 0.8 * f["activity"] + 0.4 * np.log1p(inc[f["level"]]))))
+    f["response"] = (rng.random(n) < p).astype(float)
+    f["incentive"] = inc[f["level"]]
+    f["cost"] = f["incentive"] * f["response"]
+    f["ips_weight"] = 1.0
+    f["propensity"] = 1.0 / k
+    f["split"] = np.where(rng.random(n) < 0.75, "train", "validation")
+    return f
+
+
+def _users(n: int = 100, seed: int = 1) -> pd.DataFrame:
+    """Users to score: seen and unseen categories, missing values of both kinds."""
+    rng = np.random.default_rng(seed)
+    users = pd.DataFrame({"activity": rng.normal(size=n), "age": rng.uniform(10, 90, size=n),
+                          "city": rng.choice(["a", "b", "c", "never-seen"], size=n).astype(object),
+                          "segment": rng.choice(["x", "y"], size=n).astype(object)})
+    users.loc[rng.random(n) < 0.15, "age"] = np.nan
+    users.loc[rng.random(n) < 0.1, "activity"] = np.nan
+    users.loc[rng.random(n) < 0.1, "city"] = None
+    return users
+
+
+_BOOSTERS: dict = {}
+
+
+def _reference(model, users: pd.DataFrame) -> Coefficients:
+    """The path before the plan (module docstring)."""
+    fitted = fitted_of(model)
+    if isinstance(fitted, LGBMFitted):
+        import lightgbm as lgb
+
+        x_num, x_cat = fitted.encoder.transform(users)
+        x = np.hstack([x_num.astype(np.float64), x_cat.astype(np.float64)])
+        k = fitted.config.n_levels
+
+        def booster(role):
+            key = fitted.boosters[role]  # the model text (an id() could be reused by another model)
+            if key not in _BOOSTERS:
+                _BOOSTERS[key] = lgb.Booster(model_str=key)
+            return _BOOSTERS[key]
+
+        def score(part):
+            if fitted.variant == "t":
+                return np.column_stack([booster(f"{part}/{j}").predict(x, num_threads=1) for j in range(k)])
+            grid = np.column_stack([np.repeat(x, k, axis=0), np.tile(_level_feature(fitted.config, np.arange(k)), len(x))])
+            return booster(part).predict(grid, num_threads=1).reshape(len(x), k)
+
+        response = score("response")
+        return Coefficients(response, rule_costs(fitted.config, response, lambda: np.clip(score("cost"), 0.0, None)))
+    if isinstance(fitted, TrainedModel):
+        traced, fitted._one_row = fitted._one_row, None  # the eager forward pass
+        try:
+            with torch.no_grad():
+                return fitted.predict(users)
+        finally:
+            fitted._one_row = traced
+    return model.predict(users)
+
+
+def _fit(name: str, kind: str):
+    cfg = CampaignConfig.from_dict(CONFIGS[kind], campaign=f"plan_{kind}")
+    cls = registry.get(name)
+    if cls.applies_to(cfg) is not None:
+        return None
+    try:
+        return registry.create(name, SMALL.get(name)).fit(TrainingData(cfg, _frame(cfg), NUMERIC, CATEGORICAL))
+    except ModelSkipped:
+        return None
+
+
+def _same(got: Coefficients, want: Coefficients) -> None:
+    np.testing.assert_allclose(got.response, want.response, rtol=1e-12, atol=0)
+    np.testing.assert_allclose(got.cost, want.cost, rtol=1e-12, atol=0)
+
+
+@pytest.fixture(autouse=True)
+def _small(monkeypatch, tmp_path):
+    monkeypatch.setenv("PROMO_MAX_EPOCHS", "1")
+    monkeypatch.setenv("PROMO_ARTIFACTS_DIR", str(tmp_path / "artifacts"))
+
+
+@pytest.mark.parametrize("kind", list(CONFIGS))
+@pytest.mark.parametrize("models", [pytest.param(DEFAULT_MODELS, id="default-models"),
+                                    pytest.param(FEATURE_MODELS, id="every-model", marks=pytest.mark.slow)])
+def test_the_plan_decides_as_the_path_it_replaces(kind, models):
+    users = _users()
+    records = users.to_dict("records")
+    trained = {}
+    for name in models:
+        model = _fit(name, kind)
+        if model is None:
+            continue
+        trained[name] = model
+        plan = ScoringPlan([model])
+        # torch networks and LightGBM are compiled; another model (logistic_s) keeps its own predict
+        assert plan.compiled == isinstance(fitted_of(model), (TrainedModel, LGBMFitted)), name
+        want = _reference(model, users)
+        _same(plan.coefficients(users), want)  # a batch from a frame (the population, decide_stream)
+        rows = plan.rows_of(records)
+        _same(plan.coefficients_rows(*rows), want)  # a batch from rows (the service)
+        lams = [0.0, 0.05, 0.3, 2.0]
+        for i in range(40):  # one user at a time against the reference on that one user
+            one = _reference(model, users.iloc[i:i + 1])
+            got = plan.coefficients_rows(rows[0][i:i + 1], rows[1][i:i + 1])
+            _same(got, one)
+            for lam in lams:
+                assert decide(*got, lam)[0] == decide(*one, lam)[0], (name, i, lam)
+        for lam in lams:
+            np.testing.assert_array_equal(decide(*plan.coefficients_rows(*rows), lam), decide(*want, lam))
+        # OnlinePolicy goes through the plan, for a dict and for a frame
+        policy = OnlinePolicy(model, 0.05)
+        assert (policy.plan is not None) == plan.compiled
+        np.testing.assert_array_equal(np.concatenate([policy.decide(r) for r in records[:40]]),
+                                      [decide(*_reference(model, users.iloc[i:i + 1]), 0.05)[0] for i in range(40)])
+        np.testing.assert_array_equal(np.concatenate(list(policy.decide_stream(iter([users.iloc[:70], users.iloc[70:]]),
+                                                                               batch_size=64))),
+                                      decide(*want, 0.05))
+    assert {"s_learner", "lgbm_s", "lgbm_t"} <= set(trained)  # the kinds of model the plan compiles, on every campaign
+    # a blend (the service's champion): the weighted sum in the members' order, as before
+    names = sorted(trained)[:3]
+    weights = [0.5, 0.3, 0.2][:len(names)]
+    plan = ScoringPlan([trained[n] for n in names], weights)
+    response = cost = None
+    for n, w in zip(names, weights):
+        v, c = _reference(trained[n], users)
+        v, c = w * v, w * c
+        response, cost = (v, c) if response is None else (response + v, cost + c)
+    _same(plan.coefficients_rows(*plan.rows_of(records)), Coefficients(response, cost))
+
+
+def test_a_model_the_plan_cannot_compile_is_scored_by_its_own_predict():
+    class Stand:
+        def predict(self, frame):
+            x = frame["x"].fillna(1.0).to_numpy()[:, None]
+            return np.repeat(x, 3, axis=1), np.ones((len(frame), 3))
+
+    plan = ScoringPlan([Stand()], numeric=["x"], categorical=[])
+    assert not plan.compiled
+    got = plan.coefficients_rows(np.array([[2.0], [np.nan]]), np.empty((2, 0), dtype=object))
+    np.testing.assert_array_equal(got.response, [[2.0] * 3, [1.0] * 3])
+    assert OnlinePolicy(Stand(), 0.1).plan is None
