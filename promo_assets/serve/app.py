@@ -126,7 +126,7 @@ def create_app(registry: Registry, reload_interval: float = 2.0, read_timeout: f
         return JSONResponse({"status": "ok", "loaded_at": registry.loaded_at, "reloads": registry.reloads,
                              "reload_error": registry.last_error,
                              "campaigns": {n: ({"ready": True, "champion": s.champion,
-                                                "champion_version": s.champion_version}
+                                                "champion_version": s.champion_version, **s.freshness()}
                                                if not isinstance(s, Unavailable) else {"ready": False})
                                            for n, s in sorted(snap.items())}})
 

@@ -166,7 +166,8 @@ def read_campaign(con, landing: Path, campaign: str, lambdas_override: Mapping[f
         decision_date=pd.Timestamp(first["decision_date"]).date(),
         decided_at=pd.Timestamp(first["decided_at"]).isoformat(), decisions_run_id=str(run_id),
         champion_run_id=str(first["champion_run_id"]), lambda_source=source, paced_budget=paced, pacing=pacing,
-        multipliers=multipliers or None, constraints=constraints)
+        multipliers=multipliers or None, constraints=constraints,
+        extra={"max_decision_age_days": float(config.monitoring.max_decision_age_days)})
 
 
 class Registry:

@@ -38,6 +38,7 @@ import pandas as pd
 from promo_assets.allocation import decide
 from promo_assets.coefficients import Coefficients
 from promo_assets.errors import DomainError
+from promo_assets.ingestion.ids import ID_TRIM
 from promo_assets.models.plan import ScoringPlan
 
 MAX_BATCH = 10_000
@@ -46,7 +47,6 @@ MAX_NUMBER = 1e15  # |a numeric feature| at most this: larger values overflow a 
 MAX_TEXT = 200  # characters of a category
 # the ingestion's rules for ids and text values (sql/ingest.sql): surrounding spaces, tabs and line
 # ends are trimmed from an id; a control character inside an id or a text value refuses it
-ID_TRIM = " \t\n\r"
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 REQUEST_KEYS = ("user", "users", "budget")
 USER_KEYS = ("user_id", "features")
@@ -114,6 +114,16 @@ class CampaignState:
                 categorical=[n for n in names if self.features[n] != "numeric"]))
 
     # ------------------------------------------------------------------ description
+    def freshness(self, now: dt.datetime | None = None) -> dict:
+        """The decision served: its day, when it was decided, its age in days and whether it is older than
+        campaign.yaml monitoring.max_decision_age_days (`stale`)."""
+        decided = dt.datetime.fromisoformat(self.decided_at)
+        now = now or (dt.datetime.now(decided.tzinfo) if decided.tzinfo else dt.datetime.now())
+        age = max(0.0, (now - decided).total_seconds() / 86400.0)
+        limit = float(self.extra.get("max_decision_age_days", 2.0))
+        return {"decision_date": self.decision_date.isoformat(), "decided_at": self.decided_at,
+                "decision_age_days": round(age, 3), "stale": age > limit}
+
     def describe(self) -> dict:
         """`GET /v1/campaigns/{campaign}`: the champion, its version, λ per budget, when it was decided."""
         return {

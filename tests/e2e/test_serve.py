@@ -117,6 +117,8 @@ def test_serve_one_user_a_batch_and_bad_input(served):
     port, root = served["port"], served["root"]
     status, health = _call(port, "/health")
     assert status == 200 and health["campaigns"]["demo"]["ready"] and not health["campaigns"]["fresh"]["ready"]
+    demo = health["campaigns"]["demo"]  # the decision served and its age (decided minutes ago: not stale)
+    assert 0 <= demo["decision_age_days"] < 0.5 and demo["stale"] is False and demo["decision_date"] and demo["decided_at"]
 
     status, info = _call(port, "/v1/campaigns/demo")
     assert status == 200 and info["champion"] and len(info["champion_version"]) == 16

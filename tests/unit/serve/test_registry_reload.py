@@ -121,3 +121,22 @@ def test_an_unexpected_failure_of_one_campaign_leaves_the_others_serving(landing
     assert reg.refresh(True)
     assert isinstance(reg.snapshot()["a"], CampaignState)
     assert reg.snapshot()["b"].reason == "campaign 'b' cannot be served: RuntimeError: exploded at b/artifacts/x.json"
+
+
+def test_freshness_says_the_age_of_the_decision_served_and_when_it_is_stale():
+    """/health's decision age: a decision made three days ago is stale against the default two days."""
+    import dataclasses
+    import datetime as dt
+
+    from promo_assets.serve.state import CampaignState
+
+    fields = {f.name for f in dataclasses.fields(CampaignState)}
+    assert {"decided_at", "decision_date", "extra"} <= fields
+    state = object.__new__(CampaignState)  # only the fields freshness() reads
+    object.__setattr__(state, "decided_at", "2026-01-05T20:00:00")
+    object.__setattr__(state, "decision_date", dt.date(2026, 1, 6))
+    object.__setattr__(state, "extra", {"max_decision_age_days": 2.0})
+    fresh = CampaignState.freshness(state, now=dt.datetime(2026, 1, 6, 8))
+    assert fresh == {"decision_date": "2026-01-06", "decided_at": "2026-01-05T20:00:00", "decision_age_days": 0.5,
+                     "stale": False}
+    assert CampaignState.freshness(state, now=dt.datetime(2026, 1, 8, 21))["stale"] is True
