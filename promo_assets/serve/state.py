@@ -117,7 +117,11 @@ class CampaignState:
     def freshness(self, now: dt.datetime | None = None) -> dict:
         """The decision served: its day, when it was decided, its age in days and whether it is older than
         campaign.yaml monitoring.max_decision_age_days (`stale`)."""
-        decided = dt.datetime.fromisoformat(self.decided_at)
+        try:
+            decided = dt.datetime.fromisoformat(self.decided_at)
+        except (TypeError, ValueError):  # not a time: nothing to say of its age
+            return {"decision_date": self.decision_date.isoformat(), "decided_at": self.decided_at,
+                    "decision_age_days": None, "stale": None}
         now = now or (dt.datetime.now(decided.tzinfo) if decided.tzinfo else dt.datetime.now())
         age = max(0.0, (now - decided).total_seconds() / 86400.0)
         limit = float(self.extra.get("max_decision_age_days", 2.0))

@@ -140,3 +140,5 @@ def test_freshness_says_the_age_of_the_decision_served_and_when_it_is_stale():
     assert fresh == {"decision_date": "2026-01-06", "decided_at": "2026-01-05T20:00:00", "decision_age_days": 0.5,
                      "stale": False}
     assert CampaignState.freshness(state, now=dt.datetime(2026, 1, 8, 21))["stale"] is True
+    object.__setattr__(state, "decided_at", "t")  # not a time: no age, never a failed /health
+    assert CampaignState.freshness(state)["decision_age_days"] is None
