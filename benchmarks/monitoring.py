@@ -105,6 +105,7 @@ def one_loop(case: str, seed: int, args) -> dict:
     import pandas as pd
 
     from promo_assets import cli
+    from promo_assets.store import monitoring as monitoring_store
     from promo_assets.warehouse import connect, sql
 
     tmp = Path(os.environ["PROMO_LANDING_DIR"]).parent
@@ -128,11 +129,10 @@ def one_loop(case: str, seed: int, args) -> dict:
         manifest = json.loads((folder / "manifest.json").read_text())
         entry = next(e for e in manifest["budgets"] if abs(e["budget_per_capita"] - args.budget) < 1e-9)
         with connect(tmp / "warehouse.duckdb", read_only=True) as con:
-            found = con.execute(sql("monitoring", "latest_outcomes_run"), [CAMPAIGN]).fetchone()
-            run = found[0] if found else ""  # the latest outcomes run (its checks are written every run)
-            effect = con.execute(sql("monitoring", "outcome_effect_of_run"), [CAMPAIGN, run]).df()
-            outs = con.execute(sql("monitoring", "outcomes_of_run"), [CAMPAIGN, run]).df()
-            checks = con.execute(sql("monitoring", "checks_of_run"), [CAMPAIGN, run]).df()
+            run = monitoring_store.latest_run(con, CAMPAIGN) or ""  # its checks are written every run
+            effect = monitoring_store.of_run(con, CAMPAIGN, run, "outcome_effect")
+            outs = monitoring_store.of_run(con, CAMPAIGN, run, "outcomes")
+            checks = monitoring_store.of_run(con, CAMPAIGN, run, "checks")
             dec_run = con.execute(sql("decisions", "latest_decisions_run"), [CAMPAIGN]).fetchone()[0]
             levels = con.execute(sql("monitoring", "decisions_with_champion_level"),
                                  [CAMPAIGN, dec_run, args.budget]).df()

@@ -877,11 +877,12 @@ def _champion_lines(con, campaign: str) -> list[str]:
     if pd.isna(r["champion_reference"]) or pd.isna(r["champion_difference"]):
         head = f"   deploy: {r['champion']} at budget {at}"
     else:
-        word = "better than" if r["champion_difference"] >= 0 else "behind"
-        head = (f"   deploy: {r['champion']} at budget {at} — {word} {r['champion_reference']} by "
-                f"{abs(r['champion_difference']):.4f} [{r['champion_difference_low']:+.4f}, "
-                f"{r['champion_difference_high']:+.4f}] (DR value per user at equal spend, "
-                f"{r['champion_confidence']:.0%} interval)")
+        from promo_assets.evaluation.champion import verdict_words
+
+        verdict = verdict_words(r["champion_difference"], r["champion_difference_low"], r["champion_difference_high"],
+                                r["champion_reference"])
+        head = (f"   deploy: {r['champion']} at budget {at} — {verdict} (DR value per user at equal spend, "
+                f"{r['champion_confidence']:.0%} interval; reported: the choice is made on the decision loss, see why)")
     lines = [head, f"   why: {r['champion_reason']}"]
     if not pd.isna(r["pct_oracle"]):
         lines.append(f"   truth (simulated): champion {100 * r['pct_oracle']:.2f}% of the oracle; best candidate "

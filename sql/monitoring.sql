@@ -43,7 +43,7 @@ SELECT * FROM outcome_effect WHERE campaign = ? AND run_id = ? ORDER BY decision
 SELECT * FROM outcome_levels WHERE campaign = ? AND run_id = ? ORDER BY decision_date, kind, bin;
 
 -- name: drift_of_run
-SELECT * FROM population_drift WHERE campaign = ? AND run_id = ? ORDER BY flagged DESC, psi DESC;
+SELECT * FROM population_drift WHERE campaign = ? AND run_id = ? ORDER BY drift_flagged DESC, drift_psi DESC;
 
 -- name: checks_of_run
 SELECT * FROM monitoring_checks WHERE campaign = ? AND run_id = ? ORDER BY check_name;
@@ -66,9 +66,9 @@ INSERT INTO monitoring_checks BY NAME SELECT ? AS campaign, ? AS run_id, now() A
 -- name: reactions
 -- The reactions of the campaign's visible outcomes runs that acted (a failed check whose reaction is
 -- not 'warn'), newest first: the training window (retrain), the champion (fallback), the export (stop).
-SELECT c.run_id, c.check_name, c.reaction, c.change_day, c.checked_at, c.message
+SELECT c.run_id, c.check_name, c.check_reaction AS reaction, c.change_day, c.checked_at, c.message
 FROM monitoring_checks AS c JOIN result_runs AS r ON r.campaign = c.campaign AND r.run_id = c.run_id
-WHERE c.campaign = ? AND r.status IN ('succeeded', 'partial') AND NOT c.passed AND c.reaction <> 'warn'
+WHERE c.campaign = ? AND r.status IN ('succeeded', 'partial') AND NOT c.check_passed AND c.check_reaction <> 'warn'
 ORDER BY c.checked_at DESC;
 
 -- name: training_change_day
@@ -76,15 +76,15 @@ ORDER BY c.checked_at DESC;
 -- before it are down-weighted (campaign.yaml monitoring.stale_weight). Each outcomes run carries it on.
 SELECT max(c.change_day)
 FROM monitoring_checks AS c JOIN result_runs AS r ON r.campaign = c.campaign AND r.run_id = c.run_id
-WHERE c.campaign = ? AND r.status IN ('succeeded', 'partial') AND c.reaction = 'retrain' AND c.change_day IS NOT NULL
-  AND (NOT c.passed OR c.check_name = 'training_window');
+WHERE c.campaign = ? AND r.status IN ('succeeded', 'partial') AND c.check_reaction = 'retrain' AND c.change_day IS NOT NULL
+  AND (NOT c.check_passed OR c.check_name = 'training_window');
 
 -- name: active_reactions
 -- The acting reactions (failed checks whose reaction is not 'warn') of the campaign's latest outcomes
 -- run that is visible or is run ? itself: check, reaction, change day, message.
-SELECT c.check_name, c.reaction, c.change_day, c.message
+SELECT c.check_name, c.check_reaction AS reaction, c.change_day, c.message
 FROM monitoring_checks AS c
-WHERE c.campaign = ? AND NOT c.passed AND c.reaction <> 'warn' AND c.run_id = (
+WHERE c.campaign = ? AND NOT c.check_passed AND c.check_reaction <> 'warn' AND c.run_id = (
     SELECT o.run_id FROM monitoring_checks AS o JOIN result_runs AS r ON r.campaign = o.campaign AND r.run_id = o.run_id
     WHERE o.campaign = c.campaign AND (r.status IN ('succeeded', 'partial') OR o.run_id = ?)
     ORDER BY o.checked_at DESC LIMIT 1)

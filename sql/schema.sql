@@ -609,15 +609,15 @@ CREATE TABLE IF NOT EXISTS outcomes (
     reason                VARCHAR   NOT NULL,
     decisions_run_id      VARCHAR   NOT NULL,
     budget_per_capita     DOUBLE,
-    events                BIGINT,
-    joined                BIGINT,
+    n_events                BIGINT,
+    joined_events                BIGINT,
     decided_users         BIGINT,
     champion_events       BIGINT,
     explore_events        BIGINT,
     undecided_events      BIGINT,
     undecided_incentive   BIGINT,
     noncompliant_events   BIGINT,
-    compliance            DOUBLE,
+    compliance_share            DOUBLE,
     realized_response     DOUBLE,
     predicted_response    DOUBLE,
     realized_response_se  DOUBLE,
@@ -631,7 +631,7 @@ CREATE TABLE IF NOT EXISTS outcomes (
     manifest_low          DOUBLE,
     manifest_high         DOUBLE,
     within_manifest       BOOLEAN,
-    effect                DOUBLE,
+    effect_estimate                DOUBLE,
     effect_se             DOUBLE,
     vs_cheapest           DOUBLE,
     vs_cheapest_se        DOUBLE,
@@ -647,7 +647,7 @@ CREATE TABLE IF NOT EXISTS outcomes (
     cheap_sum             DOUBLE,
     cheap_ss              DOUBLE,
     dm_var                DOUBLE,
-    carried               BOOLEAN   NOT NULL,
+    carried_over               BOOLEAN   NOT NULL,
     computed_at           TIMESTAMP NOT NULL
 );
 
@@ -658,11 +658,11 @@ CREATE TABLE IF NOT EXISTS outcome_levels (
     run_id              VARCHAR NOT NULL,
     decision_date       DATE    NOT NULL,
     kind                VARCHAR NOT NULL,   -- 'level' | 'uplift_decile' | 'segment'
-    bin                 INTEGER NOT NULL,   -- the level, the decile 1..10 of predicted uplift, the segment's index
-    segment             VARCHAR,            -- kind 'segment': feature=value
-    events              BIGINT  NOT NULL,
-    realized            DOUBLE,             -- level: response; decile: the DR uplift over the cheapest level
-    predicted           DOUBLE,
+    outcome_bin                 INTEGER NOT NULL,   -- the level, the decile 1..10 of predicted uplift, the segment's index
+    outcome_segment     VARCHAR,            -- kind 'segment': feature=value
+    n_events              BIGINT  NOT NULL,
+    realized_value            DOUBLE,             -- level: response; decile: the DR uplift over the cheapest level
+    predicted_value           DOUBLE,
     realized_cost       DOUBLE,
     predicted_cost      DOUBLE
 );
@@ -673,11 +673,11 @@ CREATE TABLE IF NOT EXISTS outcome_effect (
     campaign            VARCHAR NOT NULL,
     run_id              VARCHAR NOT NULL,
     decision_date       DATE    NOT NULL,
-    days                INTEGER NOT NULL,
-    events              BIGINT  NOT NULL,
-    effect              DOUBLE,
-    low                 DOUBLE,
-    high                DOUBLE,
+    deployed_days                INTEGER NOT NULL,
+    n_events              BIGINT  NOT NULL,
+    effect_estimate              DOUBLE,
+    effect_low                 DOUBLE,
+    effect_high                DOUBLE,
     fixed_low           DOUBLE,
     fixed_high          DOUBLE,
     vs_cheapest         DOUBLE,
@@ -696,11 +696,11 @@ CREATE TABLE IF NOT EXISTS population_drift (
     decision_date       DATE,
     feature             VARCHAR NOT NULL,
     kind                VARCHAR NOT NULL,
-    psi                 DOUBLE  NOT NULL,
+    drift_psi                 DOUBLE  NOT NULL,
     out_of_range_share  DOUBLE  NOT NULL,
     new_share           DOUBLE  NOT NULL,
     new_categories      VARCHAR NOT NULL,   -- JSON list
-    flagged             BOOLEAN NOT NULL
+    drift_flagged             BOOLEAN NOT NULL
 );
 
 -- name: create_monitoring_checks
@@ -709,10 +709,10 @@ CREATE TABLE IF NOT EXISTS monitoring_checks (
     campaign            VARCHAR   NOT NULL,
     run_id              VARCHAR   NOT NULL,
     check_name          VARCHAR   NOT NULL,
-    passed              BOOLEAN   NOT NULL,
-    severity            VARCHAR   NOT NULL,
+    check_passed              BOOLEAN   NOT NULL,
+    check_severity            VARCHAR   NOT NULL,
     message             VARCHAR   NOT NULL,
-    reaction            VARCHAR   NOT NULL,   -- warn | retrain | fallback | stop_export
+    check_reaction            VARCHAR   NOT NULL,   -- warn | retrain | fallback | stop_export
     change_day          DATE,
     checked_at          TIMESTAMP NOT NULL
 );

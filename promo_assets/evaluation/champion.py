@@ -654,9 +654,19 @@ def headline_text(name: str, budgets: Sequence[float], head: Mapping) -> str:
     d = head.get("difference")
     if head.get("reference") is None or d is None or not math.isfinite(float(d)):
         return f"deploy: {name} at budget {at}"
-    word = "better than" if d >= 0 else "behind"
-    return (f"deploy: {name} at budget {at} — {word} {head['reference']} by {abs(d):.4f} "
-            f"[{head['low']:+.4f}, {head['high']:+.4f}] (DR value per user at equal spend, pooled over the budgets)")
+    return (f"deploy: {name} at budget {at} — {verdict_words(d, head['low'], head['high'], head['reference'])} "
+            f"(DR value per user at equal spend, pooled over the budgets)")
+
+
+def verdict_words(difference: float, low: float, high: float, reference: str) -> str:
+    """The headline comparison worded by its interval: better than / worse than the reference when the
+    interval excludes 0, else not distinguishable from it (the interval containing 0 says no more)."""
+    interval = f"by {abs(difference):.4f} [{low:+.4f}, {high:+.4f}]"
+    if low is not None and math.isfinite(float(low)) and low > 0:
+        return f"better than {reference} {interval}"
+    if high is not None and math.isfinite(float(high)) and high < 0:
+        return f"worse than {reference} {interval}"
+    return f"not distinguishable from {reference}: {difference:+.4f} [{low:+.4f}, {high:+.4f}]"
 
 
 def summary_tables(decision: ChampionDecision, pct: Mapping[str, list[float]] | None = None) -> tuple[list, list]:

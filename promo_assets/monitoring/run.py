@@ -59,7 +59,7 @@ class MonitorResult:
                              "decisions_run_id": d.run_id, "budget_per_capita": d.budget,
                              **{k: v for k, v in d.row.items() if k != "segments"}, "carried": False})
             for i, seg in enumerate(d.row.get("segments", [])):
-                level_rows.append({"decision_date": d.day, "kind": "segment", "bin": i, "segment": seg["segment"],
+                level_rows.append({"decision_date": d.day, "kind": "segment", "bin": i, "outcome_segment": seg["segment"],
                                    "events": seg["events"], "realized": seg["realized"], "predicted": seg["predicted"],
                                    "realized_cost": seg["realized_cost"], "predicted_cost": seg["predicted_cost"]})
             for frame, kind, col in ((d.levels, "level", "level"), (d.deciles, "uplift_decile", "decile")):

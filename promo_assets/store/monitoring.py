@@ -13,6 +13,17 @@ import pandas as pd
 from promo_assets.warehouse import quote_ident, registered, sql
 
 
+# The monitoring tables' column names for the short names the domain uses: a warehouse column name is
+# reserved for every campaign (no feature may take it), so these tables avoid words a feature could be
+# called (`events`, `days`, `low`, ...). Applied on write, undone on read.
+COLUMNS = {"days": "deployed_days", "events": "n_events", "low": "effect_low", "high": "effect_high",
+           "bin": "outcome_bin", "passed": "check_passed", "joined": "joined_events", "flagged": "drift_flagged",
+           "predicted": "predicted_value", "realized": "realized_value", "psi": "drift_psi",
+           "severity": "check_severity", "reaction": "check_reaction", "effect": "effect_estimate",
+           "compliance": "compliance_share", "carried": "carried_over"}
+_SHORT = {v: k for k, v in COLUMNS.items()}
+
+
 def decided_days(con: duckdb.DuckDBPyConnection, campaign: str) -> pd.DataFrame:
     """decision_date, run_id, budget_per_capita, decision_manifest (JSON), decided_at of every visible
     decisions run's budgets."""
@@ -49,7 +60,7 @@ def latest_run(con: duckdb.DuckDBPyConnection, campaign: str) -> str | None:
 
 def of_run(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str, what: str) -> pd.DataFrame:
     """One table of an outcomes run: 'outcomes', 'outcome_effect', 'outcome_levels', 'drift', 'checks'."""
-    return con.execute(sql("monitoring", f"{what}_of_run"), [campaign, run_id]).df()
+    return con.execute(sql("monitoring", f"{what}_of_run"), [campaign, run_id]).df().rename(columns=_SHORT)
 
 
 def training_change_day(con: duckdb.DuckDBPyConnection, campaign: str) -> dt.date | None:
@@ -70,7 +81,7 @@ def record(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str, tables: d
         frame = tables.get(name)
         if frame is None or frame.empty:
             continue
-        with registered(con, f"{name}_df", frame):
+        with registered(con, f"{name}_df", frame.rename(columns=COLUMNS)):
             con.execute(sql("monitoring", statement), [campaign, run_id])
 
 

@@ -169,11 +169,12 @@ def test_exported_propensities_come_back_through_ingestion_and_are_the_ones_ips_
     assert decided_again["date"] == (day + dt.timedelta(days=1)).isoformat()
     with duckdb.connect(str(decided["warehouse"]), read_only=True) as con:
         outcome = con.execute("SELECT * FROM outcomes WHERE campaign = 'demo' AND decision_date = ?", [day]).df()
-        checks = con.execute("SELECT check_name, passed FROM monitoring_checks WHERE campaign = 'demo'").df()
+        checks = con.execute("SELECT check_name, check_passed FROM monitoring_checks WHERE campaign = 'demo'").df()
     # the day's events were read as the outcome of the decision of the budget whose propensities they log
-    assert list(outcome["status"]) == ["ok"] and outcome["joined"].iloc[0] == len(events)
-    assert outcome["budget_per_capita"].iloc[0] == entry["budget_per_capita"] and outcome["compliance"].iloc[0] == 1.0
-    assert np.isfinite(outcome[["effect", "effect_se", "realized_response", "predicted_response"]].to_numpy()).all()
+    assert list(outcome["status"]) == ["ok"] and outcome["joined_events"].iloc[0] == len(events)
+    assert outcome["budget_per_capita"].iloc[0] == entry["budget_per_capita"]
+    assert outcome["compliance_share"].iloc[0] == 1.0
+    assert np.isfinite(outcome[["effect_estimate", "effect_se", "realized_response", "predicted_response"]].to_numpy()).all()
     assert set(checks["check_name"]) >= {"outcomes_joined", "realized_vs_predicted", "compliance", "freshness"}
 
 
@@ -208,10 +209,10 @@ def test_a_coupon_system_that_skips_decisions_fails_compliance_and_stops_the_exp
     assert main(["run", "--campaign", "demo", "--no-progress"]) == 0
     capsys.readouterr()
     with duckdb.connect(str(decided["warehouse"]), read_only=True) as con:
-        outcome = con.execute("SELECT compliance, noncompliant_events FROM outcomes WHERE campaign = 'demo'").df()
-        failed = con.execute("SELECT check_name, reaction FROM monitoring_checks WHERE campaign = 'demo' AND NOT passed"
-                             ).fetchall()
-    assert 0.6 < outcome["compliance"].iloc[0] < 0.8 and outcome["noncompliant_events"].iloc[0] > 50
+        outcome = con.execute("SELECT compliance_share, noncompliant_events FROM outcomes WHERE campaign = 'demo'").df()
+        failed = con.execute("SELECT check_name, check_reaction FROM monitoring_checks WHERE campaign = 'demo' AND NOT "
+                             "check_passed").fetchall()
+    assert 0.6 < outcome["compliance_share"].iloc[0] < 0.8 and outcome["noncompliant_events"].iloc[0] > 50
     assert ("compliance", "stop_export") in failed
     assert not (decided["outbox"] / "demo" / (day + dt.timedelta(days=1)).isoformat()).exists()  # not exported
     assert (decided["outbox"] / "demo" / day.isoformat() / "manifest.json").exists()  # the last one stays
@@ -236,7 +237,7 @@ def test_events_whose_propensities_differ_from_the_decision_are_refused_with_the
     with duckdb.connect(str(decided["warehouse"]), read_only=True) as con:
         outcome = con.execute("SELECT status, reason FROM outcomes WHERE campaign = 'demo'").df()
         failed = [r[0] for r in con.execute("SELECT check_name FROM monitoring_checks WHERE campaign = 'demo' AND "
-                                            "NOT passed").fetchall()]
+                                            "NOT check_passed").fetchall()]
     assert list(outcome["status"]) == ["refused"]
     assert "log a propensity that differs from the decision's" in outcome["reason"].iloc[0]
     assert "logged 0.5" in outcome["reason"].iloc[0] and failed == ["outcomes_joined"]
