@@ -139,13 +139,20 @@ class PgServer:
                                 dbname=database, connect_timeout=10)
 
     def _create_database(self) -> None:
+        self.create_database(DATABASE)
+        self.version = self.query("SELECT version()")[0][0]
+
+    def create_database(self, name: str) -> None:
+        """A new, empty database `name` (letters, digits and _), owned by the server's role."""
+        from psycopg2 import sql
+
+        if not name.replace("_", "").isalnum():
+            raise PgServerError(f"database name {name!r}: letters, digits and _ only")
         con = self._connect("postgres")
         try:
             con.autocommit = True
             with con.cursor() as cur:
-                cur.execute(f"CREATE DATABASE {DATABASE}")  # a constant name, not data
-                cur.execute("SELECT version()")
-                self.version = cur.fetchone()[0]
+                cur.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
         finally:
             con.close()
 
