@@ -50,7 +50,8 @@ class _LocatedResource(dg.ConfigurableResource):
 
 class WarehouseResource(_LocatedResource):
     """The DuckDB warehouse (resource key `warehouse`): connections through `warehouse.connect`
-    (schema in place, lock retry), one transaction per block, typed reads and writes of the named
+    (schema in place; each waits for the warehouse's writer slot as long as it takes and holds it
+    while open, `queue=True`), one transaction per block, typed reads and writes of the named
     statements of sql/. Data frames reach SQL only registered under an explicit name."""
 
     path: Optional[str] = Field(
@@ -71,7 +72,7 @@ class WarehouseResource(_LocatedResource):
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
         """An open connection for the block, closed however the block ends (see warehouse.connect)."""
-        with warehouse.connect(self.location, read_only=read_only) as con:
+        with warehouse.connect(self.location, read_only=read_only, queue=True) as con:
             yield con
 
     @contextmanager
