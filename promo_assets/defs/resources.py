@@ -64,6 +64,13 @@ class WarehouseResource(_LocatedResource):
     def _default(self) -> Path:
         return settings.warehouse_path()
 
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        super().setup_for_execution(context)
+        if context.instance is not None:  # before the run's first step claims a `warehouse` pool slot
+            from promo_assets.defs.recovery import settle_warehouse_pool
+
+            settle_warehouse_pool(context.instance)
+
     @property
     def database(self) -> str:
         """The warehouse file as a string (what DuckDBResource called `database`)."""

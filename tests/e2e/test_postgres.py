@@ -86,6 +86,24 @@ def test_promo_run_keeps_its_runs_in_postgres(pg, site):
     assert not [p for p in home.rglob("*.db")], sorted(home.rglob("*.db"))
 
 
+def test_the_pool_limit_is_set_before_a_step_claims_a_slot(pg, site, monkeypatch):
+    """promo_assets sets the `warehouse` pool's limit itself when a run starts (defs.recovery.
+    settle_warehouse_pool): Dagster's own setting of a default limit fails on Postgres once another
+    process has set it (campaigns started together on a new instance; every run after the default
+    changed), as the last assertion shows."""
+    import dagster as dg
+
+    tmp, env = site
+    for var in ("DAGSTER_HOME", *pg.env()):
+        monkeypatch.setenv(var, env[var])
+    with dg.DagsterInstance.get() as instance:
+        storage = instance.event_log_storage
+        info = storage.get_concurrency_info("warehouse")
+        assert (info.slot_count, info.using_default_limit) == (instance.global_op_concurrency_default_limit, False)
+        with pytest.raises(Exception, match="current transaction is aborted"):
+            storage.initialize_concurrency_limit_to_default("warehouse")
+
+
 def test_a_killed_promo_run_is_recovered_by_the_next(pg, site, capsys):
     tmp, env = site
     day = tmp / "landing" / "demo" / "events" / f"{START}.parquet"
