@@ -132,7 +132,8 @@ class PgServer:
             self.stop()
             raise
 
-    def _connect(self, database: str):
+    def connect(self, database: str = DATABASE):
+        """A psycopg2 connection to `database` on this server (the tests look at what Dagster stored)."""
         import psycopg2
 
         return psycopg2.connect(host="127.0.0.1", port=self.port, user=ROLE, password=self.password,
@@ -140,31 +141,21 @@ class PgServer:
 
     def _create_database(self) -> None:
         self.create_database(DATABASE)
-        self.version = self.query("SELECT version()")[0][0]
+        con = self.connect()
+        try:
+            with con.cursor() as cur:
+                cur.execute("SELECT version()")
+                self.version = cur.fetchone()[0]
+        finally:
+            con.close()
 
     def create_database(self, name: str) -> None:
-        """A new, empty database `name` (letters, digits and _), owned by the server's role."""
-        from psycopg2 import sql
-
-        if not name.replace("_", "").isalnum():
-            raise PgServerError(f"database name {name!r}: letters, digits and _ only")
-        con = self._connect("postgres")
-        try:
-            con.autocommit = True
-            with con.cursor() as cur:
-                cur.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        finally:
-            con.close()
-
-    def query(self, statement: str, params: tuple = ()) -> list[tuple]:
-        """Rows of `statement` on the Dagster database (for tests that look at what Dagster stored)."""
-        con = self._connect(DATABASE)
-        try:
-            with con.cursor() as cur:
-                cur.execute(statement, params)
-                return cur.fetchall() if cur.description else []
-        finally:
-            con.close()
+        """A new, empty database `name`, owned by the server's role (Postgres's `createdb`)."""
+        env = {**os.environ, "PGPASSWORD": self.password}
+        done = subprocess.run([str(find_bin_dir() / "createdb"), "-h", "127.0.0.1", "-p", str(self.port), "-U", ROLE,
+                               "--", name], capture_output=True, text=True, timeout=60, env=env)
+        if done.returncode != 0:
+            raise PgServerError(f"createdb {name!r} failed (exit {done.returncode}): {done.stderr[-1000:]}")
 
     @property
     def url(self) -> str:

@@ -44,7 +44,7 @@ def pg():
             pytest.fail(f"PROMO_PG_TESTS=1 but {why}: run PROMO_PG_TESTS=1 bash scripts/setup.sh")
         pytest.skip(f"Postgres tests skipped: {why}; PROMO_PG_TESTS=1 bash scripts/setup.sh installs Debian's postgresql")
     with pgserver.PgServer() as server:
-        yield server
+        yield _Queries(server)
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +59,25 @@ def site(pg, tmp_path_factory):
     train_only(tmp / "landing" / "demo" / "campaign.yaml")
     promo_here(env, "run", "--no-progress")
     return tmp, env
+
+
+class _Queries:
+    """`pg.query(statement, params)`: the rows of a statement on the Dagster database."""
+
+    def __init__(self, server: pgserver.PgServer):
+        self.server = server
+
+    def query(self, statement: str, params: tuple = ()) -> list[tuple]:
+        con = self.server.connect()
+        try:
+            with con.cursor() as cur:
+                cur.execute(statement, params)
+                return cur.fetchall() if cur.description else []
+        finally:
+            con.close()
+
+    def __getattr__(self, name: str):
+        return getattr(self.server, name)
 
 
 def _runs(pg) -> list[tuple[str, str, str]]:
