@@ -408,7 +408,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops a `promo run` waiting on the pool like Ctrl-C
     instance = dg.DagsterInstance.get()
     # The runs below are Dagster's own jobs on this instance (the UI's and the automation's), and
-    # Dagster's pool makes their warehouse steps wait for each other. What Dagster cannot do: its
+    # Dagster's pool caps their warehouse steps together. What Dagster cannot do: its
     # run monitoring is a daemon feature that never sees a `promo run` process killed with its
     # in-process run, which stays STARTED holding its `warehouse` pool slot; so those runs are
     # marked failed and their slots freed here first (defs/recovery.py).

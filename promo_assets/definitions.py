@@ -41,7 +41,7 @@ def build_defs(models: Sequence[str] | None = None) -> dg.Definitions:
         loggers={"console": dg.colored_console_logger, "progress": progress_logger},
         # Every job (campaign_job, ingest_job, the UI's materializations and backfills) runs its steps in
         # the run's own process: the default multiprocess executor started one process per step (each
-        # importing torch, ~5-10 s) only for the steps to queue on the `warehouse` pool (limit 1) anyway.
+        # importing torch, ~5-10 s); campaigns refreshed at once run side by side, a run each.
         # benchmarks/ui_refresh.py measures a UI refresh against promo run.
         executor=dg.in_process_executor,
     )

@@ -190,19 +190,96 @@ class DagsterDev:
         """SIGTERM to the whole process group, SIGKILL to what is left after 20 s."""
         if self.proc is None:
             return
-        pgid = self.proc.pid  # start_new_session: the group id is the leader's pid
-        for sig, wait in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 10.0)):
-            try:
-                os.killpg(pgid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                self.proc.wait(timeout=wait)
-            except subprocess.TimeoutExpired:
-                continue
-            if not _group_alive(pgid):
-                break
-            time.sleep(1.0)
+        _stop_group(self.proc)
+        self.proc = None
+
+
+def _stop_group(proc: subprocess.Popen) -> None:
+    """SIGTERM to the process group `proc` leads, SIGKILL to what is left after 20 s."""
+    pgid = proc.pid  # start_new_session: the group id is the leader's pid
+    for sig, wait in ((signal.SIGTERM, 20.0), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+        if not _group_alive(pgid):
+            break
+        time.sleep(1.0)
+
+
+GRPC_WORKSPACE = """load_from:
+  - grpc_server:
+      host: 127.0.0.1
+      port: {port}
+      location_name: {location}
+"""
+
+
+class Deployment(DagsterDev):
+    """A team's deployment (docs/deploy.md) instead of `dagster dev`: three processes, each in its own
+    process group, started with the commands the page gives: the code location server
+    (`dagster code-server start -m promo_assets.definitions`), the webserver and the daemon, both
+    reading a workspace that points at the code server (written beside the log as
+    `workspace-grpc.yaml`). Same GraphQL helpers as DagsterDev; stop() ends all three."""
+
+    def __init__(self, repo_root: Path, env: dict[str, str], log_path: Path, port: int | None = None):
+        super().__init__(repo_root, env, log_path, port)
+        self.code_port = free_port()
+        self.procs: list[subprocess.Popen] = []
+
+    def commands(self) -> dict[str, list[str]]:
+        workspace = self.log_path.parent / "workspace-grpc.yaml"
+        workspace.write_text(GRPC_WORKSPACE.format(port=self.code_port, location=LOCATION))
+        bin_dir = Path(sys.executable).parent
+        return {
+            "code-server": [str(bin_dir / "dagster"), "code-server", "start", "-m", "promo_assets.definitions",
+                            "--location-name", LOCATION, "-h", "127.0.0.1", "-p", str(self.code_port)],
+            "webserver": [str(bin_dir / "dagster-webserver"), "-w", str(workspace), "-h", "127.0.0.1",
+                          "-p", str(self.port)],
+            "daemon": [str(bin_dir / "dagster-daemon"), "run", "-w", str(workspace)],
+        }
+
+    def _log(self, name: str) -> Path:
+        return self.log_path.with_name(f"{self.log_path.stem}-{name}.log")
+
+    def _code_server_loaded(self, timeout: float) -> None:
+        """Until the code server says it serves the definitions: a webserver started before that would
+        show the location as unreachable until reloaded."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.procs[0].poll() is not None:
+                raise DevServerError(f"the code server exited with code {self.procs[0].returncode}; log: "
+                                     f"{self._log('code-server')}")
+            if "Started Dagster code server" in self._log("code-server").read_text(errors="replace"):
+                return
+            time.sleep(0.5)
+        raise DevServerError(f"the code server did not load in {timeout:.0f} s; log: {self._log('code-server')}")
+
+    def start(self, timeout: float = 240.0) -> None:
+        try:
+            for name, argv in self.commands().items():
+                with open(self._log(name), "ab") as log:
+                    self.procs.append(subprocess.Popen(argv, cwd=self.repo_root, env=self.env, stdout=log,
+                                                       stderr=subprocess.STDOUT, start_new_session=True))
+                if name == "code-server":
+                    self._code_server_loaded(timeout)
+            self.proc = self.procs[1]  # the webserver: wait_until_loaded watches it
+            self.wait_until_loaded(timeout)
+            for proc, name in zip(self.procs, ("code-server", "webserver", "daemon")):
+                if proc.poll() is not None:
+                    raise DevServerError(f"{name} exited with code {proc.returncode}; log: {self.log_path.parent}")
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):  # the daemon first, the code server last
+            _stop_group(proc)
+        self.procs = []
         self.proc = None
 
 

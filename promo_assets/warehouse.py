@@ -7,6 +7,7 @@ parameters (`?`); the only text substituted into a statement is a list of identi
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import hashlib
 import os
@@ -178,11 +179,14 @@ def check_writable(path: Path | str | None = None) -> None:
         raise unusable(path, exc) from None
 
 
-def _open(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+def _open(path: Path, read_only: bool, deadline: float | None = None) -> duckdb.DuckDBPyConnection:
     """duckdb.connect, retried with backoff (50 ms doubling to 1 s) while another process holds the
-    file's lock (DuckDB: one writing process, or readers only), up to PROMO_WAREHOUSE_BUSY_SECONDS."""
+    file's DuckDB lock (one writing process, or readers only: a process that is not promo_assets, as
+    every promo_assets process queues on the writer slot first), up to PROMO_WAREHOUSE_BUSY_SECONDS
+    or `deadline` (time.monotonic)."""
     budget = settings.warehouse_busy_seconds()
     start = time.monotonic()
+    deadline = start + budget if deadline is None else deadline
     delay = 0.05
     if path.is_dir():
         raise unusable(path, IsADirectoryError(21, "a directory, not a DuckDB file"))
@@ -192,15 +196,77 @@ def _open(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
         except duckdb.IOException as exc:
             if "could not set lock" not in str(exc).lower():
                 raise unusable(path, exc) from None
-            waited = time.monotonic() - start
-            if waited + delay > budget:
+            if time.monotonic() + delay > deadline:
                 holder = _LOCK_HOLDER.search(str(exc))
-                raise WarehouseBusyError(
-                    f"the warehouse is busy (a run is writing it); try again. {path} stayed locked for "
-                    f"{waited:.1f}s (PROMO_WAREHOUSE_BUSY_SECONDS={budget:g})"
-                    + (f"; held by {holder.group(1)}" if holder else "")) from None
+                raise _busy(path, time.monotonic() - start, holder.group(1) if holder else None) from None
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+
+def _busy(path: Path, waited: float, holder: str | None) -> WarehouseBusyError:
+    return WarehouseBusyError(
+        f"the warehouse is busy (a run is writing it); try again. {path} stayed locked for {waited:.1f}s "
+        f"(PROMO_WAREHOUSE_BUSY_SECONDS={settings.warehouse_busy_seconds():g})" + (f"; held by {holder}" if holder else ""))
+
+
+def slot_path(path: Path) -> Path:
+    """The file whose lock is the warehouse's writer slot: `<warehouse>.lock` beside it."""
+    return path.with_name(path.name + ".lock")
+
+
+class _WriterSlot:
+    """The warehouse's writer slot among promo_assets processes: an flock on `<warehouse>.lock`,
+    exclusive while a writing connection is open, shared while a read-only one is (DuckDB allows one
+    writing process per file, or readers only). Held only for the connection, not for the step
+    around it: the computation of a step runs outside it, so the steps of several runs (campaigns
+    refreshed at once) run side by side and take turns only to read and write. The kernel releases
+    it when its process ends, kill -9 included. Waiting for it: until `deadline` (time.monotonic;
+    None: as long as it takes, for the steps of a run, which queue as Dagster's pool once did)."""
+
+    def __init__(self, path: Path, read_only: bool, deadline: float | None):
+        self.path, self.deadline, self.start = path, deadline, time.monotonic()
+        self.fd: int | None = None
+        try:
+            self.fd = os.open(slot_path(path), os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if not read_only:
+                raise unusable(path, exc) from None
+            # a folder this process cannot write: reading is all it can do, DuckDB's lock guards that
+        self.hold(read_only)
+
+    def hold(self, read_only: bool) -> None:
+        """Take the slot shared (read_only) or exclusive; from a held slot, convert it."""
+        if self.fd is None:
+            return
+        mode = fcntl.LOCK_SH if read_only else fcntl.LOCK_EX
+        if self.deadline is None:
+            fcntl.flock(self.fd, mode)
+        else:
+            delay = 0.005
+            while True:
+                try:
+                    fcntl.flock(self.fd, mode | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    left = self.deadline - time.monotonic()
+                    if left <= 0:
+                        raise _busy(self.path, time.monotonic() - self.start, self._holder()) from None
+                    time.sleep(min(delay, left))
+                    delay = min(delay * 2, 0.25)
+        if not read_only:  # who holds it, for the message of a process that gives up waiting
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, f"promo_assets (PID {os.getpid()})".encode(), 0)
+
+    def _holder(self) -> str | None:
+        try:
+            return os.pread(self.fd, 200, 0).decode(errors="replace") or None
+        except OSError:
+            return None
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # closing the descriptor releases the lock
+            self.fd = None
 
 
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.*?\(PID \d+\))")
@@ -247,10 +313,13 @@ def registered(con: duckdb.DuckDBPyConnection, name: str, frame: pd.DataFrame) -
 
 
 @contextmanager
-def connect(path: Path | str | None = None, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-    """Open the warehouse (creating it and its schema when writing) and close it afterwards. While
-    another process holds the file it retries briefly, then raises WarehouseBusyError. Used by the
-    CLI and by every asset (defs.common.connect)."""
+def connect(path: Path | str | None = None, read_only: bool = False,
+            queue: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Open the warehouse (creating it and its schema when writing) and close it afterwards. The
+    connection holds the writer slot (`_WriterSlot`) while it is open; a connection that finds the
+    slot or the file taken waits up to PROMO_WAREHOUSE_BUSY_SECONDS, then raises WarehouseBusyError,
+    unless `queue` (the steps of a run: WarehouseResource), which waits for the slot as long as it
+    takes. Used by the CLI and by every asset (defs.common.connect)."""
     path = Path(path) if path is not None else settings.warehouse_path()
     if read_only and not path.exists():
         raise FileNotFoundError(f"warehouse {path} does not exist yet: run `promo run` (or materialize rct_events) first")
@@ -259,8 +328,14 @@ def connect(path: Path | str | None = None, read_only: bool = False) -> Iterator
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise unusable(path, exc) from None
-    con = _open(path, read_only)
+    deadline = None if queue else time.monotonic() + settings.warehouse_busy_seconds()
+    slot = _WriterSlot(path, read_only, deadline)
+    # the file's own DuckDB lock, taken by a process that is not promo_assets: waited for up to
+    # PROMO_WAREHOUSE_BUSY_SECONDS in every case
+    opened_by = deadline if deadline is not None else time.monotonic() + settings.warehouse_busy_seconds()
+    con = None
     try:
+        con = _open(path, read_only, opened_by)
         try:
             if read_only:
                 no_replacement_scans(con)
@@ -268,9 +343,14 @@ def connect(path: Path | str | None = None, read_only: bool = False) -> Iterator
                 # query of the renames ~45 ms of CPU): one write connection renames
                 if not schema_is_current(con) and _pending_renames(con):
                     con.close()           # its columns (ensure_schema), then read as asked
-                    with connect(path):
-                        pass
-                    con = _open(path, read_only)
+                    slot.hold(read_only=False)
+                    writer = _open(path, False, opened_by)
+                    try:
+                        ensure_schema(writer)
+                    finally:
+                        writer.close()
+                    slot.hold(read_only=True)
+                    con = _open(path, read_only, opened_by)
                     no_replacement_scans(con)
             else:
                 ensure_schema(con)  # turns replacement scans off too
@@ -278,7 +358,9 @@ def connect(path: Path | str | None = None, read_only: bool = False) -> Iterator
             raise unusable(path, exc) from None
         yield con
     finally:
-        con.close()
+        if con is not None:
+            con.close()
+        slot.release()
 
 
 def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:

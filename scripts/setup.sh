@@ -5,6 +5,8 @@
 # PROMO_UI_TESTS=1 also installs what the browser test of the UI needs (tests/e2e/test_ui_browser.py):
 # Debian's chromium through apt-get (as root, or with sudo) and the `ui-test` extra (the playwright
 # wheel). Playwright drives that chromium; it never downloads a browser of its own.
+# PROMO_PG_TESTS=1 installs Debian's PostgreSQL server (package `postgresql`) through apt-get when its
+# binaries are missing, for the tests of the Postgres instance profile (tests/e2e/test_postgres.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -25,6 +27,19 @@ if [[ ${PROMO_UI_TESTS:-0} == 1 ]]; then
     fi
   fi
   echo "[setup] $(chromium --version 2>/dev/null | head -1)"
+fi
+if [[ ${PROMO_PG_TESTS:-0} == 1 ]]; then
+  if ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 && ! command -v pg_ctl >/dev/null; then
+    echo "[setup] PROMO_PG_TESTS=1: installing Debian's postgresql with apt-get (about 1 minute; log: .venv/postgresql.log)"
+    sudo=; [[ $(id -u) == 0 ]] || sudo=sudo
+    if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq postgresql; } >.venv/postgresql.log 2>&1; then
+      echo "[setup] FAILED: apt-get install postgresql (needs root or sudo and Debian's package lists)" >&2
+      tail -20 .venv/postgresql.log >&2
+      exit 1
+    fi
+  fi
+  pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+  echo "[setup] $("${pg_bin:-$(dirname "$(command -v pg_ctl)")}/postgres" --version)"
 fi
 stamp=.venv/.promo-installed
 want="$(sha256sum pyproject.toml | cut -d' ' -f1) $extras"

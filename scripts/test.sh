@@ -3,7 +3,9 @@
 # Under CI (CI=true) the browser test of the UI is required: PROMO_UI_TESTS defaults to 1 there, so
 # setup.sh installs Debian's chromium and the playwright wheel, and a missing browser fails the test.
 # Elsewhere it runs when PROMO_UI_TESTS=1 is set (or chromium and playwright are present), else it is
-# skipped with its reason.
+# skipped with its reason. The same holds for the tests of the Postgres instance profile
+# (tests/e2e/test_postgres.py) with PROMO_PG_TESTS: under CI setup.sh installs Debian's postgresql and a
+# missing server fails them; elsewhere they run when the server binaries are installed.
 # The suite runs on PROMO_TEST_WORKERS worker processes (pytest-xdist; default 2, CI's cores; 0 = in this
 # process), a test file per worker at a time (--dist loadfile: a module's shared fixtures are made once).
 # The tests' throw-away instances (landing folders, warehouses, Dagster's SQLite storage) go to a new
@@ -12,7 +14,9 @@
 # keeps pytest's own. The folder is removed when every test passed, and kept (its path printed) otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [[ ${CI:-} == true ]]; then export PROMO_UI_TESTS=${PROMO_UI_TESTS:-1}; fi
+if [[ ${CI:-} == true ]]; then
+  export PROMO_UI_TESTS=${PROMO_UI_TESTS:-1} PROMO_PG_TESTS=${PROMO_PG_TESTS:-1}
+fi
 bash scripts/setup.sh
 args=(-m "slow or not slow")
 workers=${PROMO_TEST_WORKERS:-2}

@@ -38,6 +38,20 @@ def point_at(paths: dict[str, Path], reports: Path, setenv, max_epochs: str) -> 
     setenv("PROMO_MAX_EPOCHS", max_epochs)
 
 
+def pytest_report_header(config):
+    """The PostgreSQL server the Postgres tests start (tests/e2e/test_postgres.py), by its version."""
+    import subprocess
+
+    from promo_assets import pgserver
+
+    found = pgserver.find_bin_dir()
+    if found is None:
+        return f"postgresql: not installed ({pgserver.missing()}); the Postgres tests are skipped"
+    version = subprocess.run([str(found / "postgres"), "--version"], capture_output=True, text=True).stdout.strip()
+    return f"postgresql: {version} ({found}) for tests/e2e/test_postgres.py" + \
+        (f"; cannot start it: {pgserver.missing()}" if pgserver.missing() else "")
+
+
 @pytest.fixture
 def promo_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     paths = lay_out(tmp_path)
@@ -91,7 +105,7 @@ def promo_here(env: dict[str, str], *args: str) -> None:
 
     with pytest.MonkeyPatch.context() as mp:
         for var, value in env.items():
-            if var.startswith("PROMO_") or var in ("DAGSTER_HOME", "OMP_NUM_THREADS"):
+            if var.startswith(("PROMO_", "DAGSTER_")) or var == "OMP_NUM_THREADS":  # DAGSTER_PG_*: Postgres
                 mp.setenv(var, value)
         rc = main(list(args))
     assert rc == 0, f"promo {' '.join(args)} exited {rc}"

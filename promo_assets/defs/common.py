@@ -18,7 +18,7 @@ from promo_assets.defs.resources import (  # noqa: F401  (imported from here by 
     make_resources,
 )
 
-WAREHOUSE_POOL = "warehouse"  # every asset that touches the DuckDB file; limit 1 in dagster.yaml
+WAREHOUSE_POOL = "warehouse"  # every asset that touches the DuckDB file; its limit (dagster.yaml) caps them at once
 INGESTION_ASSETS = ("rct_events", "payment_edges", "merchant_events")  # a campaign's day files, loaded per run
 
 # A campaign exists once its landing folder does (the landing sensor, the daily schedule and `promo
@@ -36,9 +36,10 @@ def register_partitions(instance: dg.DagsterInstance, campaigns: list[str] = ())
 
 @contextmanager
 def connect(warehouse: WarehouseResource) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A connection to the resource's warehouse (`WarehouseResource.connect`: schema in place; retried
-    briefly while another process holds the file, then WarehouseBusyError), closed however the
-    block ends (a connection left open keeps the file locked for every other process)."""
+    """A connection to the resource's warehouse (`WarehouseResource.connect`: schema in place; it
+    waits for the warehouse's writer slot, which it holds until the block ends), closed however the
+    block ends: read, close, compute, then write, so that other runs' steps can use the file while
+    this one computes."""
     with warehouse.connect() as con:
         yield con
 

@@ -10,7 +10,8 @@ still holds one (what the daemon's `run_monitoring.free_slots_after_run_end_seco
 UI's runs). Run monitoring is a daemon feature that watches runs launched through a run launcher;
 an in-process run has no worker it could check, so this is the one thing `promo run` does besides
 launching Dagster's jobs. Waiting for the pool is Dagster's: a step of the `warehouse` pool waits
-for its slot (dagster_home/dagster.yaml sets the limit).
+for its slot (dagster_home/dagster.yaml sets the limit). A killed process's warehouse writer slot
+(a file lock, promo_assets/warehouse.py) is released by the kernel.
 """
 
 from __future__ import annotations
@@ -112,3 +113,30 @@ def recover_dead_runs(instance: dg.DagsterInstance) -> list[str]:
                 if run is not None:
                     lines.append(f"{describe_run(run)}: {run.status.value.lower()} but still held a pool slot; freed")
     return lines
+
+
+def settle_warehouse_pool(instance: dg.DagsterInstance, attempts: int = 5) -> None:
+    """Set the `warehouse` pool's limit to dagster.yaml's `concurrency.pools.default_limit` before a
+    run's first step claims a slot. Dagster sets a pool's default limit when a step first claims one
+    (and again whenever the configured default changed) with an INSERT that, on Postgres, fails when
+    another process inserted it first, and the rest of that transaction then fails too: campaigns
+    started together on a new instance, or every run after the default changed, failed with
+    "InFailedSqlTransaction". Set explicitly here (an upsert), the limit is no longer "from default",
+    so the steps leave it alone. Retried a few times against the same race."""
+    import time
+
+    storage = instance.event_log_storage
+    limit = instance.global_op_concurrency_default_limit
+    if limit is None or not storage.supports_global_concurrency_limits:
+        return
+    for attempt in range(attempts):
+        try:
+            info = storage.get_concurrency_info(WAREHOUSE_POOL)
+            if info.slot_count == limit and not info.using_default_limit:
+                return
+            storage.set_concurrency_slots(WAREHOUSE_POOL, limit)
+            return
+        except Exception:  # noqa: BLE001 - the storage's own error of a concurrent insert; retried
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.1 * (attempt + 1))

@@ -50,7 +50,8 @@ class _LocatedResource(dg.ConfigurableResource):
 
 class WarehouseResource(_LocatedResource):
     """The DuckDB warehouse (resource key `warehouse`): connections through `warehouse.connect`
-    (schema in place, lock retry), one transaction per block, typed reads and writes of the named
+    (schema in place; each waits for the warehouse's writer slot as long as it takes and holds it
+    while open, `queue=True`), one transaction per block, typed reads and writes of the named
     statements of sql/. Data frames reach SQL only registered under an explicit name."""
 
     path: Optional[str] = Field(
@@ -63,6 +64,13 @@ class WarehouseResource(_LocatedResource):
     def _default(self) -> Path:
         return settings.warehouse_path()
 
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        super().setup_for_execution(context)
+        if context.instance is not None:  # before the run's first step claims a `warehouse` pool slot
+            from promo_assets.defs.recovery import settle_warehouse_pool
+
+            settle_warehouse_pool(context.instance)
+
     @property
     def database(self) -> str:
         """The warehouse file as a string (what DuckDBResource called `database`)."""
@@ -71,7 +79,7 @@ class WarehouseResource(_LocatedResource):
     @contextmanager
     def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
         """An open connection for the block, closed however the block ends (see warehouse.connect)."""
-        with warehouse.connect(self.location, read_only=read_only) as con:
+        with warehouse.connect(self.location, read_only=read_only, queue=True) as con:
             yield con
 
     @contextmanager

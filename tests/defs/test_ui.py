@@ -67,10 +67,11 @@ def test_every_description_renders_as_written():
 
 
 def test_runs_execute_in_process_and_warehouse_steps_stay_single_writer():
-    """Runs the UI / daemon launch execute every step in the run's process (no process per step),
-    and the single-writer guarantee of the DuckDB file holds: every asset is in the `warehouse`
-    pool, whose limit the instance sets to 1 per step (granularity op, so `promo run`'s in-process
-    runs and the daemon's runs exclude each other step by step)."""
+    """Runs the UI / daemon launch execute every step in the run's process (no process per step);
+    every asset is in the `warehouse` pool, whose limit (4 per step, granularity op, so `promo run`'s
+    in-process runs and the daemon's runs count together) caps the warehouse steps running at once;
+    one run per campaign at a time in the queue. The single writer of the DuckDB file is the
+    warehouse's writer slot (tests/unit/test_warehouse_slot.py)."""
     from pathlib import Path
 
     import yaml
@@ -84,7 +85,9 @@ def test_runs_execute_in_process_and_warehouse_steps_stay_single_writer():
     outside = [k.to_user_string() for k in graph.get_all_asset_keys() if graph.get(k).pools != {"warehouse"}]
     assert not outside, f"assets outside the warehouse pool: {outside}"
     instance = yaml.safe_load((Path(__file__).resolve().parents[2] / "dagster_home" / "dagster.yaml").read_text())
-    assert instance["concurrency"]["pools"] == {"default_limit": 1, "granularity": "op"}
+    assert instance["concurrency"]["pools"] == {"default_limit": 4, "granularity": "op"}
+    assert instance["concurrency"]["runs"]["tag_concurrency_limits"] == [
+        {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True}, "limit": 1}]
     # the automation sensor (declarative automation) runs in the daemon, on by default, every 30 s
     import dagster as dg
 

@@ -40,13 +40,20 @@ def _pool_job():
     _writes_warehouse()
 
 
-def _started_run_holding_slot(instance: dg.DagsterInstance, tags: dict[str, str]) -> str:
-    """A run as a killed `promo run` leaves it: STARTED, holding the pool's one slot."""
+def _started_run_holding_slot(instance: dg.DagsterInstance, tags: dict[str, str], slots: int = 1) -> str:
+    """A run as a killed `promo run` leaves it: STARTED, holding `slots` of the pool's slots."""
     run = instance.create_run_for_job(_pool_job, status=dg.DagsterRunStatus.STARTED, tags=tags)
     storage = instance.event_log_storage
     storage.initialize_concurrency_limit_to_default(WAREHOUSE_POOL)
-    assert storage.claim_concurrency_slot(WAREHOUSE_POOL, run.run_id, "_writes_warehouse").is_claimed
+    for i in range(slots):
+        assert storage.claim_concurrency_slot(WAREHOUSE_POOL, run.run_id, f"_writes_warehouse_{i}").is_claimed
     return run.run_id
+
+
+def _all_slots(instance: dg.DagsterInstance) -> int:
+    """The pool's limit (dagster_home/dagster.yaml's default_limit)."""
+    instance.event_log_storage.initialize_concurrency_limit_to_default(WAREHOUSE_POOL)
+    return instance.event_log_storage.get_concurrency_info(WAREHOUSE_POOL).slot_count
 
 
 def _sleeper() -> subprocess.Popen:
@@ -92,8 +99,8 @@ def test_reused_pid_counts_as_gone(promo_env):
 
 
 def test_a_run_waits_for_the_pool_slot_of_a_live_run(promo_env):
-    """`promo run` leaves the waiting to Dagster: an in-process run's `warehouse` step waits while a
-    live run holds the pool's slot, and runs once the slot is free; the holder is left alone."""
+    """`promo run` leaves the waiting to Dagster: an in-process run's `warehouse` step waits while
+    live runs hold all the pool's slots, and runs once a slot is free; the holder is left alone."""
     import threading
 
     instance = dg.DagsterInstance.get()
@@ -101,7 +108,7 @@ def test_a_run_waits_for_the_pool_slot_of_a_live_run(promo_env):
     try:
         tags = {**process_tags(), PID_TAG: str(live.pid)}
         tags.pop(PID_START_TAG, None)
-        run_id = _started_run_holding_slot(instance, tags)
+        run_id = _started_run_holding_slot(instance, tags, slots=_all_slots(instance))
         assert recover_dead_runs(instance) == []  # alive: not ours to recover
         assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.STARTED
         release = threading.Timer(2.0, instance.event_log_storage.free_concurrency_slots_for_run, [run_id])
