@@ -96,7 +96,9 @@ def outcome_metadata(result, confidence: float) -> dict:
 
 
 @dg.multi_asset(
-    specs=[dg.AssetSpec("outcomes", deps=["decisions", "rct_events", "training_frame"], group_name="decisions",
+    # deps: the decisions only; the events and the training frame it also reads are upstream of them, so that a
+    # campaign refresh requests it once, after its decisions (the automation's wait reaches it through them)
+    specs=[dg.AssetSpec("outcomes", deps=["decisions"], group_name="decisions",
                         code_version="1", kinds={"duckdb"}, automation_condition=COMMON["automation_condition"],
                         description="The outcome of every deployed decision: each decided day's events joined to the "
                         "decision they answer (user_id, the day), compliance, realized against predicted (overall, per "
@@ -110,7 +112,7 @@ def outcome_metadata(result, confidence: float) -> dict:
                         "acts (campaign.yaml monitoring.reactions: retrain, fallback, stop_export): the training "
                         "frame and the champion react to its update (docs/monitoring.md).")],
     check_specs=[dg.AssetCheckSpec(n, asset="outcomes", description=t) for n, t in CHECKS.items()],
-    partitions_def=COMMON["partitions_def"], pool=COMMON["pool"], can_subset=True,
+    partitions_def=COMMON["partitions_def"], pool=COMMON["pool"], can_subset=False,
 )
 def outcomes(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
     campaign = context.partition_key
@@ -135,7 +137,7 @@ def outcomes(context: dg.AssetExecutionContext, warehouse: WarehouseResource, la
                                   severity=dg.AssetCheckSeverity(c.severity),
                                   metadata={"message": c.message, "reaction": c.reaction,
                                             **({"change_day": str(c.change_day)} if c.change_day else {})})
-    if new and context.selected_asset_keys and dg.AssetKey("monitoring_reaction") in context.selected_asset_keys:
+    if new:
         yield dg.MaterializeResult(asset_key="monitoring_reaction", metadata={
             "reactions": json.dumps([{"check": c.name, "reaction": c.reaction, "change_day": str(c.change_day)}
                                      for c in new])})
