@@ -150,6 +150,16 @@ def _terms(spec: Any, option: str) -> list[list[tuple[str, str | None]]]:
     return out
 
 
+def _keyed_numbers(parts, allowed, option: str, spec: str, expected: str) -> dict[str, float]:
+    """KEY=NUMBER terms as a mapping: each key once, among `allowed`; else SimulationError saying `expected`."""
+    out: dict[str, float] = {}
+    for key, text in parts:
+        if key not in allowed or text is None or key in out:
+            raise SimulationError(f"{option} {spec!r}: {expected}, got {key + ('=' + text if text is not None else '')!r}")
+        out[key] = _number(text, option, spec)
+    return out
+
+
 def _response_terms(spec: str | None) -> tuple[ResponseTerm, ...]:
     if spec is None:
         return ()
@@ -160,12 +170,7 @@ def _response_terms(spec: str | None) -> tuple[ResponseTerm, ...]:
             feature, value = parts.pop(0)
             if not value:
                 raise SimulationError(f"{option} {spec!r}: a segment is FEATURE=VALUE, got {feature!r}")
-        effects: dict[str, float] = {}
-        for key, text in parts:
-            if key not in _RESPONSE_EFFECTS or text is None or key in effects:
-                raise SimulationError(f"{option} {spec!r}: expected [FEATURE=VALUE:]uplift=F and/or base=F, got "
-                                      f"{key + ('=' + text if text is not None else '')!r}")
-            effects[key] = _number(text, option, spec)
+        effects = _keyed_numbers(parts, _RESPONSE_EFFECTS, option, spec, "expected [FEATURE=VALUE:]uplift=F and/or base=F")
         if not effects:
             raise SimulationError(f"{option} {spec!r}: the segment {feature}={value} needs uplift=F and/or base=F")
         if effects.get("base", 1.0) < 0:
@@ -185,12 +190,8 @@ def _population_terms(spec: str | None) -> tuple[PopulationTerm, ...]:
                                   f"FEATURE:scale=F), got {feature!r}")
         if value == "":
             raise SimulationError(f"{option} {spec!r}: empty category for {feature!r}")
-        keys: dict[str, float] = {}
-        for key, text in rest:
-            if key not in _POPULATION_KEYS or text is None or key in keys:
-                raise SimulationError(f"{option} {spec!r}: expected share=S, scale=F or add=A after {feature!r}, got "
-                                      f"{key + ('=' + text if text is not None else '')!r}")
-            keys[key] = _number(text, option, spec)
+        keys = _keyed_numbers(rest, _POPULATION_KEYS, option, spec,
+                              f"expected share=S, scale=F or add=A after {feature!r}")
         if not 0.0 < keys.get("share", 1.0) <= 1.0:
             raise SimulationError(f"{option} {spec!r}: share must be in (0, 1], got {keys['share']}")
         if value is not None and ({"scale", "add"} & set(keys)):
