@@ -155,7 +155,8 @@ def _keyed_numbers(parts, allowed, option: str, spec: str, expected: str) -> dic
     out: dict[str, float] = {}
     for key, text in parts:
         if key not in allowed or text is None or key in out:
-            raise SimulationError(f"{option} {spec!r}: {expected}, got {key + ('=' + text if text is not None else '')!r}")
+            shown = key + ("=" + text if text is not None else "")
+            raise SimulationError(f"{option} {spec!r}: {expected}, got {shown!r}")
         out[key] = _number(text, option, spec)
     return out
 
@@ -170,7 +171,8 @@ def _response_terms(spec: str | None) -> tuple[ResponseTerm, ...]:
             feature, value = parts.pop(0)
             if not value:
                 raise SimulationError(f"{option} {spec!r}: a segment is FEATURE=VALUE, got {feature!r}")
-        effects = _keyed_numbers(parts, _RESPONSE_EFFECTS, option, spec, "expected [FEATURE=VALUE:]uplift=F and/or base=F")
+        effects = _keyed_numbers(parts, _RESPONSE_EFFECTS, option, spec,
+                                 "expected [FEATURE=VALUE:]uplift=F and/or base=F")
         if not effects:
             raise SimulationError(f"{option} {spec!r}: the segment {feature}={value} needs uplift=F and/or base=F")
         if effects.get("base", 1.0) < 0:
