@@ -27,7 +27,7 @@ def decided_campaign(tmp: Path, *, users: int, days: int, seed: int, model: str,
                      yaml_extra: str = ""):
     """(champion state, population frame, champion values N x K, costs N x K) of campaign 'demo' under
     `tmp` (landing/demo, wh.duckdb, artifacts, outbox, dagster_home), after `promo run`."""
-    from promo_assets import warehouse
+    from promo_assets.store import warehouse
     from promo_assets.serve import read_campaign
 
     (tmp / "dagster_home").mkdir()

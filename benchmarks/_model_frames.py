@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from promo_assets.campaign import CampaignConfig
+from promo_assets.config.campaign import CampaignConfig
 from promo_assets.causal import build_training_frame
 from promo_assets.ingestion.frames import latest_day_file, load_landing
 

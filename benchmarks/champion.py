@@ -46,7 +46,7 @@ SIZES = {"demo": (8, 5000), "dipn_synthetic_2": (8, 10000), "e2e_synthetic": (8,
 
 def campaign_row(preset: str, seed: int, max_epochs: int | None) -> dict:
     """One campaign through `promo run`, and what its warehouse says (module docstring)."""
-    from promo_assets.warehouse import connect, sql
+    from promo_assets.store.warehouse import connect, sql
 
     days, users = SIZES.get(preset, (8, 5000))
     keep = Path(tempfile.mkdtemp(prefix="champion-bench-"))

@@ -40,7 +40,7 @@ def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[int, str, fl
 
 def commands() -> list[str]:
     sys.path.insert(0, str(ROOT))
-    from promo_assets.cli import build_parser
+    from promo_assets.cli.main import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

@@ -76,7 +76,7 @@ def score_decision(landing: Path, file: Path) -> dict:
 
 
 def run_loop(share: float, args, keep: Path | None) -> dict:
-    from promo_assets.warehouse import connect, sql
+    from promo_assets.store.warehouse import connect, sql
 
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)

@@ -72,7 +72,7 @@ def _first_line_with(text: str, *needles: str) -> str:
 def hang_cases() -> list[dict]:
     """Time every input that used to hang a run: in-process, then through `promo run` (a subprocess)."""
     sys.path.insert(0, str(ROOT))
-    from promo_assets.campaign import CampaignConfig, CampaignConfigError
+    from promo_assets.config.campaign import CampaignConfig, CampaignConfigError
     from promo_assets.ingestion import scan_day_files
     from tests.unit.ingestion.test_hostile_landing import BOMBS, GOOD_YAML, HOSTILE_YAML
 

@@ -40,7 +40,7 @@ def main() -> None:
         PROMO_ARTIFACTS_DIR=str(tmp / "artifacts"), DAGSTER_HOME=str(tmp / "dagster_home"),
     )
     (tmp / "dagster_home").mkdir()
-    from promo_assets import warehouse
+    from promo_assets.store import warehouse
     from promo_assets.ingestion import day_files, ingest_events_day, load_config
     from promo_assets.simulation import simulate
 

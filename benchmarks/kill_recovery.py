@@ -114,7 +114,7 @@ def _inspect(root: Path, dead_pid: int) -> dict:
     import dagster as dg
     from dagster._core.storage.dagster_run import RunsFilter
 
-    from promo_assets import warehouse
+    from promo_assets.store import warehouse
     from promo_assets.defs.common import WAREHOUSE_POOL
     from promo_assets.defs.recovery import PID_TAG
 

@@ -104,9 +104,9 @@ def one_loop(case: str, seed: int, args) -> dict:
     """One loop, in this process (started by `run_loop` with the loop's environment)."""
     import pandas as pd
 
-    from promo_assets import cli
+    import promo_assets.cli.main as cli
     from promo_assets.store import monitoring as monitoring_store
-    from promo_assets.warehouse import connect, sql
+    from promo_assets.store.warehouse import connect, sql
 
     tmp = Path(os.environ["PROMO_LANDING_DIR"]).parent
     change = START + dt.timedelta(days=args.change_day - 1)

@@ -84,7 +84,7 @@ def measure(tmp: Path, arm: str, models: list[str], cost_types: dict, groups_blo
     """The arm's allocations against every budget (predicted, true, true at matched spend)."""
     from promo_assets.allocation.budgets import budget_matrices, usage, use_at_matched_spend
     from promo_assets.simulation import truth_arrays
-    from promo_assets.warehouse import connect
+    from promo_assets.store.warehouse import connect
 
     campaign_dir = tmp / "landing" / CAMPAIGN
     pop = pd.read_parquet(sorted((campaign_dir / "population").glob("*.parquet"))[-1])

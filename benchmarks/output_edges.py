@@ -57,7 +57,7 @@ def hostile_ids(folder: Path) -> dict[str, str]:
 
 
 def env_for(tmp: Path) -> dict:
-    from promo_assets.devserver import demo_env
+    from devtools.devserver import demo_env
 
     return {**demo_env(tmp, ROOT, max_epochs=1), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
 

@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _results import Recorder  # noqa: E402
 
-from promo_assets import pgserver  # noqa: E402
-from promo_assets.devserver import demo_env, promo  # noqa: E402
+from devtools import pgserver  # noqa: E402
+from devtools.devserver import demo_env, promo  # noqa: E402
 from tests.conftest import set_models  # noqa: E402
 
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _results import Recorder  # noqa: E402
 
-from promo_assets.devserver import DagsterDev, demo_env, promo  # noqa: E402
+from devtools.devserver import DagsterDev, demo_env, promo  # noqa: E402
 from promo_assets.ingestion import load_config  # noqa: E402
 
 CHROMIUM = os.environ.get("PROMO_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"

@@ -253,7 +253,7 @@ E2E_MODELS = ("s_learner", "lgbm_s", "gnn_hazard")  # gnn_hazard skips on the de
 
 def _restricted_main(argv):
     """`promo` with the registry restricted to E2E_MODELS (what the subprocess of part e2e runs)."""
-    from promo_assets.cli import main
+    from promo_assets.cli.main import main
     from promo_assets.models import registry
 
     registry.BUILTIN = {m: registry.BUILTIN[m] for m in E2E_MODELS}

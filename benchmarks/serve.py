@@ -206,7 +206,7 @@ class OldPath:
     def member(self, model, frame: pd.DataFrame):
         import torch
 
-        from promo_assets.coefficients import Coefficients
+        from promo_assets.core.coefficients import Coefficients
         from promo_assets.models.base import TrainedModel, response_mean, rule_costs
         from promo_assets.models.lgbm import LGBMFitted, _level_feature
 
@@ -563,7 +563,7 @@ def main() -> int:
         import torch
 
         torch.set_num_threads(1)
-        from promo_assets import warehouse
+        from promo_assets.store import warehouse
         from promo_assets.serve import read_campaign
 
         with warehouse.connect(tmp / "wh.duckdb", read_only=True) as con:

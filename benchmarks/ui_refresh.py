@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _results import Recorder  # noqa: E402
 
-from promo_assets.devserver import DagsterDev, demo_env, promo  # noqa: E402
+from devtools.devserver import DagsterDev, demo_env, promo  # noqa: E402
 
 def wait_all(ui: DagsterDev, run_ids: list[str], timeout: float, log: Path) -> list[dict]:
     runs = []

@@ -1,4 +1,4 @@
-"""CPU cost of opening the warehouse (`promo_assets.warehouse.connect`), and of the checks an open does.
+"""CPU cost of opening the warehouse (`promo_assets.store.warehouse.connect`), and of the checks an open does.
 
 A read-only open must know whether the warehouse still has columns of an earlier version to rename.
 Two ways are measured side by side on the same file: the catalog query over the renamed tables'
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import duckdb  # noqa: E402
 
 from benchmarks._results import Recorder  # noqa: E402
-from promo_assets import warehouse  # noqa: E402
+from promo_assets.store import warehouse  # noqa: E402
 
 
 def cpu_ms(action, repeats: int) -> float:

@@ -1,9 +1,9 @@
 """Pages of the documentation generated from the code at build time (mkdocs-gen-files runs this), so
 they cannot drift from it:
 
-- reference/campaign-yaml.md  from the pydantic schema of campaign.yaml (promo_assets.campaign.CampaignYaml):
+- reference/campaign-yaml.md  from the pydantic schema of campaign.yaml (promo_assets.config.campaign.CampaignYaml):
                               every key, what it accepts, its default and its meaning (the field's docstring);
-- reference/cli.md            from the argument parser (promo_assets.cli.build_parser): every command and option;
+- reference/cli.md            from the argument parser (promo_assets.cli.main.build_parser): every command and option;
 - reference/models.md         from the model registry (promo_assets.models.registry): every model, its paper,
                               what it applies to, its assets, its hyper-parameters and their defaults;
 - benchmarks.md               from the result files in benchmarks/results/ (benchmarks/_results.py writes them).
@@ -68,7 +68,7 @@ def field_docs(cls: type) -> dict[str, str]:
 def schema_rows(model, prefix: str, blocks: list) -> list[tuple]:
     from pydantic_core import PydanticUndefined
 
-    from promo_assets.campaign import _is_mapping, _submodel
+    from promo_assets.config.campaign import _is_mapping, _submodel
 
     docs = field_docs(model)
     rows = []
@@ -76,7 +76,7 @@ def schema_rows(model, prefix: str, blocks: list) -> list[tuple]:
         key = f"{prefix}{name}"
         if name not in docs:
             raise SystemExit(f"docs: campaign.yaml key '{key}' ({model.__name__}.{name}) has no docstring; "
-                             "write what it means right under the field in promo_assets/campaign.py")
+                             "write what it means right under the field in promo_assets/config/campaign.py")
         if info.is_required():
             default = "required"
         elif info.default_factory is not None:
@@ -93,12 +93,12 @@ def schema_rows(model, prefix: str, blocks: list) -> list[tuple]:
 
 
 def campaign_yaml_page() -> str:
-    from promo_assets.campaign import CampaignYaml
+    from promo_assets.config.campaign import CampaignYaml
 
     out = [
         "# campaign.yaml reference",
         "",
-        "Generated from the schema that checks the file (`promo_assets.campaign.CampaignYaml`, pydantic, strict):",
+        "Generated from the schema that checks the file (`promo_assets.config.campaign.CampaignYaml`, pydantic, strict):",
         "every key the file may have, what it accepts, its default and what it means. A key not listed here is",
         "refused with the closest valid one. How the checks report problems, and worked examples, are in",
         "[The data contract](../data-contract.md).",
@@ -147,14 +147,14 @@ def option_row(action: argparse.Action, formatter: argparse.HelpFormatter) -> st
 
 
 def cli_page() -> str:
-    from promo_assets.cli import build_parser
+    from promo_assets.cli.main import build_parser
 
     parser = build_parser()
     formatter = parser._get_formatter()
     out = [
         "# Command line reference",
         "",
-        "Generated from `promo`'s argument parser (`promo_assets.cli.build_parser()`), so it lists exactly",
+        "Generated from `promo`'s argument parser (`promo_assets.cli.main.build_parser()`), so it lists exactly",
         "what `promo --help` and `promo COMMAND --help` accept. Where the commands fit in a day's work:",
         "[Getting started](../getting-started.md). The path options `--landing`, `--warehouse` and",
         "`--dagster-home` override, for one command, the environment variables of",

@@ -42,7 +42,7 @@ def pytest_report_header(config):
     """The PostgreSQL server the Postgres tests start (tests/e2e/test_postgres.py), by its version."""
     import subprocess
 
-    from promo_assets import pgserver
+    from devtools import pgserver
 
     found = pgserver.find_bin_dir()
     if found is None:
@@ -101,7 +101,7 @@ def promo_here(env: dict[str, str], *args: str) -> None:
     """`promo ARGS` in this process, in the instance `env` points at (its PROMO_* settings and
     DAGSTER_HOME), for a module fixture's setup steps: a `promo` process would first spend about 8 s
     importing the definitions (torch, scikit-learn, Dagster). A failure names the command."""
-    from promo_assets.cli import main
+    from promo_assets.cli.main import main
 
     with pytest.MonkeyPatch.context() as mp:
         for var, value in env.items():
@@ -152,7 +152,7 @@ DEMO_START = "2026-03-01"
 
 
 def _demo_campaign(paths) -> None:
-    from promo_assets.cli import main
+    from promo_assets.cli.main import main
 
     assert main(["simulate", "--preset", "demo", "--campaign", "demo", "--days", "4", "--users", "1500",
                  "--seed", "1", "--start", DEMO_START]) == 0

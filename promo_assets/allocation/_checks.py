@@ -14,7 +14,7 @@ CHUNK_ELEMENTS = 1 << 20
 
 def check_solve_size(n_users: int, n_levels: int) -> None:
     """SolveTooLargeError when users x levels exceeds the cap per solve (settings.max_solve_cells)."""
-    from promo_assets import settings
+    from promo_assets.config import settings
 
     cap = settings.max_solve_cells()
     cells = int(n_users) * int(n_levels)

@@ -44,7 +44,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from promo_assets.errors import DomainError
+from promo_assets.core.errors import DomainError
 
 from . import _checks
 from ._hull import compute_hull, greedy

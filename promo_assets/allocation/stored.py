@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 
-from promo_assets.warehouse import registered, sql
+from promo_assets.store.warehouse import registered, sql
 
 from .chunked import ChunkRunner, chunk_sample, decide_at_chunked
 from .errors import AllocationInputError

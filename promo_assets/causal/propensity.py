@@ -28,7 +28,7 @@ from sklearn.preprocessing import (
     StandardScaler,
 )
 
-from promo_assets.errors import DomainError
+from promo_assets.core.errors import DomainError
 
 Log = Callable[[str], None] | None
 

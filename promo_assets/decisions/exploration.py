@@ -36,7 +36,7 @@ import numpy as np
 from promo_assets.allocation import decide, solve
 from promo_assets.allocation.budgets import budget_matrices, budget_names, reduced_levels
 from promo_assets.allocation.errors import InfeasibleBudgetError
-from promo_assets.errors import DomainError
+from promo_assets.core.errors import DomainError
 
 
 class DecisionError(DomainError, ValueError):

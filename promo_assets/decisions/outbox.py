@@ -33,8 +33,8 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-from promo_assets.errors import DomainError
-from promo_assets.text import csv_cell, csv_uncell
+from promo_assets.core.errors import DomainError
+from promo_assets.core.text import csv_cell, csv_uncell
 
 DECISION_COLUMNS = ("user_id", "level", "label", "incentive", "predicted_response", "predicted_cost", "policy",
                     "propensity", "model", "model_version")
@@ -81,7 +81,7 @@ def _write_frame(frame: pd.DataFrame, path: Path, fmt: str) -> None:
     out = frame[list(DECISION_COLUMNS)]
     if fmt == "parquet":
         out.to_parquet(path, index=False)
-    else:  # a text cell that a spreadsheet would run as a formula gets a leading ' (promo_assets.text.csv_cell);
+    else:  # a text cell that a spreadsheet would run as a formula gets a leading ' (promo_assets.core.text.csv_cell);
         # every text cell is quoted, so a carriage return inside one never starts a new row
         text = [c for c in out.columns if out[c].dtype == object or pd.api.types.is_string_dtype(out[c].dtype)]
         out.assign(**{c: out[c].map(csv_cell) for c in text}).to_csv(path, index=False, quoting=csv.QUOTE_NONNUMERIC)

@@ -7,8 +7,8 @@ from typing import Iterator
 import dagster as dg
 import duckdb
 
-from promo_assets.errors import DomainError
-from promo_assets.text import markdown_text
+from promo_assets.core.errors import DomainError
+from promo_assets.core.text import markdown_text
 
 from promo_assets.defs.resources import (  # noqa: F401  (imported from here by the asset modules)
     ArtifactStoreResource,
@@ -68,7 +68,7 @@ def model_of_key(asset_key: dg.AssetKey) -> str | None:
 
 @contextmanager
 def domain_errors() -> Iterator[None]:
-    """Run the block; a project error (`promo_assets.errors.DomainError`: bad input, configuration or
+    """Run the block; a project error (`promo_assets.core.errors.DomainError`: bad input, configuration or
     stored state) fails the asset with its message alone, and anything else (a bug here or in numpy,
     pandas, torch, even a ValueError) propagates with its stack trace, which Dagster shows. A domain
     error that wraps another exception (a chunk whose task failed) keeps that cause and its stack."""
@@ -110,7 +110,7 @@ def rows_table(rows: list[dict]) -> dg.MetadataValue:
 
 
 def md_table(rows: list[dict]) -> dg.MetadataValue:
-    """Rows as a Markdown table: every name and text value escaped (`promo_assets.text.markdown_text`:
+    """Rows as a Markdown table: every name and text value escaped (`promo_assets.core.text.markdown_text`:
     a label, category or column name from data renders as text, never as a link, image or tag)."""
     if not rows:
         return dg.MetadataValue.md("(none)")

@@ -11,7 +11,7 @@ UI's runs). Run monitoring is a daemon feature that watches runs launched throug
 an in-process run has no worker it could check, so this is the one thing `promo run` does besides
 launching Dagster's jobs. Waiting for the pool is Dagster's: a step of the `warehouse` pool waits
 for its slot (dagster_home/dagster.yaml sets the limit). A killed process's warehouse writer slot
-(a file lock, promo_assets/warehouse.py) is released by the kernel.
+(a file lock, promo_assets/store/warehouse.py) is released by the kernel.
 """
 
 from __future__ import annotations

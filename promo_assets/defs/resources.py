@@ -3,8 +3,8 @@
 Each has an optional location field; left unset, it is resolved from the settings (PROMO_WAREHOUSE,
 PROMO_LANDING_DIR, PROMO_ARTIFACTS_DIR, with their documented defaults) when a run, sensor tick or
 schedule tick starts (`setup_for_execution`), never when the code location is imported, and nothing
-here changes `os.environ`. The work itself is done by the domain modules (`promo_assets.warehouse`,
-`promo_assets.artifacts`); these classes only carry the location into Dagster.
+here changes `os.environ`. The work itself is done by the domain modules (`promo_assets.store.warehouse`,
+`promo_assets.store.artifacts`); these classes only carry the location into Dagster.
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Sequence
 import dagster as dg
 from pydantic import Field, PrivateAttr
 
-from promo_assets import settings, warehouse
+from promo_assets.config import settings
+from promo_assets.store import warehouse
 
 if TYPE_CHECKING:
     import duckdb
     import pandas as pd
 
-    from promo_assets.campaign import CampaignConfig
+    from promo_assets.config.campaign import CampaignConfig
 
 
 class _LocatedResource(dg.ConfigurableResource):
@@ -142,7 +143,7 @@ class LandingResource(_FolderResource):
         """The campaign's campaign.yaml, parsed and validated once per content (`ingestion.cached_config`:
         every asset of a run reads the same CampaignConfig; the models block checked by the registry).
         A refused campaign.yaml fails the asset with the file's problems (CampaignConfigError)."""
-        from promo_assets.campaign import CampaignConfigError
+        from promo_assets.config.campaign import CampaignConfigError
         from promo_assets.ingestion import cached_config
 
         try:
@@ -152,29 +153,29 @@ class LandingResource(_FolderResource):
 
 
 class ArtifactStoreResource(_FolderResource):
-    """The content-addressed artefact store (resource key `artifacts`, see promo_assets.artifacts):
+    """The content-addressed artefact store (resource key `artifacts`, see promo_assets.store.artifacts):
     trained models written under the hash of their bytes, stored as data (never pickles) and checked
     against that hash on every load (docs/operations.md, "The artefact store")."""
 
     def _default(self) -> Path:
         return settings.artifacts_dir()
 
-    # promo_assets.artifacts imports torch when an object is stored or loaded: imported when first
+    # promo_assets.store.artifacts imports torch when an object is stored or loaded: imported when first
     # used, so that sensors and the ingestion assets do not pay for it
     def save_bytes(self, data: bytes, kind: str) -> tuple[str, Path]:
-        from promo_assets import artifacts
+        from promo_assets.store import artifacts
         return artifacts.save_bytes(data, kind, self.location)
 
     def load_bytes(self, kind: str, version: str) -> bytes:
-        from promo_assets import artifacts
+        from promo_assets.store import artifacts
         return artifacts.load_bytes(kind, version, self.location)
 
     def save_object(self, obj: Any, kind: str) -> tuple[str, Path]:
-        from promo_assets import artifacts
+        from promo_assets.store import artifacts
         return artifacts.save_object(obj, kind, self.location)
 
     def load_object(self, kind: str, version: str) -> Any:
-        from promo_assets import artifacts
+        from promo_assets.store import artifacts
         return artifacts.load_object(kind, version, self.location)
 
 

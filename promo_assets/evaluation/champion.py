@@ -55,7 +55,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from promo_assets.coefficients import Coefficients
+from promo_assets.core.coefficients import Coefficients
 from promo_assets.evaluation.eom import EvaluationError, _as_matrix, levels_at_lambdas
 from promo_assets.evaluation.honest import dr_q_at_budget
 

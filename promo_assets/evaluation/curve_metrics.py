@@ -35,7 +35,7 @@ from typing import Sequence
 
 import numpy as np
 
-from promo_assets.errors import DomainError
+from promo_assets.core.errors import DomainError
 
 __all__ = [
     "CurveMetricsError",

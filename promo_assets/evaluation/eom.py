@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from promo_assets.errors import DomainError
+from promo_assets.core.errors import DomainError
 
 __all__ = [
     "EvaluationError",

@@ -27,7 +27,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from promo_assets.coefficients import Coefficients
+from promo_assets.core.coefficients import Coefficients
 from promo_assets.evaluation.eom import EvaluationError
 
 __all__ = ["OutcomeModel", "fit_outcome_model", "OUTCOME_MODEL_KINDS"]

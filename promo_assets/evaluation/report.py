@@ -25,7 +25,7 @@ import pandas as pd
 
 from promo_assets.evaluation.curve_metrics import CURVE_METRIC_NAMES, curve_metrics
 from promo_assets.evaluation.curves import frontier_lambdas, logged_level_costs
-from promo_assets.text import markdown_text
+from promo_assets.core.text import markdown_text
 from promo_assets.evaluation.eom import (
     EvaluationError,
     _as_matrix,

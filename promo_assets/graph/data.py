@@ -15,7 +15,7 @@ import pandas as pd
 import torch
 from torch_geometric.data import HeteroData
 
-from promo_assets.errors import DomainError
+from promo_assets.core.errors import DomainError
 from promo_assets.models.encoder import FeatureEncoder
 from promo_assets.models.errors import ModelInputError
 

@@ -43,7 +43,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from promo_assets.errors import DomainError
+from promo_assets.core.errors import DomainError
 
 
 class JointAllocationError(DomainError, ValueError):

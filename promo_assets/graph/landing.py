@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from promo_assets.campaign import read_campaign_yaml
-from promo_assets.errors import DomainError
+from promo_assets.config.campaign import read_campaign_yaml
+from promo_assets.core.errors import DomainError
 from promo_assets.graph.warehouse_io import features_frame, latest_landing_file, read_truth
 
 

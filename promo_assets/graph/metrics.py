@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import roc_auc_score
 
-from promo_assets.errors import DomainError
+from promo_assets.core.errors import DomainError
 
 
 class GraphMetricsError(DomainError, ValueError):

@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from promo_assets.artifacts import content_version
+from promo_assets.store.artifacts import content_version
 from promo_assets.graph.data import aggregate_edges
 from promo_assets.graph.warehouse_io import features_frame, latest_landing_file, node_stats, node_table
 from promo_assets.ingestion import loaded_features
-from promo_assets.warehouse import quote_ident, registered, sql, transaction
+from promo_assets.store.warehouse import quote_ident, registered, sql, transaction
 
 
 

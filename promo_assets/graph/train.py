@@ -24,9 +24,9 @@ import pandas as pd
 import torch
 from torch_geometric.data import HeteroData
 
-from promo_assets.artifacts import save_object
-from promo_assets.coefficients import Coefficients
-from promo_assets.errors import DomainError
+from promo_assets.store.artifacts import save_object
+from promo_assets.core.coefficients import Coefficients
+from promo_assets.core.errors import DomainError
 from promo_assets.graph.data import CUSTOMER, MERCHANT, normalized_adjacency
 from promo_assets.graph.nn import ENCODERS, HEADS, GraphResponseModel, marginal_increments
 from promo_assets.models.training import FullBatch, SamePass, Step, TrainingConfig, fit_torch_model
@@ -413,7 +413,7 @@ def label_metrics(
 
 def load_graph_model(version: str, root: Path | None = None) -> TrainedGraphModel:
     """Load a TrainedGraphModel stored by `TrainedGraphModel.save` (artefact kind 'model')."""
-    from promo_assets.artifacts import ArtifactFormatError, load_object
+    from promo_assets.store.artifacts import ArtifactFormatError, load_object
 
     try:
         payload = load_object("model", version, root)

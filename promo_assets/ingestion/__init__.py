@@ -33,16 +33,17 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from promo_assets import files, settings
-from promo_assets.campaign import (
+from promo_assets.ingestion import files
+from promo_assets.config import settings
+from promo_assets.config.campaign import (
     CampaignConfig,
     CampaignConfigError,
     campaign_yaml_text,
     parse_campaign_yaml,
     usable_campaign_folder,
 )
-from promo_assets.errors import DomainError
-from promo_assets.warehouse import quote_ident, schema_columns, sql, table_columns, transaction
+from promo_assets.core.errors import DomainError
+from promo_assets.store.warehouse import quote_ident, schema_columns, sql, table_columns, transaction
 
 REQUIRED = ("user_id", "treatment", "response")
 OPTIONAL = ("cost", "propensity", "merchant_id", "event_time")

@@ -36,7 +36,7 @@ from promo_assets.ingestion import (
     forget_partition,
     scan_day_files,
 )
-from promo_assets.warehouse import quote_ident, sql, transaction
+from promo_assets.store.warehouse import quote_ident, sql, transaction
 
 TABLES = {"events": "rct_events", "edges": "payment_edges", "merchants": "merchant_events"}
 GONE = "its events file is gone from the landing folder"

@@ -22,7 +22,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from promo_assets.campaign import CampaignConfig
+from promo_assets.config.campaign import CampaignConfig
 from promo_assets.ingestion import (
     IngestError,
     check_landing_file,
@@ -33,7 +33,7 @@ from promo_assets.ingestion import (
     loaded_features,
     read_problem,
 )
-from promo_assets.warehouse import ensure_schema, quote_ident, sql
+from promo_assets.store.warehouse import ensure_schema, quote_ident, sql
 
 
 @dataclass

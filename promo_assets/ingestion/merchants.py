@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 
-from promo_assets.campaign import CampaignConfig
+from promo_assets.config.campaign import CampaignConfig
 from promo_assets.ingestion import (
     INTERNAL_COLUMNS,
     IngestError,
@@ -31,7 +31,7 @@ from promo_assets.ingestion import (
     format_problems,
     load_config,
 )
-from promo_assets.warehouse import quote_ident, sql, transaction
+from promo_assets.store.warehouse import quote_ident, sql, transaction
 
 MERCHANT_REQUIRED = ("merchant_id", "treatment", "response")
 MERCHANT_COLUMNS = (*MERCHANT_REQUIRED, "cost", "propensity", "event_date", "event_time")

@@ -23,9 +23,9 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from promo_assets import artifacts
-from promo_assets.campaign import CampaignConfig
-from promo_assets.coefficients import Coefficients
+from promo_assets.store import artifacts
+from promo_assets.config.campaign import CampaignConfig
+from promo_assets.core.coefficients import Coefficients
 from promo_assets.models.encoder import FeatureEncoder
 from promo_assets.models.errors import ModelInputError
 from promo_assets.models.protocol import ResponseModel
@@ -448,7 +448,7 @@ def count_parameters(module: torch.nn.Module) -> int:
 
 def resolve_max_epochs(default: int, override: int | None = None) -> int:
     """`override` if given, else `default`; then capped by settings.max_epochs() (PROMO_MAX_EPOCHS)."""
-    from promo_assets import settings
+    from promo_assets.config import settings
 
     epochs = int(override) if override is not None else int(default)
     cap = settings.max_epochs()

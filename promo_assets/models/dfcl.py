@@ -55,7 +55,7 @@ import torch
 import torch.nn.functional as F
 
 from promo_assets.allocation.decision import choose_levels, decide_at_lambdas
-from promo_assets.campaign import CampaignConfig
+from promo_assets.config.campaign import CampaignConfig
 from promo_assets.evaluation.eom import eom_batch
 from promo_assets.models.base import TorchResponseModel, TrainedModel, fit_metrics, prepare_frame, resolve_max_epochs, response_mean
 from promo_assets.models.errors import ModelInputError

@@ -61,7 +61,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from promo_assets.campaign import CampaignConfig
+from promo_assets.config.campaign import CampaignConfig
 from promo_assets.models.base import (
     TorchResponseModel, TrainedModel, cost_loss, fit_metrics, prepare_frame, register_architecture,
     resolve_max_epochs, response_loss, summed_embedding_input,

@@ -47,7 +47,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from promo_assets.campaign import CampaignConfig
+from promo_assets.config.campaign import CampaignConfig
 from promo_assets.models import decision_loss as dl
 from promo_assets.models.base import TorchResponseModel, TrainedModel, fit_metrics, prepare_frame, resolve_max_epochs, response_mean
 from promo_assets.models.protocol import COUNT, FLAG, SEED, TrainingData, store_params
@@ -144,7 +144,7 @@ def warm_start(data: TrainingData, seed: int, max_epochs: int, weighted: bool, l
     """The trained S-learner to start from (`train_s_learner` with the `s_learner` model's defaults,
     this seed and at most `max_epochs`). Kept per process for the frame version, seed, epochs and
     weighting, so that `e2e_fd` and `e2e_nes` of one run train it once; callers get a copy."""
-    from promo_assets import settings
+    from promo_assets.config import settings
 
     config = data.config
     key = (config.campaign, data.frame_version, seed, max_epochs, settings.max_epochs(), bool(weighted))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from promo_assets.errors import DomainError
+from promo_assets.core.errors import DomainError
 
 
 class ModelInputError(DomainError, ValueError):

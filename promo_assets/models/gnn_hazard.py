@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from promo_assets.campaign import CampaignConfig
+from promo_assets.config.campaign import CampaignConfig
 from promo_assets.models.errors import ModelInputError
 from promo_assets.models.protocol import (
     COUNT, FLAG, FRACTION, NON_NEGATIVE, POSITIVE, SEED, ModelSkipped, ResponseModel, TrainingData, fraction,

@@ -49,9 +49,9 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from promo_assets import artifacts
-from promo_assets.campaign import CampaignConfig
-from promo_assets.coefficients import Coefficients
+from promo_assets.store import artifacts
+from promo_assets.config.campaign import CampaignConfig
+from promo_assets.core.coefficients import Coefficients
 from promo_assets.models.base import TIMING_KEYS, check_frame, rule_costs
 from promo_assets.models.encoder import FeatureEncoder
 from promo_assets.models.errors import ModelInputError

@@ -34,7 +34,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from promo_assets.campaign import CampaignConfig
+from promo_assets.config.campaign import CampaignConfig
 from promo_assets.models.base import (
     ARCHITECTURES, TorchResponseModel, TrainedModel, cost_loss, fit_metrics, prepare_frame, register_architecture, resolve_max_epochs,
     response_loss,

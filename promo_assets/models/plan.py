@@ -36,7 +36,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from promo_assets.coefficients import Coefficients
+from promo_assets.core.coefficients import Coefficients
 from promo_assets.models.encoder import FeatureEncoder
 from promo_assets.models.errors import ModelInputError
 

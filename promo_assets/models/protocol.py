@@ -31,7 +31,7 @@ checks every registered model.
   (float64 N x K each; the cost by the campaign's cost rule) for a frame of users with the raw
   feature columns.
 - `save(root=None) -> version` stores the fitted state in the content-addressed artefact store (data
-  only, verified by its hash on load; `promo_assets.artifacts`); `Model.load(version, root=None)`
+  only, verified by its hash on load; `promo_assets.store.artifacts`); `Model.load(version, root=None)`
   returns the fitted model stored there, with the parameters it was trained with (a stale
   architecture is refused with a message).
 
@@ -56,8 +56,8 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 import pandas as pd
 
-from promo_assets.campaign import CampaignConfig
-from promo_assets.coefficients import Coefficients
+from promo_assets.config.campaign import CampaignConfig
+from promo_assets.core.coefficients import Coefficients
 from promo_assets.models.errors import ModelInputError
 
 Log = Callable[[str], None]

@@ -14,7 +14,7 @@ import importlib
 import re
 from typing import Any, Mapping
 
-from promo_assets.campaign import ModelsBlock
+from promo_assets.config.campaign import ModelsBlock
 from promo_assets.models.errors import ModelInputError
 from promo_assets.models.protocol import ResponseModel, same_kind, unknown_params
 

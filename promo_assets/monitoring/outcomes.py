@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from promo_assets.errors import DomainError
+from promo_assets.core.errors import DomainError
 from promo_assets.monitoring.effect import EffectTerms, effect_terms
 
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from promo_assets import warehouse
-from promo_assets.coefficients import Coefficients
-from promo_assets.errors import DomainError
-from promo_assets.warehouse import sql
+from promo_assets.store import warehouse
+from promo_assets.core.coefficients import Coefficients
+from promo_assets.core.errors import DomainError
+from promo_assets.store.warehouse import sql
 
 
 class ReportError(DomainError, ValueError):

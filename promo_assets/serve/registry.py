@@ -41,7 +41,7 @@ def _stat(path: Path) -> tuple:
 
 
 def _valid_name(name: str) -> bool:
-    from promo_assets.campaign import CampaignNameError, check_campaign_name
+    from promo_assets.config.campaign import CampaignNameError, check_campaign_name
 
     try:
         check_campaign_name(name)
@@ -97,10 +97,10 @@ def public(text: str, *roots: Path) -> str:
 def read_campaign(con, landing: Path, campaign: str, lambdas_override: Mapping[float, float] | None = None,
                   model_cache: dict | None = None) -> CampaignState | Unavailable:
     """The state of one campaign from an open read-only warehouse connection (see the package docs)."""
-    from promo_assets.campaign import CampaignConfigError
+    from promo_assets.config.campaign import CampaignConfigError
     from promo_assets.decisions import Exploration
     from promo_assets.ingestion import load_config
-    from promo_assets.warehouse import sql
+    from promo_assets.store.warehouse import sql
 
     try:
         config = load_config(landing, campaign)
@@ -198,7 +198,7 @@ class Registry:
     def refresh(self, force: bool = False) -> bool:
         """Reload when a watched file changed (or `force`); True when a new snapshot was swapped in.
         A busy or unreadable warehouse keeps the current snapshot (and is retried next time)."""
-        from promo_assets import warehouse as wh
+        from promo_assets.store import warehouse as wh
 
         with self._lock:
             fp = self.fingerprint()
@@ -239,7 +239,7 @@ class Registry:
 
     def public(self, text: str) -> str:
         """`text` without this server's paths (`public`)."""
-        from promo_assets import settings
+        from promo_assets.config import settings
 
         try:
             artifacts = settings.artifacts_dir()

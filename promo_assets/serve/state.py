@@ -36,8 +36,8 @@ import numpy as np
 import pandas as pd
 
 from promo_assets.allocation import decide
-from promo_assets.coefficients import Coefficients
-from promo_assets.errors import DomainError
+from promo_assets.core.coefficients import Coefficients
+from promo_assets.core.errors import DomainError
 from promo_assets.ingestion.ids import ID_TRIM
 from promo_assets.models.plan import ScoringPlan
 

@@ -41,7 +41,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from promo_assets.campaign import CampaignNameError, check_campaign_name
+from promo_assets.config.campaign import CampaignNameError, check_campaign_name
 from promo_assets.simulation import coman as _coman
 from promo_assets.simulation import demo as _demo
 from promo_assets.simulation import dfcl as _dfcl
@@ -140,7 +140,7 @@ def simulate(
     """Simulate a campaign into ``<landing_dir>/<campaign>/`` and return what was written.
 
     preset: a key of PRESETS; campaign: folder name (None: the preset's name; it must follow
-    promo_assets.campaign.CAMPAIGN_NAME_RULE, an empty or invalid name is refused); landing_dir:
+    promo_assets.config.campaign.CAMPAIGN_NAME_RULE, an empty or invalid name is refused); landing_dir:
     default settings.landing_dir(); days: number of daily event files; users: size of the user pool
     (each day a `daily_active` fraction of it gets one RCT event); seed: same arguments => byte-identical
     files; start: first day (default: today - days, so the last day is yesterday); overwrite: clear
@@ -159,7 +159,7 @@ def simulate(
         raise SimulationError(f"unknown preset {preset!r}; known presets: {sorted(PRESETS)}")
     spec = PRESETS[preset]
     if landing_dir is None:
-        from promo_assets import settings
+        from promo_assets.config import settings
 
         landing_dir = settings.landing_dir()
     campaign = preset if campaign is None else campaign

@@ -51,8 +51,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from promo_assets.campaign import dump_campaign_yaml
-from promo_assets.errors import DomainError
+from promo_assets.config.campaign import dump_campaign_yaml
+from promo_assets.core.errors import DomainError
 
 CUSTOMER_LEVELS = (0, 50, 100, 150, 200)
 MERCHANT_LEVELS = (0, 25, 50, 75, 100)

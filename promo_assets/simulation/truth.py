@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from promo_assets.errors import DomainError
+from promo_assets.core.errors import DomainError
 
 
 class TruthError(DomainError, ValueError):
@@ -22,8 +22,8 @@ class TruthError(DomainError, ValueError):
 
 
 def _truth_path(campaign_dir: str | Path, name: str) -> Path:
-    """`<campaign_dir>/truth/<name>`, a regular file reached without a link (promo_assets.files)."""
-    from promo_assets import files
+    """`<campaign_dir>/truth/<name>`, a regular file reached without a link (promo_assets.ingestion.files)."""
+    from promo_assets.ingestion import files
 
     path = Path(campaign_dir) / "truth" / name
     why = files.problem(path, Path(campaign_dir))

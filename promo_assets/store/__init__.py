@@ -6,7 +6,7 @@ customer–merchant graph and the joint allocation; `decisions`: the champion an
 
 Each function takes an open DuckDB connection (the caller owns the connection and the transaction:
 `warehouse.connect` / `warehouse.transaction`), runs the named statements of the top-level `sql/`
-folder (`promo_assets.warehouse.sql(family, name)`) with bound parameters, and returns plain values
+folder (`promo_assets.store.warehouse.sql(family, name)`) with bound parameters, and returns plain values
 or data frames. The Dagster definitions (`promo_assets.defs`) and the CLI call these functions and
 never compose or execute a statement themselves (tests/unit/test_store_boundary.py). Domain code: never imports dagster.
 """

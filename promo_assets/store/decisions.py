@@ -10,7 +10,7 @@ import datetime as dt
 import duckdb
 import pandas as pd
 
-from promo_assets.warehouse import registered, sql
+from promo_assets.store.warehouse import registered, sql
 
 
 def board_models(con: duckdb.DuckDBPyConnection, campaign: str, board_run: str) -> list[tuple[str, str, str]]:

@@ -6,7 +6,7 @@ import duckdb
 import pandas as pd
 
 from promo_assets.ingestion import loaded_features
-from promo_assets.warehouse import quote_ident, registered, sql, transaction
+from promo_assets.store.warehouse import quote_ident, registered, sql, transaction
 
 
 def feature_spec(con: duckdb.DuckDBPyConnection, campaign: str) -> tuple[list[str], list[str]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
-from promo_assets.warehouse import registered, sql
+from promo_assets.store.warehouse import registered, sql
 
 
 def graph_tables(con: duckdb.DuckDBPyConnection, campaign: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

@@ -7,7 +7,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from promo_assets.warehouse import registered, sql
+from promo_assets.store.warehouse import registered, sql
 
 
 def record_skip(con: duckdb.DuckDBPyConnection, campaign: str, model: str, reason: str, run_id: str) -> None:

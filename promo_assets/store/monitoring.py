@@ -10,7 +10,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from promo_assets.warehouse import quote_ident, registered, sql
+from promo_assets.store.warehouse import quote_ident, registered, sql
 
 
 # The monitoring tables' column names for the short names the domain uses: a warehouse column name is

@@ -1,14 +1,14 @@
 """The runs `promo report` shows: which leaderboard runs succeeded, the policy evaluations each one
 assembled, its budgets not allocated, failed data checks, models not evaluated, and the chains a
 `promo run` skipped (tables result_runs, leaderboard_entries, policy_evaluation, infeasible_budget,
-data_checks, model_skips). Reads only; the bookkeeping itself is written by `promo_assets.results`."""
+data_checks, model_skips). Reads only; the bookkeeping itself is written by `promo_assets.store.results`."""
 
 from __future__ import annotations
 
 import duckdb
 import pandas as pd
 
-from promo_assets.warehouse import sql, table_columns
+from promo_assets.store.warehouse import sql, table_columns
 
 
 def report_campaigns(con: duckdb.DuckDBPyConnection) -> list[str]:

@@ -10,8 +10,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from promo_assets.campaign import CampaignConfig, CampaignConfigError
-from promo_assets.cli import main
+from promo_assets.config.campaign import CampaignConfig, CampaignConfigError
+from promo_assets.cli.main import main
 from promo_assets.ingestion import cached_config
 
 DEFS = Path(__file__).resolve().parents[2] / "promo_assets" / "defs"

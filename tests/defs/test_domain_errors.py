@@ -7,15 +7,15 @@ import pytest
 
 from promo_assets.allocation.chunked import ChunkError
 from promo_assets.allocation.errors import AllocationInputError, InfeasibleBudgetError, SolveTooLargeError
-from promo_assets.artifacts import ArtifactFormatError, ArtifactMissingError, artifact_path
-from promo_assets.campaign import CampaignConfigError
-from promo_assets.errors import DomainError
+from promo_assets.store.artifacts import ArtifactFormatError, ArtifactMissingError, artifact_path
+from promo_assets.config.campaign import CampaignConfigError
+from promo_assets.core.errors import DomainError
 from promo_assets.evaluation import EvaluationError
-from promo_assets.files import UnsafeFileError, read_text
+from promo_assets.ingestion.files import UnsafeFileError, read_text
 from promo_assets.models import ModelInputError
 from promo_assets.defs.common import domain_errors
-from promo_assets.settings import SettingsError
-from promo_assets.warehouse import WarehouseBusyError
+from promo_assets.config.settings import SettingsError
+from promo_assets.store.warehouse import WarehouseBusyError
 
 
 @pytest.mark.parametrize("cls", [AllocationInputError, InfeasibleBudgetError, SolveTooLargeError, ArtifactFormatError,
@@ -110,7 +110,7 @@ def test_a_domain_error_shows_its_message_alone_in_the_dagster_run():
 def test_promo_run_prints_one_line_per_failed_step_without_a_stack():
     """`promo run` reports a failed step by its message (the domain error's alone; an unexpected
     error's class and message), never a stack trace: the stack stays in the Dagster run."""
-    from promo_assets.cli import _failure_messages
+    from promo_assets.cli.main import _failure_messages
 
     def bad_input():
         raise ModelInputError("frame has no column 'level'")

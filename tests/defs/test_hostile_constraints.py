@@ -9,7 +9,7 @@ import datetime as dt
 import dagster as dg
 import pytest
 
-from promo_assets import warehouse
+from promo_assets.store import warehouse
 from promo_assets.defs.common import LandingResource, WarehouseResource
 from promo_assets.ingestion import ingest_events_day, load_config
 from promo_assets.simulation import simulate

@@ -9,9 +9,10 @@ import dagster as dg
 import pandas as pd
 import pytest
 
-from promo_assets import artifacts, warehouse
+from promo_assets.store import artifacts
+from promo_assets.store import warehouse
 from promo_assets.defs.resources import ArtifactStoreResource, LandingResource, WarehouseResource
-from promo_assets.warehouse import WarehouseError, quote_ident
+from promo_assets.store.warehouse import WarehouseError, quote_ident
 from tests.unit.ingestion.test_ingestion import good_frame, write_campaign
 
 CAMPAIGN = "c1"

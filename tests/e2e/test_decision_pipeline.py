@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from promo_assets.causal.weights import ips_weights
-from promo_assets.cli import main
+from promo_assets.cli.main import main
 from promo_assets.decisions import read_manifest, verify
 
 START = dt.date(2026, 3, 1)
@@ -99,7 +99,7 @@ def test_run_writes_champion_decisions_and_outbox_and_export_refuses_clearly(dec
 
 KILLED_EXPORT = textwrap.dedent("""
     import sys, time
-    from promo_assets import cli
+    import promo_assets.cli.main as cli
     from promo_assets.decisions import outbox
     real = outbox._write_frame
     def slow(frame, path, fmt):

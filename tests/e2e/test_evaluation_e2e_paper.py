@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from promo_assets.campaign import CampaignConfig
+from promo_assets.config.campaign import CampaignConfig
 from promo_assets.evaluation import oracle_policy, q_at_budget, true_policy_value
 from promo_assets.simulation import simulate, truth_arrays
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from promo_assets.cli import main
+from promo_assets.cli.main import main
 from tests.conftest import train_only
 
 START = dt.date(2026, 3, 1)
@@ -140,7 +140,7 @@ def test_promo_run_trains_gnn_hazard_and_allocates_jointly(promo_env, capsys, mo
 
 
 def _edges_con():
-    from promo_assets.warehouse import ensure_schema
+    from promo_assets.store.warehouse import ensure_schema
 
     con = duckdb.connect(":memory:")
     ensure_schema(con)
@@ -150,7 +150,7 @@ def _edges_con():
 def test_payment_edges_store_the_amount_and_the_graph_history_uses_it(tmp_path):
     from promo_assets.graph import aggregate_edges, build_graph
     from promo_assets.ingestion import ingest_edges_day
-    from promo_assets.warehouse import sql
+    from promo_assets.store.warehouse import sql
 
     with_amount, without = tmp_path / "2026-01-01.parquet", tmp_path / "2026-01-02.csv"
     pd.DataFrame({"user_id": ["u1", "u1", "u2"], "merchant_id": ["m1", "m1", "m2"], "n_payments": [2, 1, 1],
@@ -175,7 +175,7 @@ def test_payment_edges_store_the_amount_and_the_graph_history_uses_it(tmp_path):
 
 def test_an_old_warehouse_gets_the_amount_column(tmp_path):
     from promo_assets.ingestion import ingest_edges_day
-    from promo_assets.warehouse import ensure_schema
+    from promo_assets.store.warehouse import ensure_schema
 
     path = tmp_path / "old.duckdb"
     with duckdb.connect(str(path)) as con:  # payment_edges as warehouses before the column created it

@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from promo_assets.campaign import CampaignConfig
+from promo_assets.config.campaign import CampaignConfig
 from promo_assets.causal.checks import cannot_learn, frame_checks
-from promo_assets.cli import main
+from promo_assets.cli.main import main
 from promo_assets.models import registry
 
 DEFAULT_MODELS = ("dipn", "lgbm_s", "lgbm_s_mono", "lgbm_t", "s_learner")

@@ -15,7 +15,7 @@ def test_every_model_chain_solves_allocates_and_evaluates_under_the_several_budg
     its allocation keeps every budget (predicted), its evaluation reports each budget's use in truth."""
     import duckdb
 
-    from promo_assets.cli import main
+    from promo_assets.cli.main import main
 
     start = dt.date(2026, 3, 1)
     assert main(["simulate", "--preset", "demo", "--campaign", "demo", "--days", "3", "--users", "600", "--seed", "4",

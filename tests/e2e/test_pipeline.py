@@ -9,7 +9,7 @@ import dagster as dg
 import duckdb
 import pytest
 
-from promo_assets.cli import main
+from promo_assets.cli.main import main
 
 START = dt.date(2026, 3, 1)
 

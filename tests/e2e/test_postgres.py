@@ -1,6 +1,6 @@
 """The Postgres instance profile (dagster_home/postgres/dagster.yaml) against a real PostgreSQL server.
 
-One throw-away server (Debian's `postgresql`, promo_assets.pgserver: initdb into a temporary folder,
+One throw-away server (Debian's `postgresql`, devtools.pgserver: initdb into a temporary folder,
 pg_ctl on 127.0.0.1 and a free port, stopped at the end) and one instance for the module; the tests
 run in order on it, each starting from what the one before left: `promo run` on a tiny campaign, a
 `promo run` killed with kill -9 and recovered by the next, the deployment of docs/deploy.md (code
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from promo_assets import pgserver
-from promo_assets.devserver import Deployment, demo_env, promo
+from devtools import pgserver
+from devtools.devserver import Deployment, demo_env, promo
 from tests.conftest import PLUMBING_MODELS, promo_here, train_only
 
 pytestmark = pytest.mark.slow

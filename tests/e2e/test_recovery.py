@@ -16,7 +16,8 @@ import dagster as dg
 import duckdb
 import pytest
 
-from promo_assets import cli, warehouse
+import promo_assets.cli.main as cli
+from promo_assets.store import warehouse
 from promo_assets.defs.common import WAREHOUSE_POOL
 from promo_assets.defs.recovery import (
     PID_START_TAG,
@@ -24,7 +25,7 @@ from promo_assets.defs.recovery import (
     process_tags,
     recover_dead_runs,
 )
-from promo_assets.settings import SettingsError
+from promo_assets.config.settings import SettingsError
 from tests.conftest import PLUMBING_MODELS, train_only
 
 REPO = Path(__file__).resolve().parents[2]

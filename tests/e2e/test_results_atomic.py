@@ -20,8 +20,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from promo_assets import results, settings, warehouse
-from promo_assets.cli import main
+from promo_assets.store import results
+from promo_assets.config import settings
+from promo_assets.store import warehouse
+from promo_assets.cli.main import main
 from tests.conftest import train_only
 
 START = dt.date(2026, 3, 1)
@@ -207,7 +209,7 @@ KILL_SCRIPT = textwrap.dedent("""
                 os._exit(9)  # as kill -9: no cleanup, no rollback, no run status
         return real(*args, sink=sink_then_die, **kwargs)
     stored.decide_at_chunked = decide_at_chunked
-    from promo_assets.cli import main
+    from promo_assets.cli.main import main
     main(["run", "--campaign", "demo", "--no-progress"])
 """)
 
@@ -406,7 +408,7 @@ def test_retention_current_budgets_history_and_an_infeasible_budget(after_one_ru
                                         ("PROMO_WAREHOUSE_BUSY_SECONDS", "-1")],
                          ids=["error-run-keep-runs", "error-run-max-epochs", "error-run-busy-seconds"])
 def test_promo_run_checks_settings_before_anything_runs(promo_env, monkeypatch, capsys, var, value):
-    from promo_assets import cli
+    import promo_assets.cli.main as cli
 
     monkeypatch.setenv(var, value)
     assert settings.check() and var in settings.check()[0]

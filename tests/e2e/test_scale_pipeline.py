@@ -6,7 +6,7 @@ import dagster as dg
 import duckdb
 import pytest
 
-from promo_assets.cli import main
+from promo_assets.cli.main import main
 from promo_assets.models import registry
 
 MODELS = ("s_learner", "lgbm_s")

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from promo_assets.devserver import DagsterDev, demo_env
+from devtools.devserver import DagsterDev, demo_env
 from tests.conftest import promo_here, set_models
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from promo_assets.devserver import DagsterDev, demo_env
+from devtools.devserver import DagsterDev, demo_env
 from tests.conftest import promo_here, set_models
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]

@@ -38,7 +38,7 @@ def gen_pages():
 
 
 def schema_keys(model, prefix=""):
-    from promo_assets.campaign import _is_mapping, _submodel
+    from promo_assets.config.campaign import _is_mapping, _submodel
 
     for name, info in model.model_fields.items():
         key = f"{prefix}{name}"
@@ -49,7 +49,7 @@ def schema_keys(model, prefix=""):
 
 
 def test_campaign_yaml_reference_lists_every_schema_key_with_its_meaning():
-    from promo_assets.campaign import CampaignYaml
+    from promo_assets.config.campaign import CampaignYaml
 
     page = gen_pages().campaign_yaml_page()
     keys = list(schema_keys(CampaignYaml))
@@ -63,7 +63,7 @@ def test_campaign_yaml_reference_lists_every_schema_key_with_its_meaning():
 
 def test_a_schema_key_without_a_docstring_stops_the_build(monkeypatch):
     module = gen_pages()
-    from promo_assets.campaign import CampaignYaml
+    from promo_assets.config.campaign import CampaignYaml
 
     real = module.field_docs
     monkeypatch.setattr(module, "field_docs",
@@ -73,7 +73,7 @@ def test_a_schema_key_without_a_docstring_stops_the_build(monkeypatch):
 
 
 def test_cli_reference_lists_every_command_and_option():
-    from promo_assets.cli import build_parser
+    from promo_assets.cli.main import build_parser
 
     page = gen_pages().cli_page()
     parser = build_parser()

@@ -15,8 +15,9 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from promo_assets import results, settings
-from promo_assets.artifacts import content_version
+from promo_assets.store import results
+from promo_assets.config import settings
+from promo_assets.store.artifacts import content_version
 from promo_assets.defs.common import (
     WAREHOUSE_POOL,
     LandingResource,
@@ -34,7 +35,7 @@ from promo_assets.store import frames as frames_store
 from promo_assets.store import monitoring as monitoring_store
 from promo_assets.store.frames import feature_spec  # noqa: F401  (imported from here by the asset modules)
 from promo_assets.store.models import coefficient_arrays  # noqa: F401  (imported from here by the asset modules)
-from promo_assets.warehouse import transaction
+from promo_assets.store.warehouse import transaction
 
 # the asset kwargs every campaign-level and per-model asset shares (defs/models/assets.py uses it too)
 COMMON = dict(partitions_def=campaign_partitions, pool=WAREHOUSE_POOL, automation_condition=CAMPAIGN_CONDITION)
@@ -83,7 +84,7 @@ def failed_models(step_keys) -> list[str] | None:
 def ended_runs(instance: dg.DagsterInstance, run_ids) -> dict[str, bool | tuple[bool, list[str] | None]]:
     """Dagster's own verdict on runs: run id -> succeeded, for the runs that have ended (a run this
     instance does not know counts as failed); runs still queued or in progress are left out. A run
-    whose failed steps all belong to model chains gives (False, those models): promo_assets.results."""
+    whose failed steps all belong to model chains gives (False, those models): promo_assets.store.results."""
     out = {}
     for run_id in run_ids:
         run = instance.get_run_by_id(run_id)

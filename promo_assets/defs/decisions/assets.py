@@ -445,7 +445,7 @@ def outbox(context: dg.AssetExecutionContext, warehouse: WarehouseResource, land
           "and their exploration share, spend per day (table pacing) where campaign.yaml `budget:` paces a period. Written to "
           "`<PROMO_REPORT_DIR>/<campaign>.html`; `promo report --html PATH` writes the same.")
 def campaign_report(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
-    from promo_assets import settings
+    from promo_assets.config import settings
     from promo_assets.report import ReportError, gather, render, write_report
 
     campaign = context.partition_key

@@ -12,7 +12,7 @@ import dagster as dg
 import pandas as pd
 
 from promo_assets.models import registry
-from promo_assets.text import markdown_text
+from promo_assets.core.text import markdown_text
 from promo_assets.defs.campaign.assets import (
     COMMON,
     coefficient_arrays,

@@ -16,7 +16,7 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from promo_assets.campaign import CampaignConfig
+from promo_assets.config.campaign import CampaignConfig
 from promo_assets.ingestion import merchants as ingest_merchants
 from promo_assets.ingestion.merchants import MerchantConfig
 from promo_assets.defs.campaign.assets import (

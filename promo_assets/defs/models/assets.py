@@ -27,8 +27,8 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from promo_assets import results
-from promo_assets.artifacts import content_version
+from promo_assets.store import results
+from promo_assets.store.artifacts import content_version
 from promo_assets.causal.checks import cannot_learn, frame_checks
 from promo_assets.ingestion import day_files
 from promo_assets.ingestion.frames import FrameUsers, PopulationFile

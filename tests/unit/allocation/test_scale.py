@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from promo_assets import settings
+from promo_assets.config import settings
 from promo_assets.allocation import AllocationInputError, InfeasibleBudgetError, OnlinePolicy, decide_at, solve, tie_share
 from promo_assets.allocation import chunked
 from promo_assets.allocation.chunked import (
@@ -255,7 +255,7 @@ def test_a_worker_that_keeps_dying_fails_the_run_and_leaves_no_allocation(client
     """The levels are written chunk by chunk inside the warehouse resource's one transaction: a chunk
     whose worker keeps dying fails the allocation with an error naming it, and nothing is stored."""
     from promo_assets.defs.resources import WarehouseResource
-    from promo_assets.warehouse import registered, sql
+    from promo_assets.store.warehouse import registered, sql
 
     v, c = instance(20_000, 6, 16)
     source = KillingSource(v, c, 4_000, victim=4, marker=str(tmp_path / "loads"), kill_at=3, always=True)
@@ -288,7 +288,7 @@ def stored(tmp_path, v, c, *, shuffle_seed=0):
     """A warehouse with v, c as model m / v1's population coefficients (inserted in a shuffled user
     order, read back in user-id order), and an open connection to it."""
     from promo_assets.defs.resources import WarehouseResource
-    from promo_assets.warehouse import registered, sql
+    from promo_assets.store.warehouse import registered, sql
 
     n, k = v.shape
     order = np.random.default_rng(shuffle_seed).permutation(n)

@@ -19,9 +19,9 @@ import pandas as pd
 import pytest
 import torch
 
-from promo_assets import artifacts
-from promo_assets.artifacts import ArtifactMissingError
-from promo_assets.campaign import CampaignConfig
+from promo_assets.store import artifacts
+from promo_assets.store.artifacts import ArtifactMissingError
+from promo_assets.config.campaign import CampaignConfig
 from promo_assets.models import ModelInputError, TrainingData, load_model, registry
 
 
@@ -136,7 +136,7 @@ def test_a_save_over_a_damaged_file_replaces_it_with_a_warning(store, tmp_path, 
     else:
         path.unlink()
         path.symlink_to(outside)
-    with caplog.at_level(logging.WARNING, logger="promo_assets.artifacts"):
+    with caplog.at_level(logging.WARNING, logger="promo_assets.store.artifacts"):
         assert model.save() == version
     assert f"{path} did not match its content hash" in caplog.text
     assert not path.is_symlink() and path.read_bytes() == good
@@ -208,7 +208,7 @@ def registered_versions(warehouse: Path) -> dict[str, str]:
 @pytest.mark.hostile
 @pytest.mark.parametrize("case", ["accepted-crafted-pickle-reported-and-replaced-by-promo-run"])
 def test_promo_run_replaces_a_crafted_pickle_without_running_it(promo_env, monkeypatch, capfd, tmp_path, case):
-    from promo_assets.cli import main
+    from promo_assets.cli.main import main
 
     monkeypatch.setenv("PROMO_MAX_EPOCHS", "1")  # the artefacts' files are the point, not what they learned
     assert main(["simulate", "--campaign", "c1", "--days", "3", "--users", "200", "--start", "2026-01-01"]) == 0

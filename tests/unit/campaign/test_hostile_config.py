@@ -13,15 +13,16 @@ import duckdb
 import numpy as np
 import pytest
 
-from promo_assets import results, warehouse
-from promo_assets.campaign import (
+from promo_assets.store import results
+from promo_assets.store import warehouse
+from promo_assets.config.campaign import (
     CAMPAIGN_NAME_RULE,
     CampaignConfig,
     CampaignConfigError,
     CampaignNameError,
     check_campaign_name,
 )
-from promo_assets.cli import main
+from promo_assets.cli.main import main
 from promo_assets.evaluation import evaluate_policies, format_leaderboard, leaderboard, leaderboard_markdown
 from promo_assets.ingestion import discover_campaigns
 from promo_assets.simulation import SimulationError, simulate
@@ -152,7 +153,7 @@ def test_documented_accepted_configs(tmp_path, text, check):
 
 
 def test_defaults_and_typed_blocks(tmp_path):
-    from promo_assets.campaign import MerchantsBlock, ModelsBlock
+    from promo_assets.config.campaign import MerchantsBlock, ModelsBlock
 
     config = load_yaml(tmp_path, BASE + MERCHANTS + "ratio_budget: 20\nfeatures:\n  zip: categorical\n")
     assert (config.holdout_days, config.validation_fraction, config.ips_clip) == (1, 0.2, 20.0)
@@ -214,7 +215,7 @@ def test_discovery_skips_and_names_an_invalid_folder(tmp_path, caplog, name):
     for folder in ("c1", name):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "campaign.yaml").write_text(BASE)
-    with caplog.at_level(logging.WARNING, logger="promo_assets.campaign"):
+    with caplog.at_level(logging.WARNING, logger="promo_assets.config.campaign"):
         assert discover_campaigns(tmp_path) == ["c1"]
     assert any(str(tmp_path / name) in r.getMessage() and "skipped" in r.getMessage() for r in caplog.records)
 

@@ -11,7 +11,7 @@ import datetime as dt
 import pytest
 import yaml
 
-from promo_assets.campaign import CampaignConfig, CampaignConfigError
+from promo_assets.config.campaign import CampaignConfig, CampaignConfigError
 from promo_assets.simulation import simulate
 
 BASE = "treatments:\n  levels: [0, 1, 2]\nbudget_per_capita: [1.0]\n"
@@ -76,7 +76,7 @@ def test_real_dates_in_budget_are_still_dates(tmp_path):
 @pytest.mark.parametrize("feature", ["no_such_column", "user_id"], ids=["error-constraints-group-missing-column",
                                                                        "error-constraints-group-on-user_id"])
 def test_promo_run_refuses_a_group_cap_on_a_missing_column_before_anything_runs(promo_env, capsys, feature):
-    from promo_assets.cli import main
+    from promo_assets.cli.main import main
 
     simulate("demo", "c1", promo_env["landing"], 2, 200, 1, start=dt.date(2026, 1, 1))
     path = promo_env["landing"] / "c1" / "campaign.yaml"

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from promo_assets.campaign import CampaignConfig
+from promo_assets.config.campaign import CampaignConfig
 from promo_assets.causal import (
     PropensityError,
     PropensityModel,

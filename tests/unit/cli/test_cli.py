@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from promo_assets import cli
-from promo_assets.cli import main
-from promo_assets.cli_format import plain, text_table, to_csv, to_json, wrap_lines
+import promo_assets.cli.main as cli
+from promo_assets.cli.main import main
+from promo_assets.cli.format import plain, text_table, to_csv, to_json, wrap_lines
 from promo_assets.models import registry
 
 START = dt.date(2026, 3, 1)

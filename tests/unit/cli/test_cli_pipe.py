@@ -8,7 +8,7 @@ import sys
 
 SCRIPT = """
 import sys
-from promo_assets import cli
+import promo_assets.cli.main as cli
 def many_lines(args):
     for i in range(200_000):
         print("row", i)

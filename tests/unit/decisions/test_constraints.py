@@ -64,7 +64,7 @@ def test_promo_run_keeps_a_cost_type_and_a_group_cap_and_the_service_decides_ali
     levels at those multipliers are the stored ones."""
     import duckdb
 
-    from promo_assets.cli import main
+    from promo_assets.cli.main import main
     from promo_assets.decisions import read_manifest
     from promo_assets.serve import read_campaign
 

@@ -207,7 +207,7 @@ def test_simulated_population_answers_an_exported_decision(tmp_path):
 
 
 def test_cli_respond_to_needs_a_day_and_names_what_is_wrong(promo_env, capsys):
-    from promo_assets.cli import main
+    from promo_assets.cli.main import main
 
     assert main(["simulate", "--preset", "demo", "--campaign", "d", "--days", "2", "--users", "200",
                  "--start", "2026-01-01"]) == 0

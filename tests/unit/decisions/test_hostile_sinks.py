@@ -21,7 +21,7 @@ import pytest
 from promo_assets.decisions.outbox import DECISION_COLUMNS, read_decision_file, write_outbox
 from promo_assets.decisions.pacing import PacingError, PeriodBudget, pace_day
 from promo_assets.simulation import SimulationError, respond, simulate, truth_user_ids
-from promo_assets.text import FORMULA_START, markdown_text
+from promo_assets.core.text import FORMULA_START, markdown_text
 
 FORMULA_IDS = {
     "accepted-csv-equals-hyperlink": '=HYPERLINK("http://x","y")',
@@ -207,7 +207,7 @@ def test_respond_refuses_ids_the_landing_folder_refuses(simulated, tmp_path, bad
                               "error-export-out-artefact-store", "error-export-out-warehouse-folder",
                               "error-export-out-symlink-into-landing"])
 def test_export_out_is_refused_inside_the_folders_the_pipeline_reads(promo_env, capsys, tmp_path, where):
-    from promo_assets.cli import main
+    from promo_assets.cli.main import main
 
     (promo_env["landing"] / "c1").mkdir()
     (promo_env["landing"] / "c1" / "campaign.yaml").write_text("treatments:\n  levels: [0, 1]\nbudget_per_capita: 1\n")

@@ -91,7 +91,7 @@ def test_promo_run_paces_a_period_budget_with_the_spend_that_came_back(promo_env
     import duckdb
     import pandas as pd
 
-    from promo_assets.cli import main
+    from promo_assets.cli.main import main
     from promo_assets.decisions import read_manifest
     from promo_assets.decisions.pacing import stored_history
     from promo_assets.report.html import _num

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 import promo_assets.allocation as allocation
-from promo_assets.coefficients import Coefficients
+from promo_assets.core.coefficients import Coefficients
 from promo_assets.evaluation import (
     PNG_SIGNATURE,
     POLICY_EVALUATION_COLUMNS,
@@ -163,7 +163,7 @@ def test_compact_leaderboard_and_records_follow_the_full_board(evaluation):
 
 
 def test_report_lines_fit_120_columns_unless_wide(evaluation):
-    from promo_assets.cli import REPORT_COLUMNS, _board_lines
+    from promo_assets.cli.main import REPORT_COLUMNS, _board_lines
 
     noted = evaluation.assign(note=["a long note " * 12 if m == "reversed" else None for m in evaluation["model"]])
     lines = _board_lines(noted, wide=False)

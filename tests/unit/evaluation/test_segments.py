@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from promo_assets.campaign import CampaignConfig, CampaignConfigError
+from promo_assets.config.campaign import CampaignConfig, CampaignConfigError
 from promo_assets.evaluation.segments import (
     SEGMENT_COLUMNS, plot_segment_curves, segment_curves, segment_evaluation, truth_curve_metrics,
 )

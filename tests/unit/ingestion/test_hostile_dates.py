@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from promo_assets.cli import main
+from promo_assets.cli.main import main
 from promo_assets.ingestion import scan_day_files, today_utc
 from promo_assets.defs.common import LandingResource
 from tests.conftest import train_only
@@ -286,7 +286,7 @@ def test_promo_forget_without_a_warehouse(promo_env, capsys):
 
 
 def test_loaded_features_follow_reloaded_partitions(tmp_path):
-    from promo_assets import warehouse
+    from promo_assets.store import warehouse
     from promo_assets.ingestion import ingest_events_day, load_config, loaded_features
 
     landing = tmp_path / "landing"

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from promo_assets import warehouse
+from promo_assets.store import warehouse
 from promo_assets.ingestion import IngestError, ingest_events_day, load_config
 from promo_assets.ingestion.ids import clean_user_id, clean_user_ids, user_id_problem
 

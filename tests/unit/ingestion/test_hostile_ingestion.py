@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from promo_assets import warehouse
+from promo_assets.store import warehouse
 from promo_assets.ingestion import IngestError, ingest_events_day, load_config, reserved_columns
 
 DAY0, DAY = dt.date(2026, 3, 1), dt.date(2026, 3, 2)
@@ -564,7 +564,7 @@ def test_an_empty_population_file_is_named(env, fmt):
 @pytest.mark.hostile
 @pytest.mark.parametrize("case", ["error-continuous-outlier-negative-costs"])
 def test_negative_predicted_costs_are_explained_in_the_campaigns_terms(case):
-    from promo_assets.campaign import CampaignConfig
+    from promo_assets.config.campaign import CampaignConfig
     from promo_assets.models.base import negative_cost_problem
 
     config = CampaignConfig(campaign="c", incentives=(0.0, 1.0, 3.0), labels=("0", "1", "3"), response="continuous")

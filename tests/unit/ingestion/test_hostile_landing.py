@@ -18,11 +18,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from promo_assets import files
-from promo_assets.campaign import (
+from promo_assets.ingestion import files
+from promo_assets.config.campaign import (
     MAX_LEVELS, YAML_MAX_ALIASES, YAML_MAX_BYTES, YAML_MAX_DEPTH, CampaignConfig, CampaignConfigError,
 )
-from promo_assets.cli import main
+from promo_assets.cli.main import main
 from promo_assets.ingestion import IngestError, discover_campaigns, ingest_events_day, load_config, scan_day_files
 from tests.unit.ingestion.test_hostile_dates import DAY1, DAY2, rct_days, write_day
 from tests.unit.ingestion.test_ingestion import good_frame, write_campaign
@@ -294,7 +294,7 @@ def damaged_warehouse(promo_env, case: str) -> Path:
     if case == "directory":
         path.mkdir()
         return path
-    from promo_assets import warehouse
+    from promo_assets.store import warehouse
 
     with warehouse.connect(path) as con:
         con.execute("CREATE TABLE filler AS SELECT range AS i, 'x' || range AS s FROM range(200000)")

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from promo_assets import warehouse
-from promo_assets.campaign import CampaignConfig, CampaignConfigError
+from promo_assets.store import warehouse
+from promo_assets.config.campaign import CampaignConfig, CampaignConfigError
 from promo_assets.ingestion import (
     IngestError,
     day_files,

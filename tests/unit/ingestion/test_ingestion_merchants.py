@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from promo_assets import warehouse
-from promo_assets.campaign import CampaignConfigError
+from promo_assets.store import warehouse
+from promo_assets.config.campaign import CampaignConfigError
 from promo_assets.ingestion import IngestError
 from promo_assets.ingestion.merchants import (
     clear_merchants_day,

@@ -181,7 +181,7 @@ def _config(params, tmp_path):
 ], ids=["error-tau-zero", "error-tau-negative", "error-grid-size", "error-grid-negative", "error-grid-repeated",
         "error-clip", "error-h", "error-alpha", "error-tau-on-pl"])
 def test_dfcl_params_refused_with_clear_messages(params, expected, tmp_path):
-    from promo_assets.campaign import CampaignConfigError
+    from promo_assets.config.campaign import CampaignConfigError
 
     with pytest.raises(CampaignConfigError) as err:
         _config(params, tmp_path)

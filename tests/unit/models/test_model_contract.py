@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from promo_assets.campaign import CampaignConfig
-from promo_assets.coefficients import Coefficients
+from promo_assets.config.campaign import CampaignConfig
+from promo_assets.core.coefficients import Coefficients
 from promo_assets.models import ModelInputError, ModelSkipped, ResponseModel, TrainingData, registry
 from promo_assets.models.protocol import same_kind
 

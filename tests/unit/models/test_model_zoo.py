@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from promo_assets.cli import main
+from promo_assets.cli.main import main
 from promo_assets.models import registry
 from promo_assets.defs.common import model_key, model_of_key
 from tests.conftest import PLUMBING_MODELS, train_only
@@ -189,7 +189,7 @@ def _config(models, tmp_path):
 
 
 def test_models_block_selects_and_tunes(tuned, tmp_path):
-    from promo_assets.campaign import CampaignConfig
+    from promo_assets.config.campaign import CampaignConfig
 
     plain = CampaignConfig.from_dict({"treatments": {"levels": [0, 1, 2]}}, "c1")
     assert registry.not_selected("s_learner", plain) is None
@@ -216,7 +216,7 @@ def test_models_block_selects_and_tunes(tuned, tmp_path):
 ], ids=["error-model-typo", "error-unknown-model", "error-param-typo", "error-param-type", "error-int-param",
         "error-param-value", "error-params-unknown-model", "error-block-key-typo"])
 def test_models_block_refuses_bad_entries(tuned, models, expected, tmp_path):
-    from promo_assets.campaign import CampaignConfigError
+    from promo_assets.config.campaign import CampaignConfigError
 
     with pytest.raises(CampaignConfigError) as err:
         _config(models, tmp_path)
@@ -227,7 +227,7 @@ def test_models_block_refuses_bad_entries(tuned, models, expected, tmp_path):
 def test_the_campaign_schema_knows_no_model_the_registry_checks_the_block():
     """campaign.py validates the `models:` block's shape only (it imports nothing of the models); the
     names and hyper-parameters are the registry's to check, where the pipeline loads the file."""
-    from promo_assets.campaign import CampaignConfig
+    from promo_assets.config.campaign import CampaignConfig
 
     config = CampaignConfig.from_dict({"treatments": {"levels": [0, 1]}, "models": {"include": ["xgboost"]}}, "c1")
     assert config.models.include == ["xgboost"]
@@ -243,7 +243,7 @@ def test_the_campaign_schema_knows_no_model_the_registry_checks_the_block():
 def test_champion_block_names_registered_models(champion, expected, tmp_path):
     """campaign.py checks the champion block's shape; the registry checks the names it gives, where
     the pipeline loads the file."""
-    from promo_assets.campaign import CampaignConfig, CampaignConfigError
+    from promo_assets.config.campaign import CampaignConfig, CampaignConfigError
     from promo_assets.ingestion import load_config
 
     (tmp_path / "c1").mkdir()

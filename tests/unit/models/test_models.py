@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
-from promo_assets.campaign import CampaignConfig
+from promo_assets.config.campaign import CampaignConfig
 from promo_assets.models import (
     DIPNNet, FeatureEncoder, ModelInputError, ModelSkipped, TrainingConfig, TrainingData, fit_torch_model, load_model,
     registry, train_dipn_bias, train_dipn_uplift,

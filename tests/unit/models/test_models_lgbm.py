@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from promo_assets import artifacts
+from promo_assets.store import artifacts
 from promo_assets.models import registry
 from promo_assets.models.errors import ModelInputError
 from promo_assets.models.lgbm import ARCHITECTURE_VERSION, LGBMFitted

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from promo_assets.campaign import CampaignConfig
+from promo_assets.config.campaign import CampaignConfig
 from promo_assets.models import registry
 from tests.unit.models.test_models import train_model
 from promo_assets.models.coman import CoMANNet

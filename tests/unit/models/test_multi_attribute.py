@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from promo_assets import warehouse
-from promo_assets.campaign import CampaignConfig, CampaignConfigError
+from promo_assets.store import warehouse
+from promo_assets.config.campaign import CampaignConfig, CampaignConfigError
 from promo_assets.ingestion import IngestError, ingest_events_day, load_config
 from promo_assets.models import registry
 
@@ -170,7 +170,7 @@ def test_coman_preset_writes_a_multi_attribute_campaign_with_monotone_truth(tmp_
 def test_multi_attribute_campaign_goes_through_promo_run_to_the_leaderboard(promo_env):
     import yaml
 
-    from promo_assets.cli import main
+    from promo_assets.cli.main import main
 
     assert main(["simulate", "--preset", "coman_spatiotemporal", "--campaign", "cs", "--days", "3",
                  "--users", "400", "--seed", "1"]) == 0
@@ -192,7 +192,7 @@ def test_multi_attribute_campaign_goes_through_promo_run_to_the_leaderboard(prom
 @pytest.mark.hostile
 @pytest.mark.parametrize("direction", ["downward"], ids=["error-attributes-direction-promo-run-loads-nothing"])
 def test_malformed_attributes_block_loads_nothing(promo_env, capsys, direction):
-    from promo_assets.cli import main
+    from promo_assets.cli.main import main
 
     folder = promo_env["landing"] / "bad"
     (folder / "events").mkdir(parents=True)

@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from promo_assets.allocation import OnlinePolicy, decide
-from promo_assets.campaign import CampaignConfig
-from promo_assets.coefficients import Coefficients
+from promo_assets.config.campaign import CampaignConfig
+from promo_assets.core.coefficients import Coefficients
 from promo_assets.models import ModelSkipped, TrainingData, registry
 from promo_assets.models.base import TrainedModel, rule_costs
 from promo_assets.models.lgbm import LGBMFitted, _level_feature

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from promo_assets.campaign import CampaignConfigError
-from promo_assets.campaign import MonitoringBlock
+from promo_assets.config.campaign import CampaignConfigError
+from promo_assets.config.campaign import MonitoringBlock
 from promo_assets.monitoring import (Candidate, OutcomeError, choose_decision, cumulative, day_outcome, effect_terms,
                                      feature_drift, late_days, run_checks, true_effect)
 from tests.unit.campaign.test_hostile_config import BASE, load_yaml

@@ -83,7 +83,7 @@ def test_metadata_for_people_tables_not_json():
 def test_report_of_a_run_campaign_is_self_contained(demo_run, tmp_path, capsys):
     import dagster as dg
 
-    from promo_assets.cli import main
+    from promo_assets.cli.main import main
 
     # the demo campaign after `promo run` with the default models, shared (conftest.py)
     event = dg.DagsterInstance.get().get_latest_materialization_event(dg.AssetKey("campaign_report"))

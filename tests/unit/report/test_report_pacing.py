@@ -14,7 +14,7 @@ import pytest
 from promo_assets.decisions.pacing import PacingDay, PeriodBudget, pacing_table, store_pacing
 from promo_assets.report.data import ReportData
 from promo_assets.report.html import _Figures, _num, _pacing
-from promo_assets.warehouse import ensure_schema, sql
+from promo_assets.store.warehouse import ensure_schema, sql
 
 START = dt.date(2026, 3, 4)
 
@@ -74,7 +74,7 @@ def test_the_report_says_why_there_is_no_spend_per_day():
 def test_the_pacing_history_outlives_the_decisions_runs_retention_deletes():
     """A paced day whose decisions run retention has deleted (PROMO_KEEP_RUNS) is still part of the
     history the next day is planned from: it comes from the pacing rows of the latest visible run."""
-    from promo_assets import results
+    from promo_assets.store import results
     from promo_assets.decisions.pacing import stored_history
 
     budget = PeriodBudget(total=900.0, start=START, end=START + dt.timedelta(days=2), controller="ratio")

@@ -286,7 +286,7 @@ def test_public_removes_server_paths():
 
 @pytest.mark.parametrize("case", [pytest.param(None, id="error-port-in-use")])
 def test_a_port_in_use_exits_2_naming_it(case, capsys, tmp_path, monkeypatch):
-    from promo_assets.cli import main
+    from promo_assets.cli.main import main
 
     monkeypatch.setenv("PROMO_LANDING_DIR", str(tmp_path / "landing"))
     monkeypatch.setenv("PROMO_WAREHOUSE", str(tmp_path / "wh.duckdb"))

@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from promo_assets import warehouse
-from promo_assets.coefficients import Coefficients
+from promo_assets.store import warehouse
+from promo_assets.core.coefficients import Coefficients
 from promo_assets.models.encoder import FeatureEncoder
 from promo_assets.serve import CampaignState, Registry, Unavailable
 from promo_assets.serve import registry as registry_module

@@ -214,7 +214,7 @@ def test_a_tampered_change_block_and_unsupported_presets_are_refused(tmp_path):
 
 
 def test_cli_keeps_the_change_and_refuses_it_with_respond_to(promo_env, capsys, tmp_path):
-    from promo_assets.cli import main
+    from promo_assets.cli.main import main
 
     assert main(["simulate", "--campaign", "cli", "--days", "2", "--users", "100", "--start", START.isoformat(),
                  "--change-day", DAY.isoformat(), "--response-shift", "city=wuhan:uplift=0",

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from promo_assets.campaign import CampaignConfig
+from promo_assets.config.campaign import CampaignConfig
 from promo_assets.simulation import PRESETS, SimulationError, simulate, truth_arrays
 
 START = dt.date(2024, 3, 1)

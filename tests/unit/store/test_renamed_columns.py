@@ -7,7 +7,7 @@ from __future__ import annotations
 import duckdb
 import numpy as np
 
-from promo_assets import warehouse
+from promo_assets.store import warehouse
 from promo_assets.allocation import solve
 from promo_assets.allocation.stored import StoredCoefficients
 from promo_assets.store import graph as graph_store

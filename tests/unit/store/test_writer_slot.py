@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from promo_assets import warehouse
+from promo_assets.store import warehouse
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -24,7 +24,7 @@ def _holder(path: Path, seconds: float, read_only: bool = False) -> subprocess.P
     """Another promo_assets process with a connection open on `path` for `seconds`."""
     code = textwrap.dedent(f"""
         import time
-        from promo_assets import warehouse
+        from promo_assets.store import warehouse
         with warehouse.connect({str(path)!r}, read_only={read_only}):
             print("held", flush=True)
             time.sleep({seconds})

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from promo_assets.errors import DomainError
+from promo_assets.core.errors import DomainError
 
 T = TypeVar("T")
 
@@ -99,7 +99,7 @@ DEFAULT_KEEP_RUNS = 3
 
 def keep_runs() -> int:
     """How many runs' results each results table keeps per campaign (PROMO_KEEP_RUNS, default 3):
-    the latest succeeded runs, the current run counted among them (see promo_assets.results)."""
+    the latest succeeded runs, the current run counted among them (see promo_assets.store.results)."""
     value = _env("PROMO_KEEP_RUNS", _at_least(1, int), f": expected a whole number of runs >= 1 (default {DEFAULT_KEEP_RUNS})")
     return DEFAULT_KEEP_RUNS if value is None else value
 

@@ -19,7 +19,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from promo_assets.errors import DomainError
+from promo_assets.core.errors import DomainError
 
 LOCATION = "promo_assets"          # workspace.yaml's location_name
 REPOSITORY = "__repository__"      # the repository name Dagster gives a Definitions object

@@ -30,7 +30,7 @@ exit codes:
 HELP_COLUMNS = 100  # --help is wrapped at the terminal's width, at most this
 REPORT_COLUMNS = 120  # `promo report` (without --wide) fits this width
 
-# the path options: each overrides its environment variable (promo_assets.settings) for one command
+# the path options: each overrides its environment variable (promo_assets.config.settings) for one command
 PATH_OPTIONS = {
     "--landing": ("PROMO_LANDING_DIR", "landing root, one folder per campaign [$PROMO_LANDING_DIR or data/landing]"),
     "--warehouse": ("PROMO_WAREHOUSE", "the DuckDB warehouse file [$PROMO_WAREHOUSE or data/warehouse.duckdb]"),
@@ -105,7 +105,7 @@ CHANGE_OPTIONS = ("change_day", "response_shift", "population_shift", "complianc
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from promo_assets import settings
+    from promo_assets.config import settings
     from promo_assets.simulation import PRESETS, SimulationError, simulate
 
     if args.respond_to or args.day:
@@ -139,7 +139,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def _respond(args: argparse.Namespace) -> int:
     """`promo simulate --respond-to FILE --day D`: the simulated population answers exported decisions."""
-    from promo_assets import settings
+    from promo_assets.config import settings
     from promo_assets.simulation import SimulationError, respond
 
     if not (args.respond_to and args.day):
@@ -175,8 +175,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     """`promo export`: the stored decisions of a campaign written to the outbox (never solved again)."""
     import duckdb
 
-    from promo_assets import settings, warehouse
-    from promo_assets.campaign import CampaignConfigError
+    from promo_assets.config import settings
+    from promo_assets.store import warehouse
+    from promo_assets.config.campaign import CampaignConfigError
     from promo_assets.decisions import ExportError, OutboxError, export_stored
     from promo_assets.decisions.outbox import outbox_target_problem
     from promo_assets.ingestion import load_config
@@ -233,7 +234,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from promo_assets import settings
+    from promo_assets.config import settings
     from promo_assets.serve import Registry, create_app
 
     if args.campaign and not _campaign_names_ok("serve", args.campaign):
@@ -340,7 +341,7 @@ def _failure_messages(result) -> list[str]:
 
 def _campaign_names_ok(command: str, names: list[str]) -> bool:
     """--campaign values follow the one campaign-name rule; else print why (the caller exits 2)."""
-    from promo_assets.campaign import CampaignConfigError, check_campaign_name
+    from promo_assets.config.campaign import CampaignConfigError, check_campaign_name
 
     try:
         for name in names:
@@ -353,8 +354,8 @@ def _campaign_names_ok(command: str, names: list[str]) -> bool:
 
 def cmd_run(args: argparse.Namespace) -> int:
     _default_dagster_home()
-    from promo_assets import settings
-    from promo_assets.campaign import CampaignConfigError
+    from promo_assets.config import settings
+    from promo_assets.config.campaign import CampaignConfigError
     from promo_assets.ingestion import (
         IngestError, cached_config, check_constraint_features, discover_campaigns, scan_day_files, skipped_side_files,
     )
@@ -394,7 +395,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if bad_settings:
         print("promo run: nothing was run: " + "\n  ".join(bad_settings), file=sys.stderr)
         return EXIT_USAGE
-    from promo_assets import warehouse
+    from promo_assets.store import warehouse
 
     warehouse.check_writable()  # a directory, a read-only mount: one line (main), not a failed step per day
 
@@ -476,7 +477,7 @@ def _ingestion_lines(campaign: str, result, bounds: tuple) -> list[str]:
     failure line per day file (events, edges, merchants) within `bounds` (--from, --to; None: open)
     whose last load failed (the ledger's word: a file that failed before and did not change since is
     still named)."""
-    from promo_assets import warehouse
+    from promo_assets.store import warehouse
     from promo_assets.ingestion.days import TABLES, failed_files
 
     for event in result.all_events:
@@ -508,7 +509,7 @@ def _key(name: str):
 def _forget_days(campaign: str, days: list, reason: str) -> None:
     """Remove (campaign, day) from every per-day table and the ledger (one transaction each); prints
     one line per day. The campaign's partition stays: its days are rows, not partitions."""
-    from promo_assets import warehouse
+    from promo_assets.store import warehouse
     from promo_assets.ingestion import forget_partition
     from promo_assets.ingestion.days import forget_ledger_day
 
@@ -520,7 +521,8 @@ def _forget_days(campaign: str, days: list, reason: str) -> None:
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    from promo_assets import settings, warehouse
+    from promo_assets.config import settings
+    from promo_assets.store import warehouse
     from promo_assets.ingestion import loaded_days, scan_day_files
     from promo_assets.ingestion.days import ledger
 
@@ -648,7 +650,7 @@ def _trained_models(campaigns: list[str]) -> list[str]:
 
 def _models_left_out(campaign: str) -> dict[str, str]:
     """{model: reason} for the registered models not trained for the campaign (`registry.skip_reason`)."""
-    from promo_assets import settings
+    from promo_assets.config import settings
     from promo_assets.ingestion import load_config
     from promo_assets.models import registry
 
@@ -659,7 +661,7 @@ def _models_left_out(campaign: str) -> dict[str, str]:
 def _run_job(job, campaign, instance, verbose: bool, tags: dict[str, str], asset_selection=None, run_config=None):
     """Run a campaign-partitioned job; asset log lines (epochs, scoring chunks) are printed as they
     come. Its results rows then count (succeeded; the other models' rows when only some models'
-    chains failed) or are deleted (failed): promo_assets.results."""
+    chains failed) or are deleted (failed): promo_assets.store.results."""
     from promo_assets.defs.campaign.assets import failed_models
 
     result = job.execute_in_process(
@@ -676,14 +678,15 @@ def _run_job(job, campaign, instance, verbose: bool, tags: dict[str, str], asset
 
 
 def _finish_results(campaign: str, run_id: str, succeeded: bool, failed_models: list[str] | None = None) -> None:
-    from promo_assets import results, warehouse
+    from promo_assets.store import results
+    from promo_assets.store import warehouse
 
     with warehouse.connect() as con, warehouse.transaction(con):
         results.finish(con, campaign, run_id, succeeded, failed_models)
 
 
 def _skipped_models(campaign: str, run_id: str) -> list[tuple[str, str]]:
-    from promo_assets import warehouse
+    from promo_assets.store import warehouse
     from promo_assets.store import runs as stored
 
     with warehouse.connect(read_only=True) as con:
@@ -691,8 +694,8 @@ def _skipped_models(campaign: str, run_id: str) -> list[tuple[str, str]]:
 
 
 def _print_leaderboard(campaign: str) -> None:
-    from promo_assets import warehouse
-    from promo_assets.cli_format import wrap_lines
+    from promo_assets.store import warehouse
+    from promo_assets.cli.format import wrap_lines
 
     with warehouse.connect(read_only=True) as con:
         lines, ok = _campaign_report(con, campaign, [], history=False)
@@ -720,7 +723,7 @@ def _finished_in_dagster(con) -> list[str]:
 
 
 def _current_budgets(campaign: str) -> tuple[list[float] | None, str]:
-    from promo_assets import settings
+    from promo_assets.config import settings
     from promo_assets.ingestion import load_config
 
     try:
@@ -751,7 +754,7 @@ def _board_lines(board, wide: bool) -> list[str]:
     """A run's leaderboard for the terminal: every column (wide), else the columns that fit
     REPORT_COLUMNS (rank, model, the ranking figure, the estimate with its interval, spend ratio,
     vs random, note; the note wrapped)."""
-    from promo_assets.cli_format import text_table, wrap_lines
+    from promo_assets.cli.format import text_table, wrap_lines
     from promo_assets.evaluation import format_leaderboard, leaderboard_compact, leaderboard_footer
 
     if wide:
@@ -768,7 +771,7 @@ def _board_lines(board, wide: bool) -> list[str]:
 def _campaign_report(con, campaign: str, finished: list[str], history: bool,
                      wide: bool = False) -> tuple[list[str], bool]:
     """The report lines of one campaign and whether it had an evaluation."""
-    from promo_assets import settings
+    from promo_assets.config import settings
     from promo_assets.store import runs as stored
 
     runs = stored.succeeded_runs(con, campaign, finished)
@@ -816,7 +819,7 @@ def _campaign_records(con, campaign: str, finished: list[str], history: bool) ->
     failed data checks and the models not evaluated; None without a succeeded run."""
     import json
 
-    from promo_assets import warehouse
+    from promo_assets.store import warehouse
     from promo_assets.evaluation import leaderboard_records
     from promo_assets.store import decisions as stored_decisions
     from promo_assets.store import runs as stored
@@ -847,7 +850,7 @@ def _campaign_records(con, campaign: str, finished: list[str], history: bool) ->
 
 def _print_records(reports: list[dict], fmt: str) -> None:
     """The reports as JSON (everything) or CSV (the leaderboard rows, with campaign and run)."""
-    from promo_assets.cli_format import to_csv, to_json
+    from promo_assets.cli.format import to_csv, to_json
 
     if fmt == "json":
         sys.stdout.write(to_json({"campaigns": reports}))
@@ -863,7 +866,7 @@ def _champion_lines(con, campaign: str) -> list[str]:
 
     import pandas as pd
 
-    from promo_assets import warehouse
+    from promo_assets.store import warehouse
     from promo_assets.store.decisions import latest_champion
 
     if not warehouse.table_columns(con, "champion"):
@@ -896,8 +899,9 @@ def _champion_lines(con, campaign: str) -> list[str]:
 def cmd_report(args: argparse.Namespace) -> int:
     import duckdb
 
-    from promo_assets import settings, warehouse
-    from promo_assets.cli_format import wrap_lines
+    from promo_assets.config import settings
+    from promo_assets.store import warehouse
+    from promo_assets.cli.format import wrap_lines
     from promo_assets.store import runs as stored
 
     if not _campaign_names_ok("report", args.campaign or []):
@@ -942,8 +946,9 @@ def _report_html(args: argparse.Namespace) -> int:
     """`promo report --html PATH`: one campaign's self-contained HTML report (promo_assets.report)."""
     import duckdb
 
-    from promo_assets import settings, warehouse
-    from promo_assets.campaign import CampaignConfigError
+    from promo_assets.config import settings
+    from promo_assets.store import warehouse
+    from promo_assets.config.campaign import CampaignConfigError
     from promo_assets.ingestion import load_config
     from promo_assets.report import ReportError, gather, latest_board_run, render, write_report
     from promo_assets.store import runs as stored
@@ -980,7 +985,7 @@ def _report_html(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from promo_assets.cli_format import text_table, to_csv, to_json, wrap_lines
+    from promo_assets.cli.format import text_table, to_csv, to_json, wrap_lines
     from promo_assets.models import registry
 
     if args.format == "markdown":
@@ -1130,9 +1135,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     import duckdb
 
-    from promo_assets import settings
-    from promo_assets.settings import SettingsError
-    from promo_assets.warehouse import WarehouseBusyError, WarehouseUnusableError, unusable
+    from promo_assets.config import settings
+    from promo_assets.config.settings import SettingsError
+    from promo_assets.store.warehouse import WarehouseBusyError, WarehouseUnusableError, unusable
 
     args = build_parser().parse_args(argv)
     _apply_path_options(args)

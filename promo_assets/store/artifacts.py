@@ -33,8 +33,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from promo_assets import settings
-from promo_assets.errors import DomainError
+from promo_assets.config import settings
+from promo_assets.core.errors import DomainError
 
 log = logging.getLogger(__name__)
 

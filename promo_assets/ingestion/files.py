@@ -23,7 +23,7 @@ import os
 import stat
 from pathlib import Path
 
-from promo_assets.errors import DomainError
+from promo_assets.core.errors import DomainError
 
 
 class UnsafeFileError(DomainError, ValueError):

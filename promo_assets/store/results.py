@@ -25,7 +25,7 @@ from typing import Iterable, Mapping
 
 import duckdb
 
-from promo_assets.warehouse import quote_ident, sql
+from promo_assets.store.warehouse import quote_ident, sql
 
 RUN_TABLES = (
     "model_registry", "budget_dual", "infeasible_budget", "allocation", "policy_evaluation", "model_skips",

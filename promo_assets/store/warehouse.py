@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Iterator
 
 import duckdb
 
-from promo_assets import settings
-from promo_assets.errors import DomainError
+from promo_assets.config import settings
+from promo_assets.core.errors import DomainError
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from promo_assets.devserver import free_port
-from promo_assets.errors import DomainError
+from devtools.devserver import free_port
+from promo_assets.core.errors import DomainError
 
 SERVER_USER = "postgres"   # the cluster's owner when this process is root (Debian's package creates it)
 ROLE = "promo"             # the cluster's superuser, who owns the database
