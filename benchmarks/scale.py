@@ -315,7 +315,7 @@ def part_online(args) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    from promo_assets.allocation import OnlinePolicy
+    from promo_assets.decisions import OnlinePolicy
     from promo_assets.models import registry
 
     work = Path(args.tmp) / "scale_e2e"

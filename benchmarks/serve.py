@@ -250,7 +250,8 @@ class OldPath:
 def part_inproc(state, users, lam, n) -> dict:
     import orjson
 
-    from promo_assets.allocation import OnlinePolicy, decide
+    from promo_assets.allocation import decide
+    from promo_assets.decisions import OnlinePolicy
     from promo_assets.models.lgbm import LGBMFitted
 
     old = OldPath(state)
@@ -370,7 +371,7 @@ def part_batch(servers: dict, users, n_batches, size, state, lam) -> dict:
 
 
 def part_stream(models: dict, lambdas: dict, pop: pd.DataFrame, n_users: int, n_old: int) -> dict:
-    from promo_assets.allocation import OnlinePolicy
+    from promo_assets.decisions import OnlinePolicy
 
     rng = np.random.default_rng(0)
     big = pop.iloc[rng.integers(0, len(pop), n_users)].reset_index(drop=True)

@@ -31,10 +31,6 @@ Public API
     ``costs`` and ``response`` (totals, non-decreasing) at every breakpoint; ``response_at(budget)``,
     ``lambda_at(budget)``, ``levels_at(budget)``, ``allocation(budget)`` reuse it without
     re-solving; ``to_frame()`` for plots.
-``OnlinePolicy(model, lambda_, ratio=None)``
-    Online decisions for unseen users (DIPN §3.2, Eq. 7): ``decide(frame_or_dict)`` ->
-    level per row from ``model.predict(frame) -> (response, cost)``; ``from_allocation``,
-    ``to_dict()`` / ``from_dict(data, model)``.
 ``decide(response, cost, lambda_, ratio=None)``, ``dual_objective(response, cost, lambda_, budget)``
     The per-user argmax rule and the dual function, for evaluation code.
 ``tie_share(response, cost, lambda_, budget)``, ``decide_at(response, cost, lambda_, share, seed)``
@@ -51,7 +47,6 @@ from .errors import AllocationInputError, InfeasibleBudgetError, SolveTooLargeEr
 from .frontier import Frontier, frontier
 from .multi import MultiAllocation, solve_multi
 from .at_lambda import decide_at, tie_share
-from .online import OnlinePolicy
 from .decision import decide, decide_at_lambdas
 from .solver import Allocation, dual_objective, solve, solve_ratio
 
@@ -64,7 +59,6 @@ __all__ = [
     "Frontier",
     "InfeasibleBudgetError",
     "MultiAllocation",
-    "OnlinePolicy",
     "decide",
     "decide_at",
     "dual_objective",

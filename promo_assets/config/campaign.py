@@ -698,7 +698,7 @@ def read_campaign_yaml(path: Path) -> Any:
 def campaign_yaml_text(path: Path) -> str:
     """The text of a campaign.yaml (`read_campaign_yaml`'s read: a regular file in its folder, no
     link, at most YAML_MAX_BYTES, UTF-8); CampaignConfigError naming the file otherwise."""
-    from promo_assets.ingestion import files
+    from promo_assets.core import files
 
     path = Path(path)
     try:

@@ -6,6 +6,8 @@
   valid levels, no missing values, exploration share).
 - `outbox`: `write_outbox` (atomic folder per date with `manifest.json` and checksums), `verify`,
   `read_manifest`, `read_decision_file`.
+- `online`: `OnlinePolicy` (the decision for one user or a stream of users at a stored λ*, through the
+  model's compiled scoring plan; what `promo serve` answers with).
 - `export`: `decide_budgets` (every budget: rows, manifest entries, checks), `decision_frame`,
   `manifest_entry`, `manifest`, `export_stored` (`promo export`).
 
@@ -29,6 +31,7 @@ from promo_assets.decisions.export import (
     manifest,
     manifest_entry,
 )
+from promo_assets.decisions.online import OnlinePolicy
 from promo_assets.decisions.outbox import (
     DECISION_COLUMNS,
     OutboxError,

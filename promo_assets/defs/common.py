@@ -9,6 +9,8 @@ import duckdb
 
 from promo_assets.core.errors import DomainError
 from promo_assets.core.text import markdown_text
+from promo_assets.ingestion import day_files
+from promo_assets.ingestion.frames import PopulationFile
 
 from promo_assets.defs.resources import (  # noqa: F401  (imported from here by the asset modules)
     ArtifactStoreResource,
@@ -18,7 +20,7 @@ from promo_assets.defs.resources import (  # noqa: F401  (imported from here by 
     make_resources,
 )
 
-WAREHOUSE_POOL = "warehouse"  # every asset that touches the DuckDB file; its limit (dagster.yaml) caps them at once
+from promo_assets.defs.recovery import WAREHOUSE_POOL  # noqa: F401  (imported from here by the asset modules)
 INGESTION_ASSETS = ("rct_events", "payment_edges", "merchant_events")  # a campaign's day files, loaded per run
 
 # A campaign exists once its landing folder does (the landing sensor, the daily schedule and `promo
@@ -183,3 +185,24 @@ def progress_logger(init_context):
     log.handlers = [_Handler()]
     log.propagate = False
     return log
+
+
+# --------------------------------------------------------------------------------------------
+# reads and tables more than one domain's assets use
+
+
+def population(con, landing: LandingResource, campaign: str, features) -> PopulationFile | None:
+    """The latest population/ file, read in chunks when scored (None when there is none)."""
+    files = day_files(landing.path, campaign, "population")
+    return PopulationFile(con, files[max(files)], features) if files else None
+
+
+def use_table(rows: list[dict]) -> list[dict]:
+    """The budget_multipliers rows of an evaluation as a small table: use over budget per budget."""
+    def ratio(x, t):
+        return None if x is None else round(x / t, 4) if t > 0 else 0.0
+
+    return [{"budget_per_capita": r["budget_per_capita"], "budget": r["constraint_name"],
+             "multiplier": float(f"{r['multiplier']:.6g}"), "predicted use / budget": ratio(r["predicted_use"], r["budget"]),
+             "true use / budget": ratio(r["true_use"], r["budget"]),
+             "at matched true spend": ratio(r["matched_true_use"], r["budget"])} for r in rows]

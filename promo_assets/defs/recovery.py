@@ -23,7 +23,7 @@ from pathlib import Path
 import dagster as dg
 from dagster._core.storage.dagster_run import FINISHED_STATUSES, DagsterRunStatus, RunsFilter
 
-from promo_assets.defs.common import WAREHOUSE_POOL
+WAREHOUSE_POOL = "warehouse"  # every asset that touches the DuckDB file; its limit (dagster.yaml) caps them at once
 
 HOST_TAG = "promo/host"
 PID_TAG = "promo/pid"

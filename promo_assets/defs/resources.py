@@ -17,6 +17,7 @@ import dagster as dg
 from pydantic import Field, PrivateAttr
 
 from promo_assets.config import settings
+from promo_assets.defs.recovery import settle_warehouse_pool
 from promo_assets.store import warehouse
 
 if TYPE_CHECKING:
@@ -68,8 +69,6 @@ class WarehouseResource(_LocatedResource):
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         super().setup_for_execution(context)
         if context.instance is not None:  # before the run's first step claims a `warehouse` pool slot
-            from promo_assets.defs.recovery import settle_warehouse_pool
-
             settle_warehouse_pool(context.instance)
 
     @property

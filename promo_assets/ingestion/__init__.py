@@ -33,7 +33,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from promo_assets.ingestion import files
+from promo_assets.core import files
 from promo_assets.config import settings
 from promo_assets.config.campaign import (
     CampaignConfig,
@@ -43,6 +43,7 @@ from promo_assets.config.campaign import (
     usable_campaign_folder,
 )
 from promo_assets.core.errors import DomainError
+from promo_assets.store.frames import loaded_features
 from promo_assets.store.warehouse import quote_ident, schema_columns, sql, table_columns, transaction
 
 REQUIRED = ("user_id", "treatment", "response")
@@ -735,19 +736,6 @@ def landing_changes(
 # what is loaded: the feature set and the partitions of a campaign, and forgetting a partition
 
 PARTITION_TABLES = ("rct_events", "rejected_events", "payment_edges", "merchant_events")  # keyed by (campaign, event_date)
-
-
-def loaded_features(con: duckdb.DuckDBPyConnection, campaign: str) -> dict[str, str]:
-    """{feature: kind} of the campaign's registered feature columns that hold at least one value in
-    its currently loaded rct_events partitions, sorted by name. A feature whose days were all
-    forgotten or reloaded without it drops out; on a loaded day without the column it is NULL."""
-    registered = dict(con.execute(sql("ingest", "campaign_feature_kinds"), [campaign]).fetchall())
-    if not registered:
-        return {}
-    names = list(table_columns(con, "rct_events"))
-    counts = con.execute(sql("ingest", "column_value_counts"), [campaign]).fetchone()
-    present = {name for name, n in zip(names, counts) if n}
-    return {f: kind for f, kind in sorted(registered.items()) if f in present}
 
 
 def loaded_days(con: duckdb.DuckDBPyConnection, campaign: str) -> list[dt.date]:

@@ -22,7 +22,7 @@ from promo_assets.models.protocol import ResponseModel, same_kind, unknown_param
 BUILTIN: dict[str, str] = {
     "s_learner": "promo_assets.models.s_learner:SLearner",
     "dipn": "promo_assets.models.dipn:DIPN",
-    "gnn_hazard": "promo_assets.models.gnn_hazard:GnnHazard",
+    "gnn_hazard": "promo_assets.graph.gnn_hazard:GnnHazard",
     "lgbm_s": "promo_assets.models.lgbm:LGBMSLearner",
     "lgbm_s_mono": "promo_assets.models.lgbm:LGBMSLearnerMonotone",
     "lgbm_t": "promo_assets.models.lgbm:LGBMTLearner",

@@ -121,6 +121,11 @@ class Change:
                 out[key] = getattr(self, key)
         return out
 
+    def apply(self, pool: Pool, seed: int, cheapest: int, cost_rule: str) -> Pool:
+        """`pool` changing from this change's day (`apply_change`); what the landing writer calls, so
+        it never imports this module."""
+        return apply_change(pool, self, seed, cheapest, cost_rule)
+
     def in_force(self, day: dt.date) -> bool:
         return self.day is None or day >= self.day
 

@@ -339,9 +339,7 @@ def write_campaign(
     incentives_arr = np.asarray(incentives, dtype=np.float64)
     change = _CHANGE.get()
     if change is not None:  # promo_assets.simulation.change: the pool changes from change.day
-        from promo_assets.simulation.change import apply_change
-
-        pool = apply_change(pool, change, seed, int(np.argmin(incentives_arr)), cost_rule)
+        pool = change.apply(pool, seed, int(np.argmin(incentives_arr)), cost_rule)
         pool_key["change"] = change.stored()
     captured = _CAPTURE.get()
     if captured is not None:

@@ -22,8 +22,8 @@ class TruthError(DomainError, ValueError):
 
 
 def _truth_path(campaign_dir: str | Path, name: str) -> Path:
-    """`<campaign_dir>/truth/<name>`, a regular file reached without a link (promo_assets.ingestion.files)."""
-    from promo_assets.ingestion import files
+    """`<campaign_dir>/truth/<name>`, a regular file reached without a link (promo_assets.core.files)."""
+    from promo_assets.core import files
 
     path = Path(campaign_dir) / "truth" / name
     why = files.problem(path, Path(campaign_dir))

@@ -5,8 +5,20 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
-from promo_assets.ingestion import loaded_features
-from promo_assets.store.warehouse import quote_ident, registered, sql, transaction
+from promo_assets.store.warehouse import quote_ident, registered, sql, table_columns, transaction
+
+
+def loaded_features(con: duckdb.DuckDBPyConnection, campaign: str) -> dict[str, str]:
+    """{feature: kind} of the campaign's registered feature columns that hold at least one value in
+    its currently loaded rct_events partitions, sorted by name. A feature whose days were all
+    forgotten or reloaded without it drops out; on a loaded day without the column it is NULL."""
+    registrations = dict(con.execute(sql("ingest", "campaign_feature_kinds"), [campaign]).fetchall())
+    if not registrations:
+        return {}
+    names = list(table_columns(con, "rct_events"))
+    counts = con.execute(sql("ingest", "column_value_counts"), [campaign]).fetchone()
+    present = {name for name, n in zip(names, counts) if n}
+    return {f: kind for f, kind in sorted(registrations.items()) if f in present}
 
 
 def feature_spec(con: duckdb.DuckDBPyConnection, campaign: str) -> tuple[list[str], list[str]]:

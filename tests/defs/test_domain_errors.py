@@ -11,7 +11,7 @@ from promo_assets.store.artifacts import ArtifactFormatError, ArtifactMissingErr
 from promo_assets.config.campaign import CampaignConfigError
 from promo_assets.core.errors import DomainError
 from promo_assets.evaluation import EvaluationError
-from promo_assets.ingestion.files import UnsafeFileError, read_text
+from promo_assets.core.files import UnsafeFileError, read_text
 from promo_assets.models import ModelInputError
 from promo_assets.defs.common import domain_errors
 from promo_assets.config.settings import SettingsError

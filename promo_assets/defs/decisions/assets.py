@@ -39,6 +39,7 @@ from promo_assets.defs.common import (
     WarehouseResource,
     connect,
     md_table,
+    population,
     rows_table,
 )
 from promo_assets.store import decisions as decisions_store
@@ -252,7 +253,6 @@ def decision_constraints(warehouse: WarehouseResource, landing: LandingResource,
     from promo_assets.decisions import Constraints, DecisionError
     from promo_assets.defs.campaign.assets import read_holdout_events
     from promo_assets.ingestion import constraint_feature_problems, loaded_features
-    from promo_assets.defs.models.assets import population
 
     block = config.constraint_settings
     if not block:

@@ -28,6 +28,7 @@ from promo_assets.defs.common import (
     md_table,
     model_key,
     table_metadata,
+    use_table,
 )
 from promo_assets.defs.automation.conditions import GATHER_CONDITION
 from promo_assets.store import decisions as decisions_store
@@ -97,8 +98,6 @@ def assemble(con, campaign: str, entries: list[dict], ev, k: int) -> tuple[list[
 def budgets_kept(con, campaign: str, entries: list[dict]) -> list[dict]:
     """campaign.yaml `constraints:`: every evaluated model's use of each budget on the holdout (its
     policy_evaluation's rows of budget_multipliers), as one table to compare the models by."""
-    from promo_assets.defs.models.assets import use_table
-
     out = []
     for e in entries:
         if e["status"] == "evaluated":

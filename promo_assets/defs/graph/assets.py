@@ -3,7 +3,7 @@ model → merchant coefficients → joint customer + merchant allocation under t
 
 Thin wiring around `promo_assets.graph`; a campaign without merchant files or payment edges
 materializes the graph with a note and no rows, so the demo path is unaffected. The GNN + hazard
-model itself is the registered model `gnn_hazard` (promo_assets.models.gnn_hazard): its chain
+model itself is the registered model `gnn_hazard` (promo_assets.graph.gnn_hazard): its chain
 (gnn_hazard/model → response_coefficients → budget_dual → allocation → policy_evaluation) comes from
 the model factory (defs/models/assets.py) and is skipped, with the reason, for a campaign without a graph;
 gnn_hazard/merchant_coefficients and gnn_hazard/joint_allocation extend that chain (key prefix

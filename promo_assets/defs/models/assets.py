@@ -30,7 +30,6 @@ import pandas as pd
 from promo_assets.store import results
 from promo_assets.store.artifacts import content_version
 from promo_assets.causal.checks import cannot_learn, frame_checks
-from promo_assets.ingestion import day_files
 from promo_assets.ingestion.frames import FrameUsers, PopulationFile
 from promo_assets.models import ModelSkipped, ResponseModel, TrainingData, registry
 from promo_assets.defs.campaign.assets import (
@@ -55,8 +54,11 @@ from promo_assets.defs.common import (
     log_to,
     md_table,
     model_key,
+    population,
     rows_table,
+    use_table,
 )
+from promo_assets.defs.decisions.assets import decision_constraints
 from promo_assets.defs.resources import DaskResource
 from promo_assets.allocation.stored import StoredCoefficients, decide_into_allocation
 from promo_assets.store import frames as frames_store
@@ -219,12 +221,6 @@ def phase_asset(model: type[ResponseModel], i: int) -> dg.AssetsDefinition:
 # coefficients
 
 
-def population(con, landing: LandingResource, campaign: str, features) -> PopulationFile | None:
-    """The latest population/ file, read in chunks when scored (None when there is none)."""
-    files = day_files(landing.path, campaign, "population")
-    return PopulationFile(con, files[max(files)], features) if files else None
-
-
 def score(con, context, campaign: str, model_name: str, fitted, target: str, users, config,
           dask: DaskResource) -> int:
     """Score `users` (a PopulationFile or FrameUsers) chunk by chunk as they are read (as Dask tasks
@@ -364,8 +360,6 @@ def solve_several(context, con, campaign: str, model: str, version: str, config,
 
 def model_constraints(warehouse: WarehouseResource, landing: LandingResource, campaign: str, config, users):
     """campaign.yaml `constraints:` for the population's `users` (None without): the decisions' own reading."""
-    from promo_assets.defs.decisions.assets import decision_constraints
-
     return decision_constraints(warehouse, landing, campaign, config, [str(u) for u in users])
 
 
@@ -644,17 +638,6 @@ def evaluate_several(con, campaign: str, model: str, made, config, ev, response,
         levels, rows = evaluate_budgets(response, cost, multipliers, constraints.costs, constraints.groups, ev.true_costs)
     decisions.update(levels)
     return rows
-
-
-def use_table(rows: list[dict]) -> list[dict]:
-    """The budget_multipliers rows of an evaluation as a small table: use over budget per budget."""
-    def ratio(x, t):
-        return None if x is None else round(x / t, 4) if t > 0 else 0.0
-
-    return [{"budget_per_capita": r["budget_per_capita"], "budget": r["constraint_name"],
-             "multiplier": float(f"{r['multiplier']:.6g}"), "predicted use / budget": ratio(r["predicted_use"], r["budget"]),
-             "true use / budget": ratio(r["true_use"], r["budget"]),
-             "at matched true spend": ratio(r["matched_true_use"], r["budget"])} for r in rows]
 
 
 def segment_outputs(ev, config, model: str, version: str, response, decisions) -> tuple[pd.DataFrame, dict]:

@@ -18,7 +18,7 @@ import dagster as dg
 import pandas as pd
 
 from promo_assets.defs.campaign.assets import COMMON, results_write
-from promo_assets.defs.common import LandingResource, WarehouseResource, connect, table_metadata
+from promo_assets.defs.common import LandingResource, WarehouseResource, connect, population, table_metadata
 from promo_assets.monitoring import CHECKS
 from promo_assets.monitoring.run import effect_headline, monitor
 from promo_assets.store import frames as frames_store
@@ -50,8 +50,6 @@ EFFECT_COLUMNS = (
 
 
 def _population(con, landing: LandingResource, campaign: str, features: list[str]) -> pd.DataFrame | None:
-    from promo_assets.defs.models.assets import population
-
     pop = population(con, landing, campaign, features)
     if pop is not None:
         return pd.concat(list(pop.frames(65536)))

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from promo_assets.config import settings
-from promo_assets.allocation import AllocationInputError, InfeasibleBudgetError, OnlinePolicy, decide_at, solve, tie_share
+from promo_assets.allocation import AllocationInputError, InfeasibleBudgetError, decide_at, solve, tie_share
+from promo_assets.decisions import OnlinePolicy
 from promo_assets.allocation import chunked
 from promo_assets.allocation.chunked import (
     ArraySource,

@@ -18,7 +18,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from promo_assets.ingestion import files
+from promo_assets.core import files
 from promo_assets.config.campaign import (
     MAX_LEVELS, YAML_MAX_ALIASES, YAML_MAX_BYTES, YAML_MAX_DEPTH, CampaignConfig, CampaignConfigError,
 )

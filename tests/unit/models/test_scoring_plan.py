@@ -18,7 +18,8 @@ import pandas as pd
 import pytest
 import torch
 
-from promo_assets.allocation import OnlinePolicy, decide
+from promo_assets.allocation import decide
+from promo_assets.decisions import OnlinePolicy
 from promo_assets.config.campaign import CampaignConfig
 from promo_assets.core.coefficients import Coefficients
 from promo_assets.models import ModelSkipped, TrainingData, registry

@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from .errors import AllocationInputError
-from .decision import decide
-from .solver import Allocation
+from promo_assets.allocation.errors import AllocationInputError
+from promo_assets.allocation.decision import decide
+from promo_assets.allocation.solver import Allocation
 
 
 class OnlinePolicy:
