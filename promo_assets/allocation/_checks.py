@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 
+from promo_assets.config import settings
+
 from .errors import AllocationInputError, SolveTooLargeError
 
 #: elements per chunk for streaming passes over N x K arrays (~1M elements, 4-8 MB)
@@ -14,8 +16,6 @@ CHUNK_ELEMENTS = 1 << 20
 
 def check_solve_size(n_users: int, n_levels: int) -> None:
     """SolveTooLargeError when users x levels exceeds the cap per solve (settings.max_solve_cells)."""
-    from promo_assets.config import settings
-
     cap = settings.max_solve_cells()
     cells = int(n_users) * int(n_levels)
     if cells > cap:

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 import numpy as np
 import pandas as pd
 
+from promo_assets.allocation.chunked import solve_chunked, tie_share_chunked
+from promo_assets.allocation.errors import InfeasibleBudgetError
 from promo_assets.store.warehouse import registered, sql
 
 from .chunked import ChunkRunner, chunk_sample, decide_at_chunked
@@ -122,9 +124,6 @@ def solve_budgets_chunked(source, budgets, *, client=None, log=None) -> list[tup
     """Every per-capita budget solved exactly over `source` chunk by chunk (λ* only, and the share of
     the users tied at λ* the optimum moves up): [(budget, Allocation, tie share)] for the solved
     budgets and [(budget, InfeasibleBudgetError)] for those below the cheapest allocation, in order."""
-    from .chunked import solve_chunked, tie_share_chunked
-    from .errors import InfeasibleBudgetError
-
     out = []
     for b in budgets:
         try:

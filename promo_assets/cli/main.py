@@ -7,8 +7,8 @@ stack trace (PROMO_TRACEBACK=1 shows one for an unexpected error).
 from __future__ import annotations
 
 import argparse
-import json
 import datetime as dt
+import json
 import os
 import shutil
 import signal
@@ -16,6 +16,10 @@ import sys
 import time
 import traceback
 from pathlib import Path
+
+from promo_assets.cli.format import text_table, to_csv, to_json, wrap_lines
+from promo_assets.config import settings
+from promo_assets.config.settings import SettingsError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_CODES = """\
@@ -105,7 +109,6 @@ CHANGE_OPTIONS = ("change_day", "response_shift", "population_shift", "complianc
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from promo_assets.config import settings
     from promo_assets.simulation import PRESETS, SimulationError, simulate
 
     if args.respond_to or args.day:
@@ -139,7 +142,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def _respond(args: argparse.Namespace) -> int:
     """`promo simulate --respond-to FILE --day D`: the simulated population answers exported decisions."""
-    from promo_assets.config import settings
     from promo_assets.simulation import SimulationError, respond
 
     if not (args.respond_to and args.day):
@@ -175,12 +177,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     """`promo export`: the stored decisions of a campaign written to the outbox (never solved again)."""
     import duckdb
 
-    from promo_assets.config import settings
-    from promo_assets.store import warehouse
     from promo_assets.config.campaign import CampaignConfigError
     from promo_assets.decisions import ExportError, OutboxError, export_stored
     from promo_assets.decisions.outbox import outbox_target_problem
     from promo_assets.ingestion import load_config
+    from promo_assets.store import warehouse
 
     if not _campaign_names_ok("export", [args.campaign]):
         return EXIT_USAGE
@@ -234,7 +235,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from promo_assets.config import settings
     from promo_assets.serve import Registry, create_app
 
     if args.campaign and not _campaign_names_ok("serve", args.campaign):
@@ -354,10 +354,14 @@ def _campaign_names_ok(command: str, names: list[str]) -> bool:
 
 def cmd_run(args: argparse.Namespace) -> int:
     _default_dagster_home()
-    from promo_assets.config import settings
     from promo_assets.config.campaign import CampaignConfigError
     from promo_assets.ingestion import (
-        IngestError, cached_config, check_constraint_features, discover_campaigns, scan_day_files, skipped_side_files,
+        IngestError,
+        cached_config,
+        check_constraint_features,
+        discover_campaigns,
+        scan_day_files,
+        skipped_side_files,
     )
 
     landing = settings.landing_dir()
@@ -477,8 +481,8 @@ def _ingestion_lines(campaign: str, result, bounds: tuple) -> list[str]:
     failure line per day file (events, edges, merchants) within `bounds` (--from, --to; None: open)
     whose last load failed (the ledger's word: a file that failed before and did not change since is
     still named)."""
-    from promo_assets.store import warehouse
     from promo_assets.ingestion.days import TABLES, failed_files
+    from promo_assets.store import warehouse
 
     for event in result.all_events:
         if event.event_type_value == "ASSET_MATERIALIZATION" and event.asset_key == _key("rct_events"):
@@ -509,9 +513,9 @@ def _key(name: str):
 def _forget_days(campaign: str, days: list, reason: str) -> None:
     """Remove (campaign, day) from every per-day table and the ledger (one transaction each); prints
     one line per day. The campaign's partition stays: its days are rows, not partitions."""
-    from promo_assets.store import warehouse
     from promo_assets.ingestion import forget_partition
     from promo_assets.ingestion.days import forget_ledger_day
+    from promo_assets.store import warehouse
 
     with warehouse.connect() as con:
         for day in days:
@@ -521,10 +525,9 @@ def _forget_days(campaign: str, days: list, reason: str) -> None:
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    from promo_assets.config import settings
-    from promo_assets.store import warehouse
     from promo_assets.ingestion import loaded_days, scan_day_files
     from promo_assets.ingestion.days import ledger
+    from promo_assets.store import warehouse
 
     if not _campaign_names_ok("forget", [args.campaign]):
         return EXIT_USAGE
@@ -650,7 +653,6 @@ def _trained_models(campaigns: list[str]) -> list[str]:
 
 def _models_left_out(campaign: str) -> dict[str, str]:
     """{model: reason} for the registered models not trained for the campaign (`registry.skip_reason`)."""
-    from promo_assets.config import settings
     from promo_assets.ingestion import load_config
     from promo_assets.models import registry
 
@@ -678,16 +680,14 @@ def _run_job(job, campaign, instance, verbose: bool, tags: dict[str, str], asset
 
 
 def _finish_results(campaign: str, run_id: str, succeeded: bool, failed_models: list[str] | None = None) -> None:
-    from promo_assets.store import results
-    from promo_assets.store import warehouse
+    from promo_assets.store import results, warehouse
 
     with warehouse.connect() as con, warehouse.transaction(con):
         results.finish(con, campaign, run_id, succeeded, failed_models)
 
 
 def _skipped_models(campaign: str, run_id: str) -> list[tuple[str, str]]:
-    from promo_assets.store import warehouse
-    from promo_assets.store import runs as stored
+    from promo_assets.store import runs as stored, warehouse
 
     with warehouse.connect(read_only=True) as con:
         return stored.run_skips(con, campaign, run_id)
@@ -695,7 +695,6 @@ def _skipped_models(campaign: str, run_id: str) -> list[tuple[str, str]]:
 
 def _print_leaderboard(campaign: str) -> None:
     from promo_assets.store import warehouse
-    from promo_assets.cli.format import wrap_lines
 
     with warehouse.connect(read_only=True) as con:
         lines, ok = _campaign_report(con, campaign, [], history=False)
@@ -723,7 +722,6 @@ def _finished_in_dagster(con) -> list[str]:
 
 
 def _current_budgets(campaign: str) -> tuple[list[float] | None, str]:
-    from promo_assets.config import settings
     from promo_assets.ingestion import load_config
 
     try:
@@ -754,7 +752,6 @@ def _board_lines(board, wide: bool) -> list[str]:
     """A run's leaderboard for the terminal: every column (wide), else the columns that fit
     REPORT_COLUMNS (rank, model, the ranking figure, the estimate with its interval, spend ratio,
     vs random, note; the note wrapped)."""
-    from promo_assets.cli.format import text_table, wrap_lines
     from promo_assets.evaluation import format_leaderboard, leaderboard_compact, leaderboard_footer
 
     if wide:
@@ -771,7 +768,6 @@ def _board_lines(board, wide: bool) -> list[str]:
 def _campaign_report(con, campaign: str, finished: list[str], history: bool,
                      wide: bool = False) -> tuple[list[str], bool]:
     """The report lines of one campaign and whether it had an evaluation."""
-    from promo_assets.config import settings
     from promo_assets.store import runs as stored
 
     runs = stored.succeeded_runs(con, campaign, finished)
@@ -819,10 +815,8 @@ def _campaign_records(con, campaign: str, finished: list[str], history: bool) ->
     failed data checks and the models not evaluated; None without a succeeded run."""
     import json
 
-    from promo_assets.store import warehouse
     from promo_assets.evaluation import leaderboard_records
-    from promo_assets.store import decisions as stored_decisions
-    from promo_assets.store import runs as stored
+    from promo_assets.store import decisions as stored_decisions, runs as stored, warehouse
 
     runs = stored.succeeded_runs(con, campaign, finished)
     if not runs:
@@ -850,8 +844,6 @@ def _campaign_records(con, campaign: str, finished: list[str], history: bool) ->
 
 def _print_records(reports: list[dict], fmt: str) -> None:
     """The reports as JSON (everything) or CSV (the leaderboard rows, with campaign and run)."""
-    from promo_assets.cli.format import to_csv, to_json
-
     if fmt == "json":
         sys.stdout.write(to_json({"campaigns": reports}))
         return
@@ -899,10 +891,7 @@ def _champion_lines(con, campaign: str) -> list[str]:
 def cmd_report(args: argparse.Namespace) -> int:
     import duckdb
 
-    from promo_assets.config import settings
-    from promo_assets.store import warehouse
-    from promo_assets.cli.format import wrap_lines
-    from promo_assets.store import runs as stored
+    from promo_assets.store import runs as stored, warehouse
 
     if not _campaign_names_ok("report", args.campaign or []):
         return EXIT_USAGE
@@ -946,12 +935,10 @@ def _report_html(args: argparse.Namespace) -> int:
     """`promo report --html PATH`: one campaign's self-contained HTML report (promo_assets.report)."""
     import duckdb
 
-    from promo_assets.config import settings
-    from promo_assets.store import warehouse
     from promo_assets.config.campaign import CampaignConfigError
     from promo_assets.ingestion import load_config
     from promo_assets.report import ReportError, gather, latest_board_run, render, write_report
-    from promo_assets.store import runs as stored
+    from promo_assets.store import runs as stored, warehouse
 
     try:
         with warehouse.connect(read_only=True) as con:
@@ -985,7 +972,6 @@ def _report_html(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from promo_assets.cli.format import text_table, to_csv, to_json, wrap_lines
     from promo_assets.models import registry
 
     if args.format == "markdown":
@@ -1135,8 +1121,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     import duckdb
 
-    from promo_assets.config import settings
-    from promo_assets.config.settings import SettingsError
     from promo_assets.store.warehouse import WarehouseBusyError, WarehouseUnusableError, unusable
 
     args = build_parser().parse_args(argv)

@@ -13,23 +13,33 @@ file is reported at once, in one `CampaignConfigError`.
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import difflib
 import logging
 import math
 import re
 import reprlib
-import copy
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
-    AfterValidator, BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, ValidationError, model_validator,
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    model_validator,
 )
 
+from promo_assets.core import files
 from promo_assets.core.errors import DomainError
+from promo_assets.core.text import control_characters
 
 COST_RULES = ("redeemed", "assigned", "column")
 # Limits of a campaign.yaml, checked while it is parsed and before it is validated (the landing
@@ -661,8 +671,6 @@ def _control_character_problems(value: Any, path: str = "") -> list[str]:
     """Every key or text value of a parsed campaign.yaml holding a control character (an arm label
     with a terminal escape sequence, a newline in a group's name), named by its dotted key; such
     text would reach a terminal, the outbox and the UI as it is."""
-    from promo_assets.core.text import control_characters
-
     out: list[str] = []
     stack: list[tuple[Any, str]] = [(value, path)]
     while stack and len(out) < 10:
@@ -698,8 +706,6 @@ def read_campaign_yaml(path: Path) -> Any:
 def campaign_yaml_text(path: Path) -> str:
     """The text of a campaign.yaml (`read_campaign_yaml`'s read: a regular file in its folder, no
     link, at most YAML_MAX_BYTES, UTF-8); CampaignConfigError naming the file otherwise."""
-    from promo_assets.core import files
-
     path = Path(path)
     try:
         text = files.read_text(path, YAML_MAX_BYTES, below=path.parent, what="campaign.yaml")

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from promo_assets.allocation import decide, solve
+from promo_assets.allocation import decide, solve, solve_multi
 from promo_assets.allocation.budgets import budget_matrices, budget_names, reduced_levels
 from promo_assets.allocation.errors import InfeasibleBudgetError
 from promo_assets.core.errors import DomainError
@@ -207,8 +207,6 @@ def _decide_constrained(v, c, b, s, mix, exploration: Exploration, day, constrai
     use of every budget is taken off it first, and `solve_multi` (exact LP optimum, its fractional users
     rounded down) allocates the rest; the champion's level of an explored user is
     argmax_j v_ij − Σ_m μ_m A_m(i, j) at the solve's multipliers μ (λ = μ of the incentive budget)."""
-    from promo_assets.allocation import solve_multi
-
     n, k = v.shape
     rows = np.arange(n)
     mats, totals = constraints.matrices(c, b)

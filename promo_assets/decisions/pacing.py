@@ -37,6 +37,7 @@ import numpy as np
 
 from promo_assets.allocation import decide
 from promo_assets.core.errors import DomainError
+from promo_assets.evaluation.plots import _figure, _png
 
 CONTROLLERS = ("ratio", "dual")
 
@@ -246,8 +247,6 @@ def store_pacing(con, campaign: str, run_id: str, decision_date: dt.date, budget
 
 def plot_pacing(rows: Sequence[dict], total: float) -> bytes:
     """PNG: the spend per day (plan and realized) and the cumulative spend against the even plan."""
-    from promo_assets.evaluation.plots import _figure, _png
-
     fig, (left, right) = _figure(2, width=5.0, height=3.6)
     x = np.arange(len(rows))
     days = [r["day"][5:] for r in rows]

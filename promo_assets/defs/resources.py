@@ -18,7 +18,7 @@ from pydantic import Field, PrivateAttr
 
 from promo_assets.config import settings
 from promo_assets.defs.recovery import settle_warehouse_pool
-from promo_assets.store import warehouse
+from promo_assets.store import artifacts, warehouse
 
 if TYPE_CHECKING:
     import duckdb
@@ -162,19 +162,15 @@ class ArtifactStoreResource(_FolderResource):
     # promo_assets.store.artifacts imports torch when an object is stored or loaded: imported when first
     # used, so that sensors and the ingestion assets do not pay for it
     def save_bytes(self, data: bytes, kind: str) -> tuple[str, Path]:
-        from promo_assets.store import artifacts
         return artifacts.save_bytes(data, kind, self.location)
 
     def load_bytes(self, kind: str, version: str) -> bytes:
-        from promo_assets.store import artifacts
         return artifacts.load_bytes(kind, version, self.location)
 
     def save_object(self, obj: Any, kind: str) -> tuple[str, Path]:
-        from promo_assets.store import artifacts
         return artifacts.save_object(obj, kind, self.location)
 
     def load_object(self, kind: str, version: str) -> Any:
-        from promo_assets.store import artifacts
         return artifacts.load_object(kind, version, self.location)
 
 

@@ -57,7 +57,8 @@ import numpy as np
 
 from promo_assets.core.coefficients import Coefficients
 from promo_assets.evaluation.eom import EvaluationError, _as_matrix, levels_at_lambdas
-from promo_assets.evaluation.honest import dr_q_at_budget
+from promo_assets.evaluation.honest import dr_q_at_budget, matched_true_value
+from promo_assets.evaluation.truth import allocate, true_policy_value
 
 __all__ = [
     "BLEND_PREFIX",
@@ -593,9 +594,6 @@ def truth_audit(true_values, true_costs, results: Mapping[str, CandidateResult],
     """{candidate: % of the oracle per budget} at matched true spend on the holdout users (simulated
     campaigns: `true_values`, `true_costs` N x K of the holdout events; `holdout`: each model's
     coefficients of the same events). Only for auditing: the rule never sees the truth."""
-    from promo_assets.evaluation.honest import matched_true_value
-    from promo_assets.evaluation.truth import allocate, true_policy_value
-
     tv = np.asarray(true_values, dtype=np.float64)
     tc = np.asarray(true_costs, dtype=np.float64)
     oracle = []

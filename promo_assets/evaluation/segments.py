@@ -25,6 +25,8 @@ import numpy as np
 import pandas as pd
 
 from promo_assets.evaluation.eom import EvaluationError
+from promo_assets.evaluation.plots import _figure, _png
+from promo_assets.evaluation.truth import oracle_policy
 
 SEGMENT_COLUMNS = ("model", "model_version", "segment_by", "segment_value", "budget_per_capita", "n_users", "curve_mae",
                    "curve_mse", "kl", "corr", "true_value", "true_cost", "oracle_value", "oracle_cost", "pct_oracle")
@@ -61,8 +63,6 @@ def segment_evaluation(model: str, version: str, segments: pd.DataFrame, pred, t
     `segments`: the holdout users' segment columns (row-aligned with `pred`); `pred`, `truth`,
     `true_costs`: N x K; `decisions`: budget -> the model's N levels (a str for an infeasible budget:
     skipped); `oracles`: budget -> the oracle's levels (default: `truth.oracle_policy` per budget)."""
-    from promo_assets.evaluation.truth import oracle_policy
-
     p, t, tc = (np.asarray(a, dtype=np.float64) for a in (pred, truth, true_costs))
     n = p.shape[0]
     if len(segments) != n or t.shape != p.shape or tc.shape != p.shape:
@@ -102,8 +102,6 @@ def plot_segment_curves(curves: Mapping[str, Mapping[str, tuple[np.ndarray, np.n
                         title: str = "") -> bytes:
     """PNG: one panel per segment column, predicted (solid) vs true (dashed) mean response per level,
     one colour per segment value. `curves`: column -> segment_curves(...)."""
-    from promo_assets.evaluation.plots import _figure, _png
-
     fig, axes = _figure(max(1, len(curves)), width=5.5, height=4.0)
     x = np.arange(len(labels))
     for ax, (column, by_value) in zip(axes, curves.items()):

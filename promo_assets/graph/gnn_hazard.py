@@ -14,10 +14,31 @@ from __future__ import annotations
 from pathlib import Path
 
 from promo_assets.config.campaign import CampaignConfig
+from promo_assets.graph import (
+    holdout_uplift_quintiles,
+    level_curve,
+    load_graph_model,
+    train_gnn_hazard,
+    truth_matrix,
+    truth_metrics,
+)
+from promo_assets.graph.warehouse_io import read_truth
+from promo_assets.ingestion.merchants import MerchantConfig
+from promo_assets.models.base import resolve_max_epochs
 from promo_assets.models.errors import ModelInputError
 from promo_assets.models.protocol import (
-    COUNT, FLAG, FRACTION, NON_NEGATIVE, POSITIVE, SEED, ModelSkipped, ResponseModel, TrainingData, fraction,
-    is_number, store_params,
+    COUNT,
+    FLAG,
+    FRACTION,
+    NON_NEGATIVE,
+    POSITIVE,
+    SEED,
+    ModelSkipped,
+    ResponseModel,
+    TrainingData,
+    fraction,
+    is_number,
+    store_params,
 )
 
 HEADLINE = ["auc_c", "mae_c", "mse_c", "mae_m", "mse_m", "mae_c_truth", "mse_c_truth", "mae_m_truth", "mse_m_truth"]
@@ -61,10 +82,6 @@ class GnnHazard(ResponseModel):
         return "needs a customer–merchant campaign (campaign.yaml has no merchants: block)"
 
     def _fit_phase(self, data: TrainingData, phase: str, previous, log):
-        from promo_assets.graph import train_gnn_hazard
-        from promo_assets.ingestion.merchants import MerchantConfig
-        from promo_assets.models.base import resolve_max_epochs
-
         config = data.config
         if data.graph is None or data.merchant_events is None or data.merchant_events.empty:
             raise ModelSkipped("no customer–merchant graph was loaded (no payment edges or merchant events)")
@@ -87,8 +104,6 @@ class GnnHazard(ResponseModel):
 
     @classmethod
     def _load(cls, version: str, root=None):
-        from promo_assets.graph import load_graph_model
-
         return load_graph_model(version, root)
 
     @classmethod
@@ -104,9 +119,6 @@ class GnnHazard(ResponseModel):
 
 def _report(trained, data: TrainingData, config: CampaignConfig, mconf, campaign_dir: Path, log) -> dict:
     """Metadata of the fitted model: rows (list of dicts), text, and PNG bytes (plots)."""
-    from promo_assets.graph import holdout_uplift_quintiles, level_curve, truth_matrix, truth_metrics
-    from promo_assets.graph.warehouse_io import read_truth
-
     c_truth_df, m_truth_df = read_truth(campaign_dir.parent, campaign_dir.name, mconf.truth)
     ct = mt = None
     if c_truth_df is not None and m_truth_df is not None:

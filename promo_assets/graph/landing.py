@@ -18,6 +18,8 @@ import pandas as pd
 from promo_assets.config.campaign import read_campaign_yaml
 from promo_assets.core.errors import DomainError
 from promo_assets.graph.warehouse_io import features_frame, latest_landing_file, read_truth
+from promo_assets.ingestion.frames import load_landing
+from promo_assets.ingestion.merchants import merchant_config
 
 
 class BipartiteLandingError(DomainError, ValueError):
@@ -50,9 +52,6 @@ class BipartiteCampaign:
 
 def load_bipartite_campaign(campaign_dir: Path) -> BipartiteCampaign:
     """Load events/, edges/, merchants/ (the pipeline's loaders), the latest population files and truth/."""
-    from promo_assets.ingestion.frames import load_landing
-    from promo_assets.ingestion.merchants import merchant_config
-
     campaign_dir = Path(campaign_dir)
     landing, campaign = campaign_dir.parent, campaign_dir.name
     cfg_path = campaign_dir / "campaign.yaml"

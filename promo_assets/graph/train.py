@@ -24,12 +24,13 @@ import pandas as pd
 import torch
 from torch_geometric.data import HeteroData
 
-from promo_assets.store.artifacts import save_object
 from promo_assets.core.coefficients import Coefficients
 from promo_assets.core.errors import DomainError
 from promo_assets.graph.data import CUSTOMER, MERCHANT, normalized_adjacency
+from promo_assets.graph.metrics import customer_metrics, merchant_metrics
 from promo_assets.graph.nn import ENCODERS, HEADS, GraphResponseModel, marginal_increments
 from promo_assets.models.training import FullBatch, SamePass, Step, TrainingConfig, fit_torch_model
+from promo_assets.store.artifacts import ArtifactFormatError, load_object, save_object
 
 SPLITS = ("train", "validation", "holdout")
 # Payload format of a stored graph model. 2: training history in the keys of the one training loop
@@ -392,8 +393,6 @@ def label_metrics(
     """AUC_c, MAE_c, MSE_c (score at the assigned level vs the 0/1 redemption) and MAE_m, MSE_m
     (normalized predicted vs normalized observed sharing count) on the holdout rows, or on the
     validation rows when there is no holdout."""
-    from promo_assets.graph.metrics import customer_metrics, merchant_metrics
-
     out: dict[str, Any] = {}
     for side, rows in (("c", c_rows), ("m", m_rows)):
         split = "holdout" if (rows["split"] == "holdout").any() else "validation"
@@ -413,8 +412,6 @@ def label_metrics(
 
 def load_graph_model(version: str, root: Path | None = None) -> TrainedGraphModel:
     """Load a TrainedGraphModel stored by `TrainedGraphModel.save` (artefact kind 'model')."""
-    from promo_assets.store.artifacts import ArtifactFormatError, load_object
-
     try:
         payload = load_object("model", version, root)
     except ArtifactFormatError as exc:

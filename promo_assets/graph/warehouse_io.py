@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from promo_assets.ingestion import check_landing_file
 from promo_assets.ingestion.frames import latest_day_file
 
 
@@ -68,8 +69,6 @@ def latest_landing_file(landing_dir: Path, campaign: str, kind: str) -> tuple[pd
 def read_truth(landing_dir: Path, campaign: str, merchant_truth: str) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
     """(customer truth, merchant truth) frames of a simulated campaign: truth/response.parquet and
     `merchant_truth` (relative to the campaign folder); None for a file that does not exist."""
-    from promo_assets.ingestion import check_landing_file
-
     folder = Path(landing_dir) / campaign
     c_path, m_path = folder / "truth" / "response.parquet", folder / merchant_truth
     c = pd.read_parquet(check_landing_file(c_path, folder)) if c_path.exists() or c_path.is_symlink() else None

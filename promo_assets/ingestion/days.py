@@ -34,6 +34,7 @@ from promo_assets.ingestion import (
     SkippedFile,
     check_landing_file,
     forget_partition,
+    loaded_days,
     scan_day_files,
 )
 from promo_assets.store.warehouse import quote_ident, sql, transaction
@@ -108,7 +109,6 @@ def forget_ledger_day(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.dat
 
 def _stored_days(con: duckdb.DuckDBPyConnection, campaign: str, kind: str) -> set[dt.date]:
     if kind == "events":  # rct_events, rejected_events and the side tables: forget_partition's days
-        from promo_assets.ingestion import loaded_days
 
         return set(loaded_days(con, campaign))
     return {r[0] for r in con.execute(sql("ingest", "table_days", table=quote_ident(TABLES[kind])), [campaign]).fetchall()}

@@ -31,6 +31,7 @@ from promo_assets.ingestion import (
     ingest_events_day,
     load_config,
     loaded_features,
+    merchants as ingest_merchants,
     read_problem,
 )
 from promo_assets.store.warehouse import ensure_schema, quote_ident, sql
@@ -85,8 +86,6 @@ def load_landing(landing: Path, campaign: str, con: duckdb.DuckDBPyConnection | 
                 ingest_edges_day(con, campaign, day, path)
             out.edges = con.execute(sql("graph", "campaign_edges"), [campaign]).df()
         if merchants and (merchant_files := day_files(landing, campaign, "merchants")):
-            from promo_assets.ingestion import merchants as ingest_merchants
-
             _, mconf = ingest_merchants.merchant_config(landing, campaign)
             for day, path in sorted(merchant_files.items()):
                 ingest_merchants.ingest_merchants_day(con, campaign, day, path, mconf)

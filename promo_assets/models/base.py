@@ -23,12 +23,14 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from promo_assets.store import artifacts
+from promo_assets.config import settings
 from promo_assets.config.campaign import CampaignConfig
 from promo_assets.core.coefficients import Coefficients
+from promo_assets.models import registry
 from promo_assets.models.encoder import FeatureEncoder
 from promo_assets.models.errors import ModelInputError
 from promo_assets.models.protocol import ResponseModel
+from promo_assets.store import artifacts
 
 PAYLOAD_FORMAT = 1
 SPLITS = ("train", "validation", "holdout")
@@ -370,7 +372,6 @@ class TrainedModel:
             raise ModelInputError("not a promo_assets model artefact")
         arch = payload["architecture"]
         if arch not in ARCHITECTURES:  # the architectures register themselves when their model's module loads
-            from promo_assets.models import registry
 
             registry.import_all()
         if arch not in ARCHITECTURES:
@@ -448,8 +449,6 @@ def count_parameters(module: torch.nn.Module) -> int:
 
 def resolve_max_epochs(default: int, override: int | None = None) -> int:
     """`override` if given, else `default`; then capped by settings.max_epochs() (PROMO_MAX_EPOCHS)."""
-    from promo_assets.config import settings
-
     epochs = int(override) if override is not None else int(default)
     cap = settings.max_epochs()
     if cap is not None:

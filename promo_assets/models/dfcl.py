@@ -54,10 +54,19 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from promo_assets.allocation import solve
 from promo_assets.allocation.decision import choose_levels, decide_at_lambdas
+from promo_assets.allocation.errors import InfeasibleBudgetError
 from promo_assets.config.campaign import CampaignConfig
-from promo_assets.evaluation.eom import eom_batch
-from promo_assets.models.base import TorchResponseModel, TrainedModel, fit_metrics, prepare_frame, resolve_max_epochs, response_mean
+from promo_assets.evaluation.eom import eom_batch, lambda_upper_bound
+from promo_assets.models.base import (
+    TorchResponseModel,
+    TrainedModel,
+    fit_metrics,
+    prepare_frame,
+    resolve_max_epochs,
+    response_mean,
+)
 from promo_assets.models.errors import ModelInputError
 from promo_assets.models.protocol import COUNT, FLAG, SEED, TrainingData, store_params
 from promo_assets.models.s_learner import _s_learner_loss, train_s_learner
@@ -129,10 +138,6 @@ def lambda_grid(response: np.ndarray, cost: np.ndarray, budgets, grid_size: int)
     A budget at or above the unconstrained cost gives lambda 0; one below the predicted cheapest
     allocation (a cost head that does not reach 0 early in training) gives the smallest lambda at
     which every user takes a cheapest level (evaluation.eom.lambda_upper_bound)."""
-    from promo_assets.allocation import solve
-    from promo_assets.allocation.errors import InfeasibleBudgetError
-    from promo_assets.evaluation.eom import lambda_upper_bound
-
     lams = []
     for b in grid_budgets(budgets, grid_size):
         try:

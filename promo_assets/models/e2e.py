@@ -47,9 +47,18 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from promo_assets.config import settings
 from promo_assets.config.campaign import CampaignConfig
 from promo_assets.models import decision_loss as dl
-from promo_assets.models.base import TorchResponseModel, TrainedModel, fit_metrics, prepare_frame, resolve_max_epochs, response_mean
+from promo_assets.models.base import (
+    TorchResponseModel,
+    TrainedModel,
+    fit_metrics,
+    prepare_frame,
+    resolve_max_epochs,
+    response_mean,
+)
+from promo_assets.models.errors import ModelInputError
 from promo_assets.models.protocol import COUNT, FLAG, SEED, TrainingData, store_params
 from promo_assets.models.s_learner import _s_learner_loss, train_s_learner
 from promo_assets.models.training import Metric, MiniBatches, TrainingConfig, WeightedLoss, fit_torch_model
@@ -91,8 +100,6 @@ def budget_bounds(p: dict[str, Any], config: CampaignConfig) -> tuple[float, flo
         return float(p["budget_range"][0]), float(p["budget_range"][1])
     budgets = [float(b) for b in config.budgets_per_capita]
     if not budgets:
-        from promo_assets.models.errors import ModelInputError
-
         raise ModelInputError(f"campaign {config.campaign!r} has no budget_per_capita: set "
                               "models.params.<e2e model>.budget_range")
     return min(budgets), max(budgets)
@@ -144,8 +151,6 @@ def warm_start(data: TrainingData, seed: int, max_epochs: int, weighted: bool, l
     """The trained S-learner to start from (`train_s_learner` with the `s_learner` model's defaults,
     this seed and at most `max_epochs`). Kept per process for the frame version, seed, epochs and
     weighting, so that `e2e_fd` and `e2e_nes` of one run train it once; callers get a copy."""
-    from promo_assets.config import settings
-
     config = data.config
     key = (config.campaign, data.frame_version, seed, max_epochs, settings.max_epochs(), bool(weighted))
     if data.frame_version is None or key not in _WARM:

@@ -17,13 +17,12 @@ import math
 
 import pandas as pd
 
+from promo_assets.monitoring.run import effect_headline
 from promo_assets.store import monitoring as store
 
 
 def status_lines(con, campaign: str, now: dt.datetime | None = None, confidence: float = 0.9) -> list[str]:
     """The status block (module docstring), or [] when the campaign has no outcomes run yet."""
-    from promo_assets.monitoring.run import effect_headline
-
     try:
         run = store.latest_run(con, campaign)
     except Exception:  # noqa: BLE001 (a warehouse from before the monitoring tables)
@@ -90,7 +89,6 @@ def outcome_line(con, campaign: str, confidence: float = 0.9) -> str | None:
     effect = store.of_run(con, campaign, run, "outcome_effect")
     if effect.empty or not math.isfinite(effect.iloc[-1]["effect"]):
         return None
-    from promo_assets.monitoring.run import effect_headline
 
     rows = [{**e, "day": e["decision_date"]} for e in effect.to_dict("records")]
     return "   measured: " + effect_headline(rows, confidence)

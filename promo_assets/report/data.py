@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from promo_assets.store import warehouse
 from promo_assets.core.coefficients import Coefficients
 from promo_assets.core.errors import DomainError
+from promo_assets.evaluation.curves import policy_curves
+from promo_assets.store import monitoring as monitoring_store, warehouse
 from promo_assets.store.warehouse import sql
 
 
@@ -92,8 +93,6 @@ def gather(con, landing: Path, campaign: str, config, board_run: str | None = No
 
 def _outcomes(con, campaign: str, config, data: ReportData) -> None:
     """The latest outcomes run's days, effect and checks (promo_assets.monitoring)."""
-    from promo_assets.store import monitoring as monitoring_store
-
     if not _has(con, "monitoring_checks"):
         return
     run = monitoring_store.latest_run(con, campaign)
@@ -120,7 +119,6 @@ def _aligned(con, campaign: str, model: str, version: str, target_users: np.ndar
 
 
 def _curves(con, landing: Path, campaign: str, config, data: ReportData) -> None:
-    from promo_assets.evaluation.curves import policy_curves
     from promo_assets.simulation import truth_arrays
 
     holdout = con.execute(sql("frames", "holdout_events", columns=""), [campaign]).df()

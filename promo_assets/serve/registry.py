@@ -26,8 +26,15 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from promo_assets.config import settings
+from promo_assets.config.campaign import CampaignConfigError, CampaignNameError, check_campaign_name
+from promo_assets.decisions import Exploration
+from promo_assets.ingestion import load_config
+from promo_assets.models import registry
 from promo_assets.models.plan import model_features
 from promo_assets.serve.state import CampaignState, Unavailable
+from promo_assets.store import warehouse as wh
+from promo_assets.store.warehouse import sql
 
 log = logging.getLogger("promo_assets.serve")
 
@@ -41,8 +48,6 @@ def _stat(path: Path) -> tuple:
 
 
 def _valid_name(name: str) -> bool:
-    from promo_assets.config.campaign import CampaignNameError, check_campaign_name
-
     try:
         check_campaign_name(name)
     except CampaignNameError:
@@ -64,8 +69,6 @@ def _campaign_folders(landing: Path, only: Iterable[str] | None) -> list[str]:
 
 def load_models(members, versions) -> tuple[list, str | None]:
     """The champion's member models from the artefact store, or ([], the reason they cannot serve)."""
-    from promo_assets.models import registry
-
     models = []
     for name, version in zip(members, versions):
         try:
@@ -97,11 +100,6 @@ def public(text: str, *roots: Path) -> str:
 def read_campaign(con, landing: Path, campaign: str, lambdas_override: Mapping[float, float] | None = None,
                   model_cache: dict | None = None) -> CampaignState | Unavailable:
     """The state of one campaign from an open read-only warehouse connection (see the package docs)."""
-    from promo_assets.config.campaign import CampaignConfigError
-    from promo_assets.decisions import Exploration
-    from promo_assets.ingestion import load_config
-    from promo_assets.store.warehouse import sql
-
     try:
         config = load_config(landing, campaign)
     except (CampaignConfigError, OSError, ValueError) as exc:
@@ -198,8 +196,6 @@ class Registry:
     def refresh(self, force: bool = False) -> bool:
         """Reload when a watched file changed (or `force`); True when a new snapshot was swapped in.
         A busy or unreadable warehouse keeps the current snapshot (and is retried next time)."""
-        from promo_assets.store import warehouse as wh
-
         with self._lock:
             fp = self.fingerprint()
             if not force and fp == self._fingerprint:
@@ -239,8 +235,6 @@ class Registry:
 
     def public(self, text: str) -> str:
         """`text` without this server's paths (`public`)."""
-        from promo_assets.config import settings
-
         try:
             artifacts = settings.artifacts_dir()
         except Exception:  # noqa: BLE001 (a bad setting: the other roots still apply)

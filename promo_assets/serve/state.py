@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from promo_assets.allocation import decide
+from promo_assets.allocation.budgets import reduced_levels
 from promo_assets.core.coefficients import Coefficients
 from promo_assets.core.errors import DomainError
 from promo_assets.ingestion.ids import ID_TRIM
@@ -356,7 +357,6 @@ class CampaignState:
         lam = self.lambdas[budget]
         mu = (self.multipliers or {}).get(budget)
         if mu and self.constraints:  # several budgets: the decisions' rule at their multipliers
-            from promo_assets.allocation.budgets import reduced_levels
 
             mats, mus = [costs], [mu["budget"]]
             for name, block in self.constraints["costs"].items():

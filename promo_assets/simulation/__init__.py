@@ -41,13 +41,17 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from promo_assets.config import settings
 from promo_assets.config.campaign import CampaignNameError, check_campaign_name
-from promo_assets.simulation import coman as _coman
-from promo_assets.simulation import demo as _demo
-from promo_assets.simulation import dfcl as _dfcl
-from promo_assets.simulation import dipn as _dipn
-from promo_assets.simulation import e2e as _e2e
-from promo_assets.simulation import uplift as _uplift
+from promo_assets.decisions.outbox import OutboxError, decision_file_date, read_decision_file
+from promo_assets.simulation import (
+    coman as _coman,
+    demo as _demo,
+    dfcl as _dfcl,
+    dipn as _dipn,
+    e2e as _e2e,
+    uplift as _uplift,
+)
 from promo_assets.simulation.change import Change
 from promo_assets.simulation.landing import (
     Log,
@@ -59,6 +63,7 @@ from promo_assets.simulation.landing import (
     existing_simulation,
     responding,
     summary_from_folder,
+    user_ids as pool_user_ids,
 )
 from promo_assets.simulation.truth import (
     TruthError,
@@ -159,8 +164,6 @@ def simulate(
         raise SimulationError(f"unknown preset {preset!r}; known presets: {sorted(PRESETS)}")
     spec = PRESETS[preset]
     if landing_dir is None:
-        from promo_assets.config import settings
-
         landing_dir = settings.landing_dir()
     campaign = preset if campaign is None else campaign
     try:
@@ -224,7 +227,6 @@ def respond(campaign_dir: str | Path, decision_file: str | Path, day: dt.date, *
     only (`outbox.decision_file_date`: its manifest's, else its folder's name). Raises
     SimulationError (a bad or empty file, another day than the file's, unknown users, levels or
     propensities out of range, a campaign that was not simulated)."""
-    from promo_assets.decisions.outbox import OutboxError, decision_file_date, read_decision_file
     from promo_assets.ingestion.ids import clean_user_ids
 
     campaign_dir = Path(campaign_dir)
@@ -271,8 +273,6 @@ def truth_on(campaign_dir: str | Path, day: dt.date | str, user_ids: Any = None)
     `simulation:` block, as `respond` does; truth/response.parquet is not read. Raises
     SimulationError for a campaign that was not simulated (or cannot answer decisions) and
     TruthError for user ids outside the simulated pool."""
-    from promo_assets.simulation.landing import user_ids as pool_user_ids
-
     campaign_dir = Path(campaign_dir)
     spec, sim, change, kwargs = _stored_simulation(campaign_dir, None, None)
     day = _day(day, "day")

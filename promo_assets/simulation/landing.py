@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from promo_assets.config.campaign import dump_campaign_yaml
+from promo_assets.config.campaign import CampaignConfig, dump_campaign_yaml
 from promo_assets.core.errors import DomainError
 
 Log = Callable[[str], None] | None
@@ -566,8 +566,6 @@ def summary_from_folder(campaign_dir: Path, preset: str, seed: int, users: int, 
     """A SimulationSummary read back from a campaign folder (for presets whose runner returns a
     plain dict, e.g. bipartite): dates and rows per day from the events files' parquet metadata,
     files = everything under the folder, `details` = the runner's own report."""
-    from promo_assets.config.campaign import CampaignConfig
-
     campaign_dir = Path(campaign_dir)
     rows_per_day: dict[dt.date, int] = {}
     for f in sorted((campaign_dir / "events").glob("*.parquet")):

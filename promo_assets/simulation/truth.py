@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from promo_assets.core import files
 from promo_assets.core.errors import DomainError
 
 
@@ -23,8 +24,6 @@ class TruthError(DomainError, ValueError):
 
 def _truth_path(campaign_dir: str | Path, name: str) -> Path:
     """`<campaign_dir>/truth/<name>`, a regular file reached without a link (promo_assets.core.files)."""
-    from promo_assets.core import files
-
     path = Path(campaign_dir) / "truth" / name
     why = files.problem(path, Path(campaign_dir))
     if why:

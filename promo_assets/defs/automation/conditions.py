@@ -49,6 +49,8 @@ import datetime as dt
 
 import dagster as dg
 
+from promo_assets.config import settings
+
 AC = dg.AutomationCondition
 
 def _updated_elsewhere() -> dg.AutomationCondition:
@@ -193,7 +195,6 @@ class TrainedForCampaign(dg.AutomationCondition):
 def skip_reason(model: str, campaign: str) -> str | None:
     """Why `campaign` does not train `model` (from its campaign.yaml alone), None when it does or
     the campaign.yaml cannot be read."""
-    from promo_assets.config import settings
     from promo_assets.ingestion import cached_config
     from promo_assets.models import registry
 

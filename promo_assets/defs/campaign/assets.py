@@ -15,9 +15,8 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from promo_assets.store import results
 from promo_assets.config import settings
-from promo_assets.store.artifacts import content_version
+from promo_assets.defs.automation.conditions import CAMPAIGN_CONDITION, REACTION_CONDITION
 from promo_assets.defs.common import (
     WAREHOUSE_POOL,
     LandingResource,
@@ -28,11 +27,13 @@ from promo_assets.defs.common import (
     kv_table,
     log_to,
     md_table,
+    model_of_key,
 )
-from promo_assets.defs.automation.conditions import CAMPAIGN_CONDITION, REACTION_CONDITION
+from promo_assets.evaluation import EvaluationError, fit_outcome_model
 from promo_assets.monitoring.drift import stale_weights
-from promo_assets.store import frames as frames_store
-from promo_assets.store import monitoring as monitoring_store
+from promo_assets.simulation import truth_arrays
+from promo_assets.store import frames as frames_store, monitoring as monitoring_store, results
+from promo_assets.store.artifacts import content_version
 from promo_assets.store.frames import feature_spec  # noqa: F401  (imported from here by the asset modules)
 from promo_assets.store.models import coefficient_arrays  # noqa: F401  (imported from here by the asset modules)
 from promo_assets.store.warehouse import transaction
@@ -70,8 +71,6 @@ def failed_models(step_keys) -> list[str] | None:
     """The models whose chain a run's failed steps belong to (step key: the asset key's parts joined by
     '__', '<model>__<asset>' or 'optional__<model>__<asset>'), or None when a step outside every
     model's chain failed (then the whole run counts as failed)."""
-    from promo_assets.defs.common import model_of_key
-
     out = set()
     for step in step_keys:
         model = model_of_key(dg.AssetKey(step.split("__")))
@@ -277,8 +276,6 @@ def upstream(context, asset_key) -> tuple[str, dict, str | None]:
 def _outcome_predictions(context, config, train: pd.DataFrame, holdout: pd.DataFrame, numeric, categorical):
     """The DR outcome model fitted on the training days, its predictions for the holdout events
     (N x K each, or None when it cannot be fitted: the DR columns then stay empty) and metadata."""
-    from promo_assets.evaluation import EvaluationError, fit_outcome_model
-
     try:
         model = fit_outcome_model(train, numeric, categorical, config.n_levels, ordered=config.ordered,
                                   incentives=list(config.incentives), cost_rule=config.cost, seed=0)
@@ -375,8 +372,6 @@ class EvaluationInputs:
 
 def evaluation_inputs(context, con, landing: LandingResource, campaign: str, config) -> EvaluationInputs:
     """Read the evaluation inputs; the outcome predictions must be of the current training frame."""
-    from promo_assets.simulation import truth_arrays
-
     holdout = frames_store.holdout_events(con, campaign)
     frame_version = frames_store.frame_version(con, campaign)
     _, _, outcome_version = upstream(context, "outcome_model")

@@ -24,15 +24,37 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from promo_assets.ingestion import day_files
+from promo_assets.config import settings
+from promo_assets.decisions import (
+    Constraints,
+    DecisionError,
+    Exploration,
+    ExportError,
+    OutboxError,
+    champion_freshness,
+    decide_budgets,
+    export_stored,
+)
+from promo_assets.decisions.pacing import (
+    PacingError,
+    PeriodBudget,
+    pace_day,
+    pacing_table,
+    plot_pacing,
+    prior_ratio,
+    store_pacing,
+    stored_history,
+)
+from promo_assets.defs.automation.conditions import REACTION_CONDITION
 from promo_assets.defs.campaign.assets import (
     COMMON,
     coefficient_arrays,
     evaluation_inputs,
+    png_md,
+    read_holdout_events,
     results_write,
     upstream,
 )
-from promo_assets.defs.automation.conditions import REACTION_CONDITION
 from promo_assets.defs.common import (
     LandingResource,
     OutboxResource,
@@ -42,8 +64,20 @@ from promo_assets.defs.common import (
     population,
     rows_table,
 )
-from promo_assets.store import decisions as decisions_store
-from promo_assets.store import monitoring as monitoring_store
+from promo_assets.evaluation import EvaluationError
+from promo_assets.evaluation.champion import (
+    Candidate,
+    ChampionSettings,
+    Evidence,
+    choose_champion,
+    evidence_frame,
+    headline_text,
+    summary_tables,
+    truth_audit,
+)
+from promo_assets.ingestion import constraint_feature_problems, day_files, loaded_features
+from promo_assets.report import ReportError, gather, render, write_report
+from promo_assets.store import decisions as decisions_store, monitoring as monitoring_store
 
 CHECKS = {
     "every_user_once": "Every user decided for appears exactly once per budget.",
@@ -70,8 +104,6 @@ def _num(x) -> float | None:
 def champion_inputs(context, warehouse: WarehouseResource, landing: LandingResource, campaign: str, config):
     """(evaluation inputs, Evidence, model versions, incumbent Candidate or None, leaderboard run, its
     version) for the champion of `campaign`: the models the upstream leaderboard run assembled."""
-    from promo_assets.evaluation.champion import Candidate, Evidence
-
     board_run, _, board_version = upstream(context, "leaderboard")
     with connect(warehouse) as con:
         ev = evaluation_inputs(context, con, landing, campaign, config)
@@ -102,8 +134,6 @@ def champion_inputs(context, warehouse: WarehouseResource, landing: LandingResou
 def store_champion(context, warehouse: WarehouseResource, campaign: str, decision, settings, evidence, pct,
                    board_run: str) -> None:
     """Tables champion and champion_evidence (one transaction, with the run's bookkeeping)."""
-    from promo_assets.evaluation.champion import evidence_frame
-
     champ, inc, head = decision.champion, decision.incumbent, decision.headline()
     best = max(pct, key=lambda n: np.mean(pct[n])) if pct else None
     with connect(warehouse) as con, results_write(context, con, campaign, "champion", "champion_evidence"):
@@ -124,8 +154,6 @@ def members_table(members: dict) -> dg.MetadataValue:
 
 
 def champion_metadata(decision, settings, evidence, pct, budgets, board_run) -> dict:
-    from promo_assets.evaluation.champion import headline_text, summary_tables
-
     champ, inc = decision.champion, decision.incumbent
     cands, comps = summary_tables(decision, pct)
     meta = {"champion": champ.name, "champion_version": champ.version, "members": members_table(champ.to_dict()),
@@ -148,9 +176,6 @@ def champion_metadata(decision, settings, evidence, pct, budgets, board_run) -> 
           "challenger replaces the champion only when better at the configured confidence. Tables champion and "
           "champion_evidence; on simulated campaigns the champion's and the best candidate's % of the oracle.")
 def champion(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
-    from promo_assets.evaluation import EvaluationError
-    from promo_assets.evaluation.champion import ChampionSettings, choose_champion, truth_audit
-
     campaign = context.partition_key
     config = landing.config(campaign)
     budgets = [float(b) for b in config.budgets_per_capita]
@@ -224,8 +249,6 @@ def store_decisions(context, warehouse: WarehouseResource, campaign: str, day: d
     history), the per-day pacing rows (table pacing), in one transaction; returns the pacing rows. The
     stored manifest also keeps the exploration's seed (`exploration_seed`): `promo serve` draws its
     online users with the exploration these decisions used, whatever campaign.yaml says later."""
-    from promo_assets.decisions.pacing import pacing_table, store_pacing
-
     rows = pacing_table(paced[0], [*paced[2], paced[1]]) if paced is not None else []
     with connect(warehouse) as con, results_write(context, con, campaign, "decisions", "decision_budgets", "pacing",
                                                   "decision_coefficients"):
@@ -250,10 +273,6 @@ def check_results(outcomes: dict) -> list[dg.AssetCheckResult]:
 def decision_constraints(warehouse: WarehouseResource, landing: LandingResource, campaign: str, config, users):
     """campaign.yaml `constraints:` for the users decided for (the group features from the population
     file, else the holdout events), or None when none is configured."""
-    from promo_assets.decisions import Constraints, DecisionError
-    from promo_assets.defs.campaign.assets import read_holdout_events
-    from promo_assets.ingestion import constraint_feature_problems, loaded_features
-
     block = config.constraint_settings
     if not block:
         return None
@@ -282,8 +301,6 @@ def decision_constraints(warehouse: WarehouseResource, landing: LandingResource,
 def paced_decision(warehouse: WarehouseResource, campaign: str, config, day: dt.date, response, cost):
     """(PeriodBudget, today's PacingDay, the earlier days) for campaign.yaml `budget:` when `day` is in
     its period, else None (promo_assets.decisions.pacing)."""
-    from promo_assets.decisions.pacing import PacingError, PeriodBudget, pace_day, prior_ratio, stored_history
-
     if not config.period_budget:
         return None
     budget = PeriodBudget.from_config(config.period_budget)
@@ -313,10 +330,6 @@ PACING_COLUMNS = (  # the `pacing` metadata table: pacing_table's keys, typed an
 
 def pacing_metadata(budget, today, rows: list[dict]) -> dict:
     """The per-day pacing table (also in table pacing) and its plot, for the decisions asset's page."""
-    from promo_assets.decisions.pacing import plot_pacing
-
-    from promo_assets.defs.campaign.assets import png_md
-
     records = [dg.TableRecord({k: (float(f"{v:.4g}") if isinstance(v, float) else v) for k, v in r.items()})
                for r in rows]  # realized spend None (not back yet): an empty cell
     schema = dg.TableSchema(columns=[dg.TableColumn(n, t, description=d) for n, t, d in PACING_COLUMNS])
@@ -330,8 +343,6 @@ def decide_all(warehouse: WarehouseResource, landing: LandingResource, campaign:
                users, response, cost, info: dict, evidence):
     """(DecisionSet, pacing or None): every configured budget's decision, the day's paced decision of a
     period budget (its entry tagged `pacing`) and the constraints of campaign.yaml kept in each."""
-    from promo_assets.decisions import DecisionError, decide_budgets
-
     paced = paced_decision(warehouse, campaign, config, day, response, cost)
     budgets = list(config.budgets_per_capita)
     if paced is not None:  # the period budget's decision: the per-capita budget its λ spends, predicted
@@ -372,8 +383,6 @@ def decision_metadata(info: dict, day: dt.date, who: str, exploration, entries: 
           "last loaded day; with campaign.yaml `budget:` also the day's paced decision. Tables decisions, decision_budgets and pacing (one row per paced day). Blocking checks: every user once, spend within "
           "budget, valid levels, no missing value, exploration share, champion not older than the newest evaluation.")
 def decisions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
-    from promo_assets.decisions import Exploration, champion_freshness
-
     campaign = context.partition_key
     config = landing.config(campaign)
     champ_run, _, champ_version = upstream(context, "champion")
@@ -408,8 +417,6 @@ def decisions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, l
           "Not materialized when a blocking check of `decisions` failed. `promo export` writes the same.")
 def outbox(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource,
            outbox: OutboxResource):
-    from promo_assets.decisions import ExportError, OutboxError, export_stored
-
     campaign = context.partition_key
     config = landing.config(campaign)
     run_id, _, version = upstream(context, "decisions")
@@ -445,9 +452,6 @@ def outbox(context: dg.AssetExecutionContext, warehouse: WarehouseResource, land
           "and their exploration share, spend per day (table pacing) where campaign.yaml `budget:` paces a period. Written to "
           "`<PROMO_REPORT_DIR>/<campaign>.html`; `promo report --html PATH` writes the same.")
 def campaign_report(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
-    from promo_assets.config import settings
-    from promo_assets.report import ReportError, gather, render, write_report
-
     campaign = context.partition_key
     config = landing.config(campaign)
     board_run, _, _ = upstream(context, "leaderboard")

@@ -11,8 +11,8 @@ the UI it follows any model's evaluation (its automation condition)."""
 import dagster as dg
 import pandas as pd
 
-from promo_assets.models import registry
 from promo_assets.core.text import markdown_text
+from promo_assets.defs.automation.conditions import GATHER_CONDITION
 from promo_assets.defs.campaign.assets import (
     COMMON,
     coefficient_arrays,
@@ -30,10 +30,17 @@ from promo_assets.defs.common import (
     table_metadata,
     use_table,
 )
-from promo_assets.defs.automation.conditions import GATHER_CONDITION
-from promo_assets.store import decisions as decisions_store
-from promo_assets.store import frames as frames_store
-from promo_assets.store import models as models_store
+from promo_assets.evaluation import (
+    evaluate_random,
+    leaderboard_markdown,
+    plot_frontier,
+    plot_response_by_level,
+    policy_curves,
+)
+from promo_assets.evaluation.board_view import compact_boards, full_board, not_evaluated
+from promo_assets.evaluation.report import RANDOM_MODEL, RANDOM_VERSION
+from promo_assets.models import registry
+from promo_assets.store import decisions as decisions_store, frames as frames_store, models as models_store
 
 
 def _latest(instance, asset_key: dg.AssetKey, campaign: str, observations: bool = False):
@@ -119,8 +126,6 @@ def board_key(budget: float) -> str:
 def board_tables(board: pd.DataFrame, entries: list[dict], champion: dict[str, float]) -> dict:
     """The compact leaderboard (one table per budget), the models not evaluated with the reason and
     the full leaderboard, as Dagster tables, in that order."""
-    from promo_assets.evaluation.board_view import compact_boards, full_board, not_evaluated
-
     others = [{k: e[k] for k in ("model", "status", "reason")} for e in entries if e["status"] != "evaluated"]
     out = {board_key(b): schema_table(columns, records) for b, columns, records in compact_boards(board, champion)}
     out["not_evaluated"] = schema_table(*not_evaluated(others))
@@ -141,10 +146,6 @@ def current_champion(con, campaign: str) -> dict[str, float]:
 
 def board_metadata(board: pd.DataFrame, specs: dict, ev, config, campaign: str, entries: list[dict],
                    checks: list, champion: dict[str, float] | None = None) -> dict:
-    from promo_assets.evaluation import (
-        leaderboard_markdown, plot_frontier, plot_response_by_level, policy_curves,
-    )
-
     logged, response, cost, prop = ev.logged
     curves = policy_curves(specs, logged, response, cost, prop, true_values=ev.true_values, true_costs=ev.true_costs)
     frontier_png = plot_frontier(curves, board, title=f"{campaign}: cost–response frontier on the holdout days")
@@ -185,9 +186,6 @@ def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
               "skipped (with the reason) or without an evaluation. Tables policy_evaluation (random rows) and "
               "leaderboard_entries (which evaluation of each model it assembled).")
     def leaderboard(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
-        from promo_assets.evaluation import evaluate_random
-        from promo_assets.evaluation.report import RANDOM_MODEL, RANDOM_VERSION
-
         from promo_assets.causal.checks import frame_checks
 
         campaign = context.partition_key

@@ -27,11 +27,18 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from promo_assets.store import results
-from promo_assets.store.artifacts import content_version
+from promo_assets.allocation import InfeasibleBudgetError, check_solve_size, decide_at
+from promo_assets.allocation.budgets import decide_budgets_at, evaluate_budgets, solve_budgets
+from promo_assets.allocation.chunked import ArraySource, decide_at_chunked, map_frame_stream, predict_chunk
+from promo_assets.allocation.stored import (
+    StoredCoefficients,
+    decide_into_allocation,
+    frontier_points,
+    solve_budgets_chunked,
+)
 from promo_assets.causal.checks import cannot_learn, frame_checks
-from promo_assets.ingestion.frames import FrameUsers, PopulationFile
-from promo_assets.models import ModelSkipped, ResponseModel, TrainingData, registry
+from promo_assets.decisions import Constraints
+from promo_assets.defs.automation.conditions import model_condition
 from promo_assets.defs.campaign.assets import (
     COMMON,
     _jsonable,
@@ -59,10 +66,17 @@ from promo_assets.defs.common import (
     use_table,
 )
 from promo_assets.defs.decisions.assets import decision_constraints
+from promo_assets.defs.evaluation.leaderboard import leaderboard_asset
+from promo_assets.defs.graph.assets import graph_inputs
 from promo_assets.defs.resources import DaskResource
-from promo_assets.allocation.stored import StoredCoefficients, decide_into_allocation
-from promo_assets.store import frames as frames_store
-from promo_assets.store import models as models_store
+from promo_assets.evaluation import evaluate_models, leaderboard_markdown
+from promo_assets.evaluation.segments import SEGMENT_COLUMNS, plot_segment_curves, segment_curves, segment_evaluation
+from promo_assets.ingestion import constraint_feature_problems, loaded_features
+from promo_assets.ingestion.frames import FrameUsers, PopulationFile
+from promo_assets.models import ModelSkipped, ResponseModel, TrainingData, registry
+from promo_assets.models.base import negative_cost_problem
+from promo_assets.store import frames as frames_store, models as models_store, results
+from promo_assets.store.artifacts import content_version
 
 SCORING_CHUNK = 50_000
 CHAIN = ("response_coefficients", "budget_dual", "allocation", "policy_evaluation")
@@ -86,8 +100,6 @@ OPTIONAL_GROUP = "optional_models"  # the chains of the models off by default (d
 def chain_kwargs(model: ResponseModel) -> dict:
     """The asset kwargs of every asset of `model`'s chain: its group (the model's name; the models off
     by default share `OPTIONAL_GROUP`) and its condition (refreshed only for the campaigns that train it)."""
-    from promo_assets.defs.automation.conditions import model_condition
-
     return {**COMMON, "group_name": model.name if model.default else OPTIONAL_GROUP,
             "automation_condition": model_condition(model.name)}
 
@@ -109,8 +121,6 @@ def training_data(con, landing: LandingResource, campaign: str, model: type[Resp
                         frame_version=frames_store.frame_version(con, campaign),
                         campaign_dir=landing.path / campaign)
     if model.needs_graph:
-        from promo_assets.defs.graph.assets import graph_inputs
-
         data.graph, data.graph_version, data.merchant_events = graph_inputs(con, landing, campaign)
     return data
 
@@ -225,10 +235,6 @@ def score(con, context, campaign: str, model_name: str, fitted, target: str, use
           dask: DaskResource) -> int:
     """Score `users` (a PopulationFile or FrameUsers) chunk by chunk as they are read (as Dask tasks
     when the run has a Dask scheduler) and store their coefficients (replacing this version's rows)."""
-    from promo_assets.allocation.chunked import map_frame_stream, predict_chunk
-
-    from promo_assets.models.base import negative_cost_problem
-
     k = config.n_levels
     models_store.clear_coefficients(con, campaign, model_name, fitted.version_, target)
     n, done = users.n_users, 0
@@ -303,9 +309,6 @@ def solve_duals(context, con, campaign: str, model: str, version: str, config,
     stored coefficients read chunk by chunk, on the run's Dask cluster when it has one), the frontier
     points (of a sample beyond `stored.FRONTIER_USERS` users) and the infeasible budgets (stored in
     infeasible_budget)."""
-    from promo_assets.allocation import InfeasibleBudgetError, check_solve_size
-    from promo_assets.allocation.stored import frontier_points, solve_budgets_chunked
-
     client, source = population_source(con, campaign, model, version, config, dask)
     n = source.n_users
     with domain_errors():
@@ -332,9 +335,6 @@ def solve_several(context, con, campaign: str, model: str, version: str, config,
     solve_budgets`): λ* (the incentive budget's multiplier, tie share 0: the levels are the rule at the
     multipliers) in budget_dual, every multiplier and predicted use in budget_multipliers; (the duals'
     rows, the frontier points, the infeasible budgets, the multipliers' rows)."""
-    from promo_assets.allocation.budgets import solve_budgets
-    from promo_assets.allocation.stored import frontier_points
-
     client, source = population_source(con, campaign, model, version, config, dask)
     with domain_errors():
         curve = frontier_points(source, client=client)
@@ -409,8 +409,6 @@ def allocate_several(con, context, campaign: str, model: str, run_id: str, versi
     budget_dual stored (`allocation.budgets.decide_budgets_at`; solved again only where users tied at
     them would exceed a budget), written to allocation: the metadata rows (each budget's use), the
     infeasible budgets and the lineage."""
-    from promo_assets.allocation.budgets import decide_budgets_at
-
     _, infeasible, lineage = stored_duals(con, campaign, model, run_id, version, dual_version)
     names = constraints.names()
     multipliers = stored_multipliers(con, campaign, model, version, run_id, names)
@@ -486,9 +484,6 @@ def stored_decisions(con, campaign: str, model: str, target: str, k: int, run_id
     """The decision budget_dual stored in run `run_id` for model `version`: users, values, costs of
     `target`, {budget: levels at λ* (decide_at; chunked, on the run's Dask cluster when it has one), or
     the infeasible budget's message} and the lineage."""
-    from promo_assets.allocation import decide_at
-    from promo_assets.allocation.chunked import ArraySource, decide_at_chunked
-
     users, values, costs = coefficient_arrays(con, campaign, model, version, target, k)
     duals, infeasible, lineage = stored_duals(con, campaign, model, run_id, version, dual_version)
     client = dask.client()
@@ -570,8 +565,6 @@ def evaluation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
               "true spend (table budget_multipliers).")
     def _evaluation(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource,
                     dask: DaskResource):
-        from promo_assets.evaluation import evaluate_models, leaderboard_markdown
-
         campaign = context.partition_key
         config = landing.config(campaign)
         _, made, alloc_version = upstream(context, alloc_key)  # the decision the allocation applied
@@ -620,10 +613,6 @@ def evaluate_several(con, campaign: str, model: str, made, config, ev, response,
     coefficients (`allocation.budgets.evaluate_budgets`); `decisions` (budget -> levels) takes those
     levels, and the rows of each budget's use (predicted; true and at matched true spend with truth)
     are returned for budget_multipliers."""
-    from promo_assets.allocation.budgets import evaluate_budgets
-    from promo_assets.decisions import Constraints
-    from promo_assets.ingestion import constraint_feature_problems, loaded_features
-
     block = config.constraint_settings
     features = sorted({g["feature"] for g in block["groups"].values()})
     missing = constraint_feature_problems(config, loaded_features(con, campaign), f"the loaded events of campaign '{campaign}'")
@@ -643,8 +632,6 @@ def evaluate_several(con, campaign: str, model: str, made, config, ev, response,
 def segment_outputs(ev, config, model: str, version: str, response, decisions) -> tuple[pd.DataFrame, dict]:
     """The segment_evaluation rows of a model (empty without campaign.yaml segments or truth) and
     their metadata: the table and the per-segment plot of predicted vs true mean response per level."""
-    from promo_assets.evaluation.segments import SEGMENT_COLUMNS, plot_segment_curves, segment_curves, segment_evaluation
-
     if ev.segments is None or ev.true_values is None:
         return pd.DataFrame(columns=list(SEGMENT_COLUMNS)), {}
     table = segment_evaluation(model, version, ev.segments, response, ev.true_values, ev.true_costs, decisions,
@@ -669,8 +656,6 @@ def model_chain(name: str) -> list[dg.AssetsDefinition]:
 
 def model_assets(names=None) -> list[dg.AssetsDefinition]:
     """The chains of every registered model (or of `names`) and the campaign-level leaderboard."""
-    from promo_assets.defs.evaluation.leaderboard import leaderboard_asset
-
     names = list(registry.names() if names is None else names)
     return [a for n in names for a in model_chain(n)] + [leaderboard_asset(names)]
 

@@ -17,12 +17,11 @@ import math
 import dagster as dg
 import pandas as pd
 
-from promo_assets.defs.campaign.assets import COMMON, results_write
+from promo_assets.defs.campaign.assets import COMMON, read_holdout_events, results_write
 from promo_assets.defs.common import LandingResource, WarehouseResource, connect, population, table_metadata
 from promo_assets.monitoring import CHECKS
 from promo_assets.monitoring.run import effect_headline, monitor
-from promo_assets.store import frames as frames_store
-from promo_assets.store import monitoring as monitoring_store
+from promo_assets.store import frames as frames_store, monitoring as monitoring_store
 
 OUTCOME_TABLES = ("outcomes", "outcome_levels", "outcome_effect", "population_drift", "monitoring_checks")
 DAY_COLUMNS = (  # the `days` metadata table: name in the outcomes row, type, description
@@ -53,7 +52,6 @@ def _population(con, landing: LandingResource, campaign: str, features: list[str
     pop = population(con, landing, campaign, features)
     if pop is not None:
         return pd.concat(list(pop.frames(65536)))
-    from promo_assets.defs.campaign.assets import read_holdout_events
 
     return read_holdout_events(con, campaign)
 
