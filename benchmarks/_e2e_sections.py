@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import sys
@@ -296,7 +295,7 @@ def library(args) -> dict:
         hold_truth = (truth_arrays(campaign_dir, hold["user_id"].astype(str).to_numpy())
                       if cfg.n_levels == 2 else None)
         if params:
-            cfg = dataclasses.replace(cfg, models=cfg.models.model_copy(update={"params": params}))
+            cfg = cfg.model_copy(update={"models": cfg.models.model_copy(update={"params": params})})
         data = TrainingData(cfg, frame, num, cat, frame_version=f"bench-{preset}-{seed}")
         names = ["s_learner", *E2E, "lgbm_s_mono"] + (["lgbm_s", "lgbm_t"] if preset == "uplift_two_arm" else [])
         if args.models:
@@ -323,7 +322,7 @@ def library(args) -> dict:
                 hv, hc = hold_truth if fitted is None else fitted.predict(hold)
                 row_aucc = aucc(roi_score(hv, hc), hold["level"].to_numpy(), hold["response"].to_numpy(float),
                                 hold["cost"].to_numpy(float), hold["propensity"].to_numpy(float))
-            for b in cfg.budgets_per_capita:
+            for b in cfg.budget_per_capita:
                 try:
                     levels = solve(v, c, b, per_capita=True).levels
                 except InfeasibleBudgetError:  # the model's predicted cheapest allocation is above b
@@ -338,7 +337,7 @@ def library(args) -> dict:
                              "infeasible": False,
                              "best_epoch": None if fitted is None else fitted.metrics.get("best_epoch")})
             print(f"  {preset} seed {seed} {name}: pct_oracle "
-                  + ", ".join(f"{r['pct_oracle']:.4f}" for r in rows[-len(cfg.budgets_per_capita):])
+                  + ", ".join(f"{r['pct_oracle']:.4f}" for r in rows[-len(cfg.budget_per_capita):])
                   + (f", AUCC {row_aucc:.4f}" if row_aucc == row_aucc else "")
                   + f" ({secs:.0f}s, load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
     df = pd.DataFrame(rows)

@@ -99,7 +99,7 @@ def evaluate_campaign(preset: str, seed: int, *, days: int | None = None, users:
         start = time.perf_counter()
         rows = evaluate_policies(
             specs, holdout["level"].to_numpy(), holdout["response"].to_numpy(float), holdout["cost"].to_numpy(float),
-            holdout["propensity"].to_numpy(float), budgets=list(config.budgets_per_capita), campaign=campaign,
+            holdout["propensity"].to_numpy(float), budgets=list(config.budget_per_capita), campaign=campaign,
             true_values=true_values, true_costs=true_costs, dm_values=dm_values, dm_costs=dm_costs,
             incentives=list(config.incentives), ordered=config.ordered, binary=config.response == "binary",
             n_boot=n_boot, seed=seed, log=log, min_holdout_users=config.min_holdout_users,

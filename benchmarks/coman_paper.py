@@ -132,12 +132,12 @@ def run_seed(seed: int, args) -> tuple[list[dict], pd.DataFrame, list[dict], dic
         print(f"seed {seed} {variant}: kl {row['kl']:.5f} mae {row['curve_mae']:.4f} auc {row['auc']:.4f} "
               f"s/epoch {row['seconds_per_epoch']} violations {bad}", file=sys.stderr, flush=True)
     ev = evaluate_policies(preds, lvl, y, holdout["cost"].to_numpy(dtype=float), holdout["propensity"].to_numpy(dtype=float),
-                           budgets=list(config.budgets_per_capita), campaign=f"coman-{seed}", true_values=tv, true_costs=tc,
+                           budgets=list(config.budget_per_capita), campaign=f"coman-{seed}", true_values=tv, true_costs=tc,
                            incentives=list(config.incentives), ordered=config.ordered, binary=True, n_boot=20,
                            seed=seed)
     ev["seed"] = seed
     info = {"seed": seed, "holdout_users": len(holdout), "train_rows": int((frame["split"] == "train").sum()),
-            "budgets": list(config.budgets_per_capita), "skipped": skips}
+            "budgets": list(config.budget_per_capita), "skipped": skips}
     return rows, ev, monotone, info
 
 

@@ -170,7 +170,7 @@ def _in_process(seed, days, users, max_epochs, settings: dict[str, tuple[str, di
         best[label] = fitted.metrics["best_epoch"]
     rows = evaluate_policies(
         specs, holdout["level"].to_numpy(), holdout["response"].to_numpy(float), holdout["cost"].to_numpy(float),
-        holdout["propensity"].to_numpy(float), budgets=list(config.budgets_per_capita), campaign=campaign,
+        holdout["propensity"].to_numpy(float), budgets=list(config.budget_per_capita), campaign=campaign,
         true_values=tv, true_costs=tc, incentives=list(config.incentives), ordered=config.ordered, binary=True,
         n_boot=1, seed=seed, min_holdout_users=config.min_holdout_users)
     rows = rows[rows["model"].isin(list(specs))]

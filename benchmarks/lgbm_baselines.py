@@ -65,7 +65,7 @@ def run_campaign(preset: str, seed: int, models, days: int, users: int, max_epoc
         specs[name] = (trained.version, values, costs)
     rows = evaluate_policies(
         specs, holdout["level"].to_numpy(), holdout["response"].to_numpy(float), holdout["cost"].to_numpy(float),
-        holdout["propensity"].to_numpy(float), budgets=list(config.budgets_per_capita), campaign=campaign,
+        holdout["propensity"].to_numpy(float), budgets=list(config.budget_per_capita), campaign=campaign,
         true_values=true_values, true_costs=true_costs, incentives=list(config.incentives),
         ordered=config.ordered, binary=config.response == "binary", n_boot=1, seed=seed,
         min_holdout_users=config.min_holdout_users)

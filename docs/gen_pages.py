@@ -1,7 +1,7 @@
 """Pages of the documentation generated from the code at build time (mkdocs-gen-files runs this), so
 they cannot drift from it:
 
-- reference/campaign-yaml.md  from the pydantic schema of campaign.yaml (promo_assets.config.campaign.CampaignYaml):
+- reference/campaign-yaml.md  from the pydantic schema of campaign.yaml (promo_assets.config.campaign.CampaignConfig):
                               every key, what it accepts, its default and its meaning (the field's docstring);
 - reference/cli.md            from the argument parser (promo_assets.cli.main.build_parser): every command and option;
 - reference/models.md         from the model registry (promo_assets.models.registry): every model, its paper,
@@ -73,6 +73,8 @@ def schema_rows(model, prefix: str, blocks: list) -> list[tuple]:
     docs = field_docs(model)
     rows = []
     for name, info in model.model_fields.items():
+        if name in getattr(model, "NOT_IN_FILE", ()):
+            continue
         key = f"{prefix}{name}"
         if name not in docs:
             raise SystemExit(f"docs: campaign.yaml key '{key}' ({model.__name__}.{name}) has no docstring; "
@@ -93,18 +95,18 @@ def schema_rows(model, prefix: str, blocks: list) -> list[tuple]:
 
 
 def campaign_yaml_page() -> str:
-    from promo_assets.config.campaign import CampaignYaml
+    from promo_assets.config.campaign import CampaignConfig
 
     out = [
         "# campaign.yaml reference",
         "",
-        "Generated from the schema that checks the file (`promo_assets.config.campaign.CampaignYaml`, pydantic, strict):",
+        "Generated from the schema that checks the file (`promo_assets.config.campaign.CampaignConfig`, pydantic, strict):",
         "every key the file may have, what it accepts, its default and what it means. A key not listed here is",
         "refused with the closest valid one. How the checks report problems, and worked examples, are in",
         "[The data contract](../data-contract.md).",
         "",
     ]
-    blocks: list = [(CampaignYaml, "")]
+    blocks: list = [(CampaignConfig, "")]
     seen = set()
     while blocks:
         model, prefix = blocks.pop(0)

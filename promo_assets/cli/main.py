@@ -725,7 +725,7 @@ def _current_budgets(campaign: str) -> tuple[list[float] | None, str]:
     from promo_assets.ingestion import load_config
 
     try:
-        return [float(b) for b in load_config(settings.landing_dir(), campaign).budgets_per_capita], ""
+        return list(load_config(settings.landing_dir(), campaign).budget_per_capita), ""
     except Exception as exc:  # noqa: BLE001 (any reason the campaign.yaml cannot be read is reported)
         return None, f"campaign.yaml not readable ({exc}); showing every budget of the run"
 

@@ -13,16 +13,16 @@ file is reported at once, in one `CampaignConfigError`.
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 import difflib
+import json
 import logging
 import math
 import re
 import reprlib
-from dataclasses import dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import yaml
 from pydantic import (
@@ -34,6 +34,9 @@ from pydantic import (
     Field,
     Tag,
     ValidationError,
+    ValidationInfo,
+    field_serializer,
+    field_validator,
     model_validator,
 )
 
@@ -479,9 +482,31 @@ class MonitoringBlock(_Block):
     """With `retrain`, the training events before the detected change keep this share of their weight."""
 
 
-class CampaignYaml(_Block):
-    """The whole of campaign.yaml. Every key, its type, range and default."""
+class CampaignConfig(_Block):
+    """A campaign's configuration: the whole of its campaign.yaml (every key, its type, range and
+    default; the keys are the file's keys) and the campaign's name (its folder's, never a key of the
+    file). Frozen; the validators normalise what the file may write in several ways, once: the
+    budgets as a tuple of floats (one number stands for a one-element list), an absent block as its
+    defaults, the binary response's default plausible rate.
 
+    Derived, read-only: `incentives[level]` is the amount of incentive level `level` (for unordered
+    arms: the arm's unit cost; for multi-attribute levels the value of the cost attribute
+    `treatments.cost.attribute`); `labels[level]` is how the events' `treatment` column writes the
+    level (the amount, the arm's label, or the level's index for multi-attribute levels). Levels are
+    indexed 0..K-1; level 0 is the lowest incentive (the control when it is 0). Multi-attribute
+    campaigns (docs/data-contract.md "Multi-attribute incentives"): `attributes`, their `directions`
+    and `level_attributes[level]`; `attribute_names`, `attribute_matrix()` and `attribute_signs()` also
+    describe a single-amount campaign (one attribute 'amount', increasing).
+
+    This module validates the file's schema only; what the `models:` block names (registered models,
+    their hyper-parameters) is checked by the model registry where the pipeline loads the file
+    (`promo_assets.ingestion.load_config`)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
+    NOT_IN_FILE: ClassVar[tuple[str, ...]] = ("campaign",)  # fields that are no key of campaign.yaml
+
+    campaign: str = Field(description="the campaign's name: its folder under the landing root (not a key of the file)")
+    """The campaign's name, its folder's (set by the loader; campaign.yaml has no such key)."""
     treatments: TreatmentsBlock = Field(
         description="a mapping with 'levels: [amounts...]' or 'arms: {label: unit_cost}'")
     """What the campaign can give each user: ordered incentive levels or unordered arms."""
@@ -495,7 +520,7 @@ class CampaignYaml(_Block):
     """The response's type: `binary` (0/1), `count` (0, 1, 2, ...) or `continuous`; picks the
     models' loss."""
     budget_per_capita: Budgets | None = Field(
-        None, description="a number > 0 or a non-empty list of numbers > 0")
+        (), description="a number > 0 or a non-empty list of numbers > 0")
     """The budgets, per user, that the allocation and the evaluation use (one allocation per budget)."""
     holdout_days: int = Field(1, ge=1, description="an integer >= 1")
     """The last N days are held out: never trained on, used for the offline evaluation."""
@@ -515,12 +540,13 @@ class CampaignYaml(_Block):
     passes; a level below it is flagged (fewer than two logged levels at all skips every model)."""
     plausible_response_rate: Annotated[list[Annotated[float, Field(ge=0)]], Field(min_length=2, max_length=2),
                                        AfterValidator(_ascending_pair)] | None = Field(
-        None, description="[low, high], two numbers >= 0 with low <= high: the range of the mean response the data "
+        None, validate_default=True,
+        description="[low, high], two numbers >= 0 with low <= high: the range of the mean response the data "
         f"check response_rate accepts (default {list(DEFAULT_RESPONSE_RATE)} for a binary response, none otherwise)")
     """The range of the mean training response the data check `response_rate` accepts (default
     [0.001, 0.95] for a binary response, no check otherwise); outside it the check warns."""
     features: dict[str, Literal[FEATURE_KINDS]] | None = Field(
-        None, description="a mapping of column name to 'numeric' or 'categorical'")
+        default_factory=dict, description="a mapping of column name to 'numeric' or 'categorical'")
     """Force a feature column's kind; otherwise numbers are numeric, text and booleans categorical."""
     ratio_budget: Budgets | None = Field(
         None, description="a number > 0 or a non-empty list of numbers > 0 (average incentive per response)")
@@ -531,16 +557,16 @@ class CampaignYaml(_Block):
     graph: GraphBlock | None = Field(None, description="a mapping with 'edges' and 'weight'")
     """A record of the customer-merchant graph's layout (written by `promo simulate`)."""
     models: ModelsBlock | None = Field(
-        None, description="a mapping with optional 'include', 'exclude' (model names) and 'params'")
+        default_factory=ModelsBlock, description="a mapping with optional 'include', 'exclude' (model names) and 'params'")
     """Which registered models this campaign trains, and their hyper-parameters."""
     segments: Annotated[list[Annotated[str, Field(min_length=1)]], AfterValidator(_unique)] | None = Field(
-        None, description="a list of feature column names (e.g. [period_of_day, city]), each at most once")
+        (), description="a list of feature column names (e.g. [period_of_day, city]), each at most once")
     """Feature columns evaluated per value (simulated campaigns: the table `segment_evaluation`)."""
     champion: ChampionBlock | None = Field(
-        None, description="a mapping with optional 'confidence', 'pin', 'candidates', 'blends'")
+        default_factory=ChampionBlock, description="a mapping with optional 'confidence', 'pin', 'candidates', 'blends'")
     """How the champion is chosen among the models' policies (docs: decisions)."""
     exploration: ExplorationBlock | None = Field(
-        None, description="a mapping with optional 'share', 'seed', 'mix', 'tolerance'")
+        default_factory=ExplorationBlock, description="a mapping with optional 'share', 'seed', 'mix', 'tolerance'")
     """The randomized share of the exported decisions that keeps the next days an RCT (docs: decisions)."""
     budget: BudgetBlock | None = Field(
         None, description="a mapping with 'total' or 'per_day', 'start', 'end' and optional 'controller', 'gain'")
@@ -549,12 +575,237 @@ class CampaignYaml(_Block):
         None, description="a mapping with optional 'costs' (further cost types) and 'groups' (group caps)")
     """Further budgets the champion's decisions keep: other cost types and group caps (docs: decisions)."""
     monitoring: MonitoringBlock | None = Field(
-        None, description="a mapping with optional 'confidence', 'budget', thresholds and 'reactions'")
+        default_factory=MonitoringBlock, description="a mapping with optional 'confidence', 'budget', thresholds and 'reactions'")
     """The outcomes of the deployed decisions, their checks and what a failed check does (docs: monitoring)."""
     simulation: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
     """Provenance written by `promo simulate` (preset, seed, sizes); not read by the pipeline."""
     simulator: dict[str, Any] | None = Field(None, description="a mapping (written by `promo simulate`)")
     """The simulator's parameters, written by `promo simulate`; not read by the pipeline."""
+
+    # ---- normalised once, where the file is read
+    @field_validator("budget_per_capita", "ratio_budget", mode="after")
+    @classmethod
+    def _budgets(cls, value: Any, info: ValidationInfo) -> tuple[float, ...] | None:
+        if value is None:
+            return () if info.field_name == "budget_per_capita" else None
+        return tuple(float(x) for x in value)
+
+    @field_validator("segments", mode="after")
+    @classmethod
+    def _segments(cls, value: Any) -> tuple[str, ...]:
+        return () if value is None else tuple(value)
+
+    @field_validator("plausible_response_rate", mode="after")
+    @classmethod
+    def _rate(cls, value: Any, info: ValidationInfo) -> tuple[float, float] | None:
+        if value is None:
+            return DEFAULT_RESPONSE_RATE if info.data.get("response", "binary") == "binary" else None
+        return (float(value[0]), float(value[1]))
+
+    @field_validator("features", mode="after")
+    @classmethod
+    def _features(cls, value: Any) -> dict[str, str]:
+        return {} if value is None else value
+
+    @field_validator("models", "champion", "exploration", "monitoring", mode="after")
+    @classmethod
+    def _block_defaults(cls, value: Any, info: ValidationInfo) -> Any:
+        return cls.model_fields[info.field_name].default_factory() if value is None else value
+
+    @field_validator("constraints", mode="after")
+    @classmethod
+    def _constraints(cls, value: Any) -> ConstraintsBlock | None:
+        return value if value is not None and (value.costs or value.groups) else None
+
+    @field_serializer("budget_per_capita", "ratio_budget", "segments", "plausible_response_rate")
+    def _listed(self, value: Any) -> list | None:
+        """As the file writes them (none given: no key, null)."""
+        return list(value) if value else None
+
+    # ---- the levels, derived from `treatments`
+    @cached_property
+    def _levels(self) -> tuple:
+        """(incentives, labels, ordered, attributes, directions, level_attributes) of `treatments`."""
+        t = self.treatments
+        if t.levels is not None and _levels_kind(t.levels) == "attribute_rows":
+            attributes = tuple(t.attributes or ())
+            cost_attr = t.cost.attribute if t.cost is not None else "amount"
+            return (tuple(float(row[cost_attr]) for row in t.levels), tuple(str(i) for i in range(len(t.levels))),
+                    False, attributes, tuple(a.monotone for a in (t.attributes or {}).values()),
+                    tuple(tuple(float(row[a]) for a in attributes) for row in t.levels))
+        if t.levels is not None:
+            incentives = tuple(float(x) for x in t.levels)
+            return incentives, tuple(_label(x) for x in incentives), True, (), (), ()
+        return tuple(float(v) for v in t.arms.values()), tuple(str(k) for k in t.arms), False, (), (), ()
+
+    @property
+    def incentives(self) -> tuple[float, ...]:
+        return self._levels[0]
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return self._levels[1]
+
+    @property
+    def ordered(self) -> bool:
+        """True for ascending amounts (`treatments.levels`), False for arms and multi-attribute levels."""
+        return self._levels[2]
+
+    @property
+    def attributes(self) -> tuple[str, ...]:
+        return self._levels[3]
+
+    @property
+    def directions(self) -> tuple[str, ...]:
+        return self._levels[4]
+
+    @property
+    def level_attributes(self) -> tuple[tuple[float, ...], ...]:
+        return self._levels[5]
+
+    @property
+    def n_levels(self) -> int:
+        return len(self.incentives)
+
+    @property
+    def level_kind(self) -> str:
+        """How the levels are given, in words (for skip reasons): ordered amounts, unordered arms, or
+        multi-attribute levels (their attribute names)."""
+        if self.attributes:
+            return f"multi-attribute levels ({', '.join(self.attributes)})"
+        return "ordered incentive amounts" if self.ordered else "unordered arms"
+
+    @property
+    def multi_attribute(self) -> bool:
+        """True when the levels are given by several attributes (treatments.levels as mappings)."""
+        return bool(self.attributes)
+
+    @property
+    def attribute_names(self) -> tuple[str, ...]:
+        """The incentive attributes a level is made of: the declared ones, ('amount',) for ordered
+        single-amount levels, () for unordered arms (no monotone attribute)."""
+        if self.attributes:
+            return self.attributes
+        return ("amount",) if self.ordered else ()
+
+    def attribute_matrix(self) -> "np.ndarray":
+        """K x A float64 matrix of each level's attribute values (columns: `attribute_names`)."""
+        import numpy as np
+
+        if self.attributes:
+            return np.asarray(self.level_attributes, dtype=np.float64).reshape(self.n_levels, len(self.attributes))
+        if self.ordered:
+            return np.asarray(self.incentives, dtype=np.float64).reshape(-1, 1)
+        return np.zeros((self.n_levels, 0))
+
+    def attribute_directions(self) -> tuple[str, ...]:
+        """The monotone direction of each of `attribute_names` (increasing | decreasing | none)."""
+        if self.attributes:
+            return self.directions
+        return ("increasing",) if self.ordered else ()
+
+    def attribute_signs(self) -> "np.ndarray":
+        """The monotonicity indicator t per attribute: +1 increasing, -1 decreasing, 0 none (int64)."""
+        import numpy as np
+
+        sign = {"increasing": 1, "decreasing": -1, "none": 0}
+        return np.asarray([sign[d] for d in self.attribute_directions()], dtype=np.int64)
+
+    def level_of(self, treatment: Any) -> int | None:
+        """The level index of a treatment value (amount or arm label), or None when unknown."""
+        key = _label(treatment)
+        try:
+            return self.labels.index(key)
+        except ValueError:
+            return None
+
+    # ---- stored and read back
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON data (every key, dates as text): what a stored artefact keeps of the config;
+        `from_record` reads it back."""
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> "CampaignConfig":
+        """The config `to_dict` wrote (e.g. into a model artefact). A record of an earlier version
+        (levels as `incentives` / `labels` / `ordered`, `budgets_per_capita`, blocks under 'extra') is
+        read too."""
+        record = dict(record)
+        record.update(record.pop("extra", None) or {})
+        if "treatments" not in record:
+            record = _earlier_record(record)
+        known = set(cls.model_fields)
+        return cls.model_validate_json(json.dumps({k: v for k, v in record.items() if k in known}, default=str))
+
+    @classmethod
+    def load(cls, path: str | Path, campaign: str | None = None) -> "CampaignConfig":
+        """Read (`read_campaign_yaml`: a regular file, no link, bounded YAML) and validate a
+        campaign.yaml; `path` may also be the campaign's folder."""
+        path = Path(path)
+        if path.name != "campaign.yaml" and path.is_dir() and not path.is_symlink():
+            path = path / "campaign.yaml"
+        raw = read_campaign_yaml(path)
+        return cls.from_dict({} if raw is None else raw, campaign=campaign or path.parent.name, source=str(path))
+
+    @classmethod
+    def from_dict(cls, raw: Any, campaign: str, source: str = "campaign.yaml") -> "CampaignConfig":
+        """Validate a parsed campaign.yaml; CampaignConfigError names every problem (key, value,
+        expected type or range; the closest valid key for an unknown one)."""
+        try:
+            check_campaign_name(campaign)
+        except CampaignNameError as exc:
+            raise CampaignNameError(f"{source}: {exc}") from None
+        if not isinstance(raw, dict):
+            raise CampaignConfigError(
+                f"{source}: expected a mapping of keys (treatments:, cost:, ...) at the top level, "
+                f"got a {type(raw).__name__}: {short_repr(raw, 80)}")
+        bad_keys = [k for k in raw if not isinstance(k, str)]
+        if bad_keys:
+            raise CampaignConfigError(f"{source}: top-level keys must be text, got {short_repr(bad_keys[0])}")
+        if "campaign" in raw:
+            raise CampaignConfigError(f"{source}: unknown key 'campaign' (a campaign is named by its folder, here "
+                                      f"{campaign!r})")
+        problems = _control_character_problems(raw)
+        if problems:
+            raise CampaignConfigError(f"{source}: {_counted(problems)}" + " (control characters such as escape, tab "
+                                      "or newline are refused in campaign.yaml's keys and text)")
+        try:
+            config = cls.model_validate({**raw, "campaign": campaign})
+        except ValidationError as exc:
+            raise CampaignConfigError(f"{source}: {_counted(_schema_messages(exc))}") from None
+        problems = _attribute_problems(config.treatments) or _decision_problems(config)
+        if problems:
+            raise CampaignConfigError(f"{source}: {_counted(problems)}")
+        return config
+
+
+def _counted(problems: list[str]) -> str:
+    """The problems joined, headed by their number when there are several."""
+    return (f"{len(problems)} problems: " if len(problems) > 1 else "") + "; ".join(problems)
+
+
+def _earlier_record(record: dict[str, Any]) -> dict[str, Any]:
+    """A config record of an earlier version (the levels as incentives, labels, ordered and the
+    attribute fields; `budgets_per_capita`) in today's keys."""
+    r = dict(record)
+    incentives = [float(x) for x in r.pop("incentives")]
+    labels = [str(x) for x in r.pop("labels")]
+    ordered = r.pop("ordered", True)
+    attributes = list(r.pop("attributes", None) or ())
+    directions = list(r.pop("directions", None) or ())
+    rows = [list(row) for row in r.pop("level_attributes", None) or ()]
+    if attributes:
+        cost = next((a for i, a in enumerate(attributes) if [row[i] for row in rows] == incentives), "amount")
+        r["treatments"] = {"levels": [dict(zip(attributes, row)) for row in rows],
+                           "attributes": {a: {"monotone": d} for a, d in zip(attributes, directions)},
+                           **({"cost": {"attribute": cost}} if cost != "amount" else {})}
+    elif ordered:
+        r["treatments"] = {"levels": incentives}
+    else:
+        r["treatments"] = {"arms": dict(zip(labels, incentives))}
+    if "budgets_per_capita" in r:
+        r["budget_per_capita"] = list(r.pop("budgets_per_capita")) or None
+    return r
 
 
 
@@ -563,7 +814,7 @@ def _schema_messages(exc: ValidationError) -> list[str]:
     out = []
     for err in exc.errors():
         loc = err["loc"]
-        model: type[BaseModel] | None = CampaignYaml
+        model: type[BaseModel] | None = CampaignConfig
         parent_fields: list[str] = []
         path, expected, mapping_of = "", None, None
         for item in loc:
@@ -578,7 +829,7 @@ def _schema_messages(exc: ValidationError) -> list[str]:
                 parent_fields = list(model.model_fields)
                 continue
             fields = model.model_fields if model is not None else {}
-            parent_fields = list(fields) or parent_fields  # the keys valid where `item` stands
+            parent_fields = [f for f in fields if f not in getattr(model, "NOT_IN_FILE", ())] or parent_fields  # the keys valid where `item` stands
             if item in fields:
                 info = fields[item]
                 expected = info.description or expected
@@ -810,291 +1061,24 @@ def _check_expansion(root: yaml.Node, path: Path) -> None:
 # CampaignConfig
 
 
-@dataclass(frozen=True)
-class CampaignConfig:
-    """Parsed campaign.yaml.
-
-    `incentives[level]` is the amount of incentive level `level` (for unordered arms: the arm's unit
-    cost); `labels[level]` is how the treatment is written in the events' `treatment` column.
-    Levels are indexed 0..K-1; level 0 is the lowest incentive (the control when it is 0).
-    The optional blocks are typed attributes (defaults filled in): `features` (column -> 'numeric' |
-    'categorical'), `ratio_budget`, `merchants` (a `MerchantsBlock` or None), `graph` (a `GraphBlock`
-    or None), `models` (a `ModelsBlock`: include, exclude, params), `segments`, `simulation` and
-    `simulator` (provenance written by `promo simulate`, never read by the pipeline). This module
-    validates the file's schema only; what the `models:` block names (registered models, their
-    hyper-parameters) is checked by the model registry where the pipeline loads the file
-    (`promo_assets.ingestion.load_config`).
-
-    Multi-attribute campaigns (`treatments.levels` given as mappings, see docs/data-contract.md "Multi-attribute
-    incentives"): `attributes` are the attribute names, `directions` their monotone direction
-    (increasing | decreasing | none), `level_attributes[level]` the level's attribute values;
-    `incentives[level]` is the value of the cost attribute (`treatments.cost.attribute`), `labels` the
-    level indexes '0'..'K-1' (how the events' `treatment` column names a level), `ordered` False.
-    Read them through `attribute_names`, `attribute_matrix()` and `attribute_signs()`, which also
-    describe a single-amount campaign (one attribute 'amount', increasing).
-    """
-
-    campaign: str
-    incentives: tuple[float, ...]
-    labels: tuple[str, ...]
-    ordered: bool = True
-    cost: str = "redeemed"
-    randomized: bool = True
-    response: str = "binary"
-    budgets_per_capita: tuple[float, ...] = ()
-    holdout_days: int = 1
-    validation_fraction: float = 0.2
-    ips_clip: float = 20.0
-    max_rejected_fraction: float = 0.0
-    min_holdout_users: int = 100
-    attributes: tuple[str, ...] = ()
-    min_events_per_level: int = 30
-    plausible_response_rate: tuple[float, float] | None = None  # None: DEFAULT_RESPONSE_RATE if binary
-    directions: tuple[str, ...] = ()
-    level_attributes: tuple[tuple[float, ...], ...] = ()
-    features: dict[str, str] = field(default_factory=dict)
-    ratio_budget: tuple[float, ...] | None = None
-    merchants: MerchantsBlock | None = None
-    graph: GraphBlock | None = None
-    models: ModelsBlock = field(default_factory=ModelsBlock)
-    segments: tuple[str, ...] = ()
-    champion: ChampionBlock = field(default_factory=ChampionBlock)
-    exploration: ExplorationBlock = field(default_factory=ExplorationBlock)
-    simulation: dict[str, Any] | None = None
-    simulator: dict[str, Any] | None = None
-    budget: BudgetBlock | None = None
-    constraints: ConstraintsBlock | None = None
-    monitoring: MonitoringBlock = field(default_factory=MonitoringBlock)
-
-    def __post_init__(self) -> None:
-        # a config rebuilt from a stored artefact (to_dict -> JSON) carries lists and mappings: back to
-        # tuples and blocks
-        for name in ("incentives", "labels", "budgets_per_capita", "attributes", "directions", "segments"):
-            object.__setattr__(self, name, tuple(getattr(self, name)))
-        if self.ratio_budget is not None:
-            object.__setattr__(self, "ratio_budget", tuple(float(x) for x in self.ratio_budget))
-        for name, block in (("merchants", MerchantsBlock), ("graph", GraphBlock), ("models", ModelsBlock),
-                            ("champion", ChampionBlock), ("exploration", ExplorationBlock), ("budget", BudgetBlock),
-                            ("constraints", ConstraintsBlock), ("monitoring", MonitoringBlock)):
-            value = getattr(self, name)
-            if isinstance(value, dict):
-                object.__setattr__(self, name, block.model_validate(value))
-        object.__setattr__(self, "level_attributes", tuple(tuple(float(x) for x in r) for r in self.level_attributes))
-        rate = self.plausible_response_rate
-        if rate is None and self.response == "binary":
-            rate = DEFAULT_RESPONSE_RATE
-        object.__setattr__(self, "plausible_response_rate", None if rate is None else tuple(float(x) for x in rate))
-
-    @property
-    def n_levels(self) -> int:
-        return len(self.incentives)
-
-    @property
-    def period_budget(self) -> dict[str, Any] | None:
-        """campaign.yaml `budget:` as plain data (total or per_day, start and end as text, controller,
-        gain), or None."""
-        return None if self.budget is None else self.budget.model_dump(mode="json")
-
-    @property
-    def constraint_settings(self) -> dict[str, Any] | None:
-        """campaign.yaml `constraints:` as plain data (costs: {name: {levels, budget_per_capita}}, groups:
-        {name: {feature, equals, budget_per_capita}}), or None when it has neither."""
-        if self.constraints is None or not (self.constraints.costs or self.constraints.groups):
-            return None
-        return self.constraints.model_dump()
-
-    @property
-    def level_kind(self) -> str:
-        """How the levels are given, in words (for skip reasons): ordered amounts, unordered arms, or
-        multi-attribute levels (their attribute names)."""
-        if self.attributes:
-            return f"multi-attribute levels ({', '.join(self.attributes)})"
-        return "ordered incentive amounts" if self.ordered else "unordered arms"
-
-    @property
-    def multi_attribute(self) -> bool:
-        """True when the levels are given by several attributes (treatments.levels as mappings)."""
-        return bool(self.attributes)
-
-    @property
-    def attribute_names(self) -> tuple[str, ...]:
-        """The incentive attributes a level is made of: the declared ones, ('amount',) for ordered
-        single-amount levels, () for unordered arms (no monotone attribute)."""
-        if self.attributes:
-            return self.attributes
-        return ("amount",) if self.ordered else ()
-
-    def attribute_matrix(self) -> "np.ndarray":
-        """K x A float64 matrix of each level's attribute values (columns: `attribute_names`)."""
-        import numpy as np
-
-        if self.attributes:
-            return np.asarray(self.level_attributes, dtype=np.float64).reshape(self.n_levels, len(self.attributes))
-        if self.ordered:
-            return np.asarray(self.incentives, dtype=np.float64).reshape(-1, 1)
-        return np.zeros((self.n_levels, 0))
-
-    def attribute_directions(self) -> tuple[str, ...]:
-        """The monotone direction of each of `attribute_names` (increasing | decreasing | none)."""
-        if self.attributes:
-            return self.directions
-        return ("increasing",) if self.ordered else ()
-
-    def attribute_signs(self) -> "np.ndarray":
-        """The monotonicity indicator t per attribute: +1 increasing, -1 decreasing, 0 none (int64)."""
-        import numpy as np
-
-        sign = {"increasing": 1, "decreasing": -1, "none": 0}
-        return np.asarray([sign[d] for d in self.attribute_directions()], dtype=np.int64)
-
-    def level_of(self, treatment: Any) -> int | None:
-        """The level index of a treatment value (amount or arm label), or None when unknown."""
-        key = _label(treatment)
-        try:
-            return self.labels.index(key)
-        except ValueError:
-            return None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain data (the blocks as mappings): what a stored artefact keeps of the config;
-        `from_record` reads it back."""
-        out = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, BudgetBlock):  # its dates as text: the record travels as JSON
-                out[f.name] = value.model_dump(mode="json")
-            else:
-                out[f.name] = value.model_dump() if isinstance(value, BaseModel) else copy.deepcopy(value)
-        return out
-
-    @classmethod
-    def from_record(cls, record: dict[str, Any]) -> "CampaignConfig":
-        """The config `to_dict` wrote (e.g. into a model artefact). A record written before the blocks
-        were typed holds them under 'extra'; they are read from there."""
-        record = dict(record)
-        record.update(record.pop("extra", None) or {})
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in record.items() if k in known})
-
-    @classmethod
-    def load(cls, path: str | Path, campaign: str | None = None) -> "CampaignConfig":
-        """Read (`read_campaign_yaml`: a regular file, no link, bounded YAML) and validate a
-        campaign.yaml; `path` may also be the campaign's folder."""
-        path = Path(path)
-        if path.name != "campaign.yaml" and path.is_dir() and not path.is_symlink():
-            path = path / "campaign.yaml"
-        raw = read_campaign_yaml(path)
-        return cls.from_dict({} if raw is None else raw, campaign=campaign or path.parent.name, source=str(path))
-
-    @classmethod
-    def from_dict(cls, raw: Any, campaign: str, source: str = "campaign.yaml") -> "CampaignConfig":
-        """Validate a parsed campaign.yaml against `CampaignYaml`; CampaignConfigError names every
-        problem (key, value, expected type or range; the closest valid key for an unknown one)."""
-        try:
-            check_campaign_name(campaign)
-        except CampaignNameError as exc:
-            raise CampaignNameError(f"{source}: {exc}") from None
-        if not isinstance(raw, dict):
-            raise CampaignConfigError(
-                f"{source}: expected a mapping of keys (treatments:, cost:, ...) at the top level, "
-                f"got a {type(raw).__name__}: {short_repr(raw, 80)}")
-        bad_keys = [k for k in raw if not isinstance(k, str)]
-        if bad_keys:
-            raise CampaignConfigError(f"{source}: top-level keys must be text, got {short_repr(bad_keys[0])}")
-        problems = _control_character_problems(raw)
-        if problems:
-            head = f"{len(problems)} problems: " if len(problems) > 1 else ""
-            raise CampaignConfigError(f"{source}: {head}" + "; ".join(problems) + " (control characters such as "
-                                      "escape, tab or newline are refused in campaign.yaml's keys and text)")
-        try:
-            doc = CampaignYaml.model_validate(raw)
-        except ValidationError as exc:
-            problems = _schema_messages(exc)
-            head = f"{len(problems)} problems: " if len(problems) > 1 else ""
-            raise CampaignConfigError(f"{source}: {head}" + "; ".join(problems)) from None
-        t = doc.treatments
-        problems = _attribute_problems(t)
-        if problems:
-            head = f"{len(problems)} problems: " if len(problems) > 1 else ""
-            raise CampaignConfigError(f"{source}: {head}" + "; ".join(problems))
-        attributes: tuple[str, ...] = ()
-        directions: tuple[str, ...] = ()
-        level_attributes: tuple[tuple[float, ...], ...] = ()
-        if t.levels is not None and _levels_kind(t.levels) == "attribute_rows":
-            attributes = tuple(t.attributes)
-            directions = tuple(a.monotone for a in t.attributes.values())
-            level_attributes = tuple(tuple(float(row[a]) for a in attributes) for row in t.levels)
-            cost_attr = t.cost.attribute if t.cost is not None else "amount"
-            incentives = tuple(float(row[cost_attr]) for row in t.levels)
-            labels = tuple(str(i) for i in range(len(t.levels)))
-            ordered = False
-        elif t.levels is not None:
-            incentives = tuple(float(x) for x in t.levels)
-            labels = tuple(_label(x) for x in incentives)
-            ordered = True
-        else:
-            incentives = tuple(float(v) for v in t.arms.values())
-            labels = tuple(str(k) for k in t.arms)
-            ordered = False
-        problems = _decision_problems(doc.model_dump(), len(incentives))
-        if problems:
-            head = f"{len(problems)} problems: " if len(problems) > 1 else ""
-            raise CampaignConfigError(f"{source}: {head}" + "; ".join(problems))
-        return cls(
-            campaign=campaign,
-            incentives=incentives,
-            labels=labels,
-            ordered=ordered,
-            cost=doc.cost,
-            randomized=doc.randomized,
-            response=doc.response,
-            budgets_per_capita=tuple(doc.budget_per_capita or ()),
-            holdout_days=doc.holdout_days,
-            validation_fraction=doc.validation_fraction,
-            ips_clip=doc.ips_clip,
-            max_rejected_fraction=doc.max_rejected_fraction,
-            min_holdout_users=doc.min_holdout_users,
-            min_events_per_level=doc.min_events_per_level,
-            plausible_response_rate=None if doc.plausible_response_rate is None else tuple(doc.plausible_response_rate),
-            attributes=attributes,
-            directions=directions,
-            level_attributes=level_attributes,
-            features=dict(doc.features or {}),
-            ratio_budget=None if doc.ratio_budget is None else tuple(doc.ratio_budget),
-            merchants=doc.merchants,
-            graph=doc.graph,
-            models=doc.models if doc.models is not None else ModelsBlock(),
-            segments=tuple(doc.segments or ()),
-            champion=doc.champion if doc.champion is not None else ChampionBlock(),
-            exploration=doc.exploration if doc.exploration is not None else ExplorationBlock(),
-            simulation=doc.simulation,
-            simulator=doc.simulator,
-            budget=doc.budget,
-            constraints=doc.constraints,
-            monitoring=doc.monitoring if doc.monitoring is not None else MonitoringBlock(),
-        )
-
-
-def _decision_problems(dumped: dict[str, Any], n_levels: int) -> list[str]:
-    """Cross-key problems of the `champion:` and `exploration:` blocks: a pin outside the candidates,
-    a mix without one weight per level. (Whether the names are registered models is the model
-    registry's check, `registry.check_champion_block`, run where the pipeline loads the file.)"""
+def _decision_problems(config: "CampaignConfig") -> list[str]:
+    """Cross-key problems of the `champion:`, `constraints:` and `exploration:` blocks: a pin outside
+    the candidates, a cost type or a mix without one value per level. (Whether the names are registered
+    models is the model registry's check, `registry.check_champion_block`, run where the pipeline loads
+    the file.)"""
     out = []
-    champion = dumped.get("champion")
-    if champion:
-        if champion["pin"] and champion["candidates"] and champion["pin"] not in champion["candidates"]:
-            out.append(f"'champion.pin' = {champion['pin']!r} is not one of 'champion.candidates' "
-                       f"({', '.join(champion['candidates'])})")
-    for name, cost in ((dumped.get("constraints") or {}).get("costs") or {}).items():
-        if len(cost["levels"]) != n_levels:
-            out.append(f"'constraints.costs.{name}.levels' = {cost['levels']!r}: expected {n_levels} numbers >= 0 (one "
+    n_levels, champion = config.n_levels, config.champion
+    if champion.pin and champion.candidates and champion.pin not in champion.candidates:
+        out.append(f"'champion.pin' = {champion.pin!r} is not one of 'champion.candidates' "
+                   f"({', '.join(champion.candidates)})")
+    for name, cost in (config.constraints.costs if config.constraints else {}).items():
+        if len(cost.levels) != n_levels:
+            out.append(f"'constraints.costs.{name}.levels' = {cost.levels!r}: expected {n_levels} numbers >= 0 (one "
                        "per incentive level)")
-    exploration = dumped.get("exploration")
-    if exploration and exploration["mix"] is not None:
-        mix = exploration["mix"]
-        if len(mix) != n_levels or not sum(mix) > 0:
-            out.append(f"'exploration.mix' = {mix!r}: expected {n_levels} weights >= 0 (one per incentive level) with a "
-                       "positive sum")
+    mix = config.exploration.mix
+    if mix is not None and (len(mix) != n_levels or not sum(mix) > 0):
+        out.append(f"'exploration.mix' = {mix!r}: expected {n_levels} weights >= 0 (one per incentive level) with a "
+                   "positive sum")
     return out
 
 

@@ -36,6 +36,7 @@ import numpy as np
 from promo_assets.allocation import decide, solve, solve_multi
 from promo_assets.allocation.budgets import budget_matrices, budget_names, reduced_levels
 from promo_assets.allocation.errors import InfeasibleBudgetError
+from promo_assets.config.campaign import ConstraintsBlock
 from promo_assets.core.errors import DomainError
 
 
@@ -80,20 +81,20 @@ class Constraints:
     groups: dict
 
     @classmethod
-    def build(cls, block, users_features) -> "Constraints":
-        """From the config block and a frame of the users' features (one row per user decided for)."""
-        costs = {name: (np.asarray(c["levels"], dtype=np.float64), float(c["budget_per_capita"]))
-                 for name, c in block["costs"].items()}
+    def build(cls, block: ConstraintsBlock, users_features) -> "Constraints":
+        """From campaign.yaml's `constraints:` block and a frame of the users' features (one row per
+        user decided for)."""
+        costs = {name: (np.asarray(c.levels, dtype=np.float64), c.budget_per_capita) for name, c in block.costs.items()}
         groups = {}
-        for name, g in block["groups"].items():
-            if g["feature"] not in users_features.columns:
-                raise DecisionError(f"constraints.groups.{name}: the users decided for have no feature {g['feature']!r} "
+        for name, g in block.groups.items():
+            if g.feature not in users_features.columns:
+                raise DecisionError(f"constraints.groups.{name}: the users decided for have no feature {g.feature!r} "
                                     f"(features: {', '.join(map(str, users_features.columns))})")
-            column = users_features[g["feature"]]
-            mask = (column.astype(str) == str(g["equals"])).to_numpy()
-            if column.dtype.kind in "fi" and isinstance(g["equals"], (int, float)):
-                mask = (column == g["equals"]).to_numpy()
-            groups[name] = (mask, float(g["budget_per_capita"]))
+            column = users_features[g.feature]
+            mask = (column.astype(str) == str(g.equals)).to_numpy()
+            if column.dtype.kind in "fi" and isinstance(g.equals, (int, float)):
+                mask = (column == g.equals).to_numpy()
+            groups[name] = (mask, g.budget_per_capita)
         return cls(costs, groups)
 
     def names(self) -> list[str]:

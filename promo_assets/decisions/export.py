@@ -164,7 +164,7 @@ def export_stored(con, campaign: str, outbox: Path, *, config, budgets: Sequence
         raise ExportError(f"decisions run {run_id} of campaign '{campaign}' left no decisions (its run failed)")
     paced = [float(b) for b, m in zip(stored["budget_per_capita"], stored["decision_manifest"])
              if "pacing" in json.loads(m)["entry"]]  # campaign.yaml `budget:`: today's paced decision
-    configured = [float(b) for b in config.budgets_per_capita] + paced
+    configured = list(config.budget_per_capita) + paced
     available = [float(b) for b in stored["budget_per_capita"]]
     shown = ", ".join(f"{b:g}" for b in configured)
     if budgets:

@@ -36,6 +36,7 @@ from typing import Sequence
 import numpy as np
 
 from promo_assets.allocation import decide
+from promo_assets.config.campaign import BudgetBlock
 from promo_assets.core.errors import DomainError
 from promo_assets.evaluation.plots import _figure, _png
 
@@ -62,13 +63,11 @@ class PeriodBudget:
         return (self.end - self.start).days + 1
 
     @classmethod
-    def from_config(cls, block) -> "PeriodBudget":
-        """From campaign.yaml's `budget:` block: {total | per_day, start, end, controller, gain}."""
-        start, end = _date(block["start"]), _date(block["end"])
-        days = (end - start).days + 1
-        total = float(block["total"]) if block.get("total") is not None else float(block["per_day"]) * days
-        return cls(total=total, start=start, end=end, controller=block.get("controller") or "ratio",
-                   gain=float(block.get("gain") or 1.0))
+    def from_config(cls, block: BudgetBlock) -> "PeriodBudget":
+        """From campaign.yaml's `budget:` block (total or per_day, start, end, controller, gain)."""
+        days = (block.end - block.start).days + 1
+        total = block.total if block.total is not None else block.per_day * days
+        return cls(total=total, start=block.start, end=block.end, controller=block.controller, gain=block.gain)
 
 
 def _date(value) -> dt.date:

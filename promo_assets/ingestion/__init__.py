@@ -769,11 +769,11 @@ def constraint_feature_problems(config: CampaignConfig, features: Iterable[str],
     """campaign.yaml `constraints.groups`: one problem per group whose `feature` is not among
     `features` (the feature columns of `where`), naming the key. A cap on a column that does not exist
     would be a cap on an empty group; it is refused before anything is decided."""
-    groups = ((config.constraint_settings or {}).get("groups") or {})
+    groups = config.constraints.groups if config.constraints else {}
     have = sorted(set(map(str, features)) - set(REQUIRED) - set(OPTIONAL))
     shown = ", ".join(have) if have else "none"
-    return [f"'constraints.groups.{name}.feature' = {g['feature']!r}: {where} have no such feature column "
-            f"(features: {shown})" for name, g in groups.items() if g["feature"] not in have]
+    return [f"'constraints.groups.{name}.feature' = {g.feature!r}: {where} have no such feature column "
+            f"(features: {shown})" for name, g in groups.items() if g.feature not in have]
 
 
 def events_file_columns(landing: Path, campaign: str) -> set[str]:
@@ -795,7 +795,7 @@ def events_file_columns(landing: Path, campaign: str) -> set[str]:
 def check_constraint_features(landing: Path, campaign: str, config: CampaignConfig) -> None:
     """CampaignConfigError naming every `constraints.groups.<name>.feature` that is no feature column
     of the campaign's events day files (`promo run` checks it with campaign.yaml, before any run)."""
-    if not ((config.constraint_settings or {}).get("groups")):
+    if not (config.constraints and config.constraints.groups):
         return
     problems = constraint_feature_problems(config, events_file_columns(landing, campaign),
                                            f"the events day files of campaign '{campaign}'")

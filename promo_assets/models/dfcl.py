@@ -380,7 +380,7 @@ def train_dfcl(gradient: str, data: TrainingData, params: dict[str, Any], *, see
     else:
         train_users = data.frame.loc[data.frame["split"].astype(str) == "train"]
         v, c = warm.predict(train_users)
-        lams = lambda_grid(v, c, config.budgets_per_capita, int(params["grid_size"]))
+        lams = lambda_grid(v, c, config.budget_per_capita, int(params["grid_size"]))
     curves = Curves(config, warm.targets)
     loss_fn = dfcl_loss(gradient, config.response, config.cost == "column", curves, lams, float(params["alpha"]),
                         float(params.get("tau", 1.0)), str(params.get("clip", "fix")), float(params.get("h", 0.01)))
@@ -426,7 +426,7 @@ class _DFCL(TorchResponseModel):
 
     @classmethod
     def applies_to(cls, config: CampaignConfig) -> str | None:
-        if not config.budgets_per_capita:
+        if not config.budget_per_capita:
             return "needs budget_per_capita (the lambda grid is derived from the campaign's budgets)"
         return None
 

@@ -258,7 +258,7 @@ def train_dipn_bias(frame: pd.DataFrame, config: CampaignConfig, numeric: list[s
                            "training events (never logged in the training days); DIPN learns its baseline at that level")
     kind = config.response
     arch_kwargs = dict(n_numeric=prep.encoder.n_numeric, cardinalities=prep.encoder.cardinalities,
-                       incentives=[float(x) for x in config.incentives], hidden=[int(h) for h in hidden],
+                       incentives=list(config.incentives), hidden=[int(h) for h in hidden],
                        bias_embedding_dim=int(hp["embedding_dim"]), uplift_embedding_dim=int(uplift_embedding_dim),
                        leaky_slope=float(hp["leaky_slope"]), cost_head=config.cost == "column", phase="bias",
                        bias_init=initial_link(kind, float(prep.train["response"].mean())))

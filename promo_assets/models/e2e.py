@@ -98,7 +98,7 @@ def common_problems(p: dict[str, Any]) -> list[str]:
 def budget_bounds(p: dict[str, Any], config: CampaignConfig) -> tuple[float, float]:
     if p["budget_range"] is not None:
         return float(p["budget_range"][0]), float(p["budget_range"][1])
-    budgets = [float(b) for b in config.budgets_per_capita]
+    budgets = list(config.budget_per_capita)
     if not budgets:
         raise ModelInputError(f"campaign {config.campaign!r} has no budget_per_capita: set "
                               "models.params.<e2e model>.budget_range")

@@ -268,8 +268,7 @@ def load_lgbm(version: str, root=None, expect: str | None = None) -> LGBMFitted:
     if expect is not None and payload.get("name") != expect:
         raise ModelInputError(f"{where} holds model {payload.get('name')!r}, not {expect!r}")
     c = payload["config"]
-    config = CampaignConfig(campaign=c["campaign"], incentives=tuple(c["incentives"]), labels=tuple(c["labels"]),
-                            ordered=c["ordered"], cost=c["cost"], response=c["response"])
+    config = CampaignConfig.from_record(c)
     model = LGBMFitted(payload["name"], payload["variant"], config, FeatureEncoder.from_state(payload["encoder"]),
                        payload["boosters"], payload["params"], payload["metrics"], payload["history"],
                        payload.get("estimator"))

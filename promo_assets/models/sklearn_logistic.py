@@ -79,8 +79,7 @@ class LogisticFitted:
         if not isinstance(p, dict) or p.get("format") != FORMAT:
             raise ModelInputError(f"model artefact {version!r} is not a logistic_s artefact")
         c = p["config"]
-        config = CampaignConfig(campaign=c["campaign"], incentives=tuple(c["incentives"]), labels=tuple(c["labels"]),
-                                ordered=c["ordered"], cost=c["cost"], response=c["response"])
+        config = CampaignConfig.from_record(c)
         return cls(p["name"], config, FeatureEncoder.from_state(p["encoder"]), p["coef"], p["intercept"],
                    p["metrics"], p["estimator"])
 

@@ -114,7 +114,7 @@ def monitor(con, campaign: str, config, *, population: pd.DataFrame | None, refe
     settings = config.monitoring
     decided = store.decided_days(con, campaign)
     loaded = store.event_days(con, campaign)
-    level_costs = [float(x) for x in config.incentives]
+    level_costs = list(config.incentives)
     cheapest = int(np.argmin(level_costs))
     days: list[DayOutcome] = []
     say = log or (lambda _m: None)

@@ -76,7 +76,7 @@ def gather(con, landing: Path, campaign: str, config, board_run: str | None = No
     if board.empty:
         raise ReportError(f"leaderboard run {board_run} of campaign '{campaign}' has no evaluation rows")
     data = ReportData(campaign, board_run, started, [str(x) for x in config.labels],
-                      [float(b) for b in config.budgets_per_capita], board,
+                      list(config.budget_per_capita), board,
                       con.execute(sql("report", "board_entries"), [campaign, board_run]).df())
     if _has(con, "data_checks"):
         data.checks = con.execute(sql("results", "run_data_checks"), [campaign, board_run]).fetchall()
@@ -84,7 +84,7 @@ def gather(con, landing: Path, campaign: str, config, board_run: str | None = No
     _champion(con, campaign, data, champion_run)
     _decisions(con, campaign, data, decisions_run)
     data.segments = con.execute(sql("report", "run_segments"), [campaign, board_run]).df()
-    data.period_budget = config.period_budget or None
+    data.period_budget = None if config.budget is None else config.budget.model_dump(mode="json")
     if data.decisions_run is not None and _has(con, "pacing"):
         data.pacing = con.execute(sql("report", "pacing_of_run"), [campaign, data.decisions_run]).df()
     _outcomes(con, campaign, config, data)

@@ -153,13 +153,13 @@ def read_campaign(con, landing: Path, campaign: str, lambdas_override: Mapping[f
     except ValueError as exc:
         return Unavailable(campaign, str(exc))
     features = model_features(models)
-    constraints = config.constraint_settings if multipliers else None
-    for block in (constraints or {}).get("groups", {}).values():  # a group's feature is sent with every user
-        features.setdefault(block["feature"], "categorical")
+    constraints = config.constraints if multipliers else None
+    for group in (constraints.groups if constraints else {}).values():  # a group's feature is sent with every user
+        features.setdefault(group.feature, "categorical")
     return CampaignState(
         campaign=campaign, champion=str(info["name"]), champion_version=str(info["version"]), members=members,
         weights=weights, versions=versions, models=tuple(models), lambdas=lambdas, features=features,
-        labels=tuple(config.labels), incentives=tuple(float(x) for x in config.incentives), share=share,
+        labels=tuple(config.labels), incentives=config.incentives, share=share,
         seed=seed, mix=np.asarray(mix, dtype=np.float64),
         decision_date=pd.Timestamp(first["decision_date"]).date(),
         decided_at=pd.Timestamp(first["decided_at"]).isoformat(), decisions_run_id=str(run_id),

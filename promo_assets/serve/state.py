@@ -38,6 +38,7 @@ import pandas as pd
 from promo_assets.allocation import decide
 from promo_assets.allocation.budgets import reduced_levels
 from promo_assets.core.coefficients import Coefficients
+from promo_assets.config.campaign import ConstraintsBlock
 from promo_assets.core.errors import DomainError
 from promo_assets.ingestion.ids import ID_TRIM
 from promo_assets.models.plan import ScoringPlan
@@ -103,7 +104,7 @@ class CampaignState:
     paced_budget: float | None = None
     pacing: Mapping[str, Any] | None = None
     multipliers: Mapping[float, Mapping[str, float]] | None = None  # campaign.yaml constraints: per budget
-    constraints: Mapping[str, Any] | None = None
+    constraints: ConstraintsBlock | None = None  # campaign.yaml `constraints:`
     extra: Mapping[str, Any] = field(default_factory=dict)
     plan: ScoringPlan | None = None  # compiled here (in the reload, before the state serves) when not given
 
@@ -357,14 +358,13 @@ class CampaignState:
         lam = self.lambdas[budget]
         mu = (self.multipliers or {}).get(budget)
         if mu and self.constraints:  # several budgets: the decisions' rule at their multipliers
-
             mats, mus = [costs], [mu["budget"]]
-            for name, block in self.constraints["costs"].items():
-                mats.append(np.broadcast_to(np.asarray(block["levels"], dtype=np.float64), costs.shape))
+            for name, cost_type in self.constraints.costs.items():
+                mats.append(np.broadcast_to(np.asarray(cost_type.levels, dtype=np.float64), costs.shape))
                 mus.append(mu[name])
-            frame = self.frame(rows) if self.constraints["groups"] else None
-            for name, block in self.constraints["groups"].items():
-                member = (frame[block["feature"]].astype(str) == str(block["equals"])).to_numpy()
+            frame = self.frame(rows) if self.constraints.groups else None
+            for name, group in self.constraints.groups.items():
+                member = (frame[group.feature].astype(str) == str(group.equals)).to_numpy()
                 mats.append(costs * member[:, None])
                 mus.append(mu[f"group:{name}"])
             policy = reduced_levels(values, costs, mats, mus)

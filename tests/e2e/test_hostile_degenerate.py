@@ -25,7 +25,7 @@ DEFAULT_MODELS = ("dipn", "lgbm_s", "lgbm_s_mono", "lgbm_t", "s_learner")
 
 
 def config(**kw) -> CampaignConfig:
-    return CampaignConfig(campaign="c", incentives=(0.0, 1.0, 2.0), labels=("0", "1", "2"), **kw)
+    return CampaignConfig(campaign="c", treatments={"levels": [0.0, 1.0, 2.0]}, **kw)
 
 
 def frame(levels, response, split="train") -> pd.DataFrame:

@@ -360,7 +360,7 @@ class EvaluationInputs:
 
     def kwargs(self, config, campaign: str) -> dict:
         """The holdout's keyword arguments of `evaluate_models` / `evaluate_random`."""
-        return dict(budgets=[float(b) for b in config.budgets_per_capita], campaign=campaign,
+        return dict(budgets=list(config.budget_per_capita), campaign=campaign,
                     true_values=self.true_values, true_costs=self.true_costs, dm_values=self.dm_values,
                     dm_costs=self.dm_costs, min_holdout_users=config.min_holdout_users)
 

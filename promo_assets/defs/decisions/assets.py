@@ -178,7 +178,7 @@ def champion_metadata(decision, settings, evidence, pct, budgets, board_run) -> 
 def champion(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
     campaign = context.partition_key
     config = landing.config(campaign)
-    budgets = [float(b) for b in config.budgets_per_capita]
+    budgets = list(config.budget_per_capita)
     settings = ChampionSettings.from_config(config.champion)
     ev, evidence, versions, incumbent, board_run, board_version = champion_inputs(context, warehouse, landing, campaign,
                                                                                 config)
@@ -273,10 +273,10 @@ def check_results(outcomes: dict) -> list[dg.AssetCheckResult]:
 def decision_constraints(warehouse: WarehouseResource, landing: LandingResource, campaign: str, config, users):
     """campaign.yaml `constraints:` for the users decided for (the group features from the population
     file, else the holdout events), or None when none is configured."""
-    block = config.constraint_settings
-    if not block:
+    block = config.constraints
+    if block is None:
         return None
-    features = sorted({g["feature"] for g in block["groups"].values()})
+    features = sorted({g.feature for g in block.groups.values()})
     frame = pd.DataFrame(index=pd.Index(users, name="user_id"))
     if features:
         with connect(warehouse) as con:
@@ -301,9 +301,9 @@ def decision_constraints(warehouse: WarehouseResource, landing: LandingResource,
 def paced_decision(warehouse: WarehouseResource, campaign: str, config, day: dt.date, response, cost):
     """(PeriodBudget, today's PacingDay, the earlier days) for campaign.yaml `budget:` when `day` is in
     its period, else None (promo_assets.decisions.pacing)."""
-    if not config.period_budget:
+    if config.budget is None:
         return None
-    budget = PeriodBudget.from_config(config.period_budget)
+    budget = PeriodBudget.from_config(config.budget)
     if not budget.start <= day <= budget.end:
         return None
     with connect(warehouse) as con:
@@ -344,7 +344,7 @@ def decide_all(warehouse: WarehouseResource, landing: LandingResource, campaign:
     """(DecisionSet, pacing or None): every configured budget's decision, the day's paced decision of a
     period budget (its entry tagged `pacing`) and the constraints of campaign.yaml kept in each."""
     paced = paced_decision(warehouse, campaign, config, day, response, cost)
-    budgets = list(config.budgets_per_capita)
+    budgets = list(config.budget_per_capita)
     if paced is not None:  # the period budget's decision: the per-capita budget its λ spends, predicted
         paced_b = round(paced[1].predicted / len(users), 10)
         if paced_b not in budgets:

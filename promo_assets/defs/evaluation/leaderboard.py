@@ -199,7 +199,7 @@ def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
             ev = evaluation_inputs(context, con, landing, campaign, config)
             frames, specs = assemble(con, campaign, entries, ev, config.n_levels)
             champion = current_champion(con, campaign)
-            kept = budgets_kept(con, campaign, entries) if config.constraint_settings else []
+            kept = budgets_kept(con, campaign, entries) if config.constraints else []
         random = evaluate_random(*ev.logged, log=log_to(context), **ev.kwargs(config, campaign))
         random["run_id"] = context.run_id
         entries.append({"model": RANDOM_MODEL, "model_version": RANDOM_VERSION, "evaluation_run_id": context.run_id,

@@ -433,9 +433,9 @@ def allocate_several(con, context, campaign: str, model: str, run_id: str, versi
 
 
 def budgets(config) -> list[float]:
-    if not config.budgets_per_capita:
+    if not config.budget_per_capita:
         raise dg.Failure(f"campaign '{config.campaign}' has no budget_per_capita in campaign.yaml")
-    return [float(b) for b in config.budgets_per_capita]
+    return list(config.budget_per_capita)
 
 
 def dual_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
@@ -457,7 +457,7 @@ def dual_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
         _, meta, coef_version = upstream(context, coef_key)
         version = meta["model_version"]
         several = []
-        if config.constraint_settings:  # several budgets: solve_multi on the population's coefficients
+        if config.constraints:  # several budgets: solve_multi on the population's coefficients
             with connect(warehouse) as con:
                 users, values, costs = coefficient_arrays(con, campaign, model.name, version, "population", config.n_levels)
             constraints = model_constraints(warehouse, landing, campaign, config, users)
@@ -524,7 +524,7 @@ def allocation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
         campaign = context.partition_key
         config = landing.config(campaign)
         run_id, meta, dual_version = upstream(context, dual_key)
-        if config.constraint_settings:  # several budgets: the levels at the stored multipliers
+        if config.constraints:  # several budgets: the levels at the stored multipliers
             with connect(warehouse) as con:
                 users, values, costs = coefficient_arrays(con, campaign, model.name, meta["model_version"], "population",
                                                           config.n_levels)
@@ -602,7 +602,7 @@ def holdout_decisions(context, warehouse, landing, campaign: str, config, model:
     v, c = ev.align(users, values, costs, model)
     hold = {model: {b: d if isinstance(d, str) else ev.align_levels(users, d) for b, d in decisions.items()}}
     use_rows = []
-    if config.constraint_settings:  # several budgets: the stored multipliers applied to the holdout
+    if config.constraints:  # several budgets: the stored multipliers applied to the holdout
         with connect(warehouse) as con:
             use_rows = evaluate_several(con, campaign, model, made, config, ev, v, c, hold[model])
     return ev, (v, c), hold, lineage, use_rows
@@ -613,8 +613,8 @@ def evaluate_several(con, campaign: str, model: str, made, config, ev, response,
     coefficients (`allocation.budgets.evaluate_budgets`); `decisions` (budget -> levels) takes those
     levels, and the rows of each budget's use (predicted; true and at matched true spend with truth)
     are returned for budget_multipliers."""
-    block = config.constraint_settings
-    features = sorted({g["feature"] for g in block["groups"].values()})
+    block = config.constraints
+    features = sorted({g.feature for g in block.groups.values()})
     missing = constraint_feature_problems(config, loaded_features(con, campaign), f"the loaded events of campaign '{campaign}'")
     if missing:  # never a query on a column that is not there
         raise dg.Failure("campaign.yaml: " + "; ".join(missing))

@@ -17,7 +17,6 @@ from promo_assets import allocation as al
 from promo_assets.allocation import (
     AllocationInputError,
     InfeasibleBudgetError,
-    OnlinePolicy,
     decide,
     dual_objective,
     frontier,
@@ -26,6 +25,7 @@ from promo_assets.allocation import (
     solve_ratio,
 )
 from promo_assets.allocation import solver as solver_mod
+from promo_assets.decisions import OnlinePolicy
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

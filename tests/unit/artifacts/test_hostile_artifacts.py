@@ -58,7 +58,7 @@ def small_model():
     frame = pd.DataFrame({"x": rng.normal(size=n), "level": rng.integers(0, 3, n),
                           "response": rng.integers(0, 2, n).astype(float), "ips_weight": 1.0,
                           "split": np.where(np.arange(n) < 240, "train", "validation")})
-    config = CampaignConfig(campaign="t", incentives=(0.0, 1.0, 2.0), labels=("0", "1", "2"))
+    config = CampaignConfig(campaign="t", treatments={"levels": [0.0, 1.0, 2.0]})
     return registry.create("s_learner", {"max_epochs": 1}).fit(TrainingData(config, frame, ["x"], [])).model_, frame
 
 
@@ -99,7 +99,7 @@ def test_a_crafted_pickle_never_runs(store, tmp_path, case, how):
 def test_a_damaged_artefact_is_missing_naming_the_file(store, case):
     if "lightgbm" in case:
         _, frame = small_model()
-        config = CampaignConfig(campaign="t", incentives=(0.0, 1.0, 2.0), labels=("0", "1", "2"))
+        config = CampaignConfig(campaign="t", treatments={"levels": [0.0, 1.0, 2.0]})
         model = registry.create("lgbm_s").fit(TrainingData(config, frame, ["x"], [])).model_
     else:
         model, _ = small_model()

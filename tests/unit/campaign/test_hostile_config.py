@@ -135,12 +135,12 @@ def test_every_problem_of_a_file_is_reported_at_once(tmp_path):
 
 ACCEPTED_CONFIGS = {
     "accepted-budget-as-one-number": ("treatments:\n  levels: [0, 1]\nbudget_per_capita: 2\n",
-                                      lambda c: c.budgets_per_capita == (2.0,)),
+                                      lambda c: c.budget_per_capita == (2.0,)),
     "accepted-integer-where-a-number-is-expected": (BASE + "ips_clip: 10\nvalidation_fraction: 0\n",
                                                     lambda c: c.ips_clip == 10.0 and c.validation_fraction == 0.0),
     "accepted-arm-labels-written-as-numbers": ("treatments:\n  arms: {0: 0, 1: 1.5}\n",
                                                lambda c: c.labels == ("0", "1") and not c.ordered),
-    "accepted-no-budget-yet": ("treatments:\n  levels: [0, 1]\n", lambda c: c.budgets_per_capita == ()),
+    "accepted-no-budget-yet": ("treatments:\n  levels: [0, 1]\n", lambda c: c.budget_per_capita == ()),
     "accepted-simulator-provenance-block": (BASE + "simulation:\n  preset: demo\n  start: 2026-01-01\n",
                                             lambda c: c.simulation["preset"] == "demo"),
 }
@@ -174,7 +174,7 @@ def test_every_simulator_preset_writes_a_valid_campaign_yaml(tmp_path):
     for preset in ("demo", "e2e_synthetic", "dipn_synthetic_1", "bipartite"):
         summary = simulate(preset, f"p-{preset}", tmp_path, days=2, users=60, seed=0, start=dt.date(2026, 1, 1))
         config = CampaignConfig.load(summary.campaign_dir)
-        assert config.campaign == f"p-{preset}" and config.budgets_per_capita
+        assert config.campaign == f"p-{preset}" and config.budget_per_capita
 
 
 # ------------------------------------------------------------------------------------ campaign names

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from promo_assets.config.campaign import ConstraintsBlock
 from promo_assets.decisions import Constraints, DecisionError, Exploration, decide_with_exploration
 
 DAY = dt.date(2026, 4, 1)
@@ -28,7 +29,7 @@ def test_every_budget_is_kept_and_the_single_budget_path_is_unchanged():
     v, c, feats = _problem()
     block = {"costs": {"sms": {"levels": [0.0, 0.05, 0.05, 0.05], "budget_per_capita": 0.02}},
              "groups": {"a": {"feature": "city", "equals": "a", "budget_per_capita": 0.1}}}
-    cons = Constraints.build(block, feats)
+    cons = Constraints.build(ConstraintsBlock.model_validate(block), feats)
     exp = Exploration(share=0.1, seed=3)
     got = decide_with_exploration(v, c, 0.25, exp, DAY, cons)
     rows = np.arange(len(v))
@@ -51,9 +52,10 @@ def test_a_constraint_the_exploration_cannot_pay_for_is_refused_by_name():
     v, c, feats = _problem()
     block = {"costs": {"sms": {"levels": [0.0, 1.0, 1.0, 1.0], "budget_per_capita": 0.05}}, "groups": {}}
     with pytest.raises(DecisionError, match="budget 'sms' cannot pay for the exploration share"):
-        decide_with_exploration(v, c, 0.25, Exploration(share=0.2, seed=1), DAY, Constraints.build(block, feats))
+        decide_with_exploration(v, c, 0.25, Exploration(share=0.2, seed=1), DAY, Constraints.build(ConstraintsBlock.model_validate(block), feats))
     with pytest.raises(DecisionError, match="no feature 'town'"):
-        Constraints.build({"costs": {}, "groups": {"x": {"feature": "town", "equals": "a", "budget_per_capita": 1}}},
+        Constraints.build(ConstraintsBlock.model_validate(
+            {"costs": {}, "groups": {"x": {"feature": "town", "equals": "a", "budget_per_capita": 1.0}}}),
                           feats)
 
 

@@ -8,6 +8,7 @@ import datetime as dt
 import numpy as np
 import pytest
 
+from promo_assets.config.campaign import BudgetBlock
 from promo_assets.decisions.pacing import (
     PacingDay,
     PacingError,
@@ -50,7 +51,8 @@ def test_plan_spreads_the_budget_left_over_the_days_left():
     assert plan_for(b, START + dt.timedelta(days=2), history) == pytest.approx(1170.0 / 12)
     with pytest.raises(PacingError, match="outside the budget's period"):
         plan_for(b, START + dt.timedelta(days=14), [])
-    per_day = PeriodBudget.from_config({"per_day": 50, "start": "2026-05-01", "end": "2026-05-10"})
+    per_day = PeriodBudget.from_config(BudgetBlock.model_validate(
+        {"per_day": 50.0, "start": "2026-05-01", "end": "2026-05-10"}))
     assert per_day.total == 500 and per_day.days == 10
 
 

@@ -567,7 +567,7 @@ def test_negative_predicted_costs_are_explained_in_the_campaigns_terms(case):
     from promo_assets.config.campaign import CampaignConfig
     from promo_assets.models.base import negative_cost_problem
 
-    config = CampaignConfig(campaign="c", incentives=(0.0, 1.0, 3.0), labels=("0", "1", "3"), response="continuous")
+    config = CampaignConfig(campaign="c", treatments={"levels": [0.0, 1.0, 3.0]}, response="continuous")
     costs = np.array([[0.0, 1.0, 2.0], [0.0, -5.0, -3.6e8]])
     message = negative_cost_problem("s_learner", config, costs, np.array(["a", "b"]))
     assert message.startswith("s_learner: 2 predicted costs are negative (first: user b, level '1', cost -5)")

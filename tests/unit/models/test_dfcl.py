@@ -242,12 +242,12 @@ def test_one_dfcl_fit_serves_every_budget(tmp_path, monkeypatch):
     from promo_assets.allocation.errors import InfeasibleBudgetError
 
     spends = []
-    for b in config.budgets_per_capita:   # one model, six budgets (a 2-epoch cost head may make the
+    for b in config.budget_per_capita:   # one model, six budgets (a 2-epoch cost head may make the
         try:                              # smallest ones infeasible: the pipeline reports those)
             spends.append(solve(v, c, b, per_capita=True, rounding="down").cost / len(v))
         except InfeasibleBudgetError:
             assert not spends
-    assert len(config.budgets_per_capita) == 6 and len(spends) >= 3 and np.all(np.diff(spends) >= 0)
+    assert len(config.budget_per_capita) == 6 and len(spends) >= 3 and np.all(np.diff(spends) >= 0)
 
 
 def test_training_loop_monitor_keeps_the_starting_parameters_when_no_epoch_beats_them():

@@ -48,7 +48,7 @@ def test_multi_attribute_levels_and_accessors(tmp_path):
     assert c.labels == ("0", "1", "2", "3")       # the events' treatment names a level by its index
     assert c.level_of(2) == 2 and c.level_of("3") == 3 and c.level_of("4") is None
     # a config rebuilt from a stored artefact (lists) is equal to the parsed one
-    again = CampaignConfig(**{k: (list(map(list, v)) if k == "level_attributes" else v) for k, v in c.to_dict().items()})
+    again = CampaignConfig.from_record(c.to_dict())
     assert again.level_attributes == c.level_attributes and again.attributes == c.attributes
 
 

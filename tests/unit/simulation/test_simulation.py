@@ -142,8 +142,8 @@ def test_truth_covers_every_user_and_level_and_curves_are_monotone(campaigns, na
     expected_cost = values * incentives if config.cost == "redeemed" else np.broadcast_to(incentives, values.shape)
     np.testing.assert_allclose(costs, expected_cost)
     # every budget lies between the cheapest and the dearest allocation
-    assert config.budgets_per_capita
-    for b in config.budgets_per_capita:
+    assert config.budget_per_capita
+    for b in config.budget_per_capita:
         assert costs.min(axis=1).mean() < b < costs.max(axis=1).mean()
     events = _events(s.campaign_dir)
     assert set(events["user_id"]) <= set(truth_user_ids(s.campaign_dir))
@@ -226,7 +226,7 @@ def test_dipn_presets_match_the_paper_setup(campaigns, name, n):
     d = sims[name].campaign_dir
     config = CampaignConfig.load(d)
     assert config.incentives == tuple(float(i) for i in range(1, 101))
-    assert 11.0 in config.budgets_per_capita and config.cost == "redeemed"
+    assert 11.0 in config.budget_per_capita and config.cost == "redeemed"
     pop = pd.read_parquet(next((d / "population").glob("*.parquet")))
     assert [pop[f"cat{j + 1}"].nunique() <= k for j, k in enumerate(n)] == [True] * 3
     values, _ = truth_arrays(d, pop["user_id"].to_numpy())
@@ -247,7 +247,7 @@ def test_e2e_generator_marginals_follow_the_paper(campaigns):
     s = sims["e2e_synthetic"]
     config = CampaignConfig.load(s.campaign_dir)
     assert config.incentives == (1.0, 2.0, 3.0, 4.0) and config.cost == "assigned"
-    assert 2.0 in config.budgets_per_capita
+    assert 2.0 in config.budget_per_capita
     values, costs = truth_arrays(s.campaign_dir)
     np.testing.assert_array_equal(costs, np.broadcast_to([1.0, 2.0, 3.0, 4.0], costs.shape))
     v1, k = values[:, 0], np.diff(values, axis=1)

@@ -33,7 +33,7 @@ def test_uplift_two_arm_is_a_two_arm_rct_with_visit_cost_and_conversion_value(tw
     assert uplift_v.mean() > 0.03 and 0.0 < (uplift_v < 0).mean() < 0.1  # heterogeneous, a few negative
     ratio = uplift_v / uplift_c
     assert np.percentile(ratio, 90) > 2.0 * np.percentile(ratio, 10)  # the ranking target varies
-    budgets = config.budgets_per_capita
+    budgets = config.budget_per_capita
     assert all(costs[:, 0].mean() < b < costs[:, 1].mean() for b in budgets)
     events = pd.concat(pd.read_parquet(f) for f in sorted((d / "events").glob("*.parquet")))
     assert len(events) == 40000
