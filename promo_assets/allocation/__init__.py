@@ -31,6 +31,9 @@ Public API
     ``costs`` and ``response`` (totals, non-decreasing) at every breakpoint; ``response_at(budget)``,
     ``lambda_at(budget)``, ``levels_at(budget)``, ``allocation(budget)`` reuse it without
     re-solving; ``to_frame()`` for plots.
+``BudgetPlan.of(budgets, constraints)``
+    The budgets a campaign's allocation keeps, one or several per incentive budget: ``solve``,
+    ``decide``, ``evaluate`` (``allocation.plan``).
 ``decide(response, cost, lambda_, ratio=None)``, ``dual_objective(response, cost, lambda_, budget)``
     The per-user argmax rule and the dual function, for evaluation code.
 ``tie_share(response, cost, lambda_, budget)``, ``decide_at(response, cost, lambda_, share, seed)``
@@ -46,12 +49,14 @@ from ._checks import check_solve_size
 from .errors import AllocationInputError, InfeasibleBudgetError, SolveTooLargeError
 from .frontier import Frontier, frontier
 from .multi import MultiAllocation, solve_multi
+from .plan import BudgetPlan
 from .at_lambda import decide_at, tie_share
 from .decision import decide, decide_at_lambdas
 from .solver import Allocation, dual_objective, solve, solve_ratio
 
 __all__ = [
     "Allocation",
+    "BudgetPlan",
     "decide_at_lambdas",
     "AllocationInputError",
     "SolveTooLargeError",

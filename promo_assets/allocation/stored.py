@@ -5,9 +5,9 @@ the `frames.coefficients` statement, in its user order), never all in memory.
 `StoredCoefficients` is a *streamed* chunk source (`chunked.ChunkRunner`): each pass re-runs the
 statement on a cursor of its own and cuts the stream into chunks of `rows` users on the client; on
 Dask the chunks read are sent to the workers as tasks (the workers never open the warehouse, which
-the run's process holds). `decide_into_allocation` writes the decision at a stored λ* to the table
-allocation chunk by chunk, on the caller's connection (inside its transaction: all rows or none);
-`sampled_frontier` is the budget–value frontier of a uniform sample of at most `FRONTIER_USERS`
+the run's process holds). `BudgetPlan.decide` hands the decision at a stored λ* to a sink chunk by
+chunk (the allocation asset writes the rows on its connection, inside its transaction: all rows or
+none); `sampled_frontier` is the budget–value frontier of a uniform sample of at most `FRONTIER_USERS`
 users (every user below that: the exact frontier).
 """
 
@@ -16,15 +16,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
-import pandas as pd
 
-from promo_assets.allocation.chunked import solve_chunked, tie_share_chunked
-from promo_assets.allocation.errors import InfeasibleBudgetError
-from promo_assets.store.warehouse import registered, sql
-
-from .chunked import ChunkRunner, chunk_sample, decide_at_chunked
-from .errors import AllocationInputError
-from .frontier import Frontier, frontier
+from promo_assets.allocation.chunked import ChunkRunner, chunk_sample, solve_chunked, tie_share_chunked
+from promo_assets.allocation.errors import AllocationInputError, InfeasibleBudgetError
+from promo_assets.allocation.frontier import Frontier, frontier
+from promo_assets.store.warehouse import sql
 
 #: users of the frontier plotted in budget_dual's metadata (a uniform sample above this)
 FRONTIER_USERS = 200_000
@@ -94,21 +90,6 @@ def sampled_frontier(source, *, client=None, users: int = FRONTIER_USERS, seed: 
     vs = np.concatenate([parts[i]["v"] for i in range(len(parts))])
     cs = np.concatenate([parts[i]["c"] for i in range(len(parts))])
     return frontier(vs, cs), int(vs.shape[0])
-
-
-def decide_into_allocation(con, source: StoredCoefficients, row: list, lambda_: float, share: float,
-                           incentives, *, client=None) -> dict:
-    """The levels at the stored λ* (`decide_at`'s rule, chunked) written to allocation chunk by chunk on
-    `con` (`row`: the insert_allocation parameters campaign, model, version, budget, run id); returns
-    {"users", "cost", "level_counts"}."""
-    incentives = np.asarray(incentives, dtype=np.float64)
-
-    def sink(i, first, levels, ids):
-        frame = pd.DataFrame({"user_id": ids, "level": levels, "incentive": incentives[levels]})
-        with registered(con, "alloc_df", frame):
-            con.execute(sql("frames", "insert_allocation"), row)
-
-    return decide_at_chunked(source, lambda_, share, seed=0, client=client, sink=sink)
 
 
 def frontier_points(source, *, client=None, points: int = 12) -> list[dict]:

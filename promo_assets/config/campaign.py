@@ -20,6 +20,7 @@ import logging
 import math
 import re
 import reprlib
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -482,6 +483,18 @@ class MonitoringBlock(_Block):
     """With `retrain`, the training events before the detected change keep this share of their weight."""
 
 
+@dataclass(frozen=True)
+class _Levels:
+    """The levels of a `treatments` block as the pipeline reads them (`CampaignConfig`'s properties)."""
+
+    incentives: tuple[float, ...]
+    labels: tuple[str, ...]
+    ordered: bool
+    attributes: tuple[str, ...] = ()
+    directions: tuple[str, ...] = ()
+    level_attributes: tuple[tuple[float, ...], ...] = ()
+
+
 class CampaignConfig(_Block):
     """A campaign's configuration: the whole of its campaign.yaml (every key, its type, range and
     default; the keys are the file's keys) and the campaign's name (its folder's, never a key of the
@@ -624,44 +637,44 @@ class CampaignConfig(_Block):
 
     # ---- the levels, derived from `treatments`
     @cached_property
-    def _levels(self) -> tuple:
-        """(incentives, labels, ordered, attributes, directions, level_attributes) of `treatments`."""
+    def _levels(self) -> "_Levels":
+        """The levels of `treatments`, read once."""
         t = self.treatments
         if t.levels is not None and _levels_kind(t.levels) == "attribute_rows":
             attributes = tuple(t.attributes or ())
             cost_attr = t.cost.attribute if t.cost is not None else "amount"
-            return (tuple(float(row[cost_attr]) for row in t.levels), tuple(str(i) for i in range(len(t.levels))),
-                    False, attributes, tuple(a.monotone for a in (t.attributes or {}).values()),
-                    tuple(tuple(float(row[a]) for a in attributes) for row in t.levels))
+            return _Levels(tuple(float(row[cost_attr]) for row in t.levels), tuple(str(i) for i in range(len(t.levels))),
+                           False, attributes, tuple(a.monotone for a in (t.attributes or {}).values()),
+                           tuple(tuple(float(row[a]) for a in attributes) for row in t.levels))
         if t.levels is not None:
             incentives = tuple(float(x) for x in t.levels)
-            return incentives, tuple(_label(x) for x in incentives), True, (), (), ()
-        return tuple(float(v) for v in t.arms.values()), tuple(str(k) for k in t.arms), False, (), (), ()
+            return _Levels(incentives, tuple(_label(x) for x in incentives), True)
+        return _Levels(tuple(float(v) for v in t.arms.values()), tuple(str(k) for k in t.arms), False)
 
     @property
     def incentives(self) -> tuple[float, ...]:
-        return self._levels[0]
+        return self._levels.incentives
 
     @property
     def labels(self) -> tuple[str, ...]:
-        return self._levels[1]
+        return self._levels.labels
 
     @property
     def ordered(self) -> bool:
         """True for ascending amounts (`treatments.levels`), False for arms and multi-attribute levels."""
-        return self._levels[2]
+        return self._levels.ordered
 
     @property
     def attributes(self) -> tuple[str, ...]:
-        return self._levels[3]
+        return self._levels.attributes
 
     @property
     def directions(self) -> tuple[str, ...]:
-        return self._levels[4]
+        return self._levels.directions
 
     @property
     def level_attributes(self) -> tuple[tuple[float, ...], ...]:
-        return self._levels[5]
+        return self._levels.level_attributes
 
     @property
     def n_levels(self) -> int:

@@ -16,10 +16,11 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from promo_assets.core.errors import DomainError
 from promo_assets.decisions.checks import CHECK_NAMES, check_decisions
 from promo_assets.decisions.exploration import Constraints, Decision, Exploration, decide_with_exploration
 from promo_assets.decisions.outbox import DECISION_COLUMNS, read_manifest, write_outbox
-from promo_assets.core.errors import DomainError
+from promo_assets.store.warehouse import sql
 
 
 class ExportError(DomainError, ValueError):
@@ -149,8 +150,6 @@ def export_stored(con, campaign: str, outbox: Path, *, config, budgets: Sequence
     (`promo export`). Never solves again. Returns (folder, manifest, [(budget, checks)]).
     Raises ExportError: no decisions yet, a budget not configured or not stored, a check that fails
     (nothing is written then); OutboxError when the outbox cannot be written."""
-    from promo_assets.store.warehouse import sql
-
     if run_id is None:
         found = con.execute(sql("decisions", "latest_decisions_run"), [campaign]).fetchone()
         if found is None:

@@ -39,6 +39,7 @@ from promo_assets.allocation import decide
 from promo_assets.config.campaign import BudgetBlock
 from promo_assets.core.errors import DomainError
 from promo_assets.evaluation.plots import _figure, _png
+from promo_assets.store.warehouse import sql
 
 CONTROLLERS = ("ratio", "dual")
 
@@ -185,8 +186,6 @@ def stored_history(con, campaign: str) -> list[PacingDay]:
     with `pacing`, rct_events joined with the run's decisions)."""
     import json
 
-    from promo_assets.store.warehouse import sql
-
     latest: dict[str, tuple] = {}
     for run_id, day, budget, manifest, _ in con.execute(sql("decisions", "paced_days"), [campaign]).fetchall():
         latest[str(day)[:10]] = (run_id, day, budget, json.loads(manifest)["entry"]["pacing"])
@@ -211,8 +210,6 @@ def stored_history(con, campaign: str) -> list[PacingDay]:
 def prior_ratio(con, campaign: str, n_users: int) -> float:
     """The share of the users decided for expected back on a day before any paced day came back: the
     mean number of distinct users per loaded day over the users decided for (at most 1)."""
-    from promo_assets.store.warehouse import sql
-
     mean = con.execute(sql("decisions", "users_per_day"), [campaign]).fetchone()[0]
     return min(1.0, float(mean) / n_users) if mean and n_users else 1.0
 
@@ -234,8 +231,6 @@ def store_pacing(con, campaign: str, run_id: str, decision_date: dt.date, budget
                  rows: Sequence[dict]) -> None:
     """Write `pacing_table` rows as decisions run `run_id` saw them into table pacing (call inside the
     run's results transaction)."""
-    from promo_assets.store.warehouse import sql
-
     for r in rows:
         con.execute(sql("decisions", "insert_pacing"), [
             campaign, run_id, decision_date.isoformat(), r["day"], float(r["plan"]), float(r["predicted spend"]),

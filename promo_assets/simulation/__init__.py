@@ -44,6 +44,7 @@ import pandas as pd
 from promo_assets.config import settings
 from promo_assets.config.campaign import CampaignNameError, check_campaign_name
 from promo_assets.decisions.outbox import OutboxError, decision_file_date, read_decision_file
+from promo_assets.ingestion.ids import clean_user_ids
 from promo_assets.simulation import (
     coman as _coman,
     demo as _demo,
@@ -227,8 +228,6 @@ def respond(campaign_dir: str | Path, decision_file: str | Path, day: dt.date, *
     only (`outbox.decision_file_date`: its manifest's, else its folder's name). Raises
     SimulationError (a bad or empty file, another day than the file's, unknown users, levels or
     propensities out of range, a campaign that was not simulated)."""
-    from promo_assets.ingestion.ids import clean_user_ids
-
     campaign_dir = Path(campaign_dir)
     spec, sim, change, kwargs = _stored_simulation(campaign_dir, preset, log)
     day = _day(day, "day")

@@ -199,8 +199,8 @@ def _failing_solver(monkeypatch, fail_at_call: int, action):
 
 KILL_SCRIPT = textwrap.dedent("""
     import os, sys
-    import promo_assets.allocation.stored as stored
-    real, calls = stored.decide_at_chunked, [0]
+    import promo_assets.allocation.plan as plan
+    real, calls = plan.decide_at_chunked, [0]
     def decide_at_chunked(*args, sink, **kwargs):
         calls[0] += 1
         def sink_then_die(*chunk):
@@ -208,7 +208,7 @@ KILL_SCRIPT = textwrap.dedent("""
             if calls[0] == int(sys.argv[1]):
                 os._exit(9)  # as kill -9: no cleanup, no rollback, no run status
         return real(*args, sink=sink_then_die, **kwargs)
-    stored.decide_at_chunked = decide_at_chunked
+    plan.decide_at_chunked = decide_at_chunked
     from promo_assets.cli.main import main
     main(["run", "--campaign", "demo", "--no-progress"])
 """)
@@ -255,9 +255,9 @@ def test_failed_and_killed_runs_leave_no_rows_and_the_report_keeps_the_previous_
     # an exception in the first model's allocation, after that model's budget_dual rows and its first
     # chunk of allocation rows were written: only that model's rows of the run are deleted (run
     # 'partial'); the other model's rows count
-    import promo_assets.allocation.stored as stored
+    import promo_assets.allocation.plan as plan
 
-    real, calls = stored.decide_at_chunked, [0]
+    real, calls = plan.decide_at_chunked, [0]
 
     def decide_at_chunked(*args, sink, **kwargs):
         calls[0] += 1
@@ -268,7 +268,7 @@ def test_failed_and_killed_runs_leave_no_rows_and_the_report_keeps_the_previous_
                 raise RuntimeError("decision exploded in the first model's allocation")
         return real(*args, sink=written_then_exploding, **kwargs)
 
-    monkeypatch.setattr(stored, "decide_at_chunked", decide_at_chunked)
+    monkeypatch.setattr(plan, "decide_at_chunked", decide_at_chunked)
     assert main(["run", "--no-progress"]) == 1
     err = capsys.readouterr().err
     failed_model = re.search(r"demo: (\w+)/allocation: decision exploded in the first model's allocation", err).group(1)
@@ -283,7 +283,7 @@ def test_failed_and_killed_runs_leave_no_rows_and_the_report_keeps_the_previous_
     entries = dict(_query(promo_env, "SELECT model, evaluation_run_id FROM leaderboard_entries WHERE run_id = ? "
                           "AND status = 'evaluated'", [board]))
     assert entries[failed_model] == good and entries[other] == partial
-    monkeypatch.setattr(stored, "decide_at_chunked", real)
+    monkeypatch.setattr(plan, "decide_at_chunked", real)
     assert main(["report", "--campaign", "demo"]) == 0
     out = capsys.readouterr().out
     assert board in out and all(re.search(rf"\b{m}\b", out) for m in MODELS)  # lgbm_s apart from lgbm_s_mono
@@ -331,9 +331,9 @@ def test_retention_current_budgets_history_and_an_infeasible_budget(after_one_ru
 
     # new budgets; 0.25 is made infeasible for every model: its costs + 1 per user
     _set_budgets(promo_env, [0.25, 1.0, 2.0])
-    import promo_assets.allocation.chunked as chunked
+    import promo_assets.allocation.stored as stored
 
-    real = chunked.solve_chunked
+    real = stored.solve_chunked
 
     class Dearer:
         """The pipeline's streamed coefficients with every cost + 1."""
@@ -351,7 +351,7 @@ def test_retention_current_budgets_history_and_an_infeasible_budget(after_one_ru
     def solve_chunked(source, budget, *args, **kwargs):
         return real(Dearer(source) if budget == 0.25 else source, budget, *args, **kwargs)
 
-    monkeypatch.setattr(chunked, "solve_chunked", solve_chunked)
+    monkeypatch.setattr(stored, "solve_chunked", solve_chunked)
     assert main(["run", "--no-progress"]) == 0  # the feasible budgets are solved, allocated and evaluated
     capsys.readouterr()
     second, second_board = _last_runs(promo_env)
@@ -386,7 +386,7 @@ def test_retention_current_budgets_history_and_an_infeasible_budget(after_one_ru
     assert history_budgets >= {f"{b:g}" for b in old_budgets} | {"0.25", "1", "2"}
 
     # a third run: PROMO_KEEP_RUNS=2 keeps the last two runs' results, in every results table
-    monkeypatch.setattr(chunked, "solve_chunked", real)
+    monkeypatch.setattr(stored, "solve_chunked", real)
     assert main(["run", "--no-progress"]) == 0
     third, third_board = _last_runs(promo_env)
     for table in ("budget_dual", "allocation", "policy_evaluation", "model_registry"):

@@ -27,15 +27,9 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
-from promo_assets.allocation import InfeasibleBudgetError, check_solve_size, decide_at
-from promo_assets.allocation.budgets import decide_budgets_at, evaluate_budgets, solve_budgets
-from promo_assets.allocation.chunked import ArraySource, decide_at_chunked, map_frame_stream, predict_chunk
-from promo_assets.allocation.stored import (
-    StoredCoefficients,
-    decide_into_allocation,
-    frontier_points,
-    solve_budgets_chunked,
-)
+from promo_assets.allocation.chunked import map_frame_stream, predict_chunk
+from promo_assets.allocation.plan import BudgetPlan, Holdout, Stored
+from promo_assets.allocation.stored import StoredCoefficients
 from promo_assets.causal.checks import cannot_learn, frame_checks
 from promo_assets.decisions import Constraints
 from promo_assets.defs.automation.conditions import model_condition
@@ -300,67 +294,26 @@ def coefficients_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
 
 
 # --------------------------------------------------------------------------------------------
-# decisions
+# decisions: the campaign's BudgetPlan (promo_assets.allocation.plan) solves, decides and evaluates;
+# these helpers read its inputs and store what it returns
 
 
-def solve_duals(context, con, campaign: str, model: str, version: str, config,
-                dask: DaskResource) -> tuple[list, list, list]:
-    """λ* and the tie share for every budget (stored in budget_dual; the chunked exact solver over the
-    stored coefficients read chunk by chunk, on the run's Dask cluster when it has one), the frontier
-    points (of a sample beyond `stored.FRONTIER_USERS` users) and the infeasible budgets (stored in
-    infeasible_budget)."""
-    client, source = population_source(con, campaign, model, version, config, dask)
-    n = source.n_users
+def budget_plan(warehouse: WarehouseResource, landing: LandingResource, campaign: str, config, users=None) -> BudgetPlan:
+    """The campaign's budgets, with campaign.yaml `constraints:` for `users` (the decisions' reading of
+    the users' group features) when it has some."""
+    constraints = (decision_constraints(warehouse, landing, campaign, config, [str(u) for u in users])
+                   if config.constraints is not None else None)
     with domain_errors():
-        check_solve_size(n, config.n_levels)  # the cap per solve, before the frontier's passes
-        curve = frontier_points(source, client=client)
-        solved = solve_budgets_chunked(source, budgets(config), client=client, log=context.log.info)
-    rows, infeasible = [], []
-    for b, *got in solved:
-        if isinstance(got[0], InfeasibleBudgetError):
-            context.log.warning(f"{model}: budget_per_capita {b:g} skipped: {got[0]}; the other budgets are solved")
-            infeasible.append(results.record_infeasible(con, campaign, model, version, b, got[0], context.run_id))
-            continue
-        res, share = got
-        models_store.record_dual(con, campaign, model, version, b, res, n, context.run_id, share)
-        rows.append({"budget_per_capita": b, "lambda_": float(res.lambda_), "tie_share": share,
-                     "response_per_capita": res.response / n, "cost_per_capita": res.cost / n,
-                     "dual_gap": float(res.dual_bound - res.response)})
-    return rows, curve, infeasible
+        return BudgetPlan.of(config.budget_per_capita, constraints, campaign)
 
 
-def solve_several(context, con, campaign: str, model: str, version: str, config, constraints, users, response, cost,
-                  dask: DaskResource) -> tuple[list, list, list, list]:
-    """campaign.yaml `constraints:`: every budget solved with the further budgets (`allocation.budgets.
-    solve_budgets`): λ* (the incentive budget's multiplier, tie share 0: the levels are the rule at the
-    multipliers) in budget_dual, every multiplier and predicted use in budget_multipliers; (the duals'
-    rows, the frontier points, the infeasible budgets, the multipliers' rows)."""
-    client, source = population_source(con, campaign, model, version, config, dask)
-    with domain_errors():
-        curve = frontier_points(source, client=client)
-        solved, failed = solve_budgets(response, cost, budgets(config), constraints.costs, constraints.groups,
-                                       log=context.log.info)
-    n = len(users)
-    rows, table, infeasible = [], [], []
-    for got in solved:
-        b = got.budget_per_capita
-        models_store.record_dual(con, campaign, model, version, b, got, n, context.run_id, 0.0)
-        models_store.record_multipliers(con, campaign, model, version, "population", pd.DataFrame(got.rows()),
-                                        context.run_id)
-        rows.append({"budget_per_capita": b, "lambda_": got.lambda_, "response_per_capita": got.response / n,
-                     "cost_per_capita": got.cost / n, "dual_gap": got.dual_bound - got.response,
-                     "every_budget_kept": got.respected})
-        table += [{"budget_per_capita": b, "budget": r["constraint_name"], "multiplier": float(f"{r['multiplier']:.6g}"),
-                   "use / budget": round(r["use_over_budget"], 4)} for r in got.rows()]
-    for b, exc in failed:
-        context.log.warning(f"{model}: budget_per_capita {b:g} skipped: {exc}; the other budgets are solved")
-        infeasible.append(results.record_infeasible(con, campaign, model, version, b, exc, context.run_id))
-    return rows, curve, infeasible, table
-
-
-def model_constraints(warehouse: WarehouseResource, landing: LandingResource, campaign: str, config, users):
-    """campaign.yaml `constraints:` for the population's `users` (None without): the decisions' own reading."""
-    return decision_constraints(warehouse, landing, campaign, config, [str(u) for u in users])
+def population_arrays(warehouse: WarehouseResource, campaign: str, model: str, version: str, config):
+    """(user ids, response, cost) of the population's stored coefficients, in memory: what several
+    budgets are solved over (None for one budget, solved chunk by chunk from the store)."""
+    if config.constraints is None:
+        return None
+    with connect(warehouse) as con:
+        return coefficient_arrays(con, campaign, model, version, "population", config.n_levels)
 
 
 def population_source(con, campaign: str, model: str, version: str, config, dask: DaskResource):
@@ -371,24 +324,45 @@ def population_source(con, campaign: str, model: str, version: str, config, dask
     return client, source
 
 
-def allocate(con, context, campaign: str, model: str, run_id: str, version: str, dual_version, config,
-             dask: DaskResource) -> tuple[list, list, dict]:
-    """The population's levels at the λ* budget_dual stored in run `run_id`, written to allocation chunk
-    by chunk (`stored.decide_into_allocation`, on the run's Dask cluster when it has one): the rows of
-    the metadata table, the infeasible budgets and the lineage."""
-
-    duals, infeasible, lineage = stored_duals(con, campaign, model, run_id, version, dual_version)
+def store_solution(context, con, campaign: str, model: str, version: str, config, plan: BudgetPlan, population,
+                   dask: DaskResource) -> tuple[list, list, list, list]:
+    """Solve every budget (`plan.solve`) and store it: λ* and the tie share per budget in budget_dual,
+    every multiplier and its predicted use in budget_multipliers (several budgets), the infeasible
+    budgets in infeasible_budget. Returns (the duals' rows, the frontier points, the infeasible budgets,
+    the multipliers' rows)."""
     client, source = population_source(con, campaign, model, version, config, dask)
-    rows = []
-    for b, lam, share in duals:
-        with domain_errors():
-            got = decide_into_allocation(con, source, [campaign, model, version, b, context.run_id], lam, share,
-                                         config.incentives, client=client)
-        share_of = got["level_counts"] / max(got["users"], 1)
-        rows.append({"budget_per_capita": b, "users": got["users"], "cost_per_capita": got["cost"] / max(got["users"], 1),
-                     **{f"share {lab}": round(float(s), 3) for lab, s in zip(config.labels, share_of)}})  # levels in order
-    return rows, [{"budget_per_capita": b, "message": f"budget {b:g} per capita cannot be met: {m}"}
-                  for b, m in infeasible], lineage
+    with domain_errors():
+        solution = plan.solve(source, population, client=client, log=context.log.info)
+    rows, table, infeasible = [], [], []
+    for got in solution.solved:
+        b = got.budget_per_capita
+        models_store.record_dual(con, campaign, model, version, b, got.result, got.n_users, context.run_id, got.tie_share)
+        rows.append(got.row())
+        if plan.several:
+            models_store.record_multipliers(con, campaign, model, version, "population",
+                                            pd.DataFrame(got.multiplier_rows()), context.run_id)
+            table += [{"budget_per_capita": b, "budget": r["constraint_name"], "multiplier": float(f"{r['multiplier']:.6g}"),
+                       "use / budget": round(r["use_over_budget"], 4)} for r in got.multiplier_rows()]
+    for b, exc in solution.infeasible:
+        context.log.warning(f"{model}: budget_per_capita {b:g} skipped: {exc}; the other budgets are solved")
+        infeasible.append(results.record_infeasible(con, campaign, model, version, b, exc, context.run_id))
+    return rows, solution.frontier, infeasible, table
+
+
+def stored_solution(con, campaign: str, model: str, run_id: str, version: str, dual_version: str | None,
+                    plan: BudgetPlan) -> tuple[Stored, list, dict]:
+    """What budget_dual stored in run `run_id` for model `version`: the solution (λ* and tie share per
+    budget; the multipliers for several budgets), the infeasible budgets and the lineage."""
+    duals, infeasible = models_store.duals_of_run(con, campaign, model, version, run_id)
+    if not duals and not infeasible:
+        raise dg.Failure(f"{key(model, 'budget_dual').to_user_string()} of run {run_id} left no λ* for {model} "
+                         f"{version} (its run failed and its rows were removed): re-materialize it")
+    lineage = {"model_version": version, "budget_dual_run": run_id, "budget_dual_version": dual_version,
+               "lambdas": md_table([{"budget_per_capita": float(b), "lambda_": float(f"{lam:.6g}"), "tie_share": round(float(s), 4)}
+                                    for b, lam, s in duals])}
+    multipliers = stored_multipliers(con, campaign, model, version, run_id, plan.names()) if plan.several else {}
+    return (Stored({float(b): (lam, s) for b, lam, s in duals}, multipliers), [(float(b), m) for b, m in infeasible],
+            lineage)
 
 
 def stored_multipliers(con, campaign: str, model: str, version: str, run_id: str, names: list[str]) -> dict:
@@ -403,39 +377,30 @@ def stored_multipliers(con, campaign: str, model: str, version: str, run_id: str
     return {b: [got[n] for n in names] for b, got in out.items()}
 
 
-def allocate_several(con, context, campaign: str, model: str, run_id: str, version: str, dual_version, config,
-                     constraints, users, response, cost) -> tuple[list, list, dict]:
-    """`allocate` under campaign.yaml `constraints:`: the population's levels at the multipliers
-    budget_dual stored (`allocation.budgets.decide_budgets_at`; solved again only where users tied at
-    them would exceed a budget), written to allocation: the metadata rows (each budget's use), the
-    infeasible budgets and the lineage."""
-    _, infeasible, lineage = stored_duals(con, campaign, model, run_id, version, dual_version)
-    names = constraints.names()
-    multipliers = stored_multipliers(con, campaign, model, version, run_id, names)
-    with domain_errors():
-        decided = decide_budgets_at(response, cost, multipliers, constraints.costs, constraints.groups)
+def decide_and_store(context, con, campaign: str, model: str, version: str, config, plan: BudgetPlan, stored: Stored,
+                     population, dask: DaskResource) -> list[dict]:
+    """The population's levels at the stored solution (`plan.decide`), written to allocation chunk by
+    chunk; the metadata rows (users, cost and level shares per budget; each budget's use for several)."""
+    client, source = population_source(con, campaign, model, version, config, dask)
     incentives = np.asarray(config.incentives, dtype=np.float64)
+
+    def sink_for(b: float):
+        def sink(i, first, levels, ids):
+            models_store.add_allocation(con, [campaign, model, version, b, context.run_id], pd.DataFrame(
+                {"user_id": ids, "level": levels.astype(np.int32), "incentive": incentives[levels]}))
+        return sink
+
+    with domain_errors():
+        decided = plan.decide(stored, source, population, sink_for=sink_for, client=client)
     rows = []
     for b, got in decided.items():
-        lv = got["levels"]
-        models_store.add_allocation(con, [campaign, model, version, b, context.run_id],
-                                    pd.DataFrame({"user_id": users, "level": lv.astype(np.int32), "incentive": incentives[lv]}))
-        share_of = np.bincount(lv, minlength=config.n_levels) / max(len(lv), 1)
-        rows.append({"budget_per_capita": b, "users": len(lv), "cost_per_capita": float(got["use"][0]) / max(len(lv), 1),
-                     **{f"{n} use / budget": round(float(u / t), 4) if t > 0 else 0.0
-                        for n, u, t in zip(names, got["use"], got["totals"])},
-                     "solved again": got["resolved"],
-                     **{f"share {lab}": round(float(s), 3) for lab, s in zip(config.labels, share_of)}})
-    lineage["multipliers"] = md_table([{"budget_per_capita": b, **{n: float(f"{m:.6g}") for n, m in zip(names, mu)}}
-                                       for b, mu in multipliers.items()])
-    return rows, [{"budget_per_capita": b, "message": f"budget {b:g} per capita cannot be met: {m}"}
-                  for b, m in infeasible], lineage
-
-
-def budgets(config) -> list[float]:
-    if not config.budget_per_capita:
-        raise dg.Failure(f"campaign '{config.campaign}' has no budget_per_capita in campaign.yaml")
-    return list(config.budget_per_capita)
+        n = max(got["users"], 1)
+        uses = ({f"{name} use / budget": round(float(u / t), 4) if t > 0 else 0.0
+                 for name, u, t in zip(plan.names(), got["use"], got["totals"])} | {"solved again": got["resolved"]}
+                if plan.several else {})
+        rows.append({"budget_per_capita": b, "users": got["users"], "cost_per_capita": got["cost"] / n, **uses,
+                     **{f"share {lab}": round(float(s), 3) for lab, s in zip(config.labels, got["level_counts"] / n)}})
+    return rows
 
 
 def dual_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
@@ -456,18 +421,12 @@ def dual_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
         config = landing.config(campaign)
         _, meta, coef_version = upstream(context, coef_key)
         version = meta["model_version"]
-        several = []
-        if config.constraints:  # several budgets: solve_multi on the population's coefficients
-            with connect(warehouse) as con:
-                users, values, costs = coefficient_arrays(con, campaign, model.name, version, "population", config.n_levels)
-            constraints = model_constraints(warehouse, landing, campaign, config, users)
-            with connect(warehouse) as con, results_write(context, con, campaign, "budget_dual", "infeasible_budget",
-                                                          "budget_multipliers"):
-                rows, curve, infeasible, several = solve_several(context, con, campaign, model.name, version, config,
-                                                                 constraints, users, values, costs, dask)
-        else:
-            with connect(warehouse) as con, results_write(context, con, campaign, "budget_dual", "infeasible_budget"):
-                rows, curve, infeasible = solve_duals(context, con, campaign, model.name, version, config, dask)
+        population = population_arrays(warehouse, campaign, model.name, version, config)
+        plan = budget_plan(warehouse, landing, campaign, config, None if population is None else population[0])
+        with connect(warehouse) as con, results_write(context, con, campaign, "budget_dual", "infeasible_budget",
+                                                      *(["budget_multipliers"] if plan.several else [])):
+            rows, curve, infeasible, several = store_solution(context, con, campaign, model.name, version, config, plan,
+                                                              population, dask)
         return dg.MaterializeResult(
             metadata={"model_version": version, "coefficients_version": coef_version, "duals": md_table(rows),
                       **({"multipliers": md_table(several)} if several else {}),
@@ -477,35 +436,6 @@ def dual_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
                                                  *([json.dumps(_jsonable(several))] if several else []))))
 
     return _dual
-
-
-def stored_decisions(con, campaign: str, model: str, target: str, k: int, run_id: str, version: str,
-                     dual_version: str | None, dask: DaskResource):
-    """The decision budget_dual stored in run `run_id` for model `version`: users, values, costs of
-    `target`, {budget: levels at λ* (decide_at; chunked, on the run's Dask cluster when it has one), or
-    the infeasible budget's message} and the lineage."""
-    users, values, costs = coefficient_arrays(con, campaign, model, version, target, k)
-    duals, infeasible, lineage = stored_duals(con, campaign, model, run_id, version, dual_version)
-    client = dask.client()
-    with domain_errors():
-        decisions = {float(b): decide_at(values, costs, lam, share, seed=0) if client is None else
-                     decide_at_chunked(ArraySource(values, costs, dask.chunk_rows(len(values))), lam, share, seed=0,
-                                       client=client) for b, lam, share in duals}
-    decisions.update({float(b): f"budget {b:g} per capita cannot be met: {msg}" for b, msg in infeasible})
-    return users, values, costs, decisions, lineage
-
-
-def stored_duals(con, campaign: str, model: str, run_id: str, version: str, dual_version: str | None):
-    """(λ* and tie share per budget, infeasible budgets) that budget_dual stored in run `run_id` for
-    model `version`, and the lineage."""
-    duals, infeasible = models_store.duals_of_run(con, campaign, model, version, run_id)
-    if not duals and not infeasible:
-        raise dg.Failure(f"{key(model, 'budget_dual').to_user_string()} of run {run_id} left no λ* for {model} "
-                         f"{version} (its run failed and its rows were removed): re-materialize it")
-    lineage = {"model_version": version, "budget_dual_run": run_id, "budget_dual_version": dual_version,
-               "lambdas": md_table([{"budget_per_capita": float(b), "lambda_": float(f"{lam:.6g}"), "tie_share": round(float(s), 4)}
-                                    for b, lam, s in duals])}
-    return [(float(b), lam, s) for b, lam, s in duals], [(float(b), m) for b, m in infeasible], lineage
 
 
 def allocation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
@@ -524,19 +454,17 @@ def allocation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
         campaign = context.partition_key
         config = landing.config(campaign)
         run_id, meta, dual_version = upstream(context, dual_key)
-        if config.constraints:  # several budgets: the levels at the stored multipliers
-            with connect(warehouse) as con:
-                users, values, costs = coefficient_arrays(con, campaign, model.name, meta["model_version"], "population",
-                                                          config.n_levels)
-            constraints = model_constraints(warehouse, landing, campaign, config, users)
-            with connect(warehouse) as con, results_write(context, con, campaign, "allocation"):
-                rows, infeasible, lineage = allocate_several(con, context, campaign, model.name, run_id,
-                                                             meta["model_version"], dual_version, config, constraints,
-                                                             users, values, costs)
-        else:
-            with connect(warehouse) as con, results_write(context, con, campaign, "allocation"):
-                rows, infeasible, lineage = allocate(con, context, campaign, model.name, run_id, meta["model_version"],
-                                                     dual_version, config, dask)
+        version = meta["model_version"]
+        population = population_arrays(warehouse, campaign, model.name, version, config)
+        plan = budget_plan(warehouse, landing, campaign, config, None if population is None else population[0])
+        with connect(warehouse) as con, results_write(context, con, campaign, "allocation"):
+            stored, infeasible, lineage = stored_solution(con, campaign, model.name, run_id, version, dual_version, plan)
+            rows = decide_and_store(context, con, campaign, model.name, version, config, plan, stored, population, dask)
+        if plan.several:
+            lineage["multipliers"] = md_table([{"budget_per_capita": b, **{n: float(f"{m:.6g}") for n, m in zip(plan.names(), mu)}}
+                                               for b, mu in stored.multipliers.items()])
+        infeasible = [{"budget_per_capita": b, "message": f"budget {b:g} per capita cannot be met: {m}"}
+                      for b, m in infeasible]
         # 12 digits: the cost is summed chunk by chunk, its last bits follow the chunking (the workers)
         version = _version(lineage["budget_dual_version"], *(f"{r['cost_per_capita']:.12g}" for r in rows))
         return dg.MaterializeResult(
@@ -592,41 +520,37 @@ def evaluation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
 
 def holdout_decisions(context, warehouse, landing, campaign: str, config, model: str, made, dask: DaskResource):
     """(evaluation inputs, (values, costs) of the holdout events, {model: {budget: levels or the reason}},
-    lineage, budget_multipliers rows): the decision the allocation applied, applied to the holdout
-    (under campaign.yaml `constraints:` at the stored multipliers, each budget's use measured)."""
+    lineage, budget_multipliers rows): the solution the allocation applied, applied to the holdout by
+    the campaign's BudgetPlan (several budgets: each budget's use measured)."""
     with connect(warehouse) as con:
         ev = evaluation_inputs(context, con, landing, campaign, config)
-        users, values, costs, decisions, lineage = stored_decisions(
-            con, campaign, model, "holdout", config.n_levels, made["budget_dual_run"], made["model_version"],
-            made["budget_dual_version"], dask)
+        users, values, costs = coefficient_arrays(con, campaign, model, made["model_version"], "holdout", config.n_levels)
+        plan = holdout_plan(con, campaign, config, ev)
+        stored, infeasible, lineage = stored_solution(con, campaign, model, made["budget_dual_run"], made["model_version"],
+                                                      made["budget_dual_version"], plan)
     v, c = ev.align(users, values, costs, model)
-    hold = {model: {b: d if isinstance(d, str) else ev.align_levels(users, d) for b, d in decisions.items()}}
-    use_rows = []
-    if config.constraints:  # several budgets: the stored multipliers applied to the holdout
-        with connect(warehouse) as con:
-            use_rows = evaluate_several(con, campaign, model, made, config, ev, v, c, hold[model])
+    holdout = Holdout(values, costs, v, c, lambda levels: ev.align_levels(users, levels), ev.true_costs)
+    with domain_errors():
+        levels, use_rows = plan.evaluate(stored, holdout, client=dask.client(), chunk_rows=dask.chunk_rows(len(values)))
+    hold = {model: {**levels, **{b: f"budget {b:g} per capita cannot be met: {m}" for b, m in infeasible}}}
     return ev, (v, c), hold, lineage, use_rows
 
 
-def evaluate_several(con, campaign: str, model: str, made, config, ev, response, cost, decisions: dict) -> list[dict]:
-    """campaign.yaml `constraints:`: the multipliers budget_dual stored applied to the holdout events'
-    coefficients (`allocation.budgets.evaluate_budgets`); `decisions` (budget -> levels) takes those
-    levels, and the rows of each budget's use (predicted; true and at matched true spend with truth)
-    are returned for budget_multipliers."""
-    block = config.constraints
-    features = sorted({g.feature for g in block.groups.values()})
-    missing = constraint_feature_problems(config, loaded_features(con, campaign), f"the loaded events of campaign '{campaign}'")
-    if missing:  # never a query on a column that is not there
-        raise dg.Failure("campaign.yaml: " + "; ".join(missing))
-    frame = frames_store.holdout_segments(con, campaign, features) if features else pd.DataFrame(index=pd.RangeIndex(ev.n))
+def holdout_plan(con, campaign: str, config, ev) -> BudgetPlan:
+    """The campaign's budgets, with campaign.yaml `constraints:` over the holdout events (their group
+    features read from the warehouse) when it has some."""
+    constraints = None
+    if config.constraints is not None:
+        features = sorted({g.feature for g in config.constraints.groups.values()})
+        missing = constraint_feature_problems(config, loaded_features(con, campaign),
+                                              f"the loaded events of campaign '{campaign}'")
+        if missing:  # never a query on a column that is not there
+            raise dg.Failure("campaign.yaml: " + "; ".join(missing))
+        frame = frames_store.holdout_segments(con, campaign, features) if features else pd.DataFrame(index=pd.RangeIndex(ev.n))
+        with domain_errors():
+            constraints = Constraints.build(config.constraints, frame)
     with domain_errors():
-        constraints = Constraints.build(block, frame)
-    multipliers = stored_multipliers(con, campaign, model, made["model_version"], made["budget_dual_run"],
-                                     constraints.names())
-    with domain_errors():
-        levels, rows = evaluate_budgets(response, cost, multipliers, constraints.costs, constraints.groups, ev.true_costs)
-    decisions.update(levels)
-    return rows
+        return BudgetPlan.of(config.budget_per_capita, constraints, campaign)
 
 
 def segment_outputs(ev, config, model: str, version: str, response, decisions) -> tuple[pd.DataFrame, dict]:

@@ -347,7 +347,7 @@ def test_float32_inputs_and_public_api():
     a64 = solve(v, c, b)
     a32 = solve(v.astype(np.float32), c.astype(np.float32), b)
     assert a32.lp_response == pytest.approx(a64.lp_response, rel=1e-5)
-    for name in ("solve", "solve_multi", "solve_ratio", "frontier", "OnlinePolicy", "Allocation",
+    for name in ("solve", "solve_multi", "solve_ratio", "frontier", "BudgetPlan", "Allocation",
                  "InfeasibleBudgetError", "AllocationInputError"):
         assert hasattr(al, name)
     assert "solve(response, cost, budget" in al.__doc__

@@ -304,8 +304,10 @@ def stored(tmp_path, v, c, *, shuffle_seed=0):
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_stored_coefficients_stream_gives_solve_and_decide_at(tmp_path, workers, request):
-    from promo_assets.allocation.stored import StoredCoefficients, decide_into_allocation, sampled_frontier
     from promo_assets.allocation import frontier
+    from promo_assets.allocation.plan import BudgetPlan, Stored
+    from promo_assets.allocation.stored import StoredCoefficients, sampled_frontier
+    from promo_assets.store import models as models_store
 
     client = request.getfixturevalue("client") if workers else None
     v, c = instance(9_000, 6, 21)
@@ -325,8 +327,14 @@ def test_stored_coefficients_stream_gives_solve_and_decide_at(tmp_path, workers,
         assert n_fr == 9_000 and np.array_equal(fr.costs, frontier(v, c).costs)
         share = tie_share_chunked(source, ref.lambda_, budget, client=client)
         assert share == pytest.approx(tie_share(v, c, ref.lambda_, budget), rel=1e-12, abs=1e-12)
-        out = decide_into_allocation(con, source, ["demo", "m", "v1", 0.3, "run-1"], ref.lambda_, share,
-                                     [0.0, 1.0, 2.0, 3.0, 4.0, 5.0], client=client)
+        def sink_for(b):  # what the allocation asset writes: each chunk's levels as they come
+            def sink(i, first, levels, ids):
+                models_store.add_allocation(con, ["demo", "m", "v1", b, "run-1"], pd.DataFrame(
+                    {"user_id": ids, "level": levels, "incentive": levels.astype(float)}))
+            return sink
+
+        plan = BudgetPlan((0.3,))
+        out = plan.decide(Stored({0.3: (ref.lambda_, share)}), source, sink_for=sink_for, client=client)[0.3]
     want = decide_at(v, c, ref.lambda_, share)
     assert out["users"] == 9_000 and np.array_equal(out["level_counts"], np.bincount(want, minlength=6))
     assert out["cost"] == pytest.approx(float(c[np.arange(9_000), want].sum()), rel=1e-12)
