@@ -20,7 +20,7 @@ import numpy as np
 from promo_assets.allocation.chunked import ChunkRunner, chunk_sample, solve_chunked, tie_share_chunked
 from promo_assets.allocation.errors import AllocationInputError, InfeasibleBudgetError
 from promo_assets.allocation.frontier import Frontier, frontier
-from promo_assets.store.warehouse import sql
+from promo_assets.store import models as models_store
 
 #: users of the frontier plotted in budget_dual's metadata (a uniform sample above this)
 FRONTIER_USERS = 200_000
@@ -37,7 +37,7 @@ class StoredCoefficients:
         self.params = [campaign, model, version, target]
         self.n_levels, self.rows = int(n_levels), max(1, int(rows))
         self.what = f"{target} coefficients of {model} {version}"
-        n_rows, n_users = con.execute(sql("frames", "coefficient_count"), self.params).fetchone()
+        n_rows, n_users = models_store.coefficient_count(con, *self.params)
         if n_rows != n_users * self.n_levels:
             raise AllocationInputError(f"{self.what}: {n_rows} rows for {n_users} users, expected {self.n_levels} "
                                        "levels per user; re-materialize response_coefficients")
@@ -57,7 +57,7 @@ class StoredCoefficients:
         step = self.rows * self.n_levels
         cur = self._con.cursor()
         try:
-            reader = cur.execute(sql("frames", "coefficients"), self.params).fetch_record_batch(step)
+            reader = models_store.coefficient_batches(cur, *self.params, step)
             rest, first = None, 0
             for batch in reader:
                 rest = pa.Table.from_batches([batch]) if rest is None else pa.concat_tables([rest, pa.Table.from_batches([batch])])

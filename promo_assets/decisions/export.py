@@ -20,7 +20,7 @@ from promo_assets.core.errors import DomainError
 from promo_assets.decisions.checks import CHECK_NAMES, check_decisions
 from promo_assets.decisions.exploration import Constraints, Decision, Exploration, decide_with_exploration
 from promo_assets.decisions.outbox import DECISION_COLUMNS, read_manifest, write_outbox
-from promo_assets.store.warehouse import sql
+from promo_assets.store import decisions as decisions_store, runs
 
 
 class ExportError(DomainError, ValueError):
@@ -151,14 +151,13 @@ def export_stored(con, campaign: str, outbox: Path, *, config, budgets: Sequence
     Raises ExportError: no decisions yet, a budget not configured or not stored, a check that fails
     (nothing is written then); OutboxError when the outbox cannot be written."""
     if run_id is None:
-        found = con.execute(sql("decisions", "latest_decisions_run"), [campaign]).fetchone()
-        if found is None:
-            has_champion = con.execute(sql("decisions", "latest_champion"), [campaign, ""]).fetchone() is not None
+        run_id = runs.latest_decisions_run(con, campaign)
+        if run_id is None:
+            has_champion = not decisions_store.latest_champion(con, campaign).empty
             raise ExportError(f"campaign '{campaign}' has no stored decisions yet"
                               + ("" if has_champion else " and no champion")
                               + f": run `promo run --campaign {campaign}` first")
-        run_id = found[0]
-    stored = con.execute(sql("decisions", "decision_budgets_of_run"), [campaign, run_id]).df()
+    stored = runs.decision_budgets_of_run(con, campaign, run_id)
     if stored.empty:
         raise ExportError(f"decisions run {run_id} of campaign '{campaign}' left no decisions (its run failed)")
     paced = [float(b) for b, m in zip(stored["budget_per_capita"], stored["decision_manifest"])
@@ -187,7 +186,7 @@ def export_stored(con, campaign: str, outbox: Path, *, config, budgets: Sequence
         row = stored[stored["budget_per_capita"] == b].iloc[0]
         stored_json = json.loads(row["decision_manifest"])
         entry, champion = stored_json["entry"], stored_json["champion"]
-        frame = con.execute(sql("decisions", "decisions_of_run"), [campaign, run_id, b]).df()
+        frame = decisions_store.decisions_of_run(con, campaign, run_id, b)
         checks = check_decisions(frame, users=frame["user_id"].unique(), budget_per_capita=b, labels=config.labels,
                                  incentives=config.incentives, max_user_cost=float(stored_json["max_user_cost"]),
                                  share=entry["exploration"]["share"], tolerance=float(config.exploration.tolerance))

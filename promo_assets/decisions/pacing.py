@@ -29,6 +29,7 @@ No dagster here (domain code).
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 from dataclasses import asdict, dataclass
 from typing import Sequence
@@ -39,7 +40,7 @@ from promo_assets.allocation import decide
 from promo_assets.config.campaign import BudgetBlock
 from promo_assets.core.errors import DomainError
 from promo_assets.evaluation.plots import _figure, _png
-from promo_assets.store.warehouse import sql
+from promo_assets.store import decisions as decisions_store
 
 CONTROLLERS = ("ratio", "dual")
 
@@ -184,22 +185,19 @@ def stored_history(con, campaign: str) -> list[PacingDay]:
     """The paced days of the campaign's visible decisions runs (the latest run of each day), each with
     the spend its users' events reported once that day is loaded (decision_budgets' manifest entries
     with `pacing`, rct_events joined with the run's decisions)."""
-    import json
-
     latest: dict[str, tuple] = {}
-    for run_id, day, budget, manifest, _ in con.execute(sql("decisions", "paced_days"), [campaign]).fetchall():
+    for run_id, day, budget, manifest, _ in decisions_store.paced_days(con, campaign):
         latest[str(day)[:10]] = (run_id, day, budget, json.loads(manifest)["entry"]["pacing"])
     out = []
     for run_id, day, budget, p in latest.values():
-        realized, _ = con.execute(sql("decisions", "realized_spend"), [campaign, str(day), run_id, budget]).fetchone()
+        realized = decisions_store.realized_spend(con, campaign, str(day), run_id, budget)
         out.append(PacingDay(day=_date(str(day)[:10]), plan=float(p["plan"]), lambda_=float(p["lambda_"]),
                              predicted=float(p["predicted"]), realized=None if realized is None else float(realized),
                              ratio=float(p["ratio"]), users=int(p["users"])))
     # Days whose decisions runs retention has deleted (PROMO_KEEP_RUNS) are carried by the pacing rows of
     # the latest visible run that paced: every run writes the whole period so far, so the history
     # survives any retention that keeps one run.
-    for day, plan, lam, predicted, realized, ratio in con.execute(sql("decisions", "carried_pacing_days"),
-                                                                  [campaign]).fetchall():
+    for day, plan, lam, predicted, realized, ratio in decisions_store.carried_pacing_days(con, campaign):
         if str(day)[:10] not in latest:
             out.append(PacingDay(day=_date(str(day)[:10]), plan=float(plan), lambda_=float(lam),
                                  predicted=float(predicted), realized=None if realized is None else float(realized),
@@ -210,7 +208,7 @@ def stored_history(con, campaign: str) -> list[PacingDay]:
 def prior_ratio(con, campaign: str, n_users: int) -> float:
     """The share of the users decided for expected back on a day before any paced day came back: the
     mean number of distinct users per loaded day over the users decided for (at most 1)."""
-    mean = con.execute(sql("decisions", "users_per_day"), [campaign]).fetchone()[0]
+    mean = decisions_store.users_per_day(con, campaign)
     return min(1.0, float(mean) / n_users) if mean and n_users else 1.0
 
 
@@ -232,7 +230,7 @@ def store_pacing(con, campaign: str, run_id: str, decision_date: dt.date, budget
     """Write `pacing_table` rows as decisions run `run_id` saw them into table pacing (call inside the
     run's results transaction)."""
     for r in rows:
-        con.execute(sql("decisions", "insert_pacing"), [
+        decisions_store.record_pacing(con, [
             campaign, run_id, decision_date.isoformat(), r["day"], float(r["plan"]), float(r["predicted spend"]),
             None if r["realized spend"] is None else float(r["realized spend"]), float(r["spend ratio"]),
             float(r["cumulative spend"]), float(r["even plan"]), float(r["budget left"]), float(r["lambda"]),

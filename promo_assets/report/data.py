@@ -17,8 +17,8 @@ import pandas as pd
 from promo_assets.core.coefficients import Coefficients
 from promo_assets.core.errors import DomainError
 from promo_assets.evaluation.curves import policy_curves
-from promo_assets.store import monitoring as monitoring_store, warehouse
-from promo_assets.store.warehouse import sql
+from promo_assets.store import decisions as decisions_store, frames as frames_store, models as models_store
+from promo_assets.store import monitoring as monitoring_store, runs, warehouse
 
 
 class ReportError(DomainError, ValueError):
@@ -58,10 +58,10 @@ def _has(con, table: str) -> bool:
 
 def latest_board_run(con, campaign: str, finished=()) -> tuple[str, dt.datetime | None]:
     """The campaign's latest succeeded leaderboard run (`finished`: run ids that count as succeeded)."""
-    runs = con.execute(sql("results", "succeeded_runs"), [campaign, list(finished)]).fetchall()
-    if not runs:
+    succeeded = runs.succeeded_runs(con, campaign, list(finished))
+    if not succeeded:
         raise ReportError(f"no leaderboard of a succeeded run for campaign '{campaign}': run `promo run` first")
-    return runs[0][0], runs[0][1]
+    return succeeded[0][0], succeeded[0][1]
 
 
 def gather(con, landing: Path, campaign: str, config, board_run: str | None = None, finished=(),
@@ -72,21 +72,20 @@ def gather(con, landing: Path, campaign: str, config, board_run: str | None = No
     started = None
     if board_run is None:
         board_run, started = latest_board_run(con, campaign, finished)
-    board = con.execute(sql("results", "run_evaluation"), [campaign, board_run]).df()
+    board = runs.run_evaluation(con, campaign, board_run)
     if board.empty:
         raise ReportError(f"leaderboard run {board_run} of campaign '{campaign}' has no evaluation rows")
     data = ReportData(campaign, board_run, started, [str(x) for x in config.labels],
-                      list(config.budget_per_capita), board,
-                      con.execute(sql("report", "board_entries"), [campaign, board_run]).df())
-    if _has(con, "data_checks"):
-        data.checks = con.execute(sql("results", "run_data_checks"), [campaign, board_run]).fetchall()
+                      list(config.budget_per_capita), board, runs.board_entries(con, campaign, board_run))
+    data.checks = runs.run_data_checks(con, campaign, board_run)
     _curves(con, landing, campaign, config, data)
     _champion(con, campaign, data, champion_run)
     _decisions(con, campaign, data, decisions_run)
-    data.segments = con.execute(sql("report", "run_segments"), [campaign, board_run]).df()
+    data.segments = runs.run_segments(con, campaign, board_run)
     data.period_budget = None if config.budget is None else config.budget.model_dump(mode="json")
-    if data.decisions_run is not None and _has(con, "pacing"):
-        data.pacing = con.execute(sql("report", "pacing_of_run"), [campaign, data.decisions_run]).df()
+    if data.decisions_run is not None:
+        pacing = runs.pacing_of_run(con, campaign, data.decisions_run)
+        data.pacing = pacing if len(pacing.columns) else None
     _outcomes(con, campaign, config, data)
     return data
 
@@ -106,22 +105,23 @@ def _outcomes(con, campaign: str, config, data: ReportData) -> None:
 
 def _aligned(con, campaign: str, model: str, version: str, target_users: np.ndarray, k: int):
     """The model's holdout Coefficients (response, cost: N x K) in the order of `target_users`, or None."""
-    df = con.execute(sql("frames", "coefficients"), [campaign, model, version, "holdout"]).df()
-    if df.empty or len(df) % k:
+    try:
+        users, response, cost = models_store.coefficient_arrays(con, campaign, model, version, "holdout", k)
+    except ValueError:  # not k levels per user: scored for another campaign.yaml
         return None
-    n = len(df) // k
-    users = df["user_id"].to_numpy()[::k]
-    idx = pd.Series(np.arange(n), index=users).reindex(target_users).to_numpy()
+    if not len(users):
+        return None
+    idx = pd.Series(np.arange(len(users)), index=users).reindex(target_users).to_numpy()
     if np.isnan(idx).any():
         return None
     idx = idx.astype(int)
-    return Coefficients(df["response"].to_numpy().reshape(n, k)[idx], df["cost"].to_numpy().reshape(n, k)[idx])
+    return Coefficients(response[idx], cost[idx])
 
 
 def _curves(con, landing: Path, campaign: str, config, data: ReportData) -> None:
     from promo_assets.simulation import truth_arrays
 
-    holdout = con.execute(sql("frames", "holdout_events", columns=""), [campaign]).df()
+    holdout = frames_store.holdout_events(con, campaign)
     if holdout.empty:
         data.notes.append("no holdout events: no frontier and no response per level")
         return
@@ -159,26 +159,25 @@ def _curves(con, landing: Path, campaign: str, config, data: ReportData) -> None
 def _champion(con, campaign: str, data: ReportData, run_id: str | None) -> None:
     if not _has(con, "champion"):
         return
-    rows = con.execute(sql("decisions", "latest_champion") if run_id is None else sql("decisions", "champion_of_run"),
-                       [campaign, run_id or ""]).df()
+    rows = decisions_store.latest_champion(con, campaign) if run_id is None else \
+        decisions_store.champion_of_run(con, campaign, run_id)
     if rows.empty:
         data.notes.append("no champion yet: the champion asset has not run for this campaign")
         return
     data.champion = rows.iloc[0].to_dict()
-    data.evidence = con.execute(sql("decisions", "champion_evidence_of_run"), [campaign, data.champion["run_id"]]).df()
+    data.evidence = decisions_store.champion_evidence_of_run(con, campaign, data.champion["run_id"])
 
 
 def _decisions(con, campaign: str, data: ReportData, run_id: str | None) -> None:
     if not _has(con, "decision_budgets"):
         return
     if run_id is None:
-        latest = con.execute(sql("decisions", "latest_decisions_run"), [campaign]).fetchall()
-        if not latest:
+        run_id = runs.latest_decisions_run(con, campaign)
+        if run_id is None:
             data.notes.append("no decisions yet: the decisions asset has not run for this campaign")
             return
-        run_id = latest[0][0]
     data.decisions_run = run_id
-    budgets = con.execute(sql("decisions", "decision_budgets_of_run"), [campaign, run_id]).df()
+    budgets = runs.decision_budgets_of_run(con, campaign, run_id)
     rows = []
     for _, r in budgets.iterrows():
         entry = json.loads(r["decision_manifest"]).get("entry", {})
@@ -191,4 +190,4 @@ def _decisions(con, campaign: str, data: ReportData, run_id: str | None) -> None
                      "value_given_up_per_capita": explore.get("value_given_up_per_capita"),
                      "decided_for": r["decision_users"]})
     data.decisions = pd.DataFrame(rows)
-    data.decision_levels = con.execute(sql("report", "decision_levels"), [campaign, run_id]).df()
+    data.decision_levels = runs.decision_levels(con, campaign, run_id)

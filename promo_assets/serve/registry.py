@@ -34,7 +34,7 @@ from promo_assets.models import registry
 from promo_assets.models.plan import model_features
 from promo_assets.serve.state import CampaignState, Unavailable
 from promo_assets.store import warehouse as wh
-from promo_assets.store.warehouse import sql
+from promo_assets.store import decisions as decisions_store, runs
 
 log = logging.getLogger("promo_assets.serve")
 
@@ -104,15 +104,13 @@ def read_campaign(con, landing: Path, campaign: str, lambdas_override: Mapping[f
         config = load_config(landing, campaign)
     except (CampaignConfigError, OSError, ValueError) as exc:
         return Unavailable(campaign, f"campaign.yaml is refused: {exc}")
-    found = con.execute(sql("decisions", "latest_decisions_run"), [campaign]).fetchone()
-    if found is None:
-        champ = con.execute(sql("decisions", "latest_champion"), [campaign, ""]).fetchone()
-        if champ is None:
+    run_id = runs.latest_decisions_run(con, campaign)
+    if run_id is None:
+        if decisions_store.latest_champion(con, campaign).empty:
             return Unavailable(campaign, f"campaign '{campaign}' has no champion yet: run `promo run --campaign {campaign}`")
         return Unavailable(campaign, f"campaign '{campaign}' has a champion but no decisions yet (their run failed a "
                            f"check or did not run): run `promo run --campaign {campaign}`")
-    run_id = found[0]
-    rows = con.execute(sql("decisions", "decision_budgets_of_run"), [campaign, run_id]).df()
+    rows = runs.decision_budgets_of_run(con, campaign, run_id)
     if rows.empty:
         return Unavailable(campaign, f"the decisions run {run_id} of campaign '{campaign}' left no decisions")
     first = rows.iloc[0]

@@ -75,3 +75,36 @@ def record_decisions(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str,
     con.execute(sql("decisions", "insert_decision_budget"), [
         campaign, run_id, day.isoformat(), budget, champion["name"], champion["version"], champion["run_id"], who,
         manifest_json])
+
+
+def decisions_of_run(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str, budget: float) -> pd.DataFrame:
+    """The decision rows (one per user) decisions run `run_id` wrote for one budget."""
+    return con.execute(sql("decisions", "decisions_of_run"), [campaign, run_id, budget]).df()
+
+
+def paced_days(con: duckdb.DuckDBPyConnection, campaign: str) -> list[tuple]:
+    """(run id, day, budget, decision manifest, decided at) of every paced decision of the campaign's
+    visible decisions runs, oldest first."""
+    return con.execute(sql("decisions", "paced_days"), [campaign]).fetchall()
+
+
+def realized_spend(con: duckdb.DuckDBPyConnection, campaign: str, day: str, run_id: str, budget: float) -> float | None:
+    """The spend the day's loaded events report for the users decisions run `run_id` decided for
+    (None before the day is loaded)."""
+    realized, _ = con.execute(sql("decisions", "realized_spend"), [campaign, day, run_id, budget]).fetchone()
+    return realized
+
+
+def carried_pacing_days(con: duckdb.DuckDBPyConnection, campaign: str) -> list[tuple]:
+    """(day, plan, λ, predicted, realized, ratio) of the pacing rows of the latest visible run that paced."""
+    return con.execute(sql("decisions", "carried_pacing_days"), [campaign]).fetchall()
+
+
+def users_per_day(con: duckdb.DuckDBPyConnection, campaign: str) -> float | None:
+    """The mean number of distinct users per loaded day of the campaign's events."""
+    return con.execute(sql("decisions", "users_per_day"), [campaign]).fetchone()[0]
+
+
+def record_pacing(con: duckdb.DuckDBPyConnection, row: list) -> None:
+    """One row of table pacing (its columns in the table's order)."""
+    con.execute(sql("decisions", "insert_pacing"), row)

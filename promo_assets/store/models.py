@@ -43,6 +43,20 @@ def coefficient_arrays(con: duckdb.DuckDBPyConnection, campaign: str, model: str
     return users, df["response"].to_numpy().reshape(n, k), df["cost"].to_numpy().reshape(n, k)
 
 
+def coefficient_count(con: duckdb.DuckDBPyConnection, campaign: str, model: str, version: str,
+                      target: str) -> tuple[int, int]:
+    """(rows, users) of a model version's stored coefficients for `target`."""
+    n_rows, n_users = con.execute(sql("frames", "coefficient_count"), [campaign, model, version, target]).fetchone()
+    return int(n_rows), int(n_users)
+
+
+def coefficient_batches(con: duckdb.DuckDBPyConnection, campaign: str, model: str, version: str, target: str,
+                        rows: int):
+    """The stored coefficients of `target` as Arrow record batches of `rows` rows, in user and level
+    order (on the cursor `con`: its caller closes it)."""
+    return con.execute(sql("frames", "coefficients"), [campaign, model, version, target]).fetch_record_batch(rows)
+
+
 def record_dual(con: duckdb.DuckDBPyConnection, campaign: str, model: str, version: str, budget: float, res,
                 n_users: int, run_id: str, tie_share: float) -> None:
     """λ* of one budget (an `allocation.Allocation`-like result: lambda_, response, cost, dual_bound)."""

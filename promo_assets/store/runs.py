@@ -54,3 +54,46 @@ def run_not_evaluated(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str
 def run_skips(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str) -> list[tuple]:
     """(model, reason) of the chains run `run_id` skipped for the campaign."""
     return con.execute(sql("frames", "run_skips"), [campaign, run_id]).fetchall()
+
+
+def board_entries(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str) -> pd.DataFrame:
+    """model, model_version, evaluation_run_id, status, reason of every model leaderboard run `run_id` listed."""
+    return con.execute(sql("report", "board_entries"), [campaign, run_id]).df()
+
+
+def run_data_checks(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str) -> list[tuple]:
+    """(check, severity, message) of the failed data checks leaderboard run `run_id` saw; [] for a
+    warehouse written before the data checks existed."""
+    return run_failed_checks(con, campaign, run_id)
+
+
+def run_segments(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str) -> pd.DataFrame:
+    """The segment_evaluation rows of the model versions leaderboard run `run_id` assembled."""
+    return con.execute(sql("report", "run_segments"), [campaign, run_id]).df()
+
+
+def pacing_of_run(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str) -> pd.DataFrame:
+    """The pacing rows decisions run `run_id` wrote (one per paced day); empty for a warehouse
+    written before pacing existed."""
+    if not table_columns(con, "pacing"):
+        return pd.DataFrame()
+    return con.execute(sql("report", "pacing_of_run"), [campaign, run_id]).df()
+
+
+def latest_decisions_run(con: duckdb.DuckDBPyConnection, campaign: str) -> str | None:
+    """The campaign's latest visible decisions run, or None (also for a warehouse written before the
+    decisions existed)."""
+    if not table_columns(con, "decision_budgets"):
+        return None
+    rows = con.execute(sql("decisions", "latest_decisions_run"), [campaign]).fetchall()
+    return rows[0][0] if rows else None
+
+
+def decision_budgets_of_run(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str) -> pd.DataFrame:
+    """The decision_budgets rows (one per budget, with its manifest) decisions run `run_id` wrote."""
+    return con.execute(sql("decisions", "decision_budgets_of_run"), [campaign, run_id]).df()
+
+
+def decision_levels(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str) -> pd.DataFrame:
+    """budget, level, label, policy, users of the decisions run `run_id` wrote."""
+    return con.execute(sql("report", "decision_levels"), [campaign, run_id]).df()
