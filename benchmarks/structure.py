@@ -8,8 +8,8 @@ Counts, for the working tree or for a git revision (`--rev`, read with `git show
   (asset, multi_asset, asset_check, sensor, schedule, job, op, graph) nor nested inside one;
 - the import statements of promo_assets modules inside a function, and the import cycles among
   promo_assets modules when those are walked too (and when only module-level imports are);
-- the `sql(...)` calls (promo_assets' named-statement lookup) outside the warehouse boundary: the
-  `store/` package and every package's own `store.py`;
+- the `sql(...)` calls (promo_assets' named-statement lookup) outside the warehouse boundary, the
+  `store/` package (at d637776 the warehouse module sat at the root: its calls count as outside);
 - the functions with more than 8 parameters, and the `return` statements of a tuple longer than 3.
 
 Writes benchmarks/results/structure[--TAG].json.
@@ -118,7 +118,8 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 
 def in_boundary(path: str) -> bool:
-    return path.startswith("promo_assets/store/") or path.endswith("/store.py")
+    """The warehouse boundary docs/design.md states: every statement runs in promo_assets/store/."""
+    return path.startswith("promo_assets/store/")
 
 
 def parameters(fn) -> int:
