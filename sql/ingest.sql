@@ -350,3 +350,6 @@ WHERE campaign = ? AND status = 'failed' ORDER BY kind, event_date;
 -- name: table_days
 -- Days with rows of one campaign in one per-day table ({table}: a quoted identifier).
 SELECT DISTINCT event_date FROM {table} WHERE campaign = ? ORDER BY event_date;
+
+-- name: staged_edge_count
+SELECT count(*) FROM staged_edges

@@ -43,8 +43,10 @@ from promo_assets.config.campaign import (
     usable_campaign_folder,
 )
 from promo_assets.core.errors import DomainError
-from promo_assets.store.frames import loaded_features
-from promo_assets.store.warehouse import quote_ident, schema_columns, sql, table_columns, transaction
+from promo_assets.store import ingest as ingest_store
+from promo_assets.store.frames import loaded_features  # noqa: F401  (ingestion's reading of the loaded features)
+from promo_assets.store.ingest import PARTITION_TABLES, forget_partition, loaded_days  # noqa: F401  (re-exported)
+from promo_assets.store.warehouse import schema_columns, table_columns, transaction
 
 REQUIRED = ("user_id", "treatment", "response")
 OPTIONAL = ("cost", "propensity", "merchant_id", "event_time")
@@ -313,15 +315,15 @@ def _source_columns(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str
     fmt = "parquet" if path.suffix == ".parquet" else "csv"
     check_landing_file(path)
     try:
-        rows = con.execute(sql("meta", f"describe_{fmt}"), [str(path)]).fetchall()
+        rows = ingest_store.describe_file(con, path)
         if fmt == "csv":  # the header line as written: DuckDB renames a repeated name to name_1
-            skipped = con.execute(sql("ingest", "csv_skipped_lines"), [str(path)]).fetchone()[0]
+            skipped = ingest_store.csv_skipped_lines(con, path)
             if skipped:
                 raise IngestError(
                     f"{path}: line(s) 1 to {skipped} do not fit the rest of the file (DuckDB's CSV sniffer would "
                     "skip them): the header must be the first line and every line needs the same number of fields"
                 )
-            header = [str(v) for v in (con.execute(sql("ingest", "csv_header"), [str(path)]).fetchone() or [])]
+            header = ingest_store.csv_header(con, path)
         else:
             header = pq.read_schema(path).names
     except (duckdb.Error, OSError, pa.ArrowException) as exc:
@@ -399,7 +401,7 @@ def _feature_kinds(
     declared = config.features
     known = loaded_features(con, config.campaign)
     others = {}
-    for feature, kind, campaign in con.execute(sql("ingest", "all_feature_kinds")).fetchall():
+    for feature, kind, campaign in ingest_store.all_feature_kinds(con):
         if campaign != config.campaign:
             others.setdefault(feature, (kind, campaign))
     kinds = {}
@@ -412,8 +414,7 @@ def _feature_kinds(
             raise IngestError(f"campaign.yaml features.{col}: kind must be 'numeric' or 'categorical', got {kind!r}")
         if col not in declared and known.get(col) == "categorical" and here == "numeric":
             # numbers here, text on the campaign's earlier days: never turned into the categories '0', '1', ...
-            days = [str(d) for (d,) in con.execute(sql("ingest", "feature_days", col=quote_ident(col)),
-                                                   [config.campaign]).fetchall() if d != day]
+            days = [str(d) for d in ingest_store.feature_days(con, config.campaign, col) if d != day]
             if not days:  # only this day had it (a reload): the stored column's type decides
                 kinds[col] = here
                 continue
@@ -434,16 +435,12 @@ def _feature_kinds(
 
 def _events_query(
     con, config: CampaignConfig, day: dt.date, path: Path, repeated: bool = False
-) -> tuple[dict[str, str], str, str, list, str]:
-    """Check the file's columns and build the query typing and validating its rows: (feature kinds
-    {column: numeric | categorical}, the file's rows (file_parquet / file_csv; parameter: the
-    file), the typed-rows query, that query's parameters in order, the rct_events columns it
-    fills). With `repeated`, the rows of users that occur more than once are compared first (temp
-    table repeated_rows) and the query refuses exact copies and contradicting rows. Temp tables
-    it stages (treatment_grid, repeated_rows) live outside the load's transaction.
-
-    No name from the file becomes SQL text other than through `quote_ident`; a feature's name in a
-    rejection reason is a bound parameter."""
+) -> tuple[dict[str, str], ingest_store.EventsFile]:
+    """Check the file's columns and build the query typing and validating its rows
+    (`store.ingest.EventsFile`): (feature kinds {column: numeric | categorical}, the query). With
+    `repeated`, the rows of users that occur more than once are compared first (temp table
+    repeated_rows) and the query refuses exact copies and contradicting rows. Temp tables it stages
+    (treatment_grid, repeated_rows) live outside the load's transaction."""
     source = _source_columns(con, path)
     missing = [c for c in REQUIRED if c not in source]
     if missing:
@@ -460,74 +457,21 @@ def _events_query(
                           f"amounts ({', '.join(config.labels)}): write the amount of each row's level, not a flag")
     kinds = _feature_kinds(con, config, source, path, day)
 
-    con.execute(sql("ingest", "create_grid"))
-    con.executemany(
-        sql("ingest", "insert_grid"),
-        [[i, label, inc] for i, (label, inc) in enumerate(zip(config.labels, config.incentives))],
-    )
-    typed = [sql("ingest", "typed_required"), sql("ingest", f"typed_cost_{config.cost}")]
-    stored = ["source_row", "user_id", "level", "incentive", "response", "cost"]
-    rule = {"binary": "response_rule_binary", "count": "response_rule_count"}.get(config.response)
-    fmt = "parquet" if path.suffix == ".parquet" else "csv"
-    src = sql("ingest", f"file_{fmt}")
-    raw_fields = ", ".join(sql("ingest", "raw_field", col=quote_ident(c)) for c in source)
-    response_ok = sql("ingest", f"response_ok_{config.response}")
-    reasons = [sql("ingest", "check_required"),
-               sql("ingest", "check_response", response_rule=sql("ingest", rule) if rule else "",
-                   response_ok=response_ok)]
-    valid = [sql("ingest", "valid_required"), response_ok]  # a row passing these skips the reasons
-    valid_params: list = []
-    if repeated:  # an exact copy: the same trimmed id and the same other fields
-        other_fields = ", ".join(sql("ingest", "raw_field", col=quote_ident(c)) for c in source if c != "user_id")
+    ingest_store.stage_level_grid(con, config.labels, config.incentives)
+    query = ingest_store.EventsFile(path, day, tuple(source), kinds, cost=config.cost, response=config.response,
+                                    ordered=config.ordered, repeated=repeated)
+    if repeated:
         try:
-            _stage_repeated_rows(con, src, other_fields, path)
+            ingest_store.stage_repeated_rows(con, path, source)
         except duckdb.Error as exc:
-            raise IngestError(read_problem(path, fmt, exc)) from None
-        reasons.append(sql("ingest", "check_repeated"))
-        valid.append(sql("ingest", "valid_repeated"))
-    params: list = []
-    if "cost" in source:
-        reasons.append(sql("ingest", "check_cost", valid_cost=sql("ingest", "valid_cost")))
-        valid.append(sql("ingest", "valid_cost"))
-    for col in ("propensity", "merchant_id", "event_time"):
-        if col in source:
-            typed.append(sql("ingest", f"typed_{col}"))
-            stored.append(col)
-    if "propensity" in source:
-        reasons.append(sql("ingest", "check_propensity"))
-        valid.append(sql("ingest", "valid_propensity"))
-    if "event_time" in source:
-        reasons.append(sql("ingest", "check_event_time"))
-        params.append(day)
-        valid.append(sql("ingest", "valid_event_time"))
-        valid_params.append(day)
-    for col, kind in kinds.items():
-        typed.append(sql("ingest", f"typed_{kind}", col=quote_ident(col)))
-        stored.append(col)
-        reasons.append(sql("ingest", f"check_{kind}_feature", col=quote_ident(col)))
-        params.append(col)
-        valid.append(sql("ingest", f"valid_{kind}_feature", col=quote_ident(col)))
-
-    rows = sql(
-        "ingest", "typed_rows", typed=", ".join(typed), valid=" AND ".join(valid), reasons=", ".join(reasons),
-        raw_fields=raw_fields,
-        source=src, grid_join=sql("ingest", "grid_join_levels" if config.ordered else "grid_join_arms"),
-        repeated_join=sql("ingest", "repeated_join") if repeated else "",
-    )
-    return kinds, src, rows, [*valid_params, *params, str(path)], ", ".join(map(quote_ident, stored))
-
-
-def _stage_repeated_rows(con, source: str, raw_fields: str, path: Path) -> None:
-    """Stage temp table repeated_rows (source_row, reason): exact duplicate rows and the rows of a
-    user whose rows of the day disagree on treatment or response."""
-    con.execute(sql("ingest", "repeated_users", source=source), [str(path)])
-    con.execute(sql("ingest", "repeated_rows", source=source, raw_fields=raw_fields), [str(path)])
+            raise IngestError(read_problem(path, "parquet" if path.suffix == ".parquet" else "csv", exc)) from None
+    return kinds, query
 
 
 def _problems(con, labels) -> list[dict]:
     """The staged rejections summarized per (column, problem); `labels`: every column name a reason
     can start with."""
-    rows = con.execute(sql("ingest", "rejection_summary"), [sorted(labels, key=len, reverse=True)]).fetchall()
+    rows = ingest_store.rejection_summary(con, labels)
     return [
         {"column": c, "problem": p, "rows": int(n), "first_row": int(r), "example": e}
         for c, p, n, r, e in rows
@@ -545,27 +489,20 @@ def format_problems(path: Path | str, problems: list[dict]) -> str:
     return f"{path}: " + "; ".join(parts)
 
 
-def _row_count(con, path: Path, source: str) -> int:
-    """Rows in the file: from the Parquet footer (no scan), else by counting."""
-    if path.suffix == ".parquet":
-        return int(con.execute(sql("ingest", "parquet_rows"), [str(path)]).fetchone()[0] or 0)
-    return int(con.execute(sql("ingest", "scan_counts", source=source), [str(path)]).fetchone()[0])
-
-
 def _add_feature_columns(con, path: Path, campaign: str, kinds: dict[str, str]) -> None:
     """Add the feature columns rct_events lacks and register the campaign's features. The schema is
     changed only for a new column (an ALTER TABLE is a catalog write on every call: most of a small
     day's load time when repeated for each day's known columns)."""
     existing = table_columns(con, "rct_events")
-    registered = dict(con.execute(sql("ingest", "campaign_feature_kinds"), [campaign]).fetchall())
+    registered = ingest_store.campaign_feature_kinds(con, campaign)
     for col, kind in kinds.items():
-        want = "DOUBLE" if kind == "numeric" else "VARCHAR"
+        want = ingest_store.feature_dtype(kind)
         if col in existing and existing[col] != want:
             raise IngestError(f"{path}: feature column '{col}' is {kind} but rct_events stores it as {existing[col]}")
         if col not in existing:
-            con.execute(sql("ingest", "add_feature_column", column=quote_ident(col), dtype=want))
+            ingest_store.add_feature_column(con, col, kind)
         if registered.get(col) != kind:
-            con.execute(sql("ingest", "insert_campaign_feature"), [campaign, col, kind])
+            ingest_store.register_feature(con, campaign, col, kind)
 
 
 class _RepeatedUsers(Exception):
@@ -574,19 +511,6 @@ class _RepeatedUsers(Exception):
 
 class _Refused(Exception):
     """More rows refused than max_rejected_fraction allows: roll the load back, then record them."""
-
-
-def _record_rejections(con, params: list, n_rejected: int, loaded: int, message: str | None) -> None:
-    """Replace the day's rejected_events with the staged refused rows and log the load (inside the
-    caller's transaction). `message` is None for a load, the refusal's text for a failed file."""
-    campaign, day, path = params
-    con.execute(sql("ingest", "delete_partition", table="rejected_events"), [campaign, day])
-    if n_rejected:
-        con.execute(sql("ingest", "insert_rejected"), params)
-    con.execute(
-        sql("ingest", "insert_ingest_log"),
-        [campaign, day, "rct_events", path, loaded, n_rejected, "loaded" if message is None else "failed", message],
-    )
 
 
 def ingest_events_day(
@@ -602,35 +526,32 @@ def ingest_events_day(
     """
     path = Path(path)
     campaign = config.campaign
-    params = [campaign, day, str(path)]
     problems: list[dict] = []
     # Users are nearly always unique in a day file: the first attempt loads without comparing rows,
     # then counts repeated users among the loaded rows (cheaper than a pass over the file); only when
     # there are some is the load rolled back and redone with the rows of those users compared.
     for repeated in (False, True):
-        kinds, source, rows, query_params, stored = _events_query(con, config, day, path, repeated)
+        kinds, query = _events_query(con, config, day, path, repeated)
         try:
             with transaction(con):  # the partition replaced and the refused rows recorded, or nothing
                 try:
-                    n_rows = _row_count(con, path, source)
+                    n_rows = ingest_store.row_count(con, query)
                     if n_rows == 0:
                         raise IngestError(f"{path}: the file has no rows")
                     _add_feature_columns(con, path, campaign, kinds)
-                    con.execute(sql("ingest", "delete_partition", table="rct_events"), [campaign, day])
-                    loaded = int(con.execute(sql("ingest", "insert_valid", columns=stored, rows=rows),
-                                             [campaign, day, *query_params]).fetchone()[0])
-                    if not repeated and con.execute(sql("ingest", "count_repeats_loaded"), [campaign, day]).fetchone()[0]:
+                    loaded = ingest_store.replace_events(con, campaign, query)
+                    if not repeated and ingest_store.repeats_loaded(con, campaign, day):
                         raise _RepeatedUsers
                     n_rejected = n_rows - loaded
                     if n_rejected:
-                        con.execute(sql("ingest", "stage_rejected", rows=rows), query_params)
+                        ingest_store.stage_rejected(con, query)
                         problems = _problems(con, [*LANDING_COLUMNS, *kinds])
                 except duckdb.Error as exc:
                     raise IngestError(read_problem(path, "parquet" if path.suffix == ".parquet" else "csv", exc)) from None
                 failed = n_rejected / n_rows > config.max_rejected_fraction
                 if failed:
                     raise _Refused  # roll the partition replace back
-                _record_rejections(con, params, n_rejected, loaded, None)
+                ingest_store.record_rejections(con, campaign, day, str(path), n_rejected, loaded, None)
         except _RepeatedUsers:
             continue  # rolled back: load again, comparing the rows of the repeated users
         except _Refused:
@@ -644,10 +565,10 @@ def ingest_events_day(
             + ". The rejected rows and their reasons are in the warehouse table rejected_events."
         )
         with transaction(con):
-            con.execute(sql("ingest", "stage_rejected", rows=rows), query_params)
-            _record_rejections(con, params, n_rejected, 0, message)
+            ingest_store.stage_rejected(con, query)
+            ingest_store.record_rejections(con, campaign, day, str(path), n_rejected, 0, message)
         raise IngestError(message)
-    counts = dict(con.execute(sql("ingest", "level_counts"), [campaign, day]).fetchall())
+    counts = ingest_store.level_counts(con, campaign, day)
     return IngestResult(campaign, day, str(path), loaded, n_rejected, counts, problems, kinds)
 
 
@@ -666,22 +587,15 @@ def ingest_edges_day(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date
     if missing:
         raise IngestError(f"{path}: missing required column(s) {', '.join(repr(c) for c in missing)} (required: user_id, merchant_id)")
     weight_column = next((c for c in ("weight", "n_payments", "amount") if c in source), None)
-    weight = quote_ident(weight_column) if weight_column else "1.0"
-    amount = quote_ident("amount") if "amount" in source else "NULL"
-    fmt = "parquet" if path.suffix == ".parquet" else "csv"
-    con.execute(sql("ingest", f"stage_edges_{fmt}", weight=weight, amount=amount), [str(path)])
-    bad = con.execute(sql("ingest", "bad_edges")).fetchone()[0]
+    ingest_store.stage_edges(con, path, weight_column, "amount" in source)
+    bad, bad_amounts, first = ingest_store.staged_edge_problems(con)
     if bad:
         raise IngestError(f"{path}: {bad} edge rows with a missing id or a missing, NaN or negative weight")
-    bad, first = con.execute(sql("ingest", "bad_edge_amounts")).fetchone()
-    if bad:
-        raise IngestError(f"{path}: column 'amount': {bad} edge row(s) with a non-numeric, NaN or negative "
+    if bad_amounts:
+        raise IngestError(f"{path}: column 'amount': {bad_amounts} edge row(s) with a non-numeric, NaN or negative "
                           f"amount (first: data row {first}); an empty amount is allowed (stored as NULL)")
-    n = con.execute("SELECT count(*) FROM staged_edges").fetchone()[0]
-    with transaction(con):
-        con.execute(sql("ingest", "delete_partition", table="payment_edges"), [campaign, day])
-        con.execute(sql("ingest", "insert_edges"), [campaign, day, str(path)])
-        con.execute(sql("ingest", "insert_ingest_log"), [campaign, day, "payment_edges", str(path), n, 0, "loaded", None])
+    n = ingest_store.staged_edge_count(con)
+    ingest_store.replace_edges(con, campaign, day, path, n)
     return IngestResult(campaign, day, str(path), n, 0)
 
 
@@ -734,36 +648,6 @@ def landing_changes(
 
 # --------------------------------------------------------------------------------------------
 # what is loaded: the feature set and the partitions of a campaign, and forgetting a partition
-
-PARTITION_TABLES = ("rct_events", "rejected_events", "payment_edges", "merchant_events")  # keyed by (campaign, event_date)
-
-
-def loaded_days(con: duckdb.DuckDBPyConnection, campaign: str) -> list[dt.date]:
-    """Days with rows of the campaign in any per-day table (rct_events, rejected_events, ...)."""
-    return [r[0] for r in con.execute(sql("ingest", "loaded_days"), [campaign]).fetchall()]
-
-
-def forget_partition(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date, reason: str) -> dict[str, int]:
-    """Remove one (campaign, day) partition from every per-day table in one transaction, drop the
-    campaign's feature registrations that no loaded day uses any more, and record the removal in
-    ingest_log (status 'forgotten', `reason` as its message). Returns {table: rows removed}."""
-    removed: dict[str, int] = {}
-    with transaction(con):
-        for table in PARTITION_TABLES:
-            removed[table] = int(con.execute(sql("ingest", "delete_partition", table=quote_ident(table)),
-                                             [campaign, day]).fetchone()[0])
-        registered = [f for f, _ in con.execute(sql("ingest", "campaign_feature_kinds"), [campaign]).fetchall()]
-        gone = sorted(set(registered) - set(loaded_features(con, campaign)))
-        if gone:
-            con.execute(sql("ingest", "delete_campaign_features"), [campaign, gone])
-        con.execute(
-            sql("ingest", "insert_ingest_log"),
-            [campaign, day, "rct_events", "", 0, 0, "forgotten",
-             f"{reason}; removed " + ", ".join(f"{n} {t}" for t, n in removed.items())
-             + (f"; features no longer loaded: {', '.join(gone)}" if gone else "")],
-        )
-    return removed
-
 
 def constraint_feature_problems(config: CampaignConfig, features: Iterable[str], where: str) -> list[str]:
     """campaign.yaml `constraints.groups`: one problem per group whose `feature` is not among

@@ -37,7 +37,8 @@ from promo_assets.ingestion import (
     loaded_days,
     scan_day_files,
 )
-from promo_assets.store.warehouse import quote_ident, sql, transaction
+from promo_assets.store import ingest as ingest_store
+from promo_assets.store.ingest import failed_files, forget_ledger_day, ledger  # noqa: F401  (re-exported)
 
 TABLES = {"events": "rct_events", "edges": "payment_edges", "merchants": "merchant_events"}
 GONE = "its events file is gone from the landing folder"
@@ -92,26 +93,11 @@ def config_sha256(landing: Path, campaign: str) -> str:
     return file_sha256(Path(landing) / campaign / "campaign.yaml")
 
 
-def ledger(con: duckdb.DuckDBPyConnection, campaign: str, kind: str) -> dict[dt.date, tuple]:
-    """{day: (file, content hash, config hash, status, rows, rejected, message)} of the ledger."""
-    return {r[0]: r[1:] for r in con.execute(sql("ingest", "ledger"), [campaign, kind]).fetchall()}
-
-
-def failed_files(con: duckdb.DuckDBPyConnection, campaign: str) -> list[tuple[str, dt.date, str, str]]:
-    """[(kind, day, file, message)] of the campaign's day files whose last load attempt failed."""
-    return [tuple(r) for r in con.execute(sql("ingest", "ledger_failed"), [campaign]).fetchall()]
-
-
-def forget_ledger_day(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date) -> None:
-    """Drop every kind's ledger row of one day (after `forget_partition`)."""
-    con.execute(sql("ingest", "ledger_delete_day"), [campaign, day])
-
-
 def _stored_days(con: duckdb.DuckDBPyConnection, campaign: str, kind: str) -> set[dt.date]:
     if kind == "events":  # rct_events, rejected_events and the side tables: forget_partition's days
 
         return set(loaded_days(con, campaign))
-    return {r[0] for r in con.execute(sql("ingest", "table_days", table=quote_ident(TABLES[kind])), [campaign]).fetchall()}
+    return ingest_store.table_days(con, TABLES[kind], campaign)
 
 
 def _forget(con, campaign: str, kind: str, day: dt.date) -> dict[str, int]:
@@ -121,10 +107,7 @@ def _forget(con, campaign: str, kind: str, day: dt.date) -> dict[str, int]:
         removed = forget_partition(con, campaign, day, GONE)
         forget_ledger_day(con, campaign, day)
         return removed
-    with transaction(con):
-        n = int(con.execute(sql("ingest", "delete_partition", table=quote_ident(TABLES[kind])), [campaign, day]).fetchone()[0])
-        con.execute(sql("ingest", "ledger_delete"), [campaign, kind, day])
-    return {TABLES[kind]: n}
+    return {TABLES[kind]: ingest_store.forget_day_of_kind(con, TABLES[kind], kind, campaign, day)}
 
 
 def ingest_campaign_days(
@@ -168,14 +151,13 @@ def ingest_campaign_days(
             result = load_day(con, day, path)
         except Exception as exc:  # noqa: BLE001 (one file's error: recorded with its text, the other days go on)
             message = str(exc) or type(exc).__name__
-            con.execute(sql("ingest", "ledger_upsert"),
-                        [campaign, kind, day, str(path), content_hash, config_hash, 0, 0, "failed", message])
+            ingest_store.ledger_upsert(con, [campaign, kind, day, str(path), content_hash, config_hash, 0, 0, "failed",
+                                             message])
             log(f"{campaign} {day}: FAILED {path}: {message}")
             out.days.append(DayOutcome(day, str(path), "failed", message=message))
             continue
-        con.execute(sql("ingest", "ledger_upsert"),
-                    [campaign, kind, day, str(path), content_hash, config_hash, result.rows_loaded,
-                     result.rows_rejected, "loaded", None])
+        ingest_store.ledger_upsert(con, [campaign, kind, day, str(path), content_hash, config_hash, result.rows_loaded,
+                                         result.rows_rejected, "loaded", None])
         out.results.append(result)
         out.days.append(DayOutcome(day, str(path), "loaded", result.rows_loaded, result.rows_rejected))
     out.days.sort(key=lambda d: d.day)

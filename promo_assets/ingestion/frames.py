@@ -34,7 +34,8 @@ from promo_assets.ingestion import (
     merchants as ingest_merchants,
     read_problem,
 )
-from promo_assets.store.warehouse import ensure_schema, quote_ident, sql
+from promo_assets.store import frames as frames_store, graph as graph_store, ingest as ingest_store
+from promo_assets.store.warehouse import ensure_schema
 
 
 @dataclass
@@ -78,18 +79,17 @@ def load_landing(landing: Path, campaign: str, con: duckdb.DuckDBPyConnection | 
         kinds = loaded_features(con, campaign)
         numeric = [f for f, k in kinds.items() if k == "numeric"]
         categorical = [f for f, k in kinds.items() if k == "categorical"]
-        columns = "".join(f", {quote_ident(c)}" for c in numeric + categorical)
-        events = con.execute(sql("frames", "events", columns=columns), [campaign]).df()
+        events = frames_store.events(con, campaign, numeric + categorical)
         out = LandingFrames(config, events, numeric, categorical, rejected=rejected)
         if edges and (edge_files := day_files(landing, campaign, "edges")):
             for day, path in sorted(edge_files.items()):
                 ingest_edges_day(con, campaign, day, path)
-            out.edges = con.execute(sql("graph", "campaign_edges"), [campaign]).df()
+            out.edges = graph_store.campaign_edges(con, campaign)
         if merchants and (merchant_files := day_files(landing, campaign, "merchants")):
             _, mconf = ingest_merchants.merchant_config(landing, campaign)
             for day, path in sorted(merchant_files.items()):
                 ingest_merchants.ingest_merchants_day(con, campaign, day, path, mconf)
-            out.merchant_events = con.execute(sql("graph", "campaign_merchant_events"), [campaign]).df()
+            out.merchant_events = graph_store.campaign_merchant_events(con, campaign)
     return out
 
 
@@ -123,10 +123,10 @@ class PopulationFile:
         self._con, self.path = con, check_landing_file(Path(path))
         self._fmt = "parquet" if self.path.suffix == ".parquet" else "csv"
         try:
-            columns = [name for name, _ in con.execute(sql("meta", f"describe_{self._fmt}"), [str(self.path)]).fetchall()]
+            columns = [name for name, _ in ingest_store.describe_file(con, self.path)]
             if "user_id" not in columns:
                 raise IngestError(f"{self.path}: missing required column 'user_id'")
-            n_users, no_id = con.execute(sql("frames", f"population_count_{self._fmt}"), [str(self.path)]).fetchone()
+            n_users, no_id = ingest_store.population_count(con, self.path)
         except duckdb.Error as exc:
             raise IngestError(read_problem(self.path, self._fmt, exc)) from None
         if no_id:
@@ -141,7 +141,7 @@ class PopulationFile:
         """DataFrames of at most `rows` users: one streamed query on a cursor of its own."""
         cur = self._con.cursor()
         try:
-            reader = cur.execute(sql("frames", f"population_{self._fmt}"), [str(self.path)]).fetch_record_batch(max(1, int(rows)))
+            reader = ingest_store.population_batches(cur, self.path, rows)
             for batch in reader:
                 if batch.num_rows:
                     frame = batch.to_pandas()

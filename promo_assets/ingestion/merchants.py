@@ -31,7 +31,7 @@ from promo_assets.ingestion import (
     format_problems,
     load_config,
 )
-from promo_assets.store.warehouse import quote_ident, sql, transaction
+from promo_assets.store import ingest as ingest_store
 
 MERCHANT_REQUIRED = ("merchant_id", "treatment", "response")
 MERCHANT_COLUMNS = (*MERCHANT_REQUIRED, "cost", "propensity", "event_date", "event_time")
@@ -71,7 +71,6 @@ def _stage_merchants(con: duckdb.DuckDBPyConnection, path: Path, mconf: Merchant
     """Stage one merchants/ day file typed against the commission grid (temp table
     typed_merchants); returns its feature columns with their source types, in file order.
     IngestError names a missing column."""
-    fmt = "parquet" if path.suffix == ".parquet" else "csv"
     source = _source_columns(con, path)
     missing = [c for c in MERCHANT_REQUIRED if c not in source]
     if missing:
@@ -82,23 +81,9 @@ def _stage_merchants(con: duckdb.DuckDBPyConnection, path: Path, mconf: Merchant
     # features are stored as one JSON object, so only the staging query's own names are reserved
     check_column_names(path, source, landing=MERCHANT_COLUMNS, reserved=frozenset(INTERNAL_COLUMNS))
     features = {c: t for c, t in source.items() if c not in MERCHANT_COLUMNS}
-    cost = sql("graph", f"merchant_cost_{mconf.cost}")
-    propensity = sql("graph", "merchant_propensity" if "propensity" in source else "merchant_no_propensity")
-    fields = ", ".join(sql("graph", "merchant_feature_field", col=quote_ident(c)) for c in features)
-    feats = sql("graph", "merchant_features", fields=fields) if features else sql("graph", "merchant_no_features")
-    con.execute(sql("graph", "create_commission_grid"))
-    con.executemany(sql("graph", "insert_commission_grid"), [[i, float(x)] for i, x in enumerate(mconf.commissions)])
-    con.execute(sql("graph", f"stage_merchants_{fmt}"), [str(path)])
-    con.execute(sql("graph", "type_merchants", cost=cost, propensity=propensity, features=feats))
+    ingest_store.stage_merchants(con, path, list(features), cost=mconf.cost, commissions=mconf.commissions,
+                                 propensity="propensity" in source)
     return features
-
-
-def _replace_partition(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date, path: Path, n: int) -> None:
-    """Delete + insert the (campaign, day) partition from typed_merchants and log it, in one transaction."""
-    with transaction(con):
-        con.execute(sql("graph", "delete_merchant_partition"), [campaign, day])
-        con.execute(sql("graph", "insert_merchant_events"), [campaign, day, str(path)])
-        con.execute(sql("ingest", "insert_ingest_log"), [campaign, day, "merchant_events", str(path), n, 0, "loaded", None])
 
 
 def _as_date(day: dt.date | str) -> dt.date:
@@ -107,7 +92,7 @@ def _as_date(day: dt.date | str) -> dt.date:
 
 def clear_merchants_day(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date | str) -> None:
     """Empty the (campaign, day) partition of merchant_events (a day without a merchants/ file)."""
-    con.execute(sql("graph", "delete_merchant_partition"), [campaign, _as_date(day)])
+    ingest_store.clear_merchants(con, campaign, _as_date(day))
 
 
 def ingest_merchants_day(
@@ -136,16 +121,16 @@ def ingest_merchants_day(
     if error is None:
         problems = [
             {"column": c, "problem": p, "rows": int(k), "first_row": int(r), "example": e}
-            for c, p, k, r, e in con.execute(sql("graph", "merchant_problems")).fetchall()
+            for c, p, k, r, e in ingest_store.staged_merchant_problems(con)
         ]
-        n = con.execute(sql("graph", "count_typed_merchants")).fetchone()[0]
+        n = ingest_store.staged_merchant_count(con)
         if problems or n == 0:
             error = (format_problems(path, problems) if problems else f"{path}: the file has no rows") + \
                 f"; nothing was loaded for campaign '{campaign}' day {day}"
     if error is not None:
-        con.execute(sql("ingest", "insert_ingest_log"), [campaign, day, "merchant_events", str(path), 0,
-                                                        sum(p["rows"] for p in problems), "failed", error])
+        ingest_store.log_load(con, campaign, day, "merchant_events", str(path), 0, sum(p["rows"] for p in problems),
+                              "failed", error)
         raise IngestError(error)
-    _replace_partition(con, campaign, day, path, n)
-    counts = dict(con.execute(sql("graph", "merchant_level_counts"), [campaign, day]).fetchall())
+    ingest_store.replace_merchants(con, campaign, day, path, n)
+    counts = ingest_store.merchant_level_counts(con, campaign, day)
     return IngestResult(campaign, day, str(path), int(n), 0, counts, [], features)

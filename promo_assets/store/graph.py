@@ -5,7 +5,7 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
-from promo_assets.store.warehouse import registered, sql
+from promo_assets.store.warehouse import quote_ident, registered, sql, transaction
 
 
 def graph_tables(con: duckdb.DuckDBPyConnection, campaign: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -44,3 +44,43 @@ def write_joint(con: duckdb.DuckDBPyConnection, campaign: str, version: str, run
             con.execute(sql("graph", "insert_joint_allocation"), [campaign, version, run_id])
     with registered(con, "eval_df", evaluation):
         con.execute(sql("graph", "insert_joint_evaluation"))
+
+
+def campaign_edges(con: duckdb.DuckDBPyConnection, campaign: str) -> pd.DataFrame:
+    """The campaign's loaded payment edges."""
+    return con.execute(sql("graph", "campaign_edges"), [campaign]).df()
+
+
+def campaign_merchant_events(con: duckdb.DuckDBPyConnection, campaign: str) -> pd.DataFrame:
+    """The campaign's loaded merchant events."""
+    return con.execute(sql("graph", "campaign_merchant_events"), [campaign]).df()
+
+
+def latest_customer_features(con: duckdb.DuckDBPyConnection, campaign: str, features: list[str]) -> pd.DataFrame:
+    """Each customer's latest RCT row's `features`."""
+    cols = "".join(f", {quote_ident(c)}" for c in features)
+    return con.execute(sql("graph", "latest_customer_features", columns=cols), [campaign]).df()
+
+
+def customer_event_counts(con: duckdb.DuckDBPyConnection, campaign: str) -> pd.DataFrame:
+    """Each customer's number of RCT events."""
+    return con.execute(sql("graph", "customer_event_counts"), [campaign]).df()
+
+
+GRAPH_TABLES = ("graph_edges", "graph_customers", "graph_merchants")
+
+
+def replace_graph(con: duckdb.DuckDBPyConnection, campaign: str, version: str | None = None,
+                  edges: pd.DataFrame | None = None, customers: pd.DataFrame | None = None,
+                  merchants: pd.DataFrame | None = None) -> None:
+    """The campaign's graph tables replaced by `edges` and the node tables, stamped `version`, in one
+    transaction; emptied without them (a campaign with no graph)."""
+    with transaction(con):
+        for table in GRAPH_TABLES:
+            con.execute(sql("graph", "delete_graph", table=quote_ident(table)), [campaign])
+        if version is None:
+            return
+        for name, frame, statement in (("edges_df", edges, "insert_graph_edges"), ("nodes_df", customers, "insert_graph_customers"),
+                                       ("nodes_df", merchants, "insert_graph_merchants")):
+            with registered(con, name, frame):
+                con.execute(sql("graph", statement), [campaign, version])

@@ -105,7 +105,7 @@ def merchant_events(context: dg.AssetExecutionContext, config: DayRange, warehou
     "payment edges or merchant events materializes with a note and no rows.",
 )
 def customer_merchant_graph(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
-    from promo_assets.graph.store import store_campaign_graph
+    from promo_assets.graph.tables import store_campaign_graph
 
     with connect(warehouse) as con:
         stored = store_campaign_graph(con, landing.path, context.partition_key)

@@ -14,14 +14,9 @@ import pandas as pd
 from promo_assets.store.artifacts import content_version
 from promo_assets.graph.data import aggregate_edges
 from promo_assets.graph.warehouse_io import features_frame, latest_landing_file, node_stats, node_table
-from promo_assets.ingestion import loaded_features
-from promo_assets.store.warehouse import quote_ident, registered, sql, transaction
+from promo_assets.store import graph as graph_store
+from promo_assets.store.frames import loaded_features
 
-
-
-def _delete_graph(con, campaign: str) -> None:
-    for table in ("graph_edges", "graph_customers", "graph_merchants"):
-        con.execute(sql("graph", "delete_graph", table=table), [campaign])
 
 
 @dataclass
@@ -43,9 +38,9 @@ def _node_tables(con, landing_dir: Path, campaign: str, edges: pd.DataFrame, m_e
     population, pop_source = latest_landing_file(landing_dir, campaign, "population")
     merchant_pop, mpop_source = latest_landing_file(landing_dir, campaign, "merchant_population")
     kinds = loaded_features(con, campaign)
-    cols = "".join(f", {quote_ident(c)}" for k in ("numeric", "categorical") for c in kinds if kinds[c] == k)
-    rct_features = con.execute(sql("graph", "latest_customer_features", columns=cols), [campaign]).df()
-    n_events = con.execute(sql("graph", "customer_event_counts"), [campaign]).df()
+    rct_features = graph_store.latest_customer_features(
+        con, campaign, [c for k in ("numeric", "categorical") for c in kinds if kinds[c] == k])
+    n_events = graph_store.customer_event_counts(con, campaign)
     m_feats = features_frame(m_events["merchant_id"], m_events["features"], "merchant_id")
     c_ids = _ids(edges["user_id"], rct_features["user_id"], [] if population is None else population["user_id"])
     m_ids = _ids(edges["merchant_id"], m_events["merchant_id"], [] if merchant_pop is None else merchant_pop["merchant_id"])
@@ -58,11 +53,10 @@ def store_campaign_graph(con, landing_dir: Path, campaign: str) -> StoredGraph:
     """Replace the campaign's graph tables (one transaction): the payment edges summed over the days
     and the node tables with their statistics and features. A campaign without payment edges or
     merchant events gets no rows (its earlier graph is deleted) and a note."""
-    raw_edges = con.execute(sql("graph", "campaign_edges"), [campaign]).df()
-    m_events = con.execute(sql("graph", "campaign_merchant_events"), [campaign]).df()
+    raw_edges = graph_store.campaign_edges(con, campaign)
+    m_events = graph_store.campaign_merchant_events(con, campaign)
     if raw_edges.empty or m_events.empty:
-        with transaction(con):
-            _delete_graph(con, campaign)
+        graph_store.replace_graph(con, campaign)
         missing = "payment edges" if raw_edges.empty else "merchant events"
         note = f"campaign '{campaign}' has no {missing}; no graph (not a bipartite campaign)"
         return StoredGraph(None, note, {"note": note, "customers": 0, "merchants": 0, "edges": 0})
@@ -72,12 +66,7 @@ def store_campaign_graph(con, landing_dir: Path, campaign: str) -> StoredGraph:
         pd.util.hash_pandas_object(edges, index=False).to_numpy().tobytes()
         + "\n".join(c_nodes["features"]).encode() + "\n".join(m_nodes["features"]).encode()
     )
-    with transaction(con):
-        _delete_graph(con, campaign)
-        for name, frame, statement in (("edges_df", edges, "insert_graph_edges"), ("nodes_df", c_nodes, "insert_graph_customers"),
-                                       ("nodes_df", m_nodes, "insert_graph_merchants")):
-            with registered(con, name, frame):
-                con.execute(sql("graph", statement), [campaign, version])
+    graph_store.replace_graph(con, campaign, version, edges, c_nodes, m_nodes)
     return StoredGraph(version, f"{campaign}: graph {version}: {len(c_nodes)} customers, {len(m_nodes)} merchants, "
                        f"{len(edges)} edges", {
         "graph_version": version,
