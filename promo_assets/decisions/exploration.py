@@ -84,7 +84,7 @@ class Constraints:
     def build(cls, block: ConstraintsBlock, users_features) -> "Constraints":
         """From campaign.yaml's `constraints:` block and a frame of the users' features (one row per
         user decided for)."""
-        costs = {name: (np.asarray(c.levels, dtype=np.float64), c.budget_per_capita) for name, c in block.costs.items()}
+        costs = {name: (np.asarray(levels, dtype=np.float64), budget) for name, (levels, budget) in block.cost_types().items()}
         groups = {}
         for name, g in block.groups.items():
             if g.feature not in users_features.columns:

@@ -359,8 +359,8 @@ class CampaignState:
         mu = (self.multipliers or {}).get(budget)
         if mu and self.constraints:  # several budgets: the decisions' rule at their multipliers
             mats, mus = [costs], [mu["budget"]]
-            for name, cost_type in self.constraints.costs.items():
-                mats.append(np.broadcast_to(np.asarray(cost_type.levels, dtype=np.float64), costs.shape))
+            for name, (levels, _) in self.constraints.cost_types().items():
+                mats.append(np.broadcast_to(np.asarray(levels, dtype=np.float64), costs.shape))
                 mus.append(mu[name])
             frame = self.frame(rows) if self.constraints.groups else None
             for name, group in self.constraints.groups.items():
