@@ -7,13 +7,17 @@ writes the report again (timed); Debian's chromium (playwright, `executable_path
 other than the file itself refused: the report must open offline) loads it `--repeat` times, each
 timed from `goto` to every Plotly chart drawn (an SVG of non-zero size per chart).
 
-Part `backfill`: a small demo campaign (4 days) after a first `promo run`; then, alternating
-(A B A B, `--rounds` of each, so that both see the same machine load): A, `dagster dev` (own process
-group, free port) with its sensors running, settled, and a backfill of the campaign's partition of
-`rct_events` (its day files) launched through the GraphQL mutation the UI's "Launch backfill"
-button sends, timed from that launch until `leaderboard` and `campaign_report` of the campaign have
-a newer materialization (the automation's refresh), with the final status of every backfill, the
-server stopped after; B, `promo run` on the same landing folder.
+Part `backfill`: a UI refresh of a small demo campaign (4 days) against `promo run` on the same data,
+after a first `promo run`; alternating (A B A B, `--rounds` of each, so that both see the same
+machine load): A, `dagster dev` (own process group, free port) with its sensors running, settled,
+then each UI action of `--ui` through the GraphQL mutation the UI sends, each timed from the launch
+until `leaderboard` (and then `campaign_report`) of the campaign has a newer materialization, with a
+timeline of every run it caused (created, enqueued, launching, its process up, first step, steps,
+end), and waited out until no run is left; B, `promo run` on the same landing folder. The actions:
+`materialize`, the assets `promo run` refreshes (every asset but the decisions and the chains of the
+models the campaign does not train) materialized for the campaign, which the UI's dialog launches as
+one run; `backfill`, the same selection as a backfill; `automation`, a backfill of `rct_events`
+alone, the automation refreshing the rest.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/report_page.py [--part report|backfill|both]
 """
@@ -174,12 +178,22 @@ _LAUNCH = """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { _
 _NODES = "{ assetNodes { assetKey { path } groupName } }"
 
 
-def refresh_selection(ui: DagsterDev) -> list[dict]:
-    """The assets a user selects in the UI to refresh a campaign as `promo run` does: every group but
-    `decisions` (the automation decides after the leaderboard, as `promo run` does after it) and
-    `optional_models` (the chains off by default, which the demo does not train)."""
+def refresh_selection(ui: DagsterDev, landing: Path) -> list[dict]:
+    """The assets `promo run` refreshes for the campaign in its one run, as a user selects them in the
+    UI: every asset but the `decisions` group (`promo run` decides in a run after the leaderboard, the
+    automation after a refresh from the UI) and the chains of the models the campaign does not train
+    (off by default, `optional_models`; not applicable, e.g. `gnn_hazard` without a `merchants:`
+    block): in a run, a chain that skips keeps Dagster from executing the leaderboard."""
+    from promo_assets.defs.common import model_of_key
+    from promo_assets.models import registry
+
+    import dagster as dg
+
+    config = load_config(landing, "demo")
+    left_out = {n for n in registry.names() if registry.skip_reason(n, config) is not None}
     nodes = ui.graphql(_NODES)["assetNodes"]
-    return [{"path": n["assetKey"]["path"]} for n in nodes if n["groupName"] not in ("decisions", "optional_models")]
+    return [{"path": n["assetKey"]["path"]} for n in nodes if n["groupName"] != "decisions"
+            and model_of_key(dg.AssetKey(n["assetKey"]["path"])) not in left_out]
 
 
 def launch(ui: DagsterDev, action: str, selection: list[dict]) -> str:
@@ -236,8 +250,12 @@ def backfill_once(env: dict, tmp: Path, args, round_: int) -> dict:
     with DagsterDev(ROOT, env, tmp / f"dagster_dev-{round_}.log") as ui:
         result["server_start_s"] = round(time.perf_counter() - start, 1)
         result["runs_before_click"] = _settle(ui, time.time() - 5, args.timeout)
-        selection = refresh_selection(ui)
+        selection = refresh_selection(ui, Path(env["PROMO_LANDING_DIR"]))
         result["selection_assets"] = len(selection)
+        chosen = {"/".join(a["path"]) for a in selection}
+        result["selection_leaves_out"] = sorted({"/".join(n["assetKey"]["path"][:-1]) or n["assetKey"]["path"][0]
+                                                 for n in ui.graphql(_NODES)["assetNodes"]
+                                                 if "/".join(n["assetKey"]["path"]) not in chosen})
         for action in args.ui.split(","):
             result[action] = ui_refresh(ui, action, selection, args)
             print(action, round_, result[action], file=sys.stderr)
