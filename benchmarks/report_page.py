@@ -7,13 +7,17 @@ writes the report again (timed); Debian's chromium (playwright, `executable_path
 other than the file itself refused: the report must open offline) loads it `--repeat` times, each
 timed from `goto` to every Plotly chart drawn (an SVG of non-zero size per chart).
 
-Part `backfill`: a small demo campaign (4 days) after a first `promo run`; then, alternating
-(A B A B, `--rounds` of each, so that both see the same machine load): A, `dagster dev` (own process
-group, free port) with its sensors running, settled, and a backfill of the campaign's partition of
-`rct_events` (its day files) launched through the GraphQL mutation the UI's "Launch backfill"
-button sends, timed from that launch until `leaderboard` and `campaign_report` of the campaign have
-a newer materialization (the automation's refresh), with the final status of every backfill, the
-server stopped after; B, `promo run` on the same landing folder.
+Part `backfill`: a UI refresh of a small demo campaign (4 days) against `promo run` on the same data,
+after a first `promo run`; alternating (A B A B, `--rounds` of each, so that both see the same
+machine load): A, `dagster dev` (own process group, free port) with its sensors running, settled,
+then each UI action of `--ui` through the GraphQL mutation the UI sends, each timed from the launch
+until `leaderboard` (and then `campaign_report`) of the campaign has a newer materialization, with a
+timeline of every run it caused (created, enqueued, launching, its process up, first step, steps,
+end), and waited out until no run is left; B, `promo run` on the same landing folder. The actions:
+`materialize`, the assets `promo run` refreshes (every asset but the decisions and the chains of the
+models the campaign does not train) materialized for the campaign, which the UI's dialog launches as
+one run; `backfill`, the same selection as a backfill; `automation`, a backfill of `rct_events`
+alone, the automation refreshing the rest.
 
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/report_page.py [--part report|backfill|both]
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -35,7 +40,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _results import Recorder  # noqa: E402
 
-from devtools.devserver import DagsterDev, demo_env, promo  # noqa: E402
+from devtools.devserver import LOCATION, REPOSITORY, DagsterDev, demo_env, promo  # noqa: E402
 from promo_assets.ingestion import load_config  # noqa: E402
 
 CHROMIUM = os.environ.get("PROMO_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -127,50 +132,138 @@ def _settle(ui: DagsterDev, since: float, timeout: float, quiet: float = 75.0) -
     return [r["status"] for r in later]
 
 
+_TIMELINE = """query($after: Float) { runsOrError(filter: {createdAfter: $after}) { ... on Runs { results {
+                runId status creationTime startTime endTime assetSelection { path } tags { key value }
+                stepStats { stepKey status startTime endTime } } } } }"""
+_EVENTS = """query($id: ID!) { runOrError(runId: $id) { ... on Run { eventConnection(limit: 20000) { events {
+               __typename ... on MessageEvent { timestamp } } } } } }"""
+_MILESTONES = {"RunEnqueuedEvent": "enqueued", "RunDequeuedEvent": "dequeued", "RunStartingEvent": "launching",
+               "RunStartEvent": "worker_up"}
+
+
+def _timeline(ui: DagsterDev, t0: float) -> list[dict]:
+    """Where the time after the launch went, run by run (seconds since the launch): created (queued),
+    dequeued by the run queue, launching (handed to the code server, which spawns the run's process),
+    worker_up (that process imported the code and started the run), the first step, the steps' own
+    time (summed), the last step's end, the run's end."""
+    runs = ui.graphql(_TIMELINE, {"after": t0 - 5})["runsOrError"]["results"]
+    out = []
+    rel = lambda x: None if x is None else round(float(x) - t0, 1)  # noqa: E731
+    for r in sorted(runs, key=lambda r: r["creationTime"]):
+        steps = [s for s in r["stepStats"] if s["startTime"] and s["endTime"]]
+        tags = {t["key"]: t["value"] for t in r["tags"]}
+        events = ui.graphql(_EVENTS, {"id": r["runId"]})["runOrError"]["eventConnection"]["events"]
+        marks = {}
+        for e in events:
+            name = _MILESTONES.get(e["__typename"])
+            if name and name not in marks:
+                marks[name] = rel(float(e["timestamp"]) / 1000)
+        out.append({
+            "status": r["status"], "assets": len(r["assetSelection"] or []), "steps": len(r["stepStats"]),
+            "from": "backfill" if tags.get("dagster/backfill") else tags.get("dagster/sensor_name") or "launch",
+            "created": rel(r["creationTime"]), **marks,
+            "first_step": rel(min((s["startTime"] for s in steps), default=None)),
+            "last_step_end": rel(max((s["endTime"] for s in steps), default=None)),
+            "ended": rel(r["endTime"]),
+            "steps_s": round(sum(s["endTime"] - s["startTime"] for s in steps), 1),
+        })
+    return out
+
+
+_BACKFILL = """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) {
+                 __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
+_LAUNCH = """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename
+               ... on LaunchRunSuccess { run { runId } } ... on PythonError { message }
+               ... on InvalidSubsetError { message } ... on RunConfigValidationInvalid { errors { message } } } }"""
+_NODES = "{ assetNodes { assetKey { path } groupName } }"
+
+
+def refresh_selection(ui: DagsterDev, landing: Path) -> list[dict]:
+    """The assets `promo run` refreshes for the campaign in its one run, as a user selects them in the
+    UI: every asset but the `decisions` group (`promo run` decides in a run after the leaderboard, the
+    automation after a refresh from the UI) and the chains of the models the campaign does not train
+    (off by default, `optional_models`; not applicable, e.g. `gnn_hazard` without a `merchants:`
+    block): in a run, a chain that skips keeps Dagster from executing the leaderboard."""
+    from promo_assets.defs.common import model_of_key
+    from promo_assets.models import registry
+
+    import dagster as dg
+
+    config = load_config(landing, "demo")
+    left_out = {n for n in registry.names() if registry.skip_reason(n, config) is not None}
+    nodes = ui.graphql(_NODES)["assetNodes"]
+    return [{"path": n["assetKey"]["path"]} for n in nodes if n["groupName"] != "decisions"
+            and model_of_key(dg.AssetKey(n["assetKey"]["path"])) not in left_out]
+
+
+def launch(ui: DagsterDev, action: str, selection: list[dict]) -> str:
+    """One UI action on the campaign `demo`, through the GraphQL mutation the UI sends:
+    `materialize`: *Materialize selected* on the refresh selection with one partition (the dialog then
+    launches one run of the asset job, tagged with the partition); `backfill`: *Launch backfill* of the
+    same selection for the partition; `automation`: a backfill of `rct_events` alone, the automation
+    refreshing everything downstream (the measurement of earlier versions)."""
+    if action == "materialize":
+        got = ui.graphql(_LAUNCH, {"p": {
+            "selector": {"repositoryLocationName": LOCATION, "repositoryName": REPOSITORY, "jobName": "__ASSET_JOB",
+                         "assetSelection": selection},
+            "runConfigData": {}, "executionMetadata": {"tags": [{"key": "dagster/partition", "value": "demo"}]}}})
+        got = got["launchRun"]
+        if got["__typename"] != "LaunchRunSuccess":
+            raise SystemExit(f"run not launched: {got}")
+        return got["run"]["runId"]
+    assets = selection if action == "backfill" else [{"path": ["rct_events"]}]
+    got = ui.graphql(_BACKFILL, {"p": {"partitionNames": ["demo"], "assetSelection": assets}})["launchPartitionBackfill"]
+    if got.get("backfillId") is None:
+        raise SystemExit(f"backfill not launched: {got}")
+    return got["backfillId"]
+
+
+def ui_refresh(ui: DagsterDev, action: str, selection: list[dict], args) -> dict:
+    """One UI action, timed from the launch until `leaderboard` of the campaign has a newer
+    materialization (and `campaign_report`, which the automation refreshes after it); then until
+    every run it caused has ended and none started for 40 s, so the next measurement starts quiet."""
+    before = {a: _latest(ui, a, "demo") for a in ("leaderboard", "campaign_report")}
+    result = {"action": action, "load_at_click": [round(x, 2) for x in os.getloadavg()]}
+    t0 = time.time()
+    launch(ui, action, selection)
+    seen = {}
+    while len(seen) < 2 and time.time() - t0 < args.timeout:
+        for asset in ("leaderboard", "campaign_report"):
+            ts = _latest(ui, asset, "demo")
+            if asset not in seen and ts is not None and ts > max(before[asset] or 0, t0):
+                seen[asset] = round(ts - t0, 1)
+        time.sleep(1)
+    # leave only once every run it caused has ended: a run killed while starting would keep the
+    # warehouse pool's slot, and the measurement after it would wait for it
+    result["runs"] = _settle(ui, t0 - 5, args.timeout, quiet=40.0)
+    result["timeline"] = _timeline(ui, t0)
+    result["click_to_refreshed_leaderboard_s"] = seen.get("leaderboard")
+    result["click_to_refreshed_report_s"] = seen.get("campaign_report")
+    return result
+
+
 def backfill_once(env: dict, tmp: Path, args, round_: int) -> dict:
-    """A: `dagster dev` up and settled (the sensors' own runs ended), then the backfill of the campaign
-    partition of `rct_events` launched through the GraphQL mutation the UI's "Launch backfill" sends,
-    timed until `leaderboard` and `campaign_report` have a newer materialization; the server is
-    stopped before the next measurement."""
+    """A: `dagster dev` up and settled (the sensors' own runs ended), then each UI action of
+    `--ui` in turn (ui_refresh); the server is stopped before `promo run`."""
     result = {}
     start = time.perf_counter()
     with DagsterDev(ROOT, env, tmp / f"dagster_dev-{round_}.log") as ui:
         result["server_start_s"] = round(time.perf_counter() - start, 1)
-        settled_from = time.time()
-        result["runs_before_click"] = _settle(ui, settled_from - 5, args.timeout)
-        before = {a: _latest(ui, a, "demo") for a in ("leaderboard", "campaign_report")}
-        mutation = """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) {
-                        __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }"""
-        result["load_at_click"] = [round(x, 2) for x in os.getloadavg()]
-        t0 = time.time()
-        launched = ui.graphql(mutation, {"p": {"partitionNames": ["demo"], "assetSelection": [{"path": ["rct_events"]}]}})
-        backfill_id = launched["launchPartitionBackfill"].get("backfillId")
-        if backfill_id is None:
-            raise SystemExit(f"backfill not launched: {launched}")
-        seen = {}
-        while len(seen) < 2 and time.time() - t0 < args.timeout:
-            for asset in ("leaderboard", "campaign_report"):
-                ts = _latest(ui, asset, "demo")
-                if asset not in seen and ts is not None and ts > max(before[asset] or 0, t0):
-                    seen[asset] = round(ts - t0, 1)
-            time.sleep(2)
-        # leave the server only once every run it launched has ended: a run killed while starting would
-        # keep the warehouse pool's slot, and the `promo run` after it would wait for it
-        result["runs_after_click"] = _settle(ui, t0 - 5, args.timeout, quiet=40.0)
-        q = """{ partitionBackfillsOrError(limit: 20) { ... on PartitionBackfills { results {
-                 id status timestamp assetSelection { path } } } } }"""
-        backfills = ui.graphql(q)["partitionBackfillsOrError"]["results"]
-    result.update({
-        "click_to_refreshed_leaderboard_s": seen.get("leaderboard"),
-        "click_to_refreshed_report_s": seen.get("campaign_report"),
-        "backfills": [{"id": b["id"], "status": b["status"], "assets": len(b["assetSelection"] or []),
-                       "is_ours": b["id"] == backfill_id} for b in backfills if float(b["timestamp"]) >= t0 - 5],
-    })
+        result["runs_before_click"] = _settle(ui, time.time() - 5, args.timeout)
+        selection = refresh_selection(ui, Path(env["PROMO_LANDING_DIR"]))
+        result["selection_assets"] = len(selection)
+        chosen = {"/".join(a["path"]) for a in selection}
+        result["selection_leaves_out"] = sorted({"/".join(n["assetKey"]["path"][:-1]) or n["assetKey"]["path"][0]
+                                                 for n in ui.graphql(_NODES)["assetNodes"]
+                                                 if "/".join(n["assetKey"]["path"]) not in chosen})
+        for action in args.ui.split(","):
+            result[action] = ui_refresh(ui, action, selection, args)
+            print(action, round_, result[action], file=sys.stderr)
     return result
 
 
 def backfill_part(args) -> dict:
-    """The backfill (A) and `promo run` (B) on the same landing folder, alternating A B A B ...
+    """The UI actions (A) and `promo run` (B) on the same landing folder, alternating A B A B ...
     (`--rounds` of each) so that both see the same machine load; `promo run` once before them all
     (the first run trains every model: not compared)."""
     tmp = Path(tempfile.mkdtemp(prefix="promo-report-backfill-"))
@@ -180,21 +273,28 @@ def backfill_part(args) -> dict:
     def promo_run() -> dict:
         load = [round(x, 2) for x in os.getloadavg()]
         start = time.perf_counter()
-        promo(env, "run", "--campaign", "demo", "--no-progress")
-        return {"promo_run_s": round(time.perf_counter() - start, 1), "load_at_start": load}
+        done = promo(env, "run", "--campaign", "demo", "--no-progress")
+        found = re.search(r"downstream done in (\d+)s", done.stdout)
+        return {"promo_run_s": round(time.perf_counter() - start, 1), "load_at_start": load,
+                "its_ingestion_models_leaderboard_decisions_s": float(found.group(1)) if found else None}
 
-    result = {"days": 4, "users": 300, "order": "AB" * args.rounds, "first_promo_run": promo_run(), "rounds": []}
+    actions = args.ui.split(",")
+    result = {"days": 4, "users": 300, "ui_actions": actions, "order": "AB" * args.rounds,
+              "first_promo_run": promo_run(), "rounds": []}
     for r in range(args.rounds):
         a = backfill_once(env, tmp, args, r)
-        print("A", r, a, file=sys.stderr)
         b = promo_run()
         print("B", r, b, file=sys.stderr)
-        result["rounds"].append({"backfill": a, "promo_run": b})
+        result["rounds"].append({"ui": a, "promo_run": b})
     shutil.rmtree(tmp, ignore_errors=True)
     rounds = result["rounds"]
-    result["click_to_refreshed_leaderboard_s"] = [x["backfill"]["click_to_refreshed_leaderboard_s"] for x in rounds]
-    result["click_to_refreshed_report_s"] = [x["backfill"]["click_to_refreshed_report_s"] for x in rounds]
     result["promo_run_s"] = [x["promo_run"]["promo_run_s"] for x in rounds]
+    for action in actions:
+        board = [x["ui"][action]["click_to_refreshed_leaderboard_s"] for x in rounds]
+        result[f"{action}: click_to_refreshed_leaderboard_s"] = board
+        result[f"{action}: click_to_refreshed_report_s"] = [x["ui"][action]["click_to_refreshed_report_s"] for x in rounds]
+        result[f"{action}: ratio_to_promo_run"] = [None if t is None else round(t / x["promo_run"]["promo_run_s"], 2)
+                                                   for t, x in zip(board, rounds)]
     return result
 
 
@@ -206,7 +306,9 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=3, help="PROMO_MAX_EPOCHS")
     ap.add_argument("--repeat", type=int, default=3, help="chromium loads of each report")
     ap.add_argument("--timeout", type=float, default=1500, help="seconds to wait for the refresh after the backfill")
-    ap.add_argument("--rounds", type=int, default=2, help="backfill / promo run pairs, alternating (A B A B ...)")
+    ap.add_argument("--rounds", type=int, default=2, help="UI / promo run pairs, alternating (A B A B ...)")
+    ap.add_argument("--ui", default="materialize,backfill,automation",
+                    help="the UI actions of each round, in order (comma-separated: materialize, backfill, automation)")
     args = ap.parse_args()
     rec = Recorder("report_page")
     figures, headline = {}, {}
@@ -217,9 +319,10 @@ def main() -> None:
             headline[f"{c}: load in chromium, s (median)"] = r["load_s_median"]
     if args.part in ("backfill", "both"):
         b = figures["backfill"] = backfill_part(args)
-        headline["backfill click -> refreshed leaderboard, s (per round)"] = b["click_to_refreshed_leaderboard_s"]
-        headline["backfill click -> refreshed report, s (per round)"] = b["click_to_refreshed_report_s"]
-        headline["promo run on the same data, s (per round, after each backfill)"] = b["promo_run_s"]
+        for action in b["ui_actions"]:
+            headline[f"{action}: click -> refreshed leaderboard, s (per round)"] = b[f"{action}: click_to_refreshed_leaderboard_s"]
+            headline[f"{action}: UI / promo run (per round)"] = b[f"{action}: ratio_to_promo_run"]
+        headline["promo run on the same data, s (per round, after the UI's)"] = b["promo_run_s"]
     rec.write(figures, headline=headline, tag=None if args.part == "both" else args.part)
 
 

@@ -57,3 +57,11 @@ ALTER TABLE merchant_coefficients RENAME COLUMN value TO response;
 
 -- name: rename_budget_dual_value
 ALTER TABLE budget_dual RENAME COLUMN value TO response;
+
+-- name: base_tables
+-- The warehouse's tables, by name (warehouse.row_counts: an upgrade's rows before and after).
+SELECT table_name FROM information_schema.tables
+WHERE table_schema = 'main' AND table_type = 'BASE TABLE' ORDER BY table_name;
+
+-- name: table_row_count
+SELECT count(*) FROM {table};

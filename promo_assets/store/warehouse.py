@@ -363,6 +363,12 @@ def connect(path: Path | str | None = None, read_only: bool = False,
         slot.release()
 
 
+def row_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """{table: rows} of every table of the warehouse (an upgrade keeps every row: tests, benchmarks)."""
+    return {table: con.execute(sql("meta", "table_row_count", table=quote_ident(table))).fetchone()[0]
+            for (table,) in con.execute(sql("meta", "base_tables")).fetchall()}
+
+
 def table_columns(con: duckdb.DuckDBPyConnection, table: str) -> dict[str, str]:
     rows = con.execute(sql("meta", "table_columns"), [table]).fetchall()
     return {name: dtype for name, dtype in rows}
