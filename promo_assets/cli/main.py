@@ -567,14 +567,15 @@ def _run_refresh(defs, campaign, instance, verbose: bool, tags: dict[str, str], 
     second run, as the UI's automation does; then the decisions by `decision_job`."""
     import dagster as dg
 
+    from promo_assets.defs.automation.jobs import REFRESH_ORDER
     from promo_assets.defs.common import INGESTION_ASSETS, model_of_key
 
+    refresh_job, leaderboard_job, decision_job = (defs.resolve_job_def(name) for name in REFRESH_ORDER)
     left_out, board_key = _models_left_out(campaign), dg.AssetKey("leaderboard")
     chains = defs.resolve_job_def("campaign_job").asset_layer.executable_asset_keys
     ingestion = [dg.AssetKey(a) for a in INGESTION_ASSETS]
     keys = ingestion + [k for k in chains if model_of_key(k) not in left_out] + [board_key]
-    result = _run_job(defs.resolve_implicit_global_asset_job_def(), campaign, instance, verbose, tags, keys,
-                      run_config=run_config)
+    result = _run_job(refresh_job, campaign, instance, verbose, tags, keys, run_config=run_config)
     failures = _ingestion_lines(campaign, result, bounds) + _failure_lines(campaign, result)
     if any(step in INGESTION_ASSETS for step in _failed_steps(result)):
         return failures  # nothing downstream of a failed ingestion ran: no leaderboard, no decisions
@@ -593,11 +594,11 @@ def _run_refresh(defs, campaign, instance, verbose: bool, tags: dict[str, str], 
     board_ok = _materialized(result, board_key)
     if not board_ok and "leaderboard" not in _failed_steps(result):
         # a chain failed (or skipped), so Dagster did not execute the leaderboard's step: on its own
-        board = _run_job(defs.resolve_job_def("leaderboard_job"), campaign, instance, verbose, tags)
+        board = _run_job(leaderboard_job, campaign, instance, verbose, tags)
         failures += _failure_lines(campaign, board)
         board_ok = board.success
     if board_ok:  # the champion, the decisions (blocking checks), the outcomes and the outbox: a run of their own
-        decided = _run_job(defs.resolve_job_def("decision_job"), campaign, instance, verbose, tags)
+        decided = _run_job(decision_job, campaign, instance, verbose, tags)
         failures += _failure_lines(campaign, decided)
         failures += _react(defs, campaign, instance, verbose, tags, decided, keys[len(ingestion):])
     _print_leaderboard(campaign)
@@ -611,6 +612,8 @@ def _react(defs, campaign, instance, verbose: bool, tags: dict[str, str], decide
     outbox did not write). The UI's automation requests the same (docs/monitoring.md)."""
     import dagster as dg
 
+    from promo_assets.defs.automation.jobs import REFRESH_ORDER
+
     reacted = [e for e in decided.all_events if e.event_type_value == "ASSET_MATERIALIZATION"
                and e.asset_key == dg.AssetKey("monitoring_reaction")]
     if not reacted:
@@ -621,12 +624,12 @@ def _react(defs, campaign, instance, verbose: bool, tags: dict[str, str], decide
                                                         for a in acted))
     failures = []
     if "retrain" in kinds:
-        result = _run_job(defs.resolve_implicit_global_asset_job_def(), campaign, instance, verbose, tags, chain_keys)
+        result = _run_job(defs.resolve_job_def(REFRESH_ORDER[0]), campaign, instance, verbose, tags, chain_keys)
         failures += _failure_lines(campaign, result)
         if not result.success:
             return failures
     if kinds & {"retrain", "fallback"}:
-        again = _run_job(defs.resolve_job_def("decision_job"), campaign, instance, verbose, tags)
+        again = _run_job(defs.resolve_job_def(REFRESH_ORDER[-1]), campaign, instance, verbose, tags)
         failures += _failure_lines(campaign, again)
     return failures
 

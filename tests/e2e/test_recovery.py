@@ -332,6 +332,6 @@ def test_promo_run_after_kill_during_ingestion_completes(tmp_path):
     row = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("{")))
     assert row["marker"] and "rct_events" in row["marker"]  # killed inside the ingestion step
     assert row["recovered"], row.get("output_tail")
-    assert list(row["dead_runs"].values()) == ["__ASSET_JOB FAILURE"]  # the one run of ingestion and models
+    assert list(row["dead_runs"].values()) == ["refresh_job FAILURE"]  # the one run of ingestion and models
     assert any("its process is gone; marked failed, pool slot freed" in line for line in row["recovered_runs"])
     assert row["pool_slots_left"] == 0

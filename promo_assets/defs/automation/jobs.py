@@ -38,6 +38,17 @@ leaderboard_job = dg.define_asset_job(
     "cost-matched random reference (after campaign_job, whatever its models' chains did).",
 )
 
+refresh_job = dg.define_asset_job(
+    "refresh_job",
+    selection=dg.AssetSelection.all() - dg.AssetSelection.groups("decisions"),
+    partitions_def=campaign_partitions,
+    description="A campaign's refresh in one run: its new or changed day files, then everything downstream up "
+    "to the leaderboard (ingest_job, campaign_job and leaderboard_job together). `promo run` runs it with the "
+    "chains of the models the campaign does not train left out (a chain that skips keeps Dagster from running "
+    "the leaderboard in the same run; leaderboard_job then assembles it); launched from the UI, choose the same "
+    "assets (docs: automation).",
+)
+
 decision_job = dg.define_asset_job(
     "decision_job",
     selection=dg.AssetSelection.groups("decisions"),
@@ -46,6 +57,13 @@ decision_job = dg.define_asset_job(
     "exploration share (blocking checks) and write the outbox (after leaderboard_job). A run of its own: a "
     "decision that fails a check fails this run only, never the models' evaluations.",
 )
+
+
+# The jobs a campaign's refresh runs, in order (`promo run` runs them; the automation's conditions reach
+# the same states asset by asset): the day files to the leaderboard in one run, the leaderboard again on
+# its own only when a chain kept it from running, then the decisions in a run of their own (a decision
+# that fails a check fails that run only).
+REFRESH_ORDER = ("refresh_job", "leaderboard_job", "decision_job")
 
 
 @dg.schedule(
