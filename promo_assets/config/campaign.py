@@ -413,10 +413,11 @@ class ConstraintsBlock(_Block):
                                              "{feature: ..., equals: ..., budget_per_capita: ...}")
     """Caps on the incentive cost of groups of users, by name."""
 
-    def cost_types(self) -> dict[str, tuple[list[float], float]]:
-        """{name: (the cost of each level, the budget per user decided for)} of every budget on a fixed
-        cost per level, in the order the multipliers are solved and stored: what the decisions and
-        the service keep next to the incentive budget (the group caps are on the incentive cost)."""
+    def cost_types(self, n_levels: int) -> dict[str, tuple[list[float], float]]:
+        """{name: (the cost of each of the `n_levels` levels, the budget per user decided for)} of every
+        budget on a fixed cost per level, in the order the multipliers are solved and stored: what the
+        decisions and the service keep next to the incentive budget (the group caps are on the
+        incentive cost)."""
         return {name: (list(c.levels), c.budget_per_capita) for name, c in self.costs.items()}
 
 

@@ -81,10 +81,11 @@ class Constraints:
     groups: dict
 
     @classmethod
-    def build(cls, block: ConstraintsBlock, users_features) -> "Constraints":
-        """From campaign.yaml's `constraints:` block and a frame of the users' features (one row per
-        user decided for)."""
-        costs = {name: (np.asarray(levels, dtype=np.float64), budget) for name, (levels, budget) in block.cost_types().items()}
+    def build(cls, block: ConstraintsBlock, users_features, n_levels: int) -> "Constraints":
+        """From campaign.yaml's `constraints:` block, a frame of the users' features (one row per user
+        decided for) and the campaign's number of levels."""
+        costs = {name: (np.asarray(levels, dtype=np.float64), budget)
+                 for name, (levels, budget) in block.cost_types(n_levels).items()}
         groups = {}
         for name, g in block.groups.items():
             if g.feature not in users_features.columns:

@@ -359,7 +359,7 @@ class CampaignState:
         mu = (self.multipliers or {}).get(budget)
         if mu and self.constraints:  # several budgets: the decisions' rule at their multipliers
             mats, mus = [costs], [mu["budget"]]
-            for name, (levels, _) in self.constraints.cost_types().items():
+            for name, (levels, _) in self.constraints.cost_types(costs.shape[1]).items():
                 mats.append(np.broadcast_to(np.asarray(levels, dtype=np.float64), costs.shape))
                 mus.append(mu[name])
             frame = self.frame(rows) if self.constraints.groups else None

@@ -293,7 +293,7 @@ def decision_constraints(warehouse: WarehouseResource, landing: LandingResource,
         rows = rows.assign(user_id=rows["user_id"].astype(str)).drop_duplicates("user_id", keep="last")
         frame = rows.set_index("user_id")[features].reindex(pd.Index(users, dtype=str))
     try:
-        return Constraints.build(block, frame)
+        return Constraints.build(block, frame, config.n_levels)
     except DecisionError as exc:
         raise _fail(exc) from None
 

@@ -548,7 +548,7 @@ def holdout_plan(con, campaign: str, config, ev) -> BudgetPlan:
             raise dg.Failure("campaign.yaml: " + "; ".join(missing))
         frame = frames_store.holdout_segments(con, campaign, features) if features else pd.DataFrame(index=pd.RangeIndex(ev.n))
         with domain_errors():
-            constraints = Constraints.build(config.constraints, frame)
+            constraints = Constraints.build(config.constraints, frame, config.n_levels)
     with domain_errors():
         return BudgetPlan.of(config.budget_per_capita, constraints, campaign)
 

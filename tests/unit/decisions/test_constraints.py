@@ -29,7 +29,7 @@ def test_every_budget_is_kept_and_the_single_budget_path_is_unchanged():
     v, c, feats = _problem()
     block = {"costs": {"sms": {"levels": [0.0, 0.05, 0.05, 0.05], "budget_per_capita": 0.02}},
              "groups": {"a": {"feature": "city", "equals": "a", "budget_per_capita": 0.1}}}
-    cons = Constraints.build(ConstraintsBlock.model_validate(block), feats)
+    cons = Constraints.build(ConstraintsBlock.model_validate(block), feats, 4)
     exp = Exploration(share=0.1, seed=3)
     got = decide_with_exploration(v, c, 0.25, exp, DAY, cons)
     rows = np.arange(len(v))
@@ -52,11 +52,11 @@ def test_a_constraint_the_exploration_cannot_pay_for_is_refused_by_name():
     v, c, feats = _problem()
     block = {"costs": {"sms": {"levels": [0.0, 1.0, 1.0, 1.0], "budget_per_capita": 0.05}}, "groups": {}}
     with pytest.raises(DecisionError, match="budget 'sms' cannot pay for the exploration share"):
-        decide_with_exploration(v, c, 0.25, Exploration(share=0.2, seed=1), DAY, Constraints.build(ConstraintsBlock.model_validate(block), feats))
+        decide_with_exploration(v, c, 0.25, Exploration(share=0.2, seed=1), DAY, Constraints.build(ConstraintsBlock.model_validate(block), feats, 4))
     with pytest.raises(DecisionError, match="no feature 'town'"):
         Constraints.build(ConstraintsBlock.model_validate(
             {"costs": {}, "groups": {"x": {"feature": "town", "equals": "a", "budget_per_capita": 1.0}}}),
-                          feats)
+                          feats, 4)
 
 
 @pytest.mark.slow
