@@ -64,15 +64,15 @@ def _campaign(root: Path, name: str, spec: dict):
         camp = load_bipartite_campaign(cdir)
         config = CampaignConfig.load(cdir / "campaign.yaml", campaign=name)
         frame = build_training_frame(camp.customer_events, config, [], [])
-        data = TrainingData(config, frame, [], [], frame_version=name, campaign_dir=cdir,
+        data = TrainingData(config, frame, [], [], frame_version=f"quality_floors:{name}", campaign_dir=cdir,
                             graph=build_graph(camp.edges, camp.customers, camp.merchants), graph_version=name,
                             merchant_events=camp.merchant_events)
     else:
         loaded = load_landing(root, name, edges=False, merchants=False)
         config = loaded.config
         frame = build_training_frame(loaded.events, config, loaded.numeric, loaded.categorical)
-        data = TrainingData(config, frame, list(loaded.numeric), list(loaded.categorical), frame_version=name,
-                            campaign_dir=cdir)
+        data = TrainingData(config, frame, list(loaded.numeric), list(loaded.categorical),
+                            frame_version=f"quality_floors:{name}", campaign_dir=cdir)
     holdout = frame[frame["split"] == "holdout"]
     true_response, true_cost = truth_arrays(cdir, holdout["user_id"].astype(str).to_numpy())
     return data, holdout, true_response, true_cost
