@@ -27,7 +27,13 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+<<<<<<< HEAD
 from promo_assets.store.warehouse import connect, sql  # noqa: E402
+=======
+from _checkout import cli_command  # noqa: E402
+
+from promo_assets.store.warehouse import connect, sql  # noqa: E402
+>>>>>>> bisect
 
 PRESET_SIZES = {  # (days, users): a holdout day of ~2,500 events (5,000 for K = 100)
     "demo": (8, 5000),
@@ -48,21 +54,22 @@ def add_arguments(ap, presets) -> None:
     ap.add_argument("--max-epochs", type=int, default=20, help="PROMO_MAX_EPOCHS for `promo run` [20]")
 
 
-def _cli(args: list[str], env: dict, cwd: Path) -> tuple[int, str, float]:
+def _cli(args: list[str], env: dict, cwd: Path, code: Path | None = None) -> tuple[int, str, float]:
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "promo_assets.cli", *args], env=env, cwd=cwd,
-                          capture_output=True, text=True)
+    command = [sys.executable, "-m", "promo_assets.cli", *args] if code is None else cli_command(code, *args)
+    proc = subprocess.run(command, env=env, cwd=cwd, capture_output=True, text=True)
     return proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - start
 
 
 def evaluate_campaign(preset: str, seed: int, *, days: int | None = None, users: int | None = None,
                       max_epochs: int | None = 20, keep: Path | None = None,
-                      models: dict | None = None) -> tuple[pd.DataFrame, dict]:
+                      models: dict | None = None, code: Path | None = None) -> tuple[pd.DataFrame, dict]:
     """policy_evaluation rows of one simulated campaign run through `promo simulate` + `promo run`,
     and what was measured: sizes, the exit code of `promo run`, its wall time and (when it failed)
     the tail of its output. `keep`: a folder to keep the campaign's files in (default: a temporary
     one, removed afterwards). `models`: a campaign.yaml `models:` block (include / exclude / params)
-    written into the simulated campaign's campaign.yaml before `promo run`."""
+    written into the simulated campaign's campaign.yaml before `promo run`. `code`: another checkout
+    whose `promo simulate` and `promo run` to run (`_checkout.cli_command`; default: this one)."""
     d0, u0 = PRESET_SIZES.get(preset, (8, 5000))
     days, users = days or d0, users or u0
     campaign = f"{preset}-{seed}".replace("_", "-")
@@ -78,7 +85,7 @@ def evaluate_campaign(preset: str, seed: int, *, days: int | None = None, users:
         if max_epochs:
             env["PROMO_MAX_EPOCHS"] = str(max_epochs)
         rc, out, secs = _cli(["simulate", "--preset", preset, "--campaign", campaign, "--days", str(days),
-                              "--users", str(users), "--seed", str(seed), "--start", START], env, tmp)
+                              "--users", str(users), "--seed", str(seed), "--start", START], env, tmp, code)
         info["simulate_seconds"] = round(secs, 1)
         if rc != 0:
             raise RuntimeError(f"promo simulate --preset {preset} --seed {seed} failed (exit {rc}): {out[-TAIL:]}")
@@ -86,7 +93,7 @@ def evaluate_campaign(preset: str, seed: int, *, days: int | None = None, users:
             path = tmp / "landing" / campaign / "campaign.yaml"
             path.write_text(path.read_text() + yaml.safe_dump({"models": models}, sort_keys=False))
             info["models_block"] = models
-        rc, out, secs = _cli(["run", "--campaign", campaign, "--no-progress"], env, tmp)
+        rc, out, secs = _cli(["run", "--campaign", campaign, "--no-progress"], env, tmp, code)
         info.update(run_exit_code=rc, run_seconds=round(secs, 1))
         if rc != 0:
             info["run_output_tail"] = out[-TAIL:]

@@ -6,6 +6,7 @@ Domain code: never imports dagster. Main entry points:
   eom_curve, policy_curves, random_reference_curve          (promo_assets.evaluation.curves)
   curve_metrics                                             (promo_assets.evaluation.curve_metrics)
   matched_true_value, spend_ratio, pct_oracle, random_mix, match_mix, dr_batch, dr_mix,
+  oracle_values, pct_oracle_at_matched_spend,
   bootstrap_dr, dr_interval, dr_q_at_budget, area_ratio     (promo_assets.evaluation.honest)
   fit_outcome_model                                         (promo_assets.evaluation.outcome)
   evaluate_models, evaluate_random, evaluate_policies, leaderboard_markdown, leaderboard_table, format_leaderboard
@@ -49,7 +50,8 @@ from promo_assets.evaluation.eom import (
 from promo_assets.evaluation.honest import (  # noqa: I001 (comparisons at equal spend, issue #13)
     MATCH_REL_TOL, MatchedSpend, area_ratio, bootstrap_dr, dr_batch, dr_interval, dr_mix, dr_q_at_budget,
     frontier_area,
-    ipw_mix, match_mix, matched_true_value, mix_true_value, pct_oracle, random_mix, spend_ratio,
+    ipw_mix, match_mix, matched_true_value, mix_true_value, oracle_values, pct_oracle, pct_oracle_at_matched_spend,
+    random_mix, spend_ratio,
 )
 from promo_assets.evaluation.outcome import OUTCOME_MODEL_KINDS, OutcomeModel, fit_outcome_model
 from promo_assets.evaluation.plots import PNG_SIGNATURE, plot_frontier, plot_response_by_level
@@ -72,8 +74,8 @@ from promo_assets.evaluation.truth import allocate, oracle_policy, random_policy
 __all__ = [
     "MATCH_REL_TOL", "MatchedSpend", "OUTCOME_MODEL_KINDS", "OutcomeModel", "area_ratio", "bootstrap_dr",
     "dr_batch", "dr_interval", "dr_mix", "dr_q_at_budget", "fit_outcome_model", "frontier_area", "ipw_mix",
-    "leaderboard_table", "match_mix", "matched_true_value", "mix_true_value", "pct_oracle", "q_search",
-    "random_mix", "spend_ratio",
+    "leaderboard_table", "match_mix", "matched_true_value", "mix_true_value", "oracle_values", "pct_oracle",
+    "pct_oracle_at_matched_spend", "q_search", "random_mix", "spend_ratio",
     "CURVE_COLUMNS", "CURVE_METRIC_NAMES", "CurveMetricsError", "EvaluationError", "PNG_SIGNATURE",
     "POLICY_EVALUATION_COLUMNS", "QResult", "RANDOM_MODEL", "allocate", "aucc", "bootstrap_eom",
     "bootstrap_eom_samples", "cost_curve", "curve_metrics", "eom", "eom_batch", "eom_curve",

@@ -57,8 +57,7 @@ import numpy as np
 
 from promo_assets.core.coefficients import Coefficients
 from promo_assets.evaluation.eom import EvaluationError, _as_matrix, levels_at_lambdas
-from promo_assets.evaluation.honest import dr_q_at_budget, matched_true_value
-from promo_assets.evaluation.truth import allocate, true_policy_value
+from promo_assets.evaluation.honest import dr_q_at_budget, pct_oracle_at_matched_spend
 
 __all__ = [
     "BLEND_PREFIX",
@@ -596,17 +595,8 @@ def truth_audit(true_values, true_costs, results: Mapping[str, CandidateResult],
     coefficients of the same events). Only for auditing: the rule never sees the truth."""
     tv = np.asarray(true_values, dtype=np.float64)
     tc = np.asarray(true_costs, dtype=np.float64)
-    oracle = []
-    for b in budgets:
-        res = allocate(tv, tc, float(b), seed=0)
-        ov, _ = true_policy_value(np.asarray(res.levels, dtype=np.int64), tv, tc)
-        oracle.append(max(ov, float(res.lp_response) / tv.shape[0]))
-    out = {}
-    for name, r in results.items():
-        v, c = r.candidate.coefficients(holdout)
-        out[name] = [matched_true_value(v, c, tv, tc, float(b), seed=0).value / o if o > 0 else math.nan
-                     for b, o in zip(budgets, oracle)]
-    return out
+    return {name: pct_oracle_at_matched_spend(*r.candidate.coefficients(holdout), tv, tc, budgets, seed=0)
+            for name, r in results.items()}
 
 
 def evidence_frame(decision: ChampionDecision, pct: Mapping[str, list[float]] | None = None):

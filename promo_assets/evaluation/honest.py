@@ -52,11 +52,14 @@ from promo_assets.evaluation.eom import (
     prediction_matrices,
     q_search,
 )
+from promo_assets.evaluation.truth import allocate, true_policy_value
 
 __all__ = [
     "MATCH_REL_TOL",
     "MatchedSpend",
     "matched_true_value",
+    "oracle_values",
+    "pct_oracle_at_matched_spend",
     "spend_ratio",
     "pct_oracle",
     "random_mix",
@@ -169,6 +172,28 @@ def matched_true_value(response, cost, true_response, true_cost, budget_per_capi
     return MatchedSpend(val, cst, given, lv, it, False,
                         f"closest true cost the frontier allows below the budget {b:.4g}: {cst:.4g} per capita"
                         if far else "")
+
+
+def oracle_values(true_response, true_cost, budgets, *, seed: int = 0) -> list[float]:
+    """The oracle's true per-capita value at each per-capita budget: the allocator run on the true
+    curves (N x K), its LP optimum where that is larger (so that no allocation whose true cost is
+    within the budget exceeds it). The denominator of `pct_oracle`."""
+    tv = _as_matrix(true_response, "true_response")
+    tc = _as_matrix(true_cost, "true_cost", tv.shape[0], tv.shape[1])
+    out = []
+    for b in budgets:
+        res = allocate(tv, tc, float(b), seed=seed)
+        value, _ = true_policy_value(np.asarray(res.levels, dtype=np.int64), tv, tc)
+        out.append(max(value, float(res.lp_response) / tv.shape[0]))
+    return out
+
+
+def pct_oracle_at_matched_spend(response, cost, true_response, true_cost, budgets, *, seed: int = 0) -> list[float]:
+    """A model's share of the oracle per per-capita budget: the true value of its allocation at
+    matched true spend (`matched_true_value`) over `oracle_values` (NaN where either is missing)."""
+    oracle = oracle_values(true_response, true_cost, budgets, seed=seed)
+    return [pct_oracle(matched_true_value(response, cost, true_response, true_cost, float(b), seed=seed).value, o)
+            for b, o in zip(budgets, oracle)]
 
 
 def _safe_ratio(num, den) -> float:

@@ -22,7 +22,9 @@ from promo_assets.evaluation import (
     leaderboard_table,
     match_mix,
     matched_true_value,
+    oracle_values,
     pct_oracle,
+    pct_oracle_at_matched_spend,
     random_mix,
     spend_ratio,
 )
@@ -139,6 +141,21 @@ def test_matched_true_value_by_hand():
     assert spend_ratio(1.2, 0.6) == pytest.approx(2.0)
     assert pct_oracle(m.value, 0.27) == pytest.approx(1.0)
     assert np.isnan(pct_oracle(0.2, 0.0)) and np.isnan(spend_ratio(np.nan, 1.0))
+
+
+def test_pct_oracle_at_matched_spend_by_hand():
+    # the example above: the oracle knows an upgrade costs 2, so at 0.6 per capita it upgrades the 3
+    # best users (0.27 per capita; at 0.2 the best one, 0.1); the model that thinks it costs 1 is
+    # matched to the same true spend, so it reaches the oracle; a model that ranks the users backwards
+    # upgrades the 3 worst (0.1 + 0.2 + 0.3) / 10.
+    n = 10
+    v = np.stack([np.zeros(n), np.linspace(1.0, 0.1, n)], axis=1)
+    c = np.tile([0.0, 1.0], (n, 1))
+    tc = np.tile([0.0, 2.0], (n, 1))
+    assert oracle_values(v, tc, [0.2, 0.6]) == pytest.approx([0.1, 0.27])
+    assert pct_oracle_at_matched_spend(v, c, v, tc, [0.2, 0.6]) == pytest.approx([1.0, 1.0], abs=2e-3)
+    backwards = pct_oracle_at_matched_spend(v[::-1], c, v, tc, [0.6])
+    assert backwards == pytest.approx([0.06 / 0.27], abs=2e-3)
 
 
 @pytest.mark.hostile
