@@ -27,13 +27,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-<<<<<<< HEAD
-from promo_assets.store.warehouse import connect, sql  # noqa: E402
-=======
 from _checkout import cli_command  # noqa: E402
 
 from promo_assets.store.warehouse import connect, sql  # noqa: E402
->>>>>>> bisect
 
 PRESET_SIZES = {  # (days, users): a holdout day of ~2,500 events (5,000 for K = 100)
     "demo": (8, 5000),

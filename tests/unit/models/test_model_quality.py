@@ -93,7 +93,7 @@ def score(name: str, campaigns) -> list[float]:
         finally:
             torch.set_num_threads(threads)
         response, cost = fitted.predict(holdout)
-        _SCORES[name] = pct_oracle_at_matched_spend(response, cost, tv, tc, data.config.budgets_per_capita)
+        _SCORES[name] = pct_oracle_at_matched_spend(response, cost, tv, tc, data.config.budget_per_capita)
     return _SCORES[name]
 
 
