@@ -373,6 +373,7 @@ def decision_metadata(info: dict, day: dt.date, who: str, exploration, entries: 
           "budget, valid levels, no missing value, exploration share, champion not older than the newest evaluation.")
 def decisions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
     from promo_assets.decisions import Exploration, champion_freshness
+    from promo_assets.monitoring.drift import exploration_after_change
 
     campaign = context.partition_key
     config = landing.config(campaign)
@@ -380,6 +381,12 @@ def decisions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, l
     exploration = Exploration.from_config(config.exploration)
     row, info, users, values, costs, day, newest, evidence = decision_inputs(warehouse, campaign, champ_run,
                                                                              config.n_levels)
+    with connect(warehouse) as con:  # a `retrain` reaction may explore more on the days after the change
+        share = exploration_after_change(exploration.share, monitoring_store.training_change_day(con, campaign), day,
+                                         config.monitoring)
+    if share != exploration.share:
+        context.log.warning(f"monitoring reaction retrain: exploration share {share:g} on {day} (after the change)")
+        exploration = dataclasses.replace(exploration, share=share)
     made, paced = decide_all(warehouse, landing, campaign, config, exploration, day, users, values, costs, info,
                              evidence)
     made.outcomes["champion_fresh"] = [(None, champion_freshness(row["decided_at"], newest))]
