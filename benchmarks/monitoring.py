@@ -27,7 +27,7 @@ the true % of the oracle over days 12–21 with the reaction against warn-only.
 
     .venv/bin/python benchmarks/monitoring.py [--cases a b_warn b_react c d] [--seeds 0 1 2 3 4]
         [--days 21] [--change-day 12] [--users 5000] [--share 0.05] [--budget 1.0]
-        [--models lgbm_s lgbm_s_mono] [--react KEY=VALUE ...] [--jobs 2] [--tag NAME]
+        [--models lgbm_s lgbm_s_mono] [--react KEY=VALUE ...] [--jobs 2] [--tag NAME] [--summary-only]
 
 Every loop's rows are kept in benchmarks/results/monitoring-loops/<case>-<seed>.json as soon as it
 ends (a later run with the same settings skips it; the settings of a reacting case include --react),
@@ -300,6 +300,8 @@ def main() -> None:
                    help="campaign.yaml monitoring: settings of the reacting cases (b_react, a_react)")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--tag", default=None)
+    p.add_argument("--summary-only", action="store_true",
+                   help="summarize the loops already stored with these settings, run none (missing ones are said)")
     p.add_argument("--one", nargs=2, metavar=("CASE", "SEED"), help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -314,8 +316,18 @@ def main() -> None:
     store = Path(os.environ.get("PROMO_BENCH_RESULTS") or RESULTS) / "monitoring-loops"
     store.mkdir(parents=True, exist_ok=True)
     jobs = [(c, s) for s in args.seeds for c in args.cases]
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        loops = list(pool.map(lambda cs: run_loop(cs[0], cs[1], args, store), jobs))
+    if args.summary_only:  # the stored loops of these settings only (a loop not run yet is left out, and said)
+        loops = []
+        for case, seed in jobs:
+            path = store / f"{case}-{seed}.json"
+            done = json.loads(path.read_text()) if path.exists() else None
+            if done is None or done.get("settings") != settings_key(args, case):
+                print(f"{case} seed {seed}: not run with these settings, left out", flush=True)
+                continue
+            loops.append(done)
+    else:
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            loops = list(pool.map(lambda cs: run_loop(cs[0], cs[1], args, store), jobs))
     summary = summarize(loops, args)
     print(json.dumps(plain(summary), indent=1))
     rec.write({"settings": {**settings_key(args), "react": dict(react_settings(args))}, "summary": summary, "loops": loops}, headline={
