@@ -12,6 +12,8 @@ Cases (the change on day --change-day, 12 by default):
   a          no change
   b_warn     a response shift (the coupon's effect moves from one city to another), reactions: warn
   b_react    the same shift, campaign.yaml monitoring.reactions realized_vs_predicted / effect_below_zero: retrain
+             (with the monitoring settings of --react, e.g. --react stale_weight=0.02)
+  a_react    no change, with the reactions of b_react (does the reaction fire or harm without a change?)
   c          a population shift: a new city and a feature beyond its training range
   d          a coupon system that applies 80 % of the decisions
 
@@ -25,10 +27,12 @@ the true % of the oracle over days 12–21 with the reaction against warn-only.
 
     .venv/bin/python benchmarks/monitoring.py [--cases a b_warn b_react c d] [--seeds 0 1 2 3 4]
         [--days 21] [--change-day 12] [--users 5000] [--share 0.05] [--budget 1.0]
-        [--models lgbm_s lgbm_s_mono] [--jobs 2] [--tag NAME]
+        [--models lgbm_s lgbm_s_mono] [--react KEY=VALUE ...] [--jobs 2] [--tag NAME] [--summary-only]
 
 Every loop's rows are kept in benchmarks/results/monitoring-loops/<case>-<seed>.json as soon as it
-ends (a later run with the same settings skips it), so a long run can be resumed.
+ends (a later run with the same settings skips it; the settings of a reacting case include --react),
+so a long run can be resumed. PROMO_BENCH_RESULTS=DIR keeps them (and the JSON) elsewhere, e.g. while
+tuning the reaction on other seeds.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from _results import RESULTS, Recorder, plain  # noqa: E402
 
 START = dt.date(2026, 1, 1)
 CAMPAIGN = "loop"
+REACTING = ("b_react", "a_react")
 RIGHT_CHECK = {"b_warn": ("realized_vs_predicted", "effect_below_zero"), "b_react": ("realized_vs_predicted", "effect_below_zero"),
                "c": ("population_drift",), "d": ("compliance",)}
 SHIFTS = {
@@ -64,15 +69,30 @@ SHIFTS = {
 }
 
 
-def settings_key(args) -> dict:
-    return {"days": args.days, "change_day": args.change_day, "users": args.users, "share": args.share,
-            "budget": args.budget, "models": list(args.models), "rct_days": args.rct_days}
+def settings_key(args, case: str | None = None) -> dict:
+    key = {"days": args.days, "change_day": args.change_day, "users": args.users, "share": args.share,
+           "budget": args.budget, "models": list(args.models), "rct_days": args.rct_days}
+    if case in REACTING:
+        key["react"] = dict(react_settings(args))
+    return key
+
+
+def react_settings(args) -> list[tuple[str, str]]:
+    """The campaign.yaml `monitoring:` settings of the reacting cases (--react KEY=VALUE)."""
+    out = []
+    for item in args.react or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise SystemExit(f"--react takes KEY=VALUE (a campaign.yaml monitoring: setting), got {item!r}")
+        out.append((key.strip(), value.strip()))
+    return out
 
 
 def campaign_yaml(case: str, args) -> str:
     text = (f"exploration:\n  share: {args.share}\n  seed: 0\nmodels:\n  include: [{', '.join(args.models)}]\n"
             f"monitoring:\n  budget: {args.budget}\n")
-    if case == "b_react":
+    if case in REACTING:
+        text += "".join(f"  {k}: {v}\n" for k, v in react_settings(args))
         text += "  reactions:\n    realized_vs_predicted: retrain\n    effect_below_zero: retrain\n"
     return text
 
@@ -105,6 +125,7 @@ def one_loop(case: str, seed: int, args) -> dict:
     import pandas as pd
 
     import promo_assets.cli.main as cli
+    from promo_assets.store import decisions as decisions_store
     from promo_assets.store import monitoring as monitoring_store
     from promo_assets.store.warehouse import connect, sql
 
@@ -136,6 +157,8 @@ def one_loop(case: str, seed: int, args) -> dict:
             dec_run = con.execute(sql("decisions", "latest_decisions_run"), [CAMPAIGN]).fetchone()[0]
             levels = con.execute(sql("monitoring", "decisions_with_champion_level"),
                                  [CAMPAIGN, dec_run, args.budget]).df()
+            champ = decisions_store.latest_champion(con, CAMPAIGN).iloc[0].to_dict()
+            window = monitoring_store.training_change_day(con, CAMPAIGN)
         decision = pd.read_parquet(folder / entry["file"])
         pi = levels.set_index("user_id").loc[decision["user_id"].astype(str), "champion_level"].to_numpy().astype(int)
         compliance = 0.8 if compliance_from is not None and day >= compliance_from else 1.0
@@ -153,6 +176,9 @@ def one_loop(case: str, seed: int, args) -> dict:
                      "joined_by_day": {str(r.decision_date)[:10]: int(r.joined) for r in outs.itertuples()
                                        if r.status == "ok"},
                      "explored": int((decision["policy"] == "explore").sum()),
+                     "champion": champ["champion"], "champion_holdout_pct_oracle": champ["pct_oracle"],
+                     "best_candidate": champ["best_candidate"], "best_holdout_pct_oracle": champ["best_pct_oracle"],
+                     "training_change_day": None if window is None else window.isoformat(),
                      "scored_users": int(len(decision))})
         print(f"{case} seed {seed} day {d}: {100 * scored['pct_oracle']:.2f}% of the oracle, true effect "
               f"{scored['true_effect']:+.4f}, estimate {last.get('effect', float('nan')):+.4f} "
@@ -164,7 +190,7 @@ def one_loop(case: str, seed: int, args) -> dict:
 def run_loop(case: str, seed: int, args, store: Path) -> dict:
     """One loop in a subprocess of its own (its own environment), its rows kept in `store`."""
     path = store / f"{case}-{seed}.json"
-    key = settings_key(args)
+    key = settings_key(args, case)
     if path.exists():
         done = json.loads(path.read_text())
         if done.get("settings") == key:
@@ -226,7 +252,7 @@ def summarize(loops: list[dict], args) -> dict:
             for r in lp["days"]:
                 if r["day"] < change_index and r["failed_checks"]:
                     false_alarms += 1
-                if case == "a" and r["failed_checks"]:
+                if case in ("a", "a_react") and r["failed_checks"]:
                     false_alarms += r["day"] >= change_index
             hit = [r["day"] - change_index for r in lp["days"] if r["day"] >= change_index
                    and set(r["failed_checks"]) & set(right)]
@@ -241,15 +267,27 @@ def summarize(loops: list[dict], args) -> dict:
                      "days_until_flagged": delays, "false_alarm_days": false_alarms,
                      "pct_oracle_after_change_per_loop": pct_after,
                      "pct_oracle_after_change": float(np.mean(pct_after)) if pct_after else None}
-    if "b_react" in out and "b_warn" in out:
-        out["reaction_gain_points"] = 100 * (out["b_react"]["pct_oracle_after_change"] - out["b_warn"]["pct_oracle_after_change"])
+    for react, warn in (("b_react", "b_warn"), ("a_react", "a")):
+        if react in out:  # the loops that retrained (a training window set) and on which day first
+            reacted = {lp["seed"]: next((r["day"] for r in lp["days"] if r.get("training_change_day")), None)
+                       for lp in loops if lp["case"] == react}
+            out[react]["first_retrain_day_per_seed"] = reacted
+        if react in out and warn in out:
+            after = {c: {lp["seed"]: float(np.mean([r["pct_oracle"] for r in lp["days"] if r["day"] >= change_index]))
+                         for lp in loops if lp["case"] == c} for c in (react, warn)}
+            both = sorted(set(after[react]) & set(after[warn]))
+            gains = {s: 100 * (after[react][s] - after[warn][s]) for s in both}
+            out[f"{react}_minus_{warn}_points_per_seed"] = gains
+            out[f"{react}_minus_{warn}_points"] = float(np.mean(list(gains.values()))) if gains else None
+    if "b_react_minus_b_warn_points" in out:
+        out["reaction_gain_points"] = out["b_react_minus_b_warn_points"]
     return out
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", nargs="+", default=["a", "b_warn", "b_react", "c", "d"],
-                   choices=["a", "b_warn", "b_react", "c", "d"])
+                   choices=["a", "a_react", "b_warn", "b_react", "c", "d"])
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     p.add_argument("--days", type=int, default=21)
     p.add_argument("--rct-days", type=int, default=3)
@@ -258,14 +296,18 @@ def main() -> None:
     p.add_argument("--share", type=float, default=0.05)
     p.add_argument("--budget", type=float, default=1.0)
     p.add_argument("--models", nargs="+", default=["lgbm_s", "lgbm_s_mono"])
+    p.add_argument("--react", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="campaign.yaml monitoring: settings of the reacting cases (b_react, a_react)")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--tag", default=None)
+    p.add_argument("--summary-only", action="store_true",
+                   help="summarize the loops already stored with these settings, run none (missing ones are said)")
     p.add_argument("--one", nargs=2, metavar=("CASE", "SEED"), help=argparse.SUPPRESS)
     p.add_argument("--out", help=argparse.SUPPRESS)
     args = p.parse_args()
     args.passthrough = ["--days", str(args.days), "--rct-days", str(args.rct_days), "--change-day", str(args.change_day),
                         "--users", str(args.users), "--share", str(args.share), "--budget", str(args.budget),
-                        "--models", *args.models]
+                        "--models", *args.models, *(["--react", *args.react] if args.react else [])]
     if args.one:
         result = one_loop(args.one[0], int(args.one[1]), args)
         Path(args.out).write_text(json.dumps(plain(result)))
@@ -274,11 +316,21 @@ def main() -> None:
     store = Path(os.environ.get("PROMO_BENCH_RESULTS") or RESULTS) / "monitoring-loops"
     store.mkdir(parents=True, exist_ok=True)
     jobs = [(c, s) for s in args.seeds for c in args.cases]
-    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        loops = list(pool.map(lambda cs: run_loop(cs[0], cs[1], args, store), jobs))
+    if args.summary_only:  # the stored loops of these settings only (a loop not run yet is left out, and said)
+        loops = []
+        for case, seed in jobs:
+            path = store / f"{case}-{seed}.json"
+            done = json.loads(path.read_text()) if path.exists() else None
+            if done is None or done.get("settings") != settings_key(args, case):
+                print(f"{case} seed {seed}: not run with these settings, left out", flush=True)
+                continue
+            loops.append(done)
+    else:
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            loops = list(pool.map(lambda cs: run_loop(cs[0], cs[1], args, store), jobs))
     summary = summarize(loops, args)
     print(json.dumps(plain(summary), indent=1))
-    rec.write({"settings": settings_key(args), "summary": summary, "loops": loops}, headline={
+    rec.write({"settings": {**settings_key(args), "react": dict(react_settings(args))}, "summary": summary, "loops": loops}, headline={
         c: {k: v for k, v in s.items() if k in ("coverage", "loops_ever_excluding_truth", "days_until_flagged",
                                                  "false_alarm_days", "pct_oracle_after_change")}
         for c, s in summary.items() if isinstance(s, dict)}, tag=args.tag)

@@ -9,10 +9,12 @@ CPU time (user + system of the run's process tree: much less sensitive than wall
 on a shared machine) of each run, the load average after it and the per-code medians.
 
     .venv/bin/python benchmarks/run_time_ab.py --old /path/to/old/checkout [--new .] [--rounds 3]
-        [--new-models s_learner dipn gnn_hazard] [--tag T]
+        [--new-models s_learner dipn gnn_hazard] [--new-steps outcomes] [--tag T]
 
 (e.g. `git worktree add /tmp/old <commit>` for the old checkout). Same Python environment for both, each
 checkout with its own SQL (benchmarks/_checkout.py: the editable install would give the old code this one's).
+`--new-steps outcomes` names the steps only the NEW code has (new assets): their own time, from the runs'
+step timings (Dagster's step stats), is subtracted from the NEW runs' wall time for the net comparison.
 `--new-models` restricts the NEW runs to the models the old code trains (campaign.yaml
 `models.include`, in a copy of the landing folder: the old code would refuse the key), so that both
 sides do the same work; without it the new code trains its default model set.
@@ -41,6 +43,19 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def step_seconds(home: Path) -> dict[str, float]:
+    """Seconds of every step (summed per step key) of the runs stored under the Dagster home `home`."""
+    import dagster as dg
+
+    instance = dg.DagsterInstance.from_config(str(home))
+    out: dict[str, float] = {}
+    for run_ in instance.get_runs():
+        for s in instance.get_run_step_stats(run_.run_id):
+            if s.start_time and s.end_time:
+                out[s.step_key] = out.get(s.step_key, 0.0) + s.end_time - s.start_time
+    return out
+
+
 def run(code: Path, landing: Path, work: Path, max_epochs: str | None) -> tuple[float, float, int, str]:
     """(wall seconds, CPU seconds of the run's process tree, exit code, output tail)."""
     env = dict(os.environ, PYTHONPATH=str(code), PROMO_LANDING_DIR=str(landing),
@@ -66,12 +81,16 @@ def main() -> int:
     ap.add_argument("--max-epochs", default=None, help="PROMO_MAX_EPOCHS for both (default: unset, as in the demo)")
     ap.add_argument("--new-models", nargs="+", default=None,
                     help="models.include for the NEW runs (the old code's models, for the same work on both sides)")
+    ap.add_argument("--new-steps", nargs="+", default=[],
+                    help="step keys of the new assets (their time is subtracted from the NEW runs' wall time)")
     ap.add_argument("--tag", default=None, help="record benchmarks/results/run_time_ab--TAG.json (keeps other comparisons)")
     args = ap.parse_args()
     rec = Recorder("run_time_ab")
     codes = {"old": args.old.resolve(), "new": args.new.resolve()}
     times: dict[str, list[float]] = {"old": [], "new": []}
     cpus: dict[str, list[float]] = {"old": [], "new": []}
+    steps: dict[str, list[dict[str, float]]] = {"old": [], "new": []}
+    own: dict[str, list[float]] = {"old": [], "new": []}  # seconds of the --new-steps in each run
     with tempfile.TemporaryDirectory() as tmp:
         landing = Path(tmp) / "landing"
         env = dict(os.environ, PYTHONPATH=str(codes["new"]), PROMO_LANDING_DIR=str(landing),
@@ -94,8 +113,10 @@ def main() -> int:
                 seconds, cpu, rc, tail = run(codes[which], landings[which], work, args.max_epochs)
                 times[which].append(seconds)
                 cpus[which].append(cpu)
-                print(f"round {r} {which}: {seconds:.1f} s wall, {cpu:.1f} s CPU, exit {rc}, load {os.getloadavg()[0]:.1f}",
-                      flush=True)
+                steps[which].append(step_seconds(work / "dagster_home"))
+                own[which].append(sum(t for k, t in steps[which][-1].items() if k in args.new_steps))
+                print(f"round {r} {which}: {seconds:.1f} s wall, {cpu:.1f} s CPU, exit {rc}, load {os.getloadavg()[0]:.1f}"
+                      + (f", new steps {own[which][-1]:.2f} s" if args.new_steps else ""), flush=True)
                 if rc != 0:
                     print(tail)
     for which in ("old", "new"):
@@ -103,13 +124,23 @@ def main() -> int:
               f"{statistics.median(cpus[which]):.1f} s CPU ({', '.join(f'{t:.1f}' for t in cpus[which])}) code {codes[which]}")
     for label, xs in (("wall time", times), ("CPU time", cpus)):
         print(f"new / old median {label}: {statistics.median(xs['new']) / statistics.median(xs['old']):.2f}")
+    net = [t - o for t, o in zip(times["new"], own["new"])]
+    old_med = statistics.median(times["old"])
+    if args.new_steps:
+        print(f"new steps {args.new_steps}: median {statistics.median(own['new']):.2f} s; new wall net of them: median "
+              f"{statistics.median(net):.1f} s, net new / old median wall {statistics.median(net) / old_med:.3f}")
     git = lambda code: subprocess.run(["git", "rev-parse", "HEAD"], cwd=code, capture_output=True, text=True).stdout.strip()  # noqa: E731
     rec.write({"old_commit": git(codes["old"]), "new_commit": git(codes["new"]), "rounds": args.rounds,
-               "max_epochs": args.max_epochs, "new_models": args.new_models, "wall_s": times, "cpu_s": cpus},
+               "max_epochs": args.max_epochs, "new_models": args.new_models, "wall_s": times, "cpu_s": cpus,
+               "step_s": steps, "new_steps": args.new_steps, "new_steps_s": own["new"], "new_wall_net_of_new_steps_s": net,
+               "old_first": [r % 2 == 0 for r in range(args.rounds)]},
               headline={"old median wall s": round(statistics.median(times["old"]), 1),
                         "new median wall s": round(statistics.median(times["new"]), 1),
                         "new / old median wall": round(statistics.median(times["new"]) / statistics.median(times["old"]), 2),
-                        "new / old median CPU": round(statistics.median(cpus["new"]) / statistics.median(cpus["old"]), 2)},
+                        "new / old median CPU": round(statistics.median(cpus["new"]) / statistics.median(cpus["old"]), 2),
+                        **({"new steps median s": round(statistics.median(own["new"]), 2),
+                            "new net of new steps / old median wall": round(statistics.median(net) / old_med, 3)}
+                           if args.new_steps else {})},
               tag=args.tag)
     return 0
 

@@ -651,6 +651,11 @@ CREATE TABLE IF NOT EXISTS outcomes (
     computed_at           TIMESTAMP NOT NULL
 );
 
+-- name: add_outcomes_segments_off
+-- The segments whose response was off the prediction when the day was read, kept with a carried day
+-- (whose segment rows are gone): realized_vs_predicted reads each past day's verdict as it was then.
+ALTER TABLE outcomes ADD COLUMN IF NOT EXISTS segments_off BIGINT;
+
 -- name: create_outcome_levels
 -- Realized against predicted per decided level of each deployed day (an outcomes run).
 CREATE TABLE IF NOT EXISTS outcome_levels (

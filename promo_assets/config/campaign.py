@@ -488,6 +488,20 @@ class MonitoringBlock(_Block):
     stale_weight: float = Field(0.1, ge=0, le=1, description="a number in [0, 1]: the weight of the events before a "
                                 "detected change when the campaign retrains")
     """With `retrain`, the training events before the detected change keep this share of their weight."""
+    change_explore_share: float | None = Field(None, gt=0, le=0.5, description="a number in (0, 0.5]: the "
+                                               "exploration share on the days after a detected change, with retrain "
+                                               "(default: exploration.share)")
+    """With `retrain`, the exploration share of the decisions for the `change_explore_days` days after the
+    change day (when larger than exploration.share): more users get a random level, so that the changed
+    response is learned sooner; each explored user costs value (bounded: at most 0.5)."""
+    change_explore_days: int = Field(3, ge=1, le=14, description="an integer in [1, 14]: the days after a "
+                                     "detected change that explore with change_explore_share")
+    """How many decided days after the change day explore with `change_explore_share`."""
+    settle_days: int = Field(3, ge=1, description="an integer >= 1: the passing deployed days in a row that end a "
+                             "check's failure (a later failure is a new change)")
+    """A failing check that passes on fewer than this many deployed days in a row is still the same failure:
+    its change day (the start of the retrain window) stays; after as many passing days, a new failure is a
+    new change."""
 
 
 @dataclass(frozen=True)

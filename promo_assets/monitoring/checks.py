@@ -98,17 +98,33 @@ def cumulative(days: list[dict], confidence: float, planned: float) -> list[dict
     return out
 
 
-def _streak_start(days: list[dict], failing) -> dt.date | None:
-    """The first day of the run of failing days that ends at the latest day (None if it passes)."""
-    start = None
-    for d in sorted(days, key=lambda r: r["day"], reverse=True):
-        if not failing(d):
-            break
-        start = d["day"]
+def _episode_start(n: int, failing, settle: int = 1) -> int | None:
+    """The index of the first failing look of the failure that goes on at the latest look `n - 1` (None if
+    it passes): looking back, fewer than `settle` passing looks in a row do not end the failure (a model
+    still learning a change passes a day now and then; it is the same change, not a new one)."""
+    start, passing = None, 0
+    for i in range(n - 1, -1, -1):
+        if failing(i):
+            start, passing = i, 0
+        else:
+            if start is None:
+                return None
+            passing += 1
+            if passing >= settle:
+                break
     return start
 
 
-def _realized_fails(d: dict, tol: float, z: float) -> list[str]:
+def _streak_start(days: list[dict], failing, settle: int = 1) -> dt.date | None:
+    """The first day of the failure that goes on at the latest day (None if it passes; `_episode_start`)."""
+    ok = sorted(days, key=lambda r: r["day"])
+    i = _episode_start(len(ok), lambda j: failing(ok[j]), settle)
+    return None if i is None else ok[i]["day"]
+
+
+def segments_off(d: dict, tol: float, z: float) -> list[str]:
+    """The segments of a day's outcome row (`segments`) whose response is off the prediction by more than
+    twice `tol` beyond their noise (Bonferroni over the segments), one message each."""
     out = []
     segs = d.get("segments") or []
     zs = float(norm.ppf(1 - (1 - norm.cdf(z)) / max(1, len(segs))))  # Bonferroni over the segments
@@ -117,6 +133,19 @@ def _realized_fails(d: dict, tol: float, z: float) -> list[str]:
         if s["predicted"] > 0 and abs(s["realized"] - s["predicted"]) > 2 * tol * s["predicted"] + noise:
             out.append(f"{s['segment']}: realized response {s['realized']:.4g} per event against {s['predicted']:.4g} "
                        f"predicted ({(s['realized'] - s['predicted']) / s['predicted']:+.1%}, {s['events']} events)")
+    return out
+
+
+def check_z(settings) -> float:
+    """The noise allowance of realized_vs_predicted: two-sided at `confidence`, response and spend."""
+    return float(norm.ppf(1 - (1.0 - settings.confidence) / 4))
+
+
+def _realized_fails(d: dict, tol: float, z: float) -> list[str]:
+    out = segments_off(d, tol, z)
+    stored = d.get("segments_off")  # a carried day (its segment rows gone): its verdict when it was read
+    if not d.get("segments") and stored is not None and stored == stored and stored > 0:
+        out.append(f"{int(stored)} segment(s) off their prediction when the day was read")
     for what, real, pred, se in (("response", d["realized_response"], d["predicted_response"], d["realized_response_se"]),
                                  ("spend", d["realized_cost"], d["predicted_cost"], d["realized_cost_se"])):
         noise = z * se if math.isfinite(se) else 0.0
@@ -132,8 +161,7 @@ def run_checks(settings, days: list[dict], refused: list[dict], drift, late_days
     the refused days (`day`, `reason`), the latest population's feature drift (FeatureDrift list), the
     decided days whose events are late and the age of the newest decision (None: no decision)."""
     reactions = settings.reactions
-    alpha = 1.0 - settings.confidence
-    z = float(norm.ppf(1 - alpha / 4))  # two-sided, response and spend
+    z = check_z(settings)
     ok = sorted(days, key=lambda r: r["day"])
     out: list[CheckOutcome] = []
 
@@ -153,7 +181,7 @@ def run_checks(settings, days: list[dict], refused: list[dict], drift, late_days
     if ok:
         last = ok[-1]
         fails = _realized_fails(last, tol, z)
-        start = _streak_start(ok, lambda d: bool(_realized_fails(d, tol, z)))
+        start = _streak_start(ok, lambda d: bool(_realized_fails(d, tol, z)), settings.settle_days)
         outcome("realized_vs_predicted", not fails, f"{last['day']}: " + ("; ".join(fails) if fails else
                 f"realized response {last['realized_response']:.4g} and spend {last['realized_cost']:.4g} per event, "
                 f"predicted {last['predicted_response']:.4g} and {last['predicted_cost']:.4g}"), start if fails else None)
@@ -161,13 +189,22 @@ def run_checks(settings, days: list[dict], refused: list[dict], drift, late_days
         outcome("realized_vs_predicted", True, "no deployed day has come back yet")
 
     if ok:
-        recent = ok[-settings.effect_days:]
-        eff = cumulative(recent, settings.confidence, settings.planned_events)[-1]
+        n_days = settings.effect_days
+
+        def effect_upto(i: int) -> dict:  # the check as read on deployed day i: its last `effect_days` days
+            return cumulative(ok[max(0, i - n_days + 1):i + 1], settings.confidence, settings.planned_events)[-1]
+
+        def below_at(i: int) -> bool:
+            high = effect_upto(i)["high"]
+            return math.isfinite(high) and high < 0
+
+        recent, eff = ok[-n_days:], effect_upto(len(ok) - 1)
         below = math.isfinite(eff["high"]) and eff["high"] < 0
+        first = _episode_start(len(ok), below_at, settings.settle_days) if below else None
         outcome("effect_below_zero", not below,
                 f"effect against random levels at equal spend over the last {len(recent)} deployed day(s): "
                 f"{eff['effect']:+.4g} per user [{eff['low']:+.4g}, {eff['high']:+.4g}]",
-                recent[0]["day"] if below else None)
+                ok[max(0, first - n_days + 1)]["day"] if first is not None else None)
     else:
         outcome("effect_below_zero", True, "no deployed day has come back yet")
 
@@ -181,7 +218,8 @@ def run_checks(settings, days: list[dict], refused: list[dict], drift, late_days
         low = last["compliance"] < settings.min_compliance
         outcome("compliance", not low, f"{last['day']}: {last['compliance']:.1%} of {last['joined']} events at their "
                 f"decided level (minimum {settings.min_compliance:.0%}); {last['undecided_incentive']} incentive(s) "
-                "to users never decided for", _streak_start(ok, lambda d: d["compliance"] < settings.min_compliance)
+                "to users never decided for", _streak_start(ok, lambda d: d["compliance"] < settings.min_compliance,
+                                                                 settings.settle_days)
                 if low else None)
     else:
         outcome("compliance", True, "no deployed day has come back yet")

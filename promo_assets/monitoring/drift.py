@@ -14,6 +14,8 @@ No dagster here (domain code).
 
 from __future__ import annotations
 
+import datetime as dt
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -93,3 +95,14 @@ def stale_weights(event_dates, change_day, stale_weight: float) -> np.ndarray:
     if change_day is None:
         return np.ones(len(dates))
     return np.where(dates < change_day, float(stale_weight), 1.0)
+
+
+def exploration_after_change(share: float, change_day, day, settings) -> float:
+    """The exploration share of the decision for `day`: campaign.yaml monitoring.change_explore_share
+    (when set and larger) on the `change_explore_days` days after a `retrain` reaction's change day, so
+    that the changed response is learned from randomized levels; `share` (exploration.share) otherwise."""
+    boost = settings.change_explore_share
+    if boost is None or change_day is None or not change_day < day <= change_day + dt.timedelta(
+            days=settings.change_explore_days):
+        return float(share)
+    return max(float(share), float(boost))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from promo_assets.monitoring.checks import CheckOutcome, cumulative, late_days, run_checks
+from promo_assets.monitoring.checks import CheckOutcome, check_z, cumulative, late_days, run_checks, segments_off
 from promo_assets.monitoring.drift import FeatureDrift, feature_drift
 from promo_assets.monitoring.outcomes import Candidate, DayOutcome, OutcomeError, choose_decision, day_outcome
 from promo_assets.store import monitoring as store
@@ -131,6 +131,8 @@ def monitor(con, campaign: str, config, *, population: pd.DataFrame | None, refe
             days.append(DayOutcome(day=day, status="refused", reason=str(exc), run_id=str(rows["run_id"].iloc[-1])))
             continue
         out = day_outcome(day, events, cand, _predictions(con, campaign, cand), level_costs, cheapest, categorical)
+        if out.status == "ok":  # kept with the day: a carried day keeps its segments' verdict
+            out.row["segments_off"] = len(segments_off(out.row, settings.realized_tolerance, check_z(settings)))
         days.append(out)
         say(f"{day}: {out.status}" + (f" ({out.reason})" if out.reason else
                                       f", {out.row['joined']} events, effect {out.row['effect']:+.4g}"))

@@ -76,6 +76,7 @@ from promo_assets.evaluation.champion import (
     truth_audit,
 )
 from promo_assets.ingestion import constraint_feature_problems, day_files, loaded_features
+from promo_assets.monitoring.drift import exploration_after_change
 from promo_assets.report import ReportError, gather, render, write_report
 from promo_assets.store import decisions as decisions_store, monitoring as monitoring_store
 
@@ -389,6 +390,12 @@ def decisions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, l
     exploration = Exploration.from_config(config.exploration)
     row, info, users, values, costs, day, newest, evidence = decision_inputs(warehouse, campaign, champ_run,
                                                                              config.n_levels)
+    with connect(warehouse) as con:  # a `retrain` reaction may explore more on the days after the change
+        share = exploration_after_change(exploration.share, monitoring_store.training_change_day(con, campaign), day,
+                                         config.monitoring)
+    if share != exploration.share:
+        context.log.warning(f"monitoring reaction retrain: exploration share {share:g} on {day} (after the change)")
+        exploration = dataclasses.replace(exploration, share=share)
     made, paced = decide_all(warehouse, landing, campaign, config, exploration, day, users, values, costs, info,
                              evidence)
     made.outcomes["champion_fresh"] = [(None, champion_freshness(row["decided_at"], newest))]

@@ -13,6 +13,7 @@ from promo_assets.config.campaign import CampaignConfigError
 from promo_assets.config.campaign import MonitoringBlock
 from promo_assets.monitoring import (Candidate, OutcomeError, choose_decision, cumulative, day_outcome, effect_terms,
                                      feature_drift, late_days, run_checks, true_effect)
+from promo_assets.monitoring.drift import exploration_after_change
 from tests.unit.campaign.test_hostile_config import BASE, load_yaml
 
 INC = np.array([0.0, 1, 2, 3, 4, 5])
@@ -161,6 +162,14 @@ def test_a_segment_whose_response_moved_fails_realized_vs_predicted():
     got = {c.name: c for c in run_checks(settings, rows, [], [], [], 0.1)}
     assert not got["realized_vs_predicted"].passed and "city=b" in got["realized_vs_predicted"].message
     assert "city=c" not in got["realized_vs_predicted"].message
+    # the earlier days carried (their segment rows gone, their verdict kept): the change day stays the first
+    react = MonitoringBlock.model_validate({"reactions": {"realized_vs_predicted": "retrain"}})
+    carried = [{**_ok_row(x, real=0.385), "segments_off": n} for x, n in zip(d[:2], (0, 1))]
+    got = {c.name: c for c in run_checks(react, carried + rows[-1:], [], [], [], 0.1)}
+    assert got["realized_vs_predicted"].change_day == d[1] and got["realized_vs_predicted"].acts
+    got = {c.name: c for c in run_checks(react, [{**r, "segments_off": 0} for r in carried] + rows[-1:], [], [], [],
+                                          0.1)}
+    assert got["realized_vs_predicted"].change_day == d[2]
 
 
 def test_drift_flags_a_new_city_and_a_shifted_feature_only():
@@ -201,6 +210,22 @@ def test_checks_fire_on_their_own_cause_with_the_configured_reaction():
         stale["freshness"].message
 
 
+def test_a_failure_that_passes_a_day_now_and_then_keeps_its_change_day():
+    """A retrained model still learning a change passes a day now and then: the change day (the retrain
+    window's start) stays; only `settle_days` passing days in a row end the failure."""
+    d = [dt.date(2026, 1, i) for i in range(1, 15)]
+    settings = MonitoringBlock.model_validate({"reactions": {"realized_vs_predicted": "retrain"}, "settle_days": 3})
+    real = [0.4] * 4 + [0.25, 0.25, 0.4, 0.25, 0.4, 0.4, 0.25]  # fails from d[4]; passes on d[6], d[8], d[9]
+    got = {c.name: c for c in run_checks(settings, [_ok_row(x, real=r) for x, r in zip(d, real)], [], [], [], 0.1)}
+    assert not got["realized_vs_predicted"].passed and got["realized_vs_predicted"].change_day == d[4]
+    one = MonitoringBlock.model_validate({"reactions": {"realized_vs_predicted": "retrain"}, "settle_days": 1})
+    got = {c.name: c for c in run_checks(one, [_ok_row(x, real=r) for x, r in zip(d, real)], [], [], [], 0.1)}
+    assert got["realized_vs_predicted"].change_day == d[10]  # settle_days 1: every failing streak is a new change
+    real = [0.4] * 4 + [0.25, 0.25, 0.4, 0.4, 0.4, 0.25, 0.25]  # three passing days: a new change on d[9]
+    got = {c.name: c for c in run_checks(settings, [_ok_row(x, real=r) for x, r in zip(d, real)], [], [], [], 0.1)}
+    assert got["realized_vs_predicted"].change_day == d[9]
+
+
 def test_late_days_count_from_the_later_of_the_day_and_the_decision():
     now = dt.datetime(2026, 1, 10, 12)
     decided = [(dt.date(2026, 1, 5), dt.datetime(2026, 1, 4, 20)), (dt.date(2026, 1, 8), dt.datetime(2026, 1, 7, 20)),
@@ -216,6 +241,8 @@ BAD_MONITORING = {
     "unknown-check": ("monitoring:\n  reactions:\n    weather: warn\n", ["monitoring.reactions", "weather"]),
     "text-threshold": ("monitoring:\n  psi_threshold: high\n", ["'monitoring.psi_threshold'", "'high'"]),
     "compliance-above-one": ("monitoring:\n  min_compliance: 1.5\n", ["'monitoring.min_compliance'"]),
+    "explore-share-unbounded": ("monitoring:\n  change_explore_share: 0.9\n", ["'monitoring.change_explore_share'"]),
+    "settle-days-zero": ("monitoring:\n  settle_days: 0\n", ["'monitoring.settle_days'"]),
 }
 
 
@@ -231,3 +258,15 @@ def test_bad_monitoring_block_is_refused_naming_the_key(tmp_path, text, words):
 def test_monitoring_defaults(tmp_path):
     m = load_yaml(tmp_path, BASE).monitoring
     assert (m.confidence, m.realized_tolerance, m.reactions.realized_vs_predicted) == (0.9, 0.15, "warn")
+    assert (m.settle_days, m.change_explore_share, m.change_explore_days) == (3, None, 3)
+
+
+def test_the_retrain_reaction_explores_more_only_on_the_days_after_the_change():
+    change = dt.date(2026, 1, 12)
+    off = MonitoringBlock.model_validate({})
+    on = MonitoringBlock.model_validate({"change_explore_share": 0.2, "change_explore_days": 2})
+    days = [change + dt.timedelta(days=i) for i in range(4)]
+    assert [exploration_after_change(0.05, change, d, on) for d in days] == [0.05, 0.2, 0.2, 0.05]
+    assert [exploration_after_change(0.05, change, d, off) for d in days] == [0.05] * 4
+    assert exploration_after_change(0.05, None, days[1], on) == 0.05  # no retrain window: no change seen
+    assert exploration_after_change(0.3, change, days[1], on) == 0.3  # never less than exploration.share
