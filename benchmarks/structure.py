@@ -26,6 +26,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import ROOT, Recorder  # noqa: E402
 
+sys.path.insert(0, str(ROOT))
+from devtools.graphs import cycles  # noqa: E402
+
 DEFINITION_DECORATORS = {"asset", "multi_asset", "asset_check", "multi_asset_check", "sensor", "schedule", "job",
                          "op", "graph", "graph_asset", "graph_multi_asset", "asset_sensor", "multi_asset_sensor",
                          "run_status_sensor", "run_failure_sensor"}
@@ -81,39 +84,6 @@ def imports(tree: ast.Module, name: str, is_package: bool, known: set[str]):
             visit(child, inner)
 
     visit(tree, False)
-    return out
-
-
-def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan)."""
-    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
-    sys.setrecursionlimit(10000)
-
-    def visit(v):
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in sorted(edges.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    for v in sorted(edges):
-        if v not in index:
-            visit(v)
     return out
 
 

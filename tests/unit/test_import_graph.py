@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from devtools.graphs import cycles
+
 PACKAGE = Path(__file__).resolve().parents[2] / "promo_assets"
 # the libraries a module may defer by importing a promo_assets module inside a function: each costs
 # start-up time that `promo --help`, `promo serve` or a Dagster code location should not pay before
@@ -66,38 +68,6 @@ def graph(top_level_only: bool = True) -> dict[str, set[str]]:
     known = set(mods)
     return {name: imported(ast.parse(path.read_text()), name, path.name == "__init__.py", known, top_level_only)
             for name, path in mods.items()}
-
-
-def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components with more than one module (Tarjan)."""
-    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
-
-    def visit(v):
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        for w in sorted(edges.get(v, ())):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            comp = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                comp.append(w)
-                if w == v:
-                    break
-            if len(comp) > 1:
-                out.append(sorted(comp))
-
-    for v in sorted(edges):
-        if v not in index:
-            visit(v)
-    return out
 
 
 def test_the_walk_sees_the_imports():
