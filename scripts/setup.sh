@@ -14,29 +14,25 @@ if [[ ! -x .venv/bin/python ]]; then
   echo "[setup] creating .venv with $($PYTHON --version)"
   "$PYTHON" -m venv .venv
 fi
+# apt_install PACKAGE WHY: Debian's PACKAGE with apt-get (root or sudo), its output in .venv/PACKAGE.log
+apt_install() {
+  echo "[setup] $2: installing Debian's $1 with apt-get (log: .venv/$1.log)"
+  local sudo=; [[ $(id -u) == 0 ]] || sudo=sudo
+  if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$1"; } >".venv/$1.log" 2>&1; then
+    echo "[setup] FAILED: apt-get install $1 (needs root or sudo and Debian's package lists)" >&2
+    tail -20 ".venv/$1.log" >&2
+    exit 1
+  fi
+}
 extras=dev,docs
 if [[ ${PROMO_UI_TESTS:-0} == 1 ]]; then
   extras=dev,docs,ui-test
-  if ! command -v chromium >/dev/null; then
-    echo "[setup] PROMO_UI_TESTS=1: installing Debian's chromium with apt-get (about 1-2 minutes; log: .venv/chromium.log)"
-    sudo=; [[ $(id -u) == 0 ]] || sudo=sudo
-    if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium; } >.venv/chromium.log 2>&1; then
-      echo "[setup] FAILED: apt-get install chromium (needs root or sudo and Debian's package lists)" >&2
-      tail -20 .venv/chromium.log >&2
-      exit 1
-    fi
-  fi
+  command -v chromium >/dev/null || apt_install chromium "PROMO_UI_TESTS=1 (about 1-2 minutes)"
   echo "[setup] $(chromium --version 2>/dev/null | head -1)"
 fi
 if [[ ${PROMO_PG_TESTS:-0} == 1 ]]; then
   if ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 && ! command -v pg_ctl >/dev/null; then
-    echo "[setup] PROMO_PG_TESTS=1: installing Debian's postgresql with apt-get (about 1 minute; log: .venv/postgresql.log)"
-    sudo=; [[ $(id -u) == 0 ]] || sudo=sudo
-    if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq postgresql; } >.venv/postgresql.log 2>&1; then
-      echo "[setup] FAILED: apt-get install postgresql (needs root or sudo and Debian's package lists)" >&2
-      tail -20 .venv/postgresql.log >&2
-      exit 1
-    fi
+    apt_install postgresql "PROMO_PG_TESTS=1 (about 1 minute)"
   fi
   pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
   echo "[setup] $("${pg_bin:-$(dirname "$(command -v pg_ctl)")}/postgres" --version)"

@@ -45,7 +45,7 @@ from promo_assets.config.campaign import (
 from promo_assets.core.errors import DomainError
 from promo_assets.store import ingest as ingest_store
 from promo_assets.store.frames import loaded_features  # noqa: F401  (ingestion's reading of the loaded features)
-from promo_assets.store.ingest import PARTITION_TABLES, forget_partition, loaded_days  # noqa: F401  (re-exported)
+from promo_assets.store.ingest import forget_partition, loaded_days  # noqa: F401  (re-exported)
 from promo_assets.store.warehouse import schema_columns, table_columns, transaction
 
 REQUIRED = ("user_id", "treatment", "response")
@@ -312,7 +312,7 @@ def read_problem(path: Path, fmt: str, exc: Exception) -> str:
 def _source_columns(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, str]:
     """{column: DuckDB type} of a landing file, after checking its header: a name written twice
     (case-insensitively, as DuckDB compares names) fails the file with an IngestError naming it."""
-    fmt = "parquet" if path.suffix == ".parquet" else "csv"
+    fmt = ingest_store.file_format(path)
     check_landing_file(path)
     try:
         rows = ingest_store.describe_file(con, path)
@@ -464,7 +464,7 @@ def _events_query(
         try:
             ingest_store.stage_repeated_rows(con, path, source)
         except duckdb.Error as exc:
-            raise IngestError(read_problem(path, "parquet" if path.suffix == ".parquet" else "csv", exc)) from None
+            raise IngestError(read_problem(path, ingest_store.file_format(path), exc)) from None
     return kinds, query
 
 
@@ -547,7 +547,7 @@ def ingest_events_day(
                         ingest_store.stage_rejected(con, query)
                         problems = _problems(con, [*LANDING_COLUMNS, *kinds])
                 except duckdb.Error as exc:
-                    raise IngestError(read_problem(path, "parquet" if path.suffix == ".parquet" else "csv", exc)) from None
+                    raise IngestError(read_problem(path, ingest_store.file_format(path), exc)) from None
                 failed = n_rejected / n_rows > config.max_rejected_fraction
                 if failed:
                     raise _Refused  # roll the partition replace back

@@ -100,7 +100,7 @@ def read_day_file(path: Path) -> pd.DataFrame:
     try:
         return pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, encoding="utf-8")
     except Exception as exc:  # pyarrow / pandas parser errors
-        raise IngestError(read_problem(path, "parquet" if path.suffix == ".parquet" else "csv", exc)) from None
+        raise IngestError(read_problem(path, ingest_store.file_format(path), exc)) from None
 
 
 def latest_day_file(landing: Path, campaign: str, kind: str) -> tuple[pd.DataFrame | None, str | None]:
@@ -121,7 +121,7 @@ class PopulationFile:
 
     def __init__(self, con: duckdb.DuckDBPyConnection, path, features: Sequence[str] = ()):
         self._con, self.path = con, check_landing_file(Path(path))
-        self._fmt = "parquet" if self.path.suffix == ".parquet" else "csv"
+        self._fmt = ingest_store.file_format(self.path)
         try:
             columns = [name for name, _ in ingest_store.describe_file(con, self.path)]
             if "user_id" not in columns:

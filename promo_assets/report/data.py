@@ -77,7 +77,7 @@ def gather(con, landing: Path, campaign: str, config, board_run: str | None = No
         raise ReportError(f"leaderboard run {board_run} of campaign '{campaign}' has no evaluation rows")
     data = ReportData(campaign, board_run, started, [str(x) for x in config.labels],
                       list(config.budget_per_capita), board, runs.board_entries(con, campaign, board_run))
-    data.checks = runs.run_data_checks(con, campaign, board_run)
+    data.checks = runs.run_failed_checks(con, campaign, board_run)
     _curves(con, landing, campaign, config, data)
     _champion(con, campaign, data, champion_run)
     _decisions(con, campaign, data, decisions_run)

@@ -68,8 +68,7 @@ def feature_dtype(kind: str) -> str:
 
 def add_feature_column(con: duckdb.DuckDBPyConnection, column: str, kind: str) -> None:
     """A new feature column of rct_events for a feature of `kind` (numeric or categorical)."""
-    dtype = "DOUBLE" if kind == "numeric" else "VARCHAR"
-    con.execute(sql("ingest", "add_feature_column", column=quote_ident(column), dtype=dtype))
+    con.execute(sql("ingest", "add_feature_column", column=quote_ident(column), dtype=feature_dtype(kind)))
 
 
 def register_feature(con: duckdb.DuckDBPyConnection, campaign: str, column: str, kind: str) -> None:

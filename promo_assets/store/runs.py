@@ -61,12 +61,6 @@ def board_entries(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str) ->
     return con.execute(sql("report", "board_entries"), [campaign, run_id]).df()
 
 
-def run_data_checks(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str) -> list[tuple]:
-    """(check, severity, message) of the failed data checks leaderboard run `run_id` saw; [] for a
-    warehouse written before the data checks existed."""
-    return run_failed_checks(con, campaign, run_id)
-
-
 def run_segments(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str) -> pd.DataFrame:
     """The segment_evaluation rows of the model versions leaderboard run `run_id` assembled."""
     return con.execute(sql("report", "run_segments"), [campaign, run_id]).df()

@@ -18,9 +18,7 @@ Screenshots: `$PROMO_UI_SCREENSHOTS` (default `test-output/screenshots/` in the 
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import time
 from pathlib import Path
 
@@ -28,13 +26,11 @@ import pytest
 
 from devtools.devserver import DagsterDev, demo_env
 from tests.conftest import promo_here, set_models
+from tests.e2e.browser import SHOTS, TIMEOUT_MS, require_browser
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = os.environ.get("PROMO_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-SHOTS = Path(os.environ.get("PROMO_UI_SCREENSHOTS") or ROOT / "test-output" / "screenshots")
-TIMEOUT_MS = 120_000  # one page on a loaded 2-core machine; a healthy page takes a few seconds
 DAYS = 4
 # The campaign trains two LightGBM models: the pages and plots are drawn the same whatever models
 # ran, and the automation's refresh in the backfill test trains them again in the daemon's runs. The
@@ -44,16 +40,6 @@ DAYS = 4
 TRAINED = ("lgbm_s", "lgbm_s_mono")
 EXCLUDED = ("s_learner", "dipn", "lgbm_t")
 BACKFILL_TIMEOUT_S = 1200  # the backfill, then the automation's refresh of the whole campaign, on 2 loaded cores
-
-
-def _missing() -> str | None:
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "the playwright package is not installed"
-    if CHROMIUM is None or not os.access(CHROMIUM, os.X_OK):
-        return "no chromium binary (apt-get install chromium, or set PROMO_CHROMIUM)"
-    return None
 
 
 def _exclude(campaign_yaml: Path, models) -> None:
@@ -67,11 +53,7 @@ def _exclude(campaign_yaml: Path, models) -> None:
 
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory):
-    missing = _missing()
-    if missing:
-        if os.environ.get("PROMO_UI_TESTS") == "1":
-            pytest.fail(f"PROMO_UI_TESTS=1 but {missing}: run PROMO_UI_TESTS=1 bash scripts/setup.sh")
-        pytest.skip(f"UI browser test skipped: {missing}; PROMO_UI_TESTS=1 bash scripts/setup.sh installs both")
+    require_browser()
     tmp = tmp_path_factory.mktemp("ui")
     env = demo_env(tmp, ROOT, max_epochs=1)  # the UI shows what a run leaves, whatever its models learned
     promo_here(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", str(DAYS), "--users", "300", "--seed", "0")
@@ -82,29 +64,6 @@ def ui(tmp_path_factory):
     with DagsterDev(ROOT, env, tmp / "dagster_dev.log") as server:
         server.graphql("mutation { setNuxSeen }")  # no newsletter dialog over the first page
         yield server, days, tmp
-
-
-@pytest.fixture(scope="module")
-def browser(ui):
-    from playwright.sync_api import sync_playwright
-
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        # --no-sandbox: chromium refuses its sandbox as root (CI containers)
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-dev-shm-usage"])
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser, ui):
-    page = browser.new_page(viewport={"width": 1600, "height": 1000})
-    page.set_default_timeout(TIMEOUT_MS)
-    # should the newsletter dialog show up all the same, skip it before the next action
-    page.add_locator_handler(page.get_by_text("Join the Dagster community"),
-                             lambda _: page.get_by_role("button", name="Skip").click())
-    yield page
-    page.close()
 
 
 def shot(page, name: str) -> Path:

@@ -12,8 +12,6 @@ no browser download); skipped with the reason without them unless PROMO_UI_TESTS
 
 from __future__ import annotations
 
-import os
-import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -22,13 +20,11 @@ import yaml
 
 from devtools.devserver import DagsterDev, demo_env
 from tests.conftest import promo_here, set_models
+from tests.e2e.browser import SHOTS, require_browser
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = os.environ.get("PROMO_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-SHOTS = Path(os.environ.get("PROMO_UI_SCREENSHOTS") or ROOT / "test-output" / "screenshots")
-TIMEOUT_MS = 120_000
 
 # demo's levels [0, 1, 2, 3, 5, 8] become arms with these labels (the amount as the unit cost)
 ARMS = {0: "<script>alert(1)</script>", 1: "![x](http://evil.example/x.png)", 2: "[x](javascript:alert(1))",
@@ -38,16 +34,6 @@ COLUMN = "<i>device</i>"  # the feature column `device`, renamed
 GROUP = "<b>cap</b>"  # a group cap's name (the allocation's `multipliers` columns)
 REJECTED = "[r](javascript:alert(4))"  # an unknown treatment: rejected, shown as the example of rejections_now
 PAYLOADS = [*ARMS.values(), *CITIES, COLUMN, GROUP, REJECTED]
-
-
-def _missing() -> str | None:
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "the playwright package is not installed"
-    if CHROMIUM is None or not os.access(CHROMIUM, os.X_OK):
-        return "no chromium binary (apt-get install chromium, or set PROMO_CHROMIUM)"
-    return None
 
 
 def hostile_campaign(folder: Path) -> None:
@@ -75,11 +61,7 @@ def hostile_campaign(folder: Path) -> None:
 
 @pytest.fixture(scope="module")
 def ui(tmp_path_factory):
-    missing = _missing()
-    if missing:
-        if os.environ.get("PROMO_UI_TESTS") == "1":
-            pytest.fail(f"PROMO_UI_TESTS=1 but {missing}: run PROMO_UI_TESTS=1 bash scripts/setup.sh")
-        pytest.skip(f"UI browser test skipped: {missing}; PROMO_UI_TESTS=1 bash scripts/setup.sh installs both")
+    require_browser()
     tmp = tmp_path_factory.mktemp("markup")
     env = demo_env(tmp, ROOT, max_epochs=1)
     promo_here(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", "4", "--users", "300", "--seed", "0")
@@ -90,27 +72,6 @@ def ui(tmp_path_factory):
     with DagsterDev(ROOT, env, tmp / "dagster_dev.log") as server:
         server.graphql("mutation { setNuxSeen }")
         yield server
-
-
-@pytest.fixture(scope="module")
-def browser(ui):
-    from playwright.sync_api import sync_playwright
-
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox", "--disable-dev-shm-usage"])
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser, ui):
-    page = browser.new_page(viewport={"width": 1600, "height": 1000})
-    page.set_default_timeout(TIMEOUT_MS)
-    page.add_locator_handler(page.get_by_text("Join the Dagster community"),
-                             lambda _: page.get_by_role("button", name="Skip").click())
-    yield page
-    page.close()
 
 
 # links, images and elements a payload could have made, inside an element (a metadata row or a dialog)
