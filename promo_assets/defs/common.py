@@ -9,8 +9,9 @@ import duckdb
 
 from promo_assets.core.errors import DomainError
 from promo_assets.core.text import markdown_text
-from promo_assets.ingestion import day_files
+from promo_assets.ingestion import constraint_feature_problems, day_files
 from promo_assets.ingestion.frames import PopulationFile
+from promo_assets.store.frames import loaded_features
 
 from promo_assets.defs.resources import (  # noqa: F401  (imported from here by the asset modules)
     ArtifactStoreResource,
@@ -206,3 +207,16 @@ def use_table(rows: list[dict]) -> list[dict]:
              "multiplier": float(f"{r['multiplier']:.6g}"), "predicted use / budget": ratio(r["predicted_use"], r["budget"]),
              "true use / budget": ratio(r["true_use"], r["budget"]),
              "at matched true spend": ratio(r["matched_true_use"], r["budget"])} for r in rows]
+
+
+def group_features(con, campaign: str, config) -> list[str]:
+    """The feature columns campaign.yaml `constraints.groups` cap on; dg.Failure naming a group whose
+    column the loaded events lack (a cap on a column that is not there: never a query on it, no
+    decision at all)."""
+    features = sorted({g.feature for g in config.constraints.groups.values()}) if config.constraints else []
+    if features:
+        missing = constraint_feature_problems(config, loaded_features(con, campaign),
+                                              f"the loaded events of campaign '{campaign}'")
+        if missing:
+            raise dg.Failure("campaign.yaml: " + "; ".join(missing))
+    return features

@@ -60,6 +60,7 @@ from promo_assets.defs.common import (
     OutboxResource,
     WarehouseResource,
     connect,
+    group_features,
     md_table,
     population,
     rows_table,
@@ -75,7 +76,7 @@ from promo_assets.evaluation.champion import (
     summary_tables,
     truth_audit,
 )
-from promo_assets.ingestion import constraint_feature_problems, day_files, loaded_features
+from promo_assets.ingestion import day_files
 from promo_assets.monitoring.drift import exploration_after_change
 from promo_assets.report import ReportError, gather, render, write_report
 from promo_assets.store import decisions as decisions_store, monitoring as monitoring_store
@@ -277,14 +278,10 @@ def decision_constraints(warehouse: WarehouseResource, landing: LandingResource,
     block = config.constraints
     if block is None:
         return None
-    features = sorted({g.feature for g in block.groups.values()})
     frame = pd.DataFrame(index=pd.Index(users, name="user_id"))
-    if features:
+    if block.groups:
         with connect(warehouse) as con:
-            missing = constraint_feature_problems(config, loaded_features(con, campaign),
-                                                  f"the loaded events of campaign '{campaign}'")
-            if missing:  # a cap on a column that is not there: no decision (and so no export) at all
-                raise dg.Failure("campaign.yaml: " + "; ".join(missing))
+            features = group_features(con, campaign, config)
             pop = population(con, landing, campaign, features)
             rows = pd.concat(list(pop.frames(65536))) if pop is not None else read_holdout_events(con, campaign)
         missing = [f for f in features if f not in rows.columns]

@@ -50,6 +50,7 @@ from promo_assets.defs.common import (
     LandingResource,
     WarehouseResource,
     connect,
+    group_features,
     domain_errors,
     for_people,
     log_to,
@@ -65,7 +66,6 @@ from promo_assets.defs.graph.assets import graph_inputs
 from promo_assets.defs.resources import DaskResource
 from promo_assets.evaluation import evaluate_models, leaderboard_markdown
 from promo_assets.evaluation.segments import SEGMENT_COLUMNS, plot_segment_curves, segment_curves, segment_evaluation
-from promo_assets.ingestion import constraint_feature_problems, loaded_features
 from promo_assets.ingestion.frames import FrameUsers, PopulationFile
 from promo_assets.models import ModelSkipped, ResponseModel, TrainingData, registry
 from promo_assets.models.base import negative_cost_problem
@@ -541,11 +541,7 @@ def holdout_plan(con, campaign: str, config, ev) -> BudgetPlan:
     features read from the warehouse) when it has some."""
     constraints = None
     if config.constraints is not None:
-        features = sorted({g.feature for g in config.constraints.groups.values()})
-        missing = constraint_feature_problems(config, loaded_features(con, campaign),
-                                              f"the loaded events of campaign '{campaign}'")
-        if missing:  # never a query on a column that is not there
-            raise dg.Failure("campaign.yaml: " + "; ".join(missing))
+        features = group_features(con, campaign, config)
         frame = frames_store.holdout_segments(con, campaign, features) if features else pd.DataFrame(index=pd.RangeIndex(ev.n))
         with domain_errors():
             constraints = Constraints.build(config.constraints, frame, config.n_levels)
