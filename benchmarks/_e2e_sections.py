@@ -16,7 +16,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _model_frames import load_events, load_training_frame, train_model  # noqa: E402
 
-from promo_assets.evaluation import q_at_budget  # noqa: E402
+from promo_assets.evaluation import LoggedEvents, q_at_budget  # noqa: E402
 from promo_assets.models import decision_loss as dl  # noqa: E402
 from promo_assets.simulation import simulate, truth_arrays  # noqa: E402
 from promo_assets.simulation.e2e import e2e_values  # noqa: E402
@@ -45,7 +45,7 @@ def fig2(args) -> dict:
             t_seed = time.perf_counter()
             t, y, z, p, v_gt, c_gt = _load(seed, users, Path(tmp))
             batch = dl.RCTBatch.from_arrays(t, y, z, p)
-            q_of = lambda v: q_at_budget((v, c_gt), t, y, z, p, args.budget).value  # noqa: E731
+            q_of = lambda v: q_at_budget((v, c_gt), LoggedEvents(t, y, z, p), args.budget).value  # noqa: E731
             v0, _ = e2e_values(np.random.default_rng([seed, 2015]).uniform(size=v_gt.shape))  # re-generated start
             row = {"seed": seed, "q_gt": q_of(v_gt)}
             c = torch.tensor(c_gt)

@@ -25,7 +25,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _model_frames import load_events, train_model  # noqa: E402
 
 from promo_assets.causal import assign_split, ips_weights, randomized_propensity  # noqa: E402
-from promo_assets.evaluation import evaluate_policies, fit_outcome_model  # noqa: E402
+from promo_assets.evaluation import (  # noqa: E402
+    BootstrapInterval,
+    EvaluationSettings,
+    Holdout,
+    LevelScale,
+    LoggedEvents,
+    OutcomeFit,
+    OutcomePredictions,
+    Truth,
+    evaluate_policies,
+    fit_outcome_model,
+)
 from promo_assets.models import registry  # noqa: E402
 from promo_assets.simulation import simulate, truth_arrays  # noqa: E402
 
@@ -91,18 +102,20 @@ def evaluate_campaign(preset: str, seed: int, *, days: int | None = None, users:
             specs[name] = (trained.version, values, costs)
         info["training_seconds"] = round(time.perf_counter() - start, 1)
         start = time.perf_counter()
-        outcome = fit_outcome_model(train, numeric, categorical, config.n_levels, ordered=config.ordered,
-                                    incentives=list(config.incentives), cost_rule=config.cost, seed=seed)
+        outcome = fit_outcome_model(train, numeric, categorical, config.n_levels,
+                                    scale=LevelScale(list(config.incentives), config.ordered), cost_rule=config.cost,
+                                    fit=OutcomeFit(seed=seed))
         dm_values, dm_costs = outcome.predict(holdout)
         info["outcome_model_seconds"] = round(time.perf_counter() - start, 1)
         true_values, true_costs = truth_arrays(cdir, holdout["user_id"].astype(str).tolist())
         start = time.perf_counter()
         rows = evaluate_policies(
-            specs, holdout["level"].to_numpy(), holdout["response"].to_numpy(float), holdout["cost"].to_numpy(float),
-            holdout["propensity"].to_numpy(float), budgets=list(config.budget_per_capita), campaign=campaign,
-            true_values=true_values, true_costs=true_costs, dm_values=dm_values, dm_costs=dm_costs,
-            incentives=list(config.incentives), ordered=config.ordered, binary=config.response == "binary",
-            n_boot=n_boot, seed=seed, log=log, min_holdout_users=config.min_holdout_users,
+            specs, Holdout(LoggedEvents.of_frame(holdout), Truth(true_values, true_costs),
+                           OutcomePredictions(dm_values, dm_costs)),
+            EvaluationSettings(list(config.budget_per_capita), campaign,
+                               LevelScale(list(config.incentives), config.ordered, config.response == "binary"),
+                               seed=seed, eom_interval=BootstrapInterval(n_boot), log=log,
+                               min_holdout_users=config.min_holdout_users),
         )
         info["evaluation_seconds"] = round(time.perf_counter() - start, 1)
     rows["preset"] = preset

@@ -59,6 +59,7 @@ def score_decision(landing: Path, file: Path) -> dict:
     from promo_assets.allocation import solve
     from promo_assets.decisions import read_decision_file
     from promo_assets.evaluation.honest import match_mix, mix_true_value
+    from promo_assets.evaluation.records import Truth
     from promo_assets.simulation import truth_arrays
 
     frame = read_decision_file(file)
@@ -67,8 +68,9 @@ def score_decision(landing: Path, file: Path) -> dict:
     lv = frame["level"].to_numpy().astype(int)
     value, spend = float(tv[rows, lv].mean()), float(tc[rows, lv].mean())
     oracle = float(solve(tv, tc, spend, per_capita=True, rounding="down").lp_response) / len(frame)
-    mix, _, _, _ = match_mix(lambda m: mix_true_value(m, tv, tc)[1], tc.mean(axis=0), spend, what="true")
-    matched_random = mix_true_value(mix, tv, tc)[0] if mix is not None else float("nan")
+    truth = Truth(tv, tc)
+    mix = match_mix(lambda m: mix_true_value(m, truth)[1], tc.mean(axis=0), spend, what="true").mix
+    matched_random = mix_true_value(mix, truth)[0] if mix is not None else float("nan")
     return {"users": int(len(frame)), "true_value": value, "true_spend": spend, "oracle_at_spend": oracle,
             "pct_oracle_at_spend": value / oracle if oracle > 0 else float("nan"),
             "uniform_value": float(tv.mean()), "uniform_spend": float(tc.mean()), "random_at_spend": matched_random,

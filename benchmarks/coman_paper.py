@@ -90,7 +90,15 @@ def run_seed(seed: int, args) -> tuple[list[dict], pd.DataFrame, list[dict], dic
     from sklearn.metrics import roc_auc_score
 
     from _model_frames import load_training_frame, train_model
-    from promo_assets.evaluation import evaluate_policies
+    from promo_assets.evaluation import (
+        BootstrapInterval,
+        EvaluationSettings,
+        Holdout,
+        LevelScale,
+        LoggedEvents,
+        Truth,
+        evaluate_policies,
+    )
     from promo_assets.evaluation.segments import truth_curve_metrics
     from promo_assets.models import registry
     from promo_assets.simulation import simulate, truth_arrays
@@ -131,10 +139,10 @@ def run_seed(seed: int, args) -> tuple[list[dict], pd.DataFrame, list[dict], dic
             monotone.append({"seed": seed, "variant": variant, "violations": bad, "users": len(holdout)})
         print(f"seed {seed} {variant}: kl {row['kl']:.5f} mae {row['curve_mae']:.4f} auc {row['auc']:.4f} "
               f"s/epoch {row['seconds_per_epoch']} violations {bad}", file=sys.stderr, flush=True)
-    ev = evaluate_policies(preds, lvl, y, holdout["cost"].to_numpy(dtype=float), holdout["propensity"].to_numpy(dtype=float),
-                           budgets=list(config.budget_per_capita), campaign=f"coman-{seed}", true_values=tv, true_costs=tc,
-                           incentives=list(config.incentives), ordered=config.ordered, binary=True, n_boot=20,
-                           seed=seed)
+    ev = evaluate_policies(preds, Holdout(LoggedEvents.of_frame(holdout), Truth(tv, tc)),
+                           EvaluationSettings(list(config.budget_per_capita), f"coman-{seed}",
+                                              LevelScale(list(config.incentives), config.ordered, True), seed=seed,
+                                              eom_interval=BootstrapInterval(20)))
     ev["seed"] = seed
     info = {"seed": seed, "holdout_users": len(holdout), "train_rows": int((frame["split"] == "train").sum()),
             "budgets": list(config.budget_per_capita), "skipped": skips}

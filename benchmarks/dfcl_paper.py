@@ -40,7 +40,15 @@ from _honest_bench import simulated_events  # noqa: E402
 from _pipeline_bench import evaluate_campaign  # noqa: E402
 from _results import Recorder  # noqa: E402
 
-from promo_assets.evaluation import evaluate_policies  # noqa: E402
+from promo_assets.evaluation import (  # noqa: E402
+    BootstrapInterval,
+    EvaluationSettings,
+    Holdout,
+    LevelScale,
+    LoggedEvents,
+    Truth,
+    evaluate_policies,
+)
 from promo_assets.models import registry  # noqa: E402
 from promo_assets.models.dfcl import train_dfcl, warm_start  # noqa: E402
 from promo_assets.models.protocol import TrainingData  # noqa: E402
@@ -169,10 +177,10 @@ def _in_process(seed, days, users, max_epochs, settings: dict[str, tuple[str, di
         per_epoch[label] = fitted.metrics["seconds_per_epoch"]
         best[label] = fitted.metrics["best_epoch"]
     rows = evaluate_policies(
-        specs, holdout["level"].to_numpy(), holdout["response"].to_numpy(float), holdout["cost"].to_numpy(float),
-        holdout["propensity"].to_numpy(float), budgets=list(config.budget_per_capita), campaign=campaign,
-        true_values=tv, true_costs=tc, incentives=list(config.incentives), ordered=config.ordered, binary=True,
-        n_boot=1, seed=seed, min_holdout_users=config.min_holdout_users)
+        specs, Holdout(LoggedEvents.of_frame(holdout), Truth(tv, tc)),
+        EvaluationSettings(list(config.budget_per_capita), campaign,
+                           LevelScale(list(config.incentives), config.ordered, True), seed=seed,
+                           eom_interval=BootstrapInterval(1), min_holdout_users=config.min_holdout_users))
     rows = rows[rows["model"].isin(list(specs))]
     return rows.groupby("model")["pct_oracle"].mean().to_dict(), per_epoch, best
 

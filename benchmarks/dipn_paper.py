@@ -49,7 +49,7 @@ from sklearn.isotonic import IsotonicRegression  # noqa: E402
 
 from promo_assets.allocation import solve  # noqa: E402
 from promo_assets.causal import ips_weights  # noqa: E402
-from promo_assets.evaluation.curve_metrics import curve_metrics  # noqa: E402
+from promo_assets.evaluation.curve_metrics import LevelScale, curve_metrics  # noqa: E402
 from promo_assets.simulation import simulate, truth_arrays  # noqa: E402
 
 MODELS = ("s_learner", "dipn")
@@ -120,7 +120,7 @@ def run_one(preset: str, seed: int, args, root: Path) -> dict:
         seconds = time.perf_counter() - t0
         pred_test, _ = model.predict(test)
         m = curve_metrics(pred_test, test["level"].to_numpy(), test["response"].to_numpy(),
-                          incentives=config.incentives)
+                          scale=LevelScale(incentives=config.incentives))
         values, costs = model.predict(population)
         alloc = solve(values, costs, args.budget, per_capita=True, seed=seed)
         levels = np.asarray(alloc.levels)

@@ -60,6 +60,7 @@ from _model_frames import load_events  # noqa: E402  (the pipeline's landing rea
 from _results import Recorder  # noqa: E402
 
 from promo_assets.evaluation import (  # noqa: E402
+    LoggedEvents,
     eom,
     levels_at_lambdas,
     oracle_policy,
@@ -86,10 +87,11 @@ def run_seed(seed: int, users: int, budget: float, landing: Path) -> dict:
     n = len(events)
 
     t0 = time.perf_counter()
-    q = q_at_budget((v_gt, c_gt), logged, response, cost, propensity, budget)
+    events = LoggedEvents(logged, response, cost, propensity)
+    q = q_at_budget((v_gt, c_gt), events, budget)
     t_bisect = time.perf_counter() - t0
     t0 = time.perf_counter()
-    q8 = q_at_budget((v_gt, c_gt), logged, response, cost, propensity, budget, arity=8)
+    q8 = q_at_budget((v_gt, c_gt), events, budget, arity=8)
     t_nary = time.perf_counter() - t0
     q_levels = levels_at_lambdas(v_gt, c_gt, [q.lambda_])[0]
     q_true_value, q_true_cost = true_policy_value(q_levels, v_gt, c_gt)

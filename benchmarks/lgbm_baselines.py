@@ -34,7 +34,15 @@ from _honest_bench import PRESET_SIZES, simulated_events  # noqa: E402
 from _model_frames import train_model  # noqa: E402
 from _results import Recorder  # noqa: E402
 
-from promo_assets.evaluation import evaluate_policies  # noqa: E402
+from promo_assets.evaluation import (  # noqa: E402
+    BootstrapInterval,
+    EvaluationSettings,
+    Holdout,
+    LevelScale,
+    LoggedEvents,
+    Truth,
+    evaluate_policies,
+)
 from promo_assets.models.protocol import ModelSkipped  # noqa: E402
 from promo_assets.simulation import truth_arrays  # noqa: E402
 
@@ -64,11 +72,10 @@ def run_campaign(preset: str, seed: int, models, days: int, users: int, max_epoc
         values, costs = trained.predict(holdout)
         specs[name] = (trained.version, values, costs)
     rows = evaluate_policies(
-        specs, holdout["level"].to_numpy(), holdout["response"].to_numpy(float), holdout["cost"].to_numpy(float),
-        holdout["propensity"].to_numpy(float), budgets=list(config.budget_per_capita), campaign=campaign,
-        true_values=true_values, true_costs=true_costs, incentives=list(config.incentives),
-        ordered=config.ordered, binary=config.response == "binary", n_boot=1, seed=seed,
-        min_holdout_users=config.min_holdout_users)
+        specs, Holdout(LoggedEvents.of_frame(holdout), Truth(true_values, true_costs)),
+        EvaluationSettings(list(config.budget_per_capita), campaign,
+                           LevelScale(list(config.incentives), config.ordered, config.response == "binary"),
+                           seed=seed, eom_interval=BootstrapInterval(1), min_holdout_users=config.min_holdout_users))
     rows = rows[rows["model"].isin(list(specs))].assign(preset=preset, seed=seed)
     rows["train_seconds"] = rows["model"].map(seconds)
     info = {"preset": preset, "seed": seed, "levels": config.n_levels, "training_events": int((events["split"] != "holdout").sum()),

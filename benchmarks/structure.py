@@ -28,6 +28,7 @@ from _results import ROOT, Recorder  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 from devtools.graphs import cycles  # noqa: E402
+from devtools.signatures import long_tuple_returns, wide_functions  # noqa: E402
 
 DEFINITION_DECORATORS = {"asset", "multi_asset", "asset_check", "multi_asset_check", "sensor", "schedule", "job",
                          "op", "graph", "graph_asset", "graph_multi_asset", "asset_sensor", "multi_asset_sensor",
@@ -92,14 +93,6 @@ def in_boundary(path: str) -> bool:
     return path.startswith("promo_assets/store/")
 
 
-def parameters(fn) -> int:
-    a = fn.args
-    n = len(a.posonlyargs) + len(a.args) + len(a.kwonlyargs)
-    if a.args and a.args[0].arg in ("self", "cls"):
-        n -= 1
-    return n
-
-
 def measure(src: dict[str, str]) -> dict:
     trees = {p: ast.parse(t) for p, t in src.items()}
     names = {p: module_name(p) for p in src}
@@ -124,14 +117,10 @@ def measure(src: dict[str, str]) -> dict:
 
     outside, wide, long_tuples = [], [], []
     for p, tree in trees.items():
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "sql" \
-                    and not in_boundary(p):
-                outside.append(f"{p}:{node.lineno}")
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and parameters(node) > 8:
-                wide.append(f"{p}:{node.lineno}:{node.name}({parameters(node)})")
-            elif isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) and len(node.value.elts) > 3:
-                long_tuples.append(f"{p}:{node.lineno}({len(node.value.elts)})")
+        outside += [f"{p}:{node.lineno}" for node in ast.walk(tree) if isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Name) and node.func.id == "sql" and not in_boundary(p)]
+        wide += [f"{o.path}:{o.line}:{o.function}({o.size})" for o in wide_functions(p, tree)]
+        long_tuples += [f"{o.path}:{o.line}({o.size})" for o in long_tuple_returns(p, tree)]
     by_package: dict[str, int] = {}
     for s in outside:
         parts = s.split(":")[0].split("/")

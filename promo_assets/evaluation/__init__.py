@@ -1,6 +1,10 @@
 """Offline policy evaluation: EOM, Q(v, c), AUCC, ground truth, response-curve metrics, plots.
 
-Domain code: never imports dagster. Main entry points:
+Domain code: never imports dagster. What travels together is one object (`promo_assets.evaluation.records`):
+the logged events (`LoggedEvents`: logged, response, cost, propensity), the simulator's `Truth`, the outcome
+model's `OutcomePredictions`, the `Holdout` holding the three; an interval is a strategy passed in
+(`InfluenceInterval`, `BootstrapInterval`), and `EvaluationSettings` carries the budgets and the rest.
+Main entry points:
   eom, eom_batch, bootstrap_eom, q_at_budget, aucc        (promo_assets.evaluation.eom)
   true_policy_value, oracle_policy, random_policy           (promo_assets.evaluation.truth)
   eom_curve, policy_curves, random_reference_curve          (promo_assets.evaluation.curves)
@@ -17,6 +21,7 @@ Domain code: never imports dagster. Main entry points:
 from promo_assets.evaluation.curve_metrics import (
     CURVE_METRIC_NAMES,
     CurveMetricsError,
+    LevelScale,
     curve_metrics,
     equal_pair_rate,
     max_local_slope_std,
@@ -48,16 +53,17 @@ from promo_assets.evaluation.eom import (
     roi_score,
 )
 from promo_assets.evaluation.honest import (  # noqa: I001 (comparisons at equal spend, issue #13)
-    MATCH_REL_TOL, MatchedSpend, area_ratio, bootstrap_dr, dr_batch, dr_interval, dr_mix, dr_q_at_budget,
+    MATCH_REL_TOL, BootstrapInterval, InfluenceInterval, IntervalStrategy, MatchedSpend, MixMatch, area_ratio, bootstrap_dr, dr_batch, dr_interval, dr_mix, dr_q_at_budget,
     frontier_area,
     ipw_mix, match_mix, matched_true_value, mix_true_value, oracle_values, pct_oracle, pct_oracle_at_matched_spend,
     random_mix, spend_ratio,
 )
-from promo_assets.evaluation.outcome import OUTCOME_MODEL_KINDS, OutcomeModel, fit_outcome_model
+from promo_assets.evaluation.outcome import OUTCOME_MODEL_KINDS, OutcomeFit, OutcomeModel, fit_outcome_model
 from promo_assets.evaluation.plots import PNG_SIGNATURE, plot_frontier, plot_response_by_level
 from promo_assets.evaluation.report import (
     POLICY_EVALUATION_COLUMNS,
     RANDOM_MODEL,
+    EvaluationSettings,
     evaluate_models,
     evaluate_policies,
     evaluate_random,
@@ -69,9 +75,12 @@ from promo_assets.evaluation.report import (
     leaderboard_markdown,
     leaderboard_table,
 )
+from promo_assets.evaluation.records import Holdout, LoggedEvents, OutcomePredictions, Truth
 from promo_assets.evaluation.truth import allocate, oracle_policy, random_policy, true_policy_value
 
 __all__ = [
+    "BootstrapInterval", "EvaluationSettings", "Holdout", "InfluenceInterval", "IntervalStrategy", "LevelScale",
+    "LoggedEvents", "MixMatch", "OutcomeFit", "OutcomePredictions", "Truth",
     "MATCH_REL_TOL", "MatchedSpend", "OUTCOME_MODEL_KINDS", "OutcomeModel", "area_ratio", "bootstrap_dr",
     "dr_batch", "dr_interval", "dr_mix", "dr_q_at_budget", "fit_outcome_model", "frontier_area", "ipw_mix",
     "leaderboard_table", "match_mix", "matched_true_value", "mix_true_value", "oracle_values", "pct_oracle",

@@ -58,6 +58,7 @@ import numpy as np
 from promo_assets.core.coefficients import Coefficients
 from promo_assets.evaluation.eom import EvaluationError, _as_matrix, levels_at_lambdas
 from promo_assets.evaluation.honest import dr_q_at_budget, pct_oracle_at_matched_spend
+from promo_assets.evaluation.records import LoggedEvents, OutcomePredictions, Truth
 
 __all__ = [
     "BLEND_PREFIX",
@@ -206,8 +207,14 @@ class Evidence:
         return int(self.logged.shape[0])
 
     @property
-    def arrays(self) -> tuple:
-        return self.logged, self.response, self.cost, self.propensity, self.dm_values, self.dm_costs
+    def events(self) -> LoggedEvents:
+        """The logged events of the evidence."""
+        return LoggedEvents(self.logged, self.response, self.cost, self.propensity)
+
+    @property
+    def outcome(self) -> OutcomePredictions:
+        """The outcome model's predictions for the evidence's events."""
+        return OutcomePredictions(self.dm_values, self.dm_costs)
 
     @classmethod
     def concat(cls, parts: Sequence["Evidence"]) -> "Evidence":
@@ -262,7 +269,8 @@ def _quantile(confidence: float) -> float:
 
 def influence(evidence: Evidence, levels: np.ndarray, cost: bool = False) -> np.ndarray:
     """phi (N) of the DR value (or, with cost=True, the DR cost) of the allocation `levels`."""
-    t, y, z, p, my, mz = evidence.arrays
+    t, y, z, p = evidence.logged, evidence.response, evidence.cost, evidence.propensity
+    my, mz = evidence.dm_values, evidence.dm_costs
     if cost:
         y, my = z, mz
     rows = np.arange(evidence.n)
@@ -285,11 +293,11 @@ def evaluate_candidate(evidence: Evidence, candidate: Candidate, budgets: Sequen
                        confidence: float = 0.9) -> CandidateResult:
     """The candidate at every budget on the evidence (DR at DR cost = budget, its interval, phi)."""
     v, c = candidate.coefficients(evidence.coefficients)
-    t, y, z, p, my, mz = evidence.arrays
+    events, outcome = evidence.events, evidence.outcome
     q = _quantile(confidence)
     values, costs, intervals, cost_intervals, phis = [], [], [], [], []
     for b in budgets:
-        res = dr_q_at_budget((v, c), t, y, z, p, my, mz, float(b))
+        res = dr_q_at_budget((v, c), events, outcome, float(b))
         levels = levels_at_lambdas(v, c, [res.lambda_])[0]
         phi = influence(evidence, levels)
         phi_cost = influence(evidence, levels, cost=True)
@@ -319,7 +327,8 @@ def pseudo_outcomes(evidence: Evidence) -> tuple[np.ndarray, np.ndarray]:
     unbiased for the user's expected response at level k when either the outcome model m or the
     propensity p is right. Every event informs every level (through m), which is why a loss on them
     is far less noisy than a policy's value, which only the events at its own levels inform."""
-    t, y, z, p, my, mz = evidence.arrays
+    t, y, z, p = evidence.logged, evidence.response, evidence.cost, evidence.propensity
+    my, mz = evidence.dm_values, evidence.dm_costs
     rows = np.arange(evidence.n)
     gv, gc = my.copy(), mz.copy()
     gv[rows, t] += (y - my[rows, t]) / p
@@ -595,7 +604,7 @@ def truth_audit(true_values, true_costs, results: Mapping[str, CandidateResult],
     coefficients of the same events). Only for auditing: the rule never sees the truth."""
     tv = np.asarray(true_values, dtype=np.float64)
     tc = np.asarray(true_costs, dtype=np.float64)
-    return {name: pct_oracle_at_matched_spend(*r.candidate.coefficients(holdout), tv, tc, budgets, seed=0)
+    return {name: pct_oracle_at_matched_spend(r.candidate.coefficients(holdout), Truth(tv, tc), budgets, seed=0)
             for name, r in results.items()}
 
 

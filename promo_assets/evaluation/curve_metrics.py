@@ -31,6 +31,7 @@ of p_{i,t_i} against y_i) is the fit metric that is always reported.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -39,6 +40,7 @@ from promo_assets.core.errors import DomainError
 
 __all__ = [
     "CurveMetricsError",
+    "LevelScale",
     "curve_metrics",
     "reverse_pair_rate",
     "equal_pair_rate",
@@ -51,6 +53,18 @@ CURVE_METRIC_NAMES = ("logloss", "auc", "rmse", "rpr", "epr", "mlss")
 
 class CurveMetricsError(DomainError, ValueError):
     """Bad input to a response-curve metric (shapes, levels out of range, non-finite values)."""
+
+
+@dataclass(frozen=True)
+class LevelScale:
+    """What the response-curve metrics need to know of a campaign's levels and response: the K
+    `incentives` (amounts for the MLSS slopes; None: the level indices), whether the levels are
+    `ordered` (False for unordered arms: RPR/EPR/MLSS become NaN) and whether the response is
+    `binary` (None: inferred from the observed responses)."""
+
+    incentives: Sequence[float] | None = None
+    ordered: bool = True
+    binary: bool | None = None
 
 
 def _as_pred(pred_values) -> np.ndarray:
@@ -140,9 +154,7 @@ def curve_metrics(
     observed_levels,
     observed_responses,
     *,
-    incentives: Sequence[float] | None = None,
-    ordered: bool = True,
-    binary: bool | None = None,
+    scale: LevelScale = LevelScale(),
     radius: float | None = None,
     equal_atol: float = 1e-6,
     sample_weight=None,
@@ -153,9 +165,9 @@ def curve_metrics(
       pred_values: N x K predicted response per row and level (ascending incentive order).
       observed_levels: N ints in 0..K-1, the level each row actually received.
       observed_responses: N observed responses.
-      incentives: K amounts for MLSS slopes (default level indices); ordered: False for unordered
-      arms (RPR/EPR/MLSS become NaN); binary: whether the response is 0/1 (default: inferred from
-      the observed responses); radius, equal_atol: see the module docstring; sample_weight:
+      scale: the levels' `LevelScale`: incentives, K amounts for MLSS slopes (default level indices);
+      ordered, False for unordered arms (RPR/EPR/MLSS become NaN); binary, whether the response is 0/1
+      (default: inferred from the observed responses); radius, equal_atol: see the module docstring; sample_weight:
       optional N weights (e.g. IPS weights) for LogLoss/AUC/RMSE.
     Returns a dict with keys "logloss", "auc", "rmse", "rpr", "epr", "mlss" (floats, NaN where
     a metric does not apply: LogLoss/AUC without a binary response or with one class only).
@@ -188,6 +200,7 @@ def curve_metrics(
             raise CurveMetricsError("sample_weight must be N finite non-negative weights")
 
     p_obs = pred[np.arange(n), levels]
+    binary = scale.binary
     if binary is None:
         binary = bool(np.all((y == 0) | (y == 1)))
     out: dict[str, float] = {name: float("nan") for name in CURVE_METRIC_NAMES}
@@ -200,8 +213,8 @@ def curve_metrics(
         out["logloss"] = float(log_loss(y, p_clip, sample_weight=w, labels=[0.0, 1.0]))
         if 0 < y.sum() < n:
             out["auc"] = float(roc_auc_score(y, p_obs, sample_weight=w))
-    if ordered:
+    if scale.ordered:
         out["rpr"] = reverse_pair_rate(pred, equal_atol)
         out["epr"] = equal_pair_rate(pred, equal_atol)
-        out["mlss"] = max_local_slope_std(pred, incentives, radius)
+        out["mlss"] = max_local_slope_std(pred, scale.incentives, radius)
     return out

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from promo_assets.core.errors import DomainError
+from promo_assets.evaluation.records import LoggedEvents
 
 __all__ = [
     "EvaluationError",
@@ -140,15 +141,16 @@ def inverse_propensity(logged, propensity=None) -> np.ndarray:
     return 1.0 / p
 
 
-def _logged_arrays(logged, response, cost, propensity):
-    t = _as_levels(logged, "logged")
+def _checked(events: LoggedEvents) -> tuple[LoggedEvents, np.ndarray]:
+    """(the events with checked level, response and cost arrays, the inverse propensities 1 / p_i)."""
+    t = _as_levels(events.logged, "logged")
     n = t.shape[0]
     if n == 0:
         raise EvaluationError("no logged users to evaluate on")
-    y = _as_vector(response, "response", n)
-    z = _as_vector(cost, "cost", n)
-    ipw = inverse_propensity(t, propensity)
-    return t, y, z, ipw
+    y = _as_vector(events.response, "response", n)
+    z = _as_vector(events.cost, "cost", n)
+    ipw = inverse_propensity(t, events.propensity)
+    return LoggedEvents(t, y, z, events.propensity), ipw
 
 
 # -------------------------------------------------------------------------------- allocations
@@ -173,7 +175,8 @@ def eom_batch(assigned, logged, response, cost, propensity=None):
     `eom`). Returns (values, costs, n_matched): three arrays of length L with the per-capita
     response, per-capita cost and |S| of each allocation; NaN where no user matches.
     """
-    t, y, z, ipw = _logged_arrays(logged, response, cost, propensity)
+    ev, ipw = _checked(LoggedEvents(logged, response, cost, propensity))
+    t, y, z = ev.logged, ev.response, ev.cost
     a = np.asarray(assigned)
     if a.ndim == 1:
         a = a[None]
@@ -238,50 +241,50 @@ def lambda_upper_bound(response, cost) -> float:
     return top * (1 + 1e-6) + 1e-12
 
 
-def _check_q_inputs(coefficients, logged, response, cost, propensity, budget_per_capita):
-    t, y, z, ipw = _logged_arrays(logged, response, cost, propensity)
-    n = t.shape[0]
-    v, c = prediction_matrices(coefficients, n)
+def _check_q_inputs(coefficients, events: LoggedEvents, budget_per_capita):
+    """((v, c) checked, the checked events, their inverse propensities); the budget checked apart."""
+    ev, ipw = _checked(events)
+    t = ev.logged
+    v, c = prediction_matrices(coefficients, t.shape[0])
     if t.max() >= v.shape[1]:
         raise EvaluationError(f"logged has level {t.max()} but coefficients have only {v.shape[1]} levels")
     b = float(budget_per_capita)
     if not math.isfinite(b) or b < 0:
         raise EvaluationError(f"budget_per_capita must be a finite number >= 0, got {budget_per_capita!r}")
-    return v, c, t, y, z, ipw, b
+    return (v, c), ev, ipw
 
 
-def _eom_at(v, c, t, y, z, ipw, lambdas):
-    assigned = levels_at_lambdas(v, c, lambdas)
-    match = assigned == t[None]
+def _eom_at(pair, ev: LoggedEvents, ipw, lambdas):
+    assigned = levels_at_lambdas(pair[0], pair[1], lambdas)
+    match = assigned == ev.logged[None]
     w = match * ipw[None]
     denom = w.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return (w @ y) / denom, (w @ z) / denom, match.sum(axis=1)
+        return (w @ ev.response) / denom, (w @ ev.cost) / denom, match.sum(axis=1)
 
 
-def q_at_budget_bisection(coefficients, logged, response, cost, propensity, budget_per_capita, *,
-                          max_iter: int = 50, lambda_max: float | None = None,
-                          tol: float = 1e-4) -> QResult:
+def q_at_budget_bisection(coefficients, events: LoggedEvents, budget_per_capita, *, max_iter: int = 50,
+                          lambda_max: float | None = None, tol: float = 1e-4) -> QResult:
     """Q(v, c) by bisection, line by line the end-to-end paper's Algorithm 1.
 
     Takes `coefficients` (the predicted (response, cost), N x K each, for the N RCT users), the
-    logged arrays (see `eom`), the per-capita budget T/B, the maximum number of iterations I
+    logged events (`LoggedEvents`, see `eom`), the per-capita budget T/B, the maximum number of iterations I
     (`max_iter`), alpha_max (`lambda_max`, default `lambda_upper_bound(*coefficients)`) and the cost tolerance epsilon
     (`tol`). Returns a QResult whose `.value` is Q(v, c) = V(v, c, alpha_m) at the last midpoint.
     EOM here is the self-normalized IPW form (equal to the paper's plain mean for a uniform RCT).
     """
-    v, c, t, y, z, ipw, b = _check_q_inputs(coefficients, logged, response, cost, propensity,
-                                            budget_per_capita)
+    pair, ev, ipw = _check_q_inputs(coefficients, events, budget_per_capita)
+    b = float(budget_per_capita)
     if max_iter < 1:
         raise EvaluationError("max_iter must be >= 1")
-    lo, hi = 0.0, float(lambda_max if lambda_max is not None else lambda_upper_bound(v, c))
+    lo, hi = 0.0, float(lambda_max if lambda_max is not None else lambda_upper_bound(*pair))
     it, converged = 0, False
     mid = V = C = float("nan")
     m = 0
     while it < max_iter:
         it += 1
         mid = 0.5 * (lo + hi)
-        Vs, Cs, ms = _eom_at(v, c, t, y, z, ipw, [mid])
+        Vs, Cs, ms = _eom_at(pair, ev, ipw, [mid])
         V, C, m = float(Vs[0]), float(Cs[0]), int(ms[0])
         if abs(C - b) <= tol:
             converged = True
@@ -293,13 +296,12 @@ def q_at_budget_bisection(coefficients, logged, response, cost, propensity, budg
     return QResult(V, C, mid, it, m, converged)
 
 
-def q_at_budget(coefficients, logged, response, cost, propensity, budget_per_capita, *,
-                arity: int = 2, max_iter: int | None = None, lambda_max: float | None = None,
-                tol: float = 1e-4) -> QResult:
+def q_at_budget(coefficients, events: LoggedEvents, budget_per_capita, *, arity: int = 2,
+                max_iter: int | None = None, lambda_max: float | None = None, tol: float = 1e-4) -> QResult:
     """Q(v, c) at a per-capita budget (end-to-end paper Algorithm 1 and its n-ary variant).
 
-    Takes `coefficients` (the predicted (response, cost), N x K each), the logged RCT arrays (see
-    `eom`) and budget_per_capita.
+    Takes `coefficients` (the predicted (response, cost), N x K each), the logged RCT events
+    (`LoggedEvents`, see `eom`) and budget_per_capita.
     `arity` = n splits the search interval into n parts per iteration and evaluates its n - 1
     interior multipliers in one vectorized pass (`arity=2` is exactly Algorithm 1, see
     `q_at_budget_bisection`). The next interval is the one between the last multiplier whose EOM
@@ -311,16 +313,14 @@ def q_at_budget(coefficients, logged, response, cost, propensity, budget_per_cap
     if arity < 2:
         raise EvaluationError(f"arity must be >= 2, got {arity}")
     if arity == 2:
-        return q_at_budget_bisection(coefficients, logged, response, cost, propensity,
-                                     budget_per_capita, max_iter=50 if max_iter is None else max_iter,
-                                     lambda_max=lambda_max, tol=tol)
-    v, c, t, y, z, ipw, b = _check_q_inputs(coefficients, logged, response, cost, propensity,
-                                            budget_per_capita)
+        return q_at_budget_bisection(coefficients, events, budget_per_capita,
+                                     max_iter=50 if max_iter is None else max_iter, lambda_max=lambda_max, tol=tol)
+    pair, ev, ipw = _check_q_inputs(coefficients, events, budget_per_capita)
+    b = float(budget_per_capita)
     if max_iter is None:
         max_iter = int(math.ceil(50 / math.log2(arity)))
-    hi = float(lambda_max if lambda_max is not None else lambda_upper_bound(v, c))
-    return q_search(lambda lams: _eom_at(v, c, t, y, z, ipw, lams), hi, b, arity=arity, max_iter=max_iter,
-                    tol=tol)
+    hi = float(lambda_max if lambda_max is not None else lambda_upper_bound(*pair))
+    return q_search(lambda lams: _eom_at(pair, ev, ipw, lams), hi, b, arity=arity, max_iter=max_iter, tol=tol)
 
 
 def q_search(evaluate, lambda_max: float, budget_per_capita: float, *, arity: int = 8, max_iter: int = 17,
@@ -371,7 +371,8 @@ def bootstrap_eom_samples(assigned, logged, response, cost, propensity=None, *, 
     replicates are a matrix product, chunked over users. Returns (values, costs), two arrays of
     length n_boot (NaN for a replicate that drew no matched user).
     """
-    t, y, z, ipw = _logged_arrays(logged, response, cost, propensity)
+    ev, ipw = _checked(LoggedEvents(logged, response, cost, propensity))
+    t, y, z = ev.logged, ev.response, ev.cost
     a = _as_levels(assigned, "assigned", n=t.shape[0])
     if n_boot < 1:
         raise EvaluationError("n_boot must be >= 1")
@@ -432,7 +433,8 @@ def cost_curve(score, logged, response, cost, propensity=None, *, n_bins: int | 
     propensities are given, and the same for cost. Returns (x, y): incremental cost and value
     normalized by their values at k = N, starting at (0, 0) and ending at (1, 1).
     """
-    t, y, z, ipw = _logged_arrays(logged, response, cost, propensity)
+    ev, ipw = _checked(LoggedEvents(logged, response, cost, propensity))
+    t, y, z = ev.logged, ev.response, ev.cost
     n = t.shape[0]
     s = _as_vector(score, "score", n)
     if t.max() > 1:

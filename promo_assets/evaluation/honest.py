@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -46,17 +46,23 @@ from promo_assets.evaluation.eom import (
     QResult,
     _as_levels,
     _as_matrix,
-    _logged_arrays,
+    _checked,
+    bootstrap_eom,
     lambda_upper_bound,
     levels_at_lambdas,
     prediction_matrices,
     q_search,
 )
+from promo_assets.evaluation.records import LoggedEvents, OutcomePredictions, Truth
 from promo_assets.evaluation.truth import allocate, true_policy_value
 
 __all__ = [
     "MATCH_REL_TOL",
     "MatchedSpend",
+    "MixMatch",
+    "IntervalStrategy",
+    "InfluenceInterval",
+    "BootstrapInterval",
     "matched_true_value",
     "oracle_values",
     "pct_oracle_at_matched_spend",
@@ -99,13 +105,12 @@ class MatchedSpend:
     note: str = ""
 
 
-def matched_true_value(response, cost, true_response, true_cost, budget_per_capita: float, *,
-                       rel_tol: float = MATCH_REL_TOL, max_iter: int = 100, seed: int = 0,
-                       frontier=None) -> MatchedSpend:
+def matched_true_value(coefficients, truth: Truth, budget_per_capita: float, *, rel_tol: float = MATCH_REL_TOL,
+                       max_iter: int = 100, seed: int = 0, frontier=None) -> MatchedSpend:
     """The true value of a model's allocation at the budget that makes its TRUE cost equal the budget.
 
-    Takes the model's predicted response, cost (N x K), the truth (N x K expected response and
-    cost), the per-capita budget b, the relative tolerance, the bisection cap, the seed of the
+    Takes the model's `coefficients` (its predicted (response, cost) pair, N x K each), the `Truth`
+    (N x K expected response and cost), the per-capita budget b, the relative tolerance, the bisection cap, the seed of the
     allocator's rounding, and optionally the model's precomputed `promo_assets.allocation.frontier`.
     Bisects the per-capita budget B given to the allocator (its allocation at B is
     `frontier.allocation(B)`, the same as `solve(response, cost, B)`) between the model's cheapest
@@ -119,10 +124,10 @@ def matched_true_value(response, cost, true_response, true_cost, budget_per_capi
     """
     from promo_assets.allocation import frontier as make_frontier
 
-    v = _as_matrix(response, "response")
-    c = _as_matrix(cost, "cost", v.shape[0], v.shape[1])
-    tv = _as_matrix(true_response, "true_response", v.shape[0], v.shape[1])
-    tc = _as_matrix(true_cost, "true_cost", v.shape[0], v.shape[1])
+    v = _as_matrix(coefficients[0], "response")
+    c = _as_matrix(coefficients[1], "cost", v.shape[0], v.shape[1])
+    tv = _as_matrix(truth.response, "true_response", v.shape[0], v.shape[1])
+    tc = _as_matrix(truth.cost, "true_cost", v.shape[0], v.shape[1])
     b = float(budget_per_capita)
     if not math.isfinite(b) or b <= 0:
         raise EvaluationError(f"budget_per_capita must be a finite number > 0, got {budget_per_capita!r}")
@@ -174,12 +179,12 @@ def matched_true_value(response, cost, true_response, true_cost, budget_per_capi
                         if far else "")
 
 
-def oracle_values(true_response, true_cost, budgets, *, seed: int = 0) -> list[float]:
+def oracle_values(truth: Truth, budgets, *, seed: int = 0) -> list[float]:
     """The oracle's true per-capita value at each per-capita budget: the allocator run on the true
-    curves (N x K), its LP optimum where that is larger (so that no allocation whose true cost is
+    curves (`Truth`, N x K), its LP optimum where that is larger (so that no allocation whose true cost is
     within the budget exceeds it). The denominator of `pct_oracle`."""
-    tv = _as_matrix(true_response, "true_response")
-    tc = _as_matrix(true_cost, "true_cost", tv.shape[0], tv.shape[1])
+    tv = _as_matrix(truth.response, "true_response")
+    tc = _as_matrix(truth.cost, "true_cost", tv.shape[0], tv.shape[1])
     out = []
     for b in budgets:
         res = allocate(tv, tc, float(b), seed=seed)
@@ -188,11 +193,12 @@ def oracle_values(true_response, true_cost, budgets, *, seed: int = 0) -> list[f
     return out
 
 
-def pct_oracle_at_matched_spend(response, cost, true_response, true_cost, budgets, *, seed: int = 0) -> list[float]:
-    """A model's share of the oracle per per-capita budget: the true value of its allocation at
-    matched true spend (`matched_true_value`) over `oracle_values` (NaN where either is missing)."""
-    oracle = oracle_values(true_response, true_cost, budgets, seed=seed)
-    return [pct_oracle(matched_true_value(response, cost, true_response, true_cost, float(b), seed=seed).value, o)
+def pct_oracle_at_matched_spend(coefficients, truth: Truth, budgets, *, seed: int = 0) -> list[float]:
+    """A model's share of the oracle per per-capita budget: the true value of its allocation
+    (`coefficients`, its predicted (response, cost)) at matched true spend (`matched_true_value`) over
+    `oracle_values` (NaN where either is missing)."""
+    oracle = oracle_values(truth, budgets, seed=seed)
+    return [pct_oracle(matched_true_value(coefficients, truth, float(b), seed=seed).value, o)
             for b, o in zip(budgets, oracle)]
 
 
@@ -246,15 +252,27 @@ def random_mix(level_costs, share: float) -> np.ndarray:
     return (2 - s) * uniform + (s - 1) * end
 
 
+@dataclass(frozen=True)
+class MixMatch:
+    """The random reference's mix scaled to a budget (`match_mix`): the `mix` (K probabilities; None
+    when even the cheapest mix costs more than the budget), its `share` (see `random_mix`), its
+    per-capita `cost` and a `note` ('' or why the budget could not be matched)."""
+
+    mix: np.ndarray | None
+    share: float
+    cost: float
+    note: str
+
+
 def match_mix(cost_of_mix: Callable[[np.ndarray], float], level_costs, budget_per_capita: float, *,
-              what: str = "EOM", rel_tol: float = 1e-9, max_iter: int = 200):
+              what: str = "EOM", rel_tol: float = 1e-9, max_iter: int = 200) -> MixMatch:
     """Scale the random reference's mix until cost_of_mix(mix) equals the budget.
 
     Takes a function of a mix (K probabilities) returning its per-capita cost under some estimator
     (EOM, DR or the truth), the per-level costs that order the levels (`random_mix`), the budget and
     the estimator's name for messages. Bisection on the share in [0, 2].
-    Returns (mix, share, cost, note): mix None and note set when even the cheapest mix costs more
-    than the budget; the dearest mix and a note when even it costs less.
+    Returns a MixMatch: mix None and note set when even the cheapest mix costs more than the budget;
+    the dearest mix and a note when even it costs less.
     """
     b = float(budget_per_capita)
     if not math.isfinite(b) or b <= 0:
@@ -262,17 +280,18 @@ def match_mix(cost_of_mix: Callable[[np.ndarray], float], level_costs, budget_pe
     lo, hi = 0.0, 2.0
     c_lo = float(cost_of_mix(random_mix(level_costs, lo)))
     if not math.isfinite(c_lo):
-        return None, math.nan, math.nan, f"the random reference's {what} cost is undefined (no usable holdout event)"
+        return MixMatch(None, math.nan, math.nan,
+                        f"the random reference's {what} cost is undefined (no usable holdout event)")
     if c_lo > b * (1 + rel_tol):
-        return None, math.nan, c_lo, (f"budget {b:.4g} per capita is below the cheapest {what} cost of the random "
-                                      f"reference, {c_lo:.4g} (everyone at the cheapest level)")
+        return MixMatch(None, math.nan, c_lo, f"budget {b:.4g} per capita is below the cheapest {what} cost of the "
+                                              f"random reference, {c_lo:.4g} (everyone at the cheapest level)")
     c_hi = float(cost_of_mix(random_mix(level_costs, hi)))
     if c_hi <= b:
         mix = random_mix(level_costs, hi)
         note = "" if c_hi >= b * (1 - 1e-3) else (
             f"the random reference spends at most {c_hi:.4g} per capita on {what} (everyone at the dearest "
             f"level), below the budget {b:.4g}")
-        return mix, hi, c_hi, note
+        return MixMatch(mix, hi, c_hi, note)
     share, cost = lo, c_lo
     for _ in range(max_iter):
         if abs(cost - b) <= rel_tol * b:
@@ -284,13 +303,13 @@ def match_mix(cost_of_mix: Callable[[np.ndarray], float], level_costs, budget_pe
         else:
             lo = mid
         share, cost = mid, c_mid
-    return random_mix(level_costs, share), share, cost, ""
+    return MixMatch(random_mix(level_costs, share), share, cost, "")
 
 
-def mix_true_value(mix, true_values, true_costs) -> tuple[float, float]:
+def mix_true_value(mix, truth: Truth) -> tuple[float, float]:
     """True per-capita (value, cost) of the stochastic policy `mix`: sum_k mix_k x mean_i truth_ik."""
-    tv = _as_matrix(true_values, "true_values")
-    tc = _as_matrix(true_costs, "true_costs", tv.shape[0], tv.shape[1])
+    tv = _as_matrix(truth.response, "true_values")
+    tc = _as_matrix(truth.cost, "true_costs", tv.shape[0], tv.shape[1])
     m = np.asarray(mix, dtype=np.float64)
     return float(tv.mean(axis=0) @ m), float(tc.mean(axis=0) @ m)
 
@@ -309,13 +328,15 @@ def _ratio(num, den):
         return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
 
 
-def ipw_mix(mix, logged, response, cost, propensity=None) -> tuple[float, float, int]:
-    """EOM of the stochastic policy `mix` (self-normalized IPW with weights mix[t_i] / p_i).
+def ipw_mix(mix, events: LoggedEvents) -> tuple[float, float, int]:
+    """EOM of the stochastic policy `mix` on the logged `events` (self-normalized IPW with weights
+    mix[t_i] / p_i).
 
     Returns (per-capita value, per-capita cost, number of holdout events with mix[t_i] > 0).
     For a one-hot mix this is `eom` of everyone at that level.
     """
-    t, y, z, ipw = _logged_arrays(logged, response, cost, propensity)
+    ev, ipw = _checked(events)
+    t, y, z = ev.logged, ev.response, ev.cost
     m = np.asarray(mix, dtype=np.float64)
     if t.max() >= m.size:
         raise EvaluationError(f"logged has level {t.max()} but the mix has only {m.size} levels")
@@ -324,18 +345,19 @@ def ipw_mix(mix, logged, response, cost, propensity=None) -> tuple[float, float,
     return float(_ratio(rho @ y, den)), float(_ratio(rho @ z, den)), int((m[t] > 0).sum())
 
 
-def dr_batch(assigned, logged, response, cost, propensity, dm_values, dm_costs):
+def dr_batch(assigned, events: LoggedEvents, outcome: OutcomePredictions):
     """Doubly robust EOM of many deterministic allocations at once.
 
-    Takes assigned (L x N levels, or N), the logged arrays (see `eom`) and the outcome model's
-    predictions dm_values, dm_costs (N x K, for the holdout events). Returns (values, costs,
+    Takes assigned (L x N levels, or N), the logged `events` (see `eom`) and the `outcome` model's
+    predictions (N x K response and cost, for the holdout events). Returns (values, costs,
     n_matched), arrays of length L: mean_i m(x_i, a_i) + sum_S (y_i - m(x_i, t_i)) / p_i / sum_S 1 / p_i
     over S = {i : a_i = t_i}; NaN where no event matches.
     """
-    t, y, z, ipw = _logged_arrays(logged, response, cost, propensity)
+    ev, ipw = _checked(events)
+    t, y, z = ev.logged, ev.response, ev.cost
     n = t.shape[0]
-    my, my_t = _dm_at_logged(dm_values, t, "dm_values")
-    mz, mz_t = _dm_at_logged(dm_costs, t, "dm_costs")
+    my, my_t = _dm_at_logged(outcome.response, t, "dm_values")
+    mz, mz_t = _dm_at_logged(outcome.cost, t, "dm_costs")
     a = np.asarray(assigned)
     if a.ndim == 1:
         a = a[None]
@@ -353,15 +375,17 @@ def dr_batch(assigned, logged, response, cost, propensity, dm_values, dm_costs):
     return vals, csts, match.sum(axis=1)
 
 
-def dr_mix(mix, logged, response, cost, propensity, dm_values, dm_costs) -> tuple[float, float, int]:
-    """Doubly robust EOM of the stochastic policy `mix` (K probabilities, the same for every user).
+def dr_mix(mix, events: LoggedEvents, outcome: OutcomePredictions) -> tuple[float, float, int]:
+    """Doubly robust EOM of the stochastic policy `mix` (K probabilities, the same for every user) on
+    the logged `events` with the `outcome` model's predictions.
 
     mean_i sum_k mix_k m(x_i, k) + sum_i rho_i (y_i - m(x_i, t_i)) / sum_i rho_i, rho_i = mix[t_i] / p_i.
     Returns (value, cost, number of events with mix[t_i] > 0).
     """
-    t, y, z, ipw = _logged_arrays(logged, response, cost, propensity)
-    my, my_t = _dm_at_logged(dm_values, t, "dm_values")
-    mz, mz_t = _dm_at_logged(dm_costs, t, "dm_costs")
+    ev, ipw = _checked(events)
+    t, y, z = ev.logged, ev.response, ev.cost
+    my, my_t = _dm_at_logged(outcome.response, t, "dm_values")
+    mz, mz_t = _dm_at_logged(outcome.cost, t, "dm_costs")
     m = np.asarray(mix, dtype=np.float64)
     if m.shape != (my.shape[1],):
         raise EvaluationError(f"the mix has {m.size} levels, the outcome model {my.shape[1]}")
@@ -372,7 +396,7 @@ def dr_mix(mix, logged, response, cost, propensity, dm_values, dm_costs) -> tupl
     return v, c, int((m[t] > 0).sum())
 
 
-def _dr_terms(policy, logged, response, cost, propensity, dm_values, is_mix: bool):
+def _dr_terms(policy, events: LoggedEvents, outcome: OutcomePredictions | None, is_mix: bool):
     """Per-event terms of the self-normalized DR (or, without an outcome model, IPW) value of a
     policy: (dm, rho, resid), N each, with value = mean(dm) + sum(rho resid) / sum(rho).
 
@@ -380,11 +404,12 @@ def _dr_terms(policy, logged, response, cost, propensity, dm_values, is_mix: boo
     resid_i = y_i - m(x_i, t_i) (y_i without an outcome model). `policy`: N assigned levels, or with
     is_mix=True the random reference's mix (K probabilities, the same for every user).
     """
-    t, y, _, ipw = _logged_arrays(logged, response, cost, propensity)
+    ev, ipw = _checked(events)
+    t, y = ev.logged, ev.response
     n = t.shape[0]
     pol = np.asarray(policy, dtype=np.float64) if is_mix else np.asarray(policy)
-    if dm_values is not None:
-        my, my_t = _dm_at_logged(dm_values, t, "dm_values")
+    if outcome is not None:
+        my, my_t = _dm_at_logged(outcome.response, t, "dm_values")
         k = my.shape[1]
     else:
         my = my_t = None
@@ -404,9 +429,9 @@ def _dr_terms(policy, logged, response, cost, propensity, dm_values, is_mix: boo
     return dm, rho, resid
 
 
-def dr_interval(policy, logged, response, cost, propensity=None, dm_values=None, dm_costs=None, *,
-                is_mix: bool = False, level: float = 0.95) -> tuple[float, float]:
-    """Confidence interval of the DR (or, without an outcome model, IPW) per-capita value from its
+def dr_interval(policy, events: LoggedEvents, outcome: OutcomePredictions | None = None, *, is_mix: bool = False,
+                level: float = 0.95) -> tuple[float, float]:
+    """Confidence interval of the DR (or, without an `outcome` model, IPW) per-capita value from its
     influence function, with a Student-t quantile on the effective number of matched events.
 
     The self-normalized DR value V = mean_i dm_i + sum_i rho_i r_i / sum_i rho_i (terms as in
@@ -426,7 +451,7 @@ def dr_interval(policy, logged, response, cost, propensity=None, dm_values=None,
         raise EvaluationError(f"level must be in (0, 1), got {level}")
     from scipy.stats import t as student_t
 
-    dm, rho, resid = _dr_terms(policy, logged, response, cost, propensity, dm_values, is_mix)
+    dm, rho, resid = _dr_terms(policy, events, outcome, is_mix)
     n = dm.shape[0]
     den = rho.sum()
     if n < 2 or int((rho > 0).sum()) < 2 or not den > 0:
@@ -440,10 +465,9 @@ def dr_interval(policy, logged, response, cost, propensity=None, dm_values=None,
     return value - q * se, value + q * se
 
 
-def bootstrap_dr(policy, logged, response, cost, propensity=None, dm_values=None, dm_costs=None, *,
-                 is_mix: bool = False, n_boot: int = 200, seed: int = 0, level: float = 0.95,
-                 chunk_users: int = 50_000) -> tuple[float, float]:
-    """Percentile bootstrap interval of the DR (or, without an outcome model, IPW) per-capita value.
+def bootstrap_dr(policy, events: LoggedEvents, outcome: OutcomePredictions | None = None, *, is_mix: bool = False,
+                 n_boot: int = 200, seed: int = 0, level: float = 0.95, chunk_users: int = 50_000) -> tuple[float, float]:
+    """Percentile bootstrap interval of the DR (or, without an `outcome` model, IPW) per-capita value.
 
     `policy` is N assigned levels (a deterministic allocation) or, with `is_mix=True`, the random
     reference's mix (K probabilities). Users are
@@ -458,14 +482,14 @@ def bootstrap_dr(policy, logged, response, cost, propensity=None, dm_values=None
         raise EvaluationError(f"level must be in (0, 1), got {level}")
     if n_boot < 1:
         raise EvaluationError("n_boot must be >= 1")
-    dm, rho, resid = _dr_terms(policy, logged, response, cost, propensity, dm_values, is_mix)
+    dm, rho, resid = _dr_terms(policy, events, outcome, is_mix)
     n = dm.shape[0]
     rng = np.random.default_rng(seed)
     s_dm = np.zeros(n_boot)
     s_w = np.zeros(n_boot)
     s_rr = np.zeros(n_boot)
     s_rho = np.zeros(n_boot)
-    need_all = dm_values is not None
+    need_all = outcome is not None
     idx = np.arange(n) if need_all else np.flatnonzero(rho > 0)
     for s in range(0, idx.size, chunk_users):
         sel = idx[s:s + chunk_users]
@@ -482,20 +506,59 @@ def bootstrap_dr(policy, logged, response, cost, propensity=None, dm_values=None
     return float(lo), float(hi)
 
 
-def dr_q_at_budget(coefficients, logged, response, cost, propensity, dm_values, dm_costs,
-                   budget_per_capita: float, *, arity: int = 8, max_iter: int = 17,
-                   rel_tol: float = 1e-4) -> QResult:
+class IntervalStrategy(Protocol):
+    """How a policy's per-capita value gets its confidence interval: passed into the evaluation as an
+    object (as EconML passes `inference`), so that a new method is a new class, not a new branch.
+
+    `interval(policy, events, outcome, is_mix=..., seed=...)` returns (low, high) of the value of
+    `policy` (N assigned levels, or with is_mix=True the random reference's mix of K probabilities)
+    on the logged `events`, doubly robust with the `outcome` model's predictions, IPW without them;
+    `seed` is the evaluation's (a deterministic method ignores it)."""
+
+    def interval(self, policy, events: LoggedEvents, outcome: OutcomePredictions | None = None, *,
+                 is_mix: bool = False, seed: int = 0) -> tuple[float, float]: ...
+
+
+@dataclass(frozen=True)
+class InfluenceInterval:
+    """The influence-function interval with a Student-t quantile (`dr_interval`) at `level`."""
+
+    level: float = 0.95
+
+    def interval(self, policy, events: LoggedEvents, outcome: OutcomePredictions | None = None, *,
+                 is_mix: bool = False, seed: int = 0) -> tuple[float, float]:
+        return dr_interval(policy, events, outcome, is_mix=is_mix, level=self.level)
+
+
+@dataclass(frozen=True)
+class BootstrapInterval:
+    """The Poisson-bootstrap percentile interval with `n_boot` replicates at `level`: `bootstrap_eom`
+    for an allocation's IPW value, `bootstrap_dr` for a mix or with an outcome model."""
+
+    n_boot: int = 200
+    level: float = 0.95
+
+    def interval(self, policy, events: LoggedEvents, outcome: OutcomePredictions | None = None, *,
+                 is_mix: bool = False, seed: int = 0) -> tuple[float, float]:
+        if outcome is None and not is_mix:
+            return bootstrap_eom(policy, events.logged, events.response, events.cost, events.propensity,
+                                 n_boot=self.n_boot, seed=seed, level=self.level)
+        return bootstrap_dr(policy, events, outcome, is_mix=is_mix, n_boot=self.n_boot, seed=seed, level=self.level)
+
+
+def dr_q_at_budget(coefficients, events: LoggedEvents, outcome: OutcomePredictions, budget_per_capita: float, *,
+                   arity: int = 8, max_iter: int = 17, rel_tol: float = 1e-4) -> QResult:
     """The matched (Q-style) DR value: the KKT allocation argmax_j (v_ij - lambda c_ij) with lambda
     searched (n-ary, `q_search`) until its DR cost equals the budget within rel_tol x budget.
-    `coefficients`: the model's predicted (response, cost) pair (N x K each); `logged`, `response`,
-    `cost`, `propensity`: the logged RCT; `dm_values`, `dm_costs`: the outcome model's predictions.
-    Returns a QResult (value = the DR value there, cost = its DR cost)."""
-    t, y, z, _ = _logged_arrays(logged, response, cost, propensity)
-    v, c = prediction_matrices(coefficients, t.shape[0])
+    `coefficients`: the model's predicted (response, cost) pair (N x K each); `events`: the logged RCT;
+    `outcome`: the outcome model's predictions. Returns a QResult (value = the DR value there, cost =
+    its DR cost)."""
+    ev, _ = _checked(events)
+    v, c = prediction_matrices(coefficients, ev.logged.shape[0])
     b = float(budget_per_capita)
 
     def evaluate(lams):
-        return dr_batch(levels_at_lambdas(v, c, lams), t, y, z, propensity, dm_values, dm_costs)
+        return dr_batch(levels_at_lambdas(v, c, lams), ev, outcome)
 
     return q_search(evaluate, lambda_upper_bound(v, c), b, arity=arity, max_iter=max_iter,
                     tol=rel_tol * max(b, 1e-12))

@@ -28,9 +28,10 @@ import numpy as np
 import pandas as pd
 
 from promo_assets.core.coefficients import Coefficients
+from promo_assets.evaluation.curve_metrics import LevelScale
 from promo_assets.evaluation.eom import EvaluationError
 
-__all__ = ["OutcomeModel", "fit_outcome_model", "OUTCOME_MODEL_KINDS"]
+__all__ = ["OutcomeModel", "OutcomeFit", "fit_outcome_model", "OUTCOME_MODEL_KINDS"]
 
 OUTCOME_MODEL_KINDS = ("gbm", "level_means")
 MIN_GBM_ROWS = 200  # fewer training events: "level_means" instead of "gbm"
@@ -95,19 +96,31 @@ class OutcomeModel:
         return Coefficients(values, self._costs(values, costs))
 
 
+@dataclass(frozen=True)
+class OutcomeFit:
+    """How the outcome model is fitted: its `kind` ("gbm" or "level_means"), the `seed` and the cap on
+    boosting iterations `max_iter` (early stopping on a 10 % split of the rows)."""
+
+    kind: str = "gbm"
+    seed: int = 0
+    max_iter: int = 300
+
+
 def fit_outcome_model(frame: pd.DataFrame, numeric: Sequence[str], categorical: Sequence[str], n_levels: int, *,
-                      ordered: bool = True, incentives: Sequence[float] | None = None,
-                      cost_rule: str = "redeemed", kind: str = "gbm", seed: int = 0,
-                      max_iter: int = 300) -> OutcomeModel:
+                      scale: LevelScale = LevelScale(), cost_rule: str = "redeemed",
+                      fit: OutcomeFit = OutcomeFit()) -> OutcomeModel:
     """Fit the outcome model on training-day events.
 
     Takes the training rows (columns `level`, `response`, `cost` and the feature columns; pass
-    only the training days, never the holdout), the numeric and categorical feature names, K, whether
-    the levels are ordered, the incentive per level with the campaign's cost rule ("redeemed": cost =
-    incentive x response, derived from the response model), the kind ("gbm" or "level_means"), a
-    seed and the cap on boosting iterations (early stopping on a 10 % split of the rows). Raises EvaluationError naming the problem for
-    an empty frame, a missing column, a level outside 0..K-1 or a non-finite response or cost.
+    only the training days, never the holdout), the numeric and categorical feature names, K, the
+    levels' `scale` (whether they are ordered, the incentive per level) with the campaign's cost rule
+    ("redeemed": cost = incentive x response, derived from the response model), and how to `fit` it
+    (`OutcomeFit`: the kind, a seed, the cap on boosting iterations). Raises EvaluationError naming
+    the problem for an empty frame, a missing column, a level outside 0..K-1 or a non-finite response
+    or cost.
     """
+    kind, seed, max_iter = fit.kind, fit.seed, fit.max_iter
+    ordered, incentives = scale.ordered, scale.incentives
     if kind not in OUTCOME_MODEL_KINDS:
         raise EvaluationError(f"unknown outcome model kind {kind!r}; expected one of {list(OUTCOME_MODEL_KINDS)}")
     if len(frame) == 0:

@@ -17,7 +17,8 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from promo_assets.evaluation.eom import EvaluationError, _logged_arrays
+from promo_assets.evaluation.eom import EvaluationError, _checked
+from promo_assets.evaluation.records import LoggedEvents
 
 __all__ = ["plot_frontier", "plot_response_by_level", "PNG_SIGNATURE"]
 
@@ -131,7 +132,8 @@ def plot_response_by_level(models: Mapping[str, np.ndarray], *, true_values=None
         tv = np.asarray(true_values, dtype=np.float64)
         ax.plot(x, tv.mean(axis=0), marker="s", color="black", lw=2, label="truth")
     if logged is not None and response is not None:
-        t, y, _, ipw = _logged_arrays(logged, response, np.zeros(np.shape(logged)), propensity)
+        ev, ipw = _checked(LoggedEvents(logged, response, np.zeros(np.shape(logged)), propensity))
+        t, y = ev.logged, ev.response
         den = np.bincount(t, weights=ipw, minlength=k)[:k]
         with np.errstate(invalid="ignore", divide="ignore"):
             obs = np.bincount(t, weights=ipw * y, minlength=k)[:k] / den

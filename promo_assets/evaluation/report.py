@@ -18,30 +18,31 @@ import datetime as dt
 import functools
 import json
 import math
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from promo_assets.evaluation.curve_metrics import CURVE_METRIC_NAMES, curve_metrics
+from promo_assets.evaluation.curve_metrics import CURVE_METRIC_NAMES, LevelScale, curve_metrics
 from promo_assets.evaluation.curves import frontier_lambdas, logged_level_costs
 from promo_assets.core.text import markdown_text
 from promo_assets.evaluation.eom import (
     EvaluationError,
     _as_matrix,
-    _logged_arrays,
+    _checked,
     aucc,
-    bootstrap_eom,
     eom_batch,
     levels_at_lambdas,
     q_at_budget,
     roi_score,
 )
 from promo_assets.evaluation.honest import (
+    BootstrapInterval,
+    InfluenceInterval,
+    IntervalStrategy,
     area_ratio,
-    bootstrap_dr,
     dr_batch,
-    dr_interval,
     dr_mix,
     dr_q_at_budget,
     ipw_mix,
@@ -52,12 +53,14 @@ from promo_assets.evaluation.honest import (
     random_mix,
     spend_ratio,
 )
+from promo_assets.evaluation.records import Holdout, OutcomePredictions, Truth
 from promo_assets.evaluation.truth import allocate, true_policy_value
 
 __all__ = [
     "POLICY_EVALUATION_COLUMNS",
     "RANDOM_MODEL",
     "OVERSPEND_TOLERANCE",
+    "EvaluationSettings",
     "evaluate_models",
     "evaluate_policies",
     "evaluate_random",
@@ -89,27 +92,35 @@ TOO_SMALL = "too small to evaluate"
 _CURVE_SHARES = np.linspace(0.0, 1.0, 21)  # the random reference's curve: cheapest .. uniformly random
 
 
+@dataclass(frozen=True)
+class EvaluationSettings:
+    """How a campaign's policies are evaluated (campaign.yaml's evaluation settings, and the run's).
+
+    budgets: the per-capita budgets; campaign: the campaign id; scale: the levels' `LevelScale` for the
+    response-curve metrics (RPR/EPR/MLSS need ordered levels); seed: seeds the allocator's rounding
+    and the bootstrap; eom_interval, dr_interval: the interval strategies (`IntervalStrategy`) of the
+    EOM (IPW) value and of the doubly robust value; min_holdout_users: a holdout with fewer users is
+    "too small to evaluate": every row is still computed but carries too_small = True, and the
+    leaderboard says so instead of a % of the oracle; evaluated_at: the rows' timestamp (default
+    now, UTC, naive); log: a progress callback.
+    """
+
+    budgets: Sequence[float]
+    campaign: str
+    scale: LevelScale = LevelScale()
+    seed: int = 0
+    eom_interval: IntervalStrategy = BootstrapInterval()
+    dr_interval: IntervalStrategy = InfluenceInterval()
+    min_holdout_users: int | None = None
+    evaluated_at: dt.datetime | None = None
+    log: Callable[[str], None] | None = None
+
+
 def evaluate_models(
     models: Mapping[str, tuple[str, np.ndarray, np.ndarray]],
-    logged,
-    response,
-    cost,
-    propensity=None,
+    holdout: Holdout,
+    settings: EvaluationSettings,
     *,
-    budgets: Sequence[float],
-    campaign: str,
-    true_values=None,
-    true_costs=None,
-    dm_values=None,
-    dm_costs=None,
-    incentives: Sequence[float] | None = None,
-    ordered: bool = True,
-    binary: bool | None = None,
-    n_boot: int = 200,
-    seed: int = 0,
-    evaluated_at: dt.datetime | None = None,
-    log: Callable[[str], None] | None = None,
-    min_holdout_users: int | None = None,
     decisions: Mapping[str, Mapping[float, np.ndarray | str]] | None = None,
 ) -> pd.DataFrame:
     """Rows of the warehouse table `policy_evaluation` for the models of one campaign (no reference row;
@@ -117,24 +128,20 @@ def evaluate_models(
 
     Takes:
       models: model name -> (model_version, response N x K, cost N x K), predictions for the N holdout
-        users (rows aligned with the logged arrays). The name 'random' is reserved.
-      logged, response, cost, propensity: the holdout RCT records (see `eom`).
-      budgets: per-capita budgets; campaign: the campaign id.
-      true_values, true_costs: N x K truth for simulated campaigns (optional, both or neither).
-      dm_values, dm_costs: N x K predictions of the direct-method outcome model for the holdout
-        events (`fit_outcome_model(...).predict`, fitted on the training days only); with them the
-        doubly robust columns are filled (optional, both or neither).
-      incentives, ordered, binary: passed to `curve_metrics` (RPR/EPR/MLSS need ordered levels).
-      n_boot, seed: bootstrap replicates and seed (also seeds the allocator's rounding);
-      evaluated_at: timestamp (default now, UTC, naive); log: progress callback;
-      min_holdout_users: a holdout with fewer users is "too small to evaluate": every row is still
-      computed but carries too_small = True, and the leaderboard says so instead of a % of the oracle.
+        users (rows aligned with the logged events). The name 'random' is reserved.
+      holdout: the logged `events` of the holdout RCT (see `eom`), with the `truth` (N x K, simulated
+        campaigns) and the `outcome` model's predictions for the holdout events
+        (`fit_outcome_model(...).predict`, fitted on the training days only) when known: with the
+        latter the doubly robust columns are filled.
+      settings: the budgets, the campaign, the curve metrics' level scale, the seed, the interval
+        strategies and the rest (`EvaluationSettings`).
       decisions: model name -> {budget: the stored decision's levels for the N holdout users, or the
         reason there is none (an infeasible budget)}: these are evaluated "as made" instead of a new
         allocation (the pipeline applies `budget_dual`'s λ* to the holdout, `allocation.decide_at`).
     For every model and budget the allocator (`solve`) allocates the holdout users on the model's
-    coefficients ("as made"): eom_value / eom_cost (self-normalized IPW) with `bootstrap_eom`'s 95%
-    interval, dr_value / dr_cost with `dr_interval`'s (influence function, Student-t), true_value /
+    coefficients ("as made"): eom_value / eom_cost (self-normalized IPW) with the interval of
+    `settings.eom_interval` (default `bootstrap_eom`'s 95%), dr_value / dr_cost with that of
+    `settings.dr_interval` (default `dr_interval`'s: influence function, Student-t), true_value /
     true_cost and spend_ratio
     (true cost / budget); then at equal spend: q_value / q_cost (KKT multiplier searched until the
     EOM cost = budget, Algorithm 1), dr_q_value / dr_q_cost (the same on the DR cost),
@@ -149,85 +156,55 @@ def evaluate_models(
     instead of failing the whole evaluation.
     Returns a DataFrame with POLICY_EVALUATION_COLUMNS (NaN where a figure does not apply).
     """
-    holdout, checked = _Holdout.prepare(
-        models, logged, response, cost, propensity, budgets=budgets, campaign=campaign, true_values=true_values,
-        true_costs=true_costs, dm_values=dm_values, dm_costs=dm_costs, n_boot=n_boot, seed=seed,
-        evaluated_at=evaluated_at, log=log, min_holdout_users=min_holdout_users)
+    evaluation, checked = _Evaluation.prepare(models, holdout, settings)
     rows = []
     for name, (version, v, c) in checked.items():
         stored = None if decisions is None or name not in decisions else decisions[name]
-        rows += holdout.model_rows(name, version, v, c, stored, incentives=incentives, ordered=ordered, binary=binary)
-    return holdout.frame(rows)
+        rows += evaluation.model_rows(name, version, (v, c), stored)
+    return evaluation.frame(rows)
 
 
-def evaluate_random(
-    logged,
-    response,
-    cost,
-    propensity=None,
-    *,
-    budgets: Sequence[float],
-    campaign: str,
-    true_values=None,
-    true_costs=None,
-    dm_values=None,
-    dm_costs=None,
-    n_boot: int = 200,
-    seed: int = 0,
-    evaluated_at: dt.datetime | None = None,
-    log: Callable[[str], None] | None = None,
-    min_holdout_users: int | None = None,
-) -> pd.DataFrame:
+def evaluate_random(holdout: Holdout, settings: EvaluationSettings) -> pd.DataFrame:
     """The `random` reference rows of `policy_evaluation` (the arguments as `evaluate_models`'): the
     random reference mix (`random_mix`, levels ordered by their logged mean cost) scaled until its EOM
     cost equals the budget (q_value = eom_value there); its DR figures at the same mix, dr_q_value
     with the mix scaled on the DR cost (levels ordered by the outcome model's mean cost), its matched
     true value with the mix scaled on the true cost (levels ordered by their true mean cost); its area
     ratios are 1 by definition."""
-    holdout, _ = _Holdout.prepare(
-        {}, logged, response, cost, propensity, budgets=budgets, campaign=campaign, true_values=true_values,
-        true_costs=true_costs, dm_values=dm_values, dm_costs=dm_costs, n_boot=n_boot, seed=seed,
-        evaluated_at=evaluated_at, log=log, min_holdout_users=min_holdout_users)
-    return holdout.frame(holdout.random_rows())
+    evaluation, _ = _Evaluation.prepare({}, holdout, settings)
+    return evaluation.frame(evaluation.random_rows())
 
 
-def evaluate_policies(models: Mapping[str, tuple[str, np.ndarray, np.ndarray]], logged, response, cost,
-                      propensity=None, *, incentives: Sequence[float] | None = None, ordered: bool = True,
-                      binary: bool | None = None, **holdout) -> pd.DataFrame:
-    """`evaluate_models`' rows followed by `evaluate_random`'s on the same holdout (the keyword arguments
-    of `evaluate_models`, without `decisions`): every model next to the cost-matched random reference,
+def evaluate_policies(models: Mapping[str, tuple[str, np.ndarray, np.ndarray]], holdout: Holdout,
+                      settings: EvaluationSettings) -> pd.DataFrame:
+    """`evaluate_models`' rows followed by `evaluate_random`'s on the same holdout (the arguments of
+    `evaluate_models`, without `decisions`): every model next to the cost-matched random reference,
     as the benchmarks compare them."""
-    prepared, checked = _Holdout.prepare(models, logged, response, cost, propensity, **holdout)
+    evaluation, checked = _Evaluation.prepare(models, holdout, settings)
     rows = [row for name, (version, v, c) in checked.items()
-            for row in prepared.model_rows(name, version, v, c, None, incentives=incentives, ordered=ordered,
-                                           binary=binary)]
-    return prepared.frame(rows + prepared.random_rows())
+            for row in evaluation.model_rows(name, version, (v, c), None)]
+    return evaluation.frame(rows + evaluation.random_rows())
 
 
-class _Holdout:
-    """The checked holdout records with the optional truth and outcome-model predictions, and what
-    every row is computed against: the oracle per budget and the random reference's curve."""
+class _Evaluation:
+    """The checked holdout (logged events with the optional truth and outcome-model predictions), the
+    settings, and what every row is computed against: the oracle per budget and the random reference's
+    curve."""
 
     @classmethod
-    def prepare(cls, models, logged, response, cost, propensity=None, *, budgets: Sequence[float], campaign: str,
-                true_values=None, true_costs=None, dm_values=None, dm_costs=None, n_boot: int = 200, seed: int = 0,
-                evaluated_at: dt.datetime | None = None, log: Callable[[str], None] | None = None,
-                min_holdout_users: int | None = None):
-        """(the holdout, the checked models: name -> (version, response, cost)); EvaluationError naming
+    def prepare(cls, models, holdout: Holdout, settings: EvaluationSettings):
+        """(the evaluation, the checked models: name -> (version, response, cost)); EvaluationError naming
         what does not fit."""
-        t, y, z, _ = _logged_arrays(logged, response, cost, propensity)
+        events, _ = _checked(holdout.events)
+        t = events.logged
         n = t.shape[0]
         if RANDOM_MODEL in models:
             raise EvaluationError(f"model name {RANDOM_MODEL!r} is reserved for the random reference policy")
-        budgets = [float(b) for b in budgets]
+        budgets = [float(b) for b in settings.budgets]
         if not budgets:
             raise EvaluationError("the evaluation needs at least one budget_per_capita")
         if any(not math.isfinite(b) or b < 0 for b in budgets):
             raise EvaluationError(f"budgets must be finite and >= 0, got {budgets}")
-        if (true_values is None) != (true_costs is None):
-            raise EvaluationError("give both true_values and true_costs, or neither")
-        if (dm_values is None) != (dm_costs is None):
-            raise EvaluationError("give both dm_values and dm_costs (the outcome model's predictions), or neither")
         k = None
         checked: dict[str, tuple[str, np.ndarray, np.ndarray]] = {}
         for name, spec in models.items():
@@ -250,46 +227,50 @@ class _Holdout:
             k = first.shape[1]
             return first, second
 
-        tv = tc = my = mz = None
-        if true_values is not None:
-            tv, tc = pair(true_values, true_costs, "the truth", ("true_values", "true_costs"))
-        if dm_values is not None:
-            my, mz = pair(dm_values, dm_costs, "the outcome model", ("dm_values", "dm_costs"))
+        truth = outcome = None
+        if holdout.truth is not None:
+            truth = Truth(*pair(holdout.truth.response, holdout.truth.cost, "the truth",
+                                ("true_values", "true_costs")))
+        if holdout.outcome is not None:
+            outcome = OutcomePredictions(*pair(holdout.outcome.response, holdout.outcome.cost, "the outcome model",
+                                               ("dm_values", "dm_costs")))
         if k is None:
             k = int(t.max()) + 1
         if t.max() >= k:
             raise EvaluationError(f"logged has level {t.max()} but there are only {k} levels")
+        evaluated_at = settings.evaluated_at
         if evaluated_at is None:
             evaluated_at = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-        too_small = min_holdout_users is not None and n < min_holdout_users
-        if too_small and log:
-            log(f"the holdout has {n} users, fewer than min_holdout_users = {min_holdout_users}: {TOO_SMALL}")
-        return cls(t, y, z, propensity, k, budgets, campaign, tv, tc, my, mz, n_boot, seed, evaluated_at, log,
-                   too_small), checked
+        too_small = settings.min_holdout_users is not None and n < settings.min_holdout_users
+        if too_small and settings.log:
+            settings.log(f"the holdout has {n} users, fewer than min_holdout_users = {settings.min_holdout_users}: "
+                         f"{TOO_SMALL}")
+        settings = replace(settings, budgets=budgets, evaluated_at=evaluated_at)
+        return cls(Holdout(events, truth, outcome), settings, k, too_small), checked
 
-    def __init__(self, t, y, z, propensity, k, budgets, campaign, tv, tc, my, mz, n_boot, seed, evaluated_at, log,
-                 too_small):
-        self.t, self.y, self.z, self.propensity, self.k, self.n = t, y, z, propensity, k, t.shape[0]
-        self.budgets, self.campaign, self.tv, self.tc, self.my, self.mz = budgets, campaign, tv, tc, my, mz
-        self.n_boot, self.seed, self.evaluated_at, self.log, self.too_small = n_boot, seed, evaluated_at, log, too_small
+    def __init__(self, holdout: Holdout, settings: EvaluationSettings, k: int, too_small: bool):
+        self.events, self.truth, self.outcome = holdout.events, holdout.truth, holdout.outcome
+        self.settings, self.k, self.n, self.too_small = settings, k, holdout.events.logged.shape[0], too_small
+        self.budgets, self.seed = settings.budgets, settings.seed
         self.oracle: dict[float, tuple[float, float, float]] = {}
-        if tv is not None:
-            for b in budgets:
-                res, _ = self.allocation_or_none("oracle", tv, tc, b)
+        truth = self.truth
+        if truth is not None:
+            for b in self.budgets:
+                res, _ = self.allocation_or_none("oracle", (truth.response, truth.cost), b)
                 if res is not None:
-                    ov, oc = true_policy_value(np.asarray(res.levels, dtype=np.int64), tv, tc)
+                    ov, oc = true_policy_value(np.asarray(res.levels, dtype=np.int64), truth.response, truth.cost)
                     self.oracle[b] = (ov, oc, max(ov, float(res.lp_response) / self.n))
-        self.level_costs = logged_level_costs(t, z, propensity, k)
+        self.level_costs = logged_level_costs(self.events.logged, self.events.cost, self.events.propensity, k)
 
     def say(self, msg: str) -> None:
-        if self.log:
-            self.log(msg)
+        if self.settings.log:
+            self.settings.log(msg)
 
-    def allocation_or_none(self, who: str, v: np.ndarray, c: np.ndarray, b: float):
+    def allocation_or_none(self, who: str, coefficients, b: float):
         from promo_assets.allocation.errors import InfeasibleBudgetError
 
         try:
-            return allocate(v, c, b, seed=self.seed), ""
+            return allocate(coefficients[0], coefficients[1], b, seed=self.seed), ""
         except InfeasibleBudgetError as exc:
             note = f"budget {b:g} per capita cannot be met: {exc}"
             self.say(f"{who}: {note}; its row stays empty")
@@ -297,14 +278,15 @@ class _Holdout:
 
     def base_row(self, model: str, version: str, b: float) -> dict:
         row = {col: np.nan for col in POLICY_EVALUATION_COLUMNS}
-        row.update(campaign=self.campaign, model=model, model_version=version, budget_per_capita=b,
-                   n_users=self.n, too_small=self.too_small, evaluated_at=self.evaluated_at, note="", overspend=None)
+        row.update(campaign=self.settings.campaign, model=model, model_version=version, budget_per_capita=b,
+                   n_users=self.n, too_small=self.too_small, evaluated_at=self.settings.evaluated_at, note="",
+                   overspend=None)
         if b in self.oracle:
             row["oracle_value"], row["oracle_cost"] = self.oracle[b][:2]
         return row
 
     def finish(self, row: dict, b: float) -> None:
-        if self.tv is not None:
+        if self.truth is not None:
             row["spend_ratio"] = spend_ratio(row["true_cost"], b)
             if b in self.oracle:
                 row["pct_oracle"] = pct_oracle(row["matched_true_value"], self.oracle[b][2])
@@ -322,39 +304,40 @@ class _Holdout:
     def random_curves(self) -> tuple[np.ndarray, np.ndarray | None]:
         """The random reference's curve (shares 0..1) as (cost, value) rows, estimated (DR when given,
         else IPW) and true (None without truth): the budget range and base of the area ratios."""
-        t, y, z, p, tv, tc, my, mz = self.t, self.y, self.z, self.propensity, self.tv, self.tc, self.my, self.mz
+        events, truth, outcome = self.events, self.truth, self.outcome
         mixes = [random_mix(self.level_costs, s) for s in _CURVE_SHARES]
-        est_mix = (lambda m: dr_mix(m, t, y, z, p, my, mz)) if my is not None else (lambda m: ipw_mix(m, t, y, z, p))
+        est_mix = (lambda m: dr_mix(m, events, outcome)) if outcome is not None else (lambda m: ipw_mix(m, events))
         estimated = np.array([est_mix(m)[:2] for m in mixes])[:, ::-1]
-        true = np.array([mix_true_value(m, tv, tc)[::-1] for m in mixes]) if tv is not None else None
+        true = np.array([mix_true_value(m, truth)[::-1] for m in mixes]) if truth is not None else None
         return estimated, true
 
     def areas(self, v: np.ndarray, c: np.ndarray) -> tuple[float, float]:
-        t, y, z, p, tv, tc, my, mz = self.t, self.y, self.z, self.propensity, self.tv, self.tc, self.my, self.mz
+        ev, truth, outcome = self.events, self.truth, self.outcome
         rand_curve, rand_true = self.random_curves
         lams = frontier_lambdas(v, c, 40)
         assigned = levels_at_lambdas(v, c, lams)
-        if my is not None:
-            ev, ec, _ = dr_batch(assigned, t, y, z, p, my, mz)
+        if outcome is not None:
+            est_v, est_c, _ = dr_batch(assigned, ev, outcome)
         else:
-            ev, ec, _ = eom_batch(assigned, t, y, z, p)
-        a_eom = area_ratio(ec, ev, rand_curve[:, 0], rand_curve[:, 1])
+            est_v, est_c, _ = eom_batch(assigned, ev.logged, ev.response, ev.cost, ev.propensity)
+        a_eom = area_ratio(est_c, est_v, rand_curve[:, 0], rand_curve[:, 1])
         a_true = np.nan
-        if tv is not None:
+        if truth is not None:
             rows_ = np.arange(self.n)[None]
-            a_true = area_ratio(tc[rows_, assigned].mean(axis=1), tv[rows_, assigned].mean(axis=1),
+            a_true = area_ratio(truth.cost[rows_, assigned].mean(axis=1), truth.response[rows_, assigned].mean(axis=1),
                                 rand_true[:, 0], rand_true[:, 1])
         return a_eom, a_true
 
-    def model_rows(self, name: str, version: str, v: np.ndarray, c: np.ndarray,
-                   decisions: Mapping[float, np.ndarray | str] | None, *, incentives=None, ordered: bool = True,
-                   binary: bool | None = None) -> list[dict]:
+    def model_rows(self, name: str, version: str, coefficients: tuple[np.ndarray, np.ndarray],
+                   decisions: Mapping[float, np.ndarray | str] | None) -> list[dict]:
         """One model's rows, one per budget (see `evaluate_models`)."""
         from promo_assets.allocation import frontier
 
-        t, y, z, p, tv, tc, my, mz = self.t, self.y, self.z, self.propensity, self.tv, self.tc, self.my, self.mz
+        v, c = coefficients
+        ev, truth, outcome, settings = self.events, self.truth, self.outcome, self.settings
+        t, y, z, p = ev.logged, ev.response, ev.cost, ev.propensity
         n, seed = self.n, self.seed
-        metrics = curve_metrics(v, t, y, incentives=incentives, ordered=ordered, binary=binary)
+        metrics = curve_metrics(v, t, y, scale=settings.scale)
         model_aucc = np.nan
         if self.k == 2:
             try:
@@ -362,45 +345,45 @@ class _Holdout:
             except EvaluationError as exc:  # e.g. no positive overall uplift on this holdout
                 self.say(f"{name}: AUCC not computed: {exc}")
         a_eom, a_true = self.areas(v, c)
-        model_frontier = frontier(v, c) if tv is not None else None
+        model_frontier = frontier(v, c) if truth is not None else None
         rows = []
         for b in self.budgets:
             row = self.base_row(name, version, b)
             row.update(metrics)
             row.update(aucc=model_aucc, area_ratio_eom=a_eom, area_ratio_true=a_true)
             stored = None if decisions is None else decisions.get(b, f"no stored decision at budget {b:g}")
-            res, note = self.allocation_or_none(name, v, c, b) if stored is None else (
+            res, note = self.allocation_or_none(name, (v, c), b) if stored is None else (
                 (None, stored) if isinstance(stored, str) else (stored, ""))
             if res is None:
                 row["note"] = note
                 rows.append(row)
                 continue
             assigned = np.asarray(getattr(res, "levels", res), dtype=np.int64)
-            ev, ec, nm = eom_batch(assigned, t, y, z, p)
+            eom_v, eom_c, nm = eom_batch(assigned, t, y, z, p)
             row["n_matched"] = int(nm[0])
-            if tv is not None:
-                row["true_value"], row["true_cost"] = true_policy_value(assigned, tv, tc)
+            if truth is not None:
+                row["true_value"], row["true_cost"] = true_policy_value(assigned, truth.response, truth.cost)
                 if b > 0:
-                    m = matched_true_value(v, c, tv, tc, b, seed=seed, frontier=model_frontier)
+                    m = matched_true_value((v, c), truth, b, seed=seed, frontier=model_frontier)
                     row.update(matched_true_value=m.value, matched_true_cost=m.cost, matched_budget=m.budget_given)
                     self.add_note(row, name, m.note)
             if nm[0] == 0:
                 self.add_note(row, name, f"no holdout event was logged at the levels this policy assigns at budget "
                               f"{b:g} (0 of {n} match): EOM undefined")
             else:
-                row["eom_value"], row["eom_cost"] = float(ev[0]), float(ec[0])
-                row["eom_ci_low"], row["eom_ci_high"] = bootstrap_eom(assigned, t, y, z, p, n_boot=self.n_boot,
-                                                                      seed=seed)
-                q = q_at_budget((v, c), t, y, z, p, b)
+                row["eom_value"], row["eom_cost"] = float(eom_v[0]), float(eom_c[0])
+                row["eom_ci_low"], row["eom_ci_high"] = settings.eom_interval.interval(assigned, ev, seed=seed)
+                q = q_at_budget((v, c), ev, b)
                 row["q_value"], row["q_cost"] = q.value, q.cost
-                if my is not None:
-                    dv, dc, _ = dr_batch(assigned, t, y, z, p, my, mz)
+                if outcome is not None:
+                    dv, dc, _ = dr_batch(assigned, ev, outcome)
                     row["dr_value"], row["dr_cost"] = float(dv[0]), float(dc[0])
-                    row["dr_ci_low"], row["dr_ci_high"] = dr_interval(assigned, t, y, z, p, my, mz)
+                    row["dr_ci_low"], row["dr_ci_high"] = settings.dr_interval.interval(assigned, ev, outcome,
+                                                                                        seed=seed)
                     if math.isnan(row["dr_ci_low"]):
                         self.add_note(row, name, f"only {int(nm[0])} holdout event matches the levels this policy "
                                       f"assigns at budget {b:g}: no DR interval (needs 2)")
-                    dq = dr_q_at_budget((v, c), t, y, z, p, my, mz, b)
+                    dq = dr_q_at_budget((v, c), ev, outcome, b)
                     row["dr_q_value"], row["dr_q_cost"] = dq.value, dq.cost
             self.finish(row, b)
             rows.append(row)
@@ -409,15 +392,45 @@ class _Holdout:
 
     def random_rows(self) -> list[dict]:
         """The `random` reference's rows, one per budget (see `evaluate_random`)."""
-        rows = [_random_row(self.base_row(RANDOM_MODEL, RANDOM_VERSION, b), b, self.t, self.y, self.z, self.propensity,
-                            self.level_costs, self.tv, self.tc, self.my, self.mz, n_boot=self.n_boot, seed=self.seed,
-                            add_note=self.add_note, finish=self.finish) for b in self.budgets]
+        rows = [self.random_row(self.base_row(RANDOM_MODEL, RANDOM_VERSION, b), b) for b in self.budgets]
         for row in rows:
             row["area_ratio_eom"] = 1.0
-            if self.tv is not None:
+            if self.truth is not None:
                 row["area_ratio_true"] = 1.0
         self.say(f"evaluated the cost-matched random reference at {len(self.budgets)} budget(s)")
         return rows
+
+    def random_row(self, row: dict, b: float) -> dict:
+        """The cost-matched random reference at budget b (see `evaluate_random`)."""
+        ev, truth, outcome, settings, seed = self.events, self.truth, self.outcome, self.settings, self.seed
+        if b <= 0:
+            self.add_note(row, RANDOM_MODEL, f"budget {b:g} per capita: nothing to match")
+            return row
+        match = match_mix(lambda m: ipw_mix(m, ev)[1], self.level_costs, b, what="EOM")
+        self.add_note(row, RANDOM_MODEL, match.note)
+        if match.mix is None:
+            return row
+        mix = match.mix
+        eom_v, eom_c, nm = ipw_mix(mix, ev)
+        row.update(eom_value=eom_v, eom_cost=eom_c, q_value=eom_v, q_cost=eom_c, n_matched=nm)
+        row["eom_ci_low"], row["eom_ci_high"] = settings.eom_interval.interval(mix, ev, is_mix=True, seed=seed)
+        if truth is not None:
+            row["true_value"], row["true_cost"] = mix_true_value(mix, truth)
+            true_match = match_mix(lambda m: mix_true_value(m, truth)[1], truth.cost.mean(axis=0), b, what="true")
+            self.add_note(row, RANDOM_MODEL, true_match.note)
+            if true_match.mix is not None:
+                row["matched_true_value"], row["matched_true_cost"] = mix_true_value(true_match.mix, truth)
+        if outcome is not None:
+            row["dr_value"], row["dr_cost"], _ = dr_mix(mix, ev, outcome)
+            row["dr_ci_low"], row["dr_ci_high"] = settings.dr_interval.interval(mix, ev, outcome, is_mix=True,
+                                                                                seed=seed)
+            dr_match = match_mix(lambda m: dr_mix(m, ev, outcome)[1], outcome.cost.mean(axis=0), b, what="DR")
+            self.add_note(row, RANDOM_MODEL, dr_match.note)
+            if dr_match.mix is not None:
+                row["dr_q_value"], row["dr_q_cost"], _ = dr_mix(dr_match.mix, ev, outcome)
+        row["model_version"] = f"{RANDOM_VERSION} (share {match.share:.3f})"
+        self.finish(row, b)
+        return row
 
     @staticmethod
     def frame(rows: list[dict]) -> pd.DataFrame:
@@ -428,37 +441,6 @@ class _Holdout:
         frame["overspend"] = frame["overspend"].astype("boolean")
         frame["note"] = frame["note"].astype(str)
         return frame
-
-
-def _random_row(row, b, t, y, z, propensity, level_costs, tv, tc, my, mz, *, n_boot, seed, add_note, finish):
-    """The cost-matched random reference at budget b (see `evaluate_random`)."""
-    if b <= 0:
-        add_note(row, RANDOM_MODEL, f"budget {b:g} per capita: nothing to match")
-        return row
-    mix, share, _, note = match_mix(lambda m: ipw_mix(m, t, y, z, propensity)[1], level_costs, b, what="EOM")
-    add_note(row, RANDOM_MODEL, note)
-    if mix is None:
-        return row
-    ev, ec, nm = ipw_mix(mix, t, y, z, propensity)
-    row.update(eom_value=ev, eom_cost=ec, q_value=ev, q_cost=ec, n_matched=nm)
-    row["eom_ci_low"], row["eom_ci_high"] = bootstrap_dr(mix, t, y, z, propensity, is_mix=True, n_boot=n_boot, seed=seed)
-    if tv is not None:
-        row["true_value"], row["true_cost"] = mix_true_value(mix, tv, tc)
-        tmix, _, _, tnote = match_mix(lambda m: mix_true_value(m, tv, tc)[1], tc.mean(axis=0), b, what="true")
-        add_note(row, RANDOM_MODEL, tnote)
-        if tmix is not None:
-            row["matched_true_value"], row["matched_true_cost"] = mix_true_value(tmix, tv, tc)
-    if my is not None:
-        row["dr_value"], row["dr_cost"], _ = dr_mix(mix, t, y, z, propensity, my, mz)
-        row["dr_ci_low"], row["dr_ci_high"] = dr_interval(mix, t, y, z, propensity, my, mz, is_mix=True)
-        dmix, _, _, dnote = match_mix(lambda m: dr_mix(m, t, y, z, propensity, my, mz)[1], mz.mean(axis=0), b,
-                                      what="DR")
-        add_note(row, RANDOM_MODEL, dnote)
-        if dmix is not None:
-            row["dr_q_value"], row["dr_q_cost"], _ = dr_mix(dmix, t, y, z, propensity, my, mz)
-    row["model_version"] = f"{RANDOM_VERSION} (share {share:.3f})"
-    finish(row, b)
-    return row
 
 
 # ------------------------------------------------------------------------------------ leaderboard

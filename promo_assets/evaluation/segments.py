@@ -26,6 +26,7 @@ import pandas as pd
 
 from promo_assets.evaluation.eom import EvaluationError
 from promo_assets.evaluation.plots import _figure, _png
+from promo_assets.evaluation.records import Truth
 from promo_assets.evaluation.truth import oracle_policy
 
 SEGMENT_COLUMNS = ("model", "model_version", "segment_by", "segment_value", "budget_per_capita", "n_users", "curve_mae",
@@ -55,15 +56,16 @@ def truth_curve_metrics(pred, truth, binary: bool = True) -> dict[str, float]:
     return out
 
 
-def segment_evaluation(model: str, version: str, segments: pd.DataFrame, pred, truth, true_costs,
-                       decisions: Mapping[float, np.ndarray | str], binary: bool = True,
+def segment_evaluation(model: str, version: str, segments: pd.DataFrame, pred, truth: Truth,
+                       decisions: Mapping[float, np.ndarray | str], *, binary: bool = True,
                        oracles: Mapping[float, np.ndarray] | None = None) -> pd.DataFrame:
     """One row per (segment column, value, budget) and the overall 'all' rows (columns SEGMENT_COLUMNS).
 
-    `segments`: the holdout users' segment columns (row-aligned with `pred`); `pred`, `truth`,
-    `true_costs`: N x K; `decisions`: budget -> the model's N levels (a str for an infeasible budget:
-    skipped); `oracles`: budget -> the oracle's levels (default: `truth.oracle_policy` per budget)."""
-    p, t, tc = (np.asarray(a, dtype=np.float64) for a in (pred, truth, true_costs))
+    `segments`: the holdout users' segment columns (row-aligned with `pred`); `pred`: N x K; `truth`:
+    the `Truth` (N x K response and cost); `decisions`: budget -> the model's N levels (a str for an
+    infeasible budget: skipped); `oracles`: budget -> the oracle's levels (default:
+    `truth.oracle_policy` per budget)."""
+    p, t, tc = (np.asarray(a, dtype=np.float64) for a in (pred, truth.response, truth.cost))
     n = p.shape[0]
     if len(segments) != n or t.shape != p.shape or tc.shape != p.shape:
         raise EvaluationError(f"segment evaluation: {len(segments)} segment rows and curves {p.shape}, {t.shape}, "

@@ -13,11 +13,11 @@ No dagster here (domain package); the `outcomes` asset (promo_assets/defs/monito
 
 from promo_assets.monitoring.checks import CHECKS, CheckOutcome, cumulative, late_days, run_checks
 from promo_assets.monitoring.drift import FeatureDrift, feature_drift
-from promo_assets.monitoring.effect import EffectTerms, effect_terms, true_effect
+from promo_assets.monitoring.effect import Deployment, EffectTerms, effect_terms, true_effect
 from promo_assets.monitoring.outcomes import Candidate, DayOutcome, OutcomeError, choose_decision, day_outcome
 
 __all__ = [
-    "CHECKS", "Candidate", "CheckOutcome", "DayOutcome", "EffectTerms", "FeatureDrift", "OutcomeError",
+    "CHECKS", "Candidate", "CheckOutcome", "DayOutcome", "Deployment", "EffectTerms", "FeatureDrift", "OutcomeError",
     "choose_decision", "cumulative", "day_outcome", "effect_terms", "feature_drift", "late_days", "run_checks",
     "true_effect",
 ]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from scipy.stats import norm
 
@@ -59,13 +60,23 @@ class CheckOutcome:
         return not self.passed and self.reaction != "warn"
 
 
-def _interval(total: float, ss: float, n: float, alpha: float, planned: float) -> tuple[float, float, float, float, float]:
-    """(mean, cs_low, cs_high, fixed_low, fixed_high) from pooled sums (Σψ, Σ(ψ − day mean)², n)."""
+class _Pooled(NamedTuple):
+    """A pooled mean with its confidence sequence (low, high) and its fixed-sample interval."""
+
+    mean: float
+    low: float
+    high: float
+    fixed_low: float
+    fixed_high: float
+
+
+def _interval(total: float, ss: float, n: float, alpha: float, planned: float) -> _Pooled:
+    """The pooled mean and intervals from pooled sums (Σψ, Σ(ψ − day mean)², n)."""
     if n < 2:
-        return (math.nan,) * 5
+        return _Pooled(*(math.nan,) * 5)
     mean, sd = total / n, math.sqrt(max(ss, 0.0) / n)
     r, f = sequential.radius(sd, n, alpha, planned), sequential.fixed_radius(sd, n, alpha)
-    return mean, mean - r, mean + r, mean - f, mean + f
+    return _Pooled(mean, mean - r, mean + r, mean - f, mean + f)
 
 
 def cumulative(days: list[dict], confidence: float, planned: float) -> list[dict]:
@@ -92,9 +103,10 @@ def cumulative(days: list[dict], confidence: float, planned: float) -> list[dict
         dm_n = acc.get("dm_n", 0.0)
         dm = acc["dm_w"] / dm_n if dm_n else math.nan
         dm_se = math.sqrt(acc["dm_var"]) / dm_n if dm_n else math.nan
-        out.append({"day": d["day"], "days": acc["days"], "events": int(acc["n"]), "effect": e[0], "low": e[1],
-                    "high": e[2], "fixed_low": e[3], "fixed_high": e[4], "vs_cheapest": c[0], "vs_cheapest_low": c[1],
-                    "vs_cheapest_high": c[2], "dm_effect": dm, "dm_low": dm - z * dm_se, "dm_high": dm + z * dm_se})
+        out.append({"day": d["day"], "days": acc["days"], "events": int(acc["n"]), "effect": e.mean, "low": e.low,
+                    "high": e.high, "fixed_low": e.fixed_low, "fixed_high": e.fixed_high, "vs_cheapest": c.mean,
+                    "vs_cheapest_low": c.low, "vs_cheapest_high": c.high, "dm_effect": dm, "dm_low": dm - z * dm_se,
+                    "dm_high": dm + z * dm_se})
     return out
 
 

@@ -51,6 +51,18 @@ class FeatureDrift:
         return f"{self.feature}: " + ", ".join(parts)
 
 
+@dataclass(frozen=True)
+class DriftFrames:
+    """What the drift check compares: the features of the latest users decided for (`population`,
+    None when there are none) against the training events' (`reference`), over the `numeric` and
+    `categorical` feature columns."""
+
+    population: pd.DataFrame | None
+    reference: pd.DataFrame | None
+    numeric: list[str]
+    categorical: list[str]
+
+
 def feature_drift(reference: pd.DataFrame, population: pd.DataFrame, numeric: list[str], categorical: list[str], *,
                   psi_threshold: float, range_threshold: float, new_category_threshold: float) -> list[FeatureDrift]:
     """Every feature both frames have, in the order numeric then categorical."""

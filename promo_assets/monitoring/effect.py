@@ -47,6 +47,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from promo_assets.core.coefficients import Coefficients
+from promo_assets.evaluation.records import LoggedEvents
+
 
 @dataclass(frozen=True)
 class EffectTerms:
@@ -64,6 +67,18 @@ class EffectTerms:
     dm_effect: float            # plain difference of means: champion group − explore group (response)
     dm_se: float
     matched: bool               # False when S_C lies outside the random reference's cost range (R clipped)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """How a day's decision gave the levels (what makes each event a randomized draw): the champion's
+    level π_i per event (n, int), the realized exploration share s, the exploration mix w (K) and
+    whether each user was explored (n, bool)."""
+
+    champion_level: np.ndarray
+    share: float
+    mix: np.ndarray
+    explore: np.ndarray
 
 
 def _random_value(level_value: np.ndarray, level_cost: np.ndarray, spend: float, order: np.ndarray) -> tuple[float, bool]:
@@ -84,22 +99,23 @@ def _random_value(level_value: np.ndarray, level_cost: np.ndarray, spend: float,
     return float(vu + min(share, 1.0) * (vd - vu)), share <= 1.0
 
 
-def effect_terms(response, cost, decided, champion_level, predicted_response, predicted_cost, share: float, mix,
-                 level_costs, explore) -> EffectTerms:
+def effect_terms(events: LoggedEvents, deployment: Deployment, predicted: Coefficients, level_costs) -> EffectTerms:
     """The day's effect estimates from its n events (module docstring).
 
-    response, cost: realized per event (n); decided: the decided level a_i (n, int); champion_level:
-    π_i (n, int); predicted_response, predicted_cost: the champion's predictions m_ik (n × K); share:
-    the decision's realized exploration share s; mix: the exploration mix w (K); level_costs: the
-    levels' incentives (which level is cheapest / dearest); explore: the user was explored (n, bool).
+    events: the day's n events, `logged` the decided level a_i (int), `response` and `cost` realized
+    (their propensity is the deployment's, computed here); deployment: the champion's levels π_i, the
+    realized exploration share s, the exploration mix w and who was explored (`Deployment`);
+    predicted: the champion's predictions m_ik (response, cost; n × K each); level_costs: the levels'
+    incentives (which level is cheapest / dearest).
     """
-    y = np.asarray(response, dtype=np.float64)
-    c = np.asarray(cost, dtype=np.float64)
-    a = np.asarray(decided, dtype=np.int64)
-    pi = np.asarray(champion_level, dtype=np.int64)
-    m = np.asarray(predicted_response, dtype=np.float64)
-    q = np.asarray(predicted_cost, dtype=np.float64)
-    w = np.asarray(mix, dtype=np.float64)
+    y = np.asarray(events.response, dtype=np.float64)
+    c = np.asarray(events.cost, dtype=np.float64)
+    a = np.asarray(events.logged, dtype=np.int64)
+    pi = np.asarray(deployment.champion_level, dtype=np.int64)
+    m = np.asarray(predicted[0], dtype=np.float64)
+    q = np.asarray(predicted[1], dtype=np.float64)
+    w = np.asarray(deployment.mix, dtype=np.float64)
+    share = deployment.share
     order = np.asarray(level_costs, dtype=np.float64)
     n, k = m.shape
     rows = np.arange(n)
@@ -128,7 +144,7 @@ def effect_terms(response, cost, decided, champion_level, predicted_response, pr
     psi = effect + (t - theta) @ grad
     psi0 = gamma[rows, pi] - gamma[:, cheap]
     random_value, matched = _random_value(theta[2:2 + k], theta[2 + k:], theta[1], order)
-    ex = np.asarray(explore, dtype=bool)
+    ex = np.asarray(deployment.explore, dtype=bool)
     dm, dm_se = math.nan, math.nan
     if ex.sum() >= 2 and (~ex).sum() >= 2:
         dm = float(y[~ex].mean() - y[ex].mean())

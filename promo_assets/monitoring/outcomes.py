@@ -40,8 +40,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from promo_assets.core.coefficients import Coefficients
 from promo_assets.core.errors import DomainError
-from promo_assets.monitoring.effect import EffectTerms, effect_terms
+from promo_assets.evaluation.records import LoggedEvents
+from promo_assets.monitoring.effect import Deployment, EffectTerms, effect_terms
 
 
 class OutcomeError(DomainError, ValueError):
@@ -191,7 +193,7 @@ def day_outcome(day, events: pd.DataFrame, decision: Candidate, predictions: tup
     entry = decision.entry or {}
     share = float((decision.frame["policy"] == "explore").mean())
     mix = (entry.get("exploration") or {}).get("mix") or [1.0 / len(level_costs)] * len(level_costs)
-    terms = effect_terms(y, c, a, pi, m, q, share, mix, level_costs, explore)
+    terms = effect_terms(LoggedEvents(a, y, c), Deployment(pi, share, mix, explore), Coefficients(m, q), level_costs)
     expected = entry.get("expected_response") or {}
     low, high = expected.get("dr_low"), expected.get("dr_high")
     realized = float(y.mean())

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from promo_assets.monitoring.checks import CheckOutcome, check_z, cumulative, late_days, run_checks, segments_off
-from promo_assets.monitoring.drift import FeatureDrift, feature_drift
+from promo_assets.monitoring.drift import DriftFrames, FeatureDrift, feature_drift
 from promo_assets.monitoring.outcomes import Candidate, DayOutcome, OutcomeError, choose_decision, day_outcome
 from promo_assets.store import monitoring as store
 
@@ -105,12 +105,12 @@ def _predictions(con, campaign: str, cand: Candidate):
     return response[pos], cost[pos]
 
 
-def monitor(con, campaign: str, config, *, population: pd.DataFrame | None, reference: pd.DataFrame | None,
-            numeric: list[str], categorical: list[str], now: dt.datetime, previous: pd.DataFrame | None = None,
+def monitor(con, campaign: str, config, *, drift: DriftFrames, now: dt.datetime, previous: pd.DataFrame | None = None,
             log=None) -> MonitorResult:
-    """The monitoring pass (module docstring). `population`: the features of the latest users decided
-    for; `reference`: the training events' features; `previous`: the latest outcomes run's rows (days
-    whose decisions retention removed are carried from it)."""
+    """The monitoring pass (module docstring). `drift`: the features of the latest users decided for
+    and the training events' (`DriftFrames`); `previous`: the latest outcomes run's rows (days whose
+    decisions retention removed are carried from it)."""
+    population, reference, categorical = drift.population, drift.reference, drift.categorical
     settings = config.monitoring
     decided = store.decided_days(con, campaign)
     loaded = store.event_days(con, campaign)
@@ -146,7 +146,7 @@ def monitor(con, campaign: str, config, *, population: pd.DataFrame | None, refe
     result = MonitorResult(days=days, carried=carried, effect=[], drift=[], checks=[], decision_age_days=None, late=[])
     result.effect = cumulative(result.ok_rows, settings.confidence, settings.planned_events)
     if population is not None and reference is not None and not population.empty and not reference.empty:
-        result.drift = feature_drift(reference, population, numeric, categorical, psi_threshold=settings.psi_threshold,
+        result.drift = feature_drift(reference, population, drift.numeric, categorical, psi_threshold=settings.psi_threshold,
                                      range_threshold=settings.out_of_range_share,
                                      new_category_threshold=settings.new_category_share)
     if decided_at:

@@ -17,6 +17,7 @@ import pandas as pd
 from promo_assets.core.coefficients import Coefficients
 from promo_assets.core.errors import DomainError
 from promo_assets.evaluation.curves import policy_curves
+from promo_assets.evaluation.records import LoggedEvents, Truth
 from promo_assets.store import decisions as decisions_store, frames as frames_store, models as models_store
 from promo_assets.store import monitoring as monitoring_store, runs, warehouse
 
@@ -142,7 +143,8 @@ def _curves(con, landing: Path, campaign: str, config, data: ReportData) -> None
     t, y = holdout["level"].to_numpy(), holdout["response"].to_numpy(dtype=float)
     z, p = holdout["cost"].to_numpy(dtype=float), holdout["propensity"].to_numpy(dtype=float)
     if specs or true_values is not None:
-        data.curves = policy_curves(specs, t, y, z, p, true_values=true_values, true_costs=true_costs)
+        data.curves = policy_curves(specs, LoggedEvents(t, y, z, p),
+                                    truth=None if true_values is None else Truth(true_values, true_costs))
     rows = []
     for k_ in range(k):
         label = data.labels[k_] if k_ < len(data.labels) else str(k_)

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from promo_assets.config.campaign import CampaignConfig
-from promo_assets.evaluation import oracle_policy, q_at_budget, true_policy_value
+from promo_assets.evaluation import LoggedEvents, oracle_policy, q_at_budget, true_policy_value
 from promo_assets.simulation import simulate, truth_arrays
 
 
@@ -23,7 +23,8 @@ def test_q_of_the_true_curves_matches_the_paper(tmp_path):
         ev = pd.read_parquet(next((cdir / "events").glob("*.parquet")))
         t = np.array([cfg.level_of(x) for x in ev["treatment"]])
         v, c = truth_arrays(cdir, ev["user_id"].to_numpy())
-        q = q_at_budget((v, c), t, ev["response"].to_numpy(), ev["cost"].to_numpy(), ev["propensity"].to_numpy(), 2.0)
+        events = LoggedEvents(t, ev["response"].to_numpy(), ev["cost"].to_numpy(), ev["propensity"].to_numpy())
+        q = q_at_budget((v, c), events, 2.0)
         assert abs(q.cost - 2.0) <= 0.005  # the EOM cost is a step function: exact 2.0 is not always reachable
         qs.append(q.value)
         oracle.append(true_policy_value(oracle_policy(v, c, 2.0), v, c)[0])

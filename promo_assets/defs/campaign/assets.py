@@ -29,7 +29,16 @@ from promo_assets.defs.common import (
     md_table,
     model_of_key,
 )
-from promo_assets.evaluation import EvaluationError, fit_outcome_model
+from promo_assets.evaluation import (
+    EvaluationError,
+    EvaluationSettings,
+    Holdout,
+    LevelScale,
+    LoggedEvents,
+    OutcomePredictions,
+    Truth,
+    fit_outcome_model,
+)
 from promo_assets.monitoring.drift import stale_weights
 from promo_assets.simulation import truth_arrays
 from promo_assets.store import frames as frames_store, monitoring as monitoring_store, results
@@ -277,8 +286,8 @@ def _outcome_predictions(context, config, train: pd.DataFrame, holdout: pd.DataF
     """The DR outcome model fitted on the training days, its predictions for the holdout events
     (N x K each, or None when it cannot be fitted: the DR columns then stay empty) and metadata."""
     try:
-        model = fit_outcome_model(train, numeric, categorical, config.n_levels, ordered=config.ordered,
-                                  incentives=list(config.incentives), cost_rule=config.cost, seed=0)
+        model = fit_outcome_model(train, numeric, categorical, config.n_levels,
+                                  scale=LevelScale(list(config.incentives), config.ordered), cost_rule=config.cost)
         dm_values, dm_costs = model.predict(holdout)
     except EvaluationError as exc:
         context.log.warning(f"doubly robust EOM skipped: {exc}")
@@ -358,16 +367,19 @@ class EvaluationInputs:
     def align_levels(self, users, levels) -> np.ndarray:
         return np.asarray(levels)[self._rows(users, "decision")]
 
-    def kwargs(self, config, campaign: str) -> dict:
-        """The holdout's keyword arguments of `evaluate_models` / `evaluate_random`."""
-        return dict(budgets=list(config.budget_per_capita), campaign=campaign,
-                    true_values=self.true_values, true_costs=self.true_costs, dm_values=self.dm_values,
-                    dm_costs=self.dm_costs, min_holdout_users=config.min_holdout_users)
+    def evaluated_on(self) -> Holdout:
+        """The `Holdout` of `evaluate_models` / `evaluate_random`: the logged events, the truth and the
+        outcome model's predictions when known."""
+        return Holdout(LoggedEvents.of_frame(self.holdout),
+                       None if self.true_values is None else Truth(self.true_values, self.true_costs),
+                       None if self.dm_values is None else OutcomePredictions(self.dm_values, self.dm_costs))
 
     @staticmethod
-    def curve_kwargs(config) -> dict:
-        """The response-curve metrics' keyword arguments of `evaluate_models`."""
-        return dict(incentives=list(config.incentives), ordered=config.ordered, binary=config.response == "binary")
+    def settings(config, campaign: str, log) -> EvaluationSettings:
+        """The `EvaluationSettings` of `evaluate_models` / `evaluate_random` from campaign.yaml."""
+        return EvaluationSettings(list(config.budget_per_capita), campaign,
+                                  LevelScale(list(config.incentives), config.ordered, config.response == "binary"),
+                                  min_holdout_users=config.min_holdout_users, log=log)
 
 
 def evaluation_inputs(context, con, landing: LandingResource, campaign: str, config) -> EvaluationInputs:

@@ -146,8 +146,9 @@ def current_champion(con, campaign: str) -> dict[str, float]:
 
 def board_metadata(board: pd.DataFrame, specs: dict, ev, config, campaign: str, entries: list[dict],
                    checks: list, champion: dict[str, float] | None = None) -> dict:
-    logged, response, cost, prop = ev.logged
-    curves = policy_curves(specs, logged, response, cost, prop, true_values=ev.true_values, true_costs=ev.true_costs)
+    on = ev.evaluated_on()
+    logged, response, prop = on.events.logged, on.events.response, on.events.propensity
+    curves = policy_curves(specs, on.events, truth=on.truth)
     frontier_png = plot_frontier(curves, board, title=f"{campaign}: cost–response frontier on the holdout days")
     levels_png = plot_response_by_level(
         {m: s[1] for m, s in specs.items()}, true_values=ev.true_values, logged=logged, response=response,
@@ -200,7 +201,7 @@ def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
             frames, specs = assemble(con, campaign, entries, ev, config.n_levels)
             champion = current_champion(con, campaign)
             kept = budgets_kept(con, campaign, entries) if config.constraints else []
-        random = evaluate_random(*ev.logged, log=log_to(context), **ev.kwargs(config, campaign))
+        random = evaluate_random(ev.evaluated_on(), ev.settings(config, campaign, log_to(context)))
         random["run_id"] = context.run_id
         entries.append({"model": RANDOM_MODEL, "model_version": RANDOM_VERSION, "evaluation_run_id": context.run_id,
                         "status": "evaluated", "reason": None})

@@ -64,7 +64,7 @@ from promo_assets.defs.decisions.assets import decision_constraints
 from promo_assets.defs.evaluation.leaderboard import leaderboard_asset
 from promo_assets.defs.graph.assets import graph_inputs
 from promo_assets.defs.resources import DaskResource
-from promo_assets.evaluation import evaluate_models, leaderboard_markdown
+from promo_assets.evaluation import Truth, evaluate_models, leaderboard_markdown
 from promo_assets.evaluation.segments import SEGMENT_COLUMNS, plot_segment_curves, segment_curves, segment_evaluation
 from promo_assets.ingestion.frames import FrameUsers, PopulationFile
 from promo_assets.models import ModelSkipped, ResponseModel, TrainingData, registry
@@ -498,8 +498,8 @@ def evaluation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
         _, made, alloc_version = upstream(context, alloc_key)  # the decision the allocation applied
         ev, (v, c), hold, lineage, use_rows = holdout_decisions(context, warehouse, landing, campaign, config,
                                                                 model.name, made, dask)
-        rows = evaluate_models({model.name: (lineage["model_version"], v, c)}, *ev.logged, decisions=hold,
-                               log=log_to(context), **ev.kwargs(config, campaign), **ev.curve_kwargs(config))
+        rows = evaluate_models({model.name: (lineage["model_version"], v, c)}, ev.evaluated_on(),
+                               ev.settings(config, campaign, log_to(context)), decisions=hold)
         rows["run_id"] = context.run_id
         segments, segment_meta = segment_outputs(ev, config, model.name, lineage["model_version"], v, hold[model.name])
         with connect(warehouse) as con, results_write(context, con, campaign, "policy_evaluation",
@@ -554,7 +554,7 @@ def segment_outputs(ev, config, model: str, version: str, response, decisions) -
     their metadata: the table and the per-segment plot of predicted vs true mean response per level."""
     if ev.segments is None or ev.true_values is None:
         return pd.DataFrame(columns=list(SEGMENT_COLUMNS)), {}
-    table = segment_evaluation(model, version, ev.segments, response, ev.true_values, ev.true_costs, decisions,
+    table = segment_evaluation(model, version, ev.segments, response, Truth(ev.true_values, ev.true_costs), decisions,
                                binary=config.response == "binary")
     curves = {c: segment_curves(ev.segments, response, ev.true_values, c) for c in ev.segments.columns}
     png = plot_segment_curves(curves, config.labels, title=f"{model}: predicted (solid) vs true (dashed) per segment")

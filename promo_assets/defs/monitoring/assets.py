@@ -20,6 +20,7 @@ import pandas as pd
 from promo_assets.defs.campaign.assets import COMMON, read_holdout_events, results_write
 from promo_assets.defs.common import LandingResource, WarehouseResource, connect, population, table_metadata
 from promo_assets.monitoring import CHECKS
+from promo_assets.monitoring.drift import DriftFrames
 from promo_assets.monitoring.run import effect_headline, monitor
 from promo_assets.store import frames as frames_store, monitoring as monitoring_store
 
@@ -122,8 +123,8 @@ def outcomes(context: dg.AssetExecutionContext, warehouse: WarehouseResource, la
         previous = monitoring_store.of_run(con, campaign, last, "outcomes") if last else None
         before = monitoring_store.training_change_day(con, campaign)
         acted_before = {(r.check_name, r.reaction) for r in monitoring_store.active_reactions(con, campaign).itertuples()}
-        result = monitor(con, campaign, config, population=population, reference=reference, numeric=numeric,
-                         categorical=categorical, now=dt.datetime.now(), previous=previous, log=context.log.info)
+        result = monitor(con, campaign, config, drift=DriftFrames(population, reference, numeric, categorical),
+                         now=dt.datetime.now(), previous=previous, log=context.log.info)
     new = result.new_reactions(before, acted_before)
     with connect(warehouse) as con, results_write(context, con, campaign, *OUTCOME_TABLES):
         monitoring_store.record(con, campaign, context.run_id, result.tables())

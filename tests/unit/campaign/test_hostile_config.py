@@ -23,7 +23,17 @@ from promo_assets.config.campaign import (
     check_campaign_name,
 )
 from promo_assets.cli.main import main
-from promo_assets.evaluation import evaluate_policies, format_leaderboard, leaderboard, leaderboard_markdown
+from promo_assets.evaluation import (
+    BootstrapInterval,
+    EvaluationSettings,
+    Holdout,
+    LoggedEvents,
+    Truth,
+    evaluate_policies,
+    format_leaderboard,
+    leaderboard,
+    leaderboard_markdown,
+)
 from promo_assets.ingestion import discover_campaigns
 from promo_assets.simulation import SimulationError, simulate
 from tests.conftest import train_only
@@ -276,8 +286,9 @@ def _evaluation(n: int, min_users: int | None):
     c = np.broadcast_to(np.arange(3.0), v.shape).copy()
     t = rng.integers(0, 3, n)
     y = (rng.uniform(size=n) < v[np.arange(n), t]).astype(float)
-    return evaluate_policies({"m": ("v1", v, c)}, t, y, c[np.arange(n), t], 1 / 3, budgets=[1.0], campaign="c1",
-                             true_values=v, true_costs=c, n_boot=20, min_holdout_users=min_users)
+    return evaluate_policies({"m": ("v1", v, c)}, Holdout(LoggedEvents(t, y, c[np.arange(n), t], 1 / 3), Truth(v, c)),
+                             EvaluationSettings([1.0], "c1", eom_interval=BootstrapInterval(20),
+                                                min_holdout_users=min_users))
 
 
 @pytest.mark.hostile

@@ -77,7 +77,16 @@ def rendered(markdown: str) -> str:
 @pytest.mark.parametrize("payload", list(MARKUP.values()), ids=list(MARKUP))
 def test_markdown_metadata_from_data_renders_as_text(payload):
     from promo_assets.defs.common import md_table
-    from promo_assets.evaluation import evaluate_policies, leaderboard, leaderboard_markdown
+    from promo_assets.evaluation import (
+        BootstrapInterval,
+        EvaluationSettings,
+        Holdout,
+        LoggedEvents,
+        Truth,
+        evaluate_policies,
+        leaderboard,
+        leaderboard_markdown,
+    )
 
     table = md_table([{payload: payload, "share": 0.5}, {payload: [payload, payload], "share": {payload: 1}}]).value
     html = rendered(table)
@@ -91,8 +100,8 @@ def test_markdown_metadata_from_data_renders_as_text(payload):
     c = np.broadcast_to(np.arange(3.0), v.shape).copy()
     t = rng.integers(0, 3, 60)
     y = (rng.uniform(size=60) < v[np.arange(60), t]).astype(float)
-    rows = evaluate_policies({payload: ("v1", v, c)}, t, y, c[np.arange(60), t], 1 / 3, budgets=[1.0], campaign="c1",
-                             true_values=v, true_costs=c, n_boot=5, min_holdout_users=1)
+    rows = evaluate_policies({payload: ("v1", v, c)}, Holdout(LoggedEvents(t, y, c[np.arange(60), t], 1 / 3), Truth(v, c)),
+                             EvaluationSettings([1.0], "c1", eom_interval=BootstrapInterval(5), min_holdout_users=1))
     html = rendered(leaderboard_markdown(rows))
     for tag in ("<a", "<img", "<script", "<http"):
         assert tag not in html, (tag, html)

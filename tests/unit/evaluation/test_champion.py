@@ -19,6 +19,7 @@ from promo_assets.evaluation.champion import (
 )
 from promo_assets.evaluation.eom import EvaluationError, aucc, levels_at_lambdas
 from promo_assets.evaluation.honest import dr_interval, dr_q_at_budget
+from promo_assets.evaluation.records import LoggedEvents, OutcomePredictions
 from promo_assets.simulation.demo import LEVELS, build_pool
 
 K = len(LEVELS)
@@ -134,9 +135,10 @@ def test_dr_q_at_budget_value_matches_the_truth_of_its_allocation(truth):
     t, y, z, p = draw(truth, rng)
     v = np.clip(tv + np.random.default_rng(3).normal(0, 0.03, tv.shape), 0, 1)
     c = v * np.asarray(LEVELS)
-    q = dr_q_at_budget((v, c), t, y, z, p, tv, tc, 1.0)
+    events, outcome = LoggedEvents(t, y, z, p), OutcomePredictions(tv, tc)
+    q = dr_q_at_budget((v, c), events, outcome, 1.0)
     levels = levels_at_lambdas(v, c, [q.lambda_])[0]
-    lo, hi = dr_interval(levels, t, y, z, p, tv, tc)
+    lo, hi = dr_interval(levels, events, outcome)
     se = (hi - lo) / (2 * 1.96)
     assert abs(q.value - true_value(truth, levels)) < 4 * se
     assert abs(tc[np.arange(len(levels)), levels].mean() - 1.0) < 0.1

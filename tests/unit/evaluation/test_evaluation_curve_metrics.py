@@ -7,6 +7,7 @@ import pytest
 
 from promo_assets.evaluation.curve_metrics import (
     CurveMetricsError,
+    LevelScale,
     curve_metrics,
     equal_pair_rate,
     max_local_slope_std,
@@ -77,7 +78,7 @@ def test_curve_metrics_non_binary_and_unordered_give_nan_where_undefined():
     m = curve_metrics(pred, [0, 1, 1], [2.0, 0.0, 3.0])
     assert math.isnan(m["logloss"]) and math.isnan(m["auc"])
     assert m["rpr"] == pytest.approx(1 / 3)
-    m2 = curve_metrics(pred, [0, 1, 1], [1.0, 0.0, 1.0], ordered=False)
+    m2 = curve_metrics(pred, [0, 1, 1], [1.0, 0.0, 1.0], scale=LevelScale(ordered=False))
     assert math.isnan(m2["rpr"]) and math.isnan(m2["epr"]) and math.isnan(m2["mlss"])
     assert not math.isnan(m2["logloss"])
 

@@ -5,6 +5,7 @@ import pytest
 
 from promo_assets.evaluation import (
     EvaluationError,
+    LoggedEvents,
     aucc,
     bootstrap_eom,
     eom,
@@ -128,17 +129,18 @@ def test_q_by_bisection_follows_algorithm_1_and_the_n_ary_variant_agrees():
     rng = np.random.default_rng(4)
     v, c = e2e_truth(20000, rng)
     t, y, z, p = draw_rct(v, c, rng)
-    q2 = q_at_budget((v, c), t, y, z, p, 2.0)
-    assert q2 == q_at_budget_bisection((v, c), t, y, z, p, 2.0)
+    ev = LoggedEvents(t, y, z, p)
+    q2 = q_at_budget((v, c), ev, 2.0)
+    assert q2 == q_at_budget_bisection((v, c), ev, 2.0)
     assert q2.converged and abs(q2.cost - 2.0) <= 1e-4
     # the value reported is the EOM of the allocation at the multiplier found
     assert (q2.value, q2.cost) == pytest.approx(eom(greedy_levels(v, c, q2.lambda_), t, y, z, p))
     for arity in (3, 8, 32):
-        qn = q_at_budget((v, c), t, y, z, p, 2.0, arity=arity)
+        qn = q_at_budget((v, c), ev, 2.0, arity=arity)
         assert abs(qn.cost - 2.0) <= 1e-4
         assert qn.value == pytest.approx(q2.value, abs=0.003)
     # a larger budget buys a larger response
-    assert q_at_budget((v, c), t, y, z, p, 3.0).value > q2.value + 0.03
+    assert q_at_budget((v, c), ev, 3.0).value > q2.value + 0.03
 
 
 def test_q_without_exact_hit_returns_the_last_midpoint_near_the_cost_jump():
@@ -146,7 +148,7 @@ def test_q_without_exact_hit_returns_the_last_midpoint_near_the_cost_jump():
     v, c = e2e_truth(2000, rng)
     t, y, _, p = draw_rct(v, c, rng)
     z = c[np.arange(2000), t] * rng.uniform(0.9, 1.1, 2000)  # continuous costs: no exact hit
-    q = q_at_budget((v, c), t, y, z, p, 2.0, tol=1e-9, max_iter=60)
+    q = q_at_budget((v, c), LoggedEvents(t, y, z, p), 2.0, tol=1e-9, max_iter=60)
     assert not q.converged and q.n_iter == 60
     lam = q.lambda_
     below = eom(greedy_levels(v, c, lam * (1 + 1e-6) + 1e-12), t, y, z, p)[1]

@@ -7,7 +7,15 @@ import pandas as pd
 import pytest
 
 from promo_assets.evaluation import (
+    BootstrapInterval,
     EvaluationError,
+    EvaluationSettings,
+    Holdout,
+    LevelScale,
+    LoggedEvents,
+    OutcomeFit,
+    OutcomePredictions,
+    Truth,
     area_ratio,
     bootstrap_dr,
     dr_batch,
@@ -35,17 +43,19 @@ Y = np.array([1.0, 0.0, 0.0, 1.0])
 Z = np.array([0.0, 1.0, 0.0, 2.0])
 MY = np.array([[0.5, 0.5], [0.2, 0.4], [0.1, 0.3], [0.6, 0.6]])
 MZ = np.array([[0.0, 1.0], [0.0, 1.0], [0.0, 1.0], [0.0, 2.0]])
+E = LoggedEvents(T, Y, Z, 0.5)
+O = OutcomePredictions(MY, MZ)
 
 
 # ------------------------------------------------------------------------------- the estimators
 def test_dr_batch_matches_the_hand_computed_value():
     # a = (0, 0, 1, 1): events 0 and 3 match (rho = 2 each).
     # DM part: mean(0.5, 0.2, 0.3, 0.6) = 0.4; residuals at the logged level: 1 - 0.5, 1 - 0.6 -> 0.45
-    v, c, m = dr_batch(np.array([0, 0, 1, 1]), T, Y, Z, 0.5, MY, MZ)
+    v, c, m = dr_batch(np.array([0, 0, 1, 1]), E, O)
     assert v[0] == pytest.approx(0.85) and m[0] == 2
     assert c[0] == pytest.approx(0.75)  # DM cost (0 + 0 + 1 + 2) / 4, residuals 0
     # several allocations at once; one that no event matches gives NaN, not an error
-    v2, _, m2 = dr_batch(np.array([[0, 0, 1, 1], [1, 0, 1, 0]]), T, Y, Z, 0.5, MY, MZ)
+    v2, _, m2 = dr_batch(np.array([[0, 0, 1, 1], [1, 0, 1, 0]]), E, O)
     assert v2[0] == pytest.approx(0.85) and np.isnan(v2[1]) and m2[1] == 0
 
 
@@ -56,9 +66,9 @@ def test_dr_with_an_exact_outcome_model_is_the_direct_method():
     t = rng.integers(0, 3, n)
     y = my[np.arange(n), t]  # no noise: every residual is 0
     a = rng.integers(0, 3, n)
-    v, _, _ = dr_batch(a, t, y, y, None, my, my)
+    v, _, _ = dr_batch(a, LoggedEvents(t, y, y), OutcomePredictions(my, my))
     assert v[0] == pytest.approx(my[np.arange(n), a].mean())
-    lo, hi = bootstrap_dr(a, t, y, y, None, my, my, n_boot=50)
+    lo, hi = bootstrap_dr(a, LoggedEvents(t, y, y), OutcomePredictions(my, my), n_boot=50)
     assert lo <= v[0] <= hi
 
 
@@ -67,7 +77,7 @@ def test_dr_interval_from_the_influence_function_by_hand():
     # level r = (0.5, -0.4, -0.1, 0.4); R = (2 x 0.5 + 2 x 0.4) / 4 = 0.45; V = 0.85; mean(rho) = 1.
     # phi = (dm - 0.4) + rho (r - 0.45) = (0.2, -0.2, -0.1, 0.1): sum of squares 0.10, sd^2 = 0.1 / 3,
     # se = sqrt(0.1 / 3 / 4); ESS = 4^2 / (2^2 + 2^2) = 2 -> df 1, t_0.975 = 12.7062047
-    lo, hi = dr_interval(np.array([0, 0, 1, 1]), T, Y, Z, 0.5, MY, MZ)
+    lo, hi = dr_interval(np.array([0, 0, 1, 1]), E, O)
     half = 12.7062047 * np.sqrt(0.1 / 3 / 4)
     assert (lo, hi) == (pytest.approx(0.85 - half, abs=1e-6), pytest.approx(0.85 + half, abs=1e-6))
     # the mix (0.25, 0.75): rho_i = mix[t_i] / p = (0.5, 1.5, 0.5, 1.5); without an outcome model it is
@@ -75,7 +85,7 @@ def test_dr_interval_from_the_influence_function_by_hand():
     # = (0.25, -0.75, -0.25, 0.75): sd^2 = 1.25 / 3; ESS = 16 / 5 = 3.2 -> df 2.2
     from scipy.stats import t as student_t
 
-    lo, hi = dr_interval(np.array([0.25, 0.75]), T, Y, Z, 0.5, is_mix=True)
+    lo, hi = dr_interval(np.array([0.25, 0.75]), E, is_mix=True)
     half = student_t.ppf(0.975, 2.2) * np.sqrt(1.25 / 3 / 4)
     assert (lo, hi) == (pytest.approx(0.5 - half), pytest.approx(0.5 + half))
 
@@ -84,17 +94,17 @@ def test_dr_interval_from_the_influence_function_by_hand():
 def test_dr_interval_needs_two_matched_events(assigned, defined):
     # T = (0, 1, 0, 1): (1, 0, 1, 0) matches no event, (0, 0, 1, 0) only event 0: the residual variance
     # cannot be estimated, the interval is (NaN, NaN); (0, 0, 0, 0) matches events 0 and 2
-    lo, hi = dr_interval(np.array(assigned), T, Y, Z, 0.5, MY, MZ)
+    lo, hi = dr_interval(np.array(assigned), E, O)
     assert (np.isfinite(lo) and np.isfinite(hi) and lo < hi) if defined else (np.isnan(lo) and np.isnan(hi))
 
 
 def test_ipw_and_dr_of_a_mix_by_hand():
     # mix (1/2, 1/2), p = 1/2: every event weighs 1 -> plain means
-    v, c, m = ipw_mix([0.5, 0.5], T, Y, Z, 0.5)
+    v, c, m = ipw_mix([0.5, 0.5], E)
     assert (v, c, m) == (pytest.approx(0.5), pytest.approx(0.75), 4)
     # DR: DM mean over users of (m0 + m1) / 2 = (0.5 + 0.3 + 0.2 + 0.6) / 4 = 0.4; residuals
     # y - m(t): 0.5, -0.4, -0.1, 0.4 -> mean 0.1
-    dv, dc, _ = dr_mix([0.5, 0.5], T, Y, Z, 0.5, MY, MZ)
+    dv, dc, _ = dr_mix([0.5, 0.5], E, O)
     assert dv == pytest.approx(0.5) and dc == pytest.approx(0.625)  # cost residuals are all 0
 
 
@@ -110,8 +120,9 @@ def test_random_mix_moves_from_cheapest_through_uniform_to_dearest():
 @pytest.mark.parametrize("budget, share", [(0.5, 0.5), (1.0, 1.0), (1.5, 1.5)])
 def test_match_mix_finds_the_share_whose_cost_is_the_budget(budget, share):
     lc = np.array([0.0, 1.0, 2.0])  # uniform costs 1
-    mix, s, cost, note = match_mix(lambda m: float(m @ lc), lc, budget)
-    assert s == pytest.approx(share, abs=1e-8) and cost == pytest.approx(budget, rel=1e-8) and note == ""
+    match = match_mix(lambda m: float(m @ lc), lc, budget)
+    assert match.share == pytest.approx(share, abs=1e-8) and match.cost == pytest.approx(budget, rel=1e-8)
+    assert match.note == ""
 
 
 @pytest.mark.hostile
@@ -119,9 +130,9 @@ def test_match_mix_finds_the_share_whose_cost_is_the_budget(budget, share):
                          ids=["accepted-random-budget-below-cheapest-level", "accepted-random-budget-above-dearest"])
 def test_match_mix_out_of_range_budget_says_why(budget, expect):
     lc = np.array([1.0, 2.0, 3.0])
-    mix, _, _, note = match_mix(lambda m: float(m @ lc), lc, budget, what="true")
-    assert expect in note and ("true" in note)
-    assert (mix is None) == (budget < 1)
+    match = match_mix(lambda m: float(m @ lc), lc, budget, what="true")
+    assert expect in match.note and ("true" in match.note)
+    assert (match.mix is None) == (budget < 1)
 
 
 def test_matched_true_value_by_hand():
@@ -131,11 +142,11 @@ def test_matched_true_value_by_hand():
     c = np.tile([0.0, 1.0], (n, 1))
     tc = np.tile([0.0, 2.0], (n, 1))
     # as made at budget 0.6: 6 users upgraded -> true cost 1.2 per capita, spend ratio 2
-    m = matched_true_value(v, c, v, tc, 0.6, rel_tol=1e-9)
+    m = matched_true_value((v, c), Truth(v, tc), 0.6, rel_tol=1e-9)
     # matched: 3 users (true cost 0.6), the 3 best: (1 + 0.9 + 0.8) / 10
     assert m.cost == pytest.approx(0.6) and m.value == pytest.approx(0.27) and m.converged and m.note == ""
     # the default tolerance (0.1 %) stops from below, the LP's split user counted by its share
-    m2 = matched_true_value(v, c, v, tc, 0.6)
+    m2 = matched_true_value((v, c), Truth(v, tc), 0.6)
     assert 0.6 * 0.999 <= m2.cost <= 0.6 and m2.value == pytest.approx(0.27 - (0.6 - m2.cost) * 0.4) and m2.converged
     assert m.budget_given == pytest.approx(0.3, abs=0.1)
     assert spend_ratio(1.2, 0.6) == pytest.approx(2.0)
@@ -152,9 +163,9 @@ def test_pct_oracle_at_matched_spend_by_hand():
     v = np.stack([np.zeros(n), np.linspace(1.0, 0.1, n)], axis=1)
     c = np.tile([0.0, 1.0], (n, 1))
     tc = np.tile([0.0, 2.0], (n, 1))
-    assert oracle_values(v, tc, [0.2, 0.6]) == pytest.approx([0.1, 0.27])
-    assert pct_oracle_at_matched_spend(v, c, v, tc, [0.2, 0.6]) == pytest.approx([1.0, 1.0], abs=2e-3)
-    backwards = pct_oracle_at_matched_spend(v[::-1], c, v, tc, [0.6])
+    assert oracle_values(Truth(v, tc), [0.2, 0.6]) == pytest.approx([0.1, 0.27])
+    assert pct_oracle_at_matched_spend((v, c), Truth(v, tc), [0.2, 0.6]) == pytest.approx([1.0, 1.0], abs=2e-3)
+    backwards = pct_oracle_at_matched_spend((v[::-1], c), Truth(v, tc), [0.6])
     assert backwards == pytest.approx([0.06 / 0.27], abs=2e-3)
 
 
@@ -165,7 +176,7 @@ def test_matched_true_value_out_of_reach_says_why(budget, expect):
     n = 4
     v = np.tile([0.0, 1.0], (n, 1))
     c = np.tile([0.5, 1.0], (n, 1))
-    m = matched_true_value(v, c, v, c, budget)
+    m = matched_true_value((v, c), Truth(v, c), budget)
     assert expect in m.note and not m.converged
     assert np.isnan(m.value) == (budget < 0.5)
 
@@ -185,18 +196,19 @@ def test_dr_q_reaches_the_budget():
     t = rng.integers(0, k, n)
     y = (rng.uniform(size=n) < tv[np.arange(n), t]).astype(float)
     z = y * np.arange(k)[t]
-    q = dr_q_at_budget((tv, c), t, y, z, None, tv, c, 0.4)
+    q = dr_q_at_budget((tv, c), LoggedEvents(t, y, z), OutcomePredictions(tv, c), 0.4)
     assert q.cost == pytest.approx(0.4, rel=1e-3) and q.n_matched > 0
 
 
 # ------------------------------------------------------------------------------ outcome model
 def test_level_means_outcome_model_by_hand():
     train = pd.DataFrame({"level": [0, 0, 1], "response": [1.0, 0.0, 1.0], "cost": [0.0, 0.0, 2.0]})
-    model = fit_outcome_model(train, [], [], 3, kind="level_means", cost_rule="column")
+    model = fit_outcome_model(train, [], [], 3, cost_rule="column", fit=OutcomeFit(kind="level_means"))
     v, c = model.predict(pd.DataFrame({"x": [1, 2]}))
     assert v.tolist() == [[0.5, 1.0, 2 / 3]] * 2  # level 2 never seen: the overall mean
     assert c[0].tolist() == pytest.approx([0.0, 2.0, 2 / 3])
-    redeemed = fit_outcome_model(train, [], [], 3, kind="level_means", incentives=[0, 2, 5])
+    redeemed = fit_outcome_model(train, [], [], 3, scale=LevelScale(incentives=[0, 2, 5]),
+                                 fit=OutcomeFit(kind="level_means"))
     assert redeemed.predict(train)[1][0].tolist() == pytest.approx([0.0, 2.0, 10 / 3])
 
 
@@ -209,7 +221,7 @@ def test_gbm_outcome_model_learns_feature_and_level_effects():
     p = 0.1 + 0.2 * x + 0.1 * level + 0.2 * (city == "b")
     train = pd.DataFrame({"x": x, "city": city, "level": level, "response": (rng.uniform(size=n) < p) * 1.0})
     train["cost"] = train["response"] * np.array([0.0, 1.0, 2.0])[level]
-    model = fit_outcome_model(train, ["x"], ["city"], 3, incentives=[0.0, 1.0, 2.0])
+    model = fit_outcome_model(train, ["x"], ["city"], 3, scale=LevelScale(incentives=[0.0, 1.0, 2.0]))
     hold = pd.DataFrame({"x": np.tile(np.linspace(0.1, 0.9, 9), 2), "city": ["a"] * 9 + ["b"] * 9})
     v, c = model.predict(hold)
     truth = (0.1 + 0.2 * hold["x"].to_numpy() + 0.2 * (hold["city"] == "b").to_numpy())[:, None] + 0.1 * np.arange(3)
@@ -228,20 +240,20 @@ def test_gbm_outcome_model_learns_feature_and_level_effects():
         "error-outcome-unknown-level"])
 def test_outcome_model_refuses_bad_training_rows(frame, expect):
     with pytest.raises(EvaluationError, match="outcome model|training-day") as exc:
-        fit_outcome_model(frame, [], [], 2, kind="level_means")
+        fit_outcome_model(frame, [], [], 2, fit=OutcomeFit(kind="level_means"))
     assert expect in str(exc.value)
 
 
 @pytest.mark.hostile
-@pytest.mark.parametrize("kwargs, expect", [
-    ({"dm_values": MY}, "both dm_values and dm_costs"),
-    ({"dm_values": MY[:3], "dm_costs": MZ[:3]}, "dm_values has 3 rows"),
-    ({"dm_values": np.full((4, 2), np.nan), "dm_costs": MZ}, "dm_values contains NaN"),
-], ids=["error-dr-only-values", "error-dr-wrong-rows", "error-dr-nan-predictions"])
-def test_evaluate_policies_refuses_bad_outcome_predictions(kwargs, expect):
+@pytest.mark.parametrize("outcome, expect", [
+    (OutcomePredictions(MY, MZ[:, :1]), "dm_costs has 1 levels, expected 2"),
+    (OutcomePredictions(MY[:3], MZ[:3]), "dm_values has 3 rows"),
+    (OutcomePredictions(np.full((4, 2), np.nan), MZ), "dm_values contains NaN"),
+], ids=["error-dr-costs-other-levels", "error-dr-wrong-rows", "error-dr-nan-predictions"])
+def test_evaluate_policies_refuses_bad_outcome_predictions(outcome, expect):
     models = {"m": ("v1", MY, MZ)}
     with pytest.raises(EvaluationError) as exc:
-        evaluate_policies(models, T, Y, Z, 0.5, budgets=[0.5], campaign="c", **kwargs)
+        evaluate_policies(models, Holdout(E, outcome=outcome), EvaluationSettings([0.5], "c"))
     assert expect in str(exc.value)
 
 
@@ -259,8 +271,8 @@ def simulated():
     under = np.clip(tv * 0.8 + rng.normal(0, 0.03, tv.shape), 0.0, 1.0)  # underestimates the response
     models = {"under": ("v1", under, under * inc), "noisy": ("v2", np.clip(tv + rng.normal(0, 0.1, tv.shape), 0, 1),
                                                               tc)}
-    df = evaluate_policies(models, t, y, z, 1 / k, budgets=[0.3, 0.6], campaign="sim", true_values=tv, true_costs=tc,
-                           dm_values=tv, dm_costs=tc, n_boot=50)
+    df = evaluate_policies(models, Holdout(LoggedEvents(t, y, z, 1 / k), Truth(tv, tc), OutcomePredictions(tv, tc)),
+                           EvaluationSettings([0.3, 0.6], "sim", eom_interval=BootstrapInterval(n_boot=50)))
     return df
 
 
@@ -321,9 +333,10 @@ def test_bad_policy_inputs_give_an_empty_row_with_a_message(case):
     t = rng.integers(0, 2, n)  # level 2 is never logged on the holdout
     y = (rng.uniform(size=n) < v[np.arange(n), t]).astype(float)
     lines = []
+    holdout = Holdout(LoggedEvents(t, y, c[np.arange(n), t], 0.5), Truth(v, c), OutcomePredictions(v, c))
     if case == "budget-below-cheapest":
-        df = evaluate_policies({"m": ("v1", v, c)}, t, y, c[np.arange(n), t], 0.5, budgets=[0.5], campaign="c",
-                               true_values=v, true_costs=c, dm_values=v, dm_costs=c, log=lines.append, n_boot=20)
+        df = evaluate_policies({"m": ("v1", v, c)}, holdout,
+                               EvaluationSettings([0.5], "c", eom_interval=BootstrapInterval(20), log=lines.append))
         row = df[df["model"] == "m"].iloc[0]
         assert "budget 0.5 per capita cannot be met" in row["note"] and "minimum feasible budget per capita = 1" in row["note"]
         rnd = df[df["model"] == "random"].iloc[0]
@@ -331,9 +344,8 @@ def test_bad_policy_inputs_give_an_empty_row_with_a_message(case):
         empty = df
     else:
         always_top = np.tile([0.0, 0.1, 1.0], (n, 1))  # assigns level 2 to everyone at budget 3
-        df = evaluate_policies({"m": ("v1", always_top, c)}, t, y, c[np.arange(n), t], 0.5, budgets=[3.0],
-                               campaign="c", true_values=v, true_costs=c, dm_values=v, dm_costs=c, log=lines.append,
-                               n_boot=20)
+        df = evaluate_policies({"m": ("v1", always_top, c)}, holdout,
+                               EvaluationSettings([3.0], "c", eom_interval=BootstrapInterval(20), log=lines.append))
         row = df[df["model"] == "m"].iloc[0]
         assert "no holdout event was logged at the levels this policy assigns" in row["note"]
         assert row["n_matched"] == 0 and row["true_value"] == pytest.approx(v[:, 2].mean())  # the truth is known
@@ -404,7 +416,7 @@ def test_the_frontier_plot_draws_the_cost_matched_random_reference(simulated):
     t = rng.integers(0, k, n)
     y = (rng.uniform(size=n) < tv[np.arange(n), t]).astype(float)
     z = y * inc[t]
-    curve = random_reference_curve(t, y, z, 1 / k, true_values=tv, true_costs=tc)
+    curve = random_reference_curve(LoggedEvents(t, y, z, 1 / k), truth=Truth(tv, tc))
     # share 0: everyone at the cheapest level (cost 0); share 1 (the 21st of 41 points): uniform; 2: dearest
     assert curve["eom_cost"].iloc[0] == pytest.approx(0.0) and curve["true_cost"].iloc[0] == pytest.approx(0.0)
     assert curve["eom_value"].iloc[20] == pytest.approx(y.mean())  # uniform propensities: the plain mean
@@ -417,7 +429,7 @@ def test_the_frontier_plot_draws_the_cost_matched_random_reference(simulated):
     for cost, value in zip(rnd["eom_cost"], rnd["eom_value"]):
         assert np.interp(cost, curve["eom_cost"], curve["eom_value"]) == pytest.approx(value, abs=2e-3)
     models = {"noisy": ("v2", np.clip(tv + rng.normal(0, 0.1, tv.shape), 0, 1), tc)}
-    curves = policy_curves(models, t, y, z, 1 / k, true_values=tv, true_costs=tc, n_points=10)
+    curves = policy_curves(models, LoggedEvents(t, y, z, 1 / k), truth=Truth(tv, tc), n_points=10)
     assert np.allclose(curves.loc[curves["model"] == "random", "eom_value"], curve["eom_value"])
     png = plot_frontier(curves, simulated, title="toy", budgets=[0.3, 0.6])
     assert png[:8] == PNG_SIGNATURE

@@ -9,7 +9,12 @@ from promo_assets.core.coefficients import Coefficients
 from promo_assets.evaluation import (
     PNG_SIGNATURE,
     POLICY_EVALUATION_COLUMNS,
+    BootstrapInterval,
     EvaluationError,
+    EvaluationSettings,
+    Holdout,
+    LoggedEvents,
+    Truth,
     eom,
     eom_curve,
     evaluate_policies,
@@ -22,6 +27,7 @@ from promo_assets.evaluation import (
     policy_curves,
     true_policy_value,
 )
+
 
 @pytest.fixture(scope="module")
 def campaign():
@@ -43,8 +49,8 @@ def campaign():
 @pytest.fixture(scope="module")
 def evaluation(campaign):
     d = campaign
-    return evaluate_policies(d["models"], d["t"], d["y"], d["z"], 0.25, budgets=[1.5, 2.0], campaign="toy",
-                             true_values=d["v"], true_costs=d["c"], n_boot=100, seed=0)
+    return evaluate_policies(d["models"], Holdout(LoggedEvents(d["t"], d["y"], d["z"], 0.25), Truth(d["v"], d["c"])),
+                             EvaluationSettings([1.5, 2.0], "toy", seed=0, eom_interval=BootstrapInterval(n_boot=100)))
 
 
 def test_oracle_beats_every_policy_on_the_truth(campaign):
@@ -85,20 +91,21 @@ def test_policy_evaluation_rows(campaign, evaluation):
 
 def test_policy_evaluation_rejects_bad_input(campaign):
     d = campaign
+    events, settings = LoggedEvents(d["t"], d["y"], d["z"]), EvaluationSettings([2.0], "c")
     with pytest.raises(EvaluationError, match="reserved"):
-        evaluate_policies({"random": ("x", d["v"], d["c"])}, d["t"], d["y"], d["z"], budgets=[2.0], campaign="c")
+        evaluate_policies({"random": ("x", d["v"], d["c"])}, Holdout(events), settings)
     with pytest.raises(EvaluationError, match="rows"):
-        evaluate_policies({"m": ("x", d["v"][:10], d["c"][:10])}, d["t"], d["y"], d["z"], budgets=[2.0],
-                          campaign="c")
-    with pytest.raises(EvaluationError, match="both"):
-        evaluate_policies({}, d["t"], d["y"], d["z"], budgets=[2.0], campaign="c", true_values=d["v"])
+        evaluate_policies({"m": ("x", d["v"][:10], d["c"][:10])}, Holdout(events), settings)
+    with pytest.raises(EvaluationError, match="true_costs has 2 levels, expected 4"):
+        evaluate_policies({}, Holdout(events, Truth(d["v"], d["c"][:, :2])), settings)
 
 
 def test_infeasible_budget_leaves_the_row_empty_instead_of_failing(campaign):
     d = campaign
     lines = []
-    df = evaluate_policies({"noisy": d["models"]["noisy"]}, d["t"], d["y"], d["z"], 0.25, budgets=[0.5, 2.0],
-                           campaign="toy", true_values=d["v"], true_costs=d["c"], n_boot=20, log=lines.append)
+    df = evaluate_policies({"noisy": d["models"]["noisy"]},
+                           Holdout(LoggedEvents(d["t"], d["y"], d["z"], 0.25), Truth(d["v"], d["c"])),
+                           EvaluationSettings([0.5, 2.0], "toy", eom_interval=BootstrapInterval(20), log=lines.append))
     low = df[df["budget_per_capita"] == 0.5]
     assert len(low) == 2 and low["eom_value"].isna().all() and low["oracle_value"].isna().all()
     assert low.loc[low["model"] == "noisy", "rpr"].notna().all()  # curve metrics do not need a budget
@@ -115,8 +122,8 @@ def test_two_arm_campaign_gets_aucc():
     c = np.stack([np.zeros(n), np.full(n, 1.0)], axis=1) * v
     t = rng.integers(0, 2, n)
     y = (rng.uniform(size=n) < v[np.arange(n), t]).astype(float)
-    df = evaluate_policies({"truth-model": ("v1", v, c)}, t, y, c[np.arange(n), t], 0.5, budgets=[0.15],
-                           campaign="two", n_boot=50)
+    df = evaluate_policies({"truth-model": ("v1", v, c)}, Holdout(LoggedEvents(t, y, c[np.arange(n), t], 0.5)),
+                           EvaluationSettings([0.15], "two", eom_interval=BootstrapInterval(50)))
     assert df.loc[df["model"] == "truth-model", "aucc"].iloc[0] > 0.55
     assert np.isnan(df.loc[df["model"] == "random", "aucc"].iloc[0])
 
@@ -191,20 +198,20 @@ def test_leaderboard_reads_metrics_from_a_json_column(evaluation):
 
 def test_curves_and_plots_are_valid_pngs(campaign, evaluation):
     d = campaign
-    curve = eom_curve((d["models"]["noisy"][1], d["c"]), d["t"], d["y"], d["z"], 0.25, n_points=20,
-                      true_values=d["v"], true_costs=d["c"])
+    events = LoggedEvents(d["t"], d["y"], d["z"], 0.25)
+    curve = eom_curve((d["models"]["noisy"][1], d["c"]), events, n_points=20, truth=Truth(d["v"], d["c"]))
     assert len(curve) >= 10
     assert np.all(np.diff(curve["predicted_cost"]) >= -1e-12)
     assert curve["predicted_cost"].iloc[0] == pytest.approx(1.0) and curve["predicted_cost"].iloc[-1] == pytest.approx(4.0)
     # the whole frontier: exactly the allocator's breakpoints (per capita)
     small_v, small_c = d["models"]["noisy"][1][:300], d["c"][:300]
-    full = eom_curve(Coefficients(small_v, small_c), d["t"][:300], d["y"][:300], d["z"][:300], 0.25, n_points=None)
+    full = eom_curve(Coefficients(small_v, small_c), LoggedEvents(d["t"][:300], d["y"][:300], d["z"][:300], 0.25),
+                     n_points=None)
     fr = allocation.frontier(small_v, small_c)
     assert np.allclose(np.unique(np.round(full["predicted_cost"] * 300, 6)), np.unique(np.round(fr.costs, 6)))
-    at_budgets = eom_curve((d["models"]["noisy"][1], d["c"]), d["t"], d["y"], d["z"], 0.25, budgets=[1.5, 2.0])
+    at_budgets = eom_curve((d["models"]["noisy"][1], d["c"]), events, budgets=[1.5, 2.0])
     assert (at_budgets["predicted_cost"] <= at_budgets["budget_per_capita"] + 1e-9).all()
-    curves = policy_curves(d["models"], d["t"], d["y"], d["z"], 0.25, true_values=d["v"], true_costs=d["c"],
-                           n_points=15)
+    curves = policy_curves(d["models"], events, truth=Truth(d["v"], d["c"]), n_points=15)
     assert set(curves["model"]) == {"noisy", "reversed", "oracle", "random"}
     for png in (plot_frontier(curves, evaluation, title="toy"),
                 plot_frontier(curves.assign(true_value=np.nan, true_cost=np.nan)),

@@ -11,6 +11,7 @@ from promo_assets.config.campaign import CampaignConfig, CampaignConfigError
 from promo_assets.evaluation.segments import (
     SEGMENT_COLUMNS, plot_segment_curves, segment_curves, segment_evaluation, truth_curve_metrics,
 )
+from promo_assets.evaluation.records import Truth
 from promo_assets.evaluation.truth import oracle_policy
 
 
@@ -36,7 +37,7 @@ def test_segment_evaluation_rows_and_oracle():
     p = np.clip(t + rng.normal(0, 0.05, (n, k)), 0.01, 0.99)
     seg = pd.DataFrame({"city": rng.choice(["a", "b"], n), "period_of_day": rng.choice(["x", "y", "z"], n)})
     oracle = oracle_policy(t, c, 0.5)
-    table = segment_evaluation("m", "v1", seg, p, t, c, {0.5: oracle, 9.0: "infeasible"})
+    table = segment_evaluation("m", "v1", seg, p, Truth(t, c), {0.5: oracle, 9.0: "infeasible"})
     assert list(table.columns) == list(SEGMENT_COLUMNS)
     assert len(table) == 1 + 2 + 3  # all, 2 cities, 3 periods; the infeasible budget is skipped
     overall = table[table["segment_by"] == "all"].iloc[0]
@@ -46,7 +47,7 @@ def test_segment_evaluation_rows_and_oracle():
     mask = seg["city"].to_numpy() == "a"
     assert a["n_users"] == mask.sum() and a["curve_mse"] == pytest.approx(((p - t)[mask] ** 2).mean())
     assert a["true_value"] == pytest.approx(t[mask][np.arange(mask.sum()), oracle[mask]].mean())
-    none = segment_evaluation("m", "v1", seg, p, t, c, {0.5: np.zeros(n, dtype=int)})
+    none = segment_evaluation("m", "v1", seg, p, Truth(t, c), {0.5: np.zeros(n, dtype=int)})
     assert (none["pct_oracle"] < 100).all()
     curves = {col: segment_curves(seg, p, t, col) for col in seg.columns}
     np.testing.assert_allclose(curves["city"]["a"][1], t[mask].mean(axis=0))

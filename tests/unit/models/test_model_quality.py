@@ -26,7 +26,7 @@ import torch
 
 from promo_assets.config.campaign import CampaignConfig
 from promo_assets.causal import build_training_frame
-from promo_assets.evaluation import pct_oracle_at_matched_spend
+from promo_assets.evaluation import Truth, pct_oracle_at_matched_spend
 from promo_assets.graph import build_graph
 from promo_assets.graph.landing import load_bipartite_campaign
 from promo_assets.ingestion.frames import load_landing
@@ -93,7 +93,7 @@ def score(name: str, campaigns) -> list[float]:
         finally:
             torch.set_num_threads(threads)
         response, cost = fitted.predict(holdout)
-        _SCORES[name] = pct_oracle_at_matched_spend(response, cost, tv, tc, data.config.budget_per_capita)
+        _SCORES[name] = pct_oracle_at_matched_spend((response, cost), Truth(tv, tc), data.config.budget_per_capita)
     return _SCORES[name]
 
 

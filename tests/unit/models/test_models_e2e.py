@@ -9,6 +9,7 @@ import torch
 
 from promo_assets.allocation.decision import decide_at_lambdas
 from promo_assets.evaluation.eom import q_at_budget_bisection
+from promo_assets.evaluation.records import LoggedEvents
 from promo_assets.models import decision_loss as dl
 from promo_assets.models import registry
 
@@ -38,7 +39,7 @@ def test_vectorized_q_equals_algorithm_1_reference(redeemed, propensity):
     v, c, t, y, z, p = _rct(1, redeemed=redeemed, propensity=propensity)
     batch = dl.RCTBatch.from_arrays(t, y, z, p)
     for budget in (0.3 * z.mean(), 0.8 * z.mean(), 1.2 * z.mean()):
-        ref = q_at_budget_bisection((v, c), t, y, z, p, budget, lambda_max=0.5, max_iter=40)
+        ref = q_at_budget_bisection((v, c), LoggedEvents(t, y, z, p), budget, lambda_max=0.5, max_iter=40)
         ours = dl.q_bisection(torch.tensor(v), torch.tensor(c), batch, budget, lambda_max=0.5, max_iter=40)
         assert float(ours[0]) == pytest.approx(ref.value, abs=1e-12)
     # several budgets at once (the models' validation objective) give each budget's own Q

@@ -13,7 +13,10 @@ from promo_assets.config.campaign import CampaignConfigError
 from promo_assets.config.campaign import MonitoringBlock
 from promo_assets.monitoring import (Candidate, OutcomeError, choose_decision, cumulative, day_outcome, effect_terms,
                                      feature_drift, late_days, run_checks, true_effect)
+from promo_assets.core.coefficients import Coefficients
+from promo_assets.evaluation.records import LoggedEvents
 from promo_assets.monitoring.drift import exploration_after_change
+from promo_assets.monitoring.effect import Deployment
 from tests.unit.campaign.test_hostile_config import BASE, load_yaml
 
 INC = np.array([0.0, 1, 2, 3, 4, 5])
@@ -31,7 +34,8 @@ def _day(seed: int, n: int = 2000, share: float = 0.05, noise: float = 0.03, shi
     a = pi.copy()
     a[ex] = r.integers(0, K, ex.sum())
     y = (r.random(n) < v[np.arange(n), a]).astype(float)
-    t = effect_terms(y, y * INC[a], a, pi, m, m * INC, ex.mean(), np.full(K, 1 / K), INC, ex)
+    t = effect_terms(LoggedEvents(a, y, y * INC[a]), Deployment(pi, ex.mean(), np.full(K, 1 / K), ex),
+                     Coefficients(m, m * INC), INC)
     return t, true_effect(v, v * INC, pi, INC)["effect"]
 
 
