@@ -112,10 +112,7 @@ def evaluate_campaign(preset: str, seed: int, *, days: int | None = None, users:
         rows = evaluate_policies(
             specs, Holdout(LoggedEvents.of_frame(holdout), Truth(true_values, true_costs),
                            OutcomePredictions(dm_values, dm_costs)),
-            EvaluationSettings(list(config.budget_per_capita), campaign,
-                               LevelScale(list(config.incentives), config.ordered, config.response == "binary"),
-                               seed=seed, eom_interval=BootstrapInterval(n_boot), log=log,
-                               min_holdout_users=config.min_holdout_users),
+            EvaluationSettings.from_config(config, campaign, seed=seed, eom_interval=BootstrapInterval(n_boot), log=log),
         )
         info["evaluation_seconds"] = round(time.perf_counter() - start, 1)
     rows["preset"] = preset

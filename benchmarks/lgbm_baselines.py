@@ -38,7 +38,6 @@ from promo_assets.evaluation import (  # noqa: E402
     BootstrapInterval,
     EvaluationSettings,
     Holdout,
-    LevelScale,
     LoggedEvents,
     Truth,
     evaluate_policies,
@@ -73,9 +72,7 @@ def run_campaign(preset: str, seed: int, models, days: int, users: int, max_epoc
         specs[name] = (trained.version, values, costs)
     rows = evaluate_policies(
         specs, Holdout(LoggedEvents.of_frame(holdout), Truth(true_values, true_costs)),
-        EvaluationSettings(list(config.budget_per_capita), campaign,
-                           LevelScale(list(config.incentives), config.ordered, config.response == "binary"),
-                           seed=seed, eom_interval=BootstrapInterval(1), min_holdout_users=config.min_holdout_users))
+        EvaluationSettings.from_config(config, campaign, seed=seed, eom_interval=BootstrapInterval(1)))
     rows = rows[rows["model"].isin(list(specs))].assign(preset=preset, seed=seed)
     rows["train_seconds"] = rows["model"].map(seconds)
     info = {"preset": preset, "seed": seed, "levels": config.n_levels, "training_events": int((events["split"] != "holdout").sum()),

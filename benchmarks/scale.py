@@ -150,7 +150,7 @@ def run_chunked(source, budget, workers: int) -> dict:
         levels[:] += np.bincount(lv, minlength=source.n_levels)
 
     t0, p0 = time.perf_counter(), time.process_time()
-    res = solve_chunked(source, budget, client=client, sink=sink)
+    res = solve_chunked(source, budget, client=client, levels=sink)
     wall, cpu = time.perf_counter() - t0, time.process_time() - p0
     out = {"n_users": source.n_users, "wall_s": wall, "per_user_ns": wall / source.n_users * 1e9,
            "cpu_s_this_process": cpu, "cpu_per_user_ns": cpu / source.n_users * 1e9,

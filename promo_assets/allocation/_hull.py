@@ -95,20 +95,32 @@ def _chain(cs: np.ndarray, vs: np.ndarray, keep: np.ndarray):
     return st, t
 
 
-def hull_block(response: np.ndarray, cost: np.ndarray):
-    """Hull of one block of users. v, c: (n, K) arrays (any float dtype; computed in float64).
+@dataclass
+class HullBlock:
+    """The hulls of one block of n users: ``levels`` (n, K) the hull vertex levels in increasing cost
+    (the first ``n_vertices`` entries of a row valid), the base (cheapest vertex) cost and value, and
+    segment *slots* (n, K-1): the ``valid`` slots of a row, read left to right, are its hull segments
+    in order, with their efficiency ``eff`` = dv / dc, ``dc`` and ``dv``."""
 
-    Returns ``(levels, nv, base_cost, base_value, valid, eff, dc, dv)``: ``levels`` (n, K) the
-    hull vertex levels in increasing cost (first ``nv`` entries valid), and segment *slots*
-    (n, K-1): the valid slots of a row, read left to right, are its hull segments in order.
-    """
+    levels: np.ndarray
+    n_vertices: np.ndarray
+    base_cost: np.ndarray
+    base_value: np.ndarray
+    valid: np.ndarray
+    eff: np.ndarray
+    dc: np.ndarray
+    dv: np.ndarray
+
+
+def hull_block(response: np.ndarray, cost: np.ndarray) -> HullBlock:
+    """Hull of one block of users. v, c: (n, K) arrays (any float dtype; computed in float64)."""
     response = np.asarray(response, dtype=np.float64)
     cost = np.asarray(cost, dtype=np.float64)
     n, k = response.shape
     if k == 1:
         z = np.zeros((n, 0))
-        return (np.zeros((n, 1), dtype=np.int64), np.ones(n, dtype=np.int64), cost[:, 0], response[:, 0],
-                np.zeros((n, 0), bool), z, z, z)
+        return HullBlock(np.zeros((n, 1), dtype=np.int64), np.ones(n, dtype=np.int64), cost[:, 0], response[:, 0],
+                         np.zeros((n, 0), bool), z, z, z)
     # 1. sort each row by cost (skipped when costs strictly increase with the level)
     if bool((cost[:, 1:] > cost[:, :-1]).all()):
         order = None
@@ -191,7 +203,7 @@ def hull_block(response: np.ndarray, cost: np.ndarray):
         base_value = np.take_along_axis(vs, first[:, None], axis=1)[:, 0]
     if order is not None:
         levels = np.take_along_axis(order, levels, axis=1)
-    return levels, nv, base_cost, base_value, valid, s, dc, dv
+    return HullBlock(levels, nv, base_cost, base_value, valid, s, dc, dv)
 
 
 def compute_hull(response: np.ndarray, cost: np.ndarray, *, log=None) -> Hull:
@@ -211,24 +223,25 @@ def compute_hull(response: np.ndarray, cost: np.ndarray, *, log=None) -> Hull:
     m = 0
     for s0 in range(0, n, rows):
         s1 = min(n, s0 + rows)
-        levels, nv, bc, bv, pv, s, dcs, dvs = hull_block(response[s0:s1], cost[s0:s1])
-        base_level[s0:s1] = levels[:, 0]
-        base_cost[s0:s1] = bc
-        base_value[s0:s1] = bv
-        vert[s0:s1] = levels
+        hb = hull_block(response[s0:s1], cost[s0:s1])
+        nv = hb.n_vertices
+        base_level[s0:s1] = hb.levels[:, 0]
+        base_cost[s0:s1] = hb.base_cost
+        base_value[s0:s1] = hb.base_value
+        vert[s0:s1] = hb.levels
         nvs[s0:s1] = nv
         if k > 1:
             full = bool((nv == k).all())
             cnt = (s1 - s0) * (k - 1) if full else int((nv - 1).sum())
             sl = slice(m, m + cnt)
             if full:
-                seg_eff[sl] = s.ravel()
-                seg_dc[sl] = dcs.ravel()
-                seg_dv[sl] = dvs.ravel()
+                seg_eff[sl] = hb.eff.ravel()
+                seg_dc[sl] = hb.dc.ravel()
+                seg_dv[sl] = hb.dv.ravel()
             else:
-                seg_eff[sl] = s[pv]
-                seg_dc[sl] = dcs[pv]
-                seg_dv[sl] = dvs[pv]
+                seg_eff[sl] = hb.eff[hb.valid]
+                seg_dc[sl] = hb.dc[hb.valid]
+                seg_dv[sl] = hb.dv[hb.valid]
             m += cnt
         if log is not None and n > rows:
             log(f"hull: users {s1}/{n}")

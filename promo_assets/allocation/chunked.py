@@ -40,17 +40,17 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
 from promo_assets.core.errors import DomainError
 
 from . import _checks
-from ._hull import compute_hull, greedy
+from ._hull import Hull, compute_hull, greedy
 from .at_lambda import _extra, _sides, share_of, tied_up
 from .errors import AllocationInputError
-from .solver import Allocation, _infeasible, fix_on_bracket, certificate, round_fractional, sample_bracket
+from .solver import Allocation, Fixed, _infeasible, certificate, fix_on_bracket, round_fractional, sample_bracket
 
 #: users sampled (over all chunks) to bracket λ* in the first pass: at most (see sample_size)
 SAMPLE_USERS = 500_000
@@ -317,32 +317,54 @@ def chunk_sample(response, cost, rate: float, seed) -> dict:
             "v": np.asarray(response[pick], dtype=np.float64), "c": np.asarray(cost[pick], dtype=np.float64)}
 
 
-def _band_state(values, costs, lo: float, hi: float):
-    """The users fixed on [lo, hi] (their level) and the upper hulls of the others, with each hull
-    segment classed as taken (efficiency > hi) or in the band [lo, hi]."""
-    levels, act, fixed_c, fixed_v = fix_on_bracket(values, costs, lo, hi)
-    hull = compute_hull(values[act], costs[act])
+class _Band(NamedTuple):
+    """The users fixed on [lo, hi] (`fixed`: their levels, the others, their total cost and value) and
+    the upper `hull` of the others, with each hull segment classed as taken (`above`: efficiency > hi)
+    or in the `band` [lo, hi] (indices)."""
+
+    fixed: Fixed
+    hull: Hull
+    above: np.ndarray
+    band: np.ndarray
+
+
+def _band_state(values, costs, lo: float, hi: float) -> _Band:
+    """The users fixed on [lo, hi] and the hulls of the others (`_Band`)."""
+    fixed = fix_on_bracket(values, costs, lo, hi)
+    hull = compute_hull(values[fixed.active], costs[fixed.active])
     above = hull.seg_eff > hi
-    band = np.flatnonzero((hull.seg_eff >= lo) & ~above)
-    return levels, act, hull, above, band, fixed_c, fixed_v
+    return _Band(fixed, hull, above, np.flatnonzero((hull.seg_eff >= lo) & ~above))
 
 
 def chunk_band(response, cost, lo: float, hi: float) -> dict:
     """Pass 2: sums over the fixed users and the segments above the band, and the band's segments
     (efficiency, dc, dv, in the chunk's user order: the order `solve`'s greedy breaks ties by)."""
-    _, act, hull, above, band, fixed_c, fixed_v = _band_state(response, cost, lo, hi)
+    (_, act, fixed_c, fixed_v), hull, above, band = _band_state(response, cost, lo, hi)
     return {"n": int(response.shape[0]), "active": int(act.shape[0]),
             "low_cost": fixed_c + float(hull.base_cost.sum()) + float(hull.seg_dc[above].sum()),
             "low_value": fixed_v + float(hull.base_value.sum()) + float(hull.seg_dv[above].sum()),
             "eff": hull.seg_eff[band], "dc": hull.seg_dc[band], "dv": hull.seg_dv[band]}
 
 
-def chunk_levels(response, cost, lo: float, hi: float, band_taken: np.ndarray, crit: int, round_up: bool) -> dict:
-    """Pass 3: the chunk's levels at λ*: the band segments `band_taken` (bool, the chunk's band) are
-    taken; `crit` (an index into the chunk's band, or -1) is the fractional segment, taken when
-    `round_up`. Returns the levels (int32), their value and cost, and the fractional user's
-    (chunk row, lower level, upper level) when it is in this chunk."""
-    levels, act, hull, above, band, _, _ = _band_state(response, cost, lo, hi)
+@dataclass(frozen=True)
+class BandChoice:
+    """What the greedy chose in one chunk's band [lo, hi]: the band segments `taken` (bool, the chunk's
+    band), the fractional segment `crit` (an index into the chunk's band, or -1) and whether it is
+    taken (`round_up`)."""
+
+    lo: float
+    hi: float
+    taken: np.ndarray
+    crit: int
+    round_up: bool
+
+
+def chunk_levels(response, cost, choice: BandChoice) -> dict:
+    """Pass 3: the chunk's levels at λ* (the band's segments as the greedy chose, `BandChoice`).
+    Returns the levels (int32), their value and cost, and the fractional user's (chunk row, lower
+    level, upper level) when it is in this chunk."""
+    band_taken, crit, round_up = choice.taken, choice.crit, choice.round_up
+    (levels, act, _, _), hull, above, band = _band_state(response, cost, choice.lo, choice.hi)
     taken = above
     taken[band[band_taken]] = True
     counts = np.bincount(hull.seg_user[taken], minlength=hull.n)
@@ -421,16 +443,18 @@ def sample_size(n_users: int, cap: int = SAMPLE_USERS) -> int:
 
 
 def solve_chunked(source, budget: float, per_capita: bool = False, seed: int = 0, *, rounding: str = "sample",
-                  client=None, sink: Callable[[int, int, np.ndarray], None] | None = None, levels: bool = True,
-                  sample_users: int = SAMPLE_USERS, log: Callable[[str], None] | None = None) -> Allocation:
+                  client=None, levels: bool | Callable[[int, int, np.ndarray], None] = True,
+                  log: Callable[[str], None] | None = None) -> Allocation:
     """`solve` over a chunk source (module doc): the same λ*, LP value, dual bound and levels.
 
-    `client`: a dask.distributed Client (None: in this process). `sink(chunk, first_user, levels)`
-    receives the levels chunk by chunk (in completion order); without a sink they are gathered into
-    the result's ``levels``, with one, ``levels`` is empty. ``levels=False``: no levels pass (two passes:
-    λ*, value, cost, dual bound and gap only; ``levels`` empty, the fractional user unknown: None).
+    `client`: a dask.distributed Client (None: in this process). ``levels``: True gathers the levels
+    into the result's ``levels``; a sink ``levels(chunk, first_user, levels)`` receives them chunk by
+    chunk instead (in completion order; the result's ``levels`` is then empty); False: no levels pass
+    (two passes: λ*, value, cost, dual bound and gap only; ``levels`` empty, the fractional user
+    unknown: None). The sample that brackets λ* has at most `SAMPLE_USERS` users.
     ``info``: passes, bytes_read, the bracket, active users, band segments, seconds per step.
     """
+    sink = levels if callable(levels) else None
     if rounding not in ("sample", "down"):
         raise AllocationInputError(f"rounding must be 'sample' or 'down', got {rounding!r}")
     b = _checks.check_budget(budget)
@@ -440,7 +464,7 @@ def solve_chunked(source, budget: float, per_capita: bool = False, seed: int = 0
     say = log or (lambda _m: None)
     clock = _Clock()
     # pass 1: sizes, the cheapest allocation, a sample of users
-    rate = min(1.0, sample_size(n_all, sample_users) / max(n_all, 1))
+    rate = min(1.0, sample_size(n_all, SAMPLE_USERS) / max(n_all, 1))
     first = dict(runner.map(chunk_sample, lambda i: (rate, [_SAMPLE_STREAM, seed, i])))
     sizes = {i: r["n"] for i, r in first.items()}
     n = sum(sizes.values())
@@ -500,12 +524,12 @@ def solve_chunked(source, budget: float, per_capita: bool = False, seed: int = 0
     rounded_up = round_fractional(theta, rounding, seed) if fractional else False
     crit_chunk = int(np.searchsorted(seg_of, g.crit, side="right") - 1) if fractional else -1
     figures = certificate(low_value=low_value + g.taken_dv, low_cost=low_cost + g.taken_dc, lambda_=lam, budget=total,
-                          theta=theta, crit_dv=crit_dv, crit_dc=crit_dc, fractional=fractional, rounded_up=rounded_up)
+                          theta=theta, crit_dv=crit_dv, crit_dc=crit_dc, rounded_up=rounded_up)
     if not levels:
         return Allocation(levels=np.zeros(0, dtype=np.int32), **figures, fractional_user=None,
                           fraction=float(theta) if fractional else 0.0, fractional_levels=None, rounded_up=rounded_up,
                           kind="per_capita" if per_capita else "total", n_users=n, n_levels=k,
-                          info=_info(runner, clock, client, lo, hi, widenings, active, eff, vs))
+                          info=_info(runner, clock, client, (lo, hi), widenings, active, eff.shape[0], vs.shape[0]))
     # pass 3: the levels, chunk by chunk
     starts = _offsets(runner, sizes)
     kept = None if sink is not None else np.empty(n, dtype=np.int32)
@@ -513,7 +537,7 @@ def solve_chunked(source, budget: float, per_capita: bool = False, seed: int = 0
 
     def level_args(i):
         crit = int(g.crit - seg_of[i]) if i == crit_chunk else -1
-        return lo, hi, g.taken[seg_of[i]:seg_of[i + 1]], crit, rounded_up
+        return (BandChoice(lo, hi, g.taken[seg_of[i]:seg_of[i + 1]], crit, rounded_up),)
 
     for i, out in runner.map(chunk_levels, level_args):
         value += out["value"]
@@ -532,13 +556,13 @@ def solve_chunked(source, budget: float, per_capita: bool = False, seed: int = 0
                       fractional_user=None if frac is None else frac[0], fraction=float(theta) if fractional else 0.0,
                       fractional_levels=None if frac is None else (frac[1], frac[2]), rounded_up=rounded_up,
                       kind="per_capita" if per_capita else "total", n_users=n, n_levels=k,
-                      info=_info(runner, clock, client, lo, hi, widenings, active, eff, vs))
+                      info=_info(runner, clock, client, (lo, hi), widenings, active, eff.shape[0], vs.shape[0]))
 
 
-def _info(runner, clock, client, lo, hi, widenings, active, eff, vs) -> dict:
+def _info(runner, clock, client, bracket, widenings, active, band_segments, sampled_users) -> dict:
     return {"method": "chunked-bracketed-hull-greedy", "passes": runner.passes, "bytes_read": runner.bytes_read,
-            "chunks": len(runner.refs), "bracket": (lo, hi), "widenings": widenings, "active_users": active,
-            "band_segments": int(eff.shape[0]), "sampled_users": int(vs.shape[0]),
+            "chunks": len(runner.refs), "bracket": bracket, "widenings": widenings, "active_users": active,
+            "band_segments": int(band_segments), "sampled_users": int(sampled_users),
             "dask": client is not None, "seconds": clock.laps, "cpu_seconds": clock.cpu}
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from . import _checks
 from ._hull import Hull, compute_hull
 from .errors import AllocationInputError, InfeasibleBudgetError
-from .solver import Allocation, Log, _finish
+from .solver import Allocation, Log, _Critical, _finish, _Lower, _Spec
 
 
 @dataclass(frozen=True, eq=False)
@@ -81,34 +81,19 @@ class Frontier:
         taken_users = h.seg_user[self._order[:k]]
         counts = np.bincount(taken_users, minlength=h.n)
         levels = np.take_along_axis(h.vert_levels, counts[:, None], axis=1)[:, 0].astype(np.int32)
-        crit_user = upper = None
-        theta = cdv = cdc = 0.0
+        critical = None
         if k < mseg:
             seg = int(self._order[k])
             lam = float(h.seg_eff[seg])
             crit_user = int(h.seg_user[seg])
-            cdv, cdc = float(h.seg_dv[seg]), float(h.seg_dc[seg])
-            theta = min(max((total - float(cum[k])) / cdc, 0.0), 1.0)
-            upper = int(h.vert_levels[crit_user, counts[crit_user] + 1])
+            cdc = float(h.seg_dc[seg])
+            critical = _Critical(crit_user, min(max((total - float(cum[k])) / cdc, 0.0), 1.0), float(h.seg_dv[seg]), cdc,
+                                 int(h.vert_levels[crit_user, counts[crit_user] + 1]))
         else:
             lam = 0.0
-        return _finish(
-            levels=levels,
-            low_value=float(self._cum_value[k]),
-            low_cost=float(cum[k]),
-            lam=lam,
-            budget=total,
-            crit_user=crit_user,
-            theta=theta,
-            crit_dv=cdv,
-            crit_dc=cdc,
-            upper_level=upper,
-            rounding=rounding,
-            seed=seed,
-            kind="per_capita" if per_capita else "total",
-            k=self.n_levels,
-            info={"method": "frontier"},
-        )
+        return _finish(_Lower(levels, float(self._cum_value[k]), float(cum[k]), lam), total, critical,
+                       _Spec(rounding, seed, "per_capita" if per_capita else "total"), self.n_levels,
+                       {"method": "frontier"})
 
     def to_frame(self):
         """The vertices as a pandas DataFrame (lambda_, cost, response) for plots and storage."""

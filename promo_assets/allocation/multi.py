@@ -209,6 +209,9 @@ def _dual(v, cons, b, mu):
     return float(mu @ b) + float(s.max(axis=1).sum()), s
 
 
+MAX_ROUNDS = 50  # at most this many reduced LPs (each round adds the users whose level the new duals change)
+
+
 def solve_multi(
     response,
     cost,
@@ -218,7 +221,6 @@ def solve_multi(
     seed: int = 0,
     *,
     rounding: str = "sample",
-    max_rounds: int = 50,
     log: Log = None,
 ) -> MultiAllocation:
     """Allocation under several budgets (DIPN Eq. 4; Eq. 5 with ``per_capita``).
@@ -305,7 +307,7 @@ def solve_multi(
         if log:
             log(f"solve_multi: round {rounds}: {nc} users in the LP, {viol.shape[0]} to add")
         mu = mu_new
-        if viol.shape[0] == 0 or rounds >= max_rounds:
+        if viol.shape[0] == 0 or rounds >= MAX_ROUNDS:
             break
         cand[viol] = True
         fixed_lv[viol] = s[viol].argmax(axis=1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -114,15 +115,16 @@ def round_fractional(theta: float, rounding: str, seed: int) -> bool:
 
 
 def certificate(*, low_value: float, low_cost: float, lambda_: float, budget: float, theta: float,
-                crit_dv: float, crit_dc: float, fractional: bool, rounded_up: bool) -> dict:
+                crit_dv: float, crit_dc: float, rounded_up: bool) -> dict:
     """The LP optimum, dual bound and gap of an allocation given its lower (lambda*+) allocation
-    and critical segment: the scalar fields of `Allocation` (shared by `solve` and the chunked
-    solver, which never holds every user's level at once)."""
+    and critical segment (the LP's share `theta` of it, its dv and dc; `rounded_up`: the fractional
+    user took its upper level, False when there is none): the scalar fields of `Allocation` (shared
+    by `solve` and the chunked solver, which never holds every user's level at once)."""
     lp_value = low_value + theta * crit_dv
     lp_cost = low_cost + theta * crit_dc
     dual = low_value + (lambda_ * (budget - low_cost) if lambda_ > 0 else 0.0)
     value, cost = low_value, low_cost
-    if fractional and rounded_up:
+    if rounded_up:
         value += crit_dv
         cost += crit_dc
     tol = 1e-9 * max(1.0, abs(budget))
@@ -132,48 +134,67 @@ def certificate(*, low_value: float, low_cost: float, lambda_: float, budget: fl
                 relative_gap=float(_rel(gap, dual)), feasible=bool(cost <= budget + tol))
 
 
-def _finish(
-    *,
-    levels: np.ndarray,
-    low_value: float,
-    low_cost: float,
-    lam: float,
-    budget: float,
-    crit_user: int | None,
-    theta: float,
-    crit_dv: float,
-    crit_dc: float,
-    upper_level: int | None,
-    rounding: str,
-    seed: int,
-    kind: str,
-    k: int,
-    info: dict,
-    ratio: float | None = None,
-) -> Allocation:
-    """Build an Allocation from the lower (lambda*+) allocation and the critical segment."""
-    frac_user = crit_user if (crit_user is not None and theta > 0.0) else None
+@dataclass(frozen=True)
+class _Spec:
+    """How a solve runs: the `rounding` of the fractional user and its `seed`, the allocation's `kind`
+    ("total", "per_capita", "ratio"), the ratio bound (`ratio`, for kind "ratio") and a progress `log`."""
+
+    rounding: str
+    seed: int
+    kind: str
+    log: Log = None
+    ratio: float | None = None
+
+
+@dataclass(frozen=True)
+class _Lower:
+    """The lower (lambda*+) allocation: every user's `levels` (the critical user at its lower level),
+    their total `value` and `cost`, and the multiplier `lambda_`."""
+
+    levels: np.ndarray
+    value: float
+    cost: float
+    lambda_: float
+
+
+@dataclass(frozen=True)
+class _Critical:
+    """The critical segment of the greedy: its `user`, the LP's share `theta` of it, its `dv`, `dc` and
+    the user's `upper_level` (the level the segment leads to)."""
+
+    user: int
+    theta: float
+    dv: float
+    dc: float
+    upper_level: int
+
+
+def _finish(lower: _Lower, budget: float, critical: _Critical | None, spec: _Spec, k: int, info: dict) -> Allocation:
+    """Build an Allocation from the lower (lambda*+) allocation and the critical segment (None: none)."""
+    levels = lower.levels
+    theta = critical.theta if critical is not None else 0.0
+    frac_user = critical.user if (critical is not None and theta > 0.0) else None
     rounded_up = False
     lower_level = None
     if frac_user is not None:
         lower_level = int(levels[frac_user])
-        rounded_up = round_fractional(theta, rounding, seed)
+        rounded_up = round_fractional(theta, spec.rounding, spec.seed)
         if rounded_up:
-            levels[frac_user] = upper_level
-    figures = certificate(low_value=low_value, low_cost=low_cost, lambda_=lam, budget=budget, theta=theta,
-                          crit_dv=crit_dv, crit_dc=crit_dc, fractional=frac_user is not None,
-                          rounded_up=rounded_up)
+            levels[frac_user] = critical.upper_level
+    figures = certificate(low_value=lower.value, low_cost=lower.cost, lambda_=lower.lambda_, budget=budget, theta=theta,
+                          crit_dv=critical.dv if critical is not None else 0.0,
+                          crit_dc=critical.dc if critical is not None else 0.0, rounded_up=rounded_up)
     return Allocation(
         levels=levels,
         **figures,
         fractional_user=None if frac_user is None else int(frac_user),
         fraction=float(theta) if frac_user is not None else 0.0,
-        fractional_levels=None if frac_user is None else (lower_level, int(upper_level)),
+        fractional_levels=None if frac_user is None else (lower_level, int(critical.upper_level)),
         rounded_up=rounded_up,
-        kind=kind,
+        kind=spec.kind,
         n_users=int(levels.shape[0]),
         n_levels=int(k),
-        ratio=ratio,
+        ratio=spec.ratio,
         info=info,
     )
 
@@ -184,39 +205,22 @@ def _solve_on_hull(hull: Hull, remaining: float, rng) -> tuple:
     return g, counts, low
 
 
-def _exact_all(v, c, budget, min_total, rounding, seed, kind, log, info, ratio=None):
-    hull = compute_hull(v, c, log=log)
+def _exact_all(v, c, budget, spec: _Spec, info):
+    hull = compute_hull(v, c, log=spec.log)
     base_c = float(hull.base_cost.sum())
     base_v = float(hull.base_value.sum())
     remaining = budget - base_c
-    if remaining < 0:  # only through rounding: min_total was checked before
+    if remaining < 0:  # only through rounding: the cheapest allocation's cost was checked before
         remaining = 0.0
-    g, counts, low = _solve_on_hull(hull, remaining, np.random.default_rng(seed))
-    crit_user = upper = None
-    cdv = cdc = 0.0
+    g, counts, low = _solve_on_hull(hull, remaining, np.random.default_rng(spec.seed))
+    critical = None
     if g.crit >= 0:
         crit_user = int(hull.seg_user[g.crit])
-        upper = int(hull.vert_levels[crit_user, counts[crit_user] + 1])
-        cdv, cdc = float(hull.seg_dv[g.crit]), float(hull.seg_dc[g.crit])
+        critical = _Critical(crit_user, g.theta, float(hull.seg_dv[g.crit]), float(hull.seg_dc[g.crit]),
+                             int(hull.vert_levels[crit_user, counts[crit_user] + 1]))
     info.update(method="hull-greedy", segments=int(hull.seg_eff.shape[0]))
-    return _finish(
-        levels=low.astype(np.int32),
-        low_value=base_v + g.taken_dv,
-        low_cost=base_c + g.taken_dc,
-        lam=g.lambda_,
-        budget=budget,
-        crit_user=crit_user,
-        theta=g.theta,
-        crit_dv=cdv,
-        crit_dc=cdc,
-        upper_level=upper,
-        rounding=rounding,
-        seed=seed,
-        kind=kind,
-        k=v.shape[1],
-        info=info,
-        ratio=ratio,
-    )
+    lower = _Lower(low.astype(np.int32), base_v + g.taken_dv, base_c + g.taken_dc, g.lambda_)
+    return _finish(lower, budget, critical, spec, v.shape[1], info)
 
 
 def _bracket_from_sample(v, c, budget, rng, z):
@@ -264,11 +268,22 @@ def sample_bracket(vs, cs, budget, n, rng, z):
 _REFINE_MIN_USERS = 20_000
 
 
-def _refine(v, c, act, levels, lam_lo, lam_hi, budget_left, steps=8):
+class _Refined(NamedTuple):
+    """The bracket [lam_lo, lam_hi] after `_refine`, the users still active, and the cost and value of
+    the users it fixed."""
+
+    lam_lo: float
+    lam_hi: float
+    active: np.ndarray
+    fixed_cost: float
+    fixed_value: float
+
+
+def _refine(v, c, act, levels, lam_lo, lam_hi, budget_left, steps=8) -> _Refined:
     """Split [lam_lo, lam_hi] in ``steps`` and keep the piece where the cost crosses the budget.
 
     Users of ``act`` whose argmax is the same at both ends of that piece are fixed (written to
-    ``levels``); returns (lam_lo, lam_hi, remaining active users, their fixed cost, value).
+    ``levels``).
     """
     va = np.asarray(v[act], dtype=np.float64)
     ca = np.asarray(c[act], dtype=np.float64)
@@ -282,7 +297,7 @@ def _refine(v, c, act, levels, lam_lo, lam_hi, budget_left, steps=8):
         cost.append(float(ca[rows, j].sum()))
     cost = np.array(cost)  # non-increasing in lambda
     if not (cost[0] >= budget_left >= cost[-1]):
-        return lam_lo, lam_hi, act, 0.0, 0.0  # the check after the greedy will widen
+        return _Refined(lam_lo, lam_hi, act, 0.0, 0.0)  # the check after the greedy will widen
     q = int(np.flatnonzero(cost >= budget_left)[-1])
     q = min(q, steps - 1)
     same = js[q] == js[q + 1]
@@ -290,17 +305,27 @@ def _refine(v, c, act, levels, lam_lo, lam_hi, budget_left, steps=8):
     levels[act[same]] = jf
     fc = float(ca[rows[same], jf].sum())
     fv = float(va[rows[same], jf].sum())
-    return float(lams[q]), float(lams[q + 1]), act[~same], fc, fv
+    return _Refined(float(lams[q]), float(lams[q + 1]), act[~same], fc, fv)
+
+
+class Scanned(NamedTuple):
+    """One block scanned on a bracket: `levels`, the level chosen at lam_hi (first best); `fixed`,
+    whether it is also a best level at lam_lo (then it is the rule's choice on the whole bracket:
+    scores are linear in lambda); `flat_index`, the flat indices of (row, level) into `response` and
+    `cost`, the block's float64 copies (valid until the next call)."""
+
+    levels: np.ndarray
+    fixed: np.ndarray
+    flat_index: np.ndarray
+    response: np.ndarray
+    cost: np.ndarray
 
 
 class BracketScan:
     """The scan that fixes users on a bracket [lam_lo, lam_hi] of lambda*, one block of rows at a
     time, with preallocated float64 buffers (fresh multi-MB temporaries per block cost page faults).
 
-    ``scan(v_block, c_block, lam_lo, lam_hi)`` -> (jh, fixed, flat_index, vb, cb): the level chosen
-    at lam_hi (first best), whether it is also a best level at lam_lo (then it is the rule's choice
-    on the whole bracket: scores are linear in lambda), the flat indices of (row, jh) into the
-    float64 copies vb, cb of the block (valid until the next call)."""
+    ``scan(v_block, c_block, lam_lo, lam_hi)`` -> `Scanned`."""
 
     def __init__(self, rows: int, k: int):
         self.k = k
@@ -311,7 +336,7 @@ class BracketScan:
         self.gt = np.zeros((rows, kp), dtype=bool)
         self.flat = np.arange(rows, dtype=np.int64) * k
 
-    def __call__(self, v_block, c_block, lam_lo: float, lam_hi: float):
+    def __call__(self, v_block, c_block, lam_lo: float, lam_hi: float) -> Scanned:
         m, k = v_block.shape[0], self.k
         vb, cb, sb, gt = self.vb[:m], self.cb[:m], self.sb[:m], self.gt[:m]
         np.copyto(vb, v_block)
@@ -326,12 +351,21 @@ class BracketScan:
         anyw = words[:, 0].copy()
         for w in range(1, words.shape[1]):
             anyw |= words[:, w]
-        return jh, anyw == 0, fi_all, vb, cb
+        return Scanned(jh, anyw == 0, fi_all, vb, cb)
 
 
-def fix_on_bracket(response, cost, lam_lo: float, lam_hi: float, log: Log = None):
-    """One scan of every user over the bracket [lam_lo, lam_hi]: (levels: each user's level at
-    lam_hi, final for the fixed users; act: the users not fixed; the fixed users' total cost, value)."""
+class Fixed(NamedTuple):
+    """What a scan over a bracket fixed: `levels`, each user's level at lam_hi (final for the fixed
+    users); `active`, the users not fixed; the fixed users' total `cost` and `value`."""
+
+    levels: np.ndarray
+    active: np.ndarray
+    cost: float
+    value: float
+
+
+def fix_on_bracket(response, cost, lam_lo: float, lam_hi: float, log: Log = None) -> Fixed:
+    """One scan of every user over the bracket [lam_lo, lam_hi] (`Fixed`)."""
     n, k = response.shape
     rows = _checks.rows_per_chunk(k)
     levels = np.empty(n, dtype=np.int32)
@@ -348,10 +382,10 @@ def fix_on_bracket(response, cost, lam_lo: float, lam_hi: float, log: Log = None
         active.append(np.flatnonzero(~fx) + s0)
         if log is not None and (s0 // rows) % 64 == 63:
             log(f"solve: scanned {s0 + m}/{n} users")
-    return levels, np.concatenate(active), fixed_c, fixed_v
+    return Fixed(levels, np.concatenate(active), fixed_c, fixed_v)
 
 
-def _bracketed(v, c, budget, rounding, seed, kind, log, info, ratio=None):
+def _bracketed(v, c, budget, spec: _Spec, info):
     """Exact solve for large N: users whose choice is constant on a sampled bracket
     [lam_lo, lam_hi] of lambda* are fixed; the exact greedy runs on the others only.
 
@@ -359,7 +393,8 @@ def _bracketed(v, c, budget, rounding, seed, kind, log, info, ratio=None):
     reduced optimum lies in the bracket it is the global optimum; otherwise the bracket is widened.
     """
     n, k = v.shape
-    rng = np.random.default_rng(seed)
+    log = spec.log
+    rng = np.random.default_rng(spec.seed)
     attempts = [4.0, 16.0, None]
     for z in attempts:
         if z is None:
@@ -369,7 +404,7 @@ def _bracketed(v, c, budget, rounding, seed, kind, log, info, ratio=None):
         if log:
             log(f"solve: bracket lambda in [{lam_lo:.6g}, {lam_hi:.6g}] (z={z})")
         if lam_lo == 0.0 and math.isinf(lam_hi):
-            return _exact_all(v, c, budget, None, rounding, seed, kind, log, info, ratio)
+            return _exact_all(v, c, budget, spec, info)
         levels, act, fixed_c, fixed_v = fix_on_bracket(v, c, lam_lo, lam_hi, log)
         if log:
             log(f"solve: {act.shape[0]} of {n} users change level inside the bracket")
@@ -391,41 +426,23 @@ def _bracketed(v, c, budget, rounding, seed, kind, log, info, ratio=None):
             continue
         lam = min(max(g.lambda_, lam_lo), lam_hi)
         levels[act] = low
-        crit_user = upper = None
-        cdv = cdc = 0.0
+        critical = None
         if g.crit >= 0 and g.theta > 0:
             lu = int(hull.seg_user[g.crit])
-            crit_user = int(act[lu])
-            upper = int(hull.vert_levels[lu, counts[lu] + 1])
-            cdv, cdc = float(hull.seg_dv[g.crit]), float(hull.seg_dc[g.crit])
+            critical = _Critical(int(act[lu]), g.theta, float(hull.seg_dv[g.crit]), float(hull.seg_dc[g.crit]),
+                                 int(hull.vert_levels[lu, counts[lu] + 1]))
         info.update(
             method="bracketed-hull-greedy",
             bracket=(lam_lo, lam_hi),
             active_users=int(act.shape[0]),
             segments=int(hull.seg_eff.shape[0]),
         )
-        return _finish(
-            levels=levels,
-            low_value=fixed_v + float(hull.base_value.sum()) + g.taken_dv,
-            low_cost=fixed_c + base_c + g.taken_dc,
-            lam=lam,
-            budget=budget,
-            crit_user=crit_user,
-            theta=g.theta if crit_user is not None else 0.0,
-            crit_dv=cdv,
-            crit_dc=cdc,
-            upper_level=upper,
-            rounding=rounding,
-            seed=seed,
-            kind=kind,
-            k=k,
-            info=info,
-            ratio=ratio,
-        )
+        lower = _Lower(levels, fixed_v + float(hull.base_value.sum()) + g.taken_dv, fixed_c + base_c + g.taken_dc, lam)
+        return _finish(lower, budget, critical, spec, k, info)
     raise AssertionError("unreachable: the full bracket always succeeds")
 
 
-def _unconstrained(v, c, budget, kind, ratio, info):
+def _unconstrained(v, c, budget, spec: _Spec, info):
     """budget = +inf: every user at the most valuable level (the cheapest among equals)."""
     levels = decide(v, c, 0.0, ratio=0.0)  # ratio=0.0 only lifts the sign check on costs
     rows = _checks.rows_per_chunk(v.shape[1])
@@ -435,19 +452,17 @@ def _unconstrained(v, c, budget, kind, ratio, info):
         val += float(np.take_along_axis(v[s0 : s0 + rows], lv, axis=1).sum(dtype=np.float64))
         cost += float(np.take_along_axis(c[s0 : s0 + rows], lv, axis=1).sum(dtype=np.float64))
     info.update(method="unconstrained")
-    return _finish(levels=levels, low_value=val, low_cost=cost, lam=0.0, budget=budget,
-                   crit_user=None, theta=0.0, crit_dv=0.0, crit_dc=0.0, upper_level=None,
-                   rounding="down", seed=0, kind=kind, k=v.shape[1], info=info, ratio=ratio)
+    return _finish(_Lower(levels, val, cost, 0.0), budget, None, spec, v.shape[1], info)
 
 
-def _solve_checked(v, c, total, min_total, rounding, seed, kind, log, ratio=None):
+def _solve_checked(v, c, total, spec: _Spec):
     info: dict = {}
     n, k = v.shape
     if math.isinf(total):
-        return _unconstrained(v, c, total, kind, ratio, info)
+        return _unconstrained(v, c, total, spec, info)
     if n * k >= BRACKET_MIN_ELEMENTS and n >= BRACKET_MIN_USERS:
-        return _bracketed(v, c, total, rounding, seed, kind, log, info, ratio)
-    return _exact_all(v, c, total, min_total, rounding, seed, kind, log, info, ratio)
+        return _bracketed(v, c, total, spec, info)
+    return _exact_all(v, c, total, spec, info)
 
 
 def _infeasible(min_total: float, total: float, n: int, per_capita: bool, what="budget"):
@@ -510,8 +525,7 @@ def solve(
         log(f"solve: inputs checked ({n} users x {v.shape[1]} levels, {v.dtype}/{c.dtype})")
     if min_total is not None and total < min_total:
         _infeasible(min_total, total, n, per_capita)
-    return _solve_checked(v, c, total, min_total, rounding, seed,
-                          "per_capita" if per_capita else "total", log)
+    return _solve_checked(v, c, total, _Spec(rounding, seed, "per_capita" if per_capita else "total", log))
 
 
 def solve_ratio(
@@ -550,7 +564,7 @@ def solve_ratio(
             f"cost - ratio*value leaves sum(cost - ratio*value) = {min_total:.10g} > 0",
             r,
         )
-    a = _solve_checked(v, shifted, 0.0, min_total, rounding, seed, "ratio", log, ratio=r)
+    a = _solve_checked(v, shifted, 0.0, _Spec(rounding, seed, "ratio", log, ratio=r))
     rows = np.arange(v.shape[0])
     real_cost = float(c[rows, a.levels].sum(dtype=np.float64))
     lp_real_cost = a.lp_cost + r * a.lp_response  # shifted cost + ratio*response = real cost

@@ -25,6 +25,7 @@ from promo_assets.decisions.exploration import (
 from promo_assets.decisions.export import (
     DecisionSet,
     ExportError,
+    Population,
     decide_budgets,
     decision_frame,
     export_stored,
@@ -43,7 +44,7 @@ from promo_assets.decisions.outbox import (
 
 __all__ = [
     "CHECK_NAMES", "CheckOutcome", "Constraints", "DECISION_COLUMNS", "Decision", "DecisionError", "DecisionSet", "Exploration",
-    "ExportError", "OutboxError", "champion_freshness", "check_decisions", "decide_budgets", "decide_with_exploration",
+    "ExportError", "OutboxError", "Population", "champion_freshness", "check_decisions", "decide_budgets", "decide_with_exploration",
     "decision_frame", "export_stored", "manifest",
     "manifest_entry", "read_decision_file", "read_manifest", "verify", "write_outbox",
 ]

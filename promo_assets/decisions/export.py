@@ -16,6 +16,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from promo_assets.config.campaign import CampaignConfig
 from promo_assets.core.errors import DomainError
 from promo_assets.decisions.checks import CHECK_NAMES, check_decisions
 from promo_assets.decisions.exploration import Constraints, Decision, Exploration, decide_with_exploration
@@ -89,6 +90,16 @@ def manifest_entry(decision: Decision, *, dr_value=None, dr_value_interval=(None
     }
 
 
+@dataclass(frozen=True)
+class Population:
+    """The users decided for (N ids) with the champion's predicted `response` and `cost` of each at
+    every level (N x K each)."""
+
+    users: Sequence
+    response: np.ndarray
+    cost: np.ndarray
+
+
 @dataclass
 class DecisionSet:
     """Every budget's decision of one champion: rows (budget -> DECISION_COLUMNS), manifest entries,
@@ -100,12 +111,15 @@ class DecisionSet:
     max_user_cost: float
 
 
-def decide_budgets(users, response, cost, budgets: Sequence[float], exploration: Exploration, day: dt.date, *,
-                   labels: Sequence[str], incentives: Sequence[float], champion: Mapping,
-                   evidence: pd.DataFrame | None = None, constraints: Constraints | None = None) -> DecisionSet:
-    """Decide every budget (`decide_with_exploration`), build its rows and manifest entry (with the
-    champion's DR value and cost intervals at that budget from `evidence`, the champion_evidence rows
-    of its run) and run the checks of `check_decisions` on each."""
+def decide_budgets(population: Population, budgets: Sequence[float], exploration: Exploration, day: dt.date, *,
+                   config: CampaignConfig, champion: Mapping, evidence: pd.DataFrame | None = None,
+                   constraints: Constraints | None = None) -> DecisionSet:
+    """Decide every budget for the `population` (`decide_with_exploration`), build its rows (the levels
+    named by `config`'s labels and incentives) and manifest entry (with the champion's DR value and
+    cost intervals at that budget from `evidence`, the champion_evidence rows of its run) and run the
+    checks of `check_decisions` on each."""
+    users, response, cost = population.users, population.response, population.cost
+    labels, incentives = config.labels, config.incentives
     frames, entries = {}, []
     outcomes: dict[str, list] = {name: [] for name in CHECK_NAMES}
     max_user_cost = float(np.max(cost)) if np.size(cost) else 0.0

@@ -115,6 +115,15 @@ class EvaluationSettings:
     evaluated_at: dt.datetime | None = None
     log: Callable[[str], None] | None = None
 
+    @classmethod
+    def from_config(cls, config, campaign: str, **run) -> "EvaluationSettings":
+        """The settings campaign.yaml gives (a `CampaignConfig`: its budgets, the levels' incentives and
+        order, whether the response is binary, min_holdout_users), with the run's own (`seed`, the
+        interval strategies, `evaluated_at`, `log`) as keywords."""
+        return cls(list(config.budget_per_capita), campaign,
+                   LevelScale(list(config.incentives), config.ordered, config.response == "binary"),
+                   min_holdout_users=config.min_holdout_users, **run)
+
 
 def evaluate_models(
     models: Mapping[str, tuple[str, np.ndarray, np.ndarray]],

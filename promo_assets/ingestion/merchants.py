@@ -128,8 +128,8 @@ def ingest_merchants_day(
             error = (format_problems(path, problems) if problems else f"{path}: the file has no rows") + \
                 f"; nothing was loaded for campaign '{campaign}' day {day}"
     if error is not None:
-        ingest_store.log_load(con, campaign, day, "merchant_events", str(path), 0, sum(p["rows"] for p in problems),
-                              "failed", error)
+        ingest_store.log_load(con, campaign, day, ingest_store.LoadLog("merchant_events", str(path), 0,
+                                                                       sum(p["rows"] for p in problems), "failed", error))
         raise IngestError(error)
     ingest_store.replace_merchants(con, campaign, day, path, n)
     counts = ingest_store.merchant_level_counts(con, campaign, day)

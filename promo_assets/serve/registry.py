@@ -21,7 +21,7 @@ import os
 import re
 import threading
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -37,6 +37,16 @@ from promo_assets.store import warehouse as wh
 from promo_assets.store import decisions as decisions_store, runs
 
 log = logging.getLogger("promo_assets.serve")
+
+
+class _Fingerprint(NamedTuple):
+    """What `promo serve` watches to know when to reload: the campaign folders' names, the warehouse's
+    and its write-ahead log's stat, each campaign.yaml's stat."""
+
+    campaigns: tuple
+    warehouse: tuple
+    wal: tuple
+    configs: tuple
 
 
 def _stat(path: Path) -> tuple:
@@ -185,11 +195,11 @@ class Registry:
     def snapshot(self) -> Mapping[str, CampaignState | Unavailable]:
         return self._snapshot
 
-    def fingerprint(self) -> tuple:
+    def fingerprint(self) -> _Fingerprint:
         names = _campaign_folders(self.landing, self.only)
         wal = self.warehouse.with_name(self.warehouse.name + ".wal")
-        return (tuple(names), _stat(self.warehouse), _stat(wal),
-                tuple(_stat(self.landing / n / "campaign.yaml") for n in names))
+        return _Fingerprint(tuple(names), _stat(self.warehouse), _stat(wal),
+                            tuple(_stat(self.landing / n / "campaign.yaml") for n in names))
 
     def refresh(self, force: bool = False) -> bool:
         """Reload when a watched file changed (or `force`); True when a new snapshot was swapped in.

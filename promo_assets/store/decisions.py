@@ -6,6 +6,7 @@ policy_evaluation, rct_events). The pacing rows are written by `promo_assets.dec
 from __future__ import annotations
 
 import datetime as dt
+import json
 
 import duckdb
 import pandas as pd
@@ -66,15 +67,16 @@ def record_decision_coefficients(con: duckdb.DuckDBPyConnection, campaign: str, 
 
 
 def record_decisions(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str, day: dt.date, budget: float,
-                     frame: pd.DataFrame, champion: dict, who: str, manifest_json: str) -> None:
+                     frame: pd.DataFrame, who: str, manifest: dict) -> None:
     """One budget's decisions of run `run_id` for `day` (table decisions: `frame`'s users, levels,
     incentives, predictions, policies and propensities) and its row of decision_budgets (the champion
-    decided with, whom the decisions are for, the manifest entry as JSON)."""
+    decided with, `manifest["champion"]`, whom the decisions are for, the manifest entry as JSON)."""
+    champion = manifest["champion"]
     with registered(con, "decisions_df", frame.assign(budget_per_capita=budget)):
         con.execute(sql("decisions", "insert_decisions"), [campaign, run_id, day.isoformat()])
     con.execute(sql("decisions", "insert_decision_budget"), [
         campaign, run_id, day.isoformat(), budget, champion["name"], champion["version"], champion["run_id"], who,
-        manifest_json])
+        json.dumps(manifest)])
 
 
 def decisions_of_run(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str, budget: float) -> pd.DataFrame:

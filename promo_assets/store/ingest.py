@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import duckdb
 
@@ -97,10 +98,19 @@ class EventsFile:
     repeated: bool = False
 
 
-def _statements(f: EventsFile) -> tuple[str, str, list, str]:
-    """(the file's rows: file_parquet / file_csv, parameter the file; the typed rows with each row's
-    rejection reason; that query's parameters, the file last; the rct_events columns it fills). A
-    feature's name in a rejection reason is a bound parameter."""
+class _Statements(NamedTuple):
+    """The statements that load an events file: `source` (the file's rows: file_parquet / file_csv,
+    parameter the file), `rows` (the typed rows with each row's rejection reason), `params` (that
+    query's parameters, the file last) and `columns` (the rct_events columns it fills)."""
+
+    source: str
+    rows: str
+    params: list
+    columns: str
+
+
+def _statements(f: EventsFile) -> _Statements:
+    """The `_Statements` of an events file. A feature's name in a rejection reason is a bound parameter."""
     typed = [sql("ingest", "typed_required"), sql("ingest", f"typed_cost_{f.cost}")]
     stored = ["source_row", "user_id", "level", "incentive", "response", "cost"]
     rule = {"binary": "response_rule_binary", "count": "response_rule_count"}.get(f.response)
@@ -142,7 +152,7 @@ def _statements(f: EventsFile) -> tuple[str, str, list, str]:
         raw_fields=raw_fields, source=src, grid_join=sql("ingest", "grid_join_levels" if f.ordered else "grid_join_arms"),
         repeated_join=sql("ingest", "repeated_join") if f.repeated else "",
     )
-    return src, rows, [*valid_params, *params, str(f.path)], ", ".join(map(quote_ident, stored))
+    return _Statements(src, rows, [*valid_params, *params, str(f.path)], ", ".join(map(quote_ident, stored)))
 
 
 def stage_level_grid(con: duckdb.DuckDBPyConnection, labels, incentives) -> None:
@@ -164,16 +174,16 @@ def row_count(con: duckdb.DuckDBPyConnection, f: EventsFile) -> int:
     """Rows in the file: from the Parquet footer (no scan), else by counting."""
     if file_format(f.path) == "parquet":
         return int(con.execute(sql("ingest", "parquet_rows"), [str(f.path)]).fetchone()[0] or 0)
-    src, _, _, _ = _statements(f)
-    return int(con.execute(sql("ingest", "scan_counts", source=src), [str(f.path)]).fetchone()[0])
+    return int(con.execute(sql("ingest", "scan_counts", source=_statements(f).source), [str(f.path)]).fetchone()[0])
 
 
 def replace_events(con: duckdb.DuckDBPyConnection, campaign: str, f: EventsFile) -> int:
     """The (campaign, day) partition of rct_events replaced by the file's valid rows; returns how many
     (call inside a transaction)."""
-    _, rows, params, columns = _statements(f)
+    st = _statements(f)
     delete_partition(con, "rct_events", campaign, f.day)
-    return int(con.execute(sql("ingest", "insert_valid", columns=columns, rows=rows), [campaign, f.day, *params]).fetchone()[0])
+    return int(con.execute(sql("ingest", "insert_valid", columns=st.columns, rows=st.rows),
+                           [campaign, f.day, *st.params]).fetchone()[0])
 
 
 def repeats_loaded(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date) -> int:
@@ -200,14 +210,27 @@ def record_rejections(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.dat
     delete_partition(con, "rejected_events", campaign, day)
     if n_rejected:
         con.execute(sql("ingest", "insert_rejected"), [campaign, day, path])
-    log_load(con, campaign, day, "rct_events", path, loaded, n_rejected, "loaded" if message is None else "failed",
-             message)
+    log_load(con, campaign, day, LoadLog("rct_events", path, loaded, n_rejected,
+                                         "loaded" if message is None else "failed", message))
 
 
-def log_load(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date, table: str, path: str, rows: int,
-             rejected: int, status: str, message: str | None) -> None:
-    """One row of ingest_log."""
-    con.execute(sql("ingest", "insert_ingest_log"), [campaign, day, table, path, rows, rejected, status, message])
+@dataclass(frozen=True)
+class LoadLog:
+    """What one load of a day file did: the `table` it loaded, the file's `path`, the `rows` loaded and
+    `rejected`, its `status` ('loaded', 'failed', 'forgotten') and a `message` (why, or None)."""
+
+    table: str
+    path: str
+    rows: int
+    rejected: int
+    status: str
+    message: str | None = None
+
+
+def log_load(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date, entry: LoadLog) -> None:
+    """One row of ingest_log: the load `entry` of the (campaign, day) partition."""
+    con.execute(sql("ingest", "insert_ingest_log"), [campaign, day, entry.table, entry.path, entry.rows, entry.rejected,
+                                                     entry.status, entry.message])
 
 
 def level_counts(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date) -> dict:
@@ -249,7 +272,7 @@ def replace_edges(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date, p
     with transaction(con):
         delete_partition(con, "payment_edges", campaign, day)
         con.execute(sql("ingest", "insert_edges"), [campaign, day, str(path)])
-        log_load(con, campaign, day, "payment_edges", str(path), n, 0, "loaded", None)
+        log_load(con, campaign, day, LoadLog("payment_edges", str(path), n, 0, "loaded"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -277,9 +300,9 @@ def forget_partition(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date
         gone = sorted(set(campaign_feature_kinds(con, campaign)) - set(loaded_features(con, campaign)))
         if gone:
             con.execute(sql("ingest", "delete_campaign_features"), [campaign, gone])
-        log_load(con, campaign, day, "rct_events", "", 0, 0, "forgotten",
-                 f"{reason}; removed " + ", ".join(f"{n} {t}" for t, n in removed.items())
-                 + (f"; features no longer loaded: {', '.join(gone)}" if gone else ""))
+        log_load(con, campaign, day, LoadLog("rct_events", "", 0, 0, "forgotten",
+                                             f"{reason}; removed " + ", ".join(f"{n} {t}" for t, n in removed.items())
+                                             + (f"; features no longer loaded: {', '.join(gone)}" if gone else "")))
     return removed
 
 
@@ -347,7 +370,7 @@ def replace_merchants(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.dat
     with transaction(con):
         clear_merchants(con, campaign, day)
         con.execute(sql("graph", "insert_merchant_events"), [campaign, day, str(path)])
-        log_load(con, campaign, day, "merchant_events", str(path), n, 0, "loaded", None)
+        log_load(con, campaign, day, LoadLog("merchant_events", str(path), n, 0, "loaded"))
 
 
 def clear_merchants(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date) -> None:

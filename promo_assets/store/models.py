@@ -57,11 +57,13 @@ def coefficient_batches(con: duckdb.DuckDBPyConnection, campaign: str, model: st
     return con.execute(sql("frames", "coefficients"), [campaign, model, version, target]).fetch_record_batch(rows)
 
 
-def record_dual(con: duckdb.DuckDBPyConnection, campaign: str, model: str, version: str, budget: float, res,
-                n_users: int, run_id: str, tie_share: float) -> None:
-    """λ* of one budget (an `allocation.Allocation`-like result: lambda_, response, cost, dual_bound)."""
-    con.execute(sql("frames", "insert_dual"), [campaign, model, version, budget, float(res.lambda_), float(res.response),
-                                               float(res.cost), float(res.dual_bound), n_users, run_id, tie_share])
+def record_dual(con: duckdb.DuckDBPyConnection, campaign: str, model: str, version: str, solved, run_id: str) -> None:
+    """λ* of one budget: `solved` is an `allocation.plan.SolvedBudget` (budget_per_capita, n_users, tie_share
+    and its `result`, an `allocation.Allocation`-like result: lambda_, response, cost, dual_bound)."""
+    res = solved.result
+    con.execute(sql("frames", "insert_dual"), [campaign, model, version, solved.budget_per_capita, float(res.lambda_),
+                                               float(res.response), float(res.cost), float(res.dual_bound),
+                                               solved.n_users, run_id, solved.tie_share])
 
 
 def duals_of_run(con: duckdb.DuckDBPyConnection, campaign: str, model: str, version: str, run_id: str):

@@ -377,9 +377,7 @@ class EvaluationInputs:
     @staticmethod
     def settings(config, campaign: str, log) -> EvaluationSettings:
         """The `EvaluationSettings` of `evaluate_models` / `evaluate_random` from campaign.yaml."""
-        return EvaluationSettings(list(config.budget_per_capita), campaign,
-                                  LevelScale(list(config.incentives), config.ordered, config.response == "binary"),
-                                  min_holdout_users=config.min_holdout_users, log=log)
+        return EvaluationSettings.from_config(config, campaign, log=log)
 
 
 def evaluation_inputs(context, con, landing: LandingResource, campaign: str, config) -> EvaluationInputs:

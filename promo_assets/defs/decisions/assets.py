@@ -31,6 +31,7 @@ from promo_assets.decisions import (
     Exploration,
     ExportError,
     OutboxError,
+    Population,
     champion_freshness,
     decide_budgets,
     export_stored,
@@ -258,9 +259,9 @@ def store_decisions(context, warehouse: WarehouseResource, campaign: str, day: d
             decisions_store.record_decision_coefficients(con, campaign, context.run_id, day, *coefficients)
         for entry in made.entries:
             b = float(entry["budget_per_capita"])
-            decisions_store.record_decisions(con, campaign, context.run_id, day, b, made.frames[b], info, who, json.dumps(
-                {"entry": entry, "champion": info, "max_user_cost": made.max_user_cost,
-                 **({"exploration_seed": int(exploration.seed)} if exploration is not None else {})}))
+            decisions_store.record_decisions(con, campaign, context.run_id, day, b, made.frames[b], who, {
+                "entry": entry, "champion": info, "max_user_cost": made.max_user_cost,
+                **({"exploration_seed": int(exploration.seed)} if exploration is not None else {})})
         if rows:
             store_pacing(con, campaign, context.run_id, day, paced[0], rows)
     return rows
@@ -349,8 +350,8 @@ def decide_all(warehouse: WarehouseResource, landing: LandingResource, campaign:
             budgets.append(paced_b)
     constraints = decision_constraints(warehouse, landing, campaign, config, users)
     try:
-        made = decide_budgets(users, response, cost, budgets, exploration, day, labels=config.labels,
-                              incentives=config.incentives, champion=info, evidence=evidence, constraints=constraints)
+        made = decide_budgets(Population(users, response, cost), budgets, exploration, day, config=config,
+                              champion=info, evidence=evidence, constraints=constraints)
     except DecisionError as exc:
         raise _fail(exc) from None
     if paced is not None:

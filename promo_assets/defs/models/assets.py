@@ -336,7 +336,7 @@ def store_solution(context, con, campaign: str, model: str, version: str, config
     rows, table, infeasible = [], [], []
     for got in solution.solved:
         b = got.budget_per_capita
-        models_store.record_dual(con, campaign, model, version, b, got.result, got.n_users, context.run_id, got.tie_share)
+        models_store.record_dual(con, campaign, model, version, got, context.run_id)
         rows.append(got.row())
         if plan.several:
             models_store.record_multipliers(con, campaign, model, version, "population",

@@ -100,7 +100,7 @@ def test_levels_go_to_the_sink_chunk_by_chunk():
     v, c = instance(5_000, 6, 10)
     ref = solve(v, c, 100.0)
     seen = {}
-    got = solve_chunked(ArraySource(v, c, rows=1_200), 100.0, sink=lambda i, first, lv: seen.update({first: lv.copy()}))
+    got = solve_chunked(ArraySource(v, c, rows=1_200), 100.0, levels=lambda i, first, lv: seen.update({first: lv.copy()}))
     assert got.levels.size == 0 and sorted(seen) == [0, 1_200, 2_400, 3_600, 4_800]
     assert np.array_equal(np.concatenate([seen[s] for s in sorted(seen)]), ref.levels)
 
@@ -275,7 +275,7 @@ def test_a_worker_that_keeps_dying_fails_the_run_and_leaves_no_allocation(client
 
     with pytest.raises(ChunkError, match=r"users 16000\.\.19999: KilledWorker"):
         with warehouse.transaction() as con:
-            solve_chunked(source, 0.3 * float(c.max(axis=1).sum()), client=client, sink=write(con))
+            solve_chunked(source, 0.3 * float(c.max(axis=1).sum()), client=client, levels=write(con))
     assert written  # chunks were written in the transaction before chunk 4's worker died in the last pass
     with warehouse.connect(read_only=True) as con:
         assert con.execute("SELECT count(*) FROM allocation").fetchone()[0] == 0

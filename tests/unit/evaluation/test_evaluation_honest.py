@@ -11,6 +11,7 @@ from promo_assets.evaluation import (
     EvaluationError,
     EvaluationSettings,
     Holdout,
+    InfluenceInterval,
     LevelScale,
     LoggedEvents,
     OutcomeFit,
@@ -433,3 +434,42 @@ def test_the_frontier_plot_draws_the_cost_matched_random_reference(simulated):
     assert np.allclose(curves.loc[curves["model"] == "random", "eom_value"], curve["eom_value"])
     png = plot_frontier(curves, simulated, title="toy", budgets=[0.3, 0.6])
     assert png[:8] == PNG_SIGNATURE
+
+
+# ------------------------------------------------------------------------ the interval strategy
+def test_the_interval_is_a_strategy_passed_in():
+    calls = []
+
+    class Widest:
+        def interval(self, policy, events, outcome=None, *, is_mix=False, seed=0):
+            calls.append((is_mix, outcome is not None, seed))
+            return -1.0, 1.0
+
+    rng = np.random.default_rng(2)
+    n = 200
+    v = np.sort(rng.uniform(0, 0.5, (n, 3)), axis=1)
+    c = np.tile([0.0, 1.0, 2.0], (n, 1))
+    t = rng.integers(0, 3, n)
+    y = (rng.uniform(size=n) < v[np.arange(n), t]).astype(float)
+    events = LoggedEvents(t, y, c[np.arange(n), t], 1 / 3)
+    holdout = Holdout(events, outcome=OutcomePredictions(v, c))
+    df = evaluate_policies({"m": ("v1", v, c)}, holdout,
+                           EvaluationSettings([0.5], "c", seed=4, eom_interval=Widest(), dr_interval=Widest()))
+    for col in ("eom_ci_low", "dr_ci_low"):
+        assert (df[col] == -1.0).all(), col
+    assert (df["eom_ci_high"] == 1.0).all() and (df["dr_ci_high"] == 1.0).all()
+    # the model's allocation and the random reference's mix, each on IPW and on DR, with the run's seed
+    assert sorted(calls) == [(False, False, 4), (False, True, 4), (True, False, 4), (True, True, 4)]
+    # the defaults are the bootstrap (EOM) and the influence function (DR), as the functions give them
+    default = evaluate_policies({"m": ("v1", v, c)}, holdout, EvaluationSettings([0.5], "c", seed=4))
+    row = default[default["model"] == "m"].iloc[0]
+    from promo_assets.allocation import solve
+    from promo_assets.evaluation import bootstrap_eom
+
+    levels = np.asarray(solve(v, c, 0.5, per_capita=True, seed=4).levels)
+    assert (row["eom_ci_low"], row["eom_ci_high"]) == bootstrap_eom(levels, t, y, events.cost, 1 / 3, seed=4)
+    assert (row["dr_ci_low"], row["dr_ci_high"]) == dr_interval(levels, events, holdout.outcome)
+    assert BootstrapInterval(n_boot=50).interval(levels, events, seed=1) == bootstrap_eom(
+        levels, t, y, events.cost, 1 / 3, n_boot=50, seed=1)
+    assert InfluenceInterval(level=0.9).interval(levels, events, holdout.outcome) == dr_interval(
+        levels, events, holdout.outcome, level=0.9)

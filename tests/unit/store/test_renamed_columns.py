@@ -9,6 +9,7 @@ import numpy as np
 
 from promo_assets.store import warehouse
 from promo_assets.allocation import solve
+from promo_assets.allocation.plan import SolvedBudget
 from promo_assets.allocation.stored import StoredCoefficients
 from promo_assets.store import graph as graph_store
 from promo_assets.store import models as models_store
@@ -75,7 +76,7 @@ def test_an_old_warehouse_keeps_its_coefficients_under_response(tmp_path):
         assert models_store.duals_of_run(con, "camp", "lgbm", "v1", "r1")[0] == [(2.0, 0.5, 0.0)]
         # the pipeline's writer: a new budget's λ* lands in the renamed table
         solved = solve(np.array([[0.0, 3.0], [0.0, 1.0]]), np.array([[0.0, 1.0], [0.0, 1.0]]), 1.0)
-        models_store.record_dual(con, "camp", "lgbm", "v1", 0.5, solved, 2, "r2", 0.0)
+        models_store.record_dual(con, "camp", "lgbm", "v1", SolvedBudget(0.5, solved, 0.0, 2), "r2")
         assert con.execute("SELECT response FROM budget_dual WHERE run_id = 'r2'").fetchall() == [(solved.response,)]
     with warehouse.connect(path) as con:  # a second open changes nothing
         assert con.execute("SELECT count(*) FROM response_coefficients").fetchone()[0] == 2
