@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 import duckdb
 
@@ -98,23 +97,19 @@ class EventsFile:
     repeated: bool = False
 
 
-class _Statements(NamedTuple):
-    """The statements that load an events file: `source` (the file's rows: file_parquet / file_csv,
-    parameter the file), `rows` (the typed rows with each row's rejection reason), `params` (that
-    query's parameters, the file last) and `columns` (the rct_events columns it fills)."""
-
-    source: str
-    rows: str
-    params: list
-    columns: str
+def _source(f: EventsFile) -> str:
+    """The file's rows (file_parquet / file_csv; parameter: the file)."""
+    return sql("ingest", f"file_{file_format(f.path)}")
 
 
-def _statements(f: EventsFile) -> _Statements:
-    """The `_Statements` of an events file. A feature's name in a rejection reason is a bound parameter."""
+def _statements(f: EventsFile) -> tuple[str, list, str]:
+    """(the typed rows of an events file with each row's rejection reason; that query's parameters, the
+    file last; the rct_events columns it fills). A feature's name in a rejection reason is a bound
+    parameter."""
     typed = [sql("ingest", "typed_required"), sql("ingest", f"typed_cost_{f.cost}")]
     stored = ["source_row", "user_id", "level", "incentive", "response", "cost"]
     rule = {"binary": "response_rule_binary", "count": "response_rule_count"}.get(f.response)
-    src = sql("ingest", f"file_{file_format(f.path)}")
+    src = _source(f)
     raw_fields = ", ".join(sql("ingest", "raw_field", col=quote_ident(c)) for c in f.columns)
     response_ok = sql("ingest", f"response_ok_{f.response}")
     reasons = [sql("ingest", "check_required"),
@@ -152,7 +147,7 @@ def _statements(f: EventsFile) -> _Statements:
         raw_fields=raw_fields, source=src, grid_join=sql("ingest", "grid_join_levels" if f.ordered else "grid_join_arms"),
         repeated_join=sql("ingest", "repeated_join") if f.repeated else "",
     )
-    return _Statements(src, rows, [*valid_params, *params, str(f.path)], ", ".join(map(quote_ident, stored)))
+    return rows, [*valid_params, *params, str(f.path)], ", ".join(map(quote_ident, stored))
 
 
 def stage_level_grid(con: duckdb.DuckDBPyConnection, labels, incentives) -> None:
@@ -174,16 +169,15 @@ def row_count(con: duckdb.DuckDBPyConnection, f: EventsFile) -> int:
     """Rows in the file: from the Parquet footer (no scan), else by counting."""
     if file_format(f.path) == "parquet":
         return int(con.execute(sql("ingest", "parquet_rows"), [str(f.path)]).fetchone()[0] or 0)
-    return int(con.execute(sql("ingest", "scan_counts", source=_statements(f).source), [str(f.path)]).fetchone()[0])
+    return int(con.execute(sql("ingest", "scan_counts", source=_source(f)), [str(f.path)]).fetchone()[0])
 
 
 def replace_events(con: duckdb.DuckDBPyConnection, campaign: str, f: EventsFile) -> int:
     """The (campaign, day) partition of rct_events replaced by the file's valid rows; returns how many
     (call inside a transaction)."""
-    st = _statements(f)
+    rows, params, columns = _statements(f)
     delete_partition(con, "rct_events", campaign, f.day)
-    return int(con.execute(sql("ingest", "insert_valid", columns=st.columns, rows=st.rows),
-                           [campaign, f.day, *st.params]).fetchone()[0])
+    return int(con.execute(sql("ingest", "insert_valid", columns=columns, rows=rows), [campaign, f.day, *params]).fetchone()[0])
 
 
 def repeats_loaded(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date) -> int:
@@ -193,7 +187,7 @@ def repeats_loaded(con: duckdb.DuckDBPyConnection, campaign: str, day: dt.date) 
 
 def stage_rejected(con: duckdb.DuckDBPyConnection, f: EventsFile) -> None:
     """Temp table of the file's refused rows with their reasons (what `record_rejections` stores)."""
-    _, rows, params, _ = _statements(f)
+    rows, params, _ = _statements(f)
     con.execute(sql("ingest", "stage_rejected", rows=rows), params)
 
 
