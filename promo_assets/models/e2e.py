@@ -38,29 +38,29 @@ campaigns of 10^4-10^5 events on CPU). Per-step Q cost is measured (`q_seconds_p
 
 from __future__ import annotations
 
-import copy
 import math
 import time
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from promo_assets.config import settings
 from promo_assets.config.campaign import CampaignConfig
 from promo_assets.models import decision_loss as dl
 from promo_assets.models.base import (
     TorchResponseModel,
     TrainedModel,
+    TrainingRecord,
     fit_metrics,
     prepare_frame,
     resolve_max_epochs,
     response_mean,
 )
 from promo_assets.models.errors import ModelInputError
-from promo_assets.models.protocol import COUNT, FLAG, SEED, TrainingData, store_params
-from promo_assets.models.s_learner import _s_learner_loss, train_s_learner
+from promo_assets.models.protocol import COUNT, FLAG, SEED, TrainingData
+from promo_assets.models.s_learner import _s_learner_loss, warm_start
 from promo_assets.models.training import Metric, MiniBatches, TrainingConfig, WeightedLoss, fit_torch_model
 
 
@@ -144,27 +144,6 @@ class _Computed:
         return self._curves
 
 
-_WARM: dict[tuple, TrainedModel] = {}
-
-
-def warm_start(data: TrainingData, seed: int, max_epochs: int, weighted: bool, log) -> TrainedModel:
-    """The trained S-learner to start from (`train_s_learner` with the `s_learner` model's defaults,
-    this seed and at most `max_epochs`). Kept per process for the frame version, seed, epochs and
-    weighting, so that `e2e_fd` and `e2e_nes` of one run train it once; callers get a copy."""
-    config = data.config
-    key = (config.campaign, data.frame_version, seed, max_epochs, settings.max_epochs(), bool(weighted))
-    if data.frame_version is None or key not in _WARM:
-        model = train_s_learner(data.frame, config, list(data.numeric), list(data.categorical), weighted=weighted,
-                                seed=seed, max_epochs=max_epochs, log=log)
-        if data.frame_version is None:
-            return model
-        _WARM.clear()
-        _WARM[key] = model
-    elif log is not None:
-        log("warm start: the S-learner already trained in this process for this frame version")
-    return copy.deepcopy(_WARM[key])
-
-
 class _E2EBase(TorchResponseModel):
     """The end-to-end models as estimators. Hyper-parameters: `gamma` (weight of Q), `budget_range`
     (null: the campaign's budgets), `epochs` (fine-tuning epochs, capped by PROMO_MAX_EPOCHS), `lr`,
@@ -188,9 +167,9 @@ class _E2EBase(TorchResponseModel):
         raise NotImplementedError
 
     def _fit_phase(self, data: TrainingData, phase: str, previous, log) -> TrainedModel:
-        config, hp, seed, weighted = data.config, self.get_params(), self.seed, self.ips_weighting
+        config, hp, seed, weighted = data.config, self.get_params(), self.params.seed, self.params.ips_weighting
         t_start = time.perf_counter()
-        warm = warm_start(data, seed, self.warm_max_epochs, weighted, log)
+        warm = warm_start(data, seed, self.params.warm_max_epochs, weighted, log)
         net, targets = warm.module, warm.targets
         prep = prepare_frame(data.frame, config, list(data.numeric), list(data.categorical), weighted,
                              encoder=warm.encoder, targets=targets)
@@ -255,7 +234,8 @@ class _E2EBase(TorchResponseModel):
         history = [{**h, "phase": "warm_start"} for h in warm.history] + [{**h, "phase": self.name} for h in fit.history]
         hp_out = {**warm.hparams, **{f"e2e_{k}": (list(v) if isinstance(v, tuple) else v) for k, v in hp.items()},
                   "e2e_epochs": epochs, "budget_low": low, "budget_high": high}
-        return TrainedModel(self.name, net, warm.encoder, config, targets, hp_out, metrics, history, warm.arch_kwargs)
+        return TrainedModel(self.name, net, warm.encoder, config, targets, TrainingRecord(hp_out, metrics, history),
+                            warm.arch_kwargs)
 
 
 # The constructors' defaults were chosen on tuning campaigns (seeds 100-104 of e2e_synthetic and uplift_two_arm, never the
@@ -263,6 +243,41 @@ class _E2EBase(TorchResponseModel):
 # Q where 0.003 and 0.001 mostly do not; more steps (batch 1024, lr 1e-3) than before; batch 1024
 # and 20 bisection iterations (and NES N' 16) keep an epoch within 3x the S-learner's (batch 512 took
 # 4.2x (FD) / 5.2x (NES), NES N' 32 at batch 1024 3.6x on e2e_synthetic).
+@dataclass(frozen=True)
+class E2EParams:
+    """The hyper-parameters the end-to-end models share (see `_E2EBase`); each adds its estimator's."""
+
+    gamma: float = 50.0
+    budget_range: tuple[float, float] | None = None
+    epochs: int = 8
+    lr: float = 1e-3
+    batch_size: int = 1024
+    max_iter: int = 20
+    center: bool = False
+    project_scale: bool = True
+    warm_max_epochs: int = 60
+    seed: int = 0
+    ips_weighting: bool = True
+
+
+@dataclass(frozen=True)
+class E2EFiniteDifferenceParams(E2EParams):
+    """e2e_fd's hyper-parameters (campaign.yaml `models.params.e2e_fd`): F' `entries` and the step `h`."""
+
+    entries: int = 512
+    h: float = 0.02
+
+
+@dataclass(frozen=True)
+class E2ENaturalEvolutionParams(E2EParams):
+    """e2e_nes's hyper-parameters (campaign.yaml `models.params.e2e_nes`): N' `directions`, the scale
+    `sigma`, and its own gamma."""
+
+    gamma: float = 0.5
+    directions: int = 16
+    sigma: float = 0.01
+
+
 class E2EFiniteDifference(_E2EBase):
     """Registry entry `e2e_fd`: the S-learner fine-tuned on L_SL - gamma Q with finite-difference gradients."""
 
@@ -270,11 +285,7 @@ class E2EFiniteDifference(_E2EBase):
     title = "S-learner fine-tuned end-to-end on the marketing goal Q(v, c): finite-difference gradients (Eq. 8)"
     gradient_estimator = "fd"
 
-    def __init__(self, gamma: float = 50.0, budget_range=None, epochs: int = 8, lr: float = 1e-3,
-                 batch_size: int = 1024, max_iter: int = 20, center: bool = False, project_scale: bool = True,
-                 entries: int = 512, h: float = 0.02, warm_max_epochs: int = 60, seed: int = 0,
-                 ips_weighting: bool = True):
-        store_params(self, locals())
+    Params = E2EFiniteDifferenceParams
 
     def estimator_problems(self, p: dict[str, Any]) -> list[str]:
         out = []
@@ -287,8 +298,8 @@ class E2EFiniteDifference(_E2EBase):
         return out
 
     def gradient(self, response, cost, batch, budget, hp, gen, wrt_costs):
-        return dl.fd_gradient(response, cost, batch, budget, n_entries=int(hp["entries"]), h=float(hp["h"]), generator=gen,
-                              wrt_costs=wrt_costs, max_iter=int(hp["max_iter"]))
+        return dl.fd_gradient(response, cost, batch, budget, dl.FiniteDifferences(int(hp["entries"]), float(hp["h"])),
+                              gen, wrt_costs=wrt_costs, search=dl.Bisection(max_iter=int(hp["max_iter"])))
 
 
 class E2ENaturalEvolution(_E2EBase):
@@ -298,11 +309,7 @@ class E2ENaturalEvolution(_E2EBase):
     title = "S-learner fine-tuned end-to-end on the marketing goal Q(v, c): NES gradients, antithetic (Eq. 10)"
     gradient_estimator = "nes"
 
-    def __init__(self, gamma: float = 0.5, budget_range=None, epochs: int = 8, lr: float = 1e-3,
-                 batch_size: int = 1024, max_iter: int = 20, center: bool = False, project_scale: bool = True,
-                 directions: int = 16, sigma: float = 0.01, warm_max_epochs: int = 60, seed: int = 0,
-                 ips_weighting: bool = True):
-        store_params(self, locals())
+    Params = E2ENaturalEvolutionParams
 
     def estimator_problems(self, p: dict[str, Any]) -> list[str]:
         out = []
@@ -314,5 +321,5 @@ class E2ENaturalEvolution(_E2EBase):
         return out
 
     def gradient(self, response, cost, batch, budget, hp, gen, wrt_costs):
-        return dl.nes_gradient(response, cost, batch, budget, n_directions=int(hp["directions"]), sigma=float(hp["sigma"]),
-                               generator=gen, wrt_costs=wrt_costs, max_iter=int(hp["max_iter"]))
+        return dl.nes_gradient(response, cost, batch, budget, dl.NES(int(hp["directions"]), float(hp["sigma"])), gen,
+                               wrt_costs=wrt_costs, search=dl.Bisection(max_iter=int(hp["max_iter"])))

@@ -11,7 +11,7 @@ registered model is picked up by every check without touching this file.
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
 from functools import lru_cache
 from pathlib import Path
 
@@ -123,8 +123,8 @@ def fitted(name: str) -> ResponseModel:
 def test_constructed_from_its_hyper_parameters(name):
     cls = registry.get(name)
     assert issubclass(cls, ResponseModel) and cls.name == name
-    sig = inspect.signature(cls.__init__)
-    assert all(p.default is not p.empty for n, p in sig.parameters.items() if n != "self"), \
+    assert dataclasses.is_dataclass(cls.Params) and cls.Params.__dataclass_params__.frozen
+    assert all(f.default is not dataclasses.MISSING for f in dataclasses.fields(cls.Params)), \
         "every hyper-parameter has a default"
     model = cls()
     assert model.get_params() == cls.defaults()
@@ -132,6 +132,7 @@ def test_constructed_from_its_hyper_parameters(name):
     assert not [k for k in vars(model) if k.endswith("_")], "no learned state before fit"
     clone = cls(**model.get_params())
     assert clone.get_params() == model.get_params()
+    assert cls(cls.Params()).get_params() == model.get_params()
     with pytest.raises(ModelInputError, match="is not fitted"):
         model.predict(frame(config()))
 
