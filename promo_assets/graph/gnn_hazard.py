@@ -16,6 +16,7 @@ from pathlib import Path
 
 from promo_assets.config.campaign import CampaignConfig
 from promo_assets.graph import (
+    GraphData,
     holdout_uplift_quintiles,
     level_curve,
     load_graph_model,
@@ -111,8 +112,9 @@ class GnnHazard(ResponseModel):
                 f"{len(data.merchant_events)} merchant events")
         params = {k: v for k, v in self.get_params().items() if k not in ("seed", "max_epochs")}
         try:
-            trained = train_gnn_hazard(data.graph, customer_events, data.merchant_events[["merchant_id", "level", "response"]],
-                                       config.incentives, mconf.commissions, seed=self.params.seed,
+            graph_data = GraphData(data.graph, customer_events, data.merchant_events[["merchant_id", "level", "response"]],
+                                   config.incentives, mconf.commissions)
+            trained = train_gnn_hazard(graph_data, seed=self.params.seed,
                                        max_epochs=resolve_max_epochs(self.params.max_epochs), log=log, save=False, **params)
         except ValueError as exc:
             raise ModelInputError(f"gnn_hazard for campaign '{data.campaign}': {exc}") from None
