@@ -329,3 +329,42 @@ def test_e2e_fit_fine_tunes_the_warm_start_on_a_two_arm_campaign(tmp_path, monke
     v, c = fitted.predict(events[events["split"] == "holdout"])
     assert v.shape == c.shape == (int((events["split"] == "holdout").sum()), 2)
     assert np.isfinite(v).all() and np.isfinite(c).all()
+
+
+def test_a_fine_tuned_epoch_is_kept_only_when_its_q_gain_exceeds_its_bootstrap_noise():
+    from promo_assets.models.e2e import QGainCheck
+
+    v, c, t, y, z, _ = _rct(3, n=3000, redeemed=True)
+    batch = dl.RCTBatch.from_arrays(t, y, z)
+    budgets = [0.3 * z.mean(), 0.6 * z.mean()]
+    check = QGainCheck(batch, budgets, max_iter=30, seed=0, draws=50)
+    truth = (torch.tensor(v), torch.tensor(c))
+    # the same curves: no gain, and a gain of 0 is never beyond 2 standard errors
+    gain, se = check.gain(truth, truth)
+    assert gain == 0.0 and not gain > 2 * se
+    # the true curves against curves that cannot tell the levels apart: a gain far beyond its noise
+    flat = torch.tensor(np.repeat(v.mean(axis=1, keepdims=True), v.shape[1], axis=1))
+    gain, se = check.gain((flat, flat * torch.arange(1, 5, dtype=flat.dtype)), truth)
+    assert se > 0 and gain > 5 * se
+    # a tiny perturbation of the truth: its gain (either sign) stays within the noise
+    nudged = (truth[0] + 1e-3 * torch.tensor(np.random.default_rng(1).standard_normal(v.shape)), truth[1])
+    gain, se = check.gain(truth, nudged)
+    assert abs(gain) <= 2 * se
+
+
+def test_the_warm_start_follows_the_campaigns_s_learner_parameters(monkeypatch):
+    from promo_assets.config.campaign import CampaignConfig
+    from promo_assets.models.protocol import TrainingData
+    from promo_assets.models.s_learner import warm_start
+    from tests.unit.models.test_models import CATEGORICAL, NUMERIC, make_config, make_frame
+
+    monkeypatch.setenv("PROMO_MAX_EPOCHS", "1")
+    frame = make_frame(n=600, seed=2)
+    config = make_config()
+    tuned = CampaignConfig.from_dict({"treatments": {"levels": [0, 1, 2, 5, 10]}, "cost": "redeemed",
+                                      "response": "binary", "models": {"params": {"s_learner": {
+                                          "hidden": [8], "head_hidden": 0, "lr": 0.01}}}}, campaign="t")
+    warm = warm_start(TrainingData(tuned, frame, NUMERIC, CATEGORICAL), 0, 60, True, None)
+    assert warm.hparams["hidden"] == [8] and warm.hparams["head_hidden"] == 0 and warm.hparams["lr"] == 0.01
+    default = warm_start(TrainingData(config, frame, NUMERIC, CATEGORICAL), 0, 60, True, None)
+    assert default.hparams["hidden"] == [64, 32] and default.hparams["lr"] == 2e-3
