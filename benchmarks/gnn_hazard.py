@@ -34,6 +34,7 @@ from promo_assets.graph import (
     truth_matrix, truth_metrics,
 )
 from promo_assets.simulation.bipartite import simulate_bipartite
+from promo_assets.simulation.landing import SimulationRequest
 
 MODELS = {
     "GNN+hazard": ("gnn", "hazard"),
@@ -49,7 +50,7 @@ METRICS = ("auc_c", "mae_c", "mse_c", "mae_m", "mse_m", "mae_c_truth", "mse_c_tr
 
 def run_seed(seed: int, args, workdir: Path) -> dict:
     d = workdir / f"seed{seed}"
-    simulate_bipartite(d, args.days, args.users, seed, merchants=args.merchants,
+    simulate_bipartite(SimulationRequest(d, args.days, args.users, seed, None), merchants=args.merchants,
                        merchant_exponent=args.merchant_exponent)
     camp = load_bipartite_campaign(d)
     graph = build_graph(camp.edges, camp.customers, camp.merchants)
@@ -177,7 +178,7 @@ def epoch_time(args, workdir: Path) -> dict:
     """Seconds per full-graph training epoch (forward + backward + step) of GNN+hazard."""
     d = workdir / "big"
     t0 = time.perf_counter()
-    simulate_bipartite(d, 7, args.epoch_users, 0, merchants=args.epoch_merchants,
+    simulate_bipartite(SimulationRequest(d, 7, args.epoch_users, 0, None), merchants=args.epoch_merchants,
                        edges_per_customer=args.epoch_edges_per_customer)
     t_sim = time.perf_counter() - t0
     camp = load_bipartite_campaign(d)

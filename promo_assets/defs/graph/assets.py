@@ -209,6 +209,7 @@ def _joint_inputs(warehouse: WarehouseResource, campaign: str, config, mconf, ve
 
 
 def _joint_truth(context, landing: LandingResource, campaign: str, config, mconf, users, merchants):
+    from promo_assets.graph import JointCurves
     from promo_assets.graph.metrics import GraphMetricsError, truth_matrix
     from promo_assets.graph.warehouse_io import read_truth
 
@@ -216,8 +217,8 @@ def _joint_truth(context, landing: LandingResource, campaign: str, config, mconf
     if c_truth_df is None or m_truth_df is None:
         return None
     try:
-        return (truth_matrix(c_truth_df, "user_id", users, config.n_levels),
-                truth_matrix(m_truth_df, "merchant_id", merchants, len(mconf.commissions)))
+        return JointCurves(truth_matrix(c_truth_df, "user_id", users, config.n_levels),
+                           truth_matrix(m_truth_df, "merchant_id", merchants, len(mconf.commissions)))
     except GraphMetricsError as exc:
         context.log.warning(f"truth files do not cover the allocated nodes; no true values: {exc}")
         return None
@@ -263,10 +264,9 @@ def joint_allocation(context: dg.AssetExecutionContext, warehouse: WarehouseReso
     if not ratios:
         return dg.MaterializeResult(metadata={"skipped": True, "note": "campaign.yaml has no ratio_budget"})
     truth = _joint_truth(context, landing, campaign, config, mconf, users, merchants)
-    nodes = JointNodes(users, merchants, np.asarray(config.incentives), np.asarray(mconf.commissions))
-    rows, levels = allocate_ratio_budgets(
-        JointCurves((vc, cc), (vm, cm)), ratios, nodes, merchant_normalizer=norm,
-        truth=None if truth is None else JointCurves(*truth), log=log_to(context))
+    rows, levels = allocate_ratio_budgets(JointCurves((vc, cc), (vm, cm)), ratios, JointNodes(
+        users, merchants, np.asarray(config.incentives), np.asarray(mconf.commissions)), merchant_normalizer=norm,
+        truth=truth, log=log_to(context))
     for row in rows:
         row.update({"campaign": campaign, "model_version": version, "n_customers": len(users),
                     "n_merchants": len(merchants), "run_id": context.run_id})

@@ -12,6 +12,7 @@ from promo_assets.graph import (
 )
 from promo_assets.graph.nn import HazardHead, MerchantHead, censored_hazard_loss
 from promo_assets.simulation.bipartite import simulate_bipartite
+from promo_assets.simulation.landing import SimulationRequest
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -26,7 +27,7 @@ def one_thread():
 @pytest.fixture(scope="module")
 def camp(tmp_path_factory):
     d = tmp_path_factory.mktemp("g") / "bp"
-    simulate_bipartite(d, 2, 400, 5, merchants=100)
+    simulate_bipartite(SimulationRequest(d, 2, 400, 5, None), merchants=100)
     return load_bipartite_campaign(d)
 
 

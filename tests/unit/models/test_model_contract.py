@@ -79,9 +79,10 @@ def graph_data() -> TrainingData:
     from promo_assets.graph import build_graph
     from promo_assets.graph.landing import load_bipartite_campaign
     from promo_assets.simulation.bipartite import simulate_bipartite
+    from promo_assets.simulation.landing import SimulationRequest
 
     d = Path(tempfile.mkdtemp(prefix="contract_graph_")) / "bp"
-    simulate_bipartite(d, 2, 300, 5, merchants=60)
+    simulate_bipartite(SimulationRequest(d, 2, 300, 5, None), merchants=60)
     camp = load_bipartite_campaign(d)
     cfg = CampaignConfig.load(d / "campaign.yaml", campaign="bp")
     events = camp.customer_events.assign(split="train")
