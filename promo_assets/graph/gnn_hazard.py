@@ -11,12 +11,13 @@ plot) that the model's asset shows as metadata.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, fields, make_dataclass
 from pathlib import Path
 
 from promo_assets.config.campaign import CampaignConfig
 from promo_assets.graph import (
     GraphData,
+    GraphTrainConfig,
     holdout_uplift_quintiles,
     level_curve,
     load_graph_model,
@@ -45,24 +46,11 @@ from promo_assets.models.protocol import (
 HEADLINE = ["auc_c", "mae_c", "mse_c", "mae_m", "mse_m", "mae_c_truth", "mse_c_truth", "mae_m_truth", "mse_m_truth"]
 
 
-@dataclass(frozen=True)
-class GnnHazardParams:
-    """gnn_hazard's hyper-parameters (campaign.yaml `models.params.gnn_hazard`)."""
-
-    hidden: int = 64
-    tower: int = 128
-    lr: float = 0.003
-    lr_decay: float = 0.99
-    weight_decay: float = 0.0
-    fused_lasso: float = 1e-3
-    merchant_weight: float = 1.0
-    dropout: float = 0.0
-    max_epochs: int = 300
-    patience: int = 30
-    validation_fraction: float = 0.15
-    holdout_fraction: float = 0.15
-    init_marginal: bool = True
-    seed: int = 0
+# gnn_hazard's hyper-parameters (campaign.yaml `models.params.gnn_hazard`): GraphTrainConfig's fields
+# but the encoder and the head, which make it this model (a GNN encoder and the hazard head)
+GnnHazardParams = make_dataclass(
+    "GnnHazardParams", [(f.name, f.type, f.default) for f in fields(GraphTrainConfig) if f.name not in ("encoder", "head")],
+    frozen=True)
 
 
 class GnnHazard(ResponseModel):
