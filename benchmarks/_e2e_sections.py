@@ -57,13 +57,13 @@ def fig2(args) -> dict:
                 for step in range(1, args.steps + 1):
                     t0 = time.perf_counter()
                     if est == "fd":
-                        g, _ = dl.fd_gradient(v.detach(), c, batch, args.budget, n_entries=args.fd_entries,
-                                              h=args.fd_h, generator=gen, wrt_costs=False,
-                                              max_iter=args.max_iter)
+                        g, _ = dl.fd_gradient(v.detach(), c, batch, args.budget,
+                                              dl.FiniteDifferences(args.fd_entries, args.fd_h), gen, wrt_costs=False,
+                                              search=dl.Bisection(max_iter=args.max_iter))
                     else:
-                        g, _ = dl.nes_gradient(v.detach(), c, batch, args.budget, n_directions=args.nes_directions,
-                                               sigma=args.nes_sigma, generator=gen, wrt_costs=False,
-                                               max_iter=args.max_iter)
+                        g, _ = dl.nes_gradient(v.detach(), c, batch, args.budget,
+                                               dl.NES(args.nes_directions, args.nes_sigma), gen, wrt_costs=False,
+                                               search=dl.Bisection(max_iter=args.max_iter))
                     secs.append(time.perf_counter() - t0)
                     opt.zero_grad()
                     v.grad = -g  # ascend Q
@@ -78,15 +78,15 @@ def fig2(args) -> dict:
             # Fig. 2b on every seed: NES vs the full FD gradient at the start
             v, lam = torch.tensor(v0), dl.q_lambda_max(torch.tensor(v0), c)
             t0 = time.perf_counter()
-            full, _ = dl.fd_gradient(v, c, batch, args.budget, n_entries=v.numel(), h=args.fd_h,
-                                     generator=torch.Generator().manual_seed(0), wrt_costs=False, lambda_max=lam,
-                                     max_iter=args.max_iter)
+            full, _ = dl.fd_gradient(v, c, batch, args.budget, dl.FiniteDifferences(v.numel(), args.fd_h),
+                                     torch.Generator().manual_seed(0), wrt_costs=False,
+                                     search=dl.Bisection(lam, max_iter=args.max_iter))
             fd_secs = time.perf_counter() - t0
             for n_dir in args.cosine_directions:
                 t0 = time.perf_counter()
-                g, _ = dl.nes_gradient(v, c, batch, args.budget, n_directions=n_dir, sigma=args.fd_h,
-                                       generator=torch.Generator().manual_seed(n_dir), wrt_costs=False,
-                                       lambda_max=lam, max_iter=args.max_iter)
+                g, _ = dl.nes_gradient(v, c, batch, args.budget, dl.NES(n_dir, args.fd_h),
+                                       torch.Generator().manual_seed(n_dir), wrt_costs=False,
+                                       search=dl.Bisection(lam, max_iter=args.max_iter))
                 cos = float(torch.nn.functional.cosine_similarity(g.flatten(), full.flatten(), dim=0))
                 cosine_rows.append({"seed": seed, "directions": n_dir, "cosine": cos,
                                     "seconds": time.perf_counter() - t0})

@@ -7,7 +7,7 @@ e2e_synthetic` (--days 7 x --users 6,000 by default: a holdout day of 6,000 even
 (`_pipeline_bench.evaluate_campaign`, `_checkout.cli_command`; no PROMO_MAX_EPOCHS unless
 --max-epochs). Prints, per checkout and seed, each model's % of the oracle at matched true spend at
 the three budgets and the e2e models' gap to s_learner in points; then whether the two checkouts
-gave the same figures. Writes benchmarks/results/e2e_regression.json.
+gave the same figures. Writes benchmarks/results/e2e_regression.json (--tag: e2e_regression--TAG.json).
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/e2e_regression.py --before /tmp/before [--seeds 0 4]
 """
@@ -68,6 +68,7 @@ def main() -> int:
     ap.add_argument("--days", type=int, default=7)
     ap.add_argument("--users", type=int, default=6000)
     ap.add_argument("--max-epochs", type=int, default=None, help="PROMO_MAX_EPOCHS for promo run (default: unset)")
+    ap.add_argument("--tag", default=None, help="write benchmarks/results/e2e_regression--TAG.json instead")
     args = ap.parse_args()
     rec = Recorder("e2e_regression")
     out = {"preset": "e2e_synthetic", "days": args.days, "users": args.users, "seeds": args.seeds,
@@ -85,7 +86,7 @@ def main() -> int:
     for seed, by in out["after"]["gaps_points"].items():
         for m, g in by.items():
             headline[f"seed {seed}: {m} - s_learner, points (after)"] = " / ".join(f"{x:+.2f}" for x in g)
-    rec.write(out, headline=headline)
+    rec.write(out, headline=headline, tag=args.tag)
     return 0
 
 

@@ -29,11 +29,12 @@ import numpy as np
 import torch
 
 from promo_assets.graph import (
-    GraphTrainConfig, build_graph, compare_joint_independent, independent_allocation, joint_allocation, level_curve,
+    GraphData, GraphTrainConfig, JointCurves, build_graph, compare_joint_independent, independent_allocation, joint_allocation, level_curve,
     load_bipartite_campaign, plot_uplift_quintiles, sensitivity_quintile_uplift, split_scan, train_graph_model,
     truth_matrix, truth_metrics,
 )
 from promo_assets.simulation.bipartite import simulate_bipartite
+from promo_assets.simulation.landing import SimulationRequest
 
 MODELS = {
     "GNN+hazard": ("gnn", "hazard"),
@@ -49,7 +50,7 @@ METRICS = ("auc_c", "mae_c", "mse_c", "mae_m", "mse_m", "mae_c_truth", "mse_c_tr
 
 def run_seed(seed: int, args, workdir: Path) -> dict:
     d = workdir / f"seed{seed}"
-    simulate_bipartite(d, args.days, args.users, seed, merchants=args.merchants,
+    simulate_bipartite(SimulationRequest(d, args.days, args.users, seed, None), merchants=args.merchants,
                        merchant_exponent=args.merchant_exponent)
     camp = load_bipartite_campaign(d)
     graph = build_graph(camp.edges, camp.customers, camp.merchants)
@@ -61,8 +62,7 @@ def run_seed(seed: int, args, workdir: Path) -> dict:
         if args.joint_only and name != "GNN+hazard":
             continue
         cfg = GraphTrainConfig(encoder=enc, head=head, seed=seed, max_epochs=args.max_epochs)
-        m = train_graph_model(graph, camp.customer_events, camp.merchant_events, camp.incentives,
-                              camp.commissions, cfg, save=False)
+        m = train_graph_model(GraphData(graph, camp.customer_events, camp.merchant_events, camp.incentives, camp.commissions), cfg, save=False)
         tm = truth_metrics(m.customer_values, m.merchant_values, ct[0], mt[0], m.merchant_normalizer)
         out["models"][name] = {**{k: v for k, v in m.metrics.items() if not isinstance(v, str)}, **tm}
         out["curves"][name] = level_curve(m.customer_values, ct[0], camp.incentives)[["predicted", "true"]].to_dict("list")
@@ -85,7 +85,8 @@ def joint_vs_independent(m, ct, mt, ratios, seed) -> dict:
         out[scale] = {}
         for ratio in ratios:
             out[scale][str(ratio)] = compare_joint_independent(
-                *m.predict_customers(), *m.predict_merchants(), ratio, ct, mt, merchant_normalizer=norm, seed=seed)
+                JointCurves(m.predict_customers(), m.predict_merchants()), ratio, JointCurves(ct, mt),
+                merchant_normalizer=norm, seed=seed)
             r = out[scale][str(ratio)]
             pj, pi = r["predicted_joint"], r["predicted_independent"]
             print(f"  seed {seed} {scale:10s} B={ratio:g}: joint true {pj['true_value']:.1f} vs independent "
@@ -103,12 +104,13 @@ def split_of(m, ct, mt, ratio) -> dict:
     customers and merchants (normalized scale), and the true value of every split of that total on
     the model's per-side frontiers (`split_scan`), with the true curves' scan for comparison."""
     (vc, cc), (vm, cm), norm = m.predict_customers(), m.predict_merchants(), m.merchant_normalizer
-    j = joint_allocation(vc, cc, vm, cm, ratio, merchant_normalizer=norm)
-    i = independent_allocation(vc, cc, vm, cm, ratio, total_cost=j.cost, merchant_normalizer=norm)
+    predicted, truth = JointCurves((vc, cc), (vm, cm)), JointCurves(ct, mt)
+    j = joint_allocation(predicted, ratio, merchant_normalizer=norm)
+    i = independent_allocation(predicted, ratio, total_cost=j.cost, merchant_normalizer=norm)
     joint_share = float(cc[np.arange(len(vc)), j.customer_levels].sum() / j.cost)
-    pred = split_scan(vc, cc, vm, cm, j.cost, SHARES, ct, mt, merchant_normalizer=norm)
-    oj = joint_allocation(*ct, *mt, ratio, merchant_normalizer=norm)
-    true = split_scan(*ct, *mt, oj.cost, SHARES, ct, mt, merchant_normalizer=norm)
+    pred = split_scan(predicted, j.cost, SHARES, truth, merchant_normalizer=norm)
+    oj = joint_allocation(truth, ratio, merchant_normalizer=norm)
+    true = split_scan(truth, oj.cost, SHARES, truth, merchant_normalizer=norm)
     return {"joint_share": joint_share, "independent_share": float(i.info["customer_share"]),
             "oracle_joint_share": float(ct[1][np.arange(len(vc)), oj.customer_levels].sum() / oj.cost),
             "shares": SHARES.tolist(), "true_value": pred["true_value"].tolist(),
@@ -176,7 +178,7 @@ def epoch_time(args, workdir: Path) -> dict:
     """Seconds per full-graph training epoch (forward + backward + step) of GNN+hazard."""
     d = workdir / "big"
     t0 = time.perf_counter()
-    simulate_bipartite(d, 7, args.epoch_users, 0, merchants=args.epoch_merchants,
+    simulate_bipartite(SimulationRequest(d, 7, args.epoch_users, 0, None), merchants=args.epoch_merchants,
                        edges_per_customer=args.epoch_edges_per_customer)
     t_sim = time.perf_counter() - t0
     camp = load_bipartite_campaign(d)
@@ -184,8 +186,8 @@ def epoch_time(args, workdir: Path) -> dict:
     graph = build_graph(camp.edges, camp.customers, camp.merchants)
     t_build = time.perf_counter() - t0
     cfg = GraphTrainConfig(encoder="gnn", head="hazard", max_epochs=args.epochs_timed, patience=10**6)
-    m = train_graph_model(graph, camp.customer_events, camp.merchant_events, camp.incentives, camp.commissions,
-                          cfg, save=False, log=lambda s: print("   ", s, flush=True))
+    m = train_graph_model(GraphData(graph, camp.customer_events, camp.merchant_events, camp.incentives, camp.commissions), cfg, save=False,
+                          log=lambda s: print("   ", s, flush=True))
     secs = [h["seconds"] for h in m.history]
     return {
         "customers": int(graph["customer"].num_nodes),

@@ -7,10 +7,11 @@ metrics and Fig. 4 (`metrics`), and the joint ratio-budget allocation (`joint`).
 """
 
 from promo_assets.graph.data import (
-    CUSTOMER, EDGE, MERCHANT, REV_EDGE, GraphDataError, aggregate_edges, build_graph, normalized_adjacency,
+    CUSTOMER, EDGE, MERCHANT, REV_EDGE, FeatureColumns, GraphDataError, aggregate_edges, build_graph,
+    normalized_adjacency,
 )
 from promo_assets.graph.joint import (
-    JointAllocation, JointAllocationError, allocate_ratio_budgets, allocation_truth, compare_joint_independent,
+    JointAllocation, JointAllocationError, JointCurves, JointNodes, allocate_ratio_budgets, allocation_truth, compare_joint_independent,
     decide, independent_allocation, joint_allocation, ratio_budgets, split_scan,
 )
 from promo_assets.graph.landing import BipartiteCampaign, BipartiteLandingError, load_bipartite_campaign
@@ -19,16 +20,16 @@ from promo_assets.graph.metrics import (
     sensitivity_quintile_uplift, truth_matrix, truth_metrics,
 )
 from promo_assets.graph.train import (
-    GraphTrainConfig, GraphTrainingError, TrainedGraphModel, load_graph_model, train_gnn_hazard, train_graph_model,
+    GraphData, GraphTrainConfig, GraphTrainingError, TrainedGraphModel, load_graph_model, train_gnn_hazard, train_graph_model,
 )
 
 __all__ = [
-    "CUSTOMER", "MERCHANT", "EDGE", "REV_EDGE", "GraphDataError", "aggregate_edges", "build_graph",
-    "normalized_adjacency", "JointAllocation", "JointAllocationError", "allocation_truth",
+    "CUSTOMER", "MERCHANT", "EDGE", "REV_EDGE", "FeatureColumns", "GraphDataError", "aggregate_edges", "build_graph",
+    "normalized_adjacency", "JointAllocation", "JointAllocationError", "JointCurves", "JointNodes", "allocation_truth",
     "compare_joint_independent", "decide", "independent_allocation", "joint_allocation",
     "allocate_ratio_budgets", "ratio_budgets", "split_scan", "holdout_uplift_quintiles",
     "BipartiteCampaign", "BipartiteLandingError", "load_bipartite_campaign", "customer_metrics",
     "level_curve", "merchant_metrics", "plot_uplift_quintiles", "sensitivity_quintile_uplift",
-    "truth_matrix", "truth_metrics", "GraphTrainConfig", "GraphTrainingError", "TrainedGraphModel",
+    "truth_matrix", "truth_metrics", "GraphData", "GraphTrainConfig", "GraphTrainingError", "TrainedGraphModel",
     "load_graph_model", "train_gnn_hazard", "train_graph_model",
 ]

@@ -8,6 +8,7 @@ history (our choice; the paper builds the graph from "historical trading data" w
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -69,15 +70,21 @@ def aggregate_edges(edges_frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+@dataclass(frozen=True)
+class FeatureColumns:
+    """The feature columns of a node table: `numeric` (standardized) and `categorical` (one-hot)."""
+
+    numeric: Sequence[str]
+    categorical: Sequence[str]
+
+
 def build_graph(
     edges_frame: pd.DataFrame,
     customer_features: pd.DataFrame,
     merchant_features: pd.DataFrame,
     *,
-    customer_numeric: Sequence[str] | None = None,
-    customer_categorical: Sequence[str] | None = None,
-    merchant_numeric: Sequence[str] | None = None,
-    merchant_categorical: Sequence[str] | None = None,
+    customer_columns: FeatureColumns | None = None,
+    merchant_columns: FeatureColumns | None = None,
     normalizer: str | None = "prev_shares",
     drop_unknown: bool = False,
 ) -> HeteroData:
@@ -85,8 +92,8 @@ def build_graph(
 
     Takes the payment edges (daily rows are summed, see `aggregate_edges`), a customer table
     (`user_id` + feature columns, one row per customer) and a merchant table (`merchant_id` + feature
-    columns). Feature columns are inferred from dtypes unless given (numeric -> standardized,
-    string/bool -> one-hot). `normalizer` names the merchant column whose raw value (floored at 1)
+    columns). Feature columns are inferred from dtypes unless given (`customer_columns`,
+    `merchant_columns`; numeric -> standardized, string/bool -> one-hot). `normalizer` names the merchant column whose raw value (floored at 1)
     divides the merchant label (the paper's "sharing received in previous days"); None -> 1.
     Edges naming an unknown customer/merchant raise GraphDataError unless `drop_unknown`.
 
@@ -124,12 +131,10 @@ def build_graph(
         keep = ~unknown
         edges, src, dst = edges.loc[keep].reset_index(drop=True), src[keep], dst[keep]
 
-    cn, cc = _split_feature_columns(cust, "user_id")
-    mn, mc = _split_feature_columns(merch, "merchant_id")
-    c_enc, c_x = _node_features("customer", cust, customer_numeric if customer_numeric is not None else cn,
-                                customer_categorical if customer_categorical is not None else cc)
-    m_enc, m_x = _node_features("merchant", merch, merchant_numeric if merchant_numeric is not None else mn,
-                                merchant_categorical if merchant_categorical is not None else mc)
+    cols_c = customer_columns or FeatureColumns(*_split_feature_columns(cust, "user_id"))
+    cols_m = merchant_columns or FeatureColumns(*_split_feature_columns(merch, "merchant_id"))
+    c_enc, c_x = _node_features("customer", cust, cols_c.numeric, cols_c.categorical)
+    m_enc, m_x = _node_features("merchant", merch, cols_m.numeric, cols_m.categorical)
 
     data = HeteroData()
     data[CUSTOMER].x = torch.from_numpy(c_x)

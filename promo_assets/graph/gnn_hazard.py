@@ -11,10 +11,13 @@ plot) that the model's asset shows as metadata.
 
 from __future__ import annotations
 
+from dataclasses import asdict, fields, make_dataclass
 from pathlib import Path
 
 from promo_assets.config.campaign import CampaignConfig
 from promo_assets.graph import (
+    GraphData,
+    GraphTrainConfig,
     holdout_uplift_quintiles,
     level_curve,
     load_graph_model,
@@ -38,10 +41,16 @@ from promo_assets.models.protocol import (
     TrainingData,
     fraction,
     is_number,
-    store_params,
 )
 
 HEADLINE = ["auc_c", "mae_c", "mse_c", "mae_m", "mse_m", "mae_c_truth", "mse_c_truth", "mae_m_truth", "mse_m_truth"]
+
+
+# gnn_hazard's hyper-parameters (campaign.yaml `models.params.gnn_hazard`): GraphTrainConfig's fields
+# but the encoder and the head, which make it this model (a GNN encoder and the hazard head)
+GnnHazardParams = make_dataclass(
+    "GnnHazardParams", [(f.name, f.type, f.default) for f in fields(GraphTrainConfig) if f.name not in ("encoder", "head")],
+    frozen=True)
 
 
 class GnnHazard(ResponseModel):
@@ -62,16 +71,13 @@ class GnnHazard(ResponseModel):
              "dropout": FRACTION, "max_epochs": COUNT, "patience": COUNT, "validation_fraction": FRACTION,
              "holdout_fraction": FRACTION, "init_marginal": FLAG, "seed": SEED}
 
-    def __init__(self, hidden: int = 64, tower: int = 128, lr: float = 0.003, lr_decay: float = 0.99,
-                 weight_decay: float = 0.0, fused_lasso: float = 1e-3, merchant_weight: float = 1.0,
-                 dropout: float = 0.0, max_epochs: int = 300, patience: int = 30, validation_fraction: float = 0.15,
-                 holdout_fraction: float = 0.15, init_marginal: bool = True, seed: int = 0):
-        store_params(self, locals())
+    Params = GnnHazardParams
 
     def _check_values(self) -> list[str]:
-        if fraction(self.validation_fraction) and fraction(self.holdout_fraction) and \
-                self.validation_fraction + self.holdout_fraction >= 1:
-            return [f"validation_fraction + holdout_fraction = {self.validation_fraction + self.holdout_fraction!r}: "
+        p = self.params
+        if fraction(p.validation_fraction) and fraction(p.holdout_fraction) and \
+                p.validation_fraction + p.holdout_fraction >= 1:
+            return [f"validation_fraction + holdout_fraction = {p.validation_fraction + p.holdout_fraction!r}: "
                     "expected < 1 (rows must be left to train on)"]
         return []
 
@@ -94,9 +100,10 @@ class GnnHazard(ResponseModel):
                 f"{len(data.merchant_events)} merchant events")
         params = {k: v for k, v in self.get_params().items() if k not in ("seed", "max_epochs")}
         try:
-            trained = train_gnn_hazard(data.graph, customer_events, data.merchant_events[["merchant_id", "level", "response"]],
-                                       config.incentives, mconf.commissions, seed=self.seed,
-                                       max_epochs=resolve_max_epochs(self.max_epochs), log=log, save=False, **params)
+            graph_data = GraphData(data.graph, customer_events, data.merchant_events[["merchant_id", "level", "response"]],
+                                   config.incentives, mconf.commissions)
+            trained = train_gnn_hazard(graph_data, seed=self.params.seed,
+                                       max_epochs=resolve_max_epochs(self.params.max_epochs), log=log, save=False, **params)
         except ValueError as exc:
             raise ModelInputError(f"gnn_hazard for campaign '{data.campaign}': {exc}") from None
         trained.report = _report(trained, data, config, mconf, campaign_dir, log)
@@ -110,8 +117,6 @@ class GnnHazard(ResponseModel):
     def _params_of(cls, fitted) -> dict:
         """The parameters stored with the artefact; for an artefact stored before them, its
         GraphTrainConfig (where max_epochs is the cap it trained under)."""
-        from dataclasses import asdict
-
         if fitted.estimator:
             return super()._params_of(fitted)
         return {k: v for k, v in asdict(fitted.config).items() if k in cls.param_names()}

@@ -70,6 +70,26 @@ class JointAllocation:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class JointCurves:
+    """Expected response and cost per node x level of both sides: `customer` a (response, cost) pair
+    of N_c x K_c arrays, `merchant` one of N_m x K_m arrays (a model's predictions, or the truth)."""
+
+    customer: tuple[np.ndarray, np.ndarray]
+    merchant: tuple[np.ndarray, np.ndarray]
+
+
+@dataclass(frozen=True)
+class JointNodes:
+    """What the level frames of `allocate_ratio_budgets` name: the customer and merchant ids (in the
+    curves' row order) and the incentive per customer level and commission per merchant level."""
+
+    customer_ids: np.ndarray
+    merchant_ids: np.ndarray
+    incentives: np.ndarray
+    commissions: np.ndarray
+
+
 def _check(name: str, response: np.ndarray, cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     v, c = np.asarray(response, dtype=np.float64), np.asarray(cost, dtype=np.float64)
     if v.ndim != 2 or v.shape != c.shape:
@@ -90,13 +110,14 @@ def _normalizer(merchant_normalizer, n: int) -> np.ndarray | None:
     return norm
 
 
-def _inputs(customer_response, customer_cost, merchant_response, merchant_cost, merchant_normalizer):
-    vc, cc = _check("customer", customer_response, customer_cost)
-    vm, cm = _check("merchant", merchant_response, merchant_cost)
+def _inputs(curves: JointCurves, merchant_normalizer) -> JointCurves:
+    """The curves checked, as float64, the merchant side divided by `merchant_normalizer` when given."""
+    vc, cc = _check("customer", *curves.customer)
+    vm, cm = _check("merchant", *curves.merchant)
     norm = _normalizer(merchant_normalizer, vm.shape[0])
     if norm is not None:  # the paper's f^m: count / previous shares; cost r_j f^m scales alike
         vm, cm = vm / norm[:, None], cm / norm[:, None]
-    return vc, cc, vm, cm
+    return JointCurves((vc, cc), (vm, cm))
 
 
 def _pad(a: np.ndarray, k: int) -> np.ndarray:
@@ -121,10 +142,7 @@ def decide(response: np.ndarray, cost: np.ndarray, lambda_: float, ratio: float)
 
 
 def joint_allocation(
-    customer_response: np.ndarray,
-    customer_cost: np.ndarray,
-    merchant_response: np.ndarray,
-    merchant_cost: np.ndarray,
+    curves: JointCurves,
     ratio: float,
     *,
     merchant_normalizer: np.ndarray | None = None,
@@ -133,14 +151,15 @@ def joint_allocation(
 ) -> JointAllocation:
     """Solve Eq. 11–16 for both sides at once (one ratio constraint, one lambda*).
 
-    Takes the predicted (response, cost) N_c x K_c for customers and N_m x K_m for merchants (raw sharing
-    counts and money costs; divided here by `merchant_normalizer`, length N_m, when given, the
-    paper's normalization) and the ratio budget B. Returns a JointAllocation (kind "joint") whose
+    Takes the predicted `curves`: (response, cost) N_c x K_c for customers and N_m x K_m for merchants
+    (raw sharing counts and money costs; divided here by `merchant_normalizer`, length N_m, when
+    given, the paper's normalization) and the ratio budget B. Returns a JointAllocation (kind "joint") whose
     `value`/`cost` are the predicted Eq. 11 objective and Eq. 16 numerator.
     """
     from promo_assets import allocation
 
-    vc, cc, vm, cm = _inputs(customer_response, customer_cost, merchant_response, merchant_cost, merchant_normalizer)
+    scaled = _inputs(curves, merchant_normalizer)
+    (vc, cc), (vm, cm) = scaled.customer, scaled.merchant
     k = max(vc.shape[1], vm.shape[1])
     values = np.concatenate([_pad(vc, k), _pad(vm, k)])
     costs = np.concatenate([_pad(cc, k), _pad(cm, k)])
@@ -150,14 +169,11 @@ def joint_allocation(
     lc[lc >= vc.shape[1]] = 0
     lm[lm >= vm.shape[1]] = 0
     info = {"allocation": a.summary(), "normalized_merchants": merchant_normalizer is not None}
-    return _result("joint", ratio, lc, lm, float(a.lambda_), vc, cc, vm, cm, info)
+    return _result("joint", ratio, (lc, lm), float(a.lambda_), scaled, info)
 
 
 def independent_allocation(
-    customer_response: np.ndarray,
-    customer_cost: np.ndarray,
-    merchant_response: np.ndarray,
-    merchant_cost: np.ndarray,
+    curves: JointCurves,
     ratio: float,
     *,
     total_cost: float | None = None,
@@ -180,9 +196,10 @@ def independent_allocation(
     """
     from promo_assets import allocation
 
-    vc, cc, vm, cm = _inputs(customer_response, customer_cost, merchant_response, merchant_cost, merchant_normalizer)
+    scaled = _inputs(curves, merchant_normalizer)
+    (vc, cc), (vm, cm) = scaled.customer, scaled.merchant
     if total_cost is None:
-        total_cost = joint_allocation(vc, cc, vm, cm, ratio, seed=seed, log=log).cost
+        total_cost = joint_allocation(scaled, ratio, seed=seed, log=log).cost
     total = float(total_cost)
     if not np.isfinite(total) or total < 0:
         raise JointAllocationError(f"total_cost must be finite and >= 0, got {total_cost!r}")
@@ -209,15 +226,12 @@ def independent_allocation(
         "merchant_allocation": am.summary(),
         "normalized_merchants": merchant_normalizer is not None,
     }
-    return _result("independent", ratio, np.asarray(ac.levels), np.asarray(am.levels),
-                   (float(ac.lambda_), float(am.lambda_)), vc, cc, vm, cm, info)
+    return _result("independent", ratio, (np.asarray(ac.levels), np.asarray(am.levels)),
+                   (float(ac.lambda_), float(am.lambda_)), scaled, info)
 
 
 def independent_same_ratio_allocation(
-    customer_response: np.ndarray,
-    customer_cost: np.ndarray,
-    merchant_response: np.ndarray,
-    merchant_cost: np.ndarray,
+    curves: JointCurves,
     ratio: float,
     *,
     merchant_normalizer: np.ndarray | None = None,
@@ -228,18 +242,21 @@ def independent_same_ratio_allocation(
     differs from the joint policy's, so it is reported for context only (kind "independent_same_ratio")."""
     from promo_assets import allocation
 
-    vc, cc, vm, cm = _inputs(customer_response, customer_cost, merchant_response, merchant_cost, merchant_normalizer)
-    ac = allocation.solve_ratio(vc, cc, ratio, seed=seed, log=log)
-    am = allocation.solve_ratio(vm, cm, ratio, seed=seed, log=log)
+    scaled = _inputs(curves, merchant_normalizer)
+    ac = allocation.solve_ratio(*scaled.customer, ratio, seed=seed, log=log)
+    am = allocation.solve_ratio(*scaled.merchant, ratio, seed=seed, log=log)
     return _result(
-        "independent_same_ratio", ratio, np.asarray(ac.levels), np.asarray(am.levels),
-        (float(ac.lambda_), float(am.lambda_)), vc, cc, vm, cm,
+        "independent_same_ratio", ratio, (np.asarray(ac.levels), np.asarray(am.levels)),
+        (float(ac.lambda_), float(am.lambda_)), scaled,
         {"customer_allocation": ac.summary(), "merchant_allocation": am.summary(),
          "normalized_merchants": merchant_normalizer is not None},
     )
 
 
-def _result(kind, ratio, lc, lm, lam, vc, cc, vm, cm, info) -> JointAllocation:
+def _result(kind, ratio, levels: tuple[np.ndarray, np.ndarray], lam, scaled: JointCurves, info) -> JointAllocation:
+    """The allocation of `levels` (customer, merchant) with its totals on the (normalized) curves."""
+    lc, lm = levels
+    (vc, cc), (vm, cm) = scaled.customer, scaled.merchant
     rc, rm = np.arange(len(lc)), np.arange(len(lm))
     cv, mv = float(vc[rc, lc].sum()), float(vm[rm, lm].sum())
     cost = float(cc[rc, lc].sum() + cm[rm, lm].sum())
@@ -282,20 +299,16 @@ def allocation_truth(
 
 
 def compare_joint_independent(
-    customer_response: np.ndarray,
-    customer_cost: np.ndarray,
-    merchant_response: np.ndarray,
-    merchant_cost: np.ndarray,
+    predicted: JointCurves,
     ratio: float,
-    customer_truth: tuple[np.ndarray, np.ndarray],
-    merchant_truth: tuple[np.ndarray, np.ndarray],
+    truth: JointCurves,
     *,
     merchant_normalizer: np.ndarray | None = None,
     seed: int = 0,
 ) -> dict[str, Any]:
     """Joint vs independent allocation at the same total predicted budget, scored on the truth.
 
-    For `source` in ("predicted" — the model's coefficients, "oracle" — the true curves): the joint
+    For `source` in ("predicted" — the model's curves, "oracle" — the true curves `truth`): the joint
     ratio-B policy, the independent policy given the joint policy's predicted total cost
     (`independent_allocation(total_cost=joint.cost)`), and, for context, each side under the same
     ratio B (`independent_same_ratio`). Returns {"ratio": B, f"{source}_{kind}": row}, each row the
@@ -303,16 +316,13 @@ def compare_joint_independent(
     All values and costs use `merchant_normalizer` (the paper's scale) when given, raw counts otherwise.
     """
     out: dict[str, Any] = {"ratio": float(ratio), "normalized_merchants": merchant_normalizer is not None}
-    for source, (vc, cc, vm, cm) in (
-        ("predicted", (customer_response, customer_cost, merchant_response, merchant_cost)),
-        ("oracle", (*customer_truth, *merchant_truth)),
-    ):
+    for source, curves in (("predicted", predicted), ("oracle", truth)):
         kw = {"merchant_normalizer": merchant_normalizer, "seed": seed}
-        j = joint_allocation(vc, cc, vm, cm, ratio, **kw)
-        allocs = (j, independent_allocation(vc, cc, vm, cm, ratio, total_cost=j.cost, **kw),
-                  independent_same_ratio_allocation(vc, cc, vm, cm, ratio, **kw))
+        j = joint_allocation(curves, ratio, **kw)
+        allocs = (j, independent_allocation(curves, ratio, total_cost=j.cost, **kw),
+                  independent_same_ratio_allocation(curves, ratio, **kw))
         for a in allocs:
-            row = allocation_truth(a, customer_truth, merchant_truth, merchant_normalizer)
+            row = allocation_truth(a, truth.customer, truth.merchant, merchant_normalizer)
             row.update({"predicted_value": a.value, "predicted_cost": a.cost})
             if a.kind == "independent":
                 row["customer_share"] = a.info["customer_share"]
@@ -336,28 +346,22 @@ def ratio_budgets(raw: Any) -> list[float]:
 
 
 def allocate_ratio_budgets(
-    customer_response: np.ndarray,
-    customer_cost: np.ndarray,
-    merchant_response: np.ndarray,
-    merchant_cost: np.ndarray,
+    curves: JointCurves,
     ratios: list[float],
+    nodes: JointNodes,
     *,
-    customer_ids: np.ndarray,
-    merchant_ids: np.ndarray,
-    incentives: np.ndarray,
-    commissions: np.ndarray,
     merchant_normalizer: np.ndarray | None = None,
-    truth: tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None,
+    truth: JointCurves | None = None,
     log: Callable[[str], None] | None = None,
 ) -> tuple[list[dict[str, Any]], list[Any]]:
     """For every ratio budget: the joint allocation and the independent one under the joint
     policy's predicted total cost (`independent_allocation(total_cost=joint.cost)`).
 
     Returns (rows, level frames): one row per ratio with `ratio_budget`, `joint_lambda`,
-    `{kind}_value` / `{kind}_cost` (predicted) and, with `truth` ((customer values, costs), (merchant
-    values, costs)) over the same nodes, `{kind}_true_value` / `{kind}_true_cost`; a ratio the solver
-    refuses gets a row with its `note` instead. Each level frame holds ratio_budget, kind, side,
-    node_id, level, incentive for one side of one allocation."""
+    `{kind}_value` / `{kind}_cost` (predicted) and, with `truth` over the same nodes,
+    `{kind}_true_value` / `{kind}_true_cost`; a ratio the solver refuses gets a row with its `note`
+    instead. Each level frame holds ratio_budget, kind, side, node_id, level, incentive for one side
+    of one allocation (ids and amounts from `nodes`)."""
     import pandas as pd
 
     rows: list[dict[str, Any]] = []
@@ -365,11 +369,9 @@ def allocate_ratio_budgets(
     for ratio in ratios:
         row: dict[str, Any] = {"ratio_budget": ratio, "note": None}
         try:
-            joint = joint_allocation(customer_response, customer_cost, merchant_response, merchant_cost, ratio,
-                                     merchant_normalizer=merchant_normalizer, log=log)
+            joint = joint_allocation(curves, ratio, merchant_normalizer=merchant_normalizer, log=log)
             allocs = {"joint": joint, "independent": independent_allocation(
-                customer_response, customer_cost, merchant_response, merchant_cost, ratio, total_cost=joint.cost,
-                merchant_normalizer=merchant_normalizer)}
+                curves, ratio, total_cost=joint.cost, merchant_normalizer=merchant_normalizer)}
         except ValueError as exc:
             row["note"] = str(exc)
             rows.append(row)
@@ -380,10 +382,10 @@ def allocate_ratio_budgets(
         for kind, a in allocs.items():
             row[f"{kind}_value"], row[f"{kind}_cost"] = a.value, a.cost
             if truth is not None:
-                t = allocation_truth(a, truth[0], truth[1], merchant_normalizer)
+                t = allocation_truth(a, truth.customer, truth.merchant, merchant_normalizer)
                 row[f"{kind}_true_value"], row[f"{kind}_true_cost"] = t["true_value"], t["true_cost"]
-            for side, ids, lv, amounts in (("customer", customer_ids, a.customer_levels, incentives),
-                                           ("merchant", merchant_ids, a.merchant_levels, commissions)):
+            for side, ids, lv, amounts in (("customer", nodes.customer_ids, a.customer_levels, nodes.incentives),
+                                           ("merchant", nodes.merchant_ids, a.merchant_levels, nodes.commissions)):
                 levels.append(pd.DataFrame({"ratio_budget": ratio, "kind": kind, "side": side, "node_id": ids,
                                             "level": lv.astype(np.int32), "incentive": np.asarray(amounts)[lv]}))
         rows.append(row)
@@ -391,14 +393,10 @@ def allocate_ratio_budgets(
 
 
 def split_scan(
-    customer_response: np.ndarray,
-    customer_cost: np.ndarray,
-    merchant_response: np.ndarray,
-    merchant_cost: np.ndarray,
+    curves: JointCurves,
     total_cost: float,
     shares: np.ndarray,
-    customer_truth: tuple[np.ndarray, np.ndarray],
-    merchant_truth: tuple[np.ndarray, np.ndarray],
+    truth: JointCurves,
     *,
     merchant_normalizer: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
@@ -419,14 +417,14 @@ def split_scan(
     """
     from promo_assets import allocation
 
-    vc, cc, vm, cm = _inputs(customer_response, customer_cost, merchant_response, merchant_cost, merchant_normalizer)
+    scaled = _inputs(curves, merchant_normalizer)
     s = np.asarray(shares, dtype=np.float64).ravel()
     if s.size == 0 or not np.isfinite(s).all() or (s < 0).any() or (s > 1).any():
         raise JointAllocationError(f"shares must be fractions in [0, 1], got {shares!r}")
     total = float(total_cost)
     if not np.isfinite(total) or total < 0:
         raise JointAllocationError(f"total_cost must be finite and >= 0, got {total_cost!r}")
-    fc, fm = allocation.frontier(vc, cc), allocation.frontier(vm, cm)
+    fc, fm = allocation.frontier(*scaled.customer), allocation.frontier(*scaled.merchant)
     out = {k: np.empty(s.size) for k in ("true_value", "true_cost", "customer_slope", "merchant_slope")}
     for i, share in enumerate(s):
         bc, bm = total * share, total * (1.0 - share)
@@ -434,8 +432,8 @@ def split_scan(
             lc, lm = np.asarray(fc.allocation(bc).levels), np.asarray(fm.allocation(bm).levels)
         except allocation.InfeasibleBudgetError as exc:
             raise JointAllocationError(f"customer share {share:.4g} of {total:.6g} is infeasible: {exc}") from exc
-        split = _result("split", float("nan"), lc, lm, float("nan"), vc, cc, vm, cm, {"customer_share": float(share)})
-        t = allocation_truth(split, customer_truth, merchant_truth, merchant_normalizer)
+        split = _result("split", float("nan"), (lc, lm), float("nan"), scaled, {"customer_share": float(share)})
+        t = allocation_truth(split, truth.customer, truth.merchant, merchant_normalizer)
         out["true_value"][i], out["true_cost"][i] = t["true_value"], t["true_cost"]
         out["customer_slope"][i], out["merchant_slope"][i] = fc.lambda_at(bc), fm.lambda_at(bm)
     return {"share": s, **out}

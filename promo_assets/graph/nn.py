@@ -228,20 +228,13 @@ def censored_hazard_loss(cum_hazard: torch.Tensor, level: torch.Tensor, response
 class GraphResponseModel(nn.Module):
     """Encoder + customer head + merchant head; `forward` returns (f_c N_c x K, y_m N_m x K_m)."""
 
-    def __init__(
-        self,
-        encoder: str,
-        head: str,
-        in_customer: int,
-        in_merchant: int,
-        incentives: torch.Tensor,
-        commissions: torch.Tensor,
-        hidden: int = 64,
-        tower: int = 128,
-        dropout: float = 0.0,
-        history_dim: int = 3,
-    ):
+    def __init__(self, config, in_dims: tuple[int, int], incentives: torch.Tensor, commissions: torch.Tensor,
+                 history_dim: int = 3):
+        """`config`: the training config's `encoder`, `head`, `hidden`, `tower` and `dropout`
+        (graph.train.GraphTrainConfig); `in_dims`: the customer and merchant feature widths."""
         super().__init__()
+        encoder, head, hidden, tower, dropout = config.encoder, config.head, config.hidden, config.tower, config.dropout
+        in_customer, in_merchant = in_dims
         if encoder not in ENCODERS:
             raise ValueError(f"encoder must be one of {ENCODERS}, got {encoder!r}")
         if head not in HEADS:

@@ -33,8 +33,18 @@ def _ids(*columns) -> np.ndarray:
     return np.unique(np.concatenate([np.asarray(c, dtype=str) for c in columns]))
 
 
-def _node_tables(con, landing_dir: Path, campaign: str, edges: pd.DataFrame, m_events: pd.DataFrame):
-    """(customer nodes, merchant nodes, customer features source, merchant features source)."""
+@dataclass(frozen=True)
+class _NodeTables:
+    """The node tables with their statistics and features, and where each side's features come from."""
+
+    customers: pd.DataFrame
+    merchants: pd.DataFrame
+    customer_source: str
+    merchant_source: str
+
+
+def _node_tables(con, landing_dir: Path, campaign: str, edges: pd.DataFrame, m_events: pd.DataFrame) -> _NodeTables:
+    """The customer and merchant node tables and the sources of their features."""
     population, pop_source = latest_landing_file(landing_dir, campaign, "population")
     merchant_pop, mpop_source = latest_landing_file(landing_dir, campaign, "merchant_population")
     kinds = loaded_features(con, campaign)
@@ -46,7 +56,8 @@ def _node_tables(con, landing_dir: Path, campaign: str, edges: pd.DataFrame, m_e
     m_ids = _ids(edges["merchant_id"], m_events["merchant_id"], [] if merchant_pop is None else merchant_pop["merchant_id"])
     c_nodes = node_stats(node_table(c_ids, "user_id", population, rct_features), "user_id", edges, n_events)
     m_nodes = node_stats(node_table(m_ids, "merchant_id", merchant_pop, m_feats), "merchant_id", edges, m_events)
-    return c_nodes, m_nodes, pop_source or "latest RCT row per customer", mpop_source or "latest merchant RCT row"
+    return _NodeTables(c_nodes, m_nodes, pop_source or "latest RCT row per customer",
+                       mpop_source or "latest merchant RCT row")
 
 
 def store_campaign_graph(con, landing_dir: Path, campaign: str) -> StoredGraph:
@@ -61,7 +72,8 @@ def store_campaign_graph(con, landing_dir: Path, campaign: str) -> StoredGraph:
         note = f"campaign '{campaign}' has no {missing}; no graph (not a bipartite campaign)"
         return StoredGraph(None, note, {"note": note, "customers": 0, "merchants": 0, "edges": 0})
     edges = aggregate_edges(raw_edges)
-    c_nodes, m_nodes, c_source, m_source = _node_tables(con, landing_dir, campaign, edges, m_events)
+    nodes = _node_tables(con, landing_dir, campaign, edges, m_events)
+    c_nodes, m_nodes, c_source, m_source = nodes.customers, nodes.merchants, nodes.customer_source, nodes.merchant_source
     version = content_version(
         pd.util.hash_pandas_object(edges, index=False).to_numpy().tobytes()
         + "\n".join(c_nodes["features"]).encode() + "\n".join(m_nodes["features"]).encode()

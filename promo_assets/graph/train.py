@@ -233,24 +233,29 @@ def _rows(
     return {"node": node.astype(np.int64), "level": level.astype(np.int64), "response": response, "split": split}
 
 
+@dataclass(frozen=True)
+class GraphData:
+    """What a graph model learns from: the graph of `build_graph`, the customer RCT rows (user_id,
+    level, response 0/1, optional split in train/validation/holdout; without it customers are split
+    at random by node), the merchant RCT rows (merchant_id, level, response = sharing count, optional
+    split), the coupon amounts per level and the commission amounts per level."""
+
+    graph: HeteroData
+    customer_events: pd.DataFrame
+    merchant_events: pd.DataFrame
+    incentives: Sequence[float]
+    commissions: Sequence[float]
+
+
 def train_graph_model(
-    graph: HeteroData,
-    customer_events: pd.DataFrame,
-    merchant_events: pd.DataFrame,
-    incentives: Sequence[float],
-    commissions: Sequence[float],
+    data: GraphData,
     config: GraphTrainConfig | None = None,
     *,
     log: Callable[[str], None] | None = None,
     save: bool = True,
     artifacts_root: Path | None = None,
 ) -> TrainedGraphModel:
-    """Train one (encoder, head) combination with full-graph batches on CPU.
-
-    Takes the graph of `build_graph`, the customer RCT rows (user_id, level, response 0/1, optional
-    split in train/validation/holdout; without it customers are split at random by node), the
-    merchant RCT rows (merchant_id, level, response = sharing count, optional split), the coupon
-    amounts per level and the commission amounts per level. Early stopping is per side: the
+    """Train one (encoder, head) combination with full-graph batches on CPU, on `data` (GraphData). Early stopping is per side: the
     customer predictions come from the parameters of the epoch with the best customer validation
     loss, the merchant predictions from the best merchant epoch (our choice: the customer side
     overfits in far fewer epochs than the merchant side); training stops when neither improved for
@@ -260,6 +265,8 @@ def train_graph_model(
     """
     cfg = config or GraphTrainConfig()
     cfg.validate()
+    graph, customer_events, merchant_events = data.graph, data.customer_events, data.merchant_events
+    incentives, commissions = data.incentives, data.commissions
     say = log or (lambda _msg: None)
     r_c = _as_levels("incentives", incentives)
     r_m = _as_levels("commissions", commissions)
@@ -273,10 +280,8 @@ def train_graph_model(
     x_c, x_m = graph[CUSTOMER].x.float(), graph[MERCHANT].x.float()
     hist_c, hist_m = graph[CUSTOMER].history.float(), graph[MERCHANT].history.float()
     adj = normalized_adjacency(graph) if cfg.encoder == "gnn" else None
-    model = GraphResponseModel(
-        cfg.encoder, cfg.head, x_c.shape[1], x_m.shape[1], torch.tensor(r_c), torch.tensor(r_m),
-        hidden=cfg.hidden, tower=cfg.tower, dropout=cfg.dropout, history_dim=hist_c.shape[1],
-    )
+    model = GraphResponseModel(cfg, (x_c.shape[1], x_m.shape[1]), torch.tensor(r_c), torch.tensor(r_m),
+                               history_dim=hist_c.shape[1])
 
     def tensors(rows, key, split):
         sel = rows["split"] == split
@@ -353,11 +358,7 @@ def train_graph_model(
 
 
 def train_gnn_hazard(
-    graph: HeteroData,
-    customer_events: pd.DataFrame,
-    merchant_events: pd.DataFrame,
-    incentives: Sequence[float],
-    commissions: Sequence[float],
+    data: GraphData,
     *,
     seed: int = 0,
     max_epochs: int | None = None,
@@ -379,8 +380,7 @@ def train_gnn_hazard(
         cfg = GraphTrainConfig(seed=seed, **fields)
     except TypeError as exc:
         raise GraphTrainingError(f"unknown training option: {exc}") from None
-    return train_graph_model(graph, customer_events, merchant_events, incentives, commissions, cfg,
-                             log=log, save=save, artifacts_root=artifacts_root)
+    return train_graph_model(data, cfg, log=log, save=save, artifacts_root=artifacts_root)
 
 
 def label_metrics(

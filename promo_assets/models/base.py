@@ -49,6 +49,14 @@ def register_architecture(key: str):
     return deco
 
 
+def build_network(architecture: str, arch_kwargs: dict[str, Any]) -> torch.nn.Module:
+    """The registered `architecture`'s module built from its keyword arguments (as stored with an
+    artefact); an architecture that declares a `Shape` dataclass takes them as one `Shape`."""
+    cls = ARCHITECTURES[architecture]
+    shape = getattr(cls, "Shape", None)
+    return cls(shape(**arch_kwargs)) if shape is not None else cls(**arch_kwargs)
+
+
 # ---------------------------------------------------------------------------- links and losses
 def response_loss(raw: torch.Tensor, y: torch.Tensor, kind: str) -> torch.Tensor:
     """Per-sample loss of link-scale predictions `raw` against targets `y` (already scaled)."""
@@ -214,6 +222,16 @@ class _Curves(torch.nn.Module):
         return (r, c) if self.cost else (r,)
 
 
+@dataclass(frozen=True)
+class TrainingRecord:
+    """What a training run records with its model: the hyper-parameters it was trained with, its
+    metrics and its per-epoch history."""
+
+    hparams: dict[str, Any]
+    metrics: dict[str, Any]
+    history: list[dict[str, Any]]
+
+
 class TrainedModel:
     """A trained response model with its encoder: `predict(frame) -> (values N x K, costs N x K)`.
 
@@ -225,16 +243,16 @@ class TrainedModel:
     """
 
     def __init__(self, name: str, module: torch.nn.Module, encoder: FeatureEncoder, config: CampaignConfig,
-                 targets: dict[str, float], hparams: dict[str, Any], metrics: dict[str, Any],
-                 history: list[dict[str, Any]], arch_kwargs: dict[str, Any], estimator: dict[str, Any] | None = None):
+                 targets: dict[str, float], record: TrainingRecord, arch_kwargs: dict[str, Any],
+                 estimator: dict[str, Any] | None = None):
         self.name = name
         self.module = module.eval()
         self.encoder = encoder
         self.config = config
         self.targets = dict(targets)
-        self.hparams = dict(hparams)
-        self.metrics = dict(metrics)
-        self.history = [dict(h) for h in history]
+        self.hparams = dict(record.hparams)
+        self.metrics = dict(record.metrics)
+        self.history = [dict(h) for h in record.history]
         self.arch_kwargs = dict(arch_kwargs)
         self.estimator = estimator  # the estimator's parameters and phase (protocol.ResponseModel), stored with it
         self._version: str | None = None
@@ -382,12 +400,12 @@ class TrainedModel:
                 f"model artefact {payload.get('name')!r} was saved by version {saved} of the {arch!r} architecture; "
                 f"this code reads version {current}: re-materialize the model's asset (or retrain the model)")
         try:
-            module = ARCHITECTURES[arch](**payload["arch_kwargs"])
+            module = build_network(arch, payload["arch_kwargs"])
             module.load_state_dict(payload["state_dict"])
             config = CampaignConfig.from_record(payload["config"])
+            record = TrainingRecord(payload["hparams"], payload["metrics"], payload["history"])
             return cls(payload["name"], module, FeatureEncoder.from_state(payload["encoder"]), config,
-                       payload["targets"], payload["hparams"], payload["metrics"], payload["history"],
-                       payload["arch_kwargs"], payload.get("estimator"))
+                       payload["targets"], record, payload["arch_kwargs"], payload.get("estimator"))
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
             raise ModelInputError(f"model artefact {payload.get('name')!r} is damaged ({type(exc).__name__}: "
                                   f"{str(exc).splitlines()[0][:200] if str(exc) else ''}): re-materialize the "

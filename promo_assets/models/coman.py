@@ -34,6 +34,7 @@ both false (CoMAN-B: CMNN(CLU) + FPM with the S-T embedding modules).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -43,10 +44,30 @@ from torch import nn
 from promo_assets.models.base import TrainedModel, register_architecture
 from promo_assets.models.monotone import MonotoneStack, fpm_response
 from promo_assets.models.monotone_models import AttributeCurves, _list, _MonotoneModel, train_attribute_model
-from promo_assets.models.protocol import COUNT, FLAG, FRACTION, ModelSkipped, TrainingData, store_params
+from promo_assets.models.protocol import COUNT, FLAG, FRACTION, ModelSkipped, TrainingData
 from promo_assets.models.s_learner import mlp
 
 SPATIOTEMPORAL = ["period_of_day", "city", "weekday"]
+
+
+@dataclass(frozen=True)
+class CoMANShape:
+    """CoMANNet's shape and starting point (its artefact's `arch_kwargs`)."""
+
+    n_numeric: int
+    cardinalities: list[int]
+    st_index: list[int]
+    level_attributes: list[list[float]]
+    signs: list[int]
+    token_dim: int = 8
+    hidden: tuple[int, ...] | list[int] = (64, 32)
+    mono_hidden: tuple[int, ...] | list[int] = (32, 16)
+    adaptive_activation: bool = True
+    st_attention: bool = True
+    binary: bool = True
+    cost_heads: bool = False
+    response_init: float = 0.0
+    dropout: float = 0.0
 
 
 @register_architecture("coman")
@@ -54,11 +75,15 @@ class CoMANNet(AttributeCurves):
     # 2: fused parameters (`tokens`, `st_heads`), the normalised FPM index, S-t Attention scaled by its
     # fan-in: a version-1 artefact is refused with "re-materialize the model's asset"
     architecture_version = 2
-    def __init__(self, n_numeric: int, cardinalities: list[int], st_index: list[int],
-                 level_attributes: list[list[float]], signs: list[int], token_dim: int = 8, hidden=(64, 32),
-                 mono_hidden=(32, 16), adaptive_activation: bool = True, st_attention: bool = True,
-                 binary: bool = True, cost_heads: bool = False, response_init: float = 0.0, dropout: float = 0.0):
+    Shape = CoMANShape
+
+    def __init__(self, shape: CoMANShape):
         super().__init__()
+        s = shape
+        n_numeric, cardinalities, st_index, level_attributes = s.n_numeric, s.cardinalities, s.st_index, s.level_attributes
+        signs, token_dim, hidden, mono_hidden = s.signs, s.token_dim, s.hidden, s.mono_hidden
+        adaptive_activation, st_attention, binary = s.adaptive_activation, s.st_attention, s.binary
+        cost_heads, response_init, dropout = s.cost_heads, s.response_init, s.dropout
         d = int(token_dim)
         self.d = d
         self.st_index = [int(i) for i in st_index]
@@ -133,6 +158,26 @@ class CoMANNet(AttributeCurves):
         return fpm_response(params[:, None, :], u, self.binary)
 
 
+@dataclass(frozen=True)
+class CoMANParams:
+    """CoMAN's hyper-parameters (campaign.yaml `models.params.coman`)."""
+
+    hidden: tuple[int, ...] = (64, 32)
+    mono_hidden: tuple[int, ...] = (32, 16)
+    lr: float = 2e-3
+    batch_size: int = 256
+    max_epochs: int = 60
+    patience: int = 6
+    weight_decay: float = 0.0
+    token_dim: int = 8
+    spatiotemporal: tuple[str, ...] = tuple(SPATIOTEMPORAL)
+    adaptive_activation: bool = True
+    st_attention: bool = True
+    dropout: float = 0.3
+    seed: int = 0
+    ips_weighting: bool = True
+
+
 class CoMAN(_MonotoneModel):
     """Hyper-parameters: those of the monotone models but `embedding_dim` (`hidden`, `mono_hidden`,
     `lr`, `batch_size`, `max_epochs`, `patience`, `weight_decay`), plus `token_dim`, `spatiotemporal`
@@ -148,24 +193,20 @@ class CoMAN(_MonotoneModel):
                                 "a non-empty list of feature column names"),
              "adaptive_activation": FLAG, "st_attention": FLAG, "dropout": FRACTION}
 
-    def __init__(self, hidden=(64, 32), mono_hidden=(32, 16), lr: float = 2e-3, batch_size: int = 256,
-                 max_epochs: int = 60, patience: int = 6, weight_decay: float = 0.0, token_dim: int = 8,
-                 spatiotemporal=tuple(SPATIOTEMPORAL), adaptive_activation: bool = True, st_attention: bool = True,
-                 dropout: float = 0.3, seed: int = 0, ips_weighting: bool = True):
-        store_params(self, locals())
+    Params = CoMANParams
 
     def _fit_phase(self, data: TrainingData, phase: str, previous, log) -> TrainedModel:
-        config = data.config
+        config, p = data.config, self.params
         categorical = list(data.categorical)
-        st_index = [categorical.index(c) for c in self.spatiotemporal if c in categorical]
+        st_index = [categorical.index(c) for c in p.spatiotemporal if c in categorical]
         if not st_index:
-            raise ModelSkipped(f"none of the spatio-temporal columns {list(self.spatiotemporal)} (models.params.coman."
+            raise ModelSkipped(f"none of the spatio-temporal columns {list(p.spatiotemporal)} (models.params.coman."
                                f"spatiotemporal) is a categorical feature of campaign {config.campaign!r}")
 
         def arch(prep) -> dict[str, Any]:
-            return dict(st_index=st_index, token_dim=int(self.token_dim), hidden=_list(self.hidden),
-                        mono_hidden=_list(self.mono_hidden), adaptive_activation=bool(self.adaptive_activation),
-                        st_attention=bool(self.st_attention), dropout=float(self.dropout))
+            return dict(st_index=st_index, token_dim=int(p.token_dim), hidden=_list(p.hidden),
+                        mono_hidden=_list(p.mono_hidden), adaptive_activation=bool(p.adaptive_activation),
+                        st_attention=bool(p.st_attention), dropout=float(p.dropout))
 
-        return train_attribute_model(self.name, "coman", data.frame, config, list(data.numeric), categorical,
-                                     self.get_params(), arch, weighted=self.ips_weighting, seed=self.seed, log=log)
+        return train_attribute_model(self.name, "coman", data, self.get_params(), arch,
+                                     weighted=p.ips_weighting, seed=p.seed, log=log)

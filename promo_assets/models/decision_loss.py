@@ -48,7 +48,7 @@ from promo_assets.evaluation.eom import inverse_propensity, lambda_upper_bound
 from promo_assets.models.errors import ModelInputError
 
 __all__ = [
-    "IntervalEOM", "RCTBatch", "fd_estimate", "fd_gradient", "matched_intervals", "nes_directions", "nes_estimate",
+    "NES", "Bisection", "FiniteDifferences", "IntervalEOM", "RCTBatch", "fd_estimate", "fd_gradient", "matched_intervals", "nes_directions", "nes_estimate",
     "nes_gradient",
     "q_at_budgets", "q_bisection",
     "q_lambda_max", "q_value", "remove_invariant_directions", "remove_level_shifts", "surrogate_loss",
@@ -272,17 +272,46 @@ def nes_estimate(evaluate, shape: tuple[int, ...], n_directions: int, sigma: flo
     return torch.tensordot(torch.cat(diffs), half.to(DTYPE), dims=1) / (sigma * n_directions)
 
 
-def fd_gradient(response: torch.Tensor, cost: torch.Tensor, batch: RCTBatch, budget: float, *,
-                n_entries: int, h: float, generator: torch.Generator, wrt_costs: bool = True,
-                lambda_max: float | None = None, max_iter: int = 50,
-                tol: float = 1e-4) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """dQ/dv (and dQ/dc when `wrt_costs`) by Eq. 8 on F' = `n_entries` random entries of each
+@dataclass(frozen=True)
+class Bisection:
+    """How Q's multiplier is searched (`q_bisection`): `lambda_max` alpha_max (None: `q_lambda_max` of
+    the batch's predictions), `max_iter` iterations, tolerance `tol`."""
+
+    lambda_max: float | None = None
+    max_iter: int = 50
+    tol: float = 1e-4
+
+
+@dataclass(frozen=True)
+class FiniteDifferences:
+    """Eq. 8's settings: F' = `entries` random entries perturbed by +-`h`."""
+
+    entries: int
+    h: float
+
+
+@dataclass(frozen=True)
+class NES:
+    """Eq. 10's settings: N' = `directions` antithetic directions of scale `sigma`; `chunk` perturbed
+    copies per batched bisection (None: as many as keep a call within `MAX_BATCH_ELEMENTS` entries)."""
+
+    directions: int
+    sigma: float
+    chunk: int | None = None
+
+
+def fd_gradient(response: torch.Tensor, cost: torch.Tensor, batch: RCTBatch, budget: float,
+                estimator: FiniteDifferences, generator: torch.Generator, *, wrt_costs: bool = True,
+                search: Bisection = Bisection()) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """dQ/dv (and dQ/dc when `wrt_costs`) by Eq. 8 on F' = `estimator.entries` random entries of each
     (`fd_estimate`), each perturbed copy's Q from the base batch's sums and the one changed user
     (no re-evaluation of the batch). Returns (g_v, g_c or None), B x K."""
     v = response.detach().to(DTYPE)
     c = cost.detach().to(DTYPE)
     n, k = v.shape
-    lam = q_lambda_max(v, c) if lambda_max is None else float(lambda_max)
+    n_entries, h = estimator.entries, estimator.h
+    lam = q_lambda_max(v, c) if search.lambda_max is None else float(search.lambda_max)
+    max_iter, tol = search.max_iter, search.tol
     lower, upper = matched_intervals(v, c, batch.logged)
     base = IntervalEOM(lower, upper, batch.channels())
     terms = torch.cat([batch.channels(), torch.ones(n, 1, dtype=DTYPE)], dim=-1)  # (B, 4)
@@ -309,20 +338,21 @@ def fd_gradient(response: torch.Tensor, cost: torch.Tensor, batch: RCTBatch, bud
     return g_v, g_c
 
 
-def nes_gradient(response: torch.Tensor, cost: torch.Tensor, batch: RCTBatch, budget: float, *,
-                 n_directions: int, sigma: float, generator: torch.Generator, wrt_costs: bool = True,
-                 lambda_max: float | None = None, max_iter: int = 50, tol: float = 1e-4,
-                 chunk: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+def nes_gradient(response: torch.Tensor, cost: torch.Tensor, batch: RCTBatch, budget: float, estimator: NES,
+                 generator: torch.Generator, *, wrt_costs: bool = True,
+                 search: Bisection = Bisection()) -> tuple[torch.Tensor, torch.Tensor | None]:
     """dQ/dv (and dQ/dc when `wrt_costs`, perturbed jointly with v) by Eq. 10 with antithetic
-    sampling (`nes_estimate`): all N' perturbed copies of the batch, (N', B, K), in ONE batched
-    bisection (`q_bisection`), or `chunk` copies per call (default: as many as keep a call within
-    `MAX_BATCH_ELEMENTS` perturbed entries). The perturbed copies are float32 (v + sigma delta and
-    v - sigma delta written straight from the float32 directions): half the memory traffic of the
-    P x B x K passes; the intervals, EOM sums and bisection stay float64. Returns (g_v, g_c or
-    None), B x K."""
+    sampling (`nes_estimate`): all N' = `estimator.directions` perturbed copies of the batch,
+    (N', B, K), in ONE batched bisection (`q_bisection`), or `estimator.chunk` copies per call
+    (default: as many as keep a call within `MAX_BATCH_ELEMENTS` perturbed entries). The perturbed
+    copies are float32 (v + sigma delta and v - sigma delta written straight from the float32
+    directions): half the memory traffic of the P x B x K passes; the intervals, EOM sums and
+    bisection stay float64. Returns (g_v, g_c or None), B x K."""
     v = response.detach().to(DTYPE)
     c = cost.detach().to(DTYPE)
-    lam = q_lambda_max(v, c) if lambda_max is None else float(lambda_max)
+    n_directions, sigma, chunk = estimator.directions, estimator.sigma, estimator.chunk
+    lam = q_lambda_max(v, c) if search.lambda_max is None else float(search.lambda_max)
+    max_iter, tol = search.max_iter, search.tol
     if chunk is None:
         chunk = max(2, MAX_BATCH_ELEMENTS // max(v.numel(), 1))
     base = (torch.stack([v, c]) if wrt_costs else v[None]).to(torch.float32)

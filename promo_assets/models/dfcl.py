@@ -48,6 +48,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -62,14 +63,15 @@ from promo_assets.evaluation.eom import eom_batch, lambda_upper_bound
 from promo_assets.models.base import (
     TorchResponseModel,
     TrainedModel,
+    TrainingRecord,
     fit_metrics,
     prepare_frame,
     resolve_max_epochs,
     response_mean,
 )
 from promo_assets.models.errors import ModelInputError
-from promo_assets.models.protocol import COUNT, FLAG, SEED, TrainingData, store_params
-from promo_assets.models.s_learner import _s_learner_loss, train_s_learner
+from promo_assets.models.protocol import COUNT, FLAG, SEED, TrainingData
+from promo_assets.models.s_learner import _s_learner_loss, warm_start
 from promo_assets.models.training import Metric, MiniBatches, TrainingConfig, WeightedLoss, fit_torch_model
 
 GRADIENTS = ("pl", "mer", "ifd")
@@ -300,11 +302,14 @@ class Curves:
         return y, batch["cost"] * self.cost_scale
 
 
-def dfcl_loss(gradient: str, kind: str, has_cost: bool, curves: Curves, lambdas, alpha: float,
-              tau: float = 1.0, clip: str = "fix", h: float = 0.01) -> Callable:
+def dfcl_loss(gradient: str, kind: str, has_cost: bool, curves: Curves, lambdas, params: dict[str, Any]) -> Callable:
     """The training loop's loss function: per-sample alpha * L_pred and the decision loss as the
-    batch's penalty (ignored by evaluation: model selection uses the decision metric)."""
+    batch's penalty (ignored by evaluation: model selection uses the decision metric). `params`: a
+    DFCL model's `grid_params()` (alpha; tau, clip, h where the variant has them: 1.0, 'fix', 0.01
+    otherwise)."""
     pred = _s_learner_loss(kind, has_cost)
+    alpha, tau = float(params["alpha"]), float(params.get("tau", 1.0))
+    clip, h = str(params.get("clip", "fix")), float(params.get("h", 0.01))
 
     def loss_fn(module, batch, step):
         per_sample, _ = pred(module, batch, step)
@@ -340,25 +345,6 @@ def decision_metric(curves: Curves, tensors: dict[str, torch.Tensor], lambdas) -
 
 
 # ------------------------------------------------------------------------------------ training
-_WARM: dict[tuple, TrainedModel] = {}
-
-
-def warm_start(data: TrainingData, seed: int, max_epochs: int | None, weighted: bool, log) -> TrainedModel:
-    """The trained S-learner (train_s_learner with the `s_learner` model's defaults, this seed and at
-    most `max_epochs`), computed once per process for a given training frame version (the three DFCL
-    variants share it)."""
-    config = data.config
-    key = (data.campaign, data.frame_version, seed, max_epochs, bool(weighted), repr(config.to_dict()))
-    if data.frame_version is not None and key in _WARM:
-        return _WARM[key]
-    fitted = train_s_learner(data.frame, config, list(data.numeric), list(data.categorical), weighted=weighted,
-                             seed=seed, max_epochs=max_epochs, log=log)
-    if data.frame_version is not None:
-        _WARM.clear()
-        _WARM[key] = fitted
-    return fitted
-
-
 def train_dfcl(gradient: str, data: TrainingData, params: dict[str, Any], *, seed: int = 0, weighted: bool = True,
                warm_max_epochs: int | None = None, log=None, warm: TrainedModel | None = None) -> TrainedModel:
     """Fine-tune the warm-start S-learner on the DFCL loss with `gradient` ('pl', 'mer', 'ifd') and
@@ -382,8 +368,7 @@ def train_dfcl(gradient: str, data: TrainingData, params: dict[str, Any], *, see
         v, c = warm.predict(train_users)
         lams = lambda_grid(v, c, config.budget_per_capita, int(params["grid_size"]))
     curves = Curves(config, warm.targets)
-    loss_fn = dfcl_loss(gradient, config.response, config.cost == "column", curves, lams, float(params["alpha"]),
-                        float(params.get("tau", 1.0)), str(params.get("clip", "fix")), float(params.get("h", 0.01)))
+    loss_fn = dfcl_loss(gradient, config.response, config.cost == "column", curves, lams, params)
     monitor = decision_metric(curves, prep.validation if prep.n_validation else prep.train, lams)
     with torch.no_grad():
         start_value = monitor(net.eval())
@@ -399,8 +384,39 @@ def train_dfcl(gradient: str, data: TrainingData, params: dict[str, Any], *, see
                           validation_dual_objective=-fit.best_validation_loss)
     hp = {**params, "lambdas": [float(x) for x in lams], "gradient": gradient, "max_epochs": epochs, "seed": seed,
           "weighted": bool(weighted)}
-    return TrainedModel(f"dfcl_{gradient}", net, warm.encoder, config, warm.targets, hp, metrics, fit.history,
-                        warm.arch_kwargs)
+    return TrainedModel(f"dfcl_{gradient}", net, warm.encoder, config, warm.targets,
+                        TrainingRecord(hp, metrics, fit.history), warm.arch_kwargs)
+
+
+@dataclass(frozen=True)
+class DFCLParams:
+    """dfcl_pl's hyper-parameters (campaign.yaml `models.params.dfcl_pl`); dfcl_mer and dfcl_ifd add their own."""
+
+    alpha: float = 1.0
+    grid_size: int = 10
+    lambdas: tuple[float, ...] = ()
+    lr: float = 2e-4
+    batch_size: int = 1024
+    max_epochs: int = 20
+    patience: int = 5
+    warm_max_epochs: int = 60
+    seed: int = 0
+    ips_weighting: bool = True
+
+
+@dataclass(frozen=True)
+class DFCLMaxEntropyParams(DFCLParams):
+    """dfcl_mer's hyper-parameters: DFCL's and the softmax temperature `tau`."""
+
+    tau: float = 0.1
+
+
+@dataclass(frozen=True)
+class DFCLFiniteDifferenceParams(DFCLParams):
+    """dfcl_ifd's hyper-parameters: DFCL's, the `clip` rule and the step `h`."""
+
+    clip: str = "fix"
+    h: float = 0.01
 
 
 class _DFCL(TorchResponseModel):
@@ -431,8 +447,9 @@ class _DFCL(TorchResponseModel):
         return None
 
     def _fit_phase(self, data: TrainingData, phase: str, previous, log) -> TrainedModel:
-        return train_dfcl(self.gradient, data, self.grid_params(), seed=self.seed, weighted=self.ips_weighting,
-                          warm_max_epochs=self.warm_max_epochs, log=log)
+        p = self.params
+        return train_dfcl(self.gradient, data, self.grid_params(), seed=p.seed, weighted=p.ips_weighting,
+                          warm_max_epochs=p.warm_max_epochs, log=log)
 
 
 class DFCLPolicyLearning(_DFCL):
@@ -441,10 +458,7 @@ class DFCLPolicyLearning(_DFCL):
     title = "DFCL-PL: S-learner fine-tuned on alpha*IPW loss + policy-learning dual decision loss over a lambda grid"
     source = "DFCL paper §4, §5.1-5.2"
 
-    def __init__(self, alpha: float = 1.0, grid_size: int = 10, lambdas=(), lr: float = 2e-4, batch_size: int = 1024,
-                 max_epochs: int = 20, patience: int = 5, warm_max_epochs: int = 60, seed: int = 0,
-                 ips_weighting: bool = True):
-        store_params(self, locals())
+    Params = DFCLParams
 
 
 class DFCLMaxEntropy(_DFCL):
@@ -453,10 +467,7 @@ class DFCLMaxEntropy(_DFCL):
     title = "DFCL-MER: as DFCL-PL with the maximum-entropy (temperature tau) softmax"
     source = "DFCL paper §4, §5.1, §5.3"
 
-    def __init__(self, alpha: float = 1.0, grid_size: int = 10, lambdas=(), lr: float = 2e-4, batch_size: int = 1024,
-                 max_epochs: int = 20, patience: int = 5, tau: float = 0.1, warm_max_epochs: int = 60, seed: int = 0,
-                 ips_weighting: bool = True):
-        store_params(self, locals())
+    Params = DFCLMaxEntropyParams
 
 
 class DFCLFiniteDifference(_DFCL):
@@ -465,7 +476,4 @@ class DFCLFiniteDifference(_DFCL):
     title = "DFCL-IFD: dual decision loss with improved finite-difference gradients (incremental EOM, clipping)"
     source = "DFCL paper §4, §5.1, §5.4, App. D"
 
-    def __init__(self, alpha: float = 1.0, grid_size: int = 10, lambdas=(), lr: float = 2e-4, batch_size: int = 1024,
-                 max_epochs: int = 20, patience: int = 5, clip: str = "fix", h: float = 0.01, warm_max_epochs: int = 60,
-                 seed: int = 0, ips_weighting: bool = True):
-        store_params(self, locals())
+    Params = DFCLFiniteDifferenceParams

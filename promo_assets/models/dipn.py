@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -63,7 +64,7 @@ from torch import nn
 
 from promo_assets.config.campaign import CampaignConfig
 from promo_assets.models.base import (
-    TorchResponseModel, TrainedModel, cost_loss, fit_metrics, prepare_frame, register_architecture,
+    TorchResponseModel, TrainedModel, TrainingRecord, cost_loss, fit_metrics, prepare_frame, register_architecture,
     resolve_max_epochs, response_loss, summed_embedding_input,
 )
 from promo_assets.models.errors import ModelInputError
@@ -118,6 +119,37 @@ class SummedEmbedding(nn.Module):
         return self.table(x_cat + self.offsets).sum(1)
 
 
+@dataclass(frozen=True)
+class DIPNShape:
+    """DIPNNet's shape and starting point (its artefact's `arch_kwargs`)."""
+
+    n_numeric: int
+    cardinalities: list[int]
+    incentives: list[float]
+    hidden: tuple[int, ...] | list[int] = (64, 32)
+    bias_embedding_dim: int = 8
+    uplift_embedding_dim: int = 8
+    leaky_slope: float = 0.1
+    cost_head: bool = False
+    phase: str = "bias"
+    bias_init: float = 0.0
+    chain_init: float = 0.0
+    signed_offset: bool = False
+    uplift_scale: float = 4.0
+
+
+@dataclass(frozen=True)
+class _Chain:
+    """One pass of the uplift chain: `q` the chained uplift weights in units of `unit` (w = unit q),
+    `cum` their isotonic sum (cumsum over the levels), `smooth` the Eq. 16 loss
+    (models.isotonic_kernel; NaN when not computed) and `h` the trunk output."""
+
+    q: torch.Tensor
+    cum: torch.Tensor
+    smooth: torch.Tensor
+    h: torch.Tensor
+
+
 @register_architecture("dipn")
 class DIPNNet(nn.Module):
     """Bias net + uplift net + isotonic layer. `phase` 'bias' predicts b(x) at every level (the
@@ -126,11 +158,14 @@ class DIPNNet(nn.Module):
     # 2: compiled chain (models.isotonic_kernel); with signed_offset the chain starts at j = 1
     architecture_version = 2
 
-    def __init__(self, n_numeric: int, cardinalities: list[int], incentives: list[float], hidden=(64, 32),
-                 bias_embedding_dim: int = 8, uplift_embedding_dim: int = 8, leaky_slope: float = 0.1,
-                 cost_head: bool = False, phase: str = "bias", bias_init: float = 0.0, chain_init: float = 0.0,
-                 signed_offset: bool = False, uplift_scale: float = 4.0):
+    Shape = DIPNShape
+
+    def __init__(self, shape: DIPNShape):
         super().__init__()
+        n_numeric, cardinalities, incentives, hidden = shape.n_numeric, shape.cardinalities, shape.incentives, shape.hidden
+        bias_embedding_dim, uplift_embedding_dim = shape.bias_embedding_dim, shape.uplift_embedding_dim
+        leaky_slope, cost_head, phase, bias_init = shape.leaky_slope, shape.cost_head, shape.phase, shape.bias_init
+        chain_init, signed_offset, uplift_scale = shape.chain_init, shape.signed_offset, shape.uplift_scale
         if phase not in ("bias", "full"):
             raise ModelInputError(f"DIPN phase must be 'bias' or 'full', got {phase!r}")
         self.phase = phase
@@ -180,20 +215,18 @@ class DIPNNet(nn.Module):
         z = self.bias_fc(torch.cat([self.bias_embedding(x_cat), x_num], dim=1)).squeeze(1)
         return F.leaky_relu(z, self.leaky_slope)
 
-    def _chain(self, x_num: torch.Tensor, x_cat: torch.Tensor, bias: torch.Tensor, smooth_eps: float | None):
-        """(q, cumsum_j q_j, smoothness, h): the chained uplift weights in units of `unit` (w = unit q),
-        their isotonic sum, the Eq. 16 loss (models.isotonic_kernel; NaN when `smooth_eps` is None)
-        and the trunk output."""
+    def _chain(self, x_num: torch.Tensor, x_cat: torch.Tensor, bias: torch.Tensor, smooth_eps: float | None) -> "_Chain":
+        """The chained uplift weights, their isotonic sum, the Eq. 16 loss and the trunk output (`_Chain`)."""
         h = self.uplift_trunk(torch.cat([self.uplift_embedding(x_cat), x_num, bias.unsqueeze(1)], dim=1))
         z = self.uplift_out(h)
         q, cum, smooth = isotonic_chain(z, self.chain, self.slope_factor, self.signed_offset, smooth_eps)
-        return q, cum, smooth, h
+        return _Chain(q, cum, smooth, h)
 
     def uplift(self, x_num: torch.Tensor, x_cat: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(uplift weights w(x) (N x K), trunk representation h); w_j >= 0 for j >= 1, and for j = 0
         too unless `signed_offset`."""
-        q, _, _, h = self._chain(x_num, x_cat, bias, None)
-        return q * self.unit, h
+        chain = self._chain(x_num, x_cat, bias, None)
+        return chain.q * self.unit, chain.h
 
     def forward_all(self, x_num: torch.Tensor, x_cat: torch.Tensor, bias: torch.Tensor | None = None,
                     smooth_eps: float | None = None):
@@ -203,12 +236,12 @@ class DIPNNet(nn.Module):
         b = self.bias_logit(x_num, x_cat) if bias is None else bias
         if self.phase == "bias":
             return b.unsqueeze(1).expand(-1, self.n_levels), None, None
-        _, cum, smooth, h = self._chain(x_num, x_cat, b.detach(), smooth_eps)
-        smooth = None if smooth_eps is None else smooth
-        logits = cum * self.unit + b.unsqueeze(1)          # Eq. 12 with e_j(d_l) = [j <= l]
+        chain = self._chain(x_num, x_cat, b.detach(), smooth_eps)
+        smooth = None if smooth_eps is None else chain.smooth
+        logits = chain.cum * self.unit + b.unsqueeze(1)    # Eq. 12 with e_j(d_l) = [j <= l]
         cost = None
         if self.has_cost_head:
-            c = self.cost_out(h)
+            c = self.cost_out(chain.h)
             cost = c[:, :1] + torch.cumsum(torch.relu(c[:, 1:]), dim=1)
         return logits, cost, smooth
 
@@ -239,15 +272,16 @@ def _check_hparams(hparams: dict, defaults: dict, what: str) -> dict:
     return {**defaults, **hparams}
 
 
-def train_dipn_bias(frame: pd.DataFrame, config: CampaignConfig, numeric: list[str], categorical: list[str],
-                    weighted: bool = True, seed: int = 0, max_epochs: int | None = None,
+def train_dipn_bias(data: TrainingData, *, weighted: bool = True, seed: int = 0, max_epochs: int | None = None,
                     log: Callable[[str], None] | None = None, hidden=(64, 32), uplift_embedding_dim: int = 16,
                     **hparams: Any) -> TrainedModel:
-    """Bias-net learning phase (DIPN §4.4, BLP): fit the encoder on all 'train' rows, then train the
+    """Bias-net learning phase (DIPN §4.4, BLP) on `data` (its frame, config and feature columns): fit
+    the encoder on all 'train' rows, then train the
     bias net on the lowest-level (level 0) rows only, IPS-weighted log loss (or the regression loss),
     early-stopping on the lowest-level 'validation' rows. `hidden` and `uplift_embedding_dim` fix the
     uplift net's shape for the next phase. `hparams` override BIAS_DEFAULTS. Returns a TrainedModel
     named 'dipn_bias' whose predictions are b(x) at every level."""
+    frame, config, numeric, categorical = data.frame, data.config, data.numeric, data.categorical
     _check_ordered(config)
     hp = _check_hparams(hparams, BIAS_DEFAULTS, "DIPN bias-phase")
     epochs = resolve_max_epochs(hp["max_epochs"], max_epochs)
@@ -263,7 +297,7 @@ def train_dipn_bias(frame: pd.DataFrame, config: CampaignConfig, numeric: list[s
                        leaky_slope=float(hp["leaky_slope"]), cost_head=config.cost == "column", phase="bias",
                        bias_init=initial_link(kind, float(prep.train["response"].mean())))
     with seeded(seed):
-        net = DIPNNet(**arch_kwargs)
+        net = DIPNNet(DIPNShape(**arch_kwargs))
 
     def loss_fn(module: DIPNNet, batch, step):
         return response_loss(module.bias_logit(batch["x_num"], batch["x_cat"]), batch["response"], kind), None
@@ -279,8 +313,8 @@ def train_dipn_bias(frame: pd.DataFrame, config: CampaignConfig, numeric: list[s
     hp_out = {**hp, "hidden": [int(h) for h in hidden], "uplift_embedding_dim": int(uplift_embedding_dim),
               "max_epochs": epochs, "seed": seed, "weighted": bool(weighted),
               "numeric": list(numeric), "categorical": list(categorical)}
-    return TrainedModel("dipn_bias", net, prep.encoder, config, prep.targets, hp_out, metrics, fit.history,
-                        arch_kwargs)
+    return TrainedModel("dipn_bias", net, prep.encoder, config, prep.targets,
+                        TrainingRecord(hp_out, metrics, fit.history), arch_kwargs)
 
 
 def train_dipn_uplift(bias_model: TrainedModel, frame: pd.DataFrame, weighted: bool = True, seed: int = 0,
@@ -312,7 +346,7 @@ def train_dipn_uplift(bias_model: TrainedModel, frame: pd.DataFrame, weighted: b
                    "signed_offset": bool(hp["signed_offset"]),
                    "uplift_scale": float(hp["uplift_scale"])}
     with seeded(seed):
-        net = DIPNNet(**arch_kwargs)
+        net = DIPNNet(DIPNShape(**arch_kwargs))
     # the bias net comes from the bias phase; the uplift net is drawn fresh with this phase's seed
     bias_state = {k: v.detach().clone() for k, v in bias_model.module.state_dict().items()
                   if k.startswith(("bias_embedding.", "bias_fc."))}
@@ -370,21 +404,48 @@ def train_dipn_uplift(bias_model: TrainedModel, frame: pd.DataFrame, weighted: b
     hp_out = {**hp, "max_epochs": epochs, "seed": seed, "weighted": bool(weighted),
               "bias_hparams": bias_model.hparams}
     history = [{**h, "phase": "bias"} for h in bias_model.history] + [{**h, "phase": "uplift"} for h in fit.history]
-    return TrainedModel("dipn", net, enc, config, prep.targets, hp_out, metrics, history, arch_kwargs)
+    return TrainedModel("dipn", net, enc, config, prep.targets, TrainingRecord(hp_out, metrics, history), arch_kwargs)
 
 
-def train_dipn(frame: pd.DataFrame, config: CampaignConfig, numeric: list[str], categorical: list[str],
-               weighted: bool = True, seed: int = 0, max_epochs: int | None = None,
+def train_dipn(data: TrainingData, *, weighted: bool = True, seed: int = 0, max_epochs: int | None = None,
                log: Callable[[str], None] | None = None, hidden=(64, 32), bias: dict | None = None,
                **uplift_hparams: Any) -> TrainedModel:
-    """Both phases in one call: train_dipn_bias then train_dipn_uplift (same seed, same epoch cap).
-    `bias` holds bias-phase hyper-parameters (BIAS_DEFAULTS keys); the rest go to the uplift phase."""
-    bias_model = train_dipn_bias(frame, config, numeric, categorical, weighted=weighted, seed=seed,
-                                 max_epochs=max_epochs, log=log, hidden=hidden,
+    """Both phases in one call on `data`: train_dipn_bias then train_dipn_uplift (same seed, same epoch
+    cap). `bias` holds bias-phase hyper-parameters (BIAS_DEFAULTS keys); the rest go to the uplift phase."""
+    bias_model = train_dipn_bias(data, weighted=weighted, seed=seed, max_epochs=max_epochs, log=log, hidden=hidden,
                                  uplift_embedding_dim=int(uplift_hparams.pop("embedding_dim", 16)),
                                  **(bias or {}))
-    return train_dipn_uplift(bias_model, frame, weighted=weighted, seed=seed, max_epochs=max_epochs, log=log,
+    return train_dipn_uplift(bias_model, data.frame, weighted=weighted, seed=seed, max_epochs=max_epochs, log=log,
                              **uplift_hparams)
+
+
+@dataclass(frozen=True)
+class DipnParams:
+    """DIPN's hyper-parameters (campaign.yaml `models.params.dipn`): the uplift phase's, then the bias
+    phase's (`bias_*`), the seed of both phases and the IPS weighting."""
+
+    hidden: tuple[int, ...] = (64, 32)
+    embedding_dim: int = 16
+    lr: float = 5e-3
+    batch_size: int = 256
+    max_epochs: int = 80
+    patience: int = 6
+    alpha_upper: float = 1.0
+    alpha_lower: float = 0.01
+    alpha_decay: float | None = None
+    alpha_decay_epochs: float = 10
+    smooth_eps: float = 0.05
+    chain_init: float = 0.0
+    signed_offset: bool = True
+    uplift_scale: float = 4.0
+    bias_embedding_dim: int = 8
+    bias_leaky_slope: float = 0.1
+    bias_lr: float = 1e-2
+    bias_batch_size: int = 256
+    bias_max_epochs: int = 60
+    bias_patience: int = 6
+    seed: int = 0
+    ips_weighting: bool = True
 
 
 class DIPN(TorchResponseModel):
@@ -415,39 +476,12 @@ class DIPN(TorchResponseModel):
              "bias_leaky_slope": NON_NEGATIVE, "bias_lr": POSITIVE, "bias_batch_size": COUNT, "bias_max_epochs": COUNT,
              "bias_patience": COUNT, "seed": SEED, "ips_weighting": FLAG}
 
-    def __init__(self, hidden=(64, 32), embedding_dim: int = 16, lr: float = 5e-3, batch_size: int = 256,
-                 max_epochs: int = 80, patience: int = 6, alpha_upper: float = 1.0, alpha_lower: float = 0.01,
-                 alpha_decay: float | None = None, alpha_decay_epochs: float = 10, smooth_eps: float = 0.05,
-                 chain_init: float = 0.0, signed_offset: bool = True, uplift_scale: float = 4.0,
-                 bias_embedding_dim: int = 8, bias_leaky_slope: float = 0.1, bias_lr: float = 1e-2,
-                 bias_batch_size: int = 256, bias_max_epochs: int = 60, bias_patience: int = 6, seed: int = 0,
-                 ips_weighting: bool = True):
-        self.hidden = hidden
-        self.embedding_dim = embedding_dim
-        self.lr = lr
-        self.batch_size = batch_size
-        self.max_epochs = max_epochs
-        self.patience = patience
-        self.alpha_upper = alpha_upper
-        self.alpha_lower = alpha_lower
-        self.alpha_decay = alpha_decay
-        self.alpha_decay_epochs = alpha_decay_epochs
-        self.smooth_eps = smooth_eps
-        self.chain_init = chain_init
-        self.signed_offset = signed_offset
-        self.uplift_scale = uplift_scale
-        self.bias_embedding_dim = bias_embedding_dim
-        self.bias_leaky_slope = bias_leaky_slope
-        self.bias_lr = bias_lr
-        self.bias_batch_size = bias_batch_size
-        self.bias_max_epochs = bias_max_epochs
-        self.bias_patience = bias_patience
-        self.seed = seed
-        self.ips_weighting = ips_weighting
+    Params = DipnParams
 
     def _check_values(self) -> list[str]:
-        if is_number(self.alpha_upper) and is_number(self.alpha_lower) and self.alpha_lower > self.alpha_upper:
-            return [f"alpha_lower = {self.alpha_lower!r}: expected at most alpha_upper ({self.alpha_upper!r})"]
+        p = self.params
+        if is_number(p.alpha_upper) and is_number(p.alpha_lower) and p.alpha_lower > p.alpha_upper:
+            return [f"alpha_lower = {p.alpha_lower!r}: expected at most alpha_upper ({p.alpha_upper!r})"]
         return []
 
     @classmethod
@@ -462,16 +496,17 @@ class DIPN(TorchResponseModel):
 
     def phase_params(self, phase: str) -> dict[str, Any]:
         """The keyword arguments of `train_dipn_bias` ("bias_net") or `train_dipn_uplift` ("uplift_net")."""
+        p = self.params
         if phase == "bias_net":
-            return {"hidden": tuple(self.hidden), "uplift_embedding_dim": int(self.embedding_dim),
-                    **{k: getattr(self, f"bias_{k}") for k in BIAS_DEFAULTS}}
-        return {k: getattr(self, k) for k in UPLIFT_DEFAULTS if k not in ("hidden", "embedding_dim")}
+            return {"hidden": tuple(p.hidden), "uplift_embedding_dim": int(p.embedding_dim),
+                    **{k: getattr(p, f"bias_{k}") for k in BIAS_DEFAULTS}}
+        return {k: getattr(p, k) for k in UPLIFT_DEFAULTS if k not in ("hidden", "embedding_dim")}
 
     def _fit_phase(self, data: TrainingData, phase: str, previous, log) -> TrainedModel:
+        weighted, seed = self.params.ips_weighting, self.params.seed
         if phase == "bias_net":
-            return train_dipn_bias(data.frame, data.config, list(data.numeric), list(data.categorical),
-                                   weighted=self.ips_weighting, seed=self.seed, log=log, **self.phase_params(phase))
-        return train_dipn_uplift(previous, data.frame, weighted=self.ips_weighting, seed=self.seed, log=log,
+            return train_dipn_bias(data, weighted=weighted, seed=seed, log=log, **self.phase_params(phase))
+        return train_dipn_uplift(previous, data.frame, weighted=weighted, seed=seed, log=log,
                                  **self.phase_params(phase))
 
     @classmethod

@@ -21,6 +21,8 @@ the cumulative sum and the smoothness loss in a single pass forward and a single
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 from numba import njit
@@ -61,7 +63,9 @@ def _forward(z, u, factor, signed, eps, with_smooth):  # pragma: no cover - comp
 
 
 @njit(cache=True, fastmath=True)
-def _backward(z, u, q, factor, signed, eps, g_q, has_gq, g_cum, g_smooth):  # pragma: no cover - compiled
+def _backward(z, u, q, factor, signed, eps, grads, g_smooth):  # pragma: no cover - compiled
+    g_q, g_cum = grads  # g_q (0, 0) when no gradient reached q
+    has_gq = g_q.shape[0] > 0
     n, k = z.shape
     gz = np.zeros_like(z)
     gu = np.zeros(k, dtype=np.float32)
@@ -105,14 +109,25 @@ def _backward(z, u, q, factor, signed, eps, g_q, has_gq, g_cum, g_smooth):  # pr
     return gz, gu
 
 
-class IsotonicChain(torch.autograd.Function):
-    """(q, cum, smooth) = IsotonicChain.apply(z, u, factor, signed_offset, eps); see the module docstring.
+@dataclass(frozen=True)
+class ChainSettings:
+    """The chain's constants: `factor` a K numpy array of slope factors (ones for equally spaced
+    levels), `signed_offset`, and the smoothness loss's `eps` (None: not computed)."""
 
-    `z` N x K float32 (CPU), `u` K float32 carry factors (u_0 unused), `factor` a K float64 numpy
-    array of slope factors (ones for equally spaced levels). Gradients flow to z and u."""
+    factor: np.ndarray
+    signed_offset: bool
+    eps: float | None
+
+
+class IsotonicChain(torch.autograd.Function):
+    """(q, cum, smooth) = IsotonicChain.apply(z, u, settings); see the module docstring.
+
+    `z` N x K float32 (CPU), `u` K float32 carry factors (u_0 unused), `settings` a ChainSettings.
+    Gradients flow to z and u."""
 
     @staticmethod
-    def forward(ctx, z, u, factor, signed_offset, eps):
+    def forward(ctx, z, u, settings):
+        factor, signed_offset, eps = settings.factor, settings.signed_offset, settings.eps
         zd = z.detach().contiguous().numpy()
         ud = u.detach().numpy().astype(np.float32)
         ctx.set_materialize_grads(False)
@@ -137,11 +152,11 @@ class IsotonicChain(torch.autograd.Function):
         if gs != 0.0 and not ctx.with_smooth:
             raise RuntimeError("IsotonicChain: a gradient reached the smoothness loss, which was not computed (eps=None)")
         gz, gu = _backward(zd, u.detach().numpy().astype(np.float32), ctx.q, ctx.factor, ctx.signed, ctx.eps,
-                           gq, has_gq, gc, gs)
-        return torch.from_numpy(gz), torch.from_numpy(gu), None, None, None
+                           (gq, gc), gs)
+        return torch.from_numpy(gz), torch.from_numpy(gu), None
 
 
 def isotonic_chain(z: torch.Tensor, u: torch.Tensor, factor: np.ndarray, signed_offset: bool, eps: float | None):
     """Functional form of IsotonicChain (float32 CPU tensors). `eps` None skips the smoothness loss
     (its value is then NaN), e.g. for scoring."""
-    return IsotonicChain.apply(z.float(), u.float(), np.asarray(factor, dtype=np.float32), signed_offset, eps)
+    return IsotonicChain.apply(z.float(), u.float(), ChainSettings(np.asarray(factor, dtype=np.float32), signed_offset, eps))

@@ -56,7 +56,7 @@ from promo_assets.models.base import TIMING_KEYS, check_frame, rule_costs
 from promo_assets.models.encoder import FeatureEncoder
 from promo_assets.models.errors import ModelInputError
 from promo_assets.models.protocol import (
-    COUNT, FLAG, NON_NEGATIVE, POSITIVE, SEED, Log, ModelSkipped, ResponseModel, TrainingData, is_int, store_params,
+    COUNT, FLAG, NON_NEGATIVE, POSITIVE, SEED, Log, ModelSkipped, ResponseModel, TrainingData, is_int,
 )
 
 ARTEFACT_FORMAT = "promo_assets.lgbm"
@@ -81,6 +81,23 @@ ORDERED_ONLY = "needs ordered incentive levels (a monotone constraint on the lev
 
 
 # ------------------------------------------------------------------------------------ the models
+@dataclass(frozen=True)
+class LGBMParams:
+    """The LightGBM models' hyper-parameters (campaign.yaml `models.params.lgbm_s`, `lgbm_s_mono`, `lgbm_t`)."""
+
+    learning_rate: float = 0.05
+    num_leaves: int = 15
+    min_data_in_leaf: int = 40
+    lambda_l2: float = 0.1
+    max_bin: int = 63
+    num_boost_round: int = 1000
+    early_stopping_rounds: int = 30
+    rounds_without_validation: int = 200
+    num_threads: int = 1
+    seed: int = 0
+    ips_weighting: bool = True
+
+
 class _LGBMModel(ResponseModel):
     """The LightGBM baselines as estimators. Hyper-parameters: LightGBM's `learning_rate`,
     `num_leaves`, `min_data_in_leaf`, `lambda_l2`, `max_bin`, `num_threads`; `num_boost_round` (the
@@ -96,16 +113,12 @@ class _LGBMModel(ResponseModel):
              "early_stopping_rounds": COUNT, "rounds_without_validation": COUNT, "num_threads": COUNT,
              "seed": SEED, "ips_weighting": FLAG}
 
-    def __init__(self, learning_rate: float = 0.05, num_leaves: int = 15, min_data_in_leaf: int = 40,
-                 lambda_l2: float = 0.1, max_bin: int = 63, num_boost_round: int = 1000,
-                 early_stopping_rounds: int = 30, rounds_without_validation: int = 200, num_threads: int = 1,
-                 seed: int = 0, ips_weighting: bool = True):
-        store_params(self, locals())
+    Params = LGBMParams
 
     def _fit_phase(self, data: TrainingData, phase: str, previous, log: Log | None) -> "LGBMFitted":
         params = {k: v for k, v in self.get_params().items() if k in DEFAULTS}
-        return _train(self.name, self.variant, data, data.config, params, seed=self.seed,
-                      weighted=self.ips_weighting, log=log)
+        return _train(self.name, self.variant, data, data.config, params, seed=self.params.seed,
+                      weighted=self.params.ips_weighting, log=log)
 
     @classmethod
     def _load(cls, version: str, root=None) -> "LGBMFitted":
@@ -353,10 +366,22 @@ def _features(encoder: FeatureEncoder, frame: pd.DataFrame) -> np.ndarray:
     return np.hstack([x_num.astype(np.float64), x_cat.astype(np.float64)])
 
 
-def _boost(params: dict[str, Any], x, y, w, xv, yv, wv, categorical: list[int], monotone: list[int] | None,
+@dataclass(frozen=True)
+class _Rows:
+    """The rows one booster learns from (or validates on): features `x`, target `y`, weights `w`."""
+
+    x: np.ndarray
+    y: np.ndarray
+    w: np.ndarray
+
+
+def _boost(params: dict[str, Any], rows: _Rows, validation: _Rows, categorical: list[int], monotone: list[int] | None,
            objective: tuple[str, str], seed: int) -> tuple[str, dict[str, Any]]:
-    """Train one LightGBM model; returns (model text at the best iteration, summary)."""
+    """Train one LightGBM model on `rows`, early-stopping on `validation`; returns (model text at the
+    best iteration, summary)."""
     import lightgbm as lgb
+
+    x, y, w, xv, yv, wv = rows.x, rows.y, rows.w, validation.x, validation.y, validation.w
 
     obj, metric = objective
     p = {"objective": obj, "metric": metric, "learning_rate": params["learning_rate"],
@@ -416,7 +441,8 @@ def _train(name: str, variant: str, data: TrainingData, config: CampaignConfig, 
                     raise ModelSkipped(f"level {config.labels[k]!r} (index {k}) of campaign {config.campaign!r} has no "
                                        "training events (never logged in the training days); a T-learner needs events "
                                        "at every level")
-                text, info = _boost(params, x[m], y[m], w[m], xv[mv], yv[mv], wv[mv], cat_cols, None, objective, seed)
+                text, info = _boost(params, _Rows(x[m], y[m], w[m]), _Rows(xv[mv], yv[mv], wv[mv]), cat_cols, None,
+                                    objective, seed)
                 boosters[f"{part}/{k}"] = text
                 rounds[f"{part}/{k}"] = info["rounds"]
                 history.append({"model": f"{part}/{k}", "rounds": info["rounds"],
@@ -426,7 +452,7 @@ def _train(name: str, variant: str, data: TrainingData, config: CampaignConfig, 
         xsv = np.column_stack([xv, _level_feature(config, lvv)]) if len(xv) else xv.reshape(0, x.shape[1] + 1)
         cats = cat_cols + ([x.shape[1]] if not config.ordered else [])
         mono = ([0] * x.shape[1] + [1]) if variant == "s_mono" and part == "response" else None
-        text, info = _boost(params, xs, y, w, xsv, yv, wv, cats, mono, objective, seed)
+        text, info = _boost(params, _Rows(xs, y, w), _Rows(xsv, yv, wv), cats, mono, objective, seed)
         boosters[part] = text
         rounds[part] = info["rounds"]
         history.extend({"model": part, "round": i + 1, "validation_loss": _finite(v)} for i, v in enumerate(info["curve"]))

@@ -27,22 +27,22 @@ only the logged level) through the one training loop (`fit_torch_model`); cost h
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
-import pandas as pd
 import torch
 from torch import nn
 
 from promo_assets.config.campaign import CampaignConfig
 from promo_assets.models.base import (
-    ARCHITECTURES, TorchResponseModel, TrainedModel, cost_loss, fit_metrics, prepare_frame, register_architecture, resolve_max_epochs,
+    TorchResponseModel, TrainedModel, TrainingRecord, build_network, cost_loss, fit_metrics, prepare_frame, register_architecture, resolve_max_epochs,
     response_loss,
 )
 from promo_assets.models.errors import ModelInputError
 from promo_assets.models.monotone import CONVEX_ACTIVATIONS, MonotoneStack, fpm_response
 from promo_assets.models.protocol import (
-    COUNT, FLAG, NON_NEGATIVE, POSITIVE, SEED, WIDTHS, TrainingData, store_params,
+    COUNT, FLAG, NON_NEGATIVE, POSITIVE, SEED, WIDTHS, TrainingData,
 )
 from promo_assets.models.s_learner import FeatureEmbedding, HeadBank, initial_link, mlp
 from promo_assets.models.training import MiniBatches, TrainingConfig, ValidationLoss, WeightedLoss, fit_torch_model, seeded
@@ -132,6 +132,24 @@ def logged_level_loss(kind: str, has_cost: bool) -> Callable:
     return loss_fn
 
 
+@dataclass(frozen=True)
+class MonotoneShape:
+    """MonotoneNet's shape and starting point (its artefact's `arch_kwargs`)."""
+
+    n_numeric: int
+    cardinalities: list[int]
+    level_attributes: list[list[float]]
+    signs: list[int]
+    head: str = "cmnn"
+    activation: str = "clu"
+    hidden: tuple[int, ...] | list[int] = (64, 32)
+    mono_hidden: tuple[int, ...] | list[int] = (32, 16)
+    embedding_dim: int = 8
+    binary: bool = True
+    cost_heads: bool = False
+    response_init: float = 0.0
+
+
 @register_architecture("monotone")
 class MonotoneNet(AttributeCurves):
     """DNN-M (`head='dnn_m'`), FPM (`head='fpm'`), the SBBM-style logistic head (`head='sbbm'`) or CMNN (`head='cmnn'`, `activation`) on the
@@ -141,11 +159,14 @@ class MonotoneNet(AttributeCurves):
     # at the most generous design): a version-1 fpm artefact would predict with the wrong formula
     architecture_version = 2
 
-    def __init__(self, n_numeric: int, cardinalities: list[int], level_attributes: list[list[float]],
-                 signs: list[int], head: str = "cmnn", activation: str = "clu", hidden=(64, 32),
-                 mono_hidden=(32, 16), embedding_dim: int = 8, binary: bool = True, cost_heads: bool = False,
-                 response_init: float = 0.0):
+    Shape = MonotoneShape
+
+    def __init__(self, shape: MonotoneShape):
         super().__init__()
+        s = shape
+        n_numeric, cardinalities, level_attributes, signs = s.n_numeric, s.cardinalities, s.level_attributes, s.signs
+        head, activation, hidden, mono_hidden = s.head, s.activation, s.hidden, s.mono_hidden
+        embedding_dim, binary, cost_heads, response_init = s.embedding_dim, s.binary, s.cost_heads, s.response_init
         self.features = FeatureEmbedding(n_numeric, list(cardinalities), embedding_dim)
         self.trunk, h = mlp(self.features.out_dim, tuple(hidden))
         self._init_levels(level_attributes, signs, h, cost_heads)
@@ -189,18 +210,19 @@ def attribute_index(attrs: torch.Tensor, raw_weights: torch.Tensor, signs: Seque
     return (attrs * w[:, None, :]).sum(-1)
 
 
-def train_attribute_model(name: str, architecture: str, frame: pd.DataFrame, config: CampaignConfig,
-                          numeric: list[str], categorical: list[str], hp: dict[str, Any],
-                          arch: Callable[[Any], dict[str, Any]], weighted: bool = True, seed: int = 0,
-                          max_epochs: int | None = None, log: Callable[[str], None] | None = None) -> TrainedModel:
+def train_attribute_model(name: str, architecture: str, data: TrainingData, hp: dict[str, Any],
+                          arch: Callable[[Any], dict[str, Any]], *, weighted: bool = True, seed: int = 0,
+                          log: Callable[[str], None] | None = None) -> TrainedModel:
     """Train an attribute-scored network (registered `architecture`, built from `arch(prep)` plus the
-    common keyword arguments) with the S-learner's loss on `frame`'s 'train' rows, early-stopping on
-    'validation'. `hp`: the model's hyper-parameters (`get_params()`). Returns a TrainedModel
-    named `name` whose `predict` gives response and cost per user x level."""
+    common keyword arguments) with the S-learner's loss on the 'train' rows of `data`'s frame (with
+    its config and feature columns), early-stopping on 'validation'. `hp`: the model's
+    hyper-parameters (`get_params()`). Returns a TrainedModel named `name` whose `predict` gives
+    response and cost per user x level."""
+    frame, config, numeric, categorical = data.frame, data.config, data.numeric, data.categorical
     reason = no_monotone_attribute(config)
     if reason is not None:
         raise ModelInputError(f"{name}: {reason}")
-    epochs = resolve_max_epochs(hp["max_epochs"], max_epochs)
+    epochs = resolve_max_epochs(hp["max_epochs"])
     prep = prepare_frame(frame, config, list(numeric), list(categorical), weighted)
     kind, has_cost = config.response, config.cost == "column"
     arch_kwargs = dict(n_numeric=prep.encoder.n_numeric, cardinalities=prep.encoder.cardinalities,
@@ -208,7 +230,7 @@ def train_attribute_model(name: str, architecture: str, frame: pd.DataFrame, con
                        binary=kind == "binary", cost_heads=has_cost,
                        response_init=initial_link(kind, float(prep.train["response"].mean())), **arch(prep))
     with seeded(seed):
-        net = ARCHITECTURES[architecture](**arch_kwargs)
+        net = build_network(architecture, arch_kwargs)
     tc = TrainingConfig(max_epochs=epochs, batch_size=int(hp["batch_size"]), lr=float(hp["lr"]),
                         weight_decay=float(hp["weight_decay"]), patience=int(hp["patience"]))
     t0 = time.perf_counter()
@@ -220,11 +242,42 @@ def train_attribute_model(name: str, architecture: str, frame: pd.DataFrame, con
                               ValidationLoss(loss, prep.validation, prep.train), tc, log=log, label=name)
     metrics = fit_metrics(fit, prep, net, weighted, t0)
     hp_out = {**hp, "max_epochs": epochs, "seed": seed, "weighted": bool(weighted)}
-    return TrainedModel(name, net, prep.encoder, config, prep.targets, hp_out, metrics, fit.history, arch_kwargs)
+    return TrainedModel(name, net, prep.encoder, config, prep.targets, TrainingRecord(hp_out, metrics, fit.history),
+                        arch_kwargs)
 
 
 def _list(value) -> list[int]:
     return [int(v) for v in value]
+
+
+@dataclass(frozen=True)
+class MonotoneParams:
+    """The hyper-parameters of dnn_m (campaign.yaml `models.params.dnn_m`); fpm and cmnn add one each."""
+
+    hidden: tuple[int, ...] = (64, 32)
+    mono_hidden: tuple[int, ...] = (32, 16)
+    embedding_dim: int = 8
+    lr: float = 2e-3
+    batch_size: int = 256
+    max_epochs: int = 60
+    patience: int = 6
+    weight_decay: float = 0.0
+    seed: int = 0
+    ips_weighting: bool = True
+
+
+@dataclass(frozen=True)
+class FPMParams(MonotoneParams):
+    """fpm's hyper-parameters: the monotone models' and `curve` (four_parameter or logistic)."""
+
+    curve: str = "four_parameter"
+
+
+@dataclass(frozen=True)
+class CMNNParams(MonotoneParams):
+    """cmnn's hyper-parameters: the monotone models' and `activation` (relu, elu or clu)."""
+
+    activation: str = "clu"
 
 
 class _MonotoneModel(TorchResponseModel):
@@ -241,24 +294,21 @@ class _MonotoneModel(TorchResponseModel):
     rules = {"hidden": WIDTHS, "mono_hidden": WIDTHS, "embedding_dim": COUNT, "lr": POSITIVE, "batch_size": COUNT,
              "max_epochs": COUNT, "patience": COUNT, "weight_decay": NON_NEGATIVE, "seed": SEED, "ips_weighting": FLAG}
 
-    def __init__(self, hidden=(64, 32), mono_hidden=(32, 16), embedding_dim: int = 8, lr: float = 2e-3,
-                 batch_size: int = 256, max_epochs: int = 60, patience: int = 6, weight_decay: float = 0.0,
-                 seed: int = 0, ips_weighting: bool = True):
-        store_params(self, locals())
+    Params = MonotoneParams
 
     @classmethod
     def applies_to(cls, config: CampaignConfig) -> str | None:
         return no_monotone_attribute(config)
 
     def arch(self) -> Callable[[Any], dict[str, Any]]:
-        return lambda prep: dict(head=self.head, activation=getattr(self, "activation", "clu"),
-                                 hidden=_list(self.hidden), mono_hidden=_list(self.mono_hidden),
-                                 embedding_dim=int(self.embedding_dim))
+        p = self.params
+        return lambda prep: dict(head=self.head, activation=getattr(p, "activation", "clu"),
+                                 hidden=_list(p.hidden), mono_hidden=_list(p.mono_hidden),
+                                 embedding_dim=int(p.embedding_dim))
 
     def _fit_phase(self, data: TrainingData, phase: str, previous, log) -> TrainedModel:
-        return train_attribute_model(self.name, "monotone", data.frame, data.config, list(data.numeric),
-                                     list(data.categorical), self.get_params(), self.arch(),
-                                     weighted=self.ips_weighting, seed=self.seed, log=log)
+        return train_attribute_model(self.name, "monotone", data, self.get_params(), self.arch(),
+                                     weighted=self.params.ips_weighting, seed=self.params.seed, log=log)
 
 
 class DNNM(_MonotoneModel):
@@ -275,14 +325,11 @@ class FPM(_MonotoneModel):
     CURVES = {"four_parameter": "fpm", "logistic": "sbbm"}
     rules = {**_MonotoneModel.rules, "curve": (lambda x: x in FPM.CURVES, "one of four_parameter, logistic")}
 
-    def __init__(self, hidden=(64, 32), mono_hidden=(32, 16), embedding_dim: int = 8, lr: float = 2e-3,
-                 batch_size: int = 256, max_epochs: int = 60, patience: int = 6, weight_decay: float = 0.0,
-                 curve: str = "four_parameter", seed: int = 0, ips_weighting: bool = True):
-        store_params(self, locals())
+    Params = FPMParams
 
     def arch(self) -> Callable[[Any], dict[str, Any]]:
         base = super().arch()
-        return lambda prep: {**base(prep), "head": self.CURVES[self.curve]}
+        return lambda prep: {**base(prep), "head": self.CURVES[self.params.curve]}
 
 
 class CMNN(_MonotoneModel):
@@ -293,7 +340,4 @@ class CMNN(_MonotoneModel):
     rules = {**_MonotoneModel.rules,
              "activation": (lambda x: x in CONVEX_ACTIVATIONS, f"one of {', '.join(CONVEX_ACTIVATIONS)}")}
 
-    def __init__(self, hidden=(64, 32), mono_hidden=(32, 16), embedding_dim: int = 8, lr: float = 2e-3,
-                 batch_size: int = 256, max_epochs: int = 60, patience: int = 6, weight_decay: float = 0.0,
-                 activation: str = "clu", seed: int = 0, ips_weighting: bool = True):
-        store_params(self, locals())
+    Params = CMNNParams

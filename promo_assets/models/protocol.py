@@ -5,11 +5,12 @@ A model is one class deriving from `ResponseModel`, registered once in `promo_as
 reference are generated from the registry, and one contract test (tests/unit/models/test_model_contract.py)
 checks every registered model.
 
-- Construction: `Model(**params)`. The hyper-parameters are the keyword arguments of `__init__`, each
-  with its default; `__init__` only stores them (no logic, no validation). `get_params()` /
-  `set_params(**params)` come from that signature. A parameter name the model does not have is
-  refused at construction (Python's TypeError names it; `registry.create` and `set_params` raise
-  ModelInputError naming it and the close match). Values are checked when `fit` starts
+- Construction: `Model(**params)` or `Model(params)`. The hyper-parameters are the fields of the
+  model's `Params`, a frozen dataclass with each one's default (e.g. `DipnParams`); the constructor
+  only stores them in `model.params` (no logic, no validation), keyword arguments replacing fields.
+  `get_params()` / `set_params(**params)` come from those fields. A parameter name the model does
+  not have is refused at construction (Python's TypeError names it; `registry.create` and
+  `set_params` raise ModelInputError naming it and the close match). Values are checked when `fit` starts
   (`check_params()`: a value of the wrong kind for its default, or outside the model's rules,
   raises ModelInputError naming the parameter), and by the registry when a campaign.yaml's
   `models.params.<name>` is loaded. `seed`, the epoch caps (`max_epochs`, ...) and IPS weighting
@@ -45,8 +46,8 @@ No dagster here: the Dagster definitions (promo_assets.defs) wrap these calls.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
-import inspect
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -156,12 +157,17 @@ def same_kind(default: Any, value: Any) -> bool:
     return isinstance(value, type(default))
 
 
+@dataclass(frozen=True)
+class NoParams:
+    """The hyper-parameters of a model that has none."""
+
+
 # ------------------------------------------------------------------------------------ the base class
 class ResponseModel(ABC):
-    """One model of the zoo, an estimator (see the module docstring). Subclasses define `__init__`
-    with their hyper-parameters as keyword arguments with defaults, stored as attributes of the same
-    names; `rules` ({parameter: (check, "what it must be")}) and `_check_values` say which values are
-    allowed; `_fit_phase` trains one phase and returns the fitted object; `_load` reads one back."""
+    """One model of the zoo, an estimator (see the module docstring). Subclasses declare `Params`, a
+    frozen dataclass of their hyper-parameters with defaults (read as `self.params.<name>`); `rules`
+    ({parameter: (check, "what it must be")}) and `_check_values` say which values are allowed;
+    `_fit_phase` trains one phase and returns the fitted object; `_load` reads one back."""
 
     name: ClassVar[str]                        # registry key = asset key prefix = `model` column in tables
     title: ClassVar[str]                       # one line: what it is
@@ -173,24 +179,30 @@ class ResponseModel(ABC):
     default: ClassVar[bool] = True             # trained unless campaign.yaml's `models.include` leaves it out
     monotone: ClassVar[bool] = False           # guarantees a response non-decreasing in a more generous incentive
     rules: ClassVar[dict[str, Rule]] = {}      # allowed values per hyper-parameter
+    Params: ClassVar[type] = NoParams          # the hyper-parameters: a frozen dataclass with defaults
+
+    def __init__(self, params: Any = None, /, **overrides: Any):
+        """`params`: an instance of the model's `Params` (None: the defaults); `overrides`: fields
+        replaced (a name that is not a field raises TypeError naming it). Stored, not checked."""
+        base = self.Params() if params is None else params
+        if not isinstance(base, self.Params):
+            raise TypeError(f"{type(self).__name__} takes its {self.Params.__name__}, not {type(base).__name__}")
+        self.params = dataclasses.replace(base, **overrides) if overrides else base
 
     # -------------------------------------------------------------- parameters
     @classmethod
     def param_names(cls) -> tuple[str, ...]:
-        """The hyper-parameters: the keyword arguments of `__init__`, in order."""
-        sig = inspect.signature(cls.__init__)
-        return tuple(p.name for p in sig.parameters.values()
-                     if p.name != "self" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+        """The hyper-parameters: the fields of `Params`, in order."""
+        return tuple(f.name for f in dataclasses.fields(cls.Params))
 
     @classmethod
     def defaults(cls) -> dict[str, Any]:
-        """Each hyper-parameter's default (from the `__init__` signature)."""
-        sig = inspect.signature(cls.__init__)
-        return {n: sig.parameters[n].default for n in cls.param_names()}
+        """Each hyper-parameter's default (from `Params`)."""
+        return {f.name: f.default for f in dataclasses.fields(cls.Params)}
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """The hyper-parameters and their values (the constructor's keyword arguments)."""
-        return {n: getattr(self, n) for n in self.param_names()}
+        return {n: getattr(self.params, n) for n in self.param_names()}
 
     def set_params(self, **params: Any) -> "ResponseModel":
         """Set hyper-parameters (as the constructor would); an unknown name raises ModelInputError
@@ -198,8 +210,7 @@ class ResponseModel(ABC):
         unknown = [p for p in params if p not in self.param_names()]
         if unknown:
             raise ModelInputError(unknown_params(self.name, unknown, self.param_names()))
-        for k, v in params.items():
-            setattr(self, k, v)
+        self.params = dataclasses.replace(self.params, **params)
         return self
 
     def check_params(self) -> list[str]:
@@ -212,7 +223,7 @@ class ResponseModel(ABC):
         if out:
             return out
         for p, (ok, what) in self.rules.items():
-            value = getattr(self, p)
+            value = getattr(self.params, p)
             if not ok(value):
                 out.append(f"{p} = {value!r}: expected {what}")
         return out + self._check_values()
@@ -335,13 +346,6 @@ class ResponseModel(ABC):
     def _phase_of(cls, fitted: Any) -> str:
         """The phase a stored fitted object belongs to (artefacts written before the phase was stored)."""
         return cls.phases[-1]
-
-
-def store_params(model: ResponseModel, params: dict[str, Any]) -> None:
-    """`__init__`'s one line: `store_params(self, locals())` stores each hyper-parameter, unchanged,
-    under its own name (as scikit-learn's estimators do; no logic, no validation)."""
-    for name in model.param_names():
-        setattr(model, name, params[name])
 
 
 def unknown_params(model: str, unknown: list[str], known: tuple[str, ...]) -> str:

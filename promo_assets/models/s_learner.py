@@ -17,17 +17,20 @@ would only add noise; for 'assigned' it is the incentive. (Documented choice, se
 
 from __future__ import annotations
 
+import copy
 import math
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import pandas as pd
 import torch
 from torch import nn
 
+from promo_assets.config import settings
 from promo_assets.config.campaign import CampaignConfig
 from promo_assets.models.base import (
-    TorchResponseModel, TrainedModel, cost_loss, fit_metrics, prepare_frame, register_architecture,
+    TorchResponseModel, TrainedModel, TrainingRecord, cost_loss, fit_metrics, prepare_frame, register_architecture,
     resolve_max_epochs, response_loss,
 )
 from promo_assets.models.errors import ModelInputError
@@ -174,8 +177,24 @@ def train_s_learner(frame: pd.DataFrame, config: CampaignConfig, numeric: list[s
             net, _s_learner_loss(kind, False), prep.validation, "weight" if weighted else None)
     hp_out = {**hp, "hidden": list(hp["hidden"]), "max_epochs": epochs, "seed": seed, "weighted": bool(weighted)}
     arch_kwargs["hidden"] = list(arch_kwargs["hidden"])
-    return TrainedModel("s_learner", net, prep.encoder, config, prep.targets, hp_out, metrics, fit.history,
-                        arch_kwargs)
+    return TrainedModel("s_learner", net, prep.encoder, config, prep.targets,
+                        TrainingRecord(hp_out, metrics, fit.history), arch_kwargs)
+
+
+@dataclass(frozen=True)
+class SLearnerParams:
+    """The S-learner's hyper-parameters (campaign.yaml `models.params.s_learner`)."""
+
+    hidden: tuple[int, ...] = (64, 32)
+    head_hidden: int = 16
+    embedding_dim: int = 8
+    lr: float = 2e-3
+    batch_size: int = 256
+    max_epochs: int = 60
+    patience: int = 6
+    weight_decay: float = 0.0
+    seed: int = 0
+    ips_weighting: bool = True
 
 
 class SLearner(TorchResponseModel):
@@ -192,20 +211,7 @@ class SLearner(TorchResponseModel):
     rules = {"hidden": WIDTHS, "head_hidden": (lambda x: is_int(x) and x >= 0, "an integer >= 0"),
              "embedding_dim": COUNT, "lr": POSITIVE, "batch_size": COUNT, "max_epochs": COUNT, "patience": COUNT,
              "weight_decay": NON_NEGATIVE, "seed": SEED, "ips_weighting": FLAG}
-
-    def __init__(self, hidden=(64, 32), head_hidden: int = 16, embedding_dim: int = 8, lr: float = 2e-3,
-                 batch_size: int = 256, max_epochs: int = 60, patience: int = 6, weight_decay: float = 0.0,
-                 seed: int = 0, ips_weighting: bool = True):
-        self.hidden = hidden
-        self.head_hidden = head_hidden
-        self.embedding_dim = embedding_dim
-        self.lr = lr
-        self.batch_size = batch_size
-        self.max_epochs = max_epochs
-        self.patience = patience
-        self.weight_decay = weight_decay
-        self.seed = seed
-        self.ips_weighting = ips_weighting
+    Params = SLearnerParams
 
     def network_params(self) -> dict[str, Any]:
         """The keyword arguments of `train_s_learner` (everything but the seed and the weighting)."""
@@ -213,4 +219,33 @@ class SLearner(TorchResponseModel):
 
     def _fit_phase(self, data: TrainingData, phase: str, previous, log) -> TrainedModel:
         return train_s_learner(data.frame, data.config, list(data.numeric), list(data.categorical),
-                               weighted=self.ips_weighting, seed=self.seed, log=log, **self.network_params())
+                               weighted=self.params.ips_weighting, seed=self.params.seed, log=log,
+                               **self.network_params())
+
+
+_WARM: dict[tuple, TrainedModel] = {}
+
+
+def warm_start(data: TrainingData, seed: int, max_epochs: int | None, weighted: bool, log) -> TrainedModel:
+    """The trained S-learner a decision-focused fine-tuning starts from (the end-to-end and DFCL
+    models): `train_s_learner` with the campaign's `s_learner` network (campaign.yaml
+    `models.params.s_learner`, the rest at `SLearner`'s defaults), this `seed` and weighting, and
+    `max_epochs` in place of the s_learner's own (None: its own); so it is the campaign's `s_learner`
+    model when the seed, the weighting and the epochs agree. Kept per process for the frame version,
+    the config and these settings, so that the models of one run train it once; callers get a copy."""
+    config = data.config
+    network = SLearner(**(config.models.params.get("s_learner") or {})).network_params()
+    if max_epochs is not None:
+        network["max_epochs"] = max_epochs
+    key = (config.campaign, data.frame_version, seed, max_epochs, settings.max_epochs(), bool(weighted),
+           repr(config.to_dict()))
+    if data.frame_version is None or key not in _WARM:
+        model = train_s_learner(data.frame, config, list(data.numeric), list(data.categorical), weighted=weighted,
+                                seed=seed, log=log, **network)
+        if data.frame_version is None:
+            return model
+        _WARM.clear()
+        _WARM[key] = model
+    elif log is not None:
+        log("warm start: the S-learner already trained in this process for this frame version")
+    return copy.deepcopy(_WARM[key])

@@ -12,6 +12,7 @@ content-addressed store (kind 'model'). scikit-learn is imported inside `_fit_ph
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ from promo_assets.core.coefficients import Coefficients
 from promo_assets.models.base import TIMING_KEYS, check_frame, rule_costs
 from promo_assets.models.encoder import FeatureEncoder
 from promo_assets.models.errors import ModelInputError
-from promo_assets.models.protocol import COUNT, FLAG, POSITIVE, SEED, ResponseModel, TrainingData, store_params
+from promo_assets.models.protocol import COUNT, FLAG, POSITIVE, SEED, ResponseModel, TrainingData
 
 FORMAT = "promo_assets.logistic_s/1"
 
@@ -84,6 +85,16 @@ class LogisticFitted:
                    p["metrics"], p["estimator"])
 
 
+@dataclass(frozen=True)
+class LogisticParams:
+    """logistic_s's hyper-parameters (campaign.yaml `models.params.logistic_s`)."""
+
+    C: float = 1.0
+    max_iter: int = 200
+    seed: int = 0
+    ips_weighting: bool = True
+
+
 class LogisticSLearner(ResponseModel):
     """Hyper-parameters: `C` (inverse L2 strength), `max_iter` (lbfgs iterations), `seed`,
     `ips_weighting` (the IPS weights as sample weights)."""
@@ -96,8 +107,7 @@ class LogisticSLearner(ResponseModel):
     default = False
     rules = {"C": POSITIVE, "max_iter": COUNT, "seed": SEED, "ips_weighting": FLAG}
 
-    def __init__(self, C: float = 1.0, max_iter: int = 200, seed: int = 0, ips_weighting: bool = True):
-        store_params(self, locals())
+    Params = LogisticParams
 
     @classmethod
     def applies_to(cls, config: CampaignConfig) -> str | None:
@@ -110,7 +120,7 @@ class LogisticSLearner(ResponseModel):
     def _fit_phase(self, data: TrainingData, phase: str, previous, log) -> LogisticFitted:
         from sklearn.linear_model import LogisticRegression
 
-        check_frame(data.frame, data.config, weighted=self.ips_weighting)
+        check_frame(data.frame, data.config, weighted=self.params.ips_weighting)
         train = data.frame[data.frame["split"].astype(str) == "train"]
         if train.empty or train["response"].nunique() < 2:
             raise ModelInputError(f"logistic_s: campaign {data.campaign!r} needs 'train' rows with both responses")
@@ -120,8 +130,8 @@ class LogisticSLearner(ResponseModel):
         x = np.vstack([_design(encoder, train[levels == j], j, k) for j in range(k)])
         order = np.concatenate([np.flatnonzero(levels == j) for j in range(k)])
         y = train["response"].to_numpy(dtype=np.float64)[order]
-        w = train["ips_weight"].to_numpy(dtype=np.float64)[order] if self.ips_weighting else None
-        reg = LogisticRegression(C=self.C, max_iter=self.max_iter, random_state=self.seed).fit(x, y, sample_weight=w)
+        w = train["ips_weight"].to_numpy(dtype=np.float64)[order] if self.params.ips_weighting else None
+        reg = LogisticRegression(C=self.params.C, max_iter=self.params.max_iter, random_state=self.params.seed).fit(x, y, sample_weight=w)
         metrics = {"n_train": int(len(train)), "n_features": int(x.shape[1]), "iterations": int(reg.n_iter_[0]),
                    "train_seconds": time.perf_counter() - t0}
         if log:

@@ -58,6 +58,7 @@ from promo_assets.simulation.landing import (
     Log,
     Response,
     SimulationError,
+    SimulationRequest,
     SimulationSummary,
     capturing,
     changing,
@@ -185,7 +186,7 @@ def simulate(
     if not isinstance(users, int) or isinstance(users, bool) or users < 1:
         raise SimulationError(f"users must be an integer >= 1, got {users!r}")
     names, var_kw = _accepted(spec.run)
-    allowed = names - {"campaign_dir", "days", "users", "seed", "start", "log", "variant"}
+    allowed = names - {"request", "log", "variant"}
     unknown = sorted(set(options) - allowed) if not var_kw else []
     if unknown:
         allowed = sorted(allowed)
@@ -206,7 +207,7 @@ def simulate(
     if "log" in names or var_kw:
         kwargs["log"] = log
     with changing(change):
-        result = spec.run(campaign_dir, days, users, int(seed), start, **kwargs)
+        result = spec.run(SimulationRequest(campaign_dir, days, users, int(seed), start), **kwargs)
     if isinstance(result, SimulationSummary):
         return result
     # a preset runner that reports a plain dict (bipartite): read the summary back from the folder
@@ -229,7 +230,8 @@ def respond(campaign_dir: str | Path, decision_file: str | Path, day: dt.date, *
     SimulationError (a bad or empty file, another day than the file's, unknown users, levels or
     propensities out of range, a campaign that was not simulated)."""
     campaign_dir = Path(campaign_dir)
-    spec, sim, change, kwargs = _stored_simulation(campaign_dir, preset, log)
+    stored = _stored_simulation(campaign_dir, preset, log)
+    spec, sim, change, kwargs = stored.preset, stored.block, stored.change, stored.kwargs
     day = _day(day, "day")
     try:
         frame = read_decision_file(Path(decision_file))
@@ -259,7 +261,7 @@ def respond(campaign_dir: str | Path, decision_file: str | Path, day: dt.date, *
                         levels=levels.to_numpy().astype(np.int64),
                         propensity=pd.to_numeric(frame["propensity"], errors="coerce").to_numpy(dtype=np.float64))
     with responding(response), changing(change):
-        result = spec.run(campaign_dir, 1, int(sim["users"]), int(sim["seed"]), day, **kwargs)
+        result = spec.run(SimulationRequest(campaign_dir, 1, int(sim["users"]), int(sim["seed"]), day), **kwargs)
     if not isinstance(result, SimulationSummary) or "decided_users" not in result.details:
         raise SimulationError(f"preset {spec.name!r} did not answer the decisions")
     return result
@@ -273,10 +275,11 @@ def truth_on(campaign_dir: str | Path, day: dt.date | str, user_ids: Any = None)
     SimulationError for a campaign that was not simulated (or cannot answer decisions) and
     TruthError for user ids outside the simulated pool."""
     campaign_dir = Path(campaign_dir)
-    spec, sim, change, kwargs = _stored_simulation(campaign_dir, None, None)
+    stored = _stored_simulation(campaign_dir, None, None)
+    spec, sim, change, kwargs = stored.preset, stored.block, stored.change, stored.kwargs
     day = _day(day, "day")
     with capturing() as captured, changing(change):
-        spec.run(campaign_dir, 1, int(sim["users"]), int(sim["seed"]), day, **kwargs)
+        spec.run(SimulationRequest(campaign_dir, 1, int(sim["users"]), int(sim["seed"]), day), **kwargs)
     if captured.pool is None:
         raise SimulationError(f"preset {spec.name!r} did not hand over its pool")
     pool = captured.pool.on(day)
@@ -304,10 +307,19 @@ def _day(value: Any, what: str) -> dt.date:
         raise SimulationError(f"{what} must be a date (YYYY-MM-DD), got {value!r}") from None
 
 
-def _stored_simulation(campaign_dir: Path, preset: str | None, log: Log) -> tuple[Preset, dict[str, Any], Change | None,
-                                                                                  dict[str, Any]]:
-    """(preset, simulation block, planted change, runner keyword arguments) of a simulated campaign,
-    read from its campaign.yaml, to rebuild the same pool (`respond`, `truth_on`)."""
+@dataclass(frozen=True)
+class _Stored:
+    """A simulated campaign as its campaign.yaml records it: the `preset`, the `simulation:` `block`,
+    the planted `change` and the runner's keyword arguments `kwargs`."""
+
+    preset: Preset
+    block: dict[str, Any]
+    change: Change | None
+    kwargs: dict[str, Any]
+
+
+def _stored_simulation(campaign_dir: Path, preset: str | None, log: Log) -> _Stored:
+    """What a simulated campaign's campaign.yaml records, to rebuild the same pool (`respond`, `truth_on`)."""
     sim = existing_simulation(campaign_dir)
     if not sim or "preset" not in sim:
         raise SimulationError(f"{campaign_dir}: not a simulated campaign (its campaign.yaml has no `simulation:` block "
@@ -327,4 +339,4 @@ def _stored_simulation(campaign_dir: Path, preset: str | None, log: Log) -> tupl
     kwargs = {k: v for k, v in options.items() if k in names or var_kw}
     if "log" in names or var_kw:
         kwargs["log"] = log
-    return spec, sim, change, kwargs
+    return _Stored(spec, sim, change, kwargs)

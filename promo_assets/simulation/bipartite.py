@@ -44,6 +44,7 @@ Written files (the landing format of DESIGN.md plus the merchant side)::
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -53,6 +54,7 @@ import pandas as pd
 
 from promo_assets.config.campaign import dump_campaign_yaml
 from promo_assets.core.errors import DomainError
+from promo_assets.simulation.landing import SimulationRequest
 
 CUSTOMER_LEVELS = (0, 50, 100, 150, 200)
 MERCHANT_LEVELS = (0, 25, 50, 75, 100)
@@ -104,31 +106,29 @@ def customer_hazard_increments(
     return inc
 
 
-def simulate_bipartite(
-    campaign_dir: Path,
-    days: int,
-    users: int,
-    seed: int,
-    start: date | None = None,
-    *,
-    merchants: int | None = None,
-    edges_per_customer: float = 5.0,
-    customer_levels: Sequence[float] = CUSTOMER_LEVELS,
-    merchant_levels: Sequence[float] = MERCHANT_LEVELS,
-    change_point: float = 100.0,
-    jump_width: float = 50.0,
-    rct_fraction: float = 0.5,
-    merchant_rct_fraction: float = 0.8,
-    influence: float = 1.0,
-    merchant_exponent: float = 0.8,
-    log: Callable[[str], None] | None = None,
-    **unknown: Any,
-) -> dict[str, Any]:
-    """Write a bipartite customer–merchant campaign into `campaign_dir`; return a summary dict.
+@dataclass(frozen=True)
+class BipartiteOptions:
+    """The bipartite preset's options (see `simulate_bipartite`)."""
 
-    Args: `days` daily files (RCT customers/merchants are spread uniformly over them), `users`
+    merchants: int | None = None
+    edges_per_customer: float = 5.0
+    customer_levels: Sequence[float] = CUSTOMER_LEVELS
+    merchant_levels: Sequence[float] = MERCHANT_LEVELS
+    change_point: float = 100.0
+    jump_width: float = 50.0
+    rct_fraction: float = 0.5
+    merchant_rct_fraction: float = 0.8
+    influence: float = 1.0
+    merchant_exponent: float = 0.8
+
+
+def simulate_bipartite(request: SimulationRequest, *, log: Callable[[str], None] | None = None,
+                       **options: Any) -> dict[str, Any]:
+    """Write a bipartite customer–merchant campaign into `request.campaign_dir`; return a summary dict.
+
+    Request: `days` daily files (RCT customers/merchants are spread uniformly over them), `users`
     customers, `seed` (the output is a deterministic function of all arguments), `start` first date
-    (default 2024-01-01). Options: `merchants` (default users // 4), `edges_per_customer` (mean
+    (None: 2024-01-01). `options` (BipartiteOptions' fields): `merchants` (default users // 4), `edges_per_customer` (mean
     distinct merchants per customer, >= 1), `customer_levels` / `merchant_levels` (ascending
     amounts: coupons and commissions), `change_point` / `jump_width` (customers are much more
     sensitive to coupon amounts in [change_point, change_point + jump_width)), `rct_fraction` /
@@ -140,8 +140,15 @@ def simulate_bipartite(
     Returns a dict with the counts written (customers, merchants, edges, events, merchant_events),
     the dates, file paths, and the true mean response per level for both sides.
     """
+    unknown = set(options) - set(BipartiteOptions.__dataclass_fields__)
     if unknown:
         raise BipartiteSimulationError(f"unknown option(s) for the bipartite preset: {sorted(unknown)}")
+    o = BipartiteOptions(**options)
+    campaign_dir, days, users, seed, start = request.campaign_dir, request.days, request.users, request.seed, request.start
+    merchants, edges_per_customer, influence = o.merchants, o.edges_per_customer, o.influence
+    customer_levels, merchant_levels, merchant_exponent = o.customer_levels, o.merchant_levels, o.merchant_exponent
+    change_point, jump_width, rct_fraction, merchant_rct_fraction = (o.change_point, o.jump_width, o.rct_fraction,
+                                                                     o.merchant_rct_fraction)
     if not (np.isfinite(merchant_exponent) and merchant_exponent > 0):
         raise BipartiteSimulationError(f"merchant_exponent must be a finite number > 0, got {merchant_exponent!r}")
     if days < 1:

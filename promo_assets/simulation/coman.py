@@ -35,14 +35,23 @@ midnight snack are the most sensitive, breakfast the least). Logging: uniform RC
 from __future__ import annotations
 
 import datetime as dt
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from scipy.special import expit
 
 from promo_assets.simulation.landing import (
-    Log, Pool, SimulationError, SimulationSummary, budgets_within, rct_config, rng_pool, write_campaign,
+    CampaignDesign,
+    Log,
+    Pool,
+    SimulationError,
+    SimulationRequest,
+    SimulationSummary,
+    budgets_within,
+    rct_config,
+    rng_pool,
+    write_campaign,
 )
 
 PERIODS = ("breakfast", "lunch", "afternoon_tea", "dinner", "midnight_snack")
@@ -84,20 +93,33 @@ def shape(name: str, x: np.ndarray) -> np.ndarray:
     return x**4 / (x**4 + 0.35)
 
 
-def levels_of(incentive: str) -> tuple[list[dict[str, float]], dict[str, str], str, np.ndarray]:
-    """(level rows, attribute directions, cost attribute, effective-value inputs K x 2)."""
+@dataclass(frozen=True)
+class Levels:
+    """An incentive's levels: `rows` (one attribute mapping per level), the attributes' `directions`,
+    the `cost_attribute` and the effective-value inputs `inputs` (K x 2)."""
+
+    rows: list[dict[str, float]]
+    directions: dict[str, str]
+    cost_attribute: str
+    inputs: np.ndarray
+
+
+def levels_of(incentive: str) -> Levels:
+    """The levels of `incentive` ('coupon' or 'fee_waiver')."""
     if incentive == "coupon":
         rows = [{"amount": a, "threshold": t} for a, t in COUPON_LEVELS]
-        return rows, {"amount": "increasing", "threshold": "decreasing"}, "amount", np.asarray(COUPON_LEVELS, float)
+        return Levels(rows, {"amount": "increasing", "threshold": "decreasing"}, "amount",
+                      np.asarray(COUPON_LEVELS, float))
     if incentive == "fee_waiver":
         rows = [{"waiver": w, "fee": FEE - w} for w in WAIVERS]
-        return rows, {"waiver": "increasing", "fee": "decreasing"}, "waiver", np.asarray([[w, 0] for w in WAIVERS], float)
+        return Levels(rows, {"waiver": "increasing", "fee": "decreasing"}, "waiver",
+                      np.asarray([[w, 0] for w in WAIVERS], float))
     raise SimulationError(f"coman_spatiotemporal: incentive must be 'coupon' or 'fee_waiver', got {incentive!r}")
 
 
 def build_pool(users: int, seed: int, incentive: str) -> tuple[Pool, np.ndarray]:
     """The user pool, its true curves and the level cost amounts (see the module docstring)."""
-    _, _, _, at = levels_of(incentive)
+    at = levels_of(incentive).inputs
     rng = rng_pool(seed)
     n = users
     age = np.clip(np.round(rng.normal(32.0, 9.0, n)), 18, 70)
@@ -140,20 +162,20 @@ def build_pool(users: int, seed: int, incentive: str) -> tuple[Pool, np.ndarray]
     return pool, cost_amounts
 
 
-def simulate_coman(campaign_dir: Path, days: int, users: int, seed: int, start: dt.date, *,
-                   incentive: str = DEFAULTS["incentive"], daily_active: float = DEFAULTS["daily_active"],
-                   budget_per_capita: list[float] | None = None, log: Log = None) -> SimulationSummary:
-    """Write a `coman_spatiotemporal` campaign into `campaign_dir` (see the module docstring)."""
-    rows, directions, cost_attr, _ = levels_of(incentive)
+def simulate_coman(request: SimulationRequest, *, incentive: str = DEFAULTS["incentive"],
+                   daily_active: float = DEFAULTS["daily_active"], budget_per_capita: list[float] | None = None,
+                   log: Log = None) -> SimulationSummary:
+    """Write a `coman_spatiotemporal` campaign as `request` asks (see the module docstring)."""
+    users, seed = request.users, request.seed
+    levels = levels_of(incentive)
+    rows, directions, cost_attr = levels.rows, levels.directions, levels.cost_attribute
     pool, cost_amounts = build_pool(users, seed, incentive)
     budgets = budgets_within(list(DEFAULTS["budget_per_capita"] if budget_per_capita is None else budget_per_capita), pool)
     treatments = {"levels": rows, "attributes": {k: {"monotone": d} for k, d in directions.items()},
                   "cost": {"attribute": cost_attr}}
     config = rct_config(treatments, "redeemed", budgets, models={"include": list(MODELS)},
                         segments=["period_of_day", "city"])
-    return write_campaign(
-        campaign_dir, preset="coman_spatiotemporal", config=config, pool=pool, incentives=list(cost_amounts),
-        days=days, start=start, seed=seed, daily_active=float(daily_active), log_propensity=True,
-        cost_rule="redeemed", options={"incentive": incentive, "daily_active": float(daily_active)}, log=log,
-        treatment_labels=[str(k) for k in range(len(rows))],
-    )
+    design = CampaignDesign("coman_spatiotemporal", config, list(cost_amounts), "redeemed",
+                            {"incentive": incentive, "daily_active": float(daily_active)}, float(daily_active),
+                            treatment_labels=[str(k) for k in range(len(rows))])
+    return write_campaign(request, design, pool, log=log)

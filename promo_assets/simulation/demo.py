@@ -32,21 +32,21 @@ Logging (option `logging`):
 
 from __future__ import annotations
 
-import datetime as dt
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy.special import expit, softmax
 
 from promo_assets.simulation.landing import (
-    rct_config,
+    CampaignDesign,
     Log,
     Pool,
     SimulationError,
+    SimulationRequest,
     SimulationSummary,
     budgets_within,
     plain_number,
+    rct_config,
     rng_pool,
     write_campaign,
 )
@@ -148,11 +148,7 @@ def _effect(table: tuple[float, ...], codes: np.ndarray, unknown: float = 0.0) -
 
 
 def simulate_demo(
-    campaign_dir: Path,
-    days: int,
-    users: int,
-    seed: int,
-    start: dt.date,
+    request: SimulationRequest,
     *,
     levels: list[float] | None = None,
     daily_active: float = DEFAULTS["daily_active"],
@@ -161,7 +157,8 @@ def simulate_demo(
     budget_per_capita: list[float] | None = None,
     log: Log = None,
 ) -> SimulationSummary:
-    """Write a `demo` campaign into `campaign_dir` (see the module docstring for the model)."""
+    """Write a `demo` campaign as `request` asks (see the module docstring for the model)."""
+    users, seed = request.users, request.seed
     levels_arr = np.asarray(DEFAULTS["levels"] if levels is None else levels, dtype=np.float64)
     if levels_arr.ndim != 1 or levels_arr.size < 2 or levels_arr[0] < 0 or np.any(np.diff(levels_arr) <= 0):
         raise SimulationError(f"demo: levels must be >= 2 ascending non-negative amounts, got {levels!r}")
@@ -178,8 +175,6 @@ def simulate_demo(
         "confounding": float(confounding),
     }
     config = rct_config({"levels": [plain_number(x) for x in levels_arr]}, "redeemed", budgets, randomized=logging == "rct")
-    return write_campaign(
-        campaign_dir, preset="demo", config=config, pool=pool, incentives=list(levels_arr), days=days,
-        start=start, seed=seed, daily_active=float(daily_active), log_propensity=logging == "rct",
-        cost_rule="redeemed", options=options, log=log,
-    )
+    design = CampaignDesign("demo", config, list(levels_arr), "redeemed", options, float(daily_active),
+                            log_propensity=logging == "rct")
+    return write_campaign(request, design, pool, log=log)

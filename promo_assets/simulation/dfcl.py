@@ -33,14 +33,21 @@ analogue of benchmarks/dfcl_paper.py evaluates all six from one trained model).
 
 from __future__ import annotations
 
-import datetime as dt
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy.special import expit
 
-from promo_assets.simulation.landing import Log, Pool, SimulationSummary, rct_config, rng_pool, write_campaign
+from promo_assets.simulation.landing import (
+    CampaignDesign,
+    Log,
+    Pool,
+    SimulationRequest,
+    SimulationSummary,
+    rct_config,
+    rng_pool,
+    write_campaign,
+)
 
 LEVELS = (0.0, 0.05, 0.10, 0.15, 0.20)
 CITIES = ("beijing", "shanghai", "chengdu", "wuhan")
@@ -98,13 +105,11 @@ def dfcl_pool(users: int, seed: int) -> tuple[Pool, list[float]]:
     return pool, budgets
 
 
-def simulate_dfcl(campaign_dir: Path, days: int, users: int, seed: int, start: dt.date, *,
-                  daily_active: float = DEFAULTS["daily_active"], log: Log = None) -> SimulationSummary:
-    """Write a `dfcl_discount` campaign (see the module docstring)."""
-    pool, budgets = dfcl_pool(users, seed)
+def simulate_dfcl(request: SimulationRequest, *, daily_active: float = DEFAULTS["daily_active"],
+                  log: Log = None) -> SimulationSummary:
+    """Write a `dfcl_discount` campaign as `request` asks (see the module docstring)."""
+    pool, budgets = dfcl_pool(request.users, request.seed)
     config = rct_config({"levels": list(LEVELS)}, "column", budgets)
-    return write_campaign(
-        campaign_dir, preset="dfcl_discount", config=config, pool=pool, incentives=list(LEVELS), days=days,
-        start=start, seed=seed, daily_active=float(daily_active), log_propensity=True, cost_rule="column",
-        options={"daily_active": float(daily_active)}, log=log,
-    )
+    design = CampaignDesign("dfcl_discount", config, list(LEVELS), "column", {"daily_active": float(daily_active)},
+                            float(daily_active))
+    return write_campaign(request, design, pool, log=log)

@@ -30,21 +30,21 @@ Choices the text leaves open (ours, documented):
 
 from __future__ import annotations
 
-import datetime as dt
 import itertools
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from promo_assets.simulation.landing import (
-    rct_config,
+    CampaignDesign,
     Log,
     Pool,
     SimulationError,
+    SimulationRequest,
     SimulationSummary,
     budgets_within,
     plain_number,
+    rct_config,
     rng_pool,
     write_campaign,
 )
@@ -87,11 +87,7 @@ def combination_parameters(n: tuple[int, int, int], rng: np.random.Generator) ->
 
 
 def simulate_dipn(
-    campaign_dir: Path,
-    days: int,
-    users: int,
-    seed: int,
-    start: dt.date,
+    request: SimulationRequest,
     *,
     variant: str,
     levels: list[int] | None = None,
@@ -99,7 +95,8 @@ def simulate_dipn(
     budget_per_capita: list[float] | None = None,
     log: Log = None,
 ) -> SimulationSummary:
-    """Write a DIPN synthetic campaign (variant 'dipn_synthetic_1' or 'dipn_synthetic_2')."""
+    """Write a DIPN synthetic campaign (variant 'dipn_synthetic_1' or 'dipn_synthetic_2') as `request` asks."""
+    users, seed = request.users, request.seed
     n = CATEGORIES[variant]
     levels_arr = np.asarray(PAPER_LEVELS if levels is None else levels, dtype=np.float64)
     if (
@@ -126,8 +123,5 @@ def simulate_dipn(
         "n_categories": list(n),
     }
     config = rct_config({"levels": [plain_number(x) for x in levels_arr]}, "redeemed", budgets, ips_clip=200.0)
-    return write_campaign(
-        campaign_dir, preset=variant, config=config, pool=pool, incentives=list(levels_arr), days=days,
-        start=start, seed=seed, daily_active=float(daily_active), log_propensity=True,
-        cost_rule="redeemed", options=options, log=log,
-    )
+    design = CampaignDesign(variant, config, list(levels_arr), "redeemed", options, float(daily_active))
+    return write_campaign(request, design, pool, log=log)

@@ -22,19 +22,19 @@ Choices the text leaves open (ours, documented):
 
 from __future__ import annotations
 
-import datetime as dt
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from promo_assets.simulation.landing import (
-    rct_config,
+    CampaignDesign,
     Log,
     Pool,
     SimulationError,
+    SimulationRequest,
     SimulationSummary,
     budgets_within,
+    rct_config,
     rng_pool,
     write_campaign,
 )
@@ -60,18 +60,15 @@ def e2e_values(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def simulate_e2e(
-    campaign_dir: Path,
-    days: int,
-    users: int,
-    seed: int,
-    start: dt.date,
+    request: SimulationRequest,
     *,
     daily_active: float = DEFAULTS["daily_active"],
     features: str = DEFAULTS["features"],
     budget_per_capita: list[float] | None = None,
     log: Log = None,
 ) -> SimulationSummary:
-    """Write an `e2e_synthetic` campaign (see the module docstring)."""
+    """Write an `e2e_synthetic` campaign as `request` asks (see the module docstring)."""
+    users, seed = request.users, request.seed
     if features not in ("latent", "none"):
         raise SimulationError(f"e2e_synthetic: features must be 'latent' or 'none', got {features!r}")
     rng = rng_pool(seed)
@@ -82,8 +79,5 @@ def simulate_e2e(
     budgets = budgets_within(list(DEFAULTS["budget_per_capita"] if budget_per_capita is None else budget_per_capita), pool)
     options = {"daily_active": float(daily_active), "features": features}
     config = rct_config({"levels": list(LEVELS)}, "assigned", budgets)
-    return write_campaign(
-        campaign_dir, preset="e2e_synthetic", config=config, pool=pool, incentives=list(map(float, LEVELS)),
-        days=days, start=start, seed=seed, daily_active=float(daily_active), log_propensity=True,
-        cost_rule="assigned", options=options, log=log,
-    )
+    design = CampaignDesign("e2e_synthetic", config, list(map(float, LEVELS)), "assigned", options, float(daily_active))
+    return write_campaign(request, design, pool, log=log)

@@ -48,6 +48,51 @@ class SimulationError(DomainError, ValueError):
     """Bad arguments to the simulator (unknown preset or option, impossible sizes or values)."""
 
 
+@dataclass(frozen=True)
+class SimulationRequest:
+    """What `simulate` asks of a preset's runner: the campaign folder, `days` daily event files from
+    `start`, a pool of `users` and the `seed`."""
+
+    campaign_dir: Path
+    days: int
+    users: int
+    seed: int
+    start: dt.date
+
+
+@dataclass(frozen=True)
+class CampaignDesign:
+    """What a preset writes besides its pool (`write_campaign`): its name `preset`, `config` (the
+    campaign.yaml body without the `simulation` block, added by write_campaign), `incentives` (the
+    amount per level), `cost_rule` ('redeemed': cost = incentive x response, 'assigned': cost =
+    incentive, 'column': incentive x pool.order_value x response written as the events' cost column,
+    'bernoulli': a binary cost label, cost = u < expected_cost with the same uniform u that draws the
+    response, so response implies cost when expected_response <= expected_cost), `options` (the
+    preset's options, kept in campaign.yaml), `daily_active` (the share of the pool with an event each
+    day), `log_propensity` (write the logging policy's probability of the logged level as the events'
+    `propensity` column) and `treatment_labels` (the events' `treatment` value per level, e.g. the
+    level index as text for multi-attribute campaigns; None: the level's incentive amount)."""
+
+    preset: str
+    config: dict[str, Any]
+    incentives: list[float]
+    cost_rule: str
+    options: dict[str, Any]
+    daily_active: float
+    log_propensity: bool = True
+    treatment_labels: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class Assigned:
+    """One day's events before their outcomes: the pool `rows` of the users, the `levels` they got
+    and the logged `propensity` of each (None: no propensity column)."""
+
+    rows: np.ndarray
+    levels: np.ndarray
+    propensity: np.ndarray | None
+
+
 @dataclass
 class SimulationSummary:
     """What :func:`promo_assets.simulation.simulate` wrote.
@@ -302,41 +347,18 @@ def _pool_diff(existing: dict[str, Any], pool_key: dict[str, Any]) -> dict[str, 
     return {k: (existing.get(k), pool_key.get(k)) for k in keys if existing.get(k) != pool_key.get(k)}
 
 
-def write_campaign(
-    campaign_dir: Path,
-    *,
-    preset: str,
-    config: dict[str, Any],
-    pool: Pool,
-    incentives: list[float],
-    days: int,
-    start: dt.date,
-    seed: int,
-    daily_active: float,
-    log_propensity: bool,
-    cost_rule: str,
-    options: dict[str, Any],
-    overwrite: bool = False,
-    log: Log = None,
-    treatment_labels: list[str] | None = None,
-) -> SimulationSummary:
-    """Write one simulated campaign (see the module docstring) and return its summary.
-
-    config: the campaign.yaml body without the `simulation` block (added here); log_propensity:
-    write the logging policy's probability of the logged level as the events' `propensity` column;
-    cost_rule: 'redeemed' (cost = incentive x response), 'assigned' (cost = incentive), 'column'
-    (cost = incentive x pool.order_value x response, written as the events' cost column) or
-    'bernoulli' (a binary cost label: cost = u < expected_cost with the same uniform u that draws
-    the response, so response implies cost when expected_response <= expected_cost);
-    treatment_labels: the events' `treatment` value per level (multi-attribute campaigns: the level
-    index as text); None: the level's incentive amount.
-    """
-    campaign_dir = Path(campaign_dir)
+def write_campaign(request: SimulationRequest, design: CampaignDesign, pool: Pool, *, overwrite: bool = False,
+                   log: Log = None) -> SimulationSummary:
+    """Write one simulated campaign (see the module docstring): `request`'s days of `pool`'s events
+    as `design` says, and return its summary."""
+    campaign_dir, days, start, seed = Path(request.campaign_dir), request.days, request.start, request.seed
+    preset, config, options, daily_active = design.preset, design.config, design.options, design.daily_active
+    log_propensity, cost_rule = design.log_propensity, design.cost_rule
     n_users, n_levels = pool.expected_response.shape
     check_common(days, n_users, n_levels, daily_active)
     dates = [start + dt.timedelta(days=i) for i in range(days)]
     pool_key = {"preset": preset, "seed": int(seed), "users": int(n_users), "options": _plain(options)}
-    incentives_arr = np.asarray(incentives, dtype=np.float64)
+    incentives_arr = np.asarray(design.incentives, dtype=np.float64)
     change = _CHANGE.get()
     if change is not None:  # promo_assets.simulation.change: the pool changes from change.day
         pool = change.apply(pool, seed, int(np.argmin(incentives_arr)), cost_rule)
@@ -349,9 +371,7 @@ def write_campaign(
                                  options=_plain(options))
     response = _RESPONSE.get()
     if response is not None:
-        return write_response_day(campaign_dir, response, preset=preset, pool=pool, pool_key=pool_key,
-                                  incentives=incentives_arr, seed=seed, daily_active=daily_active, cost_rule=cost_rule,
-                                  treatment_labels=treatment_labels, options=options, log=log, change=change)
+        return write_response_day(request, response, design, pool, pool_key, log=log, change=change)
     prepare_dir(campaign_dir, pool_key, overwrite)
     base_pool, pool = pool, pool.on(dates[-1])  # truth and population as of the last (holdout) day
 
@@ -413,8 +433,8 @@ def write_campaign(
             u = rng.random(n)[:, None]
             level = np.minimum((u >= cum[idx]).sum(axis=1), n_levels - 1)
             propensity = pool.assignment[idx, level]
-        table = day_events(pool, ids, idx, level, propensity if log_propensity else None, rng, day,
-                           incentives_arr, cost_rule, treatment_labels)
+        table = day_events(pool, ids, Assigned(idx, level, propensity if log_propensity else None), rng, day,
+                           design)
         _write(table, campaign_dir / "events" / f"{day.isoformat()}.parquet", files)
         rows_per_day[day] = int(n)
         if log:
@@ -434,11 +454,10 @@ def write_campaign(
     )
 
 
-def write_response_day(campaign_dir: Path, response: Response, *, preset: str, pool: Pool, pool_key: dict[str, Any],
-                       incentives: np.ndarray, seed: int, daily_active: float, cost_rule: str,
-                       treatment_labels: list[str] | None, options: dict[str, Any], log: Log = None,
-                       change: Any = None) -> SimulationSummary:
-    """Day `response.day`'s events of an existing simulated campaign as its population answers the
+def write_response_day(request: SimulationRequest, response: Response, design: CampaignDesign, pool: Pool,
+                       pool_key: dict[str, Any], *, log: Log = None, change: Any = None) -> SimulationSummary:
+    """Day `response.day`'s events of an existing simulated campaign (`request`'s folder and seed,
+    written as `design` says) as its population answers the
     exported decisions: the same share `daily_active` of the decided users is active as on an RCT day
     (a seeded draw of its own), each at the level the decision gave it, with the response and cost
     drawn from the pool's truth on that day and the decision's propensity logged. campaign.yaml and
@@ -449,6 +468,8 @@ def write_response_day(campaign_dir: Path, response: Response, *, preset: str, p
     gives a seeded share 1 - C of the decided users the cheapest level instead of theirs (the events
     log the level given and the decision's propensity; `details["not_applied"]` counts them among
     the events); answering the day before a population shift writes `population/<change day>`."""
+    campaign_dir, seed, preset, options = Path(request.campaign_dir), request.seed, design.preset, design.options
+    daily_active, incentives = design.daily_active, np.asarray(design.incentives, dtype=np.float64)
     existing = existing_simulation(campaign_dir)
     if existing is None:
         raise SimulationError(f"{campaign_dir}: no simulated campaign to respond for (simulate its RCT days first)")
@@ -488,8 +509,7 @@ def write_response_day(campaign_dir: Path, response: Response, *, preset: str, p
         skipped = np.random.default_rng(np.random.SeedSequence([int(seed), 4, response.day.toordinal()])).random(
             rows.size) >= change.compliance
         given = np.where(skipped, int(np.argmin(incentives)), given)
-    table = day_events(day_pool, ids, rows[active], given[active], prop[active], rng, response.day,
-                       incentives, cost_rule, treatment_labels)
+    table = day_events(day_pool, ids, Assigned(rows[active], given[active], prop[active]), rng, response.day, design)
     files: list[Path] = []
     _write(table, target, files)
     if _population_changes_after(change, response.day):
@@ -521,12 +541,14 @@ def _write_population(pool: Pool, ids: pa.Array, campaign_dir: Path, day: dt.dat
     _write(pa.table(cols), campaign_dir / "population" / f"{day.isoformat()}.parquet", files)
 
 
-def day_events(pool: Pool, ids: pa.Array, idx: np.ndarray, level: np.ndarray, propensity: np.ndarray | None,
-               rng: np.random.Generator, day: dt.date, incentives: np.ndarray, cost_rule: str,
-               treatment_labels: list[str] | None) -> pa.Table:
-    """One day's events of users `idx` (pool rows) at levels `level`: the response drawn from the
-    pool's truth on that day, the cost by `cost_rule` (see `write_campaign`), the logged `propensity`
-    (None: no propensity column), event_time within each user's hours, the features; rows in time order."""
+def day_events(pool: Pool, ids: pa.Array, assigned: Assigned, rng: np.random.Generator, day: dt.date,
+               design: CampaignDesign) -> pa.Table:
+    """One day's events of the `assigned` users (pool rows) at their levels: the response drawn from
+    the pool's truth on that day, the cost by the design's cost rule, the logged propensity (None: no
+    propensity column), event_time within each user's hours, the features; rows in time order."""
+    idx, level, propensity = assigned.rows, assigned.levels, assigned.propensity
+    incentives = np.asarray(design.incentives, dtype=np.float64)
+    cost_rule, treatment_labels = design.cost_rule, design.treatment_labels
     n = idx.size
     p = pool.expected_response[idx, level]
     u = rng.random(n)

@@ -31,19 +31,19 @@ default to the 25/50/75% points between the all-control and the all-treated visi
 
 from __future__ import annotations
 
-import datetime as dt
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from promo_assets.simulation.landing import (
-    rct_config,
+    CampaignDesign,
     Log,
     Pool,
     SimulationError,
+    SimulationRequest,
     SimulationSummary,
     budgets_within,
+    rct_config,
     rng_pool,
     write_campaign,
 )
@@ -79,18 +79,15 @@ def uplift_truth(x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, n
 
 
 def simulate_uplift_two_arm(
-    campaign_dir: Path,
-    days: int,
-    users: int,
-    seed: int,
-    start: dt.date,
+    request: SimulationRequest,
     *,
     daily_active: float = DEFAULTS["daily_active"],
     treated_share: float = DEFAULTS["treated_share"],
     budget_per_capita: list[float] | None = None,
     log: Log = None,
 ) -> SimulationSummary:
-    """Write an `uplift_two_arm` campaign (see the module docstring)."""
+    """Write an `uplift_two_arm` campaign as `request` asks (see the module docstring)."""
+    users, seed = request.users, request.seed
     if not 0.0 < float(treated_share) < 1.0:
         raise SimulationError(f"uplift_two_arm: treated_share must be in (0, 1), got {treated_share!r}")
     rng = rng_pool(seed)
@@ -107,8 +104,6 @@ def simulate_uplift_two_arm(
     budgets = budgets_within([] if budget_per_capita is None else list(budget_per_capita), pool)
     options = {"daily_active": float(daily_active), "treated_share": share}
     config = rct_config({"levels": list(LEVELS)}, "column", budgets)
-    return write_campaign(
-        campaign_dir, preset="uplift_two_arm", config=config, pool=pool, incentives=list(map(float, LEVELS)),
-        days=days, start=start, seed=seed, daily_active=float(daily_active), log_propensity=True,
-        cost_rule="bernoulli", options=options, log=log,
-    )
+    design = CampaignDesign("uplift_two_arm", config, list(map(float, LEVELS)), "bernoulli", options,
+                            float(daily_active))
+    return write_campaign(request, design, pool, log=log)

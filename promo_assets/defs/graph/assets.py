@@ -120,7 +120,7 @@ def customer_merchant_graph(context: dg.AssetExecutionContext, warehouse: Wareho
 
 def read_graph(con, campaign: str, normalizer: str | None):
     """The stored graph as PyG HeteroData (None when the campaign has no graph) and its version."""
-    from promo_assets.graph import build_graph
+    from promo_assets.graph import FeatureColumns, build_graph
     from promo_assets.graph.warehouse_io import features_frame
 
     c, m, edges = graph_store.graph_tables(con, campaign)
@@ -130,12 +130,9 @@ def read_graph(con, campaign: str, normalizer: str | None):
     customers = features_frame(c["user_id"], c["features"], "user_id")
     merchants = features_frame(m["merchant_id"], m["features"], "merchant_id")
     known = set(customers.columns)
-    graph = build_graph(
-        edges, customers, merchants,
-        customer_numeric=[f for f in numeric if f in known] if numeric or categorical else None,
-        customer_categorical=[f for f in categorical if f in known] if numeric or categorical else None,
-        normalizer=normalizer,
-    )
+    columns = FeatureColumns([f for f in numeric if f in known], [f for f in categorical if f in known])
+    graph = build_graph(edges, customers, merchants, customer_columns=columns if numeric or categorical else None,
+                        normalizer=normalizer)
     return graph, str(c["graph_version"].iloc[0])
 
 
@@ -212,6 +209,7 @@ def _joint_inputs(warehouse: WarehouseResource, campaign: str, config, mconf, ve
 
 
 def _joint_truth(context, landing: LandingResource, campaign: str, config, mconf, users, merchants):
+    from promo_assets.graph import JointCurves
     from promo_assets.graph.metrics import GraphMetricsError, truth_matrix
     from promo_assets.graph.warehouse_io import read_truth
 
@@ -219,8 +217,8 @@ def _joint_truth(context, landing: LandingResource, campaign: str, config, mconf
     if c_truth_df is None or m_truth_df is None:
         return None
     try:
-        return (truth_matrix(c_truth_df, "user_id", users, config.n_levels),
-                truth_matrix(m_truth_df, "merchant_id", merchants, len(mconf.commissions)))
+        return JointCurves(truth_matrix(c_truth_df, "user_id", users, config.n_levels),
+                           truth_matrix(m_truth_df, "merchant_id", merchants, len(mconf.commissions)))
     except GraphMetricsError as exc:
         context.log.warning(f"truth files do not cover the allocated nodes; no true values: {exc}")
         return None
@@ -251,7 +249,7 @@ JOINT_SHOWN = ["ratio_budget", "joint_value", "independent_value", "joint_cost",
     "joint_allocation_evaluation (predicted and, for simulated campaigns, true value and cost; history kept).",
 )
 def joint_allocation(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
-    from promo_assets.graph import allocate_ratio_budgets, ratio_budgets
+    from promo_assets.graph import JointCurves, JointNodes, allocate_ratio_budgets, ratio_budgets
     from promo_assets.graph.joint import JointAllocationError
 
     campaign = context.partition_key
@@ -266,9 +264,9 @@ def joint_allocation(context: dg.AssetExecutionContext, warehouse: WarehouseReso
     if not ratios:
         return dg.MaterializeResult(metadata={"skipped": True, "note": "campaign.yaml has no ratio_budget"})
     truth = _joint_truth(context, landing, campaign, config, mconf, users, merchants)
-    rows, levels = allocate_ratio_budgets(
-        vc, cc, vm, cm, ratios, customer_ids=users, merchant_ids=merchants, incentives=np.asarray(config.incentives),
-        commissions=np.asarray(mconf.commissions), merchant_normalizer=norm, truth=truth, log=log_to(context))
+    rows, levels = allocate_ratio_budgets(JointCurves((vc, cc), (vm, cm)), ratios, JointNodes(
+        users, merchants, np.asarray(config.incentives), np.asarray(mconf.commissions)), merchant_normalizer=norm,
+        truth=truth, log=log_to(context))
     for row in rows:
         row.update({"campaign": campaign, "model_version": version, "n_customers": len(users),
                     "n_merchants": len(merchants), "run_id": context.run_id})

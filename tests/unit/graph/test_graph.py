@@ -6,12 +6,13 @@ import pytest
 import torch
 
 from promo_assets.graph import (
-    EDGE, REV_EDGE, GraphDataError, GraphTrainConfig, GraphTrainingError, build_graph, customer_metrics,
+    EDGE, REV_EDGE, GraphData, GraphDataError, GraphTrainConfig, GraphTrainingError, build_graph, customer_metrics,
     level_curve, load_bipartite_campaign, load_graph_model, normalized_adjacency, plot_uplift_quintiles,
     sensitivity_quintile_uplift, train_gnn_hazard, train_graph_model, truth_matrix, truth_metrics,
 )
 from promo_assets.graph.nn import HazardHead, MerchantHead, censored_hazard_loss
 from promo_assets.simulation.bipartite import simulate_bipartite
+from promo_assets.simulation.landing import SimulationRequest
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -26,7 +27,7 @@ def one_thread():
 @pytest.fixture(scope="module")
 def camp(tmp_path_factory):
     d = tmp_path_factory.mktemp("g") / "bp"
-    simulate_bipartite(d, 2, 400, 5, merchants=100)
+    simulate_bipartite(SimulationRequest(d, 2, 400, 5, None), merchants=100)
     return load_bipartite_campaign(d)
 
 
@@ -39,7 +40,7 @@ def graph(camp):
 def trained(camp, graph, tmp_path_factory):
     root = tmp_path_factory.mktemp("artifacts")
     lines = []
-    model = train_gnn_hazard(graph, camp.customer_events, camp.merchant_events, camp.incentives, camp.commissions,
+    model = train_gnn_hazard(GraphData(graph, camp.customer_events, camp.merchant_events, camp.incentives, camp.commissions),
                              seed=1, max_epochs=15, log=lines.append, artifacts_root=root)
     return model, root, lines
 
@@ -154,15 +155,15 @@ def test_train_gnn_hazard(trained, graph, camp):
 
 def test_training_is_deterministic_and_learns(camp, graph):
     kw = dict(seed=3, max_epochs=6, save=False, tower=32)
-    a = train_gnn_hazard(graph, camp.customer_events, camp.merchant_events, camp.incentives, camp.commissions, **kw)
-    b = train_gnn_hazard(graph, camp.customer_events, camp.merchant_events, camp.incentives, camp.commissions, **kw)
+    a = train_gnn_hazard(GraphData(graph, camp.customer_events, camp.merchant_events, camp.incentives, camp.commissions), **kw)
+    b = train_gnn_hazard(GraphData(graph, camp.customer_events, camp.merchant_events, camp.incentives, camp.commissions), **kw)
     np.testing.assert_allclose(a.customer_values, b.customer_values, rtol=1e-5, atol=1e-6)
     assert a.history[-1]["train_loss"] < a.history[0]["train_loss"]
 
 
 @pytest.mark.parametrize("encoder,head", [("dnn", "hazard"), ("dnn_h", "hazard"), ("gnn", "cox"), ("gnn", "sbbm")])
 def test_baselines_train(camp, graph, encoder, head):
-    m = train_graph_model(graph, camp.customer_events, camp.merchant_events, camp.incentives, camp.commissions,
+    m = train_graph_model(GraphData(graph, camp.customer_events, camp.merchant_events, camp.incentives, camp.commissions),
                           GraphTrainConfig(encoder=encoder, head=head, max_epochs=5, tower=32), save=False)
     v, _ = m.predict_customers()
     assert v.shape == (400, 5) and (np.diff(v, axis=1) >= -1e-9).all() and np.isfinite(m.metrics["mae_c"])
@@ -171,16 +172,14 @@ def test_baselines_train(camp, graph, encoder, head):
 def test_training_input_errors(camp, graph):
     bad = camp.customer_events.assign(level=7)
     with pytest.raises(GraphTrainingError, match="level"):
-        train_gnn_hazard(graph, bad, camp.merchant_events, camp.incentives, camp.commissions, save=False)
+        train_gnn_hazard(GraphData(graph, bad, camp.merchant_events, camp.incentives, camp.commissions), save=False)
     with pytest.raises(GraphTrainingError, match="0/1"):
-        train_gnn_hazard(graph, camp.customer_events.assign(response=2.0), camp.merchant_events,
-                         camp.incentives, camp.commissions, save=False)
+        train_gnn_hazard(GraphData(graph, camp.customer_events.assign(response=2.0), camp.merchant_events,
+                                   camp.incentives, camp.commissions), save=False)
     with pytest.raises(GraphTrainingError, match="encoder"):
-        train_graph_model(graph, camp.customer_events, camp.merchant_events, camp.incentives, camp.commissions,
-                          GraphTrainConfig(encoder="gcn"), save=False)
+        train_graph_model(GraphData(graph, camp.customer_events, camp.merchant_events, camp.incentives, camp.commissions), GraphTrainConfig(encoder="gcn"), save=False)
     with pytest.raises(GraphTrainingError, match="unknown training option"):
-        train_gnn_hazard(graph, camp.customer_events, camp.merchant_events, camp.incentives, camp.commissions,
-                         colour=1, save=False)
+        train_gnn_hazard(GraphData(graph, camp.customer_events, camp.merchant_events, camp.incentives, camp.commissions), colour=1, save=False)
 
 
 def test_customer_metrics_known_values():
@@ -216,17 +215,17 @@ def test_truth_helpers(trained, camp):
 
 
 def test_joint_allocation_and_decision_rule(trained, camp):
-    from promo_assets.graph import allocation_truth, compare_joint_independent, decide, joint_allocation
+    from promo_assets.graph import JointCurves as J, allocation_truth, compare_joint_independent, decide, joint_allocation
 
     model, _, _ = trained
     vc, cc = model.predict_customers()
     vm, cm = model.predict_merchants()
     norm = model.merchant_normalizer
-    a = joint_allocation(vc, cc, vm, cm, 40.0, merchant_normalizer=norm)
+    a = joint_allocation(J((vc, cc), (vm, cm)), 40.0, merchant_normalizer=norm)
     vmn, cmn = vm / norm[:, None], cm / norm[:, None]
     assert a.cost <= 40.0 * a.value * (1 + 1e-6) + cc.max() + cmn.max()  # at most one rounded user over
     # the normalizer is the paper's f^m = count / previous shares, applied to values and costs alike
-    b = joint_allocation(vc, cc, vmn, cmn, 40.0)
+    b = joint_allocation(J((vc, cc), (vmn, cmn)), 40.0)
     np.testing.assert_array_equal(a.merchant_levels, b.merchant_levels)
     assert a.value == pytest.approx(b.value) and a.merchant_value == pytest.approx(vmn[np.arange(len(vmn)), a.merchant_levels].sum())
     # Eq. 19-20 (same form on both sides) with lambda* reproduce the solver's choice (up to the fractional user)
@@ -243,7 +242,7 @@ def test_joint_allocation_and_decision_rule(trained, camp):
     assert r["true_merchant_value"] == pytest.approx((mt[0][rows, a.merchant_levels] / norm).sum())
     assert r["true_spend"] == pytest.approx(ct[1][np.arange(len(vc)), a.customer_levels].sum() + mt[1][rows, a.merchant_levels].sum())
     for normalizer in (norm, None):
-        cmp = compare_joint_independent(vc, cc, vm, cm, 40.0, ct, mt, merchant_normalizer=normalizer)
+        cmp = compare_joint_independent(J((vc, cc), (vm, cm)), 40.0, J(ct, mt), merchant_normalizer=normalizer)
         scale = np.ones(len(vm)) if normalizer is None else normalizer
         for source, (tc, tm) in (("predicted", (cc, cm)), ("oracle", (ct[1], mt[1]))):
             j, i = cmp[f"{source}_joint"], cmp[f"{source}_independent"]
@@ -258,7 +257,7 @@ def test_joint_allocation_and_decision_rule(trained, camp):
 
 
 def test_joint_beats_a_bad_split_and_rejects_bad_input():
-    from promo_assets.graph.joint import JointAllocationError, independent_allocation, joint_allocation
+    from promo_assets.graph.joint import JointAllocationError, JointCurves as J, independent_allocation, joint_allocation
 
     rng = np.random.default_rng(0)
     amounts = np.array([0.0, 10.0, 20.0])
@@ -266,36 +265,37 @@ def test_joint_beats_a_bad_split_and_rejects_bad_input():
     vc = np.sort(rng.uniform(0.0, 1.0, (200, 3)), axis=1) * np.array([0.1, 1.0, 1.2])
     vm = np.sort(rng.uniform(0.5, 1.0, (200, 3)), axis=1) * np.array([1.0, 1.02, 1.04])
     cc, cm = vc * amounts, vm * amounts
-    j = joint_allocation(vc, cc, vm, cm, 10.0)
-    i = independent_allocation(vc, cc, vm, cm, 10.0)  # total_cost defaults to the joint policy's cost
+    j = joint_allocation(J((vc, cc), (vm, cm)), 10.0)
+    i = independent_allocation(J((vc, cc), (vm, cm)), 10.0)  # total_cost defaults to the joint policy's cost
     assert i.info["total_cost"] == pytest.approx(j.cost)
     assert abs(i.cost - j.cost) <= 2 * max(cc.max(), cm.max())
     assert i.info["customer_budget"] + i.info["merchant_budget"] == pytest.approx(j.cost)
     assert j.value > i.value  # the fixed proportional split leaves value on the table here
-    fixed = independent_allocation(vc, cc, vm, cm, 10.0, total_cost=1000.0)
+    fixed = independent_allocation(J((vc, cc), (vm, cm)), 10.0, total_cost=1000.0)
     assert fixed.cost <= 1000.0 + 2 * max(cc.max(), cm.max())
     with pytest.raises(JointAllocationError, match="merchant_normalizer"):
-        joint_allocation(vc, cc, vm, cm, 10.0, merchant_normalizer=np.ones(3))
+        joint_allocation(J((vc, cc), (vm, cm)), 10.0, merchant_normalizer=np.ones(3))
     with pytest.raises(JointAllocationError, match="merchant_normalizer"):
-        joint_allocation(vc, cc, vm, cm, 10.0, merchant_normalizer=np.zeros(200))
+        joint_allocation(J((vc, cc), (vm, cm)), 10.0, merchant_normalizer=np.zeros(200))
     with pytest.raises(JointAllocationError, match="total_cost"):
-        independent_allocation(vc, cc, vm, cm, 10.0, total_cost=-1.0)
+        independent_allocation(J((vc, cc), (vm, cm)), 10.0, total_cost=-1.0)
     with pytest.raises(JointAllocationError, match="cost"):
-        joint_allocation(vc, cc[:, :2], vm, cm, 10.0)
+        joint_allocation(J((vc, cc[:, :2]), (vm, cm)), 10.0)
 
 
 def test_split_scan_peaks_at_the_joint_split_on_exact_curves():
-    from promo_assets.graph.joint import JointAllocationError, joint_allocation, split_scan
+    from promo_assets.graph.joint import JointAllocationError, JointCurves as J, joint_allocation, split_scan
 
     rng = np.random.default_rng(1)
     amounts = np.array([0.0, 10.0, 20.0])
     vc = np.cumsum(rng.uniform(0.0, 0.3, (300, 3)), axis=1)
     vm = np.cumsum(rng.uniform(0.0, 0.6, (100, 3)), axis=1) + 1.0
     cc, cm = vc * amounts, vm * amounts
-    j = joint_allocation(vc, cc, vm, cm, 8.0)
+    exact = J((vc, cc), (vm, cm))
+    j = joint_allocation(exact, 8.0)
     shares = np.linspace(0.0, 1.0, 41)
     # predictions equal to the truth: the scan's true value is the LP value of each split
-    scan = split_scan(vc, cc, vm, cm, j.cost, shares, (vc, cc), (vm, cm))
+    scan = split_scan(exact, j.cost, shares, exact)
     assert set(scan) == {"share", "true_value", "true_cost", "customer_slope", "merchant_slope"}
     # every split spends the total (each side's LP may round one user up or down)
     np.testing.assert_allclose(scan["true_cost"], j.cost, atol=2 * max(cc.max(), cm.max()))
@@ -311,14 +311,15 @@ def test_split_scan_peaks_at_the_joint_split_on_exact_curves():
     assert diff[0] > 0 > diff[-1]
     assert abs(shares[np.argmin(np.abs(diff))] - joint_share) <= 0.05
     with pytest.raises(JointAllocationError, match="shares"):
-        split_scan(vc, cc, vm, cm, j.cost, [0.5, 1.5], (vc, cc), (vm, cm))
+        split_scan(exact, j.cost, [0.5, 1.5], exact)
     with pytest.raises(JointAllocationError, match="infeasible"):
-        split_scan(vc, cc + 1.0, vm, cm, 10.0, [0.0], (vc, cc), (vm, cm))
+        split_scan(J((vc, cc + 1.0), (vm, cm)), 10.0, [0.0], exact)
 
 
 def test_ratio_budgets_and_allocate_ratio_budgets():
     from promo_assets.graph.joint import (
-        JointAllocationError, allocate_ratio_budgets, allocation_truth, joint_allocation, ratio_budgets,
+        JointAllocationError, JointCurves as J, JointNodes, allocate_ratio_budgets, allocation_truth, joint_allocation,
+        ratio_budgets,
     )
 
     assert ratio_budgets(None) == [] and ratio_budgets(20) == [20.0] and ratio_budgets([10, "30"]) == [10.0, 30.0]
@@ -332,10 +333,11 @@ def test_ratio_budgets_and_allocate_ratio_budgets():
     cc, cm = vc * amounts, vm * amounts
     truth = ((vc * 0.9, cc * 0.9), (vm * 1.1, cm * 1.1))
     ids_c, ids_m = np.array([f"u{i}" for i in range(50)]), np.array([f"m{i}" for i in range(20)])
-    rows, levels = allocate_ratio_budgets(vc, cc, vm, cm, [5.0, 10.0], customer_ids=ids_c, merchant_ids=ids_m,
-                                          incentives=amounts, commissions=amounts * 2, truth=truth)
+    curves = J((vc, cc), (vm, cm))
+    rows, levels = allocate_ratio_budgets(curves, [5.0, 10.0], JointNodes(ids_c, ids_m, amounts, amounts * 2),
+                                          truth=J(*truth))
     assert [r["ratio_budget"] for r in rows] == [5.0, 10.0] and all(r["note"] is None for r in rows)
-    j = joint_allocation(vc, cc, vm, cm, 10.0)
+    j = joint_allocation(curves, 10.0)
     assert rows[1]["joint_value"] == pytest.approx(j.value)
     assert rows[1]["joint_true_value"] == pytest.approx(allocation_truth(j, *truth)["true_value"])
     assert rows[1]["independent_cost"] == pytest.approx(j.cost, abs=2 * max(cc.max(), cm.max()))
@@ -345,7 +347,6 @@ def test_ratio_budgets_and_allocate_ratio_budgets():
     assert list(merchant_joint["node_id"]) == list(ids_m)
     assert (merchant_joint["incentive"].to_numpy() == (amounts * 2)[j.merchant_levels]).all()
     # a ratio the solver refuses gives a row with a note, not an exception
-    rows, levels = allocate_ratio_budgets(vc, cc, vm, cm, [10.0], customer_ids=ids_c, merchant_ids=ids_m,
-                                          incentives=amounts, commissions=amounts,
+    rows, levels = allocate_ratio_budgets(curves, [10.0], JointNodes(ids_c, ids_m, amounts, amounts),
                                           merchant_normalizer=np.zeros(20))
     assert rows[0]["note"] and "merchant_normalizer" in rows[0]["note"] and levels == []

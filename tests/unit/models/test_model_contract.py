@@ -11,7 +11,7 @@ registered model is picked up by every check without touching this file.
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
 from functools import lru_cache
 from pathlib import Path
 
@@ -79,9 +79,10 @@ def graph_data() -> TrainingData:
     from promo_assets.graph import build_graph
     from promo_assets.graph.landing import load_bipartite_campaign
     from promo_assets.simulation.bipartite import simulate_bipartite
+    from promo_assets.simulation.landing import SimulationRequest
 
     d = Path(tempfile.mkdtemp(prefix="contract_graph_")) / "bp"
-    simulate_bipartite(d, 2, 300, 5, merchants=60)
+    simulate_bipartite(SimulationRequest(d, 2, 300, 5, None), merchants=60)
     camp = load_bipartite_campaign(d)
     cfg = CampaignConfig.load(d / "campaign.yaml", campaign="bp")
     events = camp.customer_events.assign(split="train")
@@ -123,8 +124,8 @@ def fitted(name: str) -> ResponseModel:
 def test_constructed_from_its_hyper_parameters(name):
     cls = registry.get(name)
     assert issubclass(cls, ResponseModel) and cls.name == name
-    sig = inspect.signature(cls.__init__)
-    assert all(p.default is not p.empty for n, p in sig.parameters.items() if n != "self"), \
+    assert dataclasses.is_dataclass(cls.Params) and cls.Params.__dataclass_params__.frozen
+    assert all(f.default is not dataclasses.MISSING for f in dataclasses.fields(cls.Params)), \
         "every hyper-parameter has a default"
     model = cls()
     assert model.get_params() == cls.defaults()
@@ -132,6 +133,7 @@ def test_constructed_from_its_hyper_parameters(name):
     assert not [k for k in vars(model) if k.endswith("_")], "no learned state before fit"
     clone = cls(**model.get_params())
     assert clone.get_params() == model.get_params()
+    assert cls(cls.Params()).get_params() == model.get_params()
     with pytest.raises(ModelInputError, match="is not fitted"):
         model.predict(frame(config()))
 

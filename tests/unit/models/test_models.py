@@ -12,7 +12,7 @@ from promo_assets.models import (
     DIPNNet, FeatureEncoder, ModelInputError, ModelSkipped, TrainingConfig, TrainingData, fit_torch_model, load_model,
     registry, train_dipn_bias, train_dipn_uplift,
 )
-from promo_assets.models.dipn import alpha_at, isotonic_embedding
+from promo_assets.models.dipn import DIPNShape, alpha_at, isotonic_embedding
 from promo_assets.models.training import FullBatch, MiniBatches, SamePass, Step, ValidationLoss, WeightedLoss
 from promo_assets.models.isotonic_kernel import isotonic_chain
 
@@ -259,8 +259,8 @@ def test_alpha_decays_as_eq17():
 @pytest.mark.parametrize("seed,signed_offset", [(0, True), (1, False), (2, True)])
 def test_dipn_monotone_by_construction_with_random_weights(seed, signed_offset):
     torch.manual_seed(seed)
-    net = DIPNNet(n_numeric=3, cardinalities=[4, 6], incentives=[0, 1, 2, 3, 5, 8, 13], hidden=[16],
-                  cost_head=True, phase="full", signed_offset=signed_offset)
+    net = DIPNNet(DIPNShape(n_numeric=3, cardinalities=[4, 6], incentives=[0, 1, 2, 3, 5, 8, 13], hidden=[16],
+                            cost_head=True, phase="full", signed_offset=signed_offset))
     with torch.no_grad():
         for p in net.parameters():           # arbitrary weights, including negative carry factors
             p.normal_(0.0, 3.0)
@@ -330,7 +330,8 @@ def test_dipn_two_phases_rpr_zero_and_frozen_bias():
     config = make_config()
     frame = make_frame(n=3000, seed=4)
     lines = []
-    bias = train_dipn_bias(frame, config, NUMERIC, CATEGORICAL, max_epochs=6, log=lines.append, hidden=(16,))
+    bias = train_dipn_bias(TrainingData(config, frame, NUMERIC, CATEGORICAL), max_epochs=6, log=lines.append,
+                           hidden=(16,))
     assert bias.name == "dipn_bias" and bias.metrics["n_train"] == int(
         ((frame["split"] == "train") & (frame["level"] == 0)).sum())   # lowest level only
     assert bias.history[-1]["train_loss"] < bias.history[0]["train_loss"]

@@ -118,8 +118,8 @@ def test_batched_nes_equals_the_looped_nes_for_the_same_directions(wrt_costs):
     batch = dl.RCTBatch.from_arrays(t, y, z)
     vt, ct = torch.tensor(v), torch.tensor(c)
     lam, sigma, n_dir = dl.q_lambda_max(vt, ct), 0.02, 12
-    g_v, g_c = dl.nes_gradient(vt, ct, batch, 1.0, n_directions=n_dir, sigma=sigma, lambda_max=lam, max_iter=30,
-                               generator=torch.Generator().manual_seed(5), wrt_costs=wrt_costs)
+    g_v, g_c = dl.nes_gradient(vt, ct, batch, 1.0, dl.NES(n_dir, sigma), torch.Generator().manual_seed(5),
+                               wrt_costs=wrt_costs, search=dl.Bisection(lam, max_iter=30))
     base = (torch.stack([vt, ct]) if wrt_costs else vt[None]).float()
     half = dl.nes_directions(n_dir, tuple(base.shape), torch.Generator().manual_seed(5))
     ref = torch.zeros(base.shape, dtype=torch.float64)
@@ -138,8 +138,8 @@ def test_batched_nes_equals_the_looped_nes_for_the_same_directions(wrt_costs):
     else:
         assert g_c is None
     # two directions per call (the memory cap's chunks) draw the same directions: the same estimate
-    g_v2, _ = dl.nes_gradient(vt, ct, batch, 1.0, n_directions=n_dir, sigma=sigma, lambda_max=lam, max_iter=30,
-                              generator=torch.Generator().manual_seed(5), wrt_costs=wrt_costs, chunk=2)
+    g_v2, _ = dl.nes_gradient(vt, ct, batch, 1.0, dl.NES(n_dir, sigma, chunk=2), torch.Generator().manual_seed(5),
+                              wrt_costs=wrt_costs, search=dl.Bisection(lam, max_iter=30))
     torch.testing.assert_close(g_v2, g_v, rtol=1e-12, atol=1e-12)
 
 
@@ -182,9 +182,8 @@ def test_q_gradient_sign_on_a_two_user_toy():
     assert dl.q_value(right_v, c, batch, 0.5) == pytest.approx(0.5)  # A treated: Q = 0.5
     assert dl.q_value(wrong_v, c, batch, 0.5) == pytest.approx(0.0)  # B treated: Q = 0
     gen = torch.Generator().manual_seed(0)
-    g_fd, _ = dl.fd_gradient(wrong_v, c, batch, 0.5, n_entries=8, h=0.02, generator=gen, wrt_costs=False)
-    g_nes, _ = dl.nes_gradient(wrong_v, c, batch, 0.5, n_directions=600, sigma=0.02, generator=gen,
-                               wrt_costs=False, chunk=600)
+    g_fd, _ = dl.fd_gradient(wrong_v, c, batch, 0.5, dl.FiniteDifferences(8, 0.02), gen, wrt_costs=False)
+    g_nes, _ = dl.nes_gradient(wrong_v, c, batch, 0.5, dl.NES(600, 0.02, chunk=600), gen, wrt_costs=False)
     # NES (all rows perturbed together): raising A's treated value helps, raising B's hurts
     assert float(g_nes[0:2, 1].sum()) > 0 and float(g_nes[2:4, 1].sum()) < 0, g_nes
     # FD (one entry at a time): only A's treated row flips the decision alone; nothing pushes the wrong way
@@ -199,7 +198,7 @@ def test_surrogate_loss_gradient_is_minus_the_estimated_gradient():
     vt = torch.tensor(v, requires_grad=True)
     ct = torch.tensor(c, requires_grad=True)
     batch = dl.RCTBatch.from_arrays(t, y, z)
-    g_v, g_c = dl.nes_gradient(vt, ct, batch, 2.0, n_directions=16, sigma=0.01, generator=torch.Generator().manual_seed(0))
+    g_v, g_c = dl.nes_gradient(vt, ct, batch, 2.0, dl.NES(16, 0.01), torch.Generator().manual_seed(0))
     loss = dl.surrogate_loss(vt, ct, g_v, g_c)
     value = float(loss.detach())
     loss.backward()
@@ -217,8 +216,8 @@ def test_q_ignores_per_user_level_shifts_and_the_centered_gradient_keeps_only_wh
     q = dl.q_value(v, c, batch, 2.0, lambda_max=lam)
     assert dl.q_value(v + shift, c, batch, 2.0, lambda_max=lam) == pytest.approx(q, abs=1e-12)
     assert dl.q_value(v, c + shift, batch, 2.0, lambda_max=lam) == pytest.approx(q, abs=1e-12)
-    g_v, _ = dl.nes_gradient(torch.tensor(v), torch.tensor(c), batch, 2.0, n_directions=8, sigma=0.01,
-                             generator=torch.Generator().manual_seed(0), wrt_costs=False, lambda_max=lam)
+    g_v, _ = dl.nes_gradient(torch.tensor(v), torch.tensor(c), batch, 2.0, dl.NES(8, 0.01),
+                             torch.Generator().manual_seed(0), wrt_costs=False, search=dl.Bisection(lam))
     centered = dl.remove_level_shifts(g_v)
     torch.testing.assert_close(centered.sum(-1), torch.zeros(400, dtype=torch.float64))
     torch.testing.assert_close(centered + g_v.mean(-1, keepdim=True), g_v)  # only the shift part removed
@@ -238,8 +237,8 @@ def test_q_ignores_the_scale_of_v_and_c_and_the_projected_gradient_is_orthogonal
     # the multiplier's search interval scales along (powers of two: the same midpoints exactly)
     assert dl.q_value(2.0 * v, c, batch, 1.0, lambda_max=2.0 * lam) == q
     assert dl.q_value(v, 0.5 * c, batch, 1.0, lambda_max=2.0 * lam) == q
-    g_v, g_c = dl.nes_gradient(torch.tensor(v), torch.tensor(c), batch, 1.0, n_directions=8, sigma=0.01,
-                               generator=torch.Generator().manual_seed(0))
+    g_v, g_c = dl.nes_gradient(torch.tensor(v), torch.tensor(c), batch, 1.0, dl.NES(8, 0.01),
+                               torch.Generator().manual_seed(0))
     for g, x in ((g_v, v), (g_c, c)):
         p = dl.remove_invariant_directions(g, torch.tensor(x))
         xc = dl.remove_level_shifts(torch.tensor(x))
@@ -255,8 +254,8 @@ def test_fd_on_q_agrees_with_re_evaluating_q():
     batch = dl.RCTBatch.from_arrays(t, y, z)
     vt, ct = torch.tensor(v), torch.tensor(c)
     lam = dl.q_lambda_max(vt, ct)
-    g, _ = dl.fd_gradient(vt, ct, batch, 2.0, n_entries=400, h=0.01, generator=torch.Generator().manual_seed(0),
-                          wrt_costs=False, lambda_max=lam)
+    g, _ = dl.fd_gradient(vt, ct, batch, 2.0, dl.FiniteDifferences(400, 0.01), torch.Generator().manual_seed(0),
+                          wrt_costs=False, search=dl.Bisection(lam))
     nz = torch.nonzero(g)
     assert len(nz) > 0
     for i, j in nz[:10].tolist():
@@ -331,3 +330,42 @@ def test_e2e_fit_fine_tunes_the_warm_start_on_a_two_arm_campaign(tmp_path, monke
     v, c = fitted.predict(events[events["split"] == "holdout"])
     assert v.shape == c.shape == (int((events["split"] == "holdout").sum()), 2)
     assert np.isfinite(v).all() and np.isfinite(c).all()
+
+
+def test_a_fine_tuned_epoch_is_kept_only_when_its_q_gain_exceeds_its_bootstrap_noise():
+    from promo_assets.models.e2e import QGainCheck
+
+    v, c, t, y, z, _ = _rct(3, n=3000, redeemed=True)
+    batch = dl.RCTBatch.from_arrays(t, y, z)
+    budgets = [0.3 * z.mean(), 0.6 * z.mean()]
+    check = QGainCheck(batch, budgets, max_iter=30, seed=0, draws=50)
+    truth = (torch.tensor(v), torch.tensor(c))
+    # the same curves: no gain, and a gain of 0 is never beyond 2 standard errors
+    gain, se = check.gain(truth, truth)
+    assert gain == 0.0 and not gain > 2 * se
+    # the true curves against curves that cannot tell the levels apart: a gain far beyond its noise
+    flat = torch.tensor(np.repeat(v.mean(axis=1, keepdims=True), v.shape[1], axis=1))
+    gain, se = check.gain((flat, flat * torch.arange(1, 5, dtype=flat.dtype)), truth)
+    assert se > 0 and gain > 5 * se
+    # a tiny perturbation of the truth: its gain (either sign) stays within the noise
+    nudged = (truth[0] + 1e-3 * torch.tensor(np.random.default_rng(1).standard_normal(v.shape)), truth[1])
+    gain, se = check.gain(truth, nudged)
+    assert abs(gain) <= 2 * se
+
+
+def test_the_warm_start_follows_the_campaigns_s_learner_parameters(monkeypatch):
+    from promo_assets.config.campaign import CampaignConfig
+    from promo_assets.models.protocol import TrainingData
+    from promo_assets.models.s_learner import warm_start
+    from tests.unit.models.test_models import CATEGORICAL, NUMERIC, make_config, make_frame
+
+    monkeypatch.setenv("PROMO_MAX_EPOCHS", "1")
+    frame = make_frame(n=600, seed=2)
+    config = make_config()
+    tuned = CampaignConfig.from_dict({"treatments": {"levels": [0, 1, 2, 5, 10]}, "cost": "redeemed",
+                                      "response": "binary", "models": {"params": {"s_learner": {
+                                          "hidden": [8], "head_hidden": 0, "lr": 0.01}}}}, campaign="t")
+    warm = warm_start(TrainingData(tuned, frame, NUMERIC, CATEGORICAL), 0, 60, True, None)
+    assert warm.hparams["hidden"] == [8] and warm.hparams["head_hidden"] == 0 and warm.hparams["lr"] == 0.01
+    default = warm_start(TrainingData(config, frame, NUMERIC, CATEGORICAL), 0, 60, True, None)
+    assert default.hparams["hidden"] == [64, 32] and default.hparams["lr"] == 2e-3

@@ -11,11 +11,11 @@ import torch
 from promo_assets.config.campaign import CampaignConfig
 from promo_assets.models import registry
 from tests.unit.models.test_models import train_model
-from promo_assets.models.coman import CoMANNet
+from promo_assets.models.coman import CoMANNet, CoMANShape
 from promo_assets.models.monotone import (
     MonotoneDense, adaptive_masks, block_sizes, clu, concave, convex_activation, fpm_response, saturated,
 )
-from promo_assets.models.monotone_models import MonotoneNet
+from promo_assets.models.monotone_models import MonotoneNet, MonotoneShape
 
 LEVELS = [[0, 0, 3], [5, 20, 3], [8, 30, 0], [8, 20, 1]]
 SIGNS = [1, -1, 1]
@@ -75,14 +75,15 @@ def test_fpm_is_monotone_and_hits_its_parameters():
 
 def _nets(n_numeric=3, cards=(4, 6, 3)):
     common = dict(n_numeric=n_numeric, cardinalities=list(cards), level_attributes=LEVELS, signs=SIGNS)
-    yield "dnn_m", MonotoneNet(head="dnn_m", **common)
-    yield "fpm", MonotoneNet(head="fpm", **common)
-    yield "sbbm", MonotoneNet(head="sbbm", **common)
+    yield "dnn_m", MonotoneNet(MonotoneShape(head="dnn_m", **common))
+    yield "fpm", MonotoneNet(MonotoneShape(head="fpm", **common))
+    yield "sbbm", MonotoneNet(MonotoneShape(head="sbbm", **common))
     for act in ("relu", "elu", "clu"):
-        yield f"cmnn_{act}", MonotoneNet(head="cmnn", activation=act, **common)
+        yield f"cmnn_{act}", MonotoneNet(MonotoneShape(head="cmnn", activation=act, **common))
     for aa in (True, False):
         for st in (True, False):
-            yield f"coman_aa{aa}_st{st}", CoMANNet(st_index=[0, 1], adaptive_activation=aa, st_attention=st, **common)
+            yield f"coman_aa{aa}_st{st}", CoMANNet(CoMANShape(st_index=[0, 1], adaptive_activation=aa, st_attention=st,
+                                                              **common))
 
 
 def _violations(net, x_num, x_cat, attr: int, sign: int, grid: np.ndarray, base: np.ndarray) -> int:

@@ -1,7 +1,8 @@
 """Models registered by the tests only (promo_assets.models.registry.register)."""
 
+from dataclasses import dataclass
+
 from promo_assets.models import ModelInputError, ResponseModel
-from promo_assets.models.protocol import store_params
 from promo_assets.models.s_learner import SLearner
 
 
@@ -20,6 +21,13 @@ class FailingModel(ResponseModel):
         raise ModelInputError("failing: never stored")
 
 
+@dataclass(frozen=True)
+class TunedParams:
+    gamma: float = 1.0
+    steps: int = 10
+    mode: str = "fd"
+
+
 class TunedModel(ResponseModel):
     """A model off by default with hyper-parameters: campaign.yaml's `models:` block selects and tunes it."""
 
@@ -29,8 +37,7 @@ class TunedModel(ResponseModel):
     default = False
     rules = {"gamma": (lambda x: x > 0, "a number > 0"), "mode": (lambda x: x in ("fd", "nes"), "'fd' or 'nes'")}
 
-    def __init__(self, gamma: float = 1.0, steps: int = 10, mode: str = "fd"):
-        store_params(self, locals())
+    Params = TunedParams
 
     def _fit_phase(self, data, phase, previous, log):
         raise ModelInputError("tuned: a test model that is never trained")

@@ -8,12 +8,13 @@ import pytest
 
 from promo_assets.config.campaign import CampaignConfig
 from promo_assets.simulation.bipartite import BipartiteSimulationError, simulate_bipartite
+from promo_assets.simulation.landing import SimulationRequest
 
 
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory):
     d = tmp_path_factory.mktemp("bp") / "bp"
-    summary = simulate_bipartite(d, 2, 3000, 7, date(2024, 3, 1))
+    summary = simulate_bipartite(SimulationRequest(d, 2, 3000, 7, date(2024, 3, 1)))
     return d, summary
 
 
@@ -62,9 +63,9 @@ def test_change_point_above_100(campaign):
 
 
 def test_deterministic_by_seed(tmp_path):
-    a = simulate_bipartite(tmp_path / "a", 2, 400, 3)
-    b = simulate_bipartite(tmp_path / "b", 2, 400, 3)
-    c = simulate_bipartite(tmp_path / "c", 2, 400, 4)
+    a = simulate_bipartite(SimulationRequest(tmp_path / "a", 2, 400, 3, None))
+    b = simulate_bipartite(SimulationRequest(tmp_path / "b", 2, 400, 3, None))
+    c = simulate_bipartite(SimulationRequest(tmp_path / "c", 2, 400, 4, None))
     for sub in ("events/2024-01-02.parquet", "edges/2024-01-01.parquet", "truth/response.parquet",
                 "merchants/2024-01-01.parquet"):
         pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "a" / sub), pd.read_parquet(tmp_path / "b" / sub))
@@ -77,7 +78,7 @@ def test_customers_of_enthusiastic_merchants_respond_more(tmp_path):
     corr = {}
     for infl in (0.0, 1.0):
         d = tmp_path / f"i{infl}"
-        simulate_bipartite(d, 1, 4000, 11, influence=infl)
+        simulate_bipartite(SimulationRequest(d, 1, 4000, 11, None), influence=infl)
         edges = pd.read_parquet(d / "edges" / "2024-01-01.parquet")
         merch = pd.read_parquet(next((d / "merchant_population").iterdir()))
         e = edges.merge(merch[["merchant_id", "m_f1"]], on="merchant_id")
@@ -93,15 +94,15 @@ def test_customers_of_enthusiastic_merchants_respond_more(tmp_path):
 
 def test_bad_arguments(tmp_path):
     with pytest.raises(BipartiteSimulationError, match="days"):
-        simulate_bipartite(tmp_path, 0, 10, 0)
+        simulate_bipartite(SimulationRequest(tmp_path, 0, 10, 0, None))
     with pytest.raises(BipartiteSimulationError, match="customer_levels"):
-        simulate_bipartite(tmp_path, 1, 10, 0, customer_levels=[0, 50, 50])
+        simulate_bipartite(SimulationRequest(tmp_path, 1, 10, 0, None), customer_levels=[0, 50, 50])
     with pytest.raises(BipartiteSimulationError, match="unknown option"):
-        simulate_bipartite(tmp_path, 1, 10, 0, colour="red")
+        simulate_bipartite(SimulationRequest(tmp_path, 1, 10, 0, None), colour="red")
     with pytest.raises(BipartiteSimulationError, match="edges_per_customer"):
-        simulate_bipartite(tmp_path, 1, 10, 0, edges_per_customer=0.5)
+        simulate_bipartite(SimulationRequest(tmp_path, 1, 10, 0, None), edges_per_customer=0.5)
     with pytest.raises(BipartiteSimulationError, match="merchant_exponent"):
-        simulate_bipartite(tmp_path, 1, 10, 0, merchant_exponent=0.0)
+        simulate_bipartite(SimulationRequest(tmp_path, 1, 10, 0, None), merchant_exponent=0.0)
 
 
 @pytest.mark.parametrize("exponent", [0.8, 1.0])
@@ -109,7 +110,7 @@ def test_merchant_response_shape_follows_the_exponent(tmp_path, exponent):
     """Expected sharing count v (1 + s (c/100)^e): its increments over equally spaced commissions
     shrink for e < 1 (concave) and are equal for e = 1 (the linear head's own form)."""
     d = tmp_path / "m"
-    simulate_bipartite(d, 1, 300, 5, merchants=60, merchant_exponent=exponent)
+    simulate_bipartite(SimulationRequest(d, 1, 300, 5, None), merchants=60, merchant_exponent=exponent)
     m = pd.read_parquet(d / "truth" / "merchant_response.parquet")
     steps = np.diff(m.pivot(index="merchant_id", columns="level", values="expected_response").to_numpy(), axis=1)
     if exponent == 1.0:
