@@ -28,7 +28,7 @@ more, mixed at random): a booster the kernel does not reproduce exactly (another
 trees, several classes, a difference on a probe) is not compiled (`None`), and the caller keeps
 LightGBM's prediction.
 
-numba is imported here at module level: import this module inside functions (models.lgbm does).
+numba is imported at module level (as by `models.isotonic_kernel`, which the models load already).
 """
 
 from __future__ import annotations
