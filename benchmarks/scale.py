@@ -17,11 +17,14 @@ one JSON line per part):
   (resampled from the simulated population's features: the simulator's events for 10^6 users would
   take hours), with PROMO_DASK_SCHEDULER=local:2 and the models s_learner and lgbm_s: wall time, exit
   code, peak RSS and the slowest Dagster steps;
+- ``scoring``: the population's scoring step (`predict_chunk` over frames of 2^16 users, as `promo run`) on
+  --e2e-users users resampled from the campaign of --scoring-dir (default the ``e2e`` part's): per model
+  CPU seconds with the compiled LightGBM forests and with LightGBM's C API, and whether they agree bitwise;
 - ``online``: `OnlinePolicy.decide_stream` throughput (users/s on one core) of the fitted models of
   the ``e2e`` part (its warehouse and artefact store, kept under --tmp).
 
-Usage: python benchmarks/scale.py [--parts exact,curve,big,parquet,e2e,online] [--workers 0|2]
-       [--tmp DIR] [--big-users 100000000] [--json-out FILE]
+Usage: python benchmarks/scale.py [--parts exact,curve,big,parquet,e2e,online,scoring] [--workers 0|2]
+       [--tmp DIR] [--big-users 100000000] [--e2e-users 1000000] [--scoring-dir DIR] [--json-out FILE]
 Peak RSS: the process's own (getrusage of the child) plus, with Dask workers, the sampled maximum
 of the worker processes' summed RSS.
 """
@@ -340,7 +343,59 @@ def part_online(args) -> dict:
     return out
 
 
+def part_scoring(args) -> dict:
+    """The population's scoring step (`promo run`'s `predict_chunk` over frames of 2^16 users) on --e2e-users
+    users, per model of the campaign in --scoring-dir (default: the e2e part's): the compiled LightGBM
+    forests against LightGBM's C API (the forests switched off), CPU seconds each, and whether the two
+    gave the same numbers (bitwise)."""
+    import duckdb
+    import pandas as pd
+
+    work = Path(args.scoring_dir) if args.scoring_dir else Path(args.tmp) / "scale_e2e"
+    os.environ.update(PROMO_ARTIFACTS_DIR=str(work / "artifacts"))
+    import torch
+
+    torch.set_num_threads(1)
+    from promo_assets.allocation.chunked import predict_chunk
+    from promo_assets.models import registry
+    from promo_assets.models.lgbm import LGBMFitted
+
+    warehouse = next(p for p in (work / "w.duckdb", work / "wh.duckdb") if p.exists())
+    with duckdb.connect(str(warehouse), read_only=True) as con:
+        models = con.execute("SELECT DISTINCT model, model_version FROM budget_dual ORDER BY model").fetchall()
+    pop = pd.read_parquet(max((work / "landing" / "demo" / "population").iterdir()))
+    rng = np.random.default_rng(0)
+    pop = pop.iloc[rng.integers(0, len(pop), args.e2e_users)].reset_index(drop=True)
+    frames = [pop.iloc[s:s + (1 << 16)] for s in range(0, len(pop), 1 << 16)]
+    out = {"users": len(pop), "frame_users": 1 << 16}
+    for name, version in models:
+        if registry.get(name).needs_graph:
+            continue
+        model = registry.get(name).load(version)
+        fitted = getattr(model, "model_", model)
+        runs = {}
+        for path in (("forest", "lightgbm") if isinstance(fitted, LGBMFitted) else ("model",)):
+            if path == "lightgbm":  # the forests switched off: LightGBM's C API scores, as before them
+                for part in ("response", "cost"):
+                    fitted._live[f"forest/{part}"] = None
+            predict_chunk(model, frames[0].iloc[:1000])  # warm-up (boosters, forests, kernels built)
+            p0 = time.process_time()
+            values = [predict_chunk(model, f)[0] for f in frames]
+            runs[path] = (time.process_time() - p0, np.concatenate(values))
+        row = {f"{path}_cpu_s": cpu for path, (cpu, _) in runs.items()}
+        row.update({f"{path}_users_per_cpu_s": len(pop) / cpu for path, (cpu, _) in runs.items()})
+        if "lightgbm" in runs:
+            row["speedup"] = runs["lightgbm"][0] / runs["forest"][0]
+            row["bitwise_equal"] = bool(np.array_equal(runs["forest"][1], runs["lightgbm"][1]))
+        out[name] = row
+        print(f"  scoring {name}: {row}", flush=True)
+    out["loadavg"] = uptime()
+    return out
+
+
 def child(part: str, args) -> dict:
+    if part == "scoring":
+        return part_scoring(args)
     if part == "exact":
         return part_exact(args)
     if part == "curve":
@@ -365,6 +420,9 @@ def main() -> None:
     ap.add_argument("--e2e-users", type=int, default=1_000_000)
     ap.add_argument("--curve", default="1000000,10000000,100000000", help="sizes of part curve")
     ap.add_argument("--exact-users", type=int, default=10_000_000)
+    ap.add_argument("--scoring-dir", default=None,
+                    help="part scoring: a decided campaign's folder (landing/, artifacts/, w.duckdb or wh.duckdb, e.g. "
+                    "benchmarks/serve.py --workdir's) [the e2e part's]")
     ap.add_argument("--child")
     args = ap.parse_args()
     if args.child:
@@ -379,7 +437,7 @@ def main() -> None:
         t0 = time.perf_counter()
         cmd = [sys.executable, __file__, "--child", part, "--workers", str(args.workers), "--tmp", args.tmp,
                "--big-users", str(args.big_users), "--e2e-users", str(args.e2e_users), "--curve", args.curve,
-               "--exact-users", str(args.exact_users)]
+               "--exact-users", str(args.exact_users)] + (["--scoring-dir", args.scoring_dir] if args.scoring_dir else [])
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         text, _ = proc.communicate()
         line = [x for x in text.splitlines() if x.startswith("RESULT ")]

@@ -18,8 +18,9 @@ Parts (`--parts`, comma-separated; default all):
   * floor: the members' raw predict calls on a prepared NumPy row (LightGBM's single-row C call /
     the traced or eager torch pass), no encoding, no blend, no decision.
 - `http`: one user over HTTP/1.1 (one keep-alive connection), p50 / p99 / mean over --requests requests
-  to the new service, over --old-requests to the service of --old-ref (the code before the plan,
-  extracted with `git archive`, same warehouse; `--old-ref none` skips it), and over --requests to an
+  to the new service, over --old-requests to the service of --old-ref (by default da2c1d0, the
+  compiled plan before the compiled LightGBM forests and the one-pass checks; extracted with `git
+  archive`, same warehouse; `--old-ref none` skips it), and over --requests to an
   empty Starlette endpoint on uvicorn (the floor of the HTTP part; the floor of one user over HTTP is
   that plus the members' raw calls).
 - `batch`: --batches requests of --batch users to each service: users per second and users per second
@@ -28,7 +29,8 @@ Parts (`--parts`, comma-separated; default all):
   --stream-users users (the population resampled) in frames of 1,000: users per CPU-second
   (time.process_time); the old path's, through the same `decide_stream` (its gathering of batches
   included), on the first --old-stream-users of them.
-- `concurrent`: --clients client threads send one-user requests for --duration seconds; half way the
+- `concurrent`: --clients client threads (each a lean keep-alive socket client: a prepared request, the
+  answer read by its Content-Length) send one-user requests for --duration seconds; half way the
   warehouse file is replaced by the one with the other champion (the service reloads, compiles the new
   plan and swaps it in): requests per second, p50 / p99, failed requests (any non-200 or error), the
   champion versions answered.
@@ -41,8 +43,12 @@ Every level the new service gives its champion users equals the old path's (chec
     OMP_NUM_THREADS=1 .venv/bin/python benchmarks/serve.py [--users 2000] [--days 4] [--requests 5000]
         [--old-requests 1000] [--batches 40] [--batch 1000] [--stream-users 100000]
         [--old-stream-users 20000] [--clients 50] [--duration 30] [--big-mib 200] [--model M]
-        [--switch-to lgbm_s] [--old-ref d637776] [--parts inproc,http,batch,stream,concurrent,chunked]
-        [--keep]
+        [--switch-to lgbm_s] [--old-ref da2c1d0] [--parts inproc,http,batch,stream,concurrent,chunked]
+        [--keep] [--workdir DIR] [--quick] [--tag TAG]
+
+`--quick`: a short run (1,000 one-user requests, 10 batches, 20,000 decide_stream users, 10 s of
+concurrent clients, a 50 MiB chunked body). The full run takes about 8-12 minutes on 2 cores (the
+campaign's setup, two `promo run`s, included).
 
 Prints a table and records benchmarks/results/serve.json (benchmarks/_results.py), with the load.
 """
@@ -170,6 +176,40 @@ class Client:
         return json.loads(data)
 
 
+class RawClient:
+    """A lean keep-alive HTTP/1.1 client for the concurrent part (a load generator: a prepared request
+    sent on a socket, the answer read by its Content-Length), so that the clients' own Python work
+    takes as little of the shared cores as it can."""
+
+    def __init__(self, port: int, timeout: float = 60):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def send(self, request: bytes) -> tuple[int, bytes]:
+        self.sock.sendall(request)
+        while b"\r\n\r\n" not in self.buf:
+            part = self.sock.recv(65536)
+            if not part:
+                raise ConnectionResetError("the server closed the connection")
+            self.buf += part
+        head, _, rest = self.buf.partition(b"\r\n\r\n")
+        lines = head.split(b"\r\n")
+        status = int(lines[0].split()[1])
+        size = next(int(v) for k, _, v in (line.partition(b":") for line in lines[1:])
+                    if k.strip().lower() == b"content-length")
+        while len(rest) < size:
+            part = self.sock.recv(65536)
+            if not part:
+                raise ConnectionResetError("the server closed the connection")
+            rest += part
+        self.buf = rest[size:]
+        return status, rest[:size]
+
+    def close(self) -> None:
+        self.sock.close()
+
+
 def _user_json(frame: pd.DataFrame, features: list[str]) -> list[dict]:
     out = []
     for row in frame.to_dict("records"):
@@ -268,7 +308,13 @@ def part_inproc(state, users, lam, n) -> dict:
         if isinstance(m.fitted, LGBMFitted):
             x = np.hstack([x_num.astype(np.float64), x_cat.astype(np.float64)])
             k = m.fitted.config.n_levels
-            if m.fitted.variant == "t":
+            trees = m.fitted._forest("response")
+            if trees is not None:  # the compiled forest (models.forest): one call for every level
+                from promo_assets.models.lgbm import _level_feature
+
+                levels = _level_feature(m.fitted.config, np.arange(k)) if m.fitted.variant != "t" else None
+                raw.append(lambda f=trees, x=x, lv=levels: f.predict(x, lv))
+            elif m.fitted.variant == "t":
                 raw += [(lambda b=m.fitted._booster(f"response/{j}"): b.predict(x)) for j in range(k)]
             else:
                 from promo_assets.models.lgbm import _level_feature
@@ -405,24 +451,28 @@ def part_stream(models: dict, lambdas: dict, pop: pd.DataFrame, n_users: int, n_
 
 
 def part_concurrent(server, users, clients: int, duration: float, switch) -> dict:
+    import orjson
+
     bodies = [json.dumps({"user": u, "budget": BUDGET}).encode() for u in users[:500]]
     stop = threading.Event()
     results = [[] for _ in range(clients)]
 
+    requests = [b"POST " + PATH.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Content-Length: " + str(len(b)).encode() + b"\r\n\r\n" + b for b in bodies]
+
     def client(i):
-        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        conn = RawClient(server.port)
         j = i
         while not stop.is_set():
             s = time.perf_counter()
             try:
-                conn.request("POST", PATH, body=bodies[j % len(bodies)], headers={"Content-Type": "application/json"})
-                resp = conn.getresponse()
-                data = resp.read()
-                ok = resp.status == 200
-                version = json.loads(data).get("champion_version") if ok else None
-            except (OSError, http.client.HTTPException, ValueError) as exc:
+                status, data = conn.send(requests[j % len(requests)])
+                ok = status == 200
+                version = orjson.loads(data).get("champion_version") if ok else f"HTTP {status}: {data[:200]!r}"
+            except (OSError, ValueError) as exc:
                 ok, version = False, repr(exc)
-                conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+                conn.close()
+                conn = RawClient(server.port)
             results[i].append((time.perf_counter() - s, ok, version, time.monotonic()))
             j += clients
 
@@ -526,13 +576,26 @@ def main() -> int:
     ap.add_argument("--big-mib", type=int, default=200, help="MiB of the chunked body [200]")
     ap.add_argument("--model", default=None, help="pin the champion to this model [the champion promo run picks]")
     ap.add_argument("--switch-to", default="lgbm_s", help="the champion pinned for the change mid-way [lgbm_s]")
-    ap.add_argument("--old-ref", default="d637776", help="git ref of the code before the plan ('none': skip) [d637776]")
+    ap.add_argument("--old-ref", default="da2c1d0",
+                    help="git ref of the service to compare with ('none': skip) [da2c1d0: the plan before the compiled "
+                    "forests; the code before the plan, d637776, cannot read today's model artefacts]")
     ap.add_argument("--parts", default="inproc,http,batch,stream,concurrent,chunked")
+    ap.add_argument("--quick", action="store_true",
+                    help="a short run: 1,000 one-user requests (200 to the old service), 10 batches, 20,000 "
+                    "decide_stream users (5,000 old), 10 s of concurrent clients, a 50 MiB chunked body "
+                    "(options given explicitly still win)")
+    ap.add_argument("--tag", default=None, help="write benchmarks/results/serve--TAG.json (e.g. loaded, quick)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folder")
     ap.add_argument("--workdir", default=None,
                     help="work in this folder and keep it; a campaign already decided there is reused (no setup) "
                     "[a new temporary folder]")
     args = ap.parse_args()
+    if args.quick:
+        given = {a.split("=")[0] for a in sys.argv[1:] if a.startswith("--")}
+        for name, value in {"requests": 1000, "old_requests": 200, "batches": 10, "stream_users": 20_000,
+                            "old_stream_users": 5000, "duration": 10.0, "big_mib": 50}.items():
+            if "--" + name.replace("_", "-") not in given:
+                setattr(args, name, value)
     parts = set(args.parts.split(","))
     rec = Recorder("serve")
 
@@ -665,7 +728,7 @@ def main() -> int:
         head["chunked_peak_rss_growth_mib"] = fig["chunked_body"]["peak_rss_growth_mib"]
         head["chunked_413_before_the_end"] = fig["chunked_body"]["answered_before_the_body_ended"]
     print(json.dumps(head, indent=1))
-    rec.write(fig, headline=head)
+    rec.write(fig, headline=head, tag=args.tag)
     return 0
 
 

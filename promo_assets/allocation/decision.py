@@ -24,6 +24,8 @@ import numpy as np
 from . import _checks
 from .errors import AllocationInputError
 
+_SMALL = 1 << 16  # cells (users x levels) that `decide` checks in one pass
+
 
 def choose_levels(vb: np.ndarray, cb: np.ndarray, lambda_: float, out: np.ndarray | None = None, *,
                   settle_ties: bool = True) -> np.ndarray:
@@ -71,8 +73,15 @@ def decide(response, cost, lambda_: float, ratio: float | None = None) -> np.nda
     c = np.asarray(cost)
     if v.ndim == 1:
         v, c = v[None, :], c[None, :] if c.ndim == 1 else c
-    v, c = _checks.check_pair(v, c, allow_negative_costs=ratio is not None)
     lam = _multiplier(lambda_)
+    if (ratio is None and v.dtype == np.float64 and c.dtype == np.float64 and v.ndim == 2 and v.shape == c.shape
+            and 0 < v.shape[0] * v.shape[1] <= _SMALL):
+        # a few users (a service's request): one pass of checks, then the rule (the full checks below
+        # name the first bad entry when there is one)
+        with np.errstate(over="ignore", invalid="ignore"):
+            if math.isfinite(v.sum() + c.sum()) and c.min() >= 0:
+                return choose_levels(v, c, lam).astype(np.int32)
+    v, c = _checks.check_pair(v, c, allow_negative_costs=ratio is not None)
     n, k = v.shape
     out = np.empty(n, dtype=np.int32)
     rows = _checks.rows_per_chunk(k)

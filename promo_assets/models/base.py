@@ -340,7 +340,14 @@ class TrainedModel:
                 warnings.simplefilter("always")
                 traced = torch.jit.trace(_Curves(self.module, cost), probes[0], check_trace=False)
             if any(issubclass(w.category, torch.jit.TracerWarning) for w in said):
-                return self  # a value the trace would freeze (e.g. a NumPy kernel inside): the eager pass serves
+                # a value the trace would freeze (e.g. a NumPy kernel inside): the network's own split around
+                # it (DIPN: its networks traced, its chain kernel between them), else the eager pass serves
+                split = getattr(self.module, "traced_curves", None)
+                with warnings.catch_warnings(record=True) as said, torch.no_grad():
+                    warnings.simplefilter("always")
+                    traced = split(*probes[0]) if callable(split) else None
+                if traced is None or any(issubclass(w.category, torch.jit.TracerWarning) for w in said):
+                    return self
             with torch.inference_mode():
                 for a, b in probes + probes:  # twice: TorchScript optimizes a graph at its second run
                     want, got = [t for t in self.module.curves(a, b) if t is not None], traced(a, b)

@@ -249,6 +249,40 @@ class DIPNNet(nn.Module):
         logits, cost, _ = self.forward_all(x_num, x_cat)
         return logits, cost
 
+    def traced_curves(self, x_num: torch.Tensor, x_cat: torch.Tensor):
+        """`curves` for scoring with the networks around the uplift chain traced by TorchScript (the
+        chain, a numba kernel, cannot be traced; `TrainedModel.compile` keeps this only when it gives
+        exactly `curves`' numbers), or None for the bias phase (its `curves` traces whole)."""
+        if self.phase != "full":
+            return None
+        trunk = torch.jit.trace(_Trunk(self), (x_num, x_cat), check_trace=False)
+        unit, chain, factor, signed, cost_head = self.unit, self.chain, self.slope_factor, self.signed_offset, \
+            self.has_cost_head
+
+        def curves(a: torch.Tensor, b: torch.Tensor):
+            bias, z, h = trunk(a, b)
+            _, cum, _ = isotonic_chain(z, chain, factor, signed, None)
+            logits = cum * unit + bias.unsqueeze(1)
+            if not cost_head:
+                return (logits,)
+            c = self.cost_out(h)
+            return logits, c[:, :1] + torch.cumsum(torch.relu(c[:, 1:]), dim=1)
+
+        return curves
+
+
+class _Trunk(nn.Module):
+    """DIPN's scoring pass up to its uplift chain: (b(x), the chain's pre-activations z, the trunk's h)."""
+
+    def __init__(self, net: DIPNNet):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x_num: torch.Tensor, x_cat: torch.Tensor):
+        b = self.net.bias_logit(x_num, x_cat)
+        h = self.net.uplift_trunk(torch.cat([self.net.uplift_embedding(x_cat), x_num, b.unsqueeze(1)], dim=1))
+        return b, self.net.uplift_out(h), h
+
 def isotonic_embedding(levels: np.ndarray | torch.Tensor, n_levels: int) -> torch.Tensor:
     """Eq. 9 over level indices: e_j(l) = 1 if j <= l else 0 (N x K float)."""
     lv = torch.as_tensor(levels, dtype=torch.int64).reshape(-1, 1)

@@ -158,5 +158,14 @@ class IsotonicChain(torch.autograd.Function):
 
 def isotonic_chain(z: torch.Tensor, u: torch.Tensor, factor: np.ndarray, signed_offset: bool, eps: float | None):
     """Functional form of IsotonicChain (float32 CPU tensors). `eps` None skips the smoothness loss
-    (its value is then NaN), e.g. for scoring."""
-    return IsotonicChain.apply(z.float(), u.float(), ChainSettings(np.asarray(factor, dtype=np.float32), signed_offset, eps))
+    (its value is then NaN), e.g. for scoring. Without gradients (scoring under `inference_mode` /
+    `no_grad`) the kernel is called directly, without the autograd Function's set-up: the same
+    numbers, a quarter of a one-user DIPN prediction less."""
+    factor = np.asarray(factor, dtype=np.float32)
+    if not torch.is_grad_enabled() or not (z.requires_grad or u.requires_grad):
+        with_smooth = eps is not None
+        q, cum, smooth = _forward(z.detach().float().contiguous().numpy(), u.detach().float().numpy(), factor,
+                                  bool(signed_offset), np.float32(eps if with_smooth else 0.0), with_smooth)
+        return (torch.from_numpy(q), torch.from_numpy(cum),
+                torch.tensor(smooth if with_smooth else float("nan"), dtype=torch.float32))
+    return IsotonicChain.apply(z.float(), u.float(), ChainSettings(factor, signed_offset, eps))

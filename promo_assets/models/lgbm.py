@@ -49,15 +49,16 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from promo_assets.store import artifacts
 from promo_assets.config.campaign import CampaignConfig
 from promo_assets.core.coefficients import Coefficients
 from promo_assets.models.base import TIMING_KEYS, check_frame, rule_costs
 from promo_assets.models.encoder import FeatureEncoder
 from promo_assets.models.errors import ModelInputError
+from promo_assets.models.forest import Forest, from_boosters
 from promo_assets.models.protocol import (
     COUNT, FLAG, NON_NEGATIVE, POSITIVE, SEED, Log, ModelSkipped, ResponseModel, TrainingData, is_int,
 )
+from promo_assets.store import artifacts
 
 ARTEFACT_FORMAT = "promo_assets.lgbm"
 ARCHITECTURE = "lightgbm"
@@ -77,6 +78,7 @@ DEFAULTS: dict[str, Any] = {
 OBJECTIVES = {"binary": ("cross_entropy", "cross_entropy"), "count": ("poisson", "poisson"),
               "continuous": ("regression", "l2")}
 PREDICT_ROWS = 1 << 20  # rows (users x levels) scored per LightGBM call
+FOREST_T_ROWS = 256  # a T-learner scores at most this many users with its compiled forest (more: LightGBM's batch call)
 ORDERED_ONLY = "needs ordered incentive levels (a monotone constraint on the level); campaign {c!r} has {kind}"
 
 
@@ -176,11 +178,26 @@ class LGBMFitted:
             self._live[role] = FastBooster(lgb.Booster(model_str=self.boosters[role]), int(self.params["num_threads"]))
         return self._live[role]
 
+    def _forest(self, part: str) -> Forest | None:
+        """The `part` ('response' / 'cost') boosters compiled for scoring (`models.forest`: one booster
+        for S, the K boosters side by side for T), or None when the kernel does not reproduce them
+        exactly (LightGBM then scores)."""
+        key = f"forest/{part}"
+        if key not in self._live:
+            roles = [part] if self.variant != "t" else [f"{part}/{lv}" for lv in range(self.config.n_levels)]
+            if not all(r in self.boosters for r in roles):
+                return None
+            self._live[key] = from_boosters([self._booster(r).booster for r in roles],
+                                            [self.boosters[r] for r in roles])
+        return self._live[key]
+
     def compile(self) -> "LGBMFitted":
-        """Build every booster now (they are otherwise built at their first prediction): what a
-        scoring plan does before it serves. Returns self."""
+        """Build every booster and its compiled forest now (they are otherwise built at their first
+        prediction): what a scoring plan does before it serves. Returns self."""
         for role in self.boosters:
             self._booster(role)
+        for part in {r.split("/")[0] for r in self.boosters}:
+            self._forest(part)
         return self
 
     def _score(self, part: str, x: np.ndarray) -> np.ndarray:
@@ -190,6 +207,11 @@ class LGBMFitted:
         out = np.zeros((n, k), dtype=np.float64)
         if n == 0:
             return out
+        # the compiled forest: an S-learner's trees walked once per user for every level; a T-learner's
+        # K boosters in one call for a few users (LightGBM's batch call is faster on many rows of them)
+        trees = self._forest(part) if self.variant != "t" or n <= FOREST_T_ROWS else None
+        if trees is not None:
+            return trees.predict(x, _level_feature(self.config, np.arange(k)) if self.variant != "t" else None)
         if self.variant == "t":
             for lv in range(k):
                 out[:, lv] = self._booster(f"{part}/{lv}").predict(x)

@@ -86,6 +86,9 @@ class _Member:
         self.n_numeric = enc.n_numeric
         self.cat_idx = [cat_pos[c] for c in enc.categorical]
         self.vocabs = [{v: i + 1 for i, v in enumerate(enc.vocabularies[c])} for c in enc.categorical]
+        # members whose encoders were fitted alike (the same rows) share one encoding per call
+        self.key = (self.num_idx.tobytes(), self.means.tobytes(), self.stds.tobytes(), self.ind_idx.tobytes(),
+                    self.n_numeric, tuple(self.cat_idx), tuple(tuple(enc.vocabularies[c]) for c in enc.categorical))
 
     def encode(self, num: np.ndarray, cat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """`FeatureEncoder.transform` of the rows (num: N x P float64, NaN missing; cat: N x Q object,
@@ -175,9 +178,13 @@ class ScoringPlan:
         """The champion's response and cost (N x K, float64) for rows of the plan's inputs."""
         frame = None
         response = cost = None
+        encoded: dict = {}
         for m in self.members:
             if m.compiled:
-                v, c = m.fitted.predict_encoded(*m.encode(num, cat))
+                x = encoded.get(m.key)
+                if x is None:
+                    x = encoded[m.key] = m.encode(num, cat)
+                v, c = m.fitted.predict_encoded(*x)
             else:
                 frame = self.frame_of(num, cat) if frame is None else frame
                 v, c = m.model.predict(frame)

@@ -150,7 +150,8 @@ def create_app(registry: Registry, reload_interval: float = 2.0, read_timeout: f
             return _error(415, "the body must be JSON, sent with the header Content-Type: application/json (got "
                           f"{_header(request.headers.get('content-type'))})", "body")
         try:
-            raw = await asyncio.wait_for(_read_body(request, MAX_BODY), read_timeout)
+            async with asyncio.timeout(read_timeout):  # a deadline on this task (no task of its own, as wait_for makes)
+                raw = await _read_body(request, MAX_BODY)
         except _TooLarge:  # answered now, while the client may still be sending; the connection is closed
             return _error(413, too_large, "body", {"Connection": "close"})
         except asyncio.TimeoutError:

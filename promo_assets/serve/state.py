@@ -376,11 +376,13 @@ class CampaignState:
         propensity = (1.0 - s) * (levels == policy) + s * self.mix[levels]
         rows = np.arange(len(levels))
         value, cost = values[rows, levels], costs[rows, levels]
-        decisions = [
-            {"user_id": uid, "level": int(lv), "label": self.labels[lv], "incentive": self.incentives[lv],
-             "predicted_response": float(v), "predicted_cost": float(c), "policy": "explore" if e else "champion",
-             "propensity": float(p)}
-            for uid, lv, v, c, e, p in zip(user_ids, levels.tolist(), value, cost, explores, propensity)]
+        labels, incentives = self.labels, self.incentives
+        decisions = [  # Python numbers from tolist(): one conversion per column, not per value
+            {"user_id": uid, "level": lv, "label": labels[lv], "incentive": incentives[lv],
+             "predicted_response": v, "predicted_cost": c, "policy": "explore" if e else "champion",
+             "propensity": p}
+            for uid, lv, v, c, e, p in zip(user_ids, levels.tolist(), value.tolist(), cost.tolist(), explores.tolist(),
+                                           propensity.tolist())]
         return {"campaign": self.campaign, "budget_per_capita": budget, "period": budget == self.paced_budget,
                 "lambda_": lam, "lambda_source": "pacing" if budget == self.paced_budget else self.lambda_source,
                 **({"multipliers": dict(mu)} if mu else {}),

@@ -1,7 +1,7 @@
 """The compiled scoring plan (promo_assets.models.plan) decides exactly as the path it replaces: every
 registered feature-only model, on an ordered campaign, a three-arm campaign and a multi-attribute
 campaign, for every user, one at a time (the service's path: NumPy lookups, LightGBM's single-row C
-call, a traced torch pass) and in a batch.
+call or its compiled forest, a traced torch pass) and in a batch.
 
 The reference is the path before the plan: `FeatureEncoder.transform` on a pandas frame, then
 LightGBM's `Booster.predict` (a booster built from the model text, `num_threads=1`) or the torch
@@ -152,6 +152,8 @@ def test_the_plan_decides_as_the_path_it_replaces(kind, models):
         plan = ScoringPlan([model])
         # torch networks and LightGBM are compiled; another model (logistic_s) keeps its own predict
         assert plan.compiled == isinstance(fitted_of(model), (TrainedModel, LGBMFitted)), name
+        if isinstance(fitted_of(model), LGBMFitted):  # its trees compiled when the plan was built (models.forest)
+            assert fitted_of(model)._live.get("forest/response") is not None, name
         want = _reference(model, users)
         _same(plan.coefficients(users), want)  # a batch from a frame (the population, decide_stream)
         rows = plan.rows_of(records)
