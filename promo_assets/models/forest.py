@@ -75,11 +75,15 @@ def _clean(v):
 
 
 @njit(cache=True, nogil=True)
-def _predict(x, level_col, level_values, group_start, group_end, transform, sigma, tree_node, tree_leaf, tree_cat,
-             feat, thr, dtype, child, leaf, cat_bound, cat_bits, out):
+def _predict(x, level_col, level_values, groups, link, trees, out):
     """out[i, g] = the trees of group g on row i; with `level_col` >= 0 the groups share one tree range
     and differ in the value of the level column: each tree is walked once per row, splitting the set
-    of levels where a node splits on the level column."""
+    of levels where a node splits on the level column. `groups` is (group_start, group_end), `link`
+    (transform, sigma) and `trees` the forest's flat arrays (`Forest._arrays`): tuples, unpacked at
+    compile time."""
+    group_start, group_end = groups
+    transform, sigma = link
+    tree_node, tree_leaf, tree_cat, feat, thr, dtype, child, leaf, cat_bound, cat_bits = trees
     n, width = x.shape
     n_groups = group_start.shape[0]
     m = width + (1 if level_col >= 0 else 0)
@@ -316,7 +320,7 @@ class Forest:
         if x.ndim != 2 or x.shape[1] != self.n_features + (0 if col < 0 else -1):
             raise ValueError(f"the forest reads {self.n_features} features, got an array of shape {x.shape}")
         out = np.empty((x.shape[0], len(start)), dtype=np.float64)
-        _predict(x, col, values, start, end, self.transform, self.sigma, *self._arrays, out)
+        _predict(x, col, values, (start, end), (self.transform, self.sigma), self._arrays, out)
         return out
 
     def probes(self, seed: int = 0, rows: int = PROBE_ROWS) -> np.ndarray:
