@@ -11,36 +11,26 @@ the UI it follows any model's evaluation (its automation condition)."""
 import dagster as dg
 import pandas as pd
 
-from promo_assets.core.text import markdown_text
-from promo_assets.defs.automation.conditions import GATHER_CONDITION
-from promo_assets.defs.campaign.assets import (
-    COMMON,
-    coefficient_arrays,
-    evaluation_inputs,
-    png_md,
-    results_write,
-)
+from promo_assets.defs.automation.conditions import COMMON, GATHER_CONDITION
 from promo_assets.defs.common import (
     LandingResource,
     WarehouseResource,
     connect,
+    described_table,
+    domain_errors,
+    evaluation_inputs,
     log_to,
     md_table,
     model_key,
-    table_metadata,
-    use_table,
+    png_md,
+    writing,
 )
-from promo_assets.evaluation import (
-    evaluate_random,
-    leaderboard_markdown,
-    plot_frontier,
-    plot_response_by_level,
-    policy_curves,
-)
+from promo_assets.evaluation import evaluate_random, leaderboard_markdown
+from promo_assets.evaluation.board import assemble, board_notes, board_plots, budgets_kept, current_champion
 from promo_assets.evaluation.board_view import compact_boards, full_board, not_evaluated
 from promo_assets.evaluation.report import RANDOM_MODEL, RANDOM_VERSION
 from promo_assets.models import registry
-from promo_assets.store import decisions as decisions_store, frames as frames_store, models as models_store
+from promo_assets.store import frames as frames_store, models as models_store
 
 
 def _latest(instance, asset_key: dg.AssetKey, campaign: str, observations: bool = False):
@@ -80,86 +70,24 @@ def board_entry(instance, name: str, campaign: str, config, frame_version: str |
     return {**evaluated, "status": "evaluated"}
 
 
-def assemble(con, campaign: str, entries: list[dict], ev, k: int) -> tuple[list[pd.DataFrame], dict]:
-    """Every evaluated model's stored rows and its holdout coefficients (for the plots)."""
-    frames, specs = [], {}
-    for e in entries:
-        if e["status"] != "evaluated":
-            continue
-        rows = models_store.model_evaluation(con, campaign, e["model"], e["evaluation_run_id"])
-        if rows.empty:
-            e.update(status="missing", reason=f"its evaluation of run {e['evaluation_run_id']} was removed (the run failed)")
-            continue
-        try:
-            users, values, costs = coefficient_arrays(con, campaign, e["model"], e["model_version"], "holdout", k)
-        except ValueError:  # scored for another number of levels: campaign.yaml changed since
-            e.update(status="stale", reason=f"stale: its latest evaluation (run {e['evaluation_run_id'][:8]}) was made "
-                                            f"for another campaign.yaml (not {k} levels); its chain failed or has not "
-                                            "run since, so it is not ranked")
-            continue
-        frames.append(rows)
-        specs[e["model"]] = (e["model_version"], *ev.align(users, values, costs, e["model"]))
-    return frames, specs
-
-
-def budgets_kept(con, campaign: str, entries: list[dict]) -> list[dict]:
-    """campaign.yaml `constraints:`: every evaluated model's use of each budget on the holdout (its
-    policy_evaluation's rows of budget_multipliers), as one table to compare the models by."""
-    out = []
-    for e in entries:
-        if e["status"] == "evaluated":
-            rows = models_store.budget_use_of_evaluation(con, campaign, e["model"], e["evaluation_run_id"])
-            out += [{"model": e["model"], **r} for r in use_table(rows.astype(object).where(rows.notna(), None).to_dict("records"))]
-    return out
-
-
-def schema_table(columns, records: list[dict]) -> dg.MetadataValue:
-    """Dagster table metadata with typed, described columns (`board_view.Column`)."""
-    return table_metadata([(c.name, c.type, c.description) for c in columns], records)
-
-
-def board_key(budget: float) -> str:
-    """The metadata key of the compact leaderboard at one budget."""
-    return f"leaderboard at budget {budget:g}"
-
-
 def board_tables(board: pd.DataFrame, entries: list[dict], champion: dict[str, float]) -> dict:
     """The compact leaderboard (one table per budget), the models not evaluated with the reason and
     the full leaderboard, as Dagster tables, in that order."""
     others = [{k: e[k] for k in ("model", "status", "reason")} for e in entries if e["status"] != "evaluated"]
-    out = {board_key(b): schema_table(columns, records) for b, columns, records in compact_boards(board, champion)}
-    out["not_evaluated"] = schema_table(*not_evaluated(others))
-    out["leaderboard_full"] = schema_table(*full_board(board))
+    out = {f"leaderboard at budget {b:g}": described_table(columns, records) for b, columns, records in compact_boards(board, champion)}
+    out["not_evaluated"] = described_table(*not_evaluated(others))
+    out["leaderboard_full"] = described_table(*full_board(board))
     return out
 
 
-def current_champion(con, campaign: str) -> dict[str, float]:
-    """{member: weight} of the campaign's deployed champion ({} before the first)."""
-    import json
-
-    rows = decisions_store.latest_champion(con, campaign)
-    if rows.empty:
-        return {}
-    members = json.loads(rows.iloc[0]["champion_members"])
-    return dict(zip(members.get("members", []), map(float, members.get("weights", []))))
-
-
-def board_metadata(board: pd.DataFrame, specs: dict, ev, config, campaign: str, entries: list[dict],
-                   checks: list, champion: dict[str, float] | None = None) -> dict:
-    logged, response, cost, prop = ev.logged
-    curves = policy_curves(specs, logged, response, cost, prop, true_values=ev.true_values, true_costs=ev.true_costs)
-    frontier_png = plot_frontier(curves, board, title=f"{campaign}: cost–response frontier on the holdout days")
-    levels_png = plot_response_by_level(
-        {m: s[1] for m, s in specs.items()}, true_values=ev.true_values, logged=logged, response=response,
-        propensity=prop, incentives=list(config.incentives) if config.ordered else None,
-        labels=None if config.ordered else list(config.labels), title=f"{campaign}: average response per level")
-    failed = [f"**data check {markdown_text(c.name)} failed ({markdown_text(c.severity)})**: {markdown_text(c.message)}"
-              for c in checks if not c.passed]
-    stale = [f"**{markdown_text(e['model'])}** {markdown_text(e['reason'])}" for e in entries if e["status"] == "stale"]
-    notes = "".join(f"\n\n{line}" for line in failed + stale)
+def board_metadata(board: pd.DataFrame, specs: dict, ev, config, campaign: str, entries: list[dict], checks: list,
+                   champion: dict[str, float]) -> dict:
+    """The leaderboard's metadata: its tables, its Markdown with the notes under it, its plots, the data
+    checks it saw and the evaluations it assembled."""
+    frontier_png, levels_png = board_plots(board, specs, ev, config, campaign)
     return {
-        **board_tables(board, entries, champion or {}),
-        "leaderboard_markdown": dg.MetadataValue.md(leaderboard_markdown(board) + notes),
+        **board_tables(board, entries, champion),
+        "leaderboard_markdown": dg.MetadataValue.md(leaderboard_markdown(board) + board_notes(checks, entries)),
         "frontier_plot": dg.MetadataValue.md(png_md(frontier_png, "Cost–response frontier (EOM on holdout; truth where simulated)")),
         "response_per_level_plot": dg.MetadataValue.md(png_md(levels_png, "Average response per level: models vs truth")),
         "data_checks": md_table([{"check": c.name, "passed": c.passed, "severity": c.severity, "message": c.message}
@@ -168,12 +96,6 @@ def board_metadata(board: pd.DataFrame, specs: dict, ev, config, campaign: str, 
                             for e in entries if e["status"] == "evaluated"]),
         "holdout_events": ev.n, "ground_truth": ev.true_values is not None, **ev.versions,
     }
-
-
-def store_board(con, campaign: str, run_id: str, random: pd.DataFrame, entries: list[dict], checks: list) -> None:
-    """The leaderboard run's rows: the random reference's evaluation, what it assembled of each model
-    (leaderboard_entries) and the data checks it saw (data_checks); inside the caller's transaction."""
-    models_store.write_board(con, campaign, run_id, random, entries, checks)
 
 
 def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
@@ -197,18 +119,18 @@ def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
             # only the chains it runs: the others are left out for this campaign, listed with the reason)
             entries = [board_entry(context.instance, n, campaign, config, frame_version) for n in registry.names()]
             ev = evaluation_inputs(context, con, landing, campaign, config)
-            frames, specs = assemble(con, campaign, entries, ev, config.n_levels)
+            with domain_errors():
+                got = assemble(con, campaign, entries, ev, config.n_levels)
             champion = current_champion(con, campaign)
             kept = budgets_kept(con, campaign, entries) if config.constraints else []
         random = evaluate_random(*ev.logged, log=log_to(context), **ev.kwargs(config, campaign))
         random["run_id"] = context.run_id
         entries.append({"model": RANDOM_MODEL, "model_version": RANDOM_VERSION, "evaluation_run_id": context.run_id,
                         "status": "evaluated", "reason": None})
-        with connect(warehouse) as con, results_write(context, con, campaign, "policy_evaluation", "leaderboard_entries",
-                                                      "data_checks"):
-            store_board(con, campaign, context.run_id, random, entries, checks)
-        board = pd.concat([f for f in frames + [random] if not f.empty], ignore_index=True)
-        metadata = board_metadata(board, specs, ev, config, campaign, entries[:-1], checks, champion)
+        with writing(context, warehouse, "policy_evaluation", "leaderboard_entries", "data_checks") as con:
+            models_store.write_board(con, campaign, context.run_id, random, entries, checks)
+        board = pd.concat([f for f in got.frames + [random] if not f.empty], ignore_index=True)
+        metadata = board_metadata(board, got.specs, ev, config, campaign, entries[:-1], checks, champion)
         if kept:
             metadata["budgets_kept"] = md_table(kept)
         return dg.MaterializeResult(metadata=metadata)
