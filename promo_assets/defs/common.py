@@ -5,8 +5,6 @@ metadata tables. Every other function in `promo_assets/defs/` is a Dagster defin
 few wiring helpers `tests/unit/test_architecture.py` names with its reason."""
 
 
-import base64
-import json
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -14,6 +12,7 @@ import dagster as dg
 import duckdb
 
 from promo_assets.config import settings
+from promo_assets.core.display import flatten, shown_text
 from promo_assets.core.errors import DomainError
 from promo_assets.core.text import markdown_text
 from promo_assets.defs.recovery import WAREHOUSE_POOL  # noqa: F401  (imported from here by the asset modules)
@@ -27,7 +26,6 @@ from promo_assets.defs.resources import (  # noqa: F401  (imported from here by 
 from promo_assets.evaluation.inputs import EvaluationInputs, read_evaluation_inputs
 from promo_assets.simulation import truth_arrays
 from promo_assets.store import results
-from promo_assets.store.artifacts import content_version
 from promo_assets.store.warehouse import transaction
 
 INGESTION_ASSETS = ("rct_events", "payment_edges", "merchant_events")  # a campaign's day files, loaded per run
@@ -134,34 +132,14 @@ def md_table(rows: list[dict]) -> dg.MetadataValue:
     cols = list(rows[0])
     lines = ["| " + " | ".join(markdown_text(c) for c in cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
-        lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
+        lines.append("| " + " | ".join(shown_text(r[c]) for c in cols) + " |")
     return dg.MetadataValue.md("\n".join(lines))
-
-
-def _fmt(v, text=markdown_text) -> str:
-    """A value as table text: floats to 4 significant digits, dicts and lists joined, text through
-    `text` (escaped for Markdown by default)."""
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    if isinstance(v, dict):
-        return ", ".join(f"{text(k)}: {_fmt(x, text)}" for k, x in v.items())
-    if isinstance(v, (list, tuple)):
-        return ", ".join(_fmt(x, text) for x in v)
-    return text(v)
-
-
-def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        name = f"{prefix}{k}"
-        out.update(_flat(v, f"{name}.") if isinstance(v, dict) else {name: v})
-    return out
 
 
 def kv_table(entries: dict, what: str = "value") -> dg.MetadataValue:
     """A dict (nested dicts flattened as 'a.b') as a two-column table for people: name | value, floats
     to 4 significant digits, lists joined; never a JSON string or a dict repr."""
-    return md_table([{"name": k, what: v.item() if hasattr(v, "item") else v} for k, v in _flat(dict(entries)).items()])
+    return md_table([{"name": k, what: v.item() if hasattr(v, "item") else v} for k, v in flatten(dict(entries)).items()])
 
 
 def for_people(value):
@@ -176,7 +154,7 @@ def for_people(value):
     if isinstance(value, dict):
         return kv_table(value)
     if isinstance(value, (list, tuple)):
-        return _fmt(list(value), str)  # plain text metadata: nothing to escape
+        return shown_text(list(value), str)  # plain text metadata: nothing to escape
     return str(value)
 
 
@@ -285,22 +263,3 @@ def evaluation_inputs(context, con, landing: LandingResource, campaign: str, con
              else None)
     with domain_errors():
         return read_evaluation_inputs(con, campaign, config, outcome_version, truth)
-
-
-# --------------------------------------------------------------------------------------------
-# metadata and data versions
-
-
-def png_md(png: bytes, title: str) -> str:
-    """A PNG as Markdown metadata: its title, then the image inline."""
-    return f"**{title}**\n\n![{title}](data:image/png;base64,{base64.b64encode(png).decode()})"
-
-
-def jsonable(obj):
-    """`obj` as plain JSON values (numpy arrays and scalars as lists and numbers, anything else as text)."""
-    return json.loads(json.dumps(obj, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)))
-
-
-def version_of(*parts) -> str:
-    """A data version from the upstream versions and values it is derived from."""
-    return content_version("|".join(str(p) for p in parts).encode())

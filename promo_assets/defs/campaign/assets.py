@@ -9,16 +9,15 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
+from promo_assets.core.display import jsonable, png_markdown
 from promo_assets.defs.automation.conditions import COMMON, REACTION_CONDITION
 from promo_assets.defs.common import (
     LandingResource,
     WarehouseResource,
     connect,
     for_people,
-    jsonable,
     kv_table,
     log_to,
-    png_md,
 )
 from promo_assets.evaluation.inputs import outcome_predictions
 from promo_assets.monitoring.drift import stale_weights
@@ -68,7 +67,7 @@ def _propensity_metadata(events: pd.DataFrame, prop, config, version: str) -> di
     if prop.proba is not None:
         diag = propensity_diagnostics(prop.proba, levels, ips_weights(p, clip=config.ips_clip))
         metadata["diagnostics"] = kv_table(jsonable(diag))
-        metadata["plot"] = dg.MetadataValue.md(png_md(propensity_plot(prop.proba, levels), "Estimated propensities per level"))
+        metadata["plot"] = dg.MetadataValue.md(png_markdown(propensity_plot(prop.proba, levels), "Estimated propensities per level"))
     metadata.update(
         {
             "propensity_version": version,

@@ -22,6 +22,7 @@ import dagster as dg
 import numpy as np
 
 from promo_assets.config import settings
+from promo_assets.core.display import png_markdown
 from promo_assets.decisions import Exploration, champion_freshness, export_stored
 from promo_assets.decisions.champion_run import ChampionChoice, choose, read_champion_inputs, record_champion
 from promo_assets.decisions.daily import (
@@ -43,7 +44,6 @@ from promo_assets.defs.common import (
     domain_errors,
     evaluation_inputs,
     md_table,
-    png_md,
     rows_table,
     upstream,
     writing,
@@ -146,7 +146,7 @@ def pacing_metadata(budget, today, rows: list[dict]) -> dict:
                for r in rows]  # realized spend None (not back yet): an empty cell
     schema = dg.TableSchema(columns=[dg.TableColumn(n, t, description=d) for n, t, d in PACING_COLUMNS])
     return {"pacing": dg.MetadataValue.table(records, schema=schema),
-            "pacing_plot": dg.MetadataValue.md(png_md(plot_pacing(rows, budget.total), "Spend per day and cumulative")),
+            "pacing_plot": dg.MetadataValue.md(png_markdown(plot_pacing(rows, budget.total), "Spend per day and cumulative")),
             "paced_lambda": today.lambda_, "paced_plan": today.plan, "period_total": budget.total,
             "period_budget_left_before_today": rows[-1]["budget left"] + today.plan}
 

@@ -11,6 +11,7 @@ the UI it follows any model's evaluation (its automation condition)."""
 import dagster as dg
 import pandas as pd
 
+from promo_assets.core.display import png_markdown
 from promo_assets.defs.automation.conditions import COMMON, GATHER_CONDITION
 from promo_assets.defs.common import (
     LandingResource,
@@ -22,7 +23,6 @@ from promo_assets.defs.common import (
     log_to,
     md_table,
     model_key,
-    png_md,
     writing,
 )
 from promo_assets.evaluation import evaluate_random, leaderboard_markdown
@@ -88,8 +88,8 @@ def board_metadata(board: pd.DataFrame, specs: dict, ev, config, campaign: str, 
     return {
         **board_tables(board, entries, champion),
         "leaderboard_markdown": dg.MetadataValue.md(leaderboard_markdown(board) + board_notes(checks, entries)),
-        "frontier_plot": dg.MetadataValue.md(png_md(frontier_png, "Cost–response frontier (EOM on holdout; truth where simulated)")),
-        "response_per_level_plot": dg.MetadataValue.md(png_md(levels_png, "Average response per level: models vs truth")),
+        "frontier_plot": dg.MetadataValue.md(png_markdown(frontier_png, "Cost–response frontier (EOM on holdout; truth where simulated)")),
+        "response_per_level_plot": dg.MetadataValue.md(png_markdown(levels_png, "Average response per level: models vs truth")),
         "data_checks": md_table([{"check": c.name, "passed": c.passed, "severity": c.severity, "message": c.message}
                                  for c in checks]),
         "models": md_table([{"model": e["model"], "version": e["model_version"], "evaluation_run": e["evaluation_run_id"]}

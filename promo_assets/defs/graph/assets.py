@@ -13,9 +13,9 @@ gnn_hazard, group graph: they succeed, skip or fail with it).
 
 
 import dagster as dg
-import numpy as np
 import pandas as pd
 
+from promo_assets.core.display import jsonable
 from promo_assets.defs.automation.conditions import CAMPAIGN_CONDITION, INGESTION_CONDITION
 from promo_assets.defs.common import (
     WAREHOUSE_POOL,
@@ -24,7 +24,6 @@ from promo_assets.defs.common import (
     campaign_partitions,
     connect,
     domain_errors,
-    jsonable,
     log_to,
     md_table,
     model_key,

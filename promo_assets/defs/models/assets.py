@@ -35,6 +35,7 @@ from promo_assets.allocation.stored_plan import (
     solve_and_store,
 )
 from promo_assets.causal.checks import cannot_learn, frame_checks
+from promo_assets.core.display import jsonable, png_markdown
 from promo_assets.decisions.plans import holdout_run, population_plan
 from promo_assets.defs.automation.conditions import COMMON, model_condition
 from promo_assets.defs.common import (
@@ -44,16 +45,13 @@ from promo_assets.defs.common import (
     domain_errors,
     evaluation_inputs,
     for_people,
-    jsonable,
     kv_table,
     log_to,
     md_table,
     model_key,
-    png_md,
     results_write,
     rows_table,
     upstream,
-    version_of,
     writing,
 )
 from promo_assets.defs.evaluation.leaderboard import leaderboard_asset
@@ -65,6 +63,7 @@ from promo_assets.models import ModelSkipped, ResponseModel, registry
 from promo_assets.models.inputs import training_data
 from promo_assets.models.scoring import Scoring, score_users
 from promo_assets.store import models as models_store
+from promo_assets.store.artifacts import version_of
 
 CHAIN = ("response_coefficients", "budget_dual", "allocation", "policy_evaluation")
 OPTIONAL_GROUP = "optional_models"  # the chains of the models off by default (docs/automation.md)
@@ -130,7 +129,7 @@ def fitted_metadata(fitted: ResponseModel, seconds: float) -> dict:
         meta["epochs"] = md_table([jsonable(h) if isinstance(h, dict) else {"epoch": i, "loss": h} for i, h in enumerate(history)])
     for k, v in (fitted.report_ or {}).items():
         if isinstance(v, bytes):
-            meta[k] = dg.MetadataValue.md(png_md(v, k.replace("_", " ")))
+            meta[k] = dg.MetadataValue.md(png_markdown(v, k.replace("_", " ")))
         elif isinstance(v, list) and v and isinstance(v[0], dict):
             meta[k] = md_table(jsonable(v))
         elif v is not None:
@@ -369,7 +368,7 @@ def segment_metadata(segments) -> dict:
     if segments.plot is None:
         return {}
     return {"segment_evaluation": rows_table(segments.shown),
-            "segment_plot": dg.MetadataValue.md(png_md(segments.plot, "Mean response per level by segment: predicted vs true"))}
+            "segment_plot": dg.MetadataValue.md(png_markdown(segments.plot, "Mean response per level by segment: predicted vs true"))}
 
 
 # --------------------------------------------------------------------------------------------
