@@ -9,6 +9,9 @@ import dagster as dg
 import numpy as np
 import pandas as pd
 
+from promo_assets.causal import ips_weights, propensity_diagnostics, propensity_plot
+from promo_assets.causal.checks import CHECKS as FRAME_CHECKS, frame_checks
+from promo_assets.causal.frame import event_propensity, split_and_weights
 from promo_assets.core.display import jsonable, png_markdown
 from promo_assets.defs.automation.conditions import COMMON, REACTION_CONDITION
 from promo_assets.defs.common import (
@@ -40,8 +43,6 @@ from promo_assets.store.frames import feature_spec
     "observational ones (randomized: false), with overlap diagnostics. Table propensity.",
 )
 def propensity(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
-    from promo_assets.causal.frame import event_propensity
-
     campaign = context.partition_key
     config = landing.config(campaign)
     with connect(warehouse) as con:
@@ -60,8 +61,6 @@ def propensity(context: dg.AssetExecutionContext, warehouse: WarehouseResource, 
 
 def _propensity_metadata(events: pd.DataFrame, prop, config, version: str) -> dict:
     """The propensity asset's metadata; an estimated propensity adds its diagnostics and plot."""
-    from promo_assets.causal import ips_weights, propensity_diagnostics, propensity_plot
-
     p, levels = prop.propensity, events["level"].to_numpy()
     metadata = {"events": len(events)}
     if prop.proba is not None:
@@ -79,18 +78,9 @@ def _propensity_metadata(events: pd.DataFrame, prop, config, version: str) -> di
     return metadata
 
 
-def _frame_check_specs() -> list[dg.AssetCheckSpec]:
-    from promo_assets.causal.checks import CHECKS
-
-    return [dg.AssetCheckSpec(name, asset="training_frame", description=text)
-            for name, text in CHECKS.items()]
-
-
 def frame_check_results(context, events: pd.DataFrame, split, config) -> list[dg.AssetCheckResult]:
     """The data checks of promo_assets.causal.checks on the events (level, response) and their split,
     as Dagster asset check results (ERROR when no model can learn, else WARN); failures logged."""
-    from promo_assets.causal.checks import frame_checks
-
     checks = frame_checks(pd.DataFrame({"level": events["level"], "response": events["response"], "split": split}), config)
     for c in checks:
         if not c.passed:
@@ -108,15 +98,13 @@ def frame_check_results(context, events: pd.DataFrame, split, config) -> list[dg
     code_version="1",
     group_name="causal",
     kinds={"duckdb"},
-    check_specs=_frame_check_specs(),
+    check_specs=[dg.AssetCheckSpec(name, asset="training_frame", description=text) for name, text in FRAME_CHECKS.items()],
     description="Train / validation / holdout split by date window (last `holdout_days` days are the "
     "holdout; earlier days split by a hash of the user id) and clipped, self-normalized IPS weights "
     "per event. Table training_frame. Its asset checks (promo_assets.causal.checks) say whether there is "
     "anything to learn: events per level, a response that varies, a plausible response rate.",
 )
 def training_frame(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
-    from promo_assets.causal.frame import split_and_weights
-
     campaign = context.partition_key
     config = landing.config(campaign)
     with connect(warehouse) as con:
