@@ -623,7 +623,7 @@ WIRING_HELPERS = {
     "ingestion/assets.py:_events_metadata": "rct_events' metadata",
     "ingestion/assets.py:days_table": "a campaign's day files as a Dagster table",
     "ingestion/assets.py:days_metadata": "an ingestion asset's metadata",
-    "ingestion/assets.py:_checks": "rct_events' asset check results from the warehouse resource's counts",
+    "ingestion/assets.py:check_results": "rct_events' checks (ingestion.checks.EventChecks) as Dagster asset check results",
     "models/assets.py:fitted_metadata": "a fitted model's metadata, its own report as metadata values",
     "models/assets.py:segment_metadata": "a model's segment table and plot as Dagster metadata",
     # the model chains: keys, kwargs and skips of Dagster assets
