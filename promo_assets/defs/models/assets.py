@@ -21,7 +21,6 @@ warehouse is read and written through the named functions of promo_assets.store.
 
 
 import json
-import time
 
 import dagster as dg
 import pandas as pd
@@ -34,7 +33,6 @@ from promo_assets.allocation.stored_plan import (
     read_stored,
     solve_and_store,
 )
-from promo_assets.causal.checks import cannot_learn, frame_checks
 from promo_assets.core.display import jsonable, png_markdown
 from promo_assets.decisions.plans import holdout_run, population_plan
 from promo_assets.defs.automation.conditions import COMMON, model_condition
@@ -59,8 +57,9 @@ from promo_assets.defs.resources import DaskResource
 from promo_assets.evaluation import evaluate_models, leaderboard_markdown
 from promo_assets.evaluation.inputs import budget_use_rows, segment_outputs
 from promo_assets.ingestion.targets import scoring_targets
-from promo_assets.models import ModelSkipped, ResponseModel, registry
+from promo_assets.models import ResponseModel, registry
 from promo_assets.models.inputs import training_data
+from promo_assets.models.phase_run import train_phase
 from promo_assets.models.scoring import Scoring, score_users
 from promo_assets.store import models as models_store
 from promo_assets.store.artifacts import version_of
@@ -156,17 +155,12 @@ def fit_phase(context, warehouse, landing, model: type[ResponseModel], phase: st
             from promo_assets.graph.inputs import graph_inputs
 
             data.graph, data.graph_version, data.merchant_events = graph_inputs(con, landing.path, campaign, config)
-    blocked = cannot_learn(frame_checks(data.frame, config))  # training_frame's data checks: nothing to learn
-    if blocked is not None:
-        return None, blocked
-    start = time.perf_counter()
-    try:
-        with domain_errors():
-            fitted = registry.for_campaign(model.name, config).fit_phase(data, phase, previous, log=log_to(context))
-            fitted.save()  # content-addressed: the same weights always get the same version
-    except ModelSkipped as exc:
-        return None, str(exc)
-    metadata = {**fitted_metadata(fitted, time.perf_counter() - start), **data.input_versions}
+    with domain_errors():
+        got = train_phase(model.name, phase, data, previous, log=log_to(context))
+    if got.fitted is None:
+        return None, got.reason
+    fitted = got.fitted
+    metadata = {**fitted_metadata(fitted, got.seconds), **data.input_versions}
     if previous is not None:
         metadata[f"{previous_key.path[-1]}_version"] = previous.version_
     return fitted, metadata
