@@ -27,6 +27,42 @@ class Assembled:
     specs: dict
 
 
+@dataclass(frozen=True)
+class ChainRecord:
+    """Where a model's chain stands for a campaign: why campaign.yaml leaves it out (`left_out`:
+    `registry.skip_reason`), else what the orchestrator recorded: the skip reason of its first phase's
+    latest event when that is a skip, else its latest evaluation (model version, run id and the
+    training frame it was made on), else nothing."""
+
+    left_out: str | None = None
+    skipped_reason: str | None = None
+    model_version: str | None = None
+    evaluation_run_id: str | None = None
+    frame_version: str | None = None
+
+
+def board_entry(name: str, record: ChainRecord, frame_version: str | None = None) -> dict:
+    """Where model `name` stands: 'skipped' (campaign.yaml leaves it out or it does not apply; or its
+    chain's latest event is a skip), 'evaluated' (its latest evaluation), 'stale'
+    (that evaluation is of another training frame than `frame_version`, the current one: the model's
+    chain failed or did not run since; not ranked) or 'missing'."""
+    entry = {"model": name, "model_version": None, "evaluation_run_id": None, "status": "missing", "reason": None}
+    if record.left_out is not None:
+        return {**entry, "status": "skipped", "reason": record.left_out}
+    if record.skipped_reason is not None:
+        return {**entry, "status": "skipped", "reason": record.skipped_reason}
+    if record.evaluation_run_id is None:
+        return {**entry, "reason": "no evaluation yet (its chain failed or has not run)"}
+    run_id = record.evaluation_run_id
+    evaluated = {**entry, "model_version": record.model_version, "evaluation_run_id": run_id}
+    if frame_version is not None and record.frame_version is not None and record.frame_version != frame_version:
+        return {**evaluated, "status": "stale",
+                "reason": f"stale: its latest evaluation (run {run_id[:8]}) is of an earlier training frame "
+                          f"({record.frame_version}, now {frame_version}); its chain failed or has not run since, "
+                          "so it is not ranked"}
+    return {**evaluated, "status": "evaluated"}
+
+
 def assemble(con, campaign: str, entries: list[dict], ev, n_levels: int) -> Assembled:
     """Every evaluated model's stored rows and its holdout coefficients; an entry whose rows were
     removed or whose coefficients are of another campaign.yaml is marked missing or stale in place."""

@@ -637,7 +637,7 @@ WIRING_HELPERS = {
     "ingestion/assets.py:ingest_days": "ingest_campaign_days for the asset's partition, logged to Dagster",
     # the leaderboard reads Dagster's records of every chain
     "evaluation/leaderboard.py:_latest": "the latest materialization or observation of an asset",
-    "evaluation/leaderboard.py:board_entry": "where a model stands, from its chain's Dagster records",
+    "evaluation/leaderboard.py:chain_record": "what Dagster recorded of a model's chain (its skip, its latest evaluation)",
     # sensor and automation condition internals (Dagster instance queries, run requests)
     "automation/conditions.py:_runs_ended_since": "the Dagster runs ended since a cursor",
     "automation/conditions.py:_may_have_targeted": "whether a Dagster run may have targeted an asset",

@@ -26,7 +26,15 @@ from promo_assets.defs.common import (
     writing,
 )
 from promo_assets.evaluation import evaluate_random, leaderboard_markdown
-from promo_assets.evaluation.board import assemble, board_notes, board_plots, budgets_kept, current_champion
+from promo_assets.evaluation.board import (
+    ChainRecord,
+    assemble,
+    board_entry,
+    board_notes,
+    board_plots,
+    budgets_kept,
+    current_champion,
+)
 from promo_assets.evaluation.board_view import compact_boards, full_board, not_evaluated
 from promo_assets.evaluation.report import RANDOM_MODEL, RANDOM_VERSION
 from promo_assets.models import registry
@@ -40,34 +48,25 @@ def _latest(instance, asset_key: dg.AssetKey, campaign: str, observations: bool 
     return records[0] if records else None
 
 
-def board_entry(instance, name: str, campaign: str, config, frame_version: str | None = None) -> dict:
-    """Where model `name` stands for `campaign`: 'skipped' (campaign.yaml leaves it out or it does not
-    apply: `registry.skip_reason`; or its first phase's latest event is a skip), 'evaluated' (the run
-    of its latest policy_evaluation materialization), 'stale' (that evaluation is of another training
-    frame than `frame_version`, the current one: the model's chain failed or did not run since; not
-    ranked) or 'missing'."""
-    model = registry.get(name)
-    entry = {"model": name, "model_version": None, "evaluation_run_id": None, "status": "missing", "reason": None}
+def chain_record(instance, name: str, campaign: str, config) -> ChainRecord:
+    """Where model `name`'s chain stands for `campaign`: left out by campaign.yaml, else what Dagster
+    recorded: a skip of its first phase newer than its materialization, else its latest
+    policy_evaluation materialization."""
     left_out = registry.skip_reason(name, config)
     if left_out is not None:
-        return {**entry, "status": "skipped", "reason": left_out}
+        return ChainRecord(left_out)
+    model = registry.get(name)
     first = model_key(name, "model" if len(model.phases) == 1 else model.phases[0])
     skip, mat = _latest(instance, first, campaign, observations=True), _latest(instance, first, campaign)
     if skip is not None and "skipped_reason" in skip.asset_observation.metadata and (
             mat is None or skip.storage_id > mat.storage_id):
-        return {**entry, "status": "skipped", "reason": skip.asset_observation.metadata["skipped_reason"].value}
+        return ChainRecord(None, skip.asset_observation.metadata["skipped_reason"].value)
     ev = _latest(instance, model_key(name, "policy_evaluation"), campaign)
     if ev is None:
-        return {**entry, "reason": "no evaluation yet (its chain failed or has not run)"}
+        return ChainRecord()
     meta = ev.asset_materialization.metadata
-    version = meta["model_version"].value
-    evaluated = {**entry, "model_version": version, "evaluation_run_id": ev.run_id}
-    if frame_version is not None and "frame_version" in meta and meta["frame_version"].value != frame_version:
-        return {**evaluated, "status": "stale",
-                "reason": f"stale: its latest evaluation (run {ev.run_id[:8]}) is of an earlier training frame "
-                          f"({meta['frame_version'].value}, now {frame_version}); its chain failed or has not run since, "
-                          "so it is not ranked"}
-    return {**evaluated, "status": "evaluated"}
+    return ChainRecord(None, None, meta["model_version"].value, ev.run_id,
+                       meta["frame_version"].value if "frame_version" in meta else None)
 
 
 def board_tables(board: pd.DataFrame, entries: list[dict], champion: dict[str, float]) -> dict:
@@ -117,7 +116,8 @@ def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
             checks = frame_checks(frames_store.training_frame(con, campaign), config)
             # every registered model, also one whose chain is not in these Definitions (`promo run` builds
             # only the chains it runs: the others are left out for this campaign, listed with the reason)
-            entries = [board_entry(context.instance, n, campaign, config, frame_version) for n in registry.names()]
+            entries = [board_entry(n, chain_record(context.instance, n, campaign, config), frame_version)
+                       for n in registry.names()]
             ev = evaluation_inputs(context, con, landing, campaign, config)
             with domain_errors():
                 got = assemble(con, campaign, entries, ev, config.n_levels)
