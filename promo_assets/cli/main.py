@@ -667,7 +667,7 @@ def _run_job(job, campaign, instance, verbose: bool, tags: dict[str, str], asset
     """Run a campaign-partitioned job; asset log lines (epochs, scoring chunks) are printed as they
     come. Its results rows then count (succeeded; the other models' rows when only some models'
     chains failed) or are deleted (failed): promo_assets.store.results."""
-    from promo_assets.defs.campaign.assets import failed_models
+    from promo_assets.defs.common import failed_models
 
     result = job.execute_in_process(
         partition_key=campaign,

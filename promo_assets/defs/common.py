@@ -1,4 +1,8 @@
-"""Partitions, resources and small helpers shared by the asset modules (Dagster wiring only)."""
+"""The one module of Dagster helpers the asset modules share (Dagster wiring only): the campaign
+partitions, the resources, the connection and the results transaction, the
+upstream materialization an asset reads, project errors as Dagster failures, progress logging, and
+metadata tables. Every other function in `promo_assets/defs/` is a Dagster definition, or one of the
+few wiring helpers `tests/unit/test_architecture.py` names with its reason."""
 
 
 from contextlib import contextmanager
@@ -7,12 +11,11 @@ from typing import Iterator
 import dagster as dg
 import duckdb
 
+from promo_assets.config import settings
+from promo_assets.core.display import flatten, shown_text
 from promo_assets.core.errors import DomainError
 from promo_assets.core.text import markdown_text
-from promo_assets.ingestion import constraint_feature_problems, day_files
-from promo_assets.ingestion.frames import PopulationFile
-from promo_assets.store.frames import loaded_features
-
+from promo_assets.defs.recovery import WAREHOUSE_POOL  # noqa: F401  (imported from here by the asset modules)
 from promo_assets.defs.resources import (  # noqa: F401  (imported from here by the asset modules)
     ArtifactStoreResource,
     LandingResource,
@@ -20,8 +23,11 @@ from promo_assets.defs.resources import (  # noqa: F401  (imported from here by 
     WarehouseResource,
     make_resources,
 )
+from promo_assets.evaluation.inputs import EvaluationInputs, read_evaluation_inputs
+from promo_assets.simulation import truth_arrays
+from promo_assets.store import results
+from promo_assets.store.warehouse import transaction
 
-from promo_assets.defs.recovery import WAREHOUSE_POOL  # noqa: F401  (imported from here by the asset modules)
 INGESTION_ASSETS = ("rct_events", "payment_edges", "merchant_events")  # a campaign's day files, loaded per run
 
 # A campaign exists once its landing folder does (the landing sensor, the daily schedule and `promo
@@ -95,6 +101,12 @@ def table_metadata(columns: list[tuple[str, ...]], records: list[dict]) -> dg.Me
     )
 
 
+def described_table(columns, records: list[dict]) -> dg.MetadataValue:
+    """Dagster table metadata with typed, described columns (objects with `name`, `type` and
+    `description`, such as `promo_assets.evaluation.board_view.Column`)."""
+    return table_metadata([(c.name, c.type, c.description) for c in columns], records)
+
+
 def rows_table(rows: list[dict]) -> dg.MetadataValue:
     """Dagster table metadata of plain rows (numbers as float columns, NaN or None as an empty cell,
     the rest as text): the UI shows every value as text, never as Markdown."""
@@ -120,34 +132,14 @@ def md_table(rows: list[dict]) -> dg.MetadataValue:
     cols = list(rows[0])
     lines = ["| " + " | ".join(markdown_text(c) for c in cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:
-        lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
+        lines.append("| " + " | ".join(shown_text(r[c]) for c in cols) + " |")
     return dg.MetadataValue.md("\n".join(lines))
-
-
-def _fmt(v, text=markdown_text) -> str:
-    """A value as table text: floats to 4 significant digits, dicts and lists joined, text through
-    `text` (escaped for Markdown by default)."""
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    if isinstance(v, dict):
-        return ", ".join(f"{text(k)}: {_fmt(x, text)}" for k, x in v.items())
-    if isinstance(v, (list, tuple)):
-        return ", ".join(_fmt(x, text) for x in v)
-    return text(v)
-
-
-def _flat(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        name = f"{prefix}{k}"
-        out.update(_flat(v, f"{name}.") if isinstance(v, dict) else {name: v})
-    return out
 
 
 def kv_table(entries: dict, what: str = "value") -> dg.MetadataValue:
     """A dict (nested dicts flattened as 'a.b') as a two-column table for people: name | value, floats
     to 4 significant digits, lists joined; never a JSON string or a dict repr."""
-    return md_table([{"name": k, what: v.item() if hasattr(v, "item") else v} for k, v in _flat(dict(entries)).items()])
+    return md_table([{"name": k, what: v.item() if hasattr(v, "item") else v} for k, v in flatten(dict(entries)).items()])
 
 
 def for_people(value):
@@ -162,7 +154,7 @@ def for_people(value):
     if isinstance(value, dict):
         return kv_table(value)
     if isinstance(value, (list, tuple)):
-        return _fmt(list(value), str)  # plain text metadata: nothing to escape
+        return shown_text(list(value), str)  # plain text metadata: nothing to escape
     return str(value)
 
 
@@ -189,34 +181,85 @@ def progress_logger(init_context):
 
 
 # --------------------------------------------------------------------------------------------
-# reads and tables more than one domain's assets use
+# upstream reads and results writes every asset module uses
 
 
-def population(con, landing: LandingResource, campaign: str, features) -> PopulationFile | None:
-    """The latest population/ file, read in chunks when scored (None when there is none)."""
-    files = day_files(landing.path, campaign, "population")
-    return PopulationFile(con, files[max(files)], features) if files else None
+def upstream(context, asset_key) -> tuple[str, dict, str | None]:
+    """(run id, metadata values, data version) of the latest materialization of `asset_key` for this
+    campaign: the upstream this materialization reads (real lineage, never "the latest" row of a
+    table). Fails naming the asset when there is none."""
+    asset_key = dg.AssetKey.from_coercible(asset_key)
+    records = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=[context.partition_key]), limit=1).records
+    if not records:
+        raise dg.Failure(f"{asset_key.to_user_string()} has no materialization for campaign "
+                         f"'{context.partition_key}': materialize it first")
+    mat = records[0].asset_materialization
+    meta = {k: v.value for k, v in mat.metadata.items()}
+    return records[0].run_id, meta, (mat.tags or {}).get("dagster/data_version")
 
 
-def use_table(rows: list[dict]) -> list[dict]:
-    """The budget_multipliers rows of an evaluation as a small table: use over budget per budget."""
-    def ratio(x, t):
-        return None if x is None else round(x / t, 4) if t > 0 else 0.0
-
-    return [{"budget_per_capita": r["budget_per_capita"], "budget": r["constraint_name"],
-             "multiplier": float(f"{r['multiplier']:.6g}"), "predicted use / budget": ratio(r["predicted_use"], r["budget"]),
-             "true use / budget": ratio(r["true_use"], r["budget"]),
-             "at matched true spend": ratio(r["matched_true_use"], r["budget"])} for r in rows]
+_RUN_ENDED = {dg.DagsterRunStatus.SUCCESS: True, dg.DagsterRunStatus.FAILURE: False, dg.DagsterRunStatus.CANCELED: False}
 
 
-def group_features(con, campaign: str, config) -> list[str]:
-    """The feature columns campaign.yaml `constraints.groups` cap on; dg.Failure naming a group whose
-    column the loaded events lack (a cap on a column that is not there: never a query on it, no
-    decision at all)."""
-    features = sorted({g.feature for g in config.constraints.groups.values()}) if config.constraints else []
-    if features:
-        missing = constraint_feature_problems(config, loaded_features(con, campaign),
-                                              f"the loaded events of campaign '{campaign}'")
-        if missing:
-            raise dg.Failure("campaign.yaml: " + "; ".join(missing))
-    return features
+def failed_models(step_keys) -> list[str] | None:
+    """The models whose chain a run's failed steps belong to (step key: the asset key's parts joined by
+    '__', '<model>__<asset>' or 'optional__<model>__<asset>'), or None when a step outside every
+    model's chain failed (then the whole run counts as failed)."""
+    out = set()
+    for step in step_keys:
+        model = model_of_key(dg.AssetKey(step.split("__")))
+        if model is None:
+            return None
+        out.add(model)
+    return sorted(out)
+
+
+def ended_runs(instance: dg.DagsterInstance, run_ids) -> dict[str, bool | tuple[bool, list[str] | None]]:
+    """Dagster's own verdict on runs: run id -> succeeded, for the runs that have ended (a run this
+    instance does not know counts as failed); runs still queued or in progress are left out. A run
+    whose failed steps all belong to model chains gives (False, those models): promo_assets.store.results."""
+    out = {}
+    for run_id in run_ids:
+        run = instance.get_run_by_id(run_id)
+        if run is None or run.status in _RUN_ENDED:
+            out[run_id] = run is not None and _RUN_ENDED[run.status]
+            if run is not None and not out[run_id]:
+                steps = [e.step_key for e in instance.all_logs(run_id, of_type=dg.DagsterEventType.STEP_FAILURE)]
+                out[run_id] = (False, failed_models(steps) if steps else None)
+    return out
+
+
+@contextmanager
+def results_write(context, con, campaign: str, *tables: str):
+    """One transaction for all of an asset's results rows (all or none): the campaign's earlier runs
+    that have ended are marked from their Dagster status (a failed run's rows deleted), this run is
+    recorded in result_runs, and the retention rule (PROMO_KEEP_RUNS) is applied to `tables`."""
+    try:
+        keep = settings.keep_runs()
+    except settings.SettingsError as exc:
+        raise dg.Failure(str(exc)) from None
+    with transaction(con):
+        results.reconcile(con, campaign, ended_runs(context.instance, results.unfinished(con, campaign, context.run_id)))
+        results.start(con, campaign, context.run_id)
+        yield con
+        results.retain(con, campaign, context.run_id, tables, keep)
+
+
+@contextmanager
+def writing(context, warehouse: WarehouseResource, *tables: str) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection to the warehouse inside the results transaction of this run's campaign
+    (`results_write`): what an asset writes its rows with, after computing them."""
+    with connect(warehouse) as con, results_write(context, con, context.partition_key, *tables):
+        yield con
+
+
+def evaluation_inputs(context, con, landing: LandingResource, campaign: str, config) -> EvaluationInputs:
+    """The evaluation inputs (`promo_assets.evaluation.inputs`) of the outcome_model materialization
+    this run reads, with the truth of a simulated campaign (its landing folder's truth/ files)."""
+    _, _, outcome_version = upstream(context, "outcome_model")
+    campaign_dir = landing.path / campaign
+    truth = ((lambda ids: truth_arrays(campaign_dir, ids)) if (campaign_dir / "truth" / "response.parquet").exists()
+             else None)
+    with domain_errors():
+        return read_evaluation_inputs(con, campaign, config, outcome_version, truth)

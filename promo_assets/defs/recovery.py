@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import os
 import socket
-from pathlib import Path
 
 import dagster as dg
 from dagster._core.storage.dagster_run import FINISHED_STATUSES, DagsterRunStatus, RunsFilter
+
+from promo_assets.core.processes import process_alive, process_start
 
 WAREHOUSE_POOL = "warehouse"  # every asset that touches the DuckDB file; its limit (dagster.yaml) caps them at once
 
@@ -34,38 +35,10 @@ UNFINISHED = [DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRu
 ACTIVE = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
 
 
-def _proc_start(pid: int) -> str | None:
-    """The start time of process `pid` from /proc (None when gone, a zombie, or no /proc)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) "
-    if fields[0] in ("Z", "X"):  # zombie / dead: the process has ended
-        return None
-    return fields[19]
-
-
-def process_alive(pid: int, start: str | None = None) -> bool:
-    """Is process `pid` (started at `start`, when known) still running on this host?"""
-    if pid <= 0:
-        return False
-    if Path("/proc/self/stat").exists():
-        now = _proc_start(pid)
-        return now is not None and (start is None or now == start)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def process_tags() -> dict[str, str]:
     """Run tags naming this process, so that a later `promo run` can tell whether it is gone."""
     tags = {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
-    start = _proc_start(os.getpid())
+    start = process_start(os.getpid())
     if start is not None:
         tags[PID_START_TAG] = start
     return tags

@@ -58,6 +58,11 @@ def content_version(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
+def version_of(*parts) -> str:
+    """A data version from the upstream versions and values it is derived from."""
+    return content_version("|".join(str(p) for p in parts).encode())
+
+
 def artifact_path(kind: str, version: str, root: Path | None = None) -> Path:
     """`<root>/<kind>/<version>.bin`; ArtifactFormatError for a kind or version (read from stored
     metadata) that could name another path."""

@@ -388,3 +388,15 @@ def population_count(con: duckdb.DuckDBPyConnection, path: Path) -> tuple[int, i
 def population_batches(con: duckdb.DuckDBPyConnection, path: Path, rows: int):
     """A population file's rows as Arrow record batches of `rows` rows (on the cursor `con`)."""
     return con.execute(sql("frames", f"population_{file_format(path)}"), [str(path)]).fetch_record_batch(max(1, int(rows)))
+
+
+def event_rule_counts(con: duckdb.DuckDBPyConnection, campaign: str, n_levels: int) -> tuple:
+    """(rows, off the level grid, bad binary response, bad count response, bad response, bad cost, bad
+    propensity) over every loaded day of `campaign`'s rct_events."""
+    return con.execute(sql("checks", "rct_events_campaign"), [n_levels, campaign]).fetchone()
+
+
+def incentive_mismatches(con: duckdb.DuckDBPyConnection, campaign: str, incentives) -> int:
+    """The rct_events rows of `campaign` whose incentive is not its level's on the campaign's grid."""
+    levels = list(range(len(incentives)))
+    return con.execute(sql("checks", "incentive_mismatch_campaign"), [levels, list(incentives), campaign]).fetchone()[0]

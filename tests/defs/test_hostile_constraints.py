@@ -9,10 +9,10 @@ import datetime as dt
 import dagster as dg
 import pytest
 
-from promo_assets.store import warehouse
-from promo_assets.defs.common import LandingResource, WarehouseResource
+from promo_assets.defs.common import LandingResource, WarehouseResource, domain_errors
 from promo_assets.ingestion import ingest_events_day, load_config
 from promo_assets.simulation import simulate
+from promo_assets.store import warehouse
 
 GROUP = "constraints:\n  groups:\n    big_city: {feature: no_such_column, equals: x, budget_per_capita: 0.5}\n"
 
@@ -20,7 +20,8 @@ GROUP = "constraints:\n  groups:\n    big_city: {feature: no_such_column, equals
 @pytest.mark.hostile
 @pytest.mark.parametrize("case", ["error-decisions-group-cap-on-a-column-not-loaded"])
 def test_decisions_refuse_a_group_cap_on_a_column_the_loaded_events_lack(tmp_path, case):
-    from promo_assets.defs.decisions.assets import decision_constraints
+    from promo_assets.decisions import DecisionError
+    from promo_assets.decisions.plans import constraints_for_users
 
     simulate("demo", "c1", tmp_path / "landing", 2, 150, 1, start=dt.date(2026, 1, 1))
     folder = tmp_path / "landing" / "c1"
@@ -29,10 +30,11 @@ def test_decisions_refuse_a_group_cap_on_a_column_the_loaded_events_lack(tmp_pat
             ingest_events_day(con, load_config(tmp_path / "landing", "c1"), dt.date.fromisoformat(path.stem), path)
     (folder / "campaign.yaml").write_text((folder / "campaign.yaml").read_text() + GROUP)
     config = load_config(tmp_path / "landing", "c1")
-    with pytest.raises(dg.Failure) as err:
-        decision_constraints(WarehouseResource(path=str(tmp_path / "w.duckdb")),
-                             LandingResource(root=str(tmp_path / "landing")), "c1", config, ["u0000001"])
+    with pytest.raises(DecisionError) as err, WarehouseResource(path=str(tmp_path / "w.duckdb")).connect() as con:
+        constraints_for_users(con, LandingResource(root=str(tmp_path / "landing")).path, "c1", config, ["u0000001"])
+    with pytest.raises(dg.Failure) as failure, domain_errors():  # the asset's failure: the same message
+        raise err.value
     message = str(err.value)
     assert "'constraints.groups.big_city.feature' = 'no_such_column'" in message
     assert "the loaded events of campaign 'c1' have no such feature column" in message and "city" in message
-    assert "Binder" not in message
+    assert "Binder" not in message and str(failure.value) == message

@@ -50,6 +50,8 @@ import datetime as dt
 import dagster as dg
 
 from promo_assets.config import settings
+from promo_assets.defs.common import WAREHOUSE_POOL, campaign_partitions, model_of_key
+from promo_assets.ingestion import cached_config
 
 AC = dg.AutomationCondition
 
@@ -182,8 +184,6 @@ class TrainedForCampaign(dg.AutomationCondition):
         return f"trained_for_campaign({self.model or 'its chain'})"
 
     def evaluate(self, context: dg.AutomationContext) -> dg.AutomationResult:
-        from promo_assets.defs.common import model_of_key
-
         model = self.model or model_of_key(context.key)
         if model is None or context.candidate_subset.is_empty:
             return dg.AutomationResult(context, true_subset=context.candidate_subset)
@@ -195,7 +195,6 @@ class TrainedForCampaign(dg.AutomationCondition):
 def skip_reason(model: str, campaign: str) -> str | None:
     """Why `campaign` does not train `model` (from its campaign.yaml alone), None when it does or
     the campaign.yaml cannot be read."""
-    from promo_assets.ingestion import cached_config
     from promo_assets.models import registry
 
     try:  # cached_config parses a campaign.yaml once per content (a hit reads and hashes the file: ~0.2 ms)
@@ -239,3 +238,7 @@ def model_condition(model: str) -> dg.AutomationCondition:
 REACTION_CONDITION = _campaign_condition(
     _refresh_due() | AC.asset_matches(dg.AssetKey("monitoring_reaction"), AC.newly_updated()).with_label(
         "monitoring_reaction_updated"), "refresh_or_react")
+
+# the asset kwargs every campaign-level and per-model asset shares: the campaign partitions, the
+# warehouse pool and the campaign's refresh
+COMMON = dict(partitions_def=campaign_partitions, pool=WAREHOUSE_POOL, automation_condition=CAMPAIGN_CONDITION)

@@ -11,36 +11,34 @@ the UI it follows any model's evaluation (its automation condition)."""
 import dagster as dg
 import pandas as pd
 
-from promo_assets.core.text import markdown_text
-from promo_assets.defs.automation.conditions import GATHER_CONDITION
-from promo_assets.defs.campaign.assets import (
-    COMMON,
-    coefficient_arrays,
-    evaluation_inputs,
-    png_md,
-    results_write,
-)
+from promo_assets.core.display import png_markdown
+from promo_assets.defs.automation.conditions import COMMON, GATHER_CONDITION
 from promo_assets.defs.common import (
     LandingResource,
     WarehouseResource,
     connect,
+    described_table,
+    domain_errors,
+    evaluation_inputs,
     log_to,
     md_table,
     model_key,
-    table_metadata,
-    use_table,
+    writing,
 )
-from promo_assets.evaluation import (
-    evaluate_random,
-    leaderboard_markdown,
-    plot_frontier,
-    plot_response_by_level,
-    policy_curves,
+from promo_assets.evaluation import evaluate_random, leaderboard_markdown
+from promo_assets.evaluation.board import (
+    ChainRecord,
+    assemble,
+    board_entry,
+    board_notes,
+    board_plots,
+    budgets_kept,
+    current_champion,
 )
 from promo_assets.evaluation.board_view import compact_boards, full_board, not_evaluated
 from promo_assets.evaluation.report import RANDOM_MODEL, RANDOM_VERSION
 from promo_assets.models import registry
-from promo_assets.store import decisions as decisions_store, frames as frames_store, models as models_store
+from promo_assets.store import frames as frames_store, models as models_store
 
 
 def _latest(instance, asset_key: dg.AssetKey, campaign: str, observations: bool = False):
@@ -50,131 +48,53 @@ def _latest(instance, asset_key: dg.AssetKey, campaign: str, observations: bool 
     return records[0] if records else None
 
 
-def board_entry(instance, name: str, campaign: str, config, frame_version: str | None = None) -> dict:
-    """Where model `name` stands for `campaign`: 'skipped' (campaign.yaml leaves it out or it does not
-    apply: `registry.skip_reason`; or its first phase's latest event is a skip), 'evaluated' (the run
-    of its latest policy_evaluation materialization), 'stale' (that evaluation is of another training
-    frame than `frame_version`, the current one: the model's chain failed or did not run since; not
-    ranked) or 'missing'."""
-    model = registry.get(name)
-    entry = {"model": name, "model_version": None, "evaluation_run_id": None, "status": "missing", "reason": None}
+def chain_record(instance, name: str, campaign: str, config) -> ChainRecord:
+    """Where model `name`'s chain stands for `campaign`: left out by campaign.yaml, else what Dagster
+    recorded: a skip of its first phase newer than its materialization, else its latest
+    policy_evaluation materialization."""
     left_out = registry.skip_reason(name, config)
     if left_out is not None:
-        return {**entry, "status": "skipped", "reason": left_out}
+        return ChainRecord(left_out)
+    model = registry.get(name)
     first = model_key(name, "model" if len(model.phases) == 1 else model.phases[0])
     skip, mat = _latest(instance, first, campaign, observations=True), _latest(instance, first, campaign)
     if skip is not None and "skipped_reason" in skip.asset_observation.metadata and (
             mat is None or skip.storage_id > mat.storage_id):
-        return {**entry, "status": "skipped", "reason": skip.asset_observation.metadata["skipped_reason"].value}
+        return ChainRecord(None, skip.asset_observation.metadata["skipped_reason"].value)
     ev = _latest(instance, model_key(name, "policy_evaluation"), campaign)
     if ev is None:
-        return {**entry, "reason": "no evaluation yet (its chain failed or has not run)"}
+        return ChainRecord()
     meta = ev.asset_materialization.metadata
-    version = meta["model_version"].value
-    evaluated = {**entry, "model_version": version, "evaluation_run_id": ev.run_id}
-    if frame_version is not None and "frame_version" in meta and meta["frame_version"].value != frame_version:
-        return {**evaluated, "status": "stale",
-                "reason": f"stale: its latest evaluation (run {ev.run_id[:8]}) is of an earlier training frame "
-                          f"({meta['frame_version'].value}, now {frame_version}); its chain failed or has not run since, "
-                          "so it is not ranked"}
-    return {**evaluated, "status": "evaluated"}
-
-
-def assemble(con, campaign: str, entries: list[dict], ev, k: int) -> tuple[list[pd.DataFrame], dict]:
-    """Every evaluated model's stored rows and its holdout coefficients (for the plots)."""
-    frames, specs = [], {}
-    for e in entries:
-        if e["status"] != "evaluated":
-            continue
-        rows = models_store.model_evaluation(con, campaign, e["model"], e["evaluation_run_id"])
-        if rows.empty:
-            e.update(status="missing", reason=f"its evaluation of run {e['evaluation_run_id']} was removed (the run failed)")
-            continue
-        try:
-            users, values, costs = coefficient_arrays(con, campaign, e["model"], e["model_version"], "holdout", k)
-        except ValueError:  # scored for another number of levels: campaign.yaml changed since
-            e.update(status="stale", reason=f"stale: its latest evaluation (run {e['evaluation_run_id'][:8]}) was made "
-                                            f"for another campaign.yaml (not {k} levels); its chain failed or has not "
-                                            "run since, so it is not ranked")
-            continue
-        frames.append(rows)
-        specs[e["model"]] = (e["model_version"], *ev.align(users, values, costs, e["model"]))
-    return frames, specs
-
-
-def budgets_kept(con, campaign: str, entries: list[dict]) -> list[dict]:
-    """campaign.yaml `constraints:`: every evaluated model's use of each budget on the holdout (its
-    policy_evaluation's rows of budget_multipliers), as one table to compare the models by."""
-    out = []
-    for e in entries:
-        if e["status"] == "evaluated":
-            rows = models_store.budget_use_of_evaluation(con, campaign, e["model"], e["evaluation_run_id"])
-            out += [{"model": e["model"], **r} for r in use_table(rows.astype(object).where(rows.notna(), None).to_dict("records"))]
-    return out
-
-
-def schema_table(columns, records: list[dict]) -> dg.MetadataValue:
-    """Dagster table metadata with typed, described columns (`board_view.Column`)."""
-    return table_metadata([(c.name, c.type, c.description) for c in columns], records)
-
-
-def board_key(budget: float) -> str:
-    """The metadata key of the compact leaderboard at one budget."""
-    return f"leaderboard at budget {budget:g}"
+    return ChainRecord(None, None, meta["model_version"].value, ev.run_id,
+                       meta["frame_version"].value if "frame_version" in meta else None)
 
 
 def board_tables(board: pd.DataFrame, entries: list[dict], champion: dict[str, float]) -> dict:
     """The compact leaderboard (one table per budget), the models not evaluated with the reason and
     the full leaderboard, as Dagster tables, in that order."""
     others = [{k: e[k] for k in ("model", "status", "reason")} for e in entries if e["status"] != "evaluated"]
-    out = {board_key(b): schema_table(columns, records) for b, columns, records in compact_boards(board, champion)}
-    out["not_evaluated"] = schema_table(*not_evaluated(others))
-    out["leaderboard_full"] = schema_table(*full_board(board))
+    out = {f"leaderboard at budget {b:g}": described_table(columns, records) for b, columns, records in compact_boards(board, champion)}
+    out["not_evaluated"] = described_table(*not_evaluated(others))
+    out["leaderboard_full"] = described_table(*full_board(board))
     return out
 
 
-def current_champion(con, campaign: str) -> dict[str, float]:
-    """{member: weight} of the campaign's deployed champion ({} before the first)."""
-    import json
-
-    rows = decisions_store.latest_champion(con, campaign)
-    if rows.empty:
-        return {}
-    members = json.loads(rows.iloc[0]["champion_members"])
-    return dict(zip(members.get("members", []), map(float, members.get("weights", []))))
-
-
-def board_metadata(board: pd.DataFrame, specs: dict, ev, config, campaign: str, entries: list[dict],
-                   checks: list, champion: dict[str, float] | None = None) -> dict:
-    on = ev.evaluated_on()
-    logged, response, prop = on.events.logged, on.events.response, on.events.propensity
-    curves = policy_curves(specs, on.events, truth=on.truth)
-    frontier_png = plot_frontier(curves, board, title=f"{campaign}: cost–response frontier on the holdout days")
-    levels_png = plot_response_by_level(
-        {m: s[1] for m, s in specs.items()}, true_values=ev.true_values, logged=logged, response=response,
-        propensity=prop, incentives=list(config.incentives) if config.ordered else None,
-        labels=None if config.ordered else list(config.labels), title=f"{campaign}: average response per level")
-    failed = [f"**data check {markdown_text(c.name)} failed ({markdown_text(c.severity)})**: {markdown_text(c.message)}"
-              for c in checks if not c.passed]
-    stale = [f"**{markdown_text(e['model'])}** {markdown_text(e['reason'])}" for e in entries if e["status"] == "stale"]
-    notes = "".join(f"\n\n{line}" for line in failed + stale)
+def board_metadata(board: pd.DataFrame, specs: dict, ev, config, campaign: str, entries: list[dict], checks: list,
+                   champion: dict[str, float]) -> dict:
+    """The leaderboard's metadata: its tables, its Markdown with the notes under it, its plots, the data
+    checks it saw and the evaluations it assembled."""
+    frontier_png, levels_png = board_plots(board, specs, ev, config, campaign)
     return {
-        **board_tables(board, entries, champion or {}),
-        "leaderboard_markdown": dg.MetadataValue.md(leaderboard_markdown(board) + notes),
-        "frontier_plot": dg.MetadataValue.md(png_md(frontier_png, "Cost–response frontier (EOM on holdout; truth where simulated)")),
-        "response_per_level_plot": dg.MetadataValue.md(png_md(levels_png, "Average response per level: models vs truth")),
+        **board_tables(board, entries, champion),
+        "leaderboard_markdown": dg.MetadataValue.md(leaderboard_markdown(board) + board_notes(checks, entries)),
+        "frontier_plot": dg.MetadataValue.md(png_markdown(frontier_png, "Cost–response frontier (EOM on holdout; truth where simulated)")),
+        "response_per_level_plot": dg.MetadataValue.md(png_markdown(levels_png, "Average response per level: models vs truth")),
         "data_checks": md_table([{"check": c.name, "passed": c.passed, "severity": c.severity, "message": c.message}
                                  for c in checks]),
         "models": md_table([{"model": e["model"], "version": e["model_version"], "evaluation_run": e["evaluation_run_id"]}
                             for e in entries if e["status"] == "evaluated"]),
         "holdout_events": ev.n, "ground_truth": ev.true_values is not None, **ev.versions,
     }
-
-
-def store_board(con, campaign: str, run_id: str, random: pd.DataFrame, entries: list[dict], checks: list) -> None:
-    """The leaderboard run's rows: the random reference's evaluation, what it assembled of each model
-    (leaderboard_entries) and the data checks it saw (data_checks); inside the caller's transaction."""
-    models_store.write_board(con, campaign, run_id, random, entries, checks)
 
 
 def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
@@ -196,20 +116,21 @@ def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
             checks = frame_checks(frames_store.training_frame(con, campaign), config)
             # every registered model, also one whose chain is not in these Definitions (`promo run` builds
             # only the chains it runs: the others are left out for this campaign, listed with the reason)
-            entries = [board_entry(context.instance, n, campaign, config, frame_version) for n in registry.names()]
+            entries = [board_entry(n, chain_record(context.instance, n, campaign, config), frame_version)
+                       for n in registry.names()]
             ev = evaluation_inputs(context, con, landing, campaign, config)
-            frames, specs = assemble(con, campaign, entries, ev, config.n_levels)
+            with domain_errors():
+                got = assemble(con, campaign, entries, ev, config.n_levels)
             champion = current_champion(con, campaign)
             kept = budgets_kept(con, campaign, entries) if config.constraints else []
         random = evaluate_random(ev.evaluated_on(), ev.settings(config, campaign, log_to(context)))
         random["run_id"] = context.run_id
         entries.append({"model": RANDOM_MODEL, "model_version": RANDOM_VERSION, "evaluation_run_id": context.run_id,
                         "status": "evaluated", "reason": None})
-        with connect(warehouse) as con, results_write(context, con, campaign, "policy_evaluation", "leaderboard_entries",
-                                                      "data_checks"):
-            store_board(con, campaign, context.run_id, random, entries, checks)
-        board = pd.concat([f for f in frames + [random] if not f.empty], ignore_index=True)
-        metadata = board_metadata(board, specs, ev, config, campaign, entries[:-1], checks, champion)
+        with writing(context, warehouse, "policy_evaluation", "leaderboard_entries", "data_checks") as con:
+            models_store.write_board(con, campaign, context.run_id, random, entries, checks)
+        board = pd.concat([f for f in got.frames + [random] if not f.empty], ignore_index=True)
+        metadata = board_metadata(board, got.specs, ev, config, campaign, entries[:-1], checks, champion)
         if kept:
             metadata["budgets_kept"] = md_table(kept)
         return dg.MaterializeResult(metadata=metadata)

@@ -19,6 +19,7 @@ from promo_assets.ingestion import (
     ingest_edges_day,
     ingest_events_day,
 )
+from promo_assets.ingestion.checks import EventChecks
 from promo_assets.ingestion.days import CampaignDays, DayLoader, ingest_campaign_days
 from promo_assets.defs.automation.conditions import INGESTION_CONDITION
 from promo_assets.defs.common import (
@@ -122,28 +123,21 @@ CHECKS = [
 ]
 
 
-def _checks(warehouse: WarehouseResource, con, config, campaign: str,
-            days: CampaignDays) -> tuple[int, list[dg.AssetCheckResult]]:
-    """(rows of the campaign in rct_events, the asset checks over all of them)."""
-    [stats] = warehouse.read_rows("checks", "rct_events_campaign", [len(config.incentives), campaign], con=con)
-    n, off_grid, bad_resp_binary, bad_resp_count, bad_resp, bad_cost, bad_prop = stats
-    [(wrong_incentive,)] = warehouse.read_rows(
-        "checks", "incentive_mismatch_campaign", [list(range(config.n_levels)), list(config.incentives), campaign], con=con)
-    bad_response = bad_resp + (bad_resp_binary if config.response == "binary" else 0) + (
-        bad_resp_count if config.response == "count" else 0
-    )
+def check_results(got: EventChecks, days: CampaignDays) -> list[dg.AssetCheckResult]:
+    """rct_events' asset checks over every loaded day, and the day files that failed."""
     failed = days.failed
-    return n, [
-        dg.AssetCheckResult(check_name="row_count", passed=n > 0, metadata={"rows": n}),
+    return [
+        dg.AssetCheckResult(check_name="row_count", passed=got.rows > 0, metadata={"rows": got.rows}),
         dg.AssetCheckResult(
-            check_name="treatment_on_grid", passed=off_grid + wrong_incentive == 0,
-            metadata={"off_grid": off_grid, "incentive_mismatch": wrong_incentive},
+            check_name="treatment_on_grid", passed=got.off_grid + got.incentive_mismatch == 0,
+            metadata={"off_grid": got.off_grid, "incentive_mismatch": got.incentive_mismatch},
         ),
         dg.AssetCheckResult(
-            check_name="response_and_cost_range", passed=bad_response + bad_cost == 0,
-            metadata={"bad_response": bad_response, "bad_cost": bad_cost},
+            check_name="response_and_cost_range", passed=got.bad_response + got.bad_cost == 0,
+            metadata={"bad_response": got.bad_response, "bad_cost": got.bad_cost},
         ),
-        dg.AssetCheckResult(check_name="propensity_range", passed=bad_prop == 0, metadata={"bad_propensity": bad_prop}),
+        dg.AssetCheckResult(check_name="propensity_range", passed=got.bad_propensity == 0,
+                            metadata={"bad_propensity": got.bad_propensity}),
         dg.AssetCheckResult(
             check_name="day_files_loaded", passed=not failed, severity=dg.AssetCheckSeverity.ERROR,
             metadata={"failed_days": len(failed),
@@ -177,12 +171,12 @@ def rct_events(context: dg.AssetExecutionContext, config: DayRange, warehouse: W
 
     days = ingest_days(context, warehouse, landing, "events", load, config)
     with warehouse.connect() as con:
-        rows, checks = _checks(warehouse, con, campaign_config, campaign, days)
-    if rows == 0:  # nothing to learn from: downstream does not run on an empty campaign
+        got = EventChecks.read(con, campaign, campaign_config)
+    if got.rows == 0:  # nothing to learn from: downstream does not run on an empty campaign
         why = (f"every events day file failed ({len(days.failed)}: see the check day_files_loaded)" if days.failed
                else f"no events day file under {landing.path / campaign / 'events'}")
         raise dg.Failure(f"campaign '{campaign}' has no events loaded: {why}")
-    return dg.MaterializeResult(metadata=_events_metadata(days, campaign_config), check_results=checks)
+    return dg.MaterializeResult(metadata=_events_metadata(days, campaign_config), check_results=check_results(got, days))
 
 
 @dg.asset(

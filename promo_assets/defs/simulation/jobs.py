@@ -3,8 +3,9 @@
 
 import dagster as dg
 
-from promo_assets.ingestion import discover_campaigns
 from promo_assets.defs.common import LandingResource, campaign_partitions
+from promo_assets.ingestion import discover_campaigns
+from promo_assets.simulation import simulate
 
 
 class SimulateConfig(dg.Config):
@@ -19,7 +20,6 @@ class SimulateConfig(dg.Config):
 
 @dg.op(description="Simulate a campaign (default: the built-in demo) into the landing folder and register its partition.")
 def simulate_campaign(context: dg.OpExecutionContext, config: SimulateConfig, landing: LandingResource):
-    from promo_assets.simulation import simulate
 
     existing = discover_campaigns(landing.path)
     if config.only_if_empty and existing:

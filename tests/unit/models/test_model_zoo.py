@@ -56,7 +56,7 @@ def test_definitions_have_one_chain_per_registered_model():
 def test_a_failed_step_of_an_optional_chain_is_that_models_failure():
     """Step keys join the key's parts with '__': `optional__cmnn__model` is cmnn's chain, so a run in
     which only it failed is 'partial' (the other models' rows count), not failed."""
-    from promo_assets.defs.campaign.assets import failed_models
+    from promo_assets.defs.common import failed_models
 
     assert failed_models(["optional__cmnn__model", "dipn__bias_net", "gnn_hazard__joint_allocation"]) == \
         ["cmnn", "dipn", "gnn_hazard"]

@@ -1,0 +1,124 @@
+"""The campaign's champion as a run of the `champion` asset chooses it: the evidence of the models a
+leaderboard run assembled (`read_champion_inputs`), the incumbent kept or set aside by the
+monitoring's reactions, the choice itself (`choose`, promo_assets.evaluation.champion) and its rows
+(`record_champion`). No dagster here (domain code).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from promo_assets.evaluation.champion import (
+    Candidate,
+    ChampionDecision,
+    ChampionSettings,
+    Evidence,
+    choose_champion,
+    evidence_frame,
+    truth_audit,
+)
+from promo_assets.evaluation.eom import EvaluationError
+from promo_assets.store import decisions as decisions_store, models as models_store, monitoring as monitoring_store
+
+
+@dataclass(frozen=True)
+class ChampionInputs:
+    """What a champion is chosen from: the evaluation inputs (`ev`), the evidence of every model the
+    leaderboard run assembled, their versions, the incumbent (None for a first champion or when a
+    `retrain` reaction sets it aside), the active monitoring reactions, and a warning to log when a
+    reaction changed the incumbent."""
+
+    ev: object
+    evidence: Evidence
+    versions: dict[str, str]
+    incumbent: Candidate | None
+    reactions: frozenset[str]
+    warning: str | None = None
+
+
+def read_champion_inputs(con, campaign: str, ev, board_run: str, run_id: str, n_levels: int) -> ChampionInputs:
+    """The champion's inputs for `campaign`: the models leaderboard run `board_run` assembled, their
+    holdout coefficients aligned with the events of `ev`, and the incumbent (run `run_id`'s own
+    champion counts when it has one)."""
+    models = decisions_store.board_models(con, campaign, board_run)
+    if not models:
+        raise EvaluationError(f"the leaderboard of campaign '{campaign}' (run {board_run}) has no evaluated model: "
+                              "nothing to choose a champion from")
+    coefs = {m: ev.align(*models_store.coefficient_arrays(con, campaign, m, v, "holdout", n_levels), m)
+             for m, v, _ in models}
+    last = decisions_store.latest_champion(con, campaign, or_run=run_id)
+    reactions = frozenset(monitoring_store.active_reactions(con, campaign)["reaction"])
+    fallback = (monitoring_store.previous_champion(con, campaign, last["champion"].iloc[0])
+                if "fallback" in reactions and len(last) else None)
+    incumbent = Candidate.from_dict(json.loads(last["champion_members"].iloc[0])) if len(last) else None
+    warning = None
+    if "retrain" in reactions:  # monitoring saw a change: the champion is chosen afresh, no incumbent kept
+        warning, incumbent = "monitoring reaction retrain: the champion is chosen afresh (no incumbent)", None
+    elif fallback is not None:  # monitoring reaction fallback: the previous champion decides again
+        warning = f"monitoring reaction fallback: the previous champion {fallback.get('name', '')} is kept"
+        incumbent = Candidate.from_dict(fallback)
+    return ChampionInputs(ev, evidence_of(ev, coefs, n_levels), {m: v for m, v, _ in models}, incumbent, reactions,
+                          warning)
+
+
+def evidence_of(ev, coefficients: dict, n_levels: int) -> Evidence:
+    """The evidence of the holdout events: the logged arrays, the outcome model's predictions (zeros
+    when it could not be fitted) and every model's coefficients for the events."""
+    e = ev.evaluated_on().events
+    t, y, z, p = e.logged, e.response, e.cost, e.propensity
+    dm_v = ev.dm_values if ev.dm_values is not None else np.zeros((len(t), n_levels))
+    dm_c = ev.dm_costs if ev.dm_costs is not None else np.zeros((len(t), n_levels))
+    return Evidence(t, y, z, p, dm_v, dm_c, coefficients, np.full(len(t), "holdout"))
+
+
+@dataclass(frozen=True)
+class ChampionChoice:
+    """A champion chosen: the decision, the settings it was chosen with, its evidence, the % of the
+    oracle of every candidate at each budget (simulated campaigns; {} otherwise) and the leaderboard run."""
+
+    decision: ChampionDecision
+    settings: ChampionSettings
+    evidence: Evidence
+    pct: dict
+    board_run: str
+
+    def best(self) -> str | None:
+        """The candidate with the highest mean % of the oracle (None without truth)."""
+        return max(self.pct, key=lambda n: np.mean(self.pct[n])) if self.pct else None
+
+
+def choose(inputs: ChampionInputs, config, board_run: str) -> ChampionChoice:
+    """The champion of campaign.yaml `champion:` among the inputs' models and blends; a `fallback`
+    reaction keeps the incumbent (it is not replaced)."""
+    settings = ChampionSettings.from_config(config.champion)
+    if "fallback" in inputs.reactions and inputs.incumbent is not None:
+        settings = dataclasses.replace(settings, confidence=1 - 1e-12)  # the fallback is not replaced
+    budgets = list(config.budget_per_capita)
+    decision = choose_champion(inputs.evidence, budgets, settings, incumbent=inputs.incumbent, versions=inputs.versions)
+    ev = inputs.ev
+    pct = {} if ev.true_values is None else truth_audit(
+        ev.true_values, ev.true_costs, decision.results,
+        {m: inputs.evidence.coefficients[m] for m in inputs.versions}, budgets)
+    return ChampionChoice(decision, settings, inputs.evidence, pct, board_run)
+
+
+def _num(x) -> float | None:
+    return None if x is None or not math.isfinite(float(x)) else float(x)
+
+
+def record_champion(con, campaign: str, run_id: str, choice: ChampionChoice) -> None:
+    """Tables champion and champion_evidence (inside the caller's transaction)."""
+    decision, settings, pct = choice.decision, choice.settings, choice.pct
+    champ, inc, head, best = decision.champion, decision.incumbent, decision.headline(), choice.best()
+    decisions_store.record_champion(con, campaign, run_id, [
+        champ.name, champ.version, json.dumps(champ.to_dict()), decision.leader.name,
+        decision.proposal.name, inc.name if inc else None, decision.changed, settings.pin is not None,
+        settings.confidence, decision.reason, head["reference"], _num(head["difference"]), _num(head["low"]),
+        _num(head["high"]), choice.evidence.n, choice.board_run,
+        float(np.mean(pct[champ.name])) if champ.name in pct else None,
+        best, float(np.mean(pct[best])) if best else None], evidence_frame(decision, pct))
