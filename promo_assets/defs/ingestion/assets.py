@@ -15,12 +15,6 @@ from typing import Optional
 import dagster as dg
 from pydantic import Field
 
-from promo_assets.ingestion import (
-    ingest_edges_day,
-    ingest_events_day,
-)
-from promo_assets.ingestion.checks import EventChecks
-from promo_assets.ingestion.days import CampaignDays, DayLoader, ingest_campaign_days
 from promo_assets.defs.automation.conditions import INGESTION_CONDITION
 from promo_assets.defs.common import (
     WAREHOUSE_POOL,
@@ -30,6 +24,12 @@ from promo_assets.defs.common import (
     md_table,
     table_metadata,
 )
+from promo_assets.ingestion import (
+    ingest_edges_day,
+    ingest_events_day,
+)
+from promo_assets.ingestion.checks import EventChecks
+from promo_assets.ingestion.days import CampaignDays, DayLoader, ingest_campaign_days
 
 
 class DayRange(dg.Config):

@@ -12,9 +12,10 @@ import pytest
 import yaml
 
 from promo_assets.cli.main import main
-from promo_assets.models import registry
 from promo_assets.defs.common import model_key, model_of_key
+from promo_assets.models import registry
 from tests.conftest import PLUMBING_MODELS, train_only
+
 
 def _query(env, statement: str, params=None):
     with duckdb.connect(str(env["warehouse"]), read_only=True) as con:
