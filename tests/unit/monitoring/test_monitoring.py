@@ -346,3 +346,32 @@ def test_the_training_window_segments_are_read_back_from_the_warehouse(tmp_path)
         assert monitoring_store.training_change_segments(con, "c1", dt.date(2026, 1, 13)) == ()
         assert monitoring_store.training_change_segments(con, "c1", None) == ()
         assert monitoring_store.training_change_segments(con, "other", day) == ()
+
+
+def test_the_training_frame_reads_the_changed_segments_features_of_its_events(tmp_path):
+    """The training frame's events come with the feature columns of the window's segments (a previous
+    release's warehouse: the demo campaign), the same events as without; only the segment's events before
+    the change day are down-weighted."""
+    import gzip
+    import shutil
+
+    from promo_assets.store import frames as frames_store
+    from promo_assets.store.warehouse import connect
+    from tests.unit.store.test_upgrade_previous_release import FIXTURE
+
+    path = tmp_path / "w.duckdb"
+    with gzip.open(FIXTURE, "rb") as src, open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    with connect(path) as con:
+        assert "city" in frames_store.feature_spec(con, "demo")[1]
+        plain = frames_store.propensity_events(con, "demo")
+        events = frames_store.propensity_events(con, "demo", ["city"])
+    assert "city" not in plain.columns and len(events) == len(plain) > 0
+    pd.testing.assert_frame_equal(events.drop(columns="city"), plain)
+    days = sorted(events["event_date"].unique())
+    city = str(events["city"].iloc[0])
+    assert len(days) > 1 and events["city"].nunique() > 1
+    w = stale_weights(events["event_date"], pd.Timestamp(days[-1]).date(), 0.05, [("city", city)], events)
+    before = (pd.to_datetime(events["event_date"]) < days[-1]).to_numpy()
+    assert set(w[before & (events["city"].astype(str) == city).to_numpy()]) == {0.05}
+    assert set(w[~before | (events["city"].astype(str) != city).to_numpy()]) == {1.0}
