@@ -12,7 +12,7 @@ Cases (the change on day --change-day, 12 by default):
   a          no change
   b_warn     a response shift (the coupon's effect moves from one city to another), reactions: warn
   b_react    the same shift, campaign.yaml monitoring.reactions realized_vs_predicted / effect_below_zero: retrain
-             (with the monitoring settings of --react, e.g. --react stale_weight=0.02)
+             (with the monitoring settings of --react, e.g. --react stale_scope=segments stale_weight=0.01)
   a_react    no change, with the reactions of b_react (does the reaction fire or harm without a change?)
   c          a population shift: a new city and a feature beyond its training range
   d          a coupon system that applies 80 % of the decisions

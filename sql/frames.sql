@@ -150,8 +150,8 @@ ORDER BY e.event_date, e.source_row;
 
 -- name: propensity_events
 -- the events of a campaign with their stored propensity (training_frame: split and IPS weights,
--- the data checks of the level counts and the response)
-SELECT e.event_date, e.source_row, e.user_id, e.level, e.response, p.propensity
+-- the data checks of the level counts and the response), with the feature columns asked for
+SELECT e.event_date, e.source_row, e.user_id, e.level, e.response, p.propensity {columns}
 FROM rct_events e
 JOIN propensity p USING (campaign, event_date, source_row)
 WHERE e.campaign = ?

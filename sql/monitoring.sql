@@ -79,6 +79,14 @@ FROM monitoring_checks AS c JOIN result_runs AS r ON r.campaign = c.campaign AND
 WHERE c.campaign = ? AND r.status IN ('succeeded', 'partial') AND c.check_reaction = 'retrain' AND c.change_day IS NOT NULL
   AND (NOT c.check_passed OR c.check_name = 'training_window');
 
+-- name: training_change_segments
+-- The segments (JSON list of [feature, value]) of the campaign's latest training window on day ? (NULL: none
+-- or all events): the training_window row of the newest visible outcomes run that carries that day.
+SELECT c.change_segments
+FROM monitoring_checks AS c JOIN result_runs AS r ON r.campaign = c.campaign AND r.run_id = c.run_id
+WHERE c.campaign = ? AND r.status IN ('succeeded', 'partial') AND c.check_name = 'training_window' AND c.change_day = ?
+ORDER BY c.checked_at DESC LIMIT 1;
+
 -- name: active_reactions
 -- The acting reactions (failed checks whose reaction is not 'warn') of the campaign's latest outcomes
 -- run that is visible or is run ? itself: check, reaction, change day, message.

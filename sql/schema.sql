@@ -721,3 +721,9 @@ CREATE TABLE IF NOT EXISTS monitoring_checks (
     change_day          DATE,
     checked_at          TIMESTAMP NOT NULL
 );
+
+-- name: add_monitoring_checks_change_segments
+-- The training window's segments (a JSON list of [feature, value]) whose response changed: with
+-- campaign.yaml monitoring.stale_scope 'segments' only their events before the change day are
+-- down-weighted; added by ALTER so that warehouses created before the column get it too.
+ALTER TABLE monitoring_checks ADD COLUMN IF NOT EXISTS change_segments VARCHAR;

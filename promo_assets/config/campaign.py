@@ -488,6 +488,11 @@ class MonitoringBlock(_Block):
     stale_weight: float = Field(0.1, ge=0, le=1, description="a number in [0, 1]: the weight of the events before a "
                                 "detected change when the campaign retrains")
     """With `retrain`, the training events before the detected change keep this share of their weight."""
+    stale_scope: Literal["all", "segments"] = Field("all", description="'all' or 'segments': which events before a "
+                                                  "detected change are down-weighted, with retrain")
+    """With `retrain`: `all` down-weights every training event before the change day; `segments` only those
+    of the segments (values of a categorical feature) whose response was off its prediction during the
+    failure of realized_vs_predicted (all events when no segment was)."""
     change_explore_share: float | None = Field(None, gt=0, le=0.5, description="a number in (0, 0.5]: the "
                                                "exploration share on the days after a detected change, with retrain "
                                                "(default: exploration.share)")

@@ -53,6 +53,7 @@ class CheckOutcome:
     severity: str = "WARN"          # 'WARN' | 'ERROR'
     reaction: str = "warn"
     change_day: dt.date | None = None   # the first day of the failure (the reaction's change day)
+    segments: tuple[tuple[str, str], ...] = ()  # (feature, value) of the segments off during the failure
 
     @property
     def acts(self) -> bool:
@@ -134,18 +135,29 @@ def _streak_start(days: list[dict], failing, settle: int = 1) -> dt.date | None:
     return None if i is None else ok[i]["day"]
 
 
-def segments_off(d: dict, tol: float, z: float) -> list[str]:
-    """The segments of a day's outcome row (`segments`) whose response is off the prediction by more than
-    twice `tol` beyond their noise (Bonferroni over the segments), one message each."""
-    out = []
+def _off(d: dict, tol: float, z: float) -> list[dict]:
+    """The segment rows of a day's outcome row (`segments`) whose response is off the prediction by more
+    than twice `tol` beyond their noise (Bonferroni over the segments)."""
     segs = d.get("segments") or []
     zs = float(norm.ppf(1 - (1 - norm.cdf(z)) / max(1, len(segs))))  # Bonferroni over the segments
-    for s in segs:
-        noise = zs * s["se"] if math.isfinite(s["se"]) else 0.0
-        if s["predicted"] > 0 and abs(s["realized"] - s["predicted"]) > 2 * tol * s["predicted"] + noise:
-            out.append(f"{s['segment']}: realized response {s['realized']:.4g} per event against {s['predicted']:.4g} "
-                       f"predicted ({(s['realized'] - s['predicted']) / s['predicted']:+.1%}, {s['events']} events)")
-    return out
+    return [s for s in segs if s["predicted"] > 0 and abs(s["realized"] - s["predicted"])
+            > 2 * tol * s["predicted"] + (zs * s["se"] if math.isfinite(s["se"]) else 0.0)]
+
+
+def segments_off(d: dict, tol: float, z: float) -> list[str]:
+    """The segments of a day's outcome row whose response is off the prediction (`_off`), one message each."""
+    return [f"{s['segment']}: realized response {s['realized']:.4g} per event against {s['predicted']:.4g} "
+            f"predicted ({(s['realized'] - s['predicted']) / s['predicted']:+.1%}, {s['events']} events)"
+            for s in _off(d, tol, z)]
+
+
+def failure_segments(days: list[dict], start: dt.date | None, tol: float, z: float) -> tuple[tuple[str, str], ...]:
+    """The (feature, value) of every segment off its prediction on a deployed day from `start` on (the
+    failure of realized_vs_predicted): where the response changed, for a `retrain` limited to them."""
+    if start is None:
+        return ()
+    return tuple(sorted({(s["feature"], s["value"]) for d in days if d["day"] >= start
+                         for s in _off(d, tol, z) if "feature" in s}))
 
 
 def check_z(settings) -> float:
@@ -177,10 +189,10 @@ def run_checks(settings, days: list[dict], refused: list[dict], drift, late_days
     ok = sorted(days, key=lambda r: r["day"])
     out: list[CheckOutcome] = []
 
-    def outcome(name, passed, message, change=None):
+    def outcome(name, passed, message, change=None, segments=()):
         reaction = getattr(reactions, name, "warn")
         severity = "WARN" if reaction == "warn" or passed else "ERROR"
-        out.append(CheckOutcome(name, passed, message, severity, reaction, change))
+        out.append(CheckOutcome(name, passed, message, severity, reaction, change, tuple(segments)))
 
     if refused:
         latest = max(refused, key=lambda r: r["day"])
@@ -196,7 +208,8 @@ def run_checks(settings, days: list[dict], refused: list[dict], drift, late_days
         start = _streak_start(ok, lambda d: bool(_realized_fails(d, tol, z)), settings.settle_days)
         outcome("realized_vs_predicted", not fails, f"{last['day']}: " + ("; ".join(fails) if fails else
                 f"realized response {last['realized_response']:.4g} and spend {last['realized_cost']:.4g} per event, "
-                f"predicted {last['predicted_response']:.4g} and {last['predicted_cost']:.4g}"), start if fails else None)
+                f"predicted {last['predicted_response']:.4g} and {last['predicted_cost']:.4g}"), start if fails else None,
+                failure_segments(ok, start, tol, z) if fails else ())
     else:
         outcome("realized_vs_predicted", True, "no deployed day has come back yet")
 

@@ -100,13 +100,25 @@ def feature_drift(reference: pd.DataFrame, population: pd.DataFrame, numeric: li
     return out
 
 
-def stale_weights(event_dates, change_day, stale_weight: float) -> np.ndarray:
+def stale_weights(event_dates, change_day, stale_weight: float, segments=(),
+                  features: pd.DataFrame | None = None) -> np.ndarray:
     """The factor of each event's training weight after a `retrain` reaction: `stale_weight` for the events
-    before `change_day` (the curves they saw have changed), 1 from it on; all 1 without a change day."""
+    before `change_day` (the curves they saw have changed), 1 from it on; all 1 without a change day.
+    With `segments` ((feature, value) pairs: where the response changed) and the events' `features`,
+    only the events of those segments are stale (campaign.yaml monitoring.stale_scope 'segments'); the
+    others keep their weight: what they saw has not changed, and they keep the model's footing while
+    the changed segments are learned from the days since the change."""
     dates = pd.to_datetime(pd.Series(event_dates)).dt.date.to_numpy()
     if change_day is None:
         return np.ones(len(dates))
-    return np.where(dates < change_day, float(stale_weight), 1.0)
+    stale = dates < change_day
+    pairs = [(f, v) for f, v in segments if features is not None and f in features.columns]
+    if pairs:
+        changed = np.zeros(len(dates), dtype=bool)
+        for f, v in pairs:
+            changed |= (features[f].astype("string").fillna("<missing>") == v).to_numpy(dtype=bool)
+        stale &= changed
+    return np.where(stale, float(stale_weight), 1.0)
 
 
 def exploration_after_change(share: float, change_day, day, settings) -> float:

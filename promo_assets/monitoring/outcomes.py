@@ -133,7 +133,7 @@ def segment_rows(frame: pd.DataFrame, columns: list[str], min_events: int = 30) 
             if len(part) < min_events:
                 continue
             resid = (part["y"] - part["py"]).to_numpy(dtype=np.float64)
-            out.append({"segment": f"{col}={value}", "events": int(len(part)), "realized": float(part["y"].mean()),
+            out.append({"segment": f"{col}={value}", "feature": col, "value": str(value), "events": int(len(part)), "realized": float(part["y"].mean()),
                         "predicted": float(part["py"].mean()), "realized_cost": float(part["c"].mean()),
                         "predicted_cost": float(part["pc"].mean()), "se": _se(resid)})
     return out

@@ -30,14 +30,21 @@ class MonitorResult:
     decision_age_days: float | None
     late: list[dt.date]
     change_day: dt.date | None = None   # the training window's start carried on (retrain)
+    change_segments: tuple[tuple[str, str], ...] = ()  # the segments whose response changed then (() = all)
     log: list[str] = field(default_factory=list)
 
-    def new_reactions(self, before: dt.date | None, acted_before: set) -> list[CheckOutcome]:
+    def new_reactions(self, before: dt.date | None, acted_before: set,
+                      before_segments: tuple[tuple[str, str], ...] = ()) -> list[CheckOutcome]:
         """The acting reactions that act now (each once: retrain for a change day after `before`, the
-        others when (check, reaction) was not acting in the previous run); sets `change_day`."""
+        others when (check, reaction) was not acting in the previous run); sets `change_day` and
+        `change_segments` (the segments off in the failures of that change day; `before_segments` for
+        the window carried on)."""
         acting = [c for c in self.checks if c.acts]
-        retrain = [c.change_day for c in acting if c.reaction == "retrain" and c.change_day is not None]
-        self.change_day = max([d for d in [before, *retrain] if d is not None], default=None)
+        retrain = [c for c in acting if c.reaction == "retrain" and c.change_day is not None]
+        self.change_day = max([d for d in [before, *(c.change_day for c in retrain)] if d is not None], default=None)
+        now = [c for c in retrain if c.change_day == self.change_day]
+        self.change_segments = (tuple(sorted({s for c in now for s in c.segments})) if now
+                                else tuple(before_segments) if self.change_day is not None else ())
         return [c for c in acting
                 if ((c.change_day is not None and (before is None or c.change_day > before)) if c.reaction == "retrain"
                     else (c.name, c.reaction) not in acted_before)]
@@ -82,9 +89,12 @@ class MonitorResult:
         checks = [{"check_name": c.name, "passed": c.passed, "severity": c.severity, "message": c.message,
                    "reaction": c.reaction, "change_day": c.change_day} for c in self.checks]
         if self.change_day is not None:
+            where = ("; the response changed in " + ", ".join(f"{f}={v}" for f, v in self.change_segments)
+                     if self.change_segments else "")
             checks.append({"check_name": "training_window", "passed": True, "severity": "WARN",
-                           "message": f"training events before {self.change_day} down-weighted (retrain reaction)",
-                           "reaction": "retrain", "change_day": self.change_day})
+                           "message": f"training events before {self.change_day} down-weighted (retrain reaction{where})",
+                           "reaction": "retrain", "change_day": self.change_day,
+                           "change_segments": json.dumps([list(s) for s in self.change_segments])})
         return {"outcomes": pd.DataFrame(out_rows), "levels": pd.DataFrame(level_rows), "effect": effect,
                 "drift": drift, "checks": pd.DataFrame(checks)}
 

@@ -45,9 +45,9 @@ def replace_propensity(con: duckdb.DuckDBPyConnection, campaign: str, version: s
         con.execute(sql("frames", "insert_propensity"), [campaign, version])
 
 
-def propensity_events(con: duckdb.DuckDBPyConnection, campaign: str) -> pd.DataFrame:
-    """The campaign's events with their propensity (the training frame's input)."""
-    return con.execute(sql("frames", "propensity_events"), [campaign]).df()
+def propensity_events(con: duckdb.DuckDBPyConnection, campaign: str, features: list[str] = ()) -> pd.DataFrame:
+    """The campaign's events with their propensity (the training frame's input) and `features`."""
+    return con.execute(sql("frames", "propensity_events", columns=_columns(list(features))), [campaign]).df()
 
 
 def replace_training_frame(con: duckdb.DuckDBPyConnection, campaign: str, version: str, frame: pd.DataFrame) -> None:

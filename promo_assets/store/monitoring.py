@@ -72,6 +72,20 @@ def training_change_day(con: duckdb.DuckDBPyConnection, campaign: str) -> dt.dat
     return None if value is None else pd.Timestamp(value).date()
 
 
+def training_change_segments(con: duckdb.DuckDBPyConnection, campaign: str,
+                             change_day: dt.date | None) -> tuple[tuple[str, str], ...]:
+    """The (feature, value) segments whose response changed, of the training window that starts at
+    `change_day` (the latest `retrain` reaction's); () for none known (then every event is stale)."""
+    if change_day is None:
+        return ()
+    row = con.execute(sql("monitoring", "training_change_segments"), [campaign, change_day]).fetchone()
+    try:
+        pairs = json.loads(row[0]) if row and row[0] else []
+    except ValueError:
+        return ()
+    return tuple((str(f), str(v)) for f, v in pairs)
+
+
 def record(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str, tables: dict[str, pd.DataFrame]) -> None:
     """The rows of one outcomes run: tables 'outcomes', 'levels', 'effect', 'drift', 'checks' (frames
     whose columns are the tables' names; missing columns are NULL)."""

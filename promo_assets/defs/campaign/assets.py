@@ -108,12 +108,16 @@ def training_frame(context: dg.AssetExecutionContext, warehouse: WarehouseResour
     campaign = context.partition_key
     config = landing.config(campaign)
     with connect(warehouse) as con:
-        events = frames_store.propensity_events(con, campaign)
         change_day = monitoring_store.training_change_day(con, campaign)  # a `retrain` reaction's window
+        segments = (monitoring_store.training_change_segments(con, campaign, change_day)
+                    if config.monitoring.stale_scope == "segments" else ())
+        loaded = set(feature_spec(con, campaign)[1]) if segments else set()  # a segment's feature still loaded
+        events = frames_store.propensity_events(con, campaign, sorted({f for f, _ in segments} & loaded))
         split, weights = split_and_weights(events, events["propensity"].to_numpy(), config)
+        stale = stale_weights(events["event_date"], change_day, config.monitoring.stale_weight, segments, events)
         frame_df = pd.DataFrame(
             {"event_date": events["event_date"], "source_row": events["source_row"], "split": split,
-             "ips_weight": weights * stale_weights(events["event_date"], change_day, config.monitoring.stale_weight)})
+             "ips_weight": weights * stale})
         weights = frame_df["ips_weight"].to_numpy()
         version = content_version(frame_df[["ips_weight"]].to_numpy().tobytes() + "".join(split).encode())
         frames_store.replace_training_frame(con, campaign, version, frame_df)

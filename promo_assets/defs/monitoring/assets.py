@@ -57,10 +57,11 @@ def outcomes(context: dg.AssetExecutionContext, warehouse: WarehouseResource, la
         last = monitoring_store.latest_run(con, campaign)
         previous = monitoring_store.of_run(con, campaign, last, "outcomes") if last else None
         before = monitoring_store.training_change_day(con, campaign)
+        before_segments = monitoring_store.training_change_segments(con, campaign, before)
         acted_before = {(r.check_name, r.reaction) for r in monitoring_store.active_reactions(con, campaign).itertuples()}
         result = monitor(con, campaign, config, drift=DriftFrames(population, reference, numeric, categorical),
                          now=dt.datetime.now(), previous=previous, log=context.log.info)
-    new = result.new_reactions(before, acted_before)
+    new = result.new_reactions(before, acted_before, before_segments)
     with writing(context, warehouse, *OUTCOME_TABLES) as con:
         monitoring_store.record(con, campaign, context.run_id, result.tables())
     yield dg.MaterializeResult(asset_key="outcomes", metadata={

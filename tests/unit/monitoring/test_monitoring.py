@@ -15,8 +15,10 @@ from promo_assets.monitoring import (Candidate, OutcomeError, choose_decision, c
                                      feature_drift, late_days, run_checks, true_effect)
 from promo_assets.core.coefficients import Coefficients
 from promo_assets.evaluation.records import LoggedEvents
-from promo_assets.monitoring.drift import exploration_after_change
+from promo_assets.monitoring.checks import CheckOutcome
+from promo_assets.monitoring.drift import exploration_after_change, stale_weights
 from promo_assets.monitoring.effect import Deployment
+from promo_assets.monitoring.run import MonitorResult
 from tests.unit.campaign.test_hostile_config import BASE, load_yaml
 
 INC = np.array([0.0, 1, 2, 3, 4, 5])
@@ -247,6 +249,7 @@ BAD_MONITORING = {
     "compliance-above-one": ("monitoring:\n  min_compliance: 1.5\n", ["'monitoring.min_compliance'"]),
     "explore-share-unbounded": ("monitoring:\n  change_explore_share: 0.9\n", ["'monitoring.change_explore_share'"]),
     "settle-days-zero": ("monitoring:\n  settle_days: 0\n", ["'monitoring.settle_days'"]),
+    "unknown-stale-scope": ("monitoring:\n  stale_scope: city\n", ["'monitoring.stale_scope'", "'segments'"]),
 }
 
 
@@ -263,6 +266,7 @@ def test_monitoring_defaults(tmp_path):
     m = load_yaml(tmp_path, BASE).monitoring
     assert (m.confidence, m.realized_tolerance, m.reactions.realized_vs_predicted) == (0.9, 0.15, "warn")
     assert (m.settle_days, m.change_explore_share, m.change_explore_days) == (3, None, 3)
+    assert (m.stale_weight, m.stale_scope) == (0.1, "all")
 
 
 def test_the_retrain_reaction_explores_more_only_on_the_days_after_the_change():
@@ -274,3 +278,104 @@ def test_the_retrain_reaction_explores_more_only_on_the_days_after_the_change():
     assert [exploration_after_change(0.05, change, d, off) for d in days] == [0.05] * 4
     assert exploration_after_change(0.05, None, days[1], on) == 0.05  # no retrain window: no change seen
     assert exploration_after_change(0.3, change, days[1], on) == 0.3  # never less than exploration.share
+
+
+def _segments(real_b: float = 0.4) -> list[dict]:
+    return [{"segment": f"city={c}", "feature": "city", "value": c, "events": 400, "realized": real_b if c == "b" else 0.4,
+             "predicted": 0.4, "realized_cost": 1.0, "predicted_cost": 1.0, "se": 0.024} for c in ("a", "b", "c")]
+
+
+def test_the_retrain_window_keeps_the_segments_whose_response_changed():
+    """realized_vs_predicted names the segments off during its failure (from its first failing day on,
+    not before); the retrain window takes them, the next runs carry them on with the window, and its
+    row in monitoring_checks says them."""
+    d = [dt.date(2026, 1, i) for i in range(1, 6)]
+    react = MonitoringBlock.model_validate({"reactions": {"realized_vs_predicted": "retrain"}})
+    rows = [{**_ok_row(x), "segments": _segments()} for x in d[:3]]
+    rows += [{**_ok_row(x, real=0.36), "segments": _segments(0.2)} for x in d[3:]]
+    got = {c.name: c for c in run_checks(react, rows, [], [], [], 0.1)}
+    assert got["realized_vs_predicted"].change_day == d[3] and got["realized_vs_predicted"].segments == (("city", "b"),)
+    assert got["compliance"].segments == ()
+    quiet = {c.name: c for c in run_checks(react, rows[:3], [], [], [], 0.1)}
+    assert quiet["realized_vs_predicted"].passed and quiet["realized_vs_predicted"].segments == ()
+
+    result = MonitorResult(days=[], carried=[], effect=[], drift=[], checks=list(got.values()), decision_age_days=None,
+                           late=[])
+    assert [c.name for c in result.new_reactions(None, set())] == ["realized_vs_predicted"]
+    assert (result.change_day, result.change_segments) == (d[3], (("city", "b"),))
+    window = result.tables()["checks"].set_index("check_name").loc["training_window"]
+    assert window["change_segments"] == '[["city", "b"]]' and "city=b" in window["message"]
+    later = MonitorResult(days=[], carried=[], effect=[], drift=[], checks=list(quiet.values()), decision_age_days=None,
+                          late=[])
+    assert later.new_reactions(d[3], set(), (("city", "b"),)) == []  # passing now: the window is carried on
+    assert (later.change_day, later.change_segments) == (d[3], (("city", "b"),))
+    none = MonitorResult(days=[], carried=[], effect=[], drift=[], checks=[CheckOutcome(
+        "effect_below_zero", False, "below", "ERROR", "retrain", d[4])], decision_age_days=None, late=[])
+    none.new_reactions(d[3], set(), (("city", "b"),))  # a newer change seen by no segment: every event is stale
+    assert (none.change_day, none.change_segments) == (d[4], ())
+
+
+def test_stale_weights_down_weight_only_the_changed_segments_before_the_change():
+    dates = pd.to_datetime(["2026-01-01", "2026-01-01", "2026-01-02", "2026-01-03", "2026-01-03"])
+    feats = pd.DataFrame({"city": ["a", "b", "b", "b", None], "device": ["x", "y", "x", "x", "y"]})
+    change = dt.date(2026, 1, 3)
+    assert stale_weights(dates, change, 0.1).tolist() == [0.1, 0.1, 0.1, 1.0, 1.0]
+    assert stale_weights(dates, change, 0.1, [("city", "b")], feats).tolist() == [1.0, 0.1, 0.1, 1.0, 1.0]
+    assert stale_weights(dates, change, 0.0, [("city", "a"), ("device", "y")], feats).tolist() == [0.0, 0.0, 1.0, 1.0,
+                                                                                                   1.0]
+    assert stale_weights(dates, dt.date(2026, 1, 4), 0.1, [("city", "<missing>")], feats).tolist() == [1, 1, 1, 1, 0.1]
+    # a segment of a feature the events no longer have: no segment known, every event before the change is stale
+    assert stale_weights(dates, change, 0.1, [("region", "north")], feats).tolist() == [0.1, 0.1, 0.1, 1.0, 1.0]
+    assert stale_weights(dates, None, 0.1, [("city", "b")], feats).tolist() == [1.0] * 5
+
+
+def test_the_training_window_segments_are_read_back_from_the_warehouse(tmp_path):
+    """The window's segments stored with its training_window row are read back for its change day, only
+    from a run that succeeded; another day, no window or no row: none (every event stale)."""
+    from promo_assets.store import monitoring as monitoring_store, results
+    from promo_assets.store.warehouse import connect, transaction
+
+    day = dt.date(2026, 1, 12)
+    result = MonitorResult(days=[], carried=[], effect=[], drift=[], checks=[], decision_age_days=None, late=[],
+                           change_day=day, change_segments=(("city", "chengdu"), ("city", "bei'jing")))
+    with connect(tmp_path / "w.duckdb") as con:
+        with transaction(con):
+            results.start(con, "c1", "r1")
+            monitoring_store.record(con, "c1", "r1", result.tables())
+        assert monitoring_store.training_change_segments(con, "c1", day) == ()  # the run has not succeeded yet
+        with transaction(con):
+            results.finish(con, "c1", "r1", True)
+        assert monitoring_store.training_change_day(con, "c1") == day
+        assert monitoring_store.training_change_segments(con, "c1", day) == (("city", "chengdu"), ("city", "bei'jing"))
+        assert monitoring_store.training_change_segments(con, "c1", dt.date(2026, 1, 13)) == ()
+        assert monitoring_store.training_change_segments(con, "c1", None) == ()
+        assert monitoring_store.training_change_segments(con, "other", day) == ()
+
+
+def test_the_training_frame_reads_the_changed_segments_features_of_its_events(tmp_path):
+    """The training frame's events come with the feature columns of the window's segments (a previous
+    release's warehouse: the demo campaign), the same events as without; only the segment's events before
+    the change day are down-weighted."""
+    import gzip
+    import shutil
+
+    from promo_assets.store import frames as frames_store
+    from promo_assets.store.warehouse import connect
+    from tests.unit.store.test_upgrade_previous_release import FIXTURE
+
+    path = tmp_path / "w.duckdb"
+    with gzip.open(FIXTURE, "rb") as src, open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    with connect(path) as con:
+        assert "city" in frames_store.feature_spec(con, "demo")[1]
+        plain = frames_store.propensity_events(con, "demo")
+        events = frames_store.propensity_events(con, "demo", ["city"])
+    assert "city" not in plain.columns and len(events) == len(plain) > 0
+    pd.testing.assert_frame_equal(events.drop(columns="city"), plain)
+    days = sorted(events["event_date"].unique())
+    city = str(events["city"].iloc[0])
+    assert len(days) > 1 and events["city"].nunique() > 1
+    w = stale_weights(events["event_date"], pd.Timestamp(days[-1]).date(), 0.05, [("city", city)], events)
+    before = (pd.to_datetime(events["event_date"]) < days[-1]).to_numpy()
+    assert set(w[before & (events["city"].astype(str) == city).to_numpy()]) == {0.05}
+    assert set(w[~before | (events["city"].astype(str) != city).to_numpy()]) == {1.0}
