@@ -75,6 +75,8 @@ __all__ = [
     "loss_terms",
     "pseudo_outcomes",
     "headline_text",
+    "stored_headline",
+    "verdict_words",
     "influence",
     "paired_difference",
     "summary_tables",
@@ -428,7 +430,8 @@ class ChampionDecision:
     from the incumbent; reason: one sentence; losses: candidate -> (mean decision loss, low, high);
     comparisons: one dict per paired comparison (statistic 'loss' or 'dr_value', candidate,
     reference, budget or None for pooled, difference, low, high, verdict); results: the DR value at
-    equal spend of every candidate; excluded: model -> why it is no candidate."""
+    equal spend of every candidate; excluded: model -> why it is no candidate; decided_by: the
+    comparison that made the choice, in words (the decision loss; the DR values are only reported)."""
 
     champion: Candidate
     leader: Candidate
@@ -441,6 +444,7 @@ class ChampionDecision:
     results: dict[str, CandidateResult] = field(default_factory=dict)
     losses: dict[str, tuple[float, float, float]] = field(default_factory=dict)
     excluded: dict[str, str] = field(default_factory=dict)
+    decided_by: str = ""
 
     def headline(self, reference: str | None = None) -> dict:
         """The champion against `reference` (default: the single model with the lowest loss, or when
@@ -553,24 +557,28 @@ def choose_champion(evidence: Evidence, budgets: Sequence[float], settings: Cham
               f"{single_loss[leader.name].mean() - prop_loss.mean():.4g})" if proposal.is_blend else "")
            + (f"; left out: {'; '.join(f'{m}: {r}' for m, r in excluded.items())}" if excluded else ""))
 
-    def decided(champ: Candidate, changed: bool, reason: str) -> ChampionDecision:
+    lowest = (f"the decision loss on {evidence.n} events: {proposal.name} has the lowest"
+              + (" (stacked weights)" if proposal.is_blend else ""))
+
+    def decided(champ: Candidate, changed: bool, reason: str, by: str = lowest) -> ChampionDecision:
         result(champ)
         return ChampionDecision(champ, leader, proposal, incumbent, changed, reason, conf, comparisons, results,
-                                summary, excluded)
+                                summary, excluded, by)
 
     if settings.pin is not None:
         pinned = Candidate((settings.pin,), (), (versions.get(settings.pin, ""),))
         return decided(pinned, incumbent is None or incumbent.name != pinned.name,
-                       f"{settings.pin}: pinned by campaign.yaml champion.pin (the rule would deploy {proposal.name})")
+                       f"{settings.pin}: pinned by campaign.yaml champion.pin (the rule would deploy {proposal.name})",
+                       "campaign.yaml champion.pin (no comparison)")
     if incumbent is None:
         return decided(proposal, True, f"first champion: {why}")
     gone = sorted(set(incumbent.members) - set(models))
     if gone:
         return decided(proposal, True, f"{why}; the champion {incumbent.name} is replaced: {', '.join(gone)} is no "
-                       "candidate any more")
+                       "candidate any more", f"{lowest}; the incumbent's {', '.join(gone)} is no candidate any more")
     inc = Candidate(incumbent.members, incumbent.weights, tuple(versions.get(m, "") for m in incumbent.members))
     if inc.name == proposal.name:
-        return decided(inc, False, f"{inc.name} stays champion: {why}")
+        return decided(inc, False, f"{inc.name} stays champion: {why}", f"{lowest}, and it is the incumbent")
     inc_loss = terms.loss(terms.weights_of(inc))
     fair = cross_fitted_stack_loss(terms) if proposal.is_blend else prop_loss
     row = _loss_row(proposal.name, inc.name, fair, inc_loss, conf)
@@ -580,11 +588,13 @@ def choose_champion(evidence: Evidence, budgets: Sequence[float], settings: Cham
     summary[inc.name] = (float(inc_loss.mean()), math.nan, math.nan)
     comparisons += _compare(result(proposal), result(inc), conf)
     d, lo, hi = row["difference"], row["low"], row["high"]
+    by = (f"the decision loss against the incumbent {inc.name} on {evidence.n} events: {proposal.name} "
+          f"{_verdict(lo, hi, better_is_lower=True)} at {conf:.0%}, {d:+.4g} [{lo:+.4g}, {hi:+.4g}]")
     if hi < 0:
         return decided(proposal, True, f"{proposal.name} replaces {inc.name}: its decision loss (weights fitted on "
-                       f"other events) is lower by {-d:.4g} [{-hi:.4g}, {-lo:.4g}] at {conf:.0%} ({why})")
+                       f"other events) is lower by {-d:.4g} [{-hi:.4g}, {-lo:.4g}] at {conf:.0%} ({why})", by)
     return decided(inc, False, f"{inc.name} stays champion: the challenger {proposal.name} is not better at {conf:.0%} "
-                   f"(decision loss {d:+.4g} [{lo:+.4g}, {hi:+.4g}], weights fitted on other events)")
+                   f"(decision loss {d:+.4g} [{lo:+.4g}, {hi:+.4g}], weights fitted on other events)", by)
 
 
 # ---------------------------------------------------------------------------------- reporting
@@ -636,14 +646,32 @@ def evidence_frame(decision: ChampionDecision, pct: Mapping[str, list[float]] | 
     return frame
 
 
-def headline_text(name: str, budgets: Sequence[float], head: Mapping) -> str:
-    """'deploy: X at budget B — better than Y by d [lo, hi]' (the first line of `promo report`)."""
+def headline_text(name: str, budgets: Sequence[float], head: Mapping, confidence: float | None = None) -> str:
+    """'deploy: X at budget B — better than / worse than / not distinguishable from Y ... (DR value per
+    user at equal spend, <confidence> interval; reported only)': the first line of `promo report` and of
+    the champion asset's page. The comparison is reported; the choice is made on the decision loss
+    (`ChampionDecision.decided_by`)."""
     at = ", ".join(f"{float(b):g}" for b in budgets)
     d = head.get("difference")
     if head.get("reference") is None or d is None or not math.isfinite(float(d)):
         return f"deploy: {name} at budget {at}"
+    conf = f"{float(confidence):.0%} interval, " if confidence is not None and math.isfinite(float(confidence)) else ""
     return (f"deploy: {name} at budget {at} — {verdict_words(d, head['low'], head['high'], head['reference'])} "
-            f"(DR value per user at equal spend, pooled over the budgets)")
+            f"(DR value per user at equal spend, pooled over the budgets, {conf}reported only: the choice is made "
+            "on the decision loss)")
+
+
+def stored_headline(row: Mapping) -> dict:
+    """The headline comparison ({'reference', 'difference', 'low', 'high'}, as `ChampionDecision.headline`)
+    of a stored row of table champion; missing values as None."""
+    def value(key: str):
+        x = row.get(key)
+        return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
+
+    return {"reference": value("champion_reference"),
+            **{k: None if value(c) is None else float(value(c)) for k, c in
+               (("difference", "champion_difference"), ("low", "champion_difference_low"),
+                ("high", "champion_difference_high"))}}
 
 
 def verdict_words(difference: float, low: float, high: float, reference: str) -> str:

@@ -144,7 +144,7 @@ def store_champion(context, warehouse: WarehouseResource, campaign: str, decisio
             decision.proposal.name, inc.name if inc else None, decision.changed, settings.pin is not None,
             settings.confidence, decision.reason, head["reference"], _num(head["difference"]), _num(head["low"]),
             _num(head["high"]), evidence.n, board_run, float(np.mean(pct[champ.name])) if champ.name in pct else None,
-            best, float(np.mean(pct[best])) if best else None], evidence_frame(decision, pct))
+            best, float(np.mean(pct[best])) if best else None, decision.decided_by], evidence_frame(decision, pct))
 
 
 def members_table(members: dict) -> dg.MetadataValue:
@@ -159,7 +159,8 @@ def champion_metadata(decision, settings, evidence, pct, budgets, board_run) -> 
     champ, inc = decision.champion, decision.incumbent
     cands, comps = summary_tables(decision, pct)
     meta = {"champion": champ.name, "champion_version": champ.version, "members": members_table(champ.to_dict()),
-            "headline": headline_text(champ.name, budgets, decision.headline()), "reason": decision.reason,
+            "headline": headline_text(champ.name, budgets, decision.headline(), settings.confidence),
+            "chosen on": decision.decided_by, "reason": decision.reason,
             "changed": decision.changed, "incumbent": inc.name if inc else "(none: first champion)",
             "confidence": settings.confidence, "evidence_events": evidence.n, "leaderboard_run": board_run,
             "candidates": rows_table(cands), "comparisons": rows_table(comps)}

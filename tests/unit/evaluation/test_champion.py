@@ -199,12 +199,19 @@ def test_incumbent_stays_unless_the_proposal_is_better_at_the_confidence(truth):
     ev = synthetic_evidence(truth, models)
     first = choose_champion(ev, [1.0])
     assert set(first.champion.members) <= {"a", "b"} and first.incumbent is None and "first champion" in first.reason
+    assert first.decided_by.startswith(f"the decision loss on {ev.n} events: {first.proposal.name} has the lowest")
     kept = choose_champion(ev, [1.0], incumbent=Candidate(("a",)))
     assert kept.champion.name == "a" and not kept.changed and "stays champion" in kept.reason
+    other = "b" if kept.proposal.name == "a" else "a"  # an incumbent that is not the proposal is compared with it
+    stays = choose_champion(ev, [1.0], incumbent=Candidate((other,)))
+    assert stays.champion.name == other and stays.proposal.name != other
+    assert stays.decided_by.startswith(f"the decision loss against the incumbent {other} on {ev.n} events: ")
+    assert "not distinguishable at 90%" in stays.decided_by
     junk = np.random.default_rng(3).random(truth[0].shape)
     models["junk"] = (junk, junk * np.asarray(LEVELS))
     replaced = choose_champion(synthetic_evidence(truth, models), [1.0], incumbent=Candidate(("junk",)))
     assert replaced.changed and "junk" not in replaced.champion.members and "replaces junk" in replaced.reason
+    assert "against the incumbent junk" in replaced.decided_by and "better at 90%" in replaced.decided_by
 
 
 def test_pin_and_candidates(truth):
@@ -212,6 +219,7 @@ def test_pin_and_candidates(truth):
     ev = synthetic_evidence(truth, models)
     pinned = choose_champion(ev, [1.0], ChampionSettings(pin="b"))
     assert pinned.champion.name == "b" and "pinned" in pinned.reason
+    assert pinned.decided_by == "campaign.yaml champion.pin (no comparison)"
     only = choose_champion(ev, [1.0], ChampionSettings(candidates=("b",)))
     assert only.champion.name == "b"
     with pytest.raises(EvaluationError, match="champion.pin"):
