@@ -158,12 +158,15 @@ class ChampionSettings:
     pin: str | None = None
     candidates: tuple[str, ...] | None = None
     blends: bool = True
+    guard: str = "none"
+    guard_level: float = 0.5
 
     @classmethod
     def from_config(cls, block) -> "ChampionSettings":
         """From campaign.yaml's `champion:` block (`CampaignConfig.champion`, a `ChampionBlock`)."""
         cands = block.candidates
-        return cls(float(block.confidence), block.pin, tuple(cands) if cands else None, bool(block.blends))
+        return cls(float(block.confidence), block.pin, tuple(cands) if cands else None, bool(block.blends),
+                   str(block.guard), float(block.guard_level))
 
 
 @dataclass
@@ -373,6 +376,11 @@ class LossTerms:
             w[self.models.index(m)] = x
         return w
 
+    def subset(self, models: Sequence[str]) -> "LossTerms":
+        """The same terms for `models` only (a subset of `self.models`)."""
+        idx = [self.models.index(m) for m in models]
+        return LossTerms(list(models), self.P[:, idx][:, :, idx], self.R[:, idx], self.S, self.lambdas)
+
     def stack(self, rows: np.ndarray | None = None) -> np.ndarray:
         """The simplex weights (>= 0, summing to 1) minimizing the mean loss over `rows` (all events)."""
         from scipy.optimize import minimize
@@ -418,6 +426,47 @@ def cross_fitted_stack_loss(terms: LossTerms, k: int = 2) -> np.ndarray:
     for f in range(k):
         out[fold == f] = terms.loss(terms.stack(np.flatnonzero(fold != f)), np.flatnonzero(fold == f))
     return out
+
+
+GUARDS = ("none", "shrink", "members", "drop_worse")
+
+
+def guarded_weights(terms: LossTerms, weights: np.ndarray, guard: str, level: float,
+                    confidence: float) -> tuple[np.ndarray, str]:
+    """The stacked weights after the worst-case guard `guard` (ChampionSettings.guard), and what it did:
+    - none: the stacked weights;
+    - shrink: (1 - level) x the stacked weights + level x the single model of lowest decision loss;
+    - members: the stacked blend only when its decision loss with weights fitted on other events
+      (cross-fitted, `cross_fitted_stack_loss`) is lower than every member's by more than `level`
+      standard errors of the paired difference (0: lower on average), else the single model of lowest loss;
+    - drop_worse: the models whose decision loss is worse than the lowest single model's at `confidence`
+      (paired interval) get no weight; the stack is fitted again among the others."""
+    if guard not in GUARDS:
+        raise EvaluationError(f"champion.guard must be one of {', '.join(GUARDS)}, got {guard!r}")
+    m = len(terms.models)
+    single = np.stack([terms.loss(np.eye(m)[i]) for i in range(m)])
+    best = int(np.argmin(single.mean(axis=1)))
+    if guard == "none" or m < 2:
+        return weights, ""
+    if guard == "shrink":
+        return (1 - level) * weights + level * np.eye(m)[best], f"shrunk by {level:g} toward {terms.models[best]}"
+    if guard == "members":
+        oof = cross_fitted_stack_loss(terms, 5)
+        for i in np.flatnonzero(weights >= 0.01):
+            d = oof - single[i]
+            if not d.mean() + level * d.std(ddof=1) / math.sqrt(d.size) < 0:
+                return np.eye(m)[best], (f"the blend does not beat its member {terms.models[i]} on events it was not "
+                                         f"fitted to: {terms.models[best]} alone")
+        return weights, "the blend beats every member on events it was not fitted to"
+    keep = [terms.models[i] for i in range(m)
+            if i == best or paired_difference(single[i], single[best], confidence)[1] <= 0]
+    if len(keep) == m:
+        return weights, ""
+    sub = terms.subset(keep)
+    w = np.zeros(m)
+    w[[terms.models.index(x) for x in keep]] = sub.stack() if len(keep) > 1 else 1.0
+    gone = [x for x in terms.models if x not in keep]
+    return w, f"left out of the blend, worse than {terms.models[best]} at {confidence:.0%}: {', '.join(gone)}"
 
 
 @dataclass
@@ -519,8 +568,9 @@ def choose_champion(evidence: Evidence, budgets: Sequence[float], settings: Cham
     single_loss = {m: terms.loss(np.eye(len(models))[i]) for i, m in enumerate(models)}
     best = min(models, key=lambda m: single_loss[m].mean())
     leader = Candidate((best,), (), (versions.get(best, ""),))
+    guard_note = ""
     if settings.blends and len(models) > 1:
-        w = terms.stack()
+        w, guard_note = guarded_weights(terms, terms.stack(), settings.guard, settings.guard_level, conf)
         keep = [(m, x) for m, x in zip(models, w) if x >= 0.01]
         proposal = Candidate(tuple(m for m, _ in keep), tuple(x for _, x in keep),
                              tuple(versions.get(m, "") for m, _ in keep))
@@ -555,7 +605,8 @@ def choose_champion(evidence: Evidence, budgets: Sequence[float], settings: Cham
            + (f" (the weights that minimize it; the best single model, {leader.name}, is "
               f"{_verdict(*paired_difference(prop_loss, single_loss[leader.name], conf)[1:], True)} by "
               f"{single_loss[leader.name].mean() - prop_loss.mean():.4g})" if proposal.is_blend else "")
-           + (f"; left out: {'; '.join(f'{m}: {r}' for m, r in excluded.items())}" if excluded else ""))
+           + (f"; left out: {'; '.join(f'{m}: {r}' for m, r in excluded.items())}" if excluded else "")
+           + (f"; guard {settings.guard}: {guard_note}" if guard_note else ""))
 
     lowest = (f"the decision loss on {evidence.n} events: {proposal.name} has the lowest"
               + (" (stacked weights)" if proposal.is_blend else ""))

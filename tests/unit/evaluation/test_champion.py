@@ -243,3 +243,41 @@ def test_evaluate_candidate_spends_the_budget_on_the_dr_cost(truth):
     r = evaluate_candidate(ev, Candidate(("a",)), [0.5, 1.5])
     assert r.costs == pytest.approx([0.5, 1.5], rel=2e-3)
     assert all(lo < v < hi for v, (lo, hi) in zip(r.values, r.intervals))
+
+
+def test_guards_keep_the_blend_from_leaning_on_a_worse_model(truth):
+    """The worst-case guards (ChampionSettings.guard): shrink moves `guard_level` of the weight to the
+    single model of lowest loss; drop_worse gives no weight to a model worse than it at the confidence;
+    members falls back to that single model when the blend cannot beat a member by the required margin."""
+    from promo_assets.evaluation.champion import guarded_weights, loss_terms
+
+    rng = np.random.default_rng(5)
+    junk = rng.random(truth[0].shape)
+    models = {"good": model_of(truth, 0.02, 1), "fair": model_of(truth, 0.06, 2), "junk": (junk, junk * np.asarray(LEVELS))}
+    ev = synthetic_evidence(truth, models)
+    terms = loss_terms(ev, list(models), np.asarray([0.1]))
+    w = terms.stack()
+    shrunk, note = guarded_weights(terms, w, "shrink", 0.5, 0.9)
+    assert np.allclose(shrunk, 0.5 * w + 0.5 * np.array([1.0, 0, 0])) and "toward good" in note
+    kept, note = guarded_weights(terms, np.array([0.4, 0.3, 0.3]), "drop_worse", 0.0, 0.9)
+    assert kept[2] == 0 and abs(kept.sum() - 1) < 1e-9 and "junk" in note
+    single, note = guarded_weights(terms, w, "members", 5.0, 0.9)  # 5 standard errors: not shown on one day
+    assert np.array_equal(single, [1.0, 0, 0]) and "good alone" in note
+    d = choose_champion(ev, [1.0], ChampionSettings(guard="members", guard_level=5.0))
+    assert d.champion.name == "good" and "guard members" in d.reason
+    with pytest.raises(EvaluationError, match="champion.guard must be one of"):
+        guarded_weights(terms, w, "nope", 0.0, 0.9)
+
+
+@pytest.mark.hostile
+def test_a_shrink_guard_above_one_is_refused_naming_the_key(tmp_path):
+    from promo_assets.config.campaign import CampaignConfig, CampaignConfigError
+
+    raw = {"treatments": {"levels": [0, 1, 2]}, "budget_per_capita": 1.0,
+           "champion": {"guard": "shrink", "guard_level": 1.5}}
+    with pytest.raises(CampaignConfigError, match="'champion.guard_level' = 1.5 with guard shrink must be at most 1"):
+        CampaignConfig.from_dict(raw, campaign="c1")
+    with pytest.raises(CampaignConfigError, match="guard"):
+        CampaignConfig.from_dict({**raw, "champion": {"guard": "wild"}}, campaign="c1")
+    ok = CampaignConfig.from_dict({**raw, "champion": {"guard": "members", "guard_level": 1.0}}, campaign="c1")
+    assert ChampionSettings.from_config(ok.champion).guard == "members"
