@@ -10,7 +10,8 @@ truth (the single models, the stacked blend and the equal blend of all models: t
 asset evaluates under the default rule, as benchmarks/champion.py counts them) minus the rule's
 champion; lgbm_s_mono (lgbm_s where it does not apply) is the baseline. With --rows (a
 benchmarks/champion.py result of the same campaigns) the default rule's champion is checked against
-the one the pipeline chose, so the evidence is known to be the asset's.
+the one the pipeline chose, so the evidence is known to be the asset's. `choose_seconds`: the time of
+`choose_champion` with each rule (the guard's own cost; the machine's load is recorded).
 
     .venv/bin/python benchmarks/champion_rules.py --evidence DIR --seeds 100 101 102 103 104 --tag tuning
         [--rows benchmarks/results/champion--seeds-100-104.json]
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -67,18 +69,22 @@ def campaign_rows(path: Path) -> list[dict]:
                 *cand.coefficients(ev.coefficients), tv, tc, budgets, seed=0)))
         return cache[cand.name]
 
+    t0 = time.perf_counter()
     old = choose_champion(ev, budgets, ChampionSettings())
+    old_seconds = time.perf_counter() - t0
     best = max(pct(r.candidate) for r in old.results.values())
     base = "lgbm_s_mono" if "lgbm_s_mono" in ev.coefficients else "lgbm_s"
     out = []
     for rule, (guard, level) in RULES.items():
         settings = ChampionSettings(blends=guard != "single", guard="none" if guard == "single" else guard,
                                     guard_level=level)
+        t0 = time.perf_counter()
         d = old if rule == "stack (old)" else choose_champion(ev, budgets, settings)
+        seconds = old_seconds if rule == "stack (old)" else time.perf_counter() - t0
         out.append({"preset": preset, "seed": int(seed), "rule": rule, "champion": d.champion.name,
                     "champion_pct": pct(d.champion), "best_pct": best, "regret": best - pct(d.champion),
                     "base_pct": pct(Candidate((base,))), "vs_base": pct(d.champion) - pct(Candidate((base,))),
-                    "evidence_events": ev.n})
+                    "evidence_events": ev.n, "choose_seconds": round(seconds, 3)})
     return out
 
 
@@ -92,7 +98,8 @@ def summarize(rows: pd.DataFrame) -> dict:
                        "worst_preset_mean_regret": round(float(p["mean_regret"].max()), 3),
                        "campaigns_over_0.6": int((g["regret"] > 0.6).sum()),
                        "vs_base": round(float(g["vs_base"].mean()), 3),
-                       "presets_ahead_of_base": int((p["vs_base"] > 0).sum()), "campaigns": int(len(g))}
+                       "presets_ahead_of_base": int((p["vs_base"] > 0).sum()), "campaigns": int(len(g)),
+                       "choose_seconds_mean": round(float(g["choose_seconds"].mean()), 3)}
     return {"rules": rules, "per_preset": per.round(3).to_dict(orient="records")}
 
 
