@@ -376,6 +376,10 @@ class LossTerms:
             w[self.models.index(m)] = x
         return w
 
+    def take(self, rows: np.ndarray) -> "LossTerms":
+        """The same terms for the events `rows` only."""
+        return LossTerms(self.models, self.P[rows], self.R[rows], self.S[rows], self.lambdas)
+
     def subset(self, models: Sequence[str]) -> "LossTerms":
         """The same terms for `models` only (a subset of `self.models`)."""
         idx = [self.models.index(m) for m in models]
@@ -418,13 +422,16 @@ def _folds(n: int, k: int = 2, seed: int = 29) -> np.ndarray:
     return np.random.default_rng(seed).permutation(np.arange(n) % k)
 
 
-def cross_fitted_stack_loss(terms: LossTerms, k: int = 2) -> np.ndarray:
+def cross_fitted_stack_loss(terms: LossTerms, k: int = 2, fit=None) -> np.ndarray:
     """Per-event loss of the stacked blend with weights fitted on the other folds (k folds): the
-    stack's loss as it will do on events it did not see, to compare it fairly with a fixed incumbent."""
+    stack's loss as it will do on events it did not see, to compare it fairly with a fixed incumbent.
+    `fit(terms of the other folds) -> weights` (default: `LossTerms.stack`) fits the weights."""
     fold = _folds(terms.S.shape[0], k)
     out = np.empty(terms.S.shape[0])
     for f in range(k):
-        out[fold == f] = terms.loss(terms.stack(np.flatnonzero(fold != f)), np.flatnonzero(fold == f))
+        rows = np.flatnonzero(fold != f)
+        w = terms.stack(rows) if fit is None else fit(terms.take(rows))
+        out[fold == f] = terms.loss(w, np.flatnonzero(fold == f))
     return out
 
 
@@ -631,7 +638,9 @@ def choose_champion(evidence: Evidence, budgets: Sequence[float], settings: Cham
     if inc.name == proposal.name:
         return decided(inc, False, f"{inc.name} stays champion: {why}", f"{lowest}, and it is the incumbent")
     inc_loss = terms.loss(terms.weights_of(inc))
-    fair = cross_fitted_stack_loss(terms) if proposal.is_blend else prop_loss
+    fair = (cross_fitted_stack_loss(terms, fit=lambda t: guarded_weights(t, t.stack(), settings.guard,
+                                                                         settings.guard_level, conf)[0])
+            if proposal.is_blend else prop_loss)
     row = _loss_row(proposal.name, inc.name, fair, inc_loss, conf)
     row["statistic"] = "loss (challenger cross-fitted)"
     comparisons.append(row)

@@ -265,6 +265,9 @@ def test_guards_keep_the_blend_from_leaning_on_a_worse_model(truth):
     assert np.array_equal(single, [1.0, 0, 0]) and "good alone" in note
     d = choose_champion(ev, [1.0], ChampionSettings(guard="members", guard_level=5.0))
     assert d.champion.name == "good" and "guard members" in d.reason
+    # the incumbent comparison cross-fits the guarded weights: a fit that always says "good" gives good's own loss
+    from promo_assets.evaluation.champion import cross_fitted_stack_loss
+    assert np.allclose(cross_fitted_stack_loss(terms, fit=lambda t: np.array([1.0, 0, 0])), terms.loss([1.0, 0, 0]))
     with pytest.raises(EvaluationError, match="champion.guard must be one of"):
         guarded_weights(terms, w, "nope", 0.0, 0.9)
 
