@@ -6,10 +6,10 @@ For each campaign and each rule (a `ChampionSettings` guard and level, module
 promo_assets.evaluation.champion) the first champion is chosen with `choose_champion` exactly as the
 `champion` asset chooses it (no truth), then scored with the truth: % of the oracle at matched true
 spend on the holdout users, mean over the campaign's budgets. The regret is the best candidate in
-truth (the single models, the stacked blend and the equal blend of all models: the candidates the
-asset evaluates under the default rule, as benchmarks/champion.py counts them) minus the rule's
+truth (the single models, the unguarded stacked blend and the equal blend of all models: the
+candidates the asset evaluated before the guard, as benchmarks/champion.py counted them) minus the rule's
 champion; lgbm_s_mono (lgbm_s where it does not apply) is the baseline. With --rows (a
-benchmarks/champion.py result of the same campaigns) the default rule's champion is checked against
+benchmarks/champion.py result of the same campaigns, run without the guard) the unguarded rule's champion is checked against
 the one the pipeline chose, so the evidence is known to be the asset's. `choose_seconds`: the time of
 `choose_champion` with each rule (the guard's own cost; the machine's load is recorded).
 
@@ -70,7 +70,7 @@ def campaign_rows(path: Path) -> list[dict]:
         return cache[cand.name]
 
     t0 = time.perf_counter()
-    old = choose_champion(ev, budgets, ChampionSettings())
+    old = choose_champion(ev, budgets, ChampionSettings(guard="none"))
     old_seconds = time.perf_counter() - t0
     best = max(pct(r.candidate) for r in old.results.values())
     base = "lgbm_s_mono" if "lgbm_s_mono" in ev.coefficients else "lgbm_s"

@@ -335,14 +335,14 @@ class ChampionBlock(_Block):
     """`true`: the proposal is the stacked blend (weights >= 0 summing to 1 that minimize the decision
     loss); `false`: the single model with the lowest decision loss."""
     guard: Literal["none", "shrink", "members", "drop_worse"] = Field(
-        "none", description="none, shrink, members or drop_worse: how the stacked blend is kept from leaning on the "
+        "shrink", description="none, shrink, members or drop_worse: how the stacked blend is kept from leaning on the "
                             "wrong model (docs: decisions)")
     """What protects the worst case: `none` (the stacked weights), `shrink` (pull the weights toward the
     single model of lowest decision loss by `guard_level`), `members` (the blend only when, with weights
     fitted on other events, it beats every member by more than `guard_level` standard errors, else the
     single model of lowest loss) or `drop_worse` (models worse than the best single one at `confidence`
     get no weight)."""
-    guard_level: float = Field(0.5, ge=0, le=5, description="a number in [0, 5]: the guard's strength (shrink: the "
+    guard_level: float = Field(0.25, ge=0, le=5, description="a number in [0, 5]: the guard's strength (shrink: the "
                                "share moved to the best single model, at most 1; members: standard errors)")
     """`shrink`: the share of the weight moved to the best single model (0..1); `members`: how many
     standard errors the blend must beat each member by; unused by `none` and `drop_worse`."""

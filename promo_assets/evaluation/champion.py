@@ -158,8 +158,8 @@ class ChampionSettings:
     pin: str | None = None
     candidates: tuple[str, ...] | None = None
     blends: bool = True
-    guard: str = "none"
-    guard_level: float = 0.5
+    guard: str = "shrink"
+    guard_level: float = 0.25
 
     @classmethod
     def from_config(cls, block) -> "ChampionSettings":
