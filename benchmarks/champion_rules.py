@@ -57,7 +57,7 @@ def load(path: Path) -> tuple[Evidence, list[float], np.ndarray, np.ndarray]:
     return ev, [float(b) for b in z["budgets"]], z["true_values"], z["true_costs"]
 
 
-def campaign_rows(path: Path) -> list[dict]:
+def campaign_rows(path: Path, rules: list[str]) -> list[dict]:
     """One row per rule of one campaign (module docstring)."""
     preset, seed = path.stem.rsplit("-", 1)
     ev, budgets, tv, tc = load(path)
@@ -75,7 +75,8 @@ def campaign_rows(path: Path) -> list[dict]:
     best = max(pct(r.candidate) for r in old.results.values())
     base = "lgbm_s_mono" if "lgbm_s_mono" in ev.coefficients else "lgbm_s"
     out = []
-    for rule, (guard, level) in RULES.items():
+    for rule in rules:
+        guard, level = RULES[rule]
         settings = ChampionSettings(blends=guard != "single", guard="none" if guard == "single" else guard,
                                     guard_level=level)
         t0 = time.perf_counter()
@@ -109,10 +110,12 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, nargs="+", required=True)
     ap.add_argument("--tag", required=True)
     ap.add_argument("--rows", type=Path, default=None, help="a benchmarks/champion.py result of the same campaigns")
+    ap.add_argument("--rules", nargs="+", default=list(RULES), choices=list(RULES), help="the rules to score [all]")
     args = ap.parse_args()
     rec = Recorder("champion_rules")
     files = sorted(p for p in args.evidence.glob("*.npz") if int(p.stem.rsplit("-", 1)[1]) in args.seeds)
-    rows = pd.DataFrame([r for p in files for r in campaign_rows(p)])
+    rules = ["stack (old)", *(r for r in args.rules if r != "stack (old)")]
+    rows = pd.DataFrame([r for p in files for r in campaign_rows(p, rules)])
     check = None
     if args.rows:
         piped = {(r["preset"], r["seed"]): r for r in json.loads(args.rows.read_text())["figures"]["campaigns"]
@@ -125,7 +128,8 @@ def main() -> int:
                  "same_champion_and_pct": len(same)}
     summary = summarize(rows)
     print(pd.DataFrame(summary["rules"]).T.to_string())
-    rec.write({"seeds": args.seeds, "evidence_dir": str(args.evidence), "rules": RULES, "pipeline_check": check,
+    rec.write({"seeds": args.seeds, "evidence_dir": str(args.evidence), "rules": {r: RULES[r] for r in rules},
+               "pipeline_check": check,
                **summary, "campaigns": rows.to_dict(orient="records")}, tag=args.tag,
               headline={r: {k: v[k] for k in ("mean_regret", "worst_regret", "vs_base")}
                         for r, v in summary["rules"].items()})
