@@ -14,7 +14,7 @@ the one the pipeline chose, so the evidence is known to be the asset's. `choose_
 `choose_champion` with each rule (the guard's own cost; the machine's load is recorded).
 
     .venv/bin/python benchmarks/champion_rules.py --evidence DIR --seeds 100 101 102 103 104 --tag tuning
-        [--rows benchmarks/results/champion--seeds-100-104.json]
+        [--rows benchmarks/results/champion--seeds-100-104.json] [--rules R ...] [--reuse EARLIER.json]
 """
 
 from __future__ import annotations
@@ -110,12 +110,18 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, nargs="+", required=True)
     ap.add_argument("--tag", required=True)
     ap.add_argument("--rows", type=Path, default=None, help="a benchmarks/champion.py result of the same campaigns")
+    ap.add_argument("--reuse", type=Path, default=None,
+                    help="an earlier result of this script: its campaigns' rows are kept, only the others are scored")
     ap.add_argument("--rules", nargs="+", default=list(RULES), choices=list(RULES), help="the rules to score [all]")
     args = ap.parse_args()
     rec = Recorder("champion_rules")
     files = sorted(p for p in args.evidence.glob("*.npz") if int(p.stem.rsplit("-", 1)[1]) in args.seeds)
     rules = ["stack (old)", *(r for r in args.rules if r != "stack (old)")]
-    rows = pd.DataFrame([r for p in files for r in campaign_rows(p, rules)])
+    kept = [] if args.reuse is None else [r for r in json.loads(args.reuse.read_text())["figures"]["campaigns"]
+                                          if r["seed"] in args.seeds and r["rule"] in rules]
+    done = {(r["preset"], r["seed"]) for r in kept}
+    rows = pd.DataFrame(kept + [r for p in files if (p.stem.rsplit("-", 1)[0], int(p.stem.rsplit("-", 1)[1])) not in done
+                                for r in campaign_rows(p, rules)])
     check = None
     if args.rows:
         piped = {(r["preset"], r["seed"]): r for r in json.loads(args.rows.read_text())["figures"]["campaigns"]
