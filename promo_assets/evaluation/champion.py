@@ -28,7 +28,9 @@ evaluation events — "weights chosen on the evaluation days"; it averages the m
 where they differ and follows the best model where one dominates.
 
 **The rule** (`choose_champion`):
-1. the proposal is the stacked blend (without blends: the single model with the lowest loss);
+1. the proposal is the stacked blend (without blends: the single model with the lowest loss), its
+   weights after the worst-case guard (`guarded_weights`; default: shrink them by a quarter toward
+   the single model with the lowest loss);
 2. a campaign's first champion is the proposal; afterwards the proposal replaces the incumbent (the
    earlier champion's members and weights, at their current versions) only when its decision loss —
    with weights fitted on the other half of the events, so that it is not judged on the events it
@@ -77,6 +79,7 @@ __all__ = [
     "headline_text",
     "stored_headline",
     "verdict_words",
+    "guarded_weights",
     "influence",
     "paired_difference",
     "summary_tables",
