@@ -29,8 +29,7 @@ where they differ and follows the best model where one dominates.
 
 **The rule** (`choose_champion`):
 1. the proposal is the stacked blend (without blends: the single model with the lowest loss), its
-   weights after the worst-case guard (`guarded_weights`; default: shrink them by a quarter toward
-   the single model with the lowest loss);
+   weights after the worst-case guard (`guarded_weights`; default: none);
 2. a campaign's first champion is the proposal; afterwards the proposal replaces the incumbent (the
    earlier champion's members and weights, at their current versions) only when its decision loss —
    with weights fitted on the other half of the events, so that it is not judged on the events it
@@ -161,7 +160,7 @@ class ChampionSettings:
     pin: str | None = None
     candidates: tuple[str, ...] | None = None
     blends: bool = True
-    guard: str = "shrink"
+    guard: str = "none"
     guard_level: float = 0.25
 
     @classmethod
