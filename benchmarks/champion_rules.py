@@ -46,6 +46,8 @@ RULES = {  # name -> (guard, level)
     "members 1 se": ("members", 1.0),
     "drop_worse": ("drop_worse", 0.0),
     "single": ("single", 0.0),
+    "bag": ("bag", 0.0),
+    "equal 0.5": ("equal", 0.5),
 }
 
 

@@ -334,7 +334,7 @@ class ChampionBlock(_Block):
                                            "models' coefficients)")
     """`true`: the proposal is the stacked blend (weights >= 0 summing to 1 that minimize the decision
     loss); `false`: the single model with the lowest decision loss."""
-    guard: Literal["none", "shrink", "members", "drop_worse"] = Field(
+    guard: Literal["none", "shrink", "members", "drop_worse", "bag", "equal"] = Field(
         "none", description="none, shrink, members or drop_worse: how the stacked blend is kept from leaning on the "
                             "wrong model (docs: decisions)")
     """What protects the worst case: `none` (the stacked weights), `shrink` (pull the weights toward the

@@ -437,7 +437,7 @@ def cross_fitted_stack_loss(terms: LossTerms, k: int = 2, fit=None) -> np.ndarra
     return out
 
 
-GUARDS = ("none", "shrink", "members", "drop_worse")
+GUARDS = ("none", "shrink", "members", "drop_worse", "bag", "equal")
 
 
 def guarded_weights(terms: LossTerms, weights: np.ndarray, guard: str, level: float,
@@ -449,7 +449,9 @@ def guarded_weights(terms: LossTerms, weights: np.ndarray, guard: str, level: fl
       (cross-fitted, `cross_fitted_stack_loss`) is lower than every member's by more than `level`
       standard errors of the paired difference (0: lower on average), else the single model of lowest loss;
     - drop_worse: the models whose decision loss is worse than the lowest single model's at `confidence`
-      (paired interval) get no weight; the stack is fitted again among the others."""
+      (paired interval) get no weight; the stack is fitted again among the others;
+    - bag: the mean of the stacked weights fitted on 20 bootstrap resamples of the events (seeded);
+    - equal: (1 - level) x the stacked weights + level x equal weights over every model."""
     if guard not in GUARDS:
         raise EvaluationError(f"champion.guard must be one of {', '.join(GUARDS)}, got {guard!r}")
     m = len(terms.models)
@@ -459,6 +461,13 @@ def guarded_weights(terms: LossTerms, weights: np.ndarray, guard: str, level: fl
         return weights, ""
     if guard == "shrink":
         return (1 - level) * weights + level * np.eye(m)[best], f"shrunk by {level:g} toward {terms.models[best]}"
+    if guard == "bag":
+        rng = np.random.default_rng(31)
+        n = terms.S.shape[0]
+        bagged = np.mean([terms.stack(rng.integers(0, n, n)) for _ in range(20)], axis=0)
+        return bagged / bagged.sum(), "the mean of the stacked weights over 20 bootstrap resamples"
+    if guard == "equal":
+        return (1 - level) * weights + level / m, f"shrunk by {level:g} toward equal weights"
     if guard == "members":
         oof = cross_fitted_stack_loss(terms, 5)
         for i in np.flatnonzero(weights >= 0.01):
