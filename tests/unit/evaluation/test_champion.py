@@ -265,6 +265,11 @@ def test_guards_keep_the_blend_from_leaning_on_a_worse_model(truth):
     assert np.array_equal(single, [1.0, 0, 0]) and "good alone" in note
     d = choose_champion(ev, [1.0], ChampionSettings(guard="members", guard_level=5.0))
     assert d.champion.name == "good" and "guard members" in d.reason
+    even, note = guarded_weights(terms, w, "equal", 0.5, 0.9)
+    assert np.allclose(even, 0.5 * w + 0.5 / 3) and "equal weights" in note
+    bagged, _ = guarded_weights(terms, w, "bag", 0.0, 0.9)
+    assert bagged.min() >= 0 and abs(bagged.sum() - 1) < 1e-9 and np.argmax(bagged) == 0 and bagged[2] < 0.05
+    assert np.array_equal(bagged, guarded_weights(terms, w, "bag", 0.0, 0.9)[0])  # seeded: the same every run
     # the incumbent comparison cross-fits the guarded weights: a fit that always says "good" gives good's own loss
     from promo_assets.evaluation.champion import cross_fitted_stack_loss
     assert np.allclose(cross_fitted_stack_loss(terms, fit=lambda t: np.array([1.0, 0, 0])), terms.loss([1.0, 0, 0]))
