@@ -113,7 +113,7 @@ def main() -> int:
     ap.add_argument("--tag", required=True)
     ap.add_argument("--rows", type=Path, default=None, help="a benchmarks/champion.py result of the same campaigns")
     ap.add_argument("--reuse", type=Path, default=None,
-                    help="an earlier result of this script: its campaigns' rows are kept, only the others are scored")
+                    help="an earlier result of this script: its rows are kept, only the missing (campaign, rule) are scored")
     ap.add_argument("--rules", nargs="+", default=list(RULES), choices=list(RULES), help="the rules to score [all]")
     args = ap.parse_args()
     rec = Recorder("champion_rules")
@@ -121,9 +121,13 @@ def main() -> int:
     rules = ["stack (old)", *(r for r in args.rules if r != "stack (old)")]
     kept = [] if args.reuse is None else [r for r in json.loads(args.reuse.read_text())["figures"]["campaigns"]
                                           if r["seed"] in args.seeds and r["rule"] in rules]
-    done = {(r["preset"], r["seed"]) for r in kept}
-    rows = pd.DataFrame(kept + [r for p in files if (p.stem.rsplit("-", 1)[0], int(p.stem.rsplit("-", 1)[1])) not in done
-                                for r in campaign_rows(p, rules)])
+    done = {(r["preset"], r["seed"], r["rule"]) for r in kept}
+
+    def missing(p: Path) -> list[str]:
+        preset, seed = p.stem.rsplit("-", 1)
+        return [r for r in rules if (preset, int(seed), r) not in done]
+
+    rows = pd.DataFrame(kept + [r for p in files if missing(p) for r in campaign_rows(p, missing(p))])
     check = None
     if args.rows:
         piped = {(r["preset"], r["seed"]): r for r in json.loads(args.rows.read_text())["figures"]["campaigns"]
