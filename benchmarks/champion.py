@@ -11,11 +11,20 @@ holdout users, mean over the campaign's budgets:
       equal blend of all models that the champion asset evaluated), and the best single model,
   (c) lgbm_s_mono (lgbm_s where lgbm_s_mono does not apply),
   (d) the old rule: at each budget the model with the highest DR Q (policy_evaluation.dr_q_value),
-and the regret b - a. Prints one line per campaign, a table per preset and the means, then one JSON
-object; writes it to benchmarks/results/. Tune on seeds 100-114, report on 0-4.
+and the regret b - a, and the `champion` asset's run time (its step in the Dagster run, from the
+campaign's DAGSTER_HOME). Prints one line per campaign, a table per preset (mean and worst regret) and
+the means, then one JSON object. The JSON (benchmarks/results/champion--<tag>.json, tag `seeds-<first>-<last>`
+unless --tag) is rewritten after every campaign, so an interrupted run keeps what it measured; --rows
+summarizes such a file again (and --resume runs only the campaigns it lacks). Tune on seeds 100-114,
+report on 0-4.
+
+With --evidence DIR, each campaign's evidence (the holdout events' logged level, response, cost,
+propensity, the outcome model's predictions, every candidate model's holdout coefficients and the
+truth of the holdout users) is saved as DIR/<preset>-<seed>.npz, so that other rules can be scored on
+the same campaigns without running them again (benchmarks/champion_rules.py).
 
     .venv/bin/python benchmarks/champion.py [--seeds 0 1 2 3 4] [--presets ...] [--max-epochs N]
-        [--rows FILE]   (summarize rows saved by an earlier run: benchmarks/results/champion_rows-*.parquet)
+        [--tag T] [--evidence DIR] [--rows FILE [--resume]]
 """
 
 from __future__ import annotations
@@ -38,19 +47,48 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _pipeline_bench import evaluate_campaign  # noqa: E402
 from _results import Recorder  # noqa: E402
+from run_time_ab import step_seconds  # noqa: E402
 
 PRESETS = ("demo", "dipn_synthetic_2", "e2e_synthetic", "uplift_two_arm", "dfcl_discount")
 SIZES = {"demo": (8, 5000), "dipn_synthetic_2": (8, 10000), "e2e_synthetic": (8, 2500),
          "uplift_two_arm": (8, 5000), "dfcl_discount": (8, 5000)}  # (days, users): holdout days of 2,500-5,000 events
 
 
-def campaign_row(preset: str, seed: int, max_epochs: int | None) -> dict:
+def save_evidence(con, folder: Path, campaign: str, board_run: str, path: Path) -> int:
+    """The champion's evidence of `campaign` (module docstring) as one .npz at `path`; its event count."""
+    from promo_assets.config.campaign import CampaignConfig
+    from promo_assets.simulation.truth import truth_arrays
+    from promo_assets.store import decisions as decisions_store, frames as frames_store, models as models_store
+
+    config = CampaignConfig.load(folder / "landing" / campaign)
+    k = config.n_levels
+    hold = frames_store.holdout_events(con, campaign)
+    pred = frames_store.outcome_predictions(con, campaign)
+    arrays = {"logged": hold["level"].to_numpy(), "budgets": np.asarray(config.budget_per_capita, dtype=float),
+              **{c: hold[c].to_numpy(dtype=float) for c in ("response", "cost", "propensity")},
+              "dm_values": pred["value"].to_numpy().reshape(len(hold), k),
+              "dm_costs": pred["cost"].to_numpy().reshape(len(hold), k)}
+    arrays["true_values"], arrays["true_costs"] = truth_arrays(folder / "landing" / campaign, hold["user_id"].tolist())
+    models = []
+    for model, version, _ in decisions_store.board_models(con, campaign, board_run):
+        users, v, c = models_store.coefficient_arrays(con, campaign, model, version, "holdout", k)
+        idx = pd.Series(np.arange(len(users)), index=users).reindex(hold["user_id"]).to_numpy().astype(int)
+        arrays[f"v:{model}"], arrays[f"c:{model}"] = v[idx], c[idx]
+        models.append(model)
+    arrays["models"] = np.asarray(models)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(path, **arrays)
+    return len(hold)
+
+
+def campaign_row(preset: str, seed: int, max_epochs: int | None, evidence_dir: Path | None = None) -> dict:
     """One campaign through `promo run`, and what its warehouse says (module docstring)."""
     from promo_assets.store.warehouse import connect, sql
 
     days, users = SIZES.get(preset, (8, 5000))
     keep = Path(tempfile.mkdtemp(prefix="champion-bench-"))
     t0 = time.perf_counter()
+    steps = {}
     try:
         rows, info = evaluate_campaign(preset, seed, days=days, users=users, max_epochs=max_epochs, keep=keep)
         folder = next(keep.iterdir())
@@ -59,10 +97,16 @@ def campaign_row(preset: str, seed: int, max_epochs: int | None) -> dict:
             champ = con.execute(sql("decisions", "latest_champion"), [campaign, ""]).df()
             evidence = (con.execute(sql("decisions", "champion_evidence_of_run"), [campaign, champ["run_id"].iloc[0]]).df()
                         if len(champ) else pd.DataFrame())
+            if evidence_dir is not None and len(champ):
+                save_evidence(con, folder, campaign, champ["leaderboard_run_id"].iloc[0],
+                              evidence_dir / f"{preset}-{seed}.npz")
+        steps = step_seconds(folder / "dagster_home")
     finally:
         shutil.rmtree(keep, ignore_errors=True)
     out = {"preset": preset, "seed": seed, "campaign": info["campaign"], "run_exit_code": info.get("run_exit_code"),
-           "run_seconds": info.get("run_seconds"), "wall_seconds": round(time.perf_counter() - t0, 1)}
+           "run_seconds": info.get("run_seconds"), "wall_seconds": round(time.perf_counter() - t0, 1),
+           "champion_seconds": round(steps["champion"], 2) if "champion" in steps else None,
+           "holdout_events": info.get("holdout_events")}
     if champ.empty:
         return {**out, "error": "no champion: " + str(info.get("run_output_tail", ""))[-1500:]}
     c = champ.iloc[0]
@@ -75,28 +119,54 @@ def campaign_row(preset: str, seed: int, max_epochs: int | None) -> dict:
            for _, g in models.groupby("budget_per_capita")]
     best_name = max(pct, key=pct.get)
     return {**out, "champion": c["champion"], "champion_pct": 100 * float(c["pct_oracle"]),
+            "evidence_events": int(c["evidence_events"]),
             "best_candidate": best_name, "best_pct": pct[best_name],
+            "regret": pct[best_name] - 100 * float(c["pct_oracle"]),
             "best_single": per_model.idxmax(), "best_single_pct": float(per_model.max()),
             "base": base_name, "base_pct": float(per_model[base_name]), "old_rule_pct": float(np.mean(old)),
             "candidates": pct, "models": per_model.round(3).to_dict(), "reason": c["champion_reason"]}
 
 
 def summarize(rows: pd.DataFrame) -> dict:
+    """Per preset the mean and the worst (largest) regret, the mean over campaigns, and the count of
+    presets and campaigns where the champion is ahead of lgbm_s_mono."""
+    if "champion_pct" not in rows:
+        return {"per_preset": [], "mean": {}, "worst_regret": None, "presets_ahead_of_base": 0,
+                "campaigns_ahead_of_base": 0, "campaigns": 0, "failed": rows[["preset", "seed"]].to_dict(orient="records")}
     ok = rows[rows["champion_pct"].notna()].copy()
     ok["regret"] = ok["best_pct"] - ok["champion_pct"]
     ok["regret_vs_best_single"] = ok["best_single_pct"] - ok["champion_pct"]
     ok["vs_base"] = ok["champion_pct"] - ok["base_pct"]
     ok["old_regret"] = ok["best_pct"] - ok["old_rule_pct"]
     ok["old_vs_base"] = ok["old_rule_pct"] - ok["base_pct"]
+    ok["base_regret"] = ok["best_pct"] - ok["base_pct"]
     cols = ["champion_pct", "best_pct", "best_single_pct", "base_pct", "old_rule_pct", "regret",
-            "regret_vs_best_single", "vs_base", "old_regret", "old_vs_base"]
+            "regret_vs_best_single", "vs_base", "old_regret", "old_vs_base", "base_regret", "champion_seconds"]
     per = ok.groupby("preset")[cols].mean()
+    worst = ok.groupby("preset")[["regret", "old_regret", "base_regret"]].max().add_prefix("worst_")
+    per = per.join(worst)
     return {"per_preset": per.round(3).reset_index().to_dict(orient="records"),
             "mean": ok[cols].mean().round(3).to_dict(),
+            "worst_regret": float(ok["regret"].max()) if len(ok) else None,
+            "worst_campaign": ok.loc[ok["regret"].idxmax(), ["preset", "seed"]].to_dict() if len(ok) else None,
+            "campaigns_with_regret_over_0.6": int((ok["regret"] > 0.6).sum()),
             "presets_ahead_of_base": int((per["vs_base"] > 0).sum()),
             "campaigns_ahead_of_base": int((ok["vs_base"] > 0).sum()), "campaigns": int(len(ok)),
-            "failed": rows[rows["champion_pct"].isna()][["preset", "seed"]].to_dict(orient="records")
-            if "champion_pct" in rows else []}
+            "failed": rows[rows["champion_pct"].isna()][["preset", "seed"]].to_dict(orient="records")}
+
+
+def record(rec: Recorder, args, rows: pd.DataFrame, tag: str, done: bool) -> Path | None:
+    """Write what was measured so far (all of it at the end) to benchmarks/results/champion--<tag>.json."""
+    summary = summarize(rows)
+    result = {"complete": done, "seeds": args.seeds, "presets": args.presets,
+              "sizes": {p: SIZES.get(p) for p in args.presets}, "evidence_dir": str(args.evidence or ""),
+              "summary": summary, "campaigns": rows.to_dict(orient="records")}
+    m = summary["mean"]
+    return rec.write(result, tag=tag, headline={
+        "regret (points of the oracle)": m.get("regret"), "worst campaign's regret": summary["worst_regret"],
+        "champion - lgbm_s_mono (points)": m.get("vs_base"), "old rule's regret (points)": m.get("old_regret"),
+        "presets ahead of lgbm_s_mono": summary["presets_ahead_of_base"],
+        "champion asset (seconds, mean)": m.get("champion_seconds"), "campaigns": summary["campaigns"]})
 
 
 def main() -> int:
@@ -104,37 +174,40 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     ap.add_argument("--presets", nargs="+", default=list(PRESETS))
     ap.add_argument("--max-epochs", type=int, default=None, help="PROMO_MAX_EPOCHS (default: unset, as the demo)")
+    ap.add_argument("--tag", default=None, help="the result's tag (default: seeds-<first>-<last>)")
+    ap.add_argument("--evidence", type=Path, default=None, help="save each campaign's evidence as <preset>-<seed>.npz here")
     ap.add_argument("--rows", type=Path, default=None,
-                    help="summarize the campaigns of a result this script wrote (benchmarks/results/champion.json) instead of running")
+                    help="the campaigns of a result this script wrote (benchmarks/results/champion--*.json): "
+                    "summarize them instead of running (with --resume: run only the campaigns it lacks)")
+    ap.add_argument("--resume", action="store_true")
     args = ap.parse_args()
+    tag = args.tag or f"seeds-{args.seeds[0]}-{args.seeds[-1]}"
     rec = Recorder("champion")
-    if args.rows:
-        rows = pd.DataFrame(json.loads(args.rows.read_text())["figures"]["campaigns"])
-    else:
-        out = []
+    out = json.loads(args.rows.read_text())["figures"]["campaigns"] if args.rows else []
+    if not args.rows or args.resume:
+        have = {(r["preset"], r["seed"]) for r in out if "error" not in r or r.get("error") is None}
+        out = [r for r in out if (r["preset"], r["seed"]) in have]
         for seed in args.seeds:
             for preset in args.presets:
-                r = campaign_row(preset, seed, args.max_epochs)
+                if (preset, seed) in have:
+                    continue
+                r = campaign_row(preset, seed, args.max_epochs, args.evidence)
                 out.append(r)
+                record(rec, args, pd.DataFrame(out), tag, done=False)
                 if "error" in r:
                     print(f"{preset} seed {seed}: FAILED {r['error'][-300:]}", flush=True)
                     continue
                 print(f"{preset} seed {seed}: champion {r['champion']} {r['champion_pct']:.2f}% | best {r['best_candidate']} "
-                      f"{r['best_pct']:.2f}% | {r['base']} {r['base_pct']:.2f}% | old rule {r['old_rule_pct']:.2f}% | "
-                      f"promo run {r['run_seconds']}s, load {os.getloadavg()[0]:.1f}", flush=True)
-        rows = pd.DataFrame(out)
+                      f"{r['best_pct']:.2f}% | regret {r['regret']:.2f} | {r['base']} {r['base_pct']:.2f}% | old rule "
+                      f"{r['old_rule_pct']:.2f}% | champion asset {r['champion_seconds']}s | promo run {r['run_seconds']}s, "
+                      f"load {os.getloadavg()[0]:.1f}", flush=True)
+    rows = pd.DataFrame(out)
     summary = summarize(rows)
     print(pd.DataFrame(summary["per_preset"]).to_string(index=False))
     print("mean over campaigns:", json.dumps(summary["mean"]))
     print(f"ahead of lgbm_s_mono on {summary['presets_ahead_of_base']} of {len(summary['per_preset'])} presets, "
-          f"{summary['campaigns_ahead_of_base']} of {summary['campaigns']} campaigns")
-    result = {"seeds": args.seeds, "presets": args.presets, "sizes": {p: SIZES.get(p) for p in args.presets},
-              "summary": summary, "campaigns": rows.to_dict(orient="records")}
-    m = summary["mean"]
-    path = rec.write(result, headline={"regret (points of the oracle)": m["regret"],
-                                       "champion - lgbm_s_mono (points)": m["vs_base"],
-                                       "old rule's regret (points)": m["old_regret"],
-                                       "presets ahead of lgbm_s_mono": summary["presets_ahead_of_base"]})
+          f"{summary['campaigns_ahead_of_base']} of {summary['campaigns']} campaigns; worst regret {summary['worst_regret']}")
+    path = record(rec, args, rows, tag, done=True)
     print(json.dumps({"written": str(path), **summary["mean"]}))
     return 0
 

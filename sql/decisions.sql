@@ -15,7 +15,7 @@ ORDER BY c.decided_at DESC LIMIT 1;
 SELECT * FROM champion WHERE campaign = ? AND run_id = ?;
 
 -- name: insert_champion
-INSERT INTO champion VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now());
+INSERT INTO champion VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now(), ?);
 
 -- name: insert_champion_evidence
 INSERT INTO champion_evidence SELECT ?, ?, evidence_kind, champion_candidate, champion_reference, budget_per_capita,

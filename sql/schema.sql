@@ -462,6 +462,12 @@ CREATE TABLE IF NOT EXISTS champion (
     decided_at                TIMESTAMP NOT NULL
 );
 
+-- name: add_champion_decided_by
+-- The comparison that made the choice, in words (the decision loss, against the incumbent where there
+-- is one; the headline's DR value comparison is only reported). Added by ALTER so that warehouses
+-- created before the column get it too (it follows decided_at).
+ALTER TABLE champion ADD COLUMN IF NOT EXISTS champion_decided_by VARCHAR;
+
 -- name: create_champion_evidence
 -- Every candidate the champion asset evaluated (evidence_kind 'candidate': its DR value at DR cost =
 -- budget with the interval; budget NULL = pooled over the budgets) and every paired comparison

@@ -861,6 +861,7 @@ def _champion_lines(con, campaign: str) -> list[str]:
 
     import pandas as pd
 
+    from promo_assets.evaluation.champion import headline_text, stored_headline
     from promo_assets.store import warehouse
     from promo_assets.store.decisions import latest_champion
 
@@ -871,17 +872,10 @@ def _champion_lines(con, campaign: str) -> list[str]:
         return ["   deploy: no champion yet (the champion asset has not run for this campaign)"]
     r = rows.iloc[0]
     budgets = [float(b) for b in _current_budgets(campaign)[0] or []]
-    at = ", ".join(f"{b:g}" for b in budgets)
-    if pd.isna(r["champion_reference"]) or pd.isna(r["champion_difference"]):
-        head = f"   deploy: {r['champion']} at budget {at}"
-    else:
-        from promo_assets.evaluation.champion import verdict_words
-
-        verdict = verdict_words(r["champion_difference"], r["champion_difference_low"], r["champion_difference_high"],
-                                r["champion_reference"])
-        head = (f"   deploy: {r['champion']} at budget {at} — {verdict} (DR value per user at equal spend, "
-                f"{r['champion_confidence']:.0%} interval; reported: the choice is made on the decision loss, see why)")
-    lines = [head, f"   why: {r['champion_reason']}"]
+    lines = ["   " + headline_text(r["champion"], budgets, stored_headline(r), r["champion_confidence"])]
+    if not pd.isna(r.get("champion_decided_by")):
+        lines.append(f"   chosen on: {r['champion_decided_by']}")
+    lines.append(f"   why: {r['champion_reason']}")
     if not pd.isna(r["pct_oracle"]):
         lines.append(f"   truth (simulated): champion {100 * r['pct_oracle']:.2f}% of the oracle; best candidate "
                      f"{r['best_candidate']} {100 * r['best_pct_oracle']:.2f}%")

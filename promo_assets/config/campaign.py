@@ -334,6 +334,19 @@ class ChampionBlock(_Block):
                                            "models' coefficients)")
     """`true`: the proposal is the stacked blend (weights >= 0 summing to 1 that minimize the decision
     loss); `false`: the single model with the lowest decision loss."""
+    guard: Literal["none", "shrink", "members", "drop_worse", "bag", "equal"] = Field(
+        "none", description="none, shrink, members, drop_worse, bag or equal: how the stacked blend is kept from "
+                            "leaning on the wrong model (docs: decisions)")
+    """What protects the worst case: `none` (the stacked weights), `shrink` (pull the weights toward the
+    single model of lowest decision loss by `guard_level`), `members` (the blend only when, with weights
+    fitted on other events, it beats every member by more than `guard_level` standard errors, else the
+    single model of lowest loss), `drop_worse` (models worse than the best single one at `confidence`
+    get no weight), `bag` (the mean of the stacked weights over bootstrap resamples of the events) or
+    `equal` (pull the weights toward equal weights by `guard_level`)."""
+    guard_level: float = Field(0.25, ge=0, le=5, description="a number in [0, 5]: the guard's strength (shrink, equal: "
+                               "the share moved, at most 1; members: standard errors)")
+    """`shrink` / `equal`: the share of the weight moved to the best single model / to equal weights
+    (0..1); `members`: how many standard errors the blend must beat each member by; unused otherwise."""
 
 
 class ExplorationBlock(_Block):
@@ -1107,6 +1120,9 @@ def _decision_problems(config: "CampaignConfig") -> list[str]:
     the file.)"""
     out = []
     n_levels, champion = config.n_levels, config.champion
+    if champion.guard in ("shrink", "equal") and champion.guard_level > 1:
+        out.append(f"'champion.guard_level' = {champion.guard_level:g} with guard {champion.guard} must be at most 1 "
+                   "(the share of the weight moved)")
     if champion.pin and champion.candidates and champion.pin not in champion.candidates:
         out.append(f"'champion.pin' = {champion.pin!r} is not one of 'champion.candidates' "
                    f"({', '.join(champion.candidates)})")

@@ -121,4 +121,4 @@ def record_champion(con, campaign: str, run_id: str, choice: ChampionChoice) -> 
         settings.confidence, decision.reason, head["reference"], _num(head["difference"]), _num(head["low"]),
         _num(head["high"]), choice.evidence.n, choice.board_run,
         float(np.mean(pct[champ.name])) if champ.name in pct else None,
-        best, float(np.mean(pct[best])) if best else None], evidence_frame(decision, pct))
+        best, float(np.mean(pct[best])) if best else None, decision.decided_by], evidence_frame(decision, pct))

@@ -28,7 +28,8 @@ evaluation events — "weights chosen on the evaluation days"; it averages the m
 where they differ and follows the best model where one dominates.
 
 **The rule** (`choose_champion`):
-1. the proposal is the stacked blend (without blends: the single model with the lowest loss);
+1. the proposal is the stacked blend (without blends: the single model with the lowest loss), its
+   weights after the worst-case guard (`guarded_weights`; default: none);
 2. a campaign's first champion is the proposal; afterwards the proposal replaces the incumbent (the
    earlier champion's members and weights, at their current versions) only when its decision loss —
    with weights fitted on the other half of the events, so that it is not judged on the events it
@@ -76,6 +77,9 @@ __all__ = [
     "loss_terms",
     "pseudo_outcomes",
     "headline_text",
+    "stored_headline",
+    "verdict_words",
+    "guarded_weights",
     "influence",
     "paired_difference",
     "summary_tables",
@@ -157,12 +161,15 @@ class ChampionSettings:
     pin: str | None = None
     candidates: tuple[str, ...] | None = None
     blends: bool = True
+    guard: str = "none"
+    guard_level: float = 0.25
 
     @classmethod
     def from_config(cls, block) -> "ChampionSettings":
         """From campaign.yaml's `champion:` block (`CampaignConfig.champion`, a `ChampionBlock`)."""
         cands = block.candidates
-        return cls(float(block.confidence), block.pin, tuple(cands) if cands else None, bool(block.blends))
+        return cls(float(block.confidence), block.pin, tuple(cands) if cands else None, bool(block.blends),
+                   str(block.guard), float(block.guard_level))
 
 
 @dataclass
@@ -380,6 +387,15 @@ class LossTerms:
             w[self.models.index(m)] = x
         return w
 
+    def take(self, rows: np.ndarray) -> "LossTerms":
+        """The same terms for the events `rows` only."""
+        return LossTerms(self.models, self.P[rows], self.R[rows], self.S[rows], self.lambdas)
+
+    def subset(self, models: Sequence[str]) -> "LossTerms":
+        """The same terms for `models` only (a subset of `self.models`)."""
+        idx = [self.models.index(m) for m in models]
+        return LossTerms(list(models), self.P[:, idx][:, :, idx], self.R[:, idx], self.S, self.lambdas)
+
     def stack(self, rows: np.ndarray | None = None) -> np.ndarray:
         """The simplex weights (>= 0, summing to 1) minimizing the mean loss over `rows` (all events)."""
         from scipy.optimize import minimize
@@ -417,14 +433,67 @@ def _folds(n: int, k: int = 2, seed: int = 29) -> np.ndarray:
     return np.random.default_rng(seed).permutation(np.arange(n) % k)
 
 
-def cross_fitted_stack_loss(terms: LossTerms, k: int = 2) -> np.ndarray:
+def cross_fitted_stack_loss(terms: LossTerms, k: int = 2, fit=None) -> np.ndarray:
     """Per-event loss of the stacked blend with weights fitted on the other folds (k folds): the
-    stack's loss as it will do on events it did not see, to compare it fairly with a fixed incumbent."""
+    stack's loss as it will do on events it did not see, to compare it fairly with a fixed incumbent.
+    `fit(terms of the other folds) -> weights` (default: `LossTerms.stack`) fits the weights."""
     fold = _folds(terms.S.shape[0], k)
     out = np.empty(terms.S.shape[0])
     for f in range(k):
-        out[fold == f] = terms.loss(terms.stack(np.flatnonzero(fold != f)), np.flatnonzero(fold == f))
+        rows = np.flatnonzero(fold != f)
+        w = terms.stack(rows) if fit is None else fit(terms.take(rows))
+        out[fold == f] = terms.loss(w, np.flatnonzero(fold == f))
     return out
+
+
+GUARDS = ("none", "shrink", "members", "drop_worse", "bag", "equal")
+
+
+def guarded_weights(terms: LossTerms, weights: np.ndarray, guard: str, level: float,
+                    confidence: float) -> tuple[np.ndarray, str]:
+    """The stacked weights after the worst-case guard `guard` (ChampionSettings.guard), and what it did:
+    - none: the stacked weights;
+    - shrink: (1 - level) x the stacked weights + level x the single model of lowest decision loss;
+    - members: the stacked blend only when its decision loss with weights fitted on other events
+      (cross-fitted, `cross_fitted_stack_loss`) is lower than every member's by more than `level`
+      standard errors of the paired difference (0: lower on average), else the single model of lowest loss;
+    - drop_worse: the models whose decision loss is worse than the lowest single model's at `confidence`
+      (paired interval) get no weight; the stack is fitted again among the others;
+    - bag: the mean of the stacked weights fitted on 20 bootstrap resamples of the events (seeded);
+    - equal: (1 - level) x the stacked weights + level x equal weights over every model."""
+    if guard not in GUARDS:
+        raise EvaluationError(f"champion.guard must be one of {', '.join(GUARDS)}, got {guard!r}")
+    m = len(terms.models)
+    single = np.stack([terms.loss(np.eye(m)[i]) for i in range(m)])
+    best = int(np.argmin(single.mean(axis=1)))
+    if guard == "none" or m < 2:
+        return weights, ""
+    if guard == "shrink":
+        return (1 - level) * weights + level * np.eye(m)[best], f"shrunk by {level:g} toward {terms.models[best]}"
+    if guard == "bag":
+        rng = np.random.default_rng(31)
+        n = terms.S.shape[0]
+        bagged = np.mean([terms.stack(rng.integers(0, n, n)) for _ in range(20)], axis=0)
+        return bagged / bagged.sum(), "the mean of the stacked weights over 20 bootstrap resamples"
+    if guard == "equal":
+        return (1 - level) * weights + level / m, f"shrunk by {level:g} toward equal weights"
+    if guard == "members":
+        oof = cross_fitted_stack_loss(terms, 5)
+        for i in np.flatnonzero(weights >= 0.01):
+            d = oof - single[i]
+            if not d.mean() + level * d.std(ddof=1) / math.sqrt(d.size) < 0:
+                return np.eye(m)[best], (f"the blend does not beat its member {terms.models[i]} on events it was not "
+                                         f"fitted to: {terms.models[best]} alone")
+        return weights, "the blend beats every member on events it was not fitted to"
+    keep = [terms.models[i] for i in range(m)
+            if i == best or paired_difference(single[i], single[best], confidence)[1] <= 0]
+    if len(keep) == m:
+        return weights, ""
+    sub = terms.subset(keep)
+    w = np.zeros(m)
+    w[[terms.models.index(x) for x in keep]] = sub.stack() if len(keep) > 1 else 1.0
+    gone = [x for x in terms.models if x not in keep]
+    return w, f"left out of the blend, worse than {terms.models[best]} at {confidence:.0%}: {', '.join(gone)}"
 
 
 @dataclass
@@ -437,7 +506,8 @@ class ChampionDecision:
     from the incumbent; reason: one sentence; losses: candidate -> (mean decision loss, low, high);
     comparisons: one dict per paired comparison (statistic 'loss' or 'dr_value', candidate,
     reference, budget or None for pooled, difference, low, high, verdict); results: the DR value at
-    equal spend of every candidate; excluded: model -> why it is no candidate."""
+    equal spend of every candidate; excluded: model -> why it is no candidate; decided_by: the
+    comparison that made the choice, in words (the decision loss; the DR values are only reported)."""
 
     champion: Candidate
     leader: Candidate
@@ -450,6 +520,7 @@ class ChampionDecision:
     results: dict[str, CandidateResult] = field(default_factory=dict)
     losses: dict[str, tuple[float, float, float]] = field(default_factory=dict)
     excluded: dict[str, str] = field(default_factory=dict)
+    decided_by: str = ""
 
     def headline(self, reference: str | None = None) -> dict:
         """The champion against `reference` (default: the single model with the lowest loss, or when
@@ -524,8 +595,9 @@ def choose_champion(evidence: Evidence, budgets: Sequence[float], settings: Cham
     single_loss = {m: terms.loss(np.eye(len(models))[i]) for i, m in enumerate(models)}
     best = min(models, key=lambda m: single_loss[m].mean())
     leader = Candidate((best,), (), (versions.get(best, ""),))
+    guard_note = ""
     if settings.blends and len(models) > 1:
-        w = terms.stack()
+        w, guard_note = guarded_weights(terms, terms.stack(), settings.guard, settings.guard_level, conf)
         keep = [(m, x) for m, x in zip(models, w) if x >= 0.01]
         proposal = Candidate(tuple(m for m, _ in keep), tuple(x for _, x in keep),
                              tuple(versions.get(m, "") for m, _ in keep))
@@ -560,28 +632,35 @@ def choose_champion(evidence: Evidence, budgets: Sequence[float], settings: Cham
            + (f" (the weights that minimize it; the best single model, {leader.name}, is "
               f"{_verdict(*paired_difference(prop_loss, single_loss[leader.name], conf)[1:], True)} by "
               f"{single_loss[leader.name].mean() - prop_loss.mean():.4g})" if proposal.is_blend else "")
-           + (f"; left out: {'; '.join(f'{m}: {r}' for m, r in excluded.items())}" if excluded else ""))
+           + (f"; left out: {'; '.join(f'{m}: {r}' for m, r in excluded.items())}" if excluded else "")
+           + (f"; guard {settings.guard}: {guard_note}" if guard_note else ""))
 
-    def decided(champ: Candidate, changed: bool, reason: str) -> ChampionDecision:
+    lowest = (f"the decision loss on {evidence.n} events: {proposal.name} has the lowest"
+              + (" (stacked weights)" if proposal.is_blend else ""))
+
+    def decided(champ: Candidate, changed: bool, reason: str, by: str = lowest) -> ChampionDecision:
         result(champ)
         return ChampionDecision(champ, leader, proposal, incumbent, changed, reason, conf, comparisons, results,
-                                summary, excluded)
+                                summary, excluded, by)
 
     if settings.pin is not None:
         pinned = Candidate((settings.pin,), (), (versions.get(settings.pin, ""),))
         return decided(pinned, incumbent is None or incumbent.name != pinned.name,
-                       f"{settings.pin}: pinned by campaign.yaml champion.pin (the rule would deploy {proposal.name})")
+                       f"{settings.pin}: pinned by campaign.yaml champion.pin (the rule would deploy {proposal.name})",
+                       "campaign.yaml champion.pin (no comparison)")
     if incumbent is None:
         return decided(proposal, True, f"first champion: {why}")
     gone = sorted(set(incumbent.members) - set(models))
     if gone:
         return decided(proposal, True, f"{why}; the champion {incumbent.name} is replaced: {', '.join(gone)} is no "
-                       "candidate any more")
+                       "candidate any more", f"{lowest}; the incumbent's {', '.join(gone)} is no candidate any more")
     inc = Candidate(incumbent.members, incumbent.weights, tuple(versions.get(m, "") for m in incumbent.members))
     if inc.name == proposal.name:
-        return decided(inc, False, f"{inc.name} stays champion: {why}")
+        return decided(inc, False, f"{inc.name} stays champion: {why}", f"{lowest}, and it is the incumbent")
     inc_loss = terms.loss(terms.weights_of(inc))
-    fair = cross_fitted_stack_loss(terms) if proposal.is_blend else prop_loss
+    fair = (cross_fitted_stack_loss(terms, fit=lambda t: guarded_weights(t, t.stack(), settings.guard,
+                                                                         settings.guard_level, conf)[0])
+            if proposal.is_blend else prop_loss)
     row = _loss_row(proposal.name, inc.name, fair, inc_loss, conf)
     row["statistic"] = "loss (challenger cross-fitted)"
     comparisons.append(row)
@@ -589,11 +668,13 @@ def choose_champion(evidence: Evidence, budgets: Sequence[float], settings: Cham
     summary[inc.name] = (float(inc_loss.mean()), math.nan, math.nan)
     comparisons += _compare(result(proposal), result(inc), conf)
     d, lo, hi = row["difference"], row["low"], row["high"]
+    by = (f"the decision loss against the incumbent {inc.name} on {evidence.n} events: {proposal.name} "
+          f"{_verdict(lo, hi, better_is_lower=True)} at {conf:.0%}, {d:+.4g} [{lo:+.4g}, {hi:+.4g}]")
     if hi < 0:
         return decided(proposal, True, f"{proposal.name} replaces {inc.name}: its decision loss (weights fitted on "
-                       f"other events) is lower by {-d:.4g} [{-hi:.4g}, {-lo:.4g}] at {conf:.0%} ({why})")
+                       f"other events) is lower by {-d:.4g} [{-hi:.4g}, {-lo:.4g}] at {conf:.0%} ({why})", by)
     return decided(inc, False, f"{inc.name} stays champion: the challenger {proposal.name} is not better at {conf:.0%} "
-                   f"(decision loss {d:+.4g} [{lo:+.4g}, {hi:+.4g}], weights fitted on other events)")
+                   f"(decision loss {d:+.4g} [{lo:+.4g}, {hi:+.4g}], weights fitted on other events)", by)
 
 
 # ---------------------------------------------------------------------------------- reporting
@@ -645,14 +726,32 @@ def evidence_frame(decision: ChampionDecision, pct: Mapping[str, list[float]] | 
     return frame
 
 
-def headline_text(name: str, budgets: Sequence[float], head: Mapping) -> str:
-    """'deploy: X at budget B — better than Y by d [lo, hi]' (the first line of `promo report`)."""
+def headline_text(name: str, budgets: Sequence[float], head: Mapping, confidence: float | None = None) -> str:
+    """'deploy: X at budget B — better than / worse than / not distinguishable from Y ... (DR value per
+    user at equal spend, <confidence> interval; reported only)': the first line of `promo report` and of
+    the champion asset's page. The comparison is reported; the choice is made on the decision loss
+    (`ChampionDecision.decided_by`)."""
     at = ", ".join(f"{float(b):g}" for b in budgets)
     d = head.get("difference")
     if head.get("reference") is None or d is None or not math.isfinite(float(d)):
         return f"deploy: {name} at budget {at}"
+    conf = f"{float(confidence):.0%} interval, " if confidence is not None and math.isfinite(float(confidence)) else ""
     return (f"deploy: {name} at budget {at} — {verdict_words(d, head['low'], head['high'], head['reference'])} "
-            f"(DR value per user at equal spend, pooled over the budgets)")
+            f"(DR value per user at equal spend, pooled over the budgets, {conf}reported only: the choice is made "
+            "on the decision loss)")
+
+
+def stored_headline(row: Mapping) -> dict:
+    """The headline comparison ({'reference', 'difference', 'low', 'high'}, as `ChampionDecision.headline`)
+    of a stored row of table champion; missing values as None."""
+    def value(key: str):
+        x = row.get(key)
+        return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
+
+    return {"reference": value("champion_reference"),
+            **{k: None if value(c) is None else float(value(c)) for k, c in
+               (("difference", "champion_difference"), ("low", "champion_difference_low"),
+                ("high", "champion_difference_high"))}}
 
 
 def verdict_words(difference: float, low: float, high: float, reference: str) -> str:

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from promo_assets.evaluation.board_view import compact_boards, full_board, not_evaluated, tidy
+from promo_assets.evaluation.champion import headline_text, stored_headline
 from promo_assets.report.data import ReportData
 
 _CSS = """
@@ -103,15 +104,12 @@ def _champion(data: ReportData, figs: _Figures) -> str:
         return "<h2>Champion</h2><p>No champion yet: the champion asset has not run for this campaign.</p>"
     names, weights = _members(c)
     parts = [f"<h2>Champion: {_e(c['champion'])}</h2>"]
-    diff, ref = c.get("champion_difference"), c.get("champion_reference")
-    if ref is None or diff is None or (isinstance(diff, float) and math.isnan(diff)):
-        head = f"Deploy <b>{_e(c['champion'])}</b>."
-    else:
-        word = "better than" if diff >= 0 else "behind"
-        head = (f"Deploy <b>{_e(c['champion'])}</b>: {word} {_e(ref)} by {abs(diff):.4f} "
-                f"[{c['champion_difference_low']:+.4f}, {c['champion_difference_high']:+.4f}] DR value per user at "
-                f"equal spend ({c['champion_confidence']:.0%} paired interval).")
-    parts.append(f'<p class="headline">{head}</p><p>Why: {_e(c["champion_reason"])}</p>')
+    head = headline_text(c["champion"], data.budgets, stored_headline(c), c.get("champion_confidence"))
+    by = c.get("champion_decided_by")
+    if by is not None and not (isinstance(by, float) and math.isnan(by)):
+        parts.append(f"<p>Chosen on: {_e(by)}</p>")
+    parts.insert(1, f'<p class="headline">{_e(head)}</p>')
+    parts.append(f'<p>Why: {_e(c["champion_reason"])}</p>')
     if len(names) > 1:
         parts.append("<p>Blend of " + ", ".join(f"{_e(n)} ({w:.2f})" for n, w in zip(names, weights)) + ".</p>")
     pct = c.get("pct_oracle")

@@ -80,7 +80,8 @@ def champion_metadata(choice: ChampionChoice, budgets: list[float]) -> dict:
     meta = {"champion": champ.name, "champion_version": champ.version,
             "members": md_table([{"member": n, "weight": round(float(w), 3), "version": v}
                                  for n, w, v in zip(names, weights, versions)]),
-            "headline": headline_text(champ.name, budgets, decision.headline()), "reason": decision.reason,
+            "headline": headline_text(champ.name, budgets, decision.headline(), choice.settings.confidence),
+            "chosen on": decision.decided_by, "reason": decision.reason,
             "changed": decision.changed, "incumbent": inc.name if inc else "(none: first champion)",
             "confidence": choice.settings.confidence, "evidence_events": choice.evidence.n,
             "leaderboard_run": choice.board_run, "candidates": rows_table(cands), "comparisons": rows_table(comps)}

@@ -223,6 +223,10 @@ def test_report_fits_120_columns_by_default_and_wide_shows_every_column(reported
     assert max(len(line) for line in lines) <= 120, lines
     assert lines[1].startswith("   status: last data day ")  # the monitoring status comes first
     assert any(ln.startswith("   deploy: lgbm_s at budget") for ln in lines) and any(ln.startswith("   why: ") for ln in lines)
+    deploy = next(i for i, ln in enumerate(lines) if ln.startswith("   deploy: "))
+    chosen = next(i for i, ln in enumerate(lines) if ln.startswith("   chosen on: "))  # what decided, after the headline
+    assert chosen > deploy and lines[chosen].startswith("   chosen on: the decision loss on ")
+    assert " — " not in " ".join(lines[deploy:chosen])  # one model: no other to compare with, no verdict
     header = next(line for line in lines if line.startswith("budget"))
     assert header.split() == ["budget", "rank", "model", "%", "oracle", "DR", "value", "[95%", "CI]", "spend",
                               "ratio", "vs", "random", "note"]

@@ -201,12 +201,19 @@ def test_incumbent_stays_unless_the_proposal_is_better_at_the_confidence(truth):
     ev = synthetic_evidence(truth, models)
     first = choose_champion(ev, [1.0])
     assert set(first.champion.members) <= {"a", "b"} and first.incumbent is None and "first champion" in first.reason
+    assert first.decided_by.startswith(f"the decision loss on {ev.n} events: {first.proposal.name} has the lowest")
     kept = choose_champion(ev, [1.0], incumbent=Candidate(("a",)))
     assert kept.champion.name == "a" and not kept.changed and "stays champion" in kept.reason
+    other = "b" if kept.proposal.name == "a" else "a"  # an incumbent that is not the proposal is compared with it
+    stays = choose_champion(ev, [1.0], incumbent=Candidate((other,)))
+    assert stays.champion.name == other and stays.proposal.name != other
+    assert stays.decided_by.startswith(f"the decision loss against the incumbent {other} on {ev.n} events: ")
+    assert "not distinguishable at 90%" in stays.decided_by
     junk = np.random.default_rng(3).random(truth[0].shape)
     models["junk"] = (junk, junk * np.asarray(LEVELS))
     replaced = choose_champion(synthetic_evidence(truth, models), [1.0], incumbent=Candidate(("junk",)))
     assert replaced.changed and "junk" not in replaced.champion.members and "replaces junk" in replaced.reason
+    assert "against the incumbent junk" in replaced.decided_by and "better at 90%" in replaced.decided_by
 
 
 def test_pin_and_candidates(truth):
@@ -214,6 +221,7 @@ def test_pin_and_candidates(truth):
     ev = synthetic_evidence(truth, models)
     pinned = choose_champion(ev, [1.0], ChampionSettings(pin="b"))
     assert pinned.champion.name == "b" and "pinned" in pinned.reason
+    assert pinned.decided_by == "campaign.yaml champion.pin (no comparison)"
     only = choose_champion(ev, [1.0], ChampionSettings(candidates=("b",)))
     assert only.champion.name == "b"
     with pytest.raises(EvaluationError, match="champion.pin"):
@@ -237,3 +245,49 @@ def test_evaluate_candidate_spends_the_budget_on_the_dr_cost(truth):
     r = evaluate_candidate(ev, Candidate(("a",)), [0.5, 1.5])
     assert r.costs == pytest.approx([0.5, 1.5], rel=2e-3)
     assert all(lo < v < hi for v, (lo, hi) in zip(r.values, r.intervals))
+
+
+def test_guards_keep_the_blend_from_leaning_on_a_worse_model(truth):
+    """The worst-case guards (ChampionSettings.guard): shrink moves `guard_level` of the weight to the
+    single model of lowest loss; drop_worse gives no weight to a model worse than it at the confidence;
+    members falls back to that single model when the blend cannot beat a member by the required margin."""
+    from promo_assets.evaluation.champion import guarded_weights, loss_terms
+
+    rng = np.random.default_rng(5)
+    junk = rng.random(truth[0].shape)
+    models = {"good": model_of(truth, 0.02, 1), "fair": model_of(truth, 0.06, 2), "junk": (junk, junk * np.asarray(LEVELS))}
+    ev = synthetic_evidence(truth, models)
+    terms = loss_terms(ev, list(models), np.asarray([0.1]))
+    w = terms.stack()
+    shrunk, note = guarded_weights(terms, w, "shrink", 0.5, 0.9)
+    assert np.allclose(shrunk, 0.5 * w + 0.5 * np.array([1.0, 0, 0])) and "toward good" in note
+    kept, note = guarded_weights(terms, np.array([0.4, 0.3, 0.3]), "drop_worse", 0.0, 0.9)
+    assert kept[2] == 0 and abs(kept.sum() - 1) < 1e-9 and "junk" in note
+    single, note = guarded_weights(terms, w, "members", 5.0, 0.9)  # 5 standard errors: not shown on one day
+    assert np.array_equal(single, [1.0, 0, 0]) and "good alone" in note
+    d = choose_champion(ev, [1.0], ChampionSettings(guard="members", guard_level=5.0))
+    assert d.champion.name == "good" and "guard members" in d.reason
+    even, note = guarded_weights(terms, w, "equal", 0.5, 0.9)
+    assert np.allclose(even, 0.5 * w + 0.5 / 3) and "equal weights" in note
+    bagged, _ = guarded_weights(terms, w, "bag", 0.0, 0.9)
+    assert bagged.min() >= 0 and abs(bagged.sum() - 1) < 1e-9 and np.argmax(bagged) == 0 and bagged[2] < 0.05
+    assert np.array_equal(bagged, guarded_weights(terms, w, "bag", 0.0, 0.9)[0])  # seeded: the same every run
+    # the incumbent comparison cross-fits the guarded weights: a fit that always says "good" gives good's own loss
+    from promo_assets.evaluation.champion import cross_fitted_stack_loss
+    assert np.allclose(cross_fitted_stack_loss(terms, fit=lambda t: np.array([1.0, 0, 0])), terms.loss([1.0, 0, 0]))
+    with pytest.raises(EvaluationError, match="champion.guard must be one of"):
+        guarded_weights(terms, w, "nope", 0.0, 0.9)
+
+
+@pytest.mark.hostile
+def test_a_shrink_guard_above_one_is_refused_naming_the_key(tmp_path):
+    from promo_assets.config.campaign import CampaignConfig, CampaignConfigError
+
+    raw = {"treatments": {"levels": [0, 1, 2]}, "budget_per_capita": 1.0,
+           "champion": {"guard": "shrink", "guard_level": 1.5}}
+    with pytest.raises(CampaignConfigError, match="'champion.guard_level' = 1.5 with guard shrink must be at most 1"):
+        CampaignConfig.from_dict(raw, campaign="c1")
+    with pytest.raises(CampaignConfigError, match="guard"):
+        CampaignConfig.from_dict({**raw, "champion": {"guard": "wild"}}, campaign="c1")
+    ok = CampaignConfig.from_dict({**raw, "champion": {"guard": "members", "guard_level": 1.0}}, campaign="c1")
+    assert ChampionSettings.from_config(ok.champion).guard == "members"

@@ -102,3 +102,22 @@ def test_report_of_a_run_campaign_is_self_contained(demo_run, tmp_path, capsys):
     assert "report written to" in capsys.readouterr().out and out.stat().st_size > 1_000_000
     assert main(["report", "--campaign", "nope", "--html", str(tmp_path / "x.html")]) == 2
     assert "no leaderboard of a succeeded run for campaign 'nope'" in capsys.readouterr().err
+
+
+def test_the_html_champion_headline_is_worded_by_its_interval():
+    """An interval that contains 0 is 'not distinguishable', never 'better than'; the comparison that made the
+    choice is shown as 'Chosen on'."""
+    import pandas as pd
+
+    from promo_assets.report.data import ReportData
+    from promo_assets.report.html import _champion, _Figures
+
+    row = {"champion": "lgbm_s", "champion_reference": "lgbm_s_mono", "champion_difference": 0.0764,
+           "champion_difference_low": -0.0401, "champion_difference_high": 0.1929, "champion_confidence": 0.9,
+           "champion_reason": "first champion", "champion_members": '{"members": ["lgbm_s"], "weights": [1.0]}',
+           "champion_decided_by": "the decision loss on 2000 events: lgbm_s has the lowest", "pct_oracle": None}
+    data = ReportData("demo", "run", None, ["a", "b"], [1.0], pd.DataFrame(), pd.DataFrame(), champion=row)
+    page = _champion(data, _Figures())
+    assert "better than" not in page and "not distinguishable from lgbm_s_mono: +0.0764 [-0.0401, +0.1929]" in page
+    assert "90% interval" in page and "Chosen on: the decision loss on 2000 events" in page
+    assert page.index("not distinguishable") < page.index("Chosen on") < page.index("Why: first champion")
