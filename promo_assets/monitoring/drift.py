@@ -15,11 +15,12 @@ No dagster here (domain code).
 from __future__ import annotations
 
 import datetime as dt
-
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+from promo_assets.store import frames as frames_store, monitoring as monitoring_store
 
 EPS = 1e-4
 
@@ -119,6 +120,29 @@ def stale_weights(event_dates, change_day, stale_weight: float, segments=(),
             changed |= (features[f].astype("string").fillna("<missing>") == v).to_numpy(dtype=bool)
         stale &= changed
     return np.where(stale, float(stale_weight), 1.0)
+
+
+@dataclass(frozen=True)
+class TrainingEvents:
+    """The events the training frame is built from, the `retrain` reaction's change day (None without)
+    and each event's stale factor (`stale_weights`)."""
+
+    events: pd.DataFrame
+    change_day: dt.date | None
+    stale: np.ndarray
+
+
+def training_events(con, campaign: str, config) -> TrainingEvents:
+    """The campaign's events with their propensities and, after a `retrain` reaction, their stale factors:
+    with campaign.yaml monitoring.stale_scope 'segments' the events are read with the changed segments'
+    feature columns (those still loaded), so only those segments' events before the change are stale."""
+    change_day = monitoring_store.training_change_day(con, campaign)  # a `retrain` reaction's window
+    segments = (monitoring_store.training_change_segments(con, campaign, change_day)
+                if config.monitoring.stale_scope == "segments" else ())
+    loaded = set(frames_store.feature_spec(con, campaign)[1]) if segments else set()
+    events = frames_store.propensity_events(con, campaign, sorted({f for f, _ in segments} & loaded))
+    stale = stale_weights(events["event_date"], change_day, config.monitoring.stale_weight, segments, events)
+    return TrainingEvents(events, change_day, stale)
 
 
 def exploration_after_change(share: float, change_day, day, settings) -> float:

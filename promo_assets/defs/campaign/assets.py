@@ -23,8 +23,8 @@ from promo_assets.defs.common import (
     log_to,
 )
 from promo_assets.evaluation.inputs import outcome_predictions
-from promo_assets.monitoring.drift import stale_weights
-from promo_assets.store import frames as frames_store, monitoring as monitoring_store
+from promo_assets.monitoring.drift import training_events
+from promo_assets.store import frames as frames_store
 from promo_assets.store.artifacts import content_version
 from promo_assets.store.frames import feature_spec
 
@@ -108,16 +108,12 @@ def training_frame(context: dg.AssetExecutionContext, warehouse: WarehouseResour
     campaign = context.partition_key
     config = landing.config(campaign)
     with connect(warehouse) as con:
-        change_day = monitoring_store.training_change_day(con, campaign)  # a `retrain` reaction's window
-        segments = (monitoring_store.training_change_segments(con, campaign, change_day)
-                    if config.monitoring.stale_scope == "segments" else ())
-        loaded = set(feature_spec(con, campaign)[1]) if segments else set()  # a segment's feature still loaded
-        events = frames_store.propensity_events(con, campaign, sorted({f for f, _ in segments} & loaded))
+        got = training_events(con, campaign, config)
+        events, change_day = got.events, got.change_day
         split, weights = split_and_weights(events, events["propensity"].to_numpy(), config)
-        stale = stale_weights(events["event_date"], change_day, config.monitoring.stale_weight, segments, events)
         frame_df = pd.DataFrame(
             {"event_date": events["event_date"], "source_row": events["source_row"], "split": split,
-             "ips_weight": weights * stale})
+             "ips_weight": weights * got.stale})
         weights = frame_df["ips_weight"].to_numpy()
         version = content_version(frame_df[["ips_weight"]].to_numpy().tobytes() + "".join(split).encode())
         frames_store.replace_training_frame(con, campaign, version, frame_df)
