@@ -63,11 +63,11 @@ def test_run_writes_champion_decisions_and_outbox_and_export_refuses_clearly(dec
         assert entry["expected_response"]["dr_low"] < entry["expected_response"]["dr_high"]
     assert main(["report", "--campaign", "demo"]) == 0
     lines = capsys.readouterr().out.splitlines()  # wrapped at 120 columns: a line may go on indented
-    # the status block first (no decided day back yet), then what to deploy and why
+    # the status block first (no decided day back yet), then what to deploy, the comparison it was chosen on, and why
     assert lines[1].startswith("   status: last data day 2026-03-03; decision for 2026-03-04 made ")
     assert "     outcomes: none yet (no decided day has come back)" in lines
     starts = [ln.split(":")[0].strip() for ln in lines if ln.startswith("   ") and not ln.startswith("    ")]
-    assert starts[:4] == ["status", "deploy", "why", "truth (simulated)"]
+    assert starts[:5] == ["status", "deploy", "chosen on", "why", "truth (simulated)"]
     assert next(ln for ln in lines if ln.startswith("   deploy: ")).count("at budget") == 1
 
     # export: the same stored decisions, as CSV, elsewhere
