@@ -46,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _results import Recorder  # noqa: E402
+from run_time_ab import step_seconds  # noqa: E402
 
 CAMPAIGN = "demo"
 
@@ -66,18 +67,6 @@ def promo(env: dict, *args: str) -> float:
     if done.returncode:
         raise SystemExit(f"promo {' '.join(args)} failed: {(done.stdout + done.stderr)[-3000:]}")
     return time.perf_counter() - t0
-
-
-def step_seconds(home: Path) -> dict[str, float]:
-    import dagster as dg
-
-    instance = dg.DagsterInstance.from_config(str(home))
-    out: dict[str, float] = {}
-    for run in instance.get_runs():
-        for s in instance.get_run_step_stats(run.run_id):
-            if s.start_time and s.end_time:
-                out[s.step_key] = out.get(s.step_key, 0.0) + s.end_time - s.start_time
-    return out
 
 
 def measure(tmp: Path, arm: str, models: list[str], cost_types: dict, groups_block: dict) -> dict:

@@ -1,6 +1,6 @@
 """What every offline evaluation of a campaign reads: the holdout events, the outcome model's
 predictions for them, the truth of a simulated campaign and the versions read (`EvaluationInputs`),
-and the outcome model's predictions themselves (`outcome_predictions`).
+and the outcome model fitted with its predictions for the holdout events (`fit_outcome`).
 
 Read through the named functions of `promo_assets.store`; no dagster here (domain code). A problem
 raises `EvaluationError` naming what to re-materialize; the Dagster layer shows its message.
@@ -131,8 +131,7 @@ class FittedOutcome:
                              "cost": np.ravel(self.dm_costs) if self.dm_costs is not None else np.nan})
 
 
-def outcome_predictions(config, train: pd.DataFrame, holdout: pd.DataFrame, features: tuple[list, list]
-                        ) -> FittedOutcome:
+def fit_outcome(config, train: pd.DataFrame, holdout: pd.DataFrame, features: tuple[list, list]) -> FittedOutcome:
     """The DR outcome model fitted on the training days (`features`: numeric, categorical) and its
     predictions for the holdout events; one that cannot be fitted leaves the DR columns empty and says
     why (`metadata["reason"]`)."""

@@ -22,7 +22,7 @@ from promo_assets.defs.common import (
     kv_table,
     log_to,
 )
-from promo_assets.evaluation.inputs import outcome_predictions
+from promo_assets.evaluation.inputs import fit_outcome
 from promo_assets.monitoring.drift import training_events
 from promo_assets.store import frames as frames_store
 from promo_assets.store.artifacts import content_version
@@ -153,7 +153,7 @@ def outcome_model(context: dg.AssetExecutionContext, warehouse: WarehouseResourc
         holdout = frames_store.holdout_events(con, campaign, numeric + categorical)
         train = frames_store.outcome_training_events(con, campaign, numeric + categorical)
         frame_version = frames_store.frame_version(con, campaign)
-    pred = outcome_predictions(config, train, holdout, (numeric, categorical))
+    pred = fit_outcome(config, train, holdout, (numeric, categorical))
     (context.log.info if pred.dm_values is not None else context.log.warning)(pred.message)
     outcome_df = pred.frame(holdout, config.n_levels)
     version = content_version(outcome_df[["value", "cost"]].to_numpy().tobytes() + str(frame_version).encode())
