@@ -54,7 +54,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ClassVar
 
-import numpy as np
 import pandas as pd
 
 from promo_assets.config.campaign import CampaignConfig
