@@ -18,14 +18,15 @@ from _model_frames import load_events, load_training_frame, train_model  # noqa:
 
 from promo_assets.evaluation import LoggedEvents, q_at_budget  # noqa: E402
 from promo_assets.models import decision_loss as dl  # noqa: E402
-from promo_assets.simulation import simulate, truth_arrays  # noqa: E402
+from promo_assets.simulation import SimulationRequest, simulate, truth_arrays  # noqa: E402
 from promo_assets.simulation.e2e import e2e_values  # noqa: E402
 
 E2E = ("e2e_fd", "e2e_nes")
 
 
 def _load(seed: int, users: int, landing: Path):
-    simulate("e2e_synthetic", f"fig2-{seed}", landing, days=1, users=users, seed=seed, features="none")
+    simulate("e2e_synthetic", SimulationRequest(f"fig2-{seed}", landing, days=1, users=users, seed=seed),
+             features="none")
     cdir = landing / f"fig2-{seed}"
     events, cfg, _, _ = load_events(cdir)
     t = events["level"].to_numpy(np.int64)
@@ -180,8 +181,7 @@ def _fit_oracle(name: str, data, cfg, seed: int, max_epochs, campaign_dir: Path)
     Q's noise is not what holds the e2e models back. The truth travels with the training rows
     (extra tensors in the prepared frame's batches) and the gradient is the model's estimator (Eq. 8
     / 10 over the same entries / directions) applied to `_true_q`."""
-    from promo_assets.models import e2e
-    from promo_assets.models import registry
+    from promo_assets.models import e2e, registry
 
     real = registry.get(name.removesuffix("_oracle"))
     frame = data.frame
@@ -264,7 +264,8 @@ def _library_campaigns(args, prefix: str):
         days, users = LIBRARY_SIZES.get(preset, (3, 2000))
         for seed in seeds:
             with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
-                simulate(preset, "c", tmp, days=args.days or days, users=args.users or users, seed=seed)
+                simulate(preset,
+                         SimulationRequest("c", tmp, days=args.days or days, users=args.users or users, seed=seed))
                 yield preset, seed, Path(tmp) / "c"
 
 
@@ -391,7 +392,7 @@ def cost(args) -> dict:
     users, days = args.users or 5000, args.days or 4
     out = {"section": "cost", "preset": args.preset, "users": users, "days": days, "load_before": os.getloadavg()}
     with tempfile.TemporaryDirectory(prefix="e2e_cost_") as tmp:
-        simulate(args.preset, "cost", tmp, days=days, users=users, seed=seed)
+        simulate(args.preset, SimulationRequest("cost", tmp, days=days, users=users, seed=seed))
         frame, cfg, num, cat = load_training_frame(Path(tmp) / "cost")
         data = TrainingData(cfg, frame, num, cat, frame_version=f"cost-{args.preset}")
         for name in ("s_learner", *E2E):

@@ -63,16 +63,17 @@ def main() -> None:
 
     rec = Recorder("coman_clu_scale")
     import torch
-
     from _model_frames import load_training_frame, train_model
-    from promo_assets.simulation import simulate
+
+    from promo_assets.simulation import SimulationRequest, simulate
 
     torch.set_num_threads(1)
     result = {"args": vars(args)}
     with tempfile.TemporaryDirectory(prefix="coman-clu-") as tmp:
         os.environ["PROMO_ARTIFACTS_DIR"] = str(Path(tmp) / "artifacts")
-        s = simulate("coman_spatiotemporal", f"clu-{args.seed}", Path(tmp) / "landing", days=args.days,
-                     users=args.users, seed=args.seed, start="2026-01-01")
+        request = SimulationRequest(f"clu-{args.seed}", Path(tmp) / "landing", days=args.days, users=args.users,
+                                    seed=args.seed, start="2026-01-01")
+        s = simulate("coman_spatiotemporal", request)
         frame, config, numeric, categorical = load_training_frame(s.campaign_dir)
         holdout = frame[frame["split"] == "holdout"].reset_index(drop=True)
         for act in ("relu", "elu", "clu"):

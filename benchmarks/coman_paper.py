@@ -87,9 +87,9 @@ def violations(fitted, holdout: pd.DataFrame, config) -> int | None:
 
 
 def run_seed(seed: int, args) -> tuple[list[dict], pd.DataFrame, list[dict], dict]:
+    from _model_frames import load_training_frame, train_model
     from sklearn.metrics import roc_auc_score
 
-    from _model_frames import load_training_frame, train_model
     from promo_assets.evaluation import (
         BootstrapInterval,
         EvaluationSettings,
@@ -101,12 +101,13 @@ def run_seed(seed: int, args) -> tuple[list[dict], pd.DataFrame, list[dict], dic
     )
     from promo_assets.evaluation.segments import truth_curve_metrics
     from promo_assets.models import registry
-    from promo_assets.simulation import simulate, truth_arrays
+    from promo_assets.simulation import SimulationRequest, simulate, truth_arrays
 
     with tempfile.TemporaryDirectory(prefix="coman-paper-") as tmp:
         os.environ["PROMO_ARTIFACTS_DIR"] = str(Path(tmp) / "artifacts")
-        s = simulate("coman_spatiotemporal", f"coman-{seed}", Path(tmp) / "landing", days=args.days, users=args.users,
-                     seed=seed, start="2026-01-01", incentive=args.incentive)
+        request = SimulationRequest(f"coman-{seed}", Path(tmp) / "landing", days=args.days, users=args.users,
+                                    seed=seed, start="2026-01-01")
+        s = simulate("coman_spatiotemporal", request, incentive=args.incentive)
         frame, config, numeric, categorical = load_training_frame(s.campaign_dir)
         holdout = frame[frame["split"] == "holdout"].reset_index(drop=True)
         tv, tc = truth_arrays(s.campaign_dir, holdout["user_id"].tolist())
@@ -153,12 +154,14 @@ def timing(args) -> dict:
     """Median seconds per epoch of the S-learner (DNN) and CoMAN, trained alternately on the same frame
     (same batch size; widths: the S-learner's trunk [64, 32] = CoMAN's tower), and their ratio."""
     from _model_frames import load_training_frame, train_model
-    from promo_assets.simulation import simulate
+
+    from promo_assets.simulation import SimulationRequest, simulate
 
     with tempfile.TemporaryDirectory(prefix="coman-timing-") as tmp:
         os.environ["PROMO_ARTIFACTS_DIR"] = str(Path(tmp) / "artifacts")
-        s = simulate("coman_spatiotemporal", "coman-t", Path(tmp) / "landing", days=args.days, users=args.users,
-                     seed=0, start="2026-01-01", incentive=args.incentive)
+        request = SimulationRequest("coman-t", Path(tmp) / "landing", days=args.days, users=args.users, seed=0,
+                                    start="2026-01-01")
+        s = simulate("coman_spatiotemporal", request, incentive=args.incentive)
         frame, config, numeric, categorical = load_training_frame(s.campaign_dir)
         out: dict[str, list[float]] = {"s_learner": [], "coman": [], "cmnn": []}
         for _ in range(args.timing_repeats):
@@ -188,7 +191,6 @@ def main() -> None:
                     help="also run promo simulate + promo run for these seeds (the pipeline's policy_evaluation)")
     args = ap.parse_args()
     import torch
-
     from _results import Recorder
 
     rec = Recorder("coman_paper")

@@ -44,13 +44,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _model_frames import load_events, load_population, train_model  # noqa: E402
 from _results import Recorder  # noqa: E402
-
 from sklearn.isotonic import IsotonicRegression  # noqa: E402
 
 from promo_assets.allocation import solve  # noqa: E402
 from promo_assets.causal import ips_weights  # noqa: E402
 from promo_assets.evaluation.curve_metrics import LevelScale, curve_metrics  # noqa: E402
-from promo_assets.simulation import simulate, truth_arrays  # noqa: E402
+from promo_assets.simulation import SimulationRequest, simulate, truth_arrays  # noqa: E402
 
 MODELS = ("s_learner", "dipn")
 LABELS = {"s_learner": "DNN (S-learner)", "dipn": "DIPN"}
@@ -78,8 +77,8 @@ def split_frame(preset: str, seed: int, args, root: Path):
     train / validation / test sizes; IPS weights from the logged propensities."""
     n_train, n_val, n_test = args.train_size, args.validation_size, args.test_size
     campaign = f"{preset}_{seed}"
-    simulate(preset, campaign, root, days=1, users=n_train + n_val + n_test, seed=seed, daily_active=1.0,
-             overwrite=True)
+    simulate(preset, SimulationRequest(campaign, root, days=1, users=n_train + n_val + n_test, seed=seed),
+             overwrite=True, daily_active=1.0)
     frame, config, numeric, categorical = load_events(root / campaign)
     order = np.random.default_rng(seed).permutation(len(frame))
     split = np.empty(len(frame), dtype=object)

@@ -26,18 +26,17 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _pipeline_bench import START  # noqa: E402
-from _results import Recorder  # noqa: E402
-
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from _pipeline_bench import START  # noqa: E402
+from _results import Recorder  # noqa: E402
 
 from promo_assets.causal import build_training_frame  # noqa: E402
 from promo_assets.evaluation import pct_oracle_at_matched_spend  # noqa: E402
 from promo_assets.ingestion.frames import load_landing  # noqa: E402
 from promo_assets.models import TrainingData, decision_loss, e2e, registry  # noqa: E402
 from promo_assets.models.training import Metric  # noqa: E402
-from promo_assets.simulation import simulate, truth_arrays  # noqa: E402
+from promo_assets.simulation import SimulationRequest, simulate, truth_arrays  # noqa: E402
 
 MODELS = ("e2e_fd", "e2e_nes")
 
@@ -84,7 +83,7 @@ class Recording:
 
 def campaign(root: Path, seed: int, days: int, users: int):
     name = f"e2e-synthetic-{seed}"
-    simulate("e2e_synthetic", name, root, days=days, users=users, seed=seed, start=START)
+    simulate("e2e_synthetic", SimulationRequest(name, root, days=days, users=users, seed=seed, start=START))
     loaded = load_landing(root, name, edges=False, merchants=False)
     frame = build_training_frame(loaded.events, loaded.config, loaded.numeric, loaded.categorical)
     data = TrainingData(loaded.config, frame, list(loaded.numeric), list(loaded.categorical),

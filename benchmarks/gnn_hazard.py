@@ -29,9 +29,21 @@ import numpy as np
 import torch
 
 from promo_assets.graph import (
-    GraphData, GraphTrainConfig, JointCurves, build_graph, compare_joint_independent, independent_allocation, joint_allocation, level_curve,
-    load_bipartite_campaign, plot_uplift_quintiles, sensitivity_quintile_uplift, split_scan, train_graph_model,
-    truth_matrix, truth_metrics,
+    GraphData,
+    GraphTrainConfig,
+    JointCurves,
+    build_graph,
+    compare_joint_independent,
+    independent_allocation,
+    joint_allocation,
+    level_curve,
+    load_bipartite_campaign,
+    plot_uplift_quintiles,
+    sensitivity_quintile_uplift,
+    split_scan,
+    train_graph_model,
+    truth_matrix,
+    truth_metrics,
 )
 from promo_assets.simulation.bipartite import simulate_bipartite
 from promo_assets.simulation.landing import SimulationRequest
@@ -49,8 +61,9 @@ METRICS = ("auc_c", "mae_c", "mse_c", "mae_m", "mse_m", "mae_c_truth", "mse_c_tr
 
 
 def run_seed(seed: int, args, workdir: Path) -> dict:
-    d = workdir / f"seed{seed}"
-    simulate_bipartite(SimulationRequest(d, args.days, args.users, seed, None), merchants=args.merchants,
+    request = SimulationRequest(f"seed{seed}", workdir, args.days, args.users, seed)
+    d = request.campaign_dir
+    simulate_bipartite(request, merchants=args.merchants,
                        merchant_exponent=args.merchant_exponent)
     camp = load_bipartite_campaign(d)
     graph = build_graph(camp.edges, camp.customers, camp.merchants)
@@ -176,9 +189,10 @@ def pd_index(ids):
 
 def epoch_time(args, workdir: Path) -> dict:
     """Seconds per full-graph training epoch (forward + backward + step) of GNN+hazard."""
-    d = workdir / "big"
+    request = SimulationRequest("big", workdir, 7, args.epoch_users, 0)
+    d = request.campaign_dir
     t0 = time.perf_counter()
-    simulate_bipartite(SimulationRequest(d, 7, args.epoch_users, 0, None), merchants=args.epoch_merchants,
+    simulate_bipartite(request, merchants=args.epoch_merchants,
                        edges_per_customer=args.epoch_edges_per_customer)
     t_sim = time.perf_counter() - t0
     camp = load_bipartite_campaign(d)

@@ -40,13 +40,14 @@ def main() -> None:
         PROMO_ARTIFACTS_DIR=str(tmp / "artifacts"), DAGSTER_HOME=str(tmp / "dagster_home"),
     )
     (tmp / "dagster_home").mkdir()
-    from promo_assets.store import warehouse
     from promo_assets.ingestion import day_files, ingest_events_day, load_config
-    from promo_assets.simulation import simulate
+    from promo_assets.simulation import SimulationRequest, simulate
+    from promo_assets.store import warehouse
 
     day = dt.date(2026, 1, 1)
     t = time.perf_counter()
-    simulate("demo", "bench", tmp / "landing", days=1, users=args.rows, seed=0, start=day, daily_active=1.0)
+    simulate("demo", SimulationRequest("bench", tmp / "landing", days=1, users=args.rows, seed=0, start=day),
+             daily_active=1.0)
     print(f"simulated {args.rows} rows in {time.perf_counter() - t:.1f}s", file=sys.stderr)
     path = day_files(tmp / "landing", "bench")[day]
     n_rows = duckdb.execute("SELECT count(*) FROM read_parquet(?)", [str(path)]).fetchone()[0]

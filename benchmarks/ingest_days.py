@@ -45,9 +45,9 @@ def _children_cpu() -> float:
 
 
 def simulate(landing: Path, days: int) -> None:
-    from promo_assets.simulation import simulate as sim
+    from promo_assets.simulation import SimulationRequest, simulate as sim
 
-    sim("demo", CAMPAIGN, landing, days, USERS, 0, start=dt.date(2025, 1, 1), daily_active=1.0)
+    sim("demo", SimulationRequest(CAMPAIGN, landing, days, USERS, 0, start=dt.date(2025, 1, 1)), daily_active=1.0)
 
 
 def run(code: Path, landing: Path, work: Path) -> dict:

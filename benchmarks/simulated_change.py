@@ -40,10 +40,10 @@ POPULATION_SHIFT = "city=shenzhen:share=0.2,avg_spend:scale=8:share=0.3"
 
 
 def _campaign(root: Path, name: str, seed: int, args, **change) -> Path:
-    from promo_assets.simulation import simulate
+    from promo_assets.simulation import Change, SimulationRequest, simulate
 
-    return simulate("demo", name, root, days=3, users=args.users, seed=seed, start=START, change_day=CHANGE,
-                    **change).campaign_dir
+    request = SimulationRequest(name, root, days=3, users=args.users, seed=seed, start=START)
+    return simulate("demo", request, change=Change(CHANGE, **change)).campaign_dir
 
 
 def _kept(campaign_dir: Path, budget: float) -> tuple[np.ndarray, float]:

@@ -109,7 +109,7 @@ CHANGE_OPTIONS = ("change_day", "response_shift", "population_shift", "complianc
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
-    from promo_assets.simulation import PRESETS, SimulationError, simulate
+    from promo_assets.simulation import PRESETS, Change, SimulationError, SimulationRequest, simulate
 
     if args.respond_to or args.day:
         return _respond(args)
@@ -118,16 +118,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         print(f"promo simulate: unknown preset {args.preset!r}; choose one of {', '.join(PRESETS)}", file=sys.stderr)
         return EXIT_USAGE
     landing = Path(args.landing) if args.landing else settings.landing_dir()
-    options = {}
-    if args.logging:
-        options["logging"] = args.logging
-    for name in CHANGE_OPTIONS:  # a planted change, only when asked (without one the files stay as they were)
-        if getattr(args, name) is not None:
-            options[name] = getattr(args, name)
+    options = {"logging": args.logging} if args.logging else {}
+    request = SimulationRequest(args.campaign, landing, args.days, args.users, args.seed, args.start)
     start = time.perf_counter()
-    try:
-        summary = simulate(args.preset, args.campaign, landing, args.days, args.users, args.seed, start=args.start,
-                           overwrite=args.overwrite, **options)
+    try:  # a planted change only when asked (without one the files stay as they were)
+        change = Change.parse(*(getattr(args, name) for name in CHANGE_OPTIONS))
+        summary = simulate(args.preset, request, overwrite=args.overwrite, change=change, **options)
     except SimulationError as exc:
         print(f"promo simulate: {exc} (command line: --overwrite)" if "overwrite" in str(exc) else f"promo simulate: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,6 +1,6 @@
 """Campaign simulator: writes the landing format of DESIGN.md plus the ground truth.
 
-    simulate(preset, campaign, landing_dir, days, users, seed, start=None, **options) -> SimulationSummary
+    simulate(preset, SimulationRequest(campaign, landing_dir, days, users, seed, start), **options) -> SimulationSummary
 
 Presets (``PRESETS``, name -> :class:`Preset` with ``description`` and ``defaults``):
   demo                the built-in coupon campaign (promo_assets.simulation.demo)
@@ -15,7 +15,7 @@ The closed loop: ``respond(campaign_dir, decision_file, day)`` writes day `day`'
 simulated campaign as its population answers an exported decision file (the outbox's
 `<budget>.parquet|csv`: user_id, level, propensity), the decision's propensities logged.
 
-A planted change (``simulate(..., change_day=, response_shift=, population_shift=, compliance=)``,
+A planted change (``simulate(..., change=Change(day, response_shift, population_shift, compliance))``,
 promo_assets.simulation.change): the true curves and/or the population shift from a day on, and the
 coupon system applies only part of the decisions; kept in campaign.yaml's `simulation.change` block,
 so every later `respond` honours it.
@@ -41,8 +41,6 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from promo_assets.config import settings
-from promo_assets.config.campaign import CampaignNameError, check_campaign_name
 from promo_assets.decisions.outbox import OutboxError, decision_file_date, read_decision_file
 from promo_assets.ingestion.ids import clean_user_ids
 from promo_assets.simulation import (
@@ -76,14 +74,14 @@ from promo_assets.simulation.truth import (
 )
 
 __all__ = [
-    "PRESETS", "Change", "Preset", "SimulationError", "SimulationSummary", "TruthError", "load_truth",
-    "respond", "simulate", "true_propensity_arrays", "truth_arrays", "truth_on", "truth_user_ids",
+    "PRESETS", "Change", "Preset", "SimulationError", "SimulationRequest", "SimulationSummary", "TruthError",
+    "load_truth", "respond", "simulate", "true_propensity_arrays", "truth_arrays", "truth_on", "truth_user_ids",
 ]
 
 
 @dataclass(frozen=True)
 class Preset:
-    """A simulator preset: `run(campaign_dir, days, users, seed, start, **options) -> SimulationSummary`."""
+    """A simulator preset: `run(request: SimulationRequest, **options) -> SimulationSummary`."""
 
     name: str
     description: str
@@ -127,77 +125,38 @@ def _accepted(run: Callable[..., Any]) -> tuple[set[str], bool]:
     return names, any(p.kind == p.VAR_KEYWORD for p in params.values())
 
 
-def simulate(
-    preset: str = "demo",
-    campaign: str | None = None,
-    landing_dir: str | Path | None = None,
-    days: int = 14,
-    users: int = 5000,
-    seed: int = 0,
-    start: dt.date | None = None,
-    *,
-    overwrite: bool = False,
-    log: Log = None,
-    change_day: dt.date | str | None = None,
-    response_shift: str | None = None,
-    population_shift: str | None = None,
-    compliance: float | None = None,
-    **options: Any,
-) -> SimulationSummary:
-    """Simulate a campaign into ``<landing_dir>/<campaign>/`` and return what was written.
+def simulate(preset: str, request: SimulationRequest, *, overwrite: bool = False, log: Log = None,
+             change: Change | None = None, **options: Any) -> SimulationSummary:
+    """Simulate a campaign of preset `preset` (a key of PRESETS) as `request` asks (a SimulationRequest:
+    campaign name, landing folder, days, users, seed, start) into ``<landing_dir>/<campaign>/`` and
+    return what was written.
 
-    preset: a key of PRESETS; campaign: folder name (None: the preset's name; it must follow
-    promo_assets.config.campaign.CAMPAIGN_NAME_RULE, an empty or invalid name is refused); landing_dir:
-    default settings.landing_dir(); days: number of daily event files; users: size of the user pool
-    (each day a `daily_active` fraction of it gets one RCT event); seed: same arguments => byte-identical
-    files; start: first day (default: today - days, so the last day is yesterday); overwrite: clear
-    the folder's events/population/truth/edges first (otherwise writing a *different* simulated pool
-    into an existing simulated campaign is refused, while the same pool may be extended by more
-    days); log: progress callback (one line per day file); options: preset options (see
-    PRESETS[preset].defaults), e.g. ``daily_active=0.5``, ``logging="confounded"``.
-    change_day, response_shift, population_shift, compliance: a planted change (see
-    promo_assets.simulation.change for the specifications); the change day must come after `start`;
-    kept in campaign.yaml (`simulation.change`) for every later `respond`. Without them the files are
-    exactly those of a campaign without a change.
+    overwrite: clear the folder's events/population/truth/edges first (otherwise writing a *different*
+    simulated pool into an existing simulated campaign is refused, while the same pool may be extended
+    by more days); log: progress callback (one line per day file); change: a planted Change (see
+    promo_assets.simulation.change), whose day must come after the request's start; kept in
+    campaign.yaml (`simulation.change`) for every later `respond` (None: the files are exactly those
+    of a campaign without a change); options: preset options (see PRESETS[preset].defaults), e.g.
+    ``daily_active=0.5``, ``logging="confounded"``.
     Raises SimulationError (a ValueError) for an unknown preset/option, an invalid campaign name or bad sizes.
     Returns a SimulationSummary for every preset (a runner's own dict report lands in `.details`).
     """
     if preset not in PRESETS:
         raise SimulationError(f"unknown preset {preset!r}; known presets: {sorted(PRESETS)}")
     spec = PRESETS[preset]
-    if landing_dir is None:
-        landing_dir = settings.landing_dir()
-    campaign = preset if campaign is None else campaign
-    try:
-        check_campaign_name(campaign)
-    except CampaignNameError as exc:
-        raise SimulationError(str(exc)) from None
-    if start is None:
-        start = dt.date.today() - dt.timedelta(days=int(days))
-    elif isinstance(start, dt.datetime):
-        start = start.date()
-    elif isinstance(start, str):
-        try:
-            start = dt.date.fromisoformat(start)
-        except ValueError:
-            raise SimulationError(f"start must be a date (YYYY-MM-DD), got {start!r}") from None
-    if not isinstance(days, int) or isinstance(days, bool) or days < 1:
-        raise SimulationError(f"days must be an integer >= 1, got {days!r}")
-    if not isinstance(users, int) or isinstance(users, bool) or users < 1:
-        raise SimulationError(f"users must be an integer >= 1, got {users!r}")
+    request = request.resolved()
     names, var_kw = _accepted(spec.run)
     allowed = names - {"request", "log", "variant"}
     unknown = sorted(set(options) - allowed) if not var_kw else []
     if unknown:
         allowed = sorted(allowed)
         raise SimulationError(f"preset {preset!r} has no option(s) {unknown}; options: {allowed}")
-    change = Change.parse(change_day, response_shift, population_shift, compliance)
-    if change is not None and change.day is not None and change.day <= start:
-        raise SimulationError(f"--change-day {change.day} must come after the first simulated day {start} (the "
-                              "change needs days before it)")
+    if change is not None and change.day is not None and change.day <= request.start:
+        raise SimulationError(f"--change-day {change.day} must come after the first simulated day {request.start} "
+                              "(the change needs days before it)")
     if change is not None and not spec.respondable:
         raise SimulationError(f"preset {preset!r} cannot plant a change (only the presets that answer decisions can)")
-    campaign_dir = Path(landing_dir) / campaign
+    campaign_dir = request.campaign_dir
     if overwrite and campaign_dir.exists():
         for sub in ("events", "population", "truth", "edges"):
             if (campaign_dir / sub).exists():
@@ -207,12 +166,12 @@ def simulate(
     if "log" in names or var_kw:
         kwargs["log"] = log
     with changing(change):
-        result = spec.run(SimulationRequest(campaign_dir, days, users, int(seed), start), **kwargs)
+        result = spec.run(request, **kwargs)
     if isinstance(result, SimulationSummary):
         return result
     # a preset runner that reports a plain dict (bipartite): read the summary back from the folder
     details = result if isinstance(result, dict) else {}
-    return summary_from_folder(campaign_dir, preset, int(seed), users, details)
+    return summary_from_folder(campaign_dir, preset, request.seed, request.users, details)
 
 
 def respond(campaign_dir: str | Path, decision_file: str | Path, day: dt.date, *, preset: str | None = None,
@@ -261,7 +220,7 @@ def respond(campaign_dir: str | Path, decision_file: str | Path, day: dt.date, *
                         levels=levels.to_numpy().astype(np.int64),
                         propensity=pd.to_numeric(frame["propensity"], errors="coerce").to_numpy(dtype=np.float64))
     with responding(response), changing(change):
-        result = spec.run(SimulationRequest(campaign_dir, 1, int(sim["users"]), int(sim["seed"]), day), **kwargs)
+        result = spec.run(_request(campaign_dir, sim, day), **kwargs)
     if not isinstance(result, SimulationSummary) or "decided_users" not in result.details:
         raise SimulationError(f"preset {spec.name!r} did not answer the decisions")
     return result
@@ -279,7 +238,7 @@ def truth_on(campaign_dir: str | Path, day: dt.date | str, user_ids: Any = None)
     spec, sim, change, kwargs = stored.preset, stored.block, stored.change, stored.kwargs
     day = _day(day, "day")
     with capturing() as captured, changing(change):
-        spec.run(SimulationRequest(campaign_dir, 1, int(sim["users"]), int(sim["seed"]), day), **kwargs)
+        spec.run(_request(campaign_dir, sim, day), **kwargs)
     if captured.pool is None:
         raise SimulationError(f"preset {spec.name!r} did not hand over its pool")
     pool = captured.pool.on(day)
@@ -294,6 +253,12 @@ def truth_on(campaign_dir: str | Path, day: dt.date | str, user_ids: Any = None)
         raise TruthError(f"{campaign_dir}: {missing.size} user ids are not in the simulated pool, e.g. "
                          f"{[str(wanted[i]) for i in missing[:5]]}")
     return values[rows], costs[rows]
+
+
+def _request(campaign_dir: Path, sim: dict[str, Any], day: dt.date) -> SimulationRequest:
+    """One day `day` of the simulated campaign in `campaign_dir`, its pool as campaign.yaml's `simulation:`
+    block `sim` records."""
+    return SimulationRequest(campaign_dir.name, campaign_dir.parent, 1, int(sim["users"]), int(sim["seed"]), day)
 
 
 def _day(value: Any, what: str) -> dt.date:

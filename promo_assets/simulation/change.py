@@ -1,7 +1,7 @@
 """A simulated campaign that changes from a day on: shifted true curves, a shifted population, and a
 coupon system that applies only part of the decisions.
 
-    Change.parse(day, response_shift, population_shift, compliance) -> Change   (validated, SimulationError)
+    Change(day, response_shift, population_shift, compliance)                (checked, SimulationError)
     Change.from_stored(block) / change.stored()                              campaign.yaml `simulation.change`
     apply_change(pool, change, seed, cheapest, cost_rule) -> Pool             the pool, changed from `change.day`
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -62,22 +62,24 @@ class PopulationTerm:
 
 @dataclass(frozen=True)
 class Change:
-    """A planted change: `day` (None: compliance on every answered day), the two shifts (their
-    specification text and parsed terms) and the coupon system's compliance (None: 1)."""
+    """A planted change: `day` (None: compliance on every answered day; a date or YYYY-MM-DD text), the
+    two shifts' specification texts and the coupon system's compliance (None: 1), as on the command
+    line. Checked when made (SimulationError naming the option); `response_terms` and
+    `population_terms` are the shifts parsed."""
 
     day: dt.date | None = None
     response_shift: str | None = None
     population_shift: str | None = None
     compliance: float | None = None
-    response_terms: tuple[ResponseTerm, ...] = ()
-    population_terms: tuple[PopulationTerm, ...] = ()
+    response_terms: tuple[ResponseTerm, ...] = field(init=False, repr=False)
+    population_terms: tuple[PopulationTerm, ...] = field(init=False, repr=False)
 
-    @classmethod
-    def parse(cls, day: Any = None, response_shift: str | None = None, population_shift: str | None = None,
-              compliance: Any = None) -> "Change | None":
-        """A validated Change, or None when nothing is asked. Raises SimulationError naming the option."""
+    def __post_init__(self) -> None:
+        day, response_shift, population_shift, compliance = (self.day, self.response_shift, self.population_shift,
+                                                              self.compliance)
         if day is None and response_shift is None and population_shift is None and compliance is None:
-            return None
+            raise SimulationError("a planted change needs something to change: --response-shift, --population-shift "
+                                  "or --compliance")
         if day is not None and not isinstance(day, dt.date):
             try:
                 day = dt.date.fromisoformat(str(day))
@@ -97,8 +99,18 @@ class Change:
                 raise SimulationError(f"--compliance must be in (0, 1] (the share of decisions the coupon system "
                                       f"applies), got {compliance!r}")
             compliance = c
-        return cls(day=day, response_shift=response_shift, population_shift=population_shift, compliance=compliance,
-                   response_terms=_response_terms(response_shift), population_terms=_population_terms(population_shift))
+        object.__setattr__(self, "day", day)
+        object.__setattr__(self, "compliance", compliance)
+        object.__setattr__(self, "response_terms", _response_terms(response_shift))
+        object.__setattr__(self, "population_terms", _population_terms(population_shift))
+
+    @classmethod
+    def parse(cls, day: Any = None, response_shift: str | None = None, population_shift: str | None = None,
+              compliance: Any = None) -> "Change | None":
+        """A Change, or None when nothing is asked (every argument None). Raises SimulationError naming the option."""
+        if day is None and response_shift is None and population_shift is None and compliance is None:
+            return None
+        return cls(day, response_shift, population_shift, compliance)
 
     @classmethod
     def from_stored(cls, block: Any) -> "Change | None":

@@ -35,7 +35,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from promo_assets.config.campaign import CampaignConfig, dump_campaign_yaml
+from promo_assets.config import settings
+from promo_assets.config.campaign import CampaignConfig, CampaignNameError, check_campaign_name, dump_campaign_yaml
 from promo_assets.core.errors import DomainError
 
 Log = Callable[[str], None] | None
@@ -50,14 +51,47 @@ class SimulationError(DomainError, ValueError):
 
 @dataclass(frozen=True)
 class SimulationRequest:
-    """What `simulate` asks of a preset's runner: the campaign folder, `days` daily event files from
-    `start`, a pool of `users` and the `seed`."""
+    """What to simulate, and what `simulate` hands a preset's runner: campaign `campaign` (the folder
+    name, promo_assets.config.campaign.CAMPAIGN_NAME_RULE) in the landing folder `landing_dir` (None:
+    settings.landing_dir()), `days` daily event files from `start` (None: today - days, so the last
+    day is yesterday; a date, a datetime or YYYY-MM-DD text), a pool of `users` and the `seed` (same
+    request and options => byte-identical files). `resolved()` checks it and fills the defaults."""
 
-    campaign_dir: Path
-    days: int
-    users: int
-    seed: int
-    start: dt.date
+    campaign: str
+    landing_dir: str | Path | None = None
+    days: int = 14
+    users: int = 5000
+    seed: int = 0
+    start: dt.date | str | None = None
+
+    @property
+    def campaign_dir(self) -> Path:
+        """`<landing_dir>/<campaign>` (landing_dir None: settings.landing_dir())."""
+        return Path(settings.landing_dir() if self.landing_dir is None else self.landing_dir) / self.campaign
+
+    def resolved(self) -> "SimulationRequest":
+        """This request checked, with `landing_dir` a Path, `start` a date and `seed` an int. Raises
+        SimulationError naming the bad value (campaign name, start, days, users)."""
+        try:
+            check_campaign_name(self.campaign)
+        except CampaignNameError as exc:
+            raise SimulationError(str(exc)) from None
+        start, days, users = self.start, self.days, self.users
+        if start is None:
+            start = dt.date.today() - dt.timedelta(days=int(days))
+        elif isinstance(start, dt.datetime):
+            start = start.date()
+        elif isinstance(start, str):
+            try:
+                start = dt.date.fromisoformat(start)
+            except ValueError:
+                raise SimulationError(f"start must be a date (YYYY-MM-DD), got {start!r}") from None
+        if not isinstance(days, int) or isinstance(days, bool) or days < 1:
+            raise SimulationError(f"days must be an integer >= 1, got {days!r}")
+        if not isinstance(users, int) or isinstance(users, bool) or users < 1:
+            raise SimulationError(f"users must be an integer >= 1, got {users!r}")
+        landing = Path(settings.landing_dir() if self.landing_dir is None else self.landing_dir)
+        return SimulationRequest(self.campaign, landing, days, users, int(self.seed), start)
 
 
 @dataclass(frozen=True)

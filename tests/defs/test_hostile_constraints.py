@@ -11,7 +11,7 @@ import pytest
 
 from promo_assets.defs.common import LandingResource, WarehouseResource, domain_errors
 from promo_assets.ingestion import ingest_events_day, load_config
-from promo_assets.simulation import simulate
+from promo_assets.simulation import SimulationRequest, simulate
 from promo_assets.store import warehouse
 
 GROUP = "constraints:\n  groups:\n    big_city: {feature: no_such_column, equals: x, budget_per_capita: 0.5}\n"
@@ -23,7 +23,7 @@ def test_decisions_refuse_a_group_cap_on_a_column_the_loaded_events_lack(tmp_pat
     from promo_assets.decisions import DecisionError
     from promo_assets.decisions.plans import constraints_for_users
 
-    simulate("demo", "c1", tmp_path / "landing", 2, 150, 1, start=dt.date(2026, 1, 1))
+    simulate("demo", SimulationRequest("c1", tmp_path / "landing", 2, 150, 1, start=dt.date(2026, 1, 1)))
     folder = tmp_path / "landing" / "c1"
     with warehouse.connect(tmp_path / "w.duckdb") as con:
         for path in sorted((folder / "events").glob("*.parquet")):

@@ -17,7 +17,7 @@ import duckdb
 import pytest
 
 import promo_assets.cli.main as cli
-from promo_assets.store import warehouse
+from promo_assets.config.settings import SettingsError
 from promo_assets.defs.common import WAREHOUSE_POOL
 from promo_assets.defs.recovery import (
     PID_START_TAG,
@@ -25,7 +25,7 @@ from promo_assets.defs.recovery import (
     process_tags,
     recover_dead_runs,
 )
-from promo_assets.config.settings import SettingsError
+from promo_assets.store import warehouse
 from tests.conftest import PLUMBING_MODELS, train_only
 
 REPO = Path(__file__).resolve().parents[2]
@@ -251,10 +251,10 @@ def test_failure_messages_show_every_failed_steps_own_error(promo_env):
 
 def test_promo_run_ingest_failure_line_has_the_domain_error(promo_env, monkeypatch, capsys):
     import promo_assets.defs.ingestion.assets as ingest_assets
-    from promo_assets.simulation import simulate
+    from promo_assets.simulation import SimulationRequest, simulate
     from promo_assets.simulation.truth import TruthError
 
-    simulate("demo", "c1", promo_env["landing"], 1, 100, 0)
+    simulate("demo", SimulationRequest("c1", promo_env["landing"], 1, 100, 0))
     day = next((promo_env["landing"] / "c1" / "events").iterdir()).stem
 
     def ingest(con, config, day, path):
@@ -272,15 +272,15 @@ def test_promo_run_ingest_failure_line_has_the_domain_error(promo_env, monkeypat
 def test_promo_run_prints_the_domain_errors_of_every_failed_step(promo_env, monkeypatch, capsys):
     """An ingestion day and two models fail with domain errors: each message reaches the output. The
     campaign trains the two failing models and one LightGBM model that succeeds beside them."""
+    import promo_assets.defs.ingestion.assets as ingest_assets
     import promo_assets.models.dipn as dipn
     import promo_assets.models.s_learner as s_learner
-    import promo_assets.defs.ingestion.assets as ingest_assets
     from promo_assets.models.errors import ModelInputError
-    from promo_assets.simulation import simulate
+    from promo_assets.simulation import SimulationRequest, simulate
 
     # 3 days: the first fails to load, the second trains, the third is the holdout (with the second
     # failing too, no training day would be left and the data checks would skip every model instead)
-    summary = simulate("demo", "c1", promo_env["landing"], 3, 200, 0)
+    summary = simulate("demo", SimulationRequest("c1", promo_env["landing"], 3, 200, 0))
     assert "3 day(s)" in str(summary)
     train_only(promo_env["landing"] / "c1" / "campaign.yaml", ("s_learner", "dipn", "lgbm_s"))
     monkeypatch.setenv("PROMO_MAX_EPOCHS", "1")

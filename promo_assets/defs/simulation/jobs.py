@@ -5,7 +5,7 @@ import dagster as dg
 
 from promo_assets.defs.common import LandingResource, campaign_partitions
 from promo_assets.ingestion import discover_campaigns
-from promo_assets.simulation import simulate
+from promo_assets.simulation import SimulationRequest, simulate
 
 
 class SimulateConfig(dg.Config):
@@ -26,7 +26,8 @@ def simulate_campaign(context: dg.OpExecutionContext, config: SimulateConfig, la
         context.log.info(f"landing folder {landing.path} already holds {existing}; nothing simulated (only_if_empty)")
         return
     options = {"logging": config.logging} if config.preset == "demo" else {}
-    summary = simulate(config.preset, config.campaign, landing.path, config.days, config.users, config.seed, **options)
+    request = SimulationRequest(config.campaign, landing.path, config.days, config.users, config.seed)
+    summary = simulate(config.preset, request, **options)
     context.instance.add_dynamic_partitions(campaign_partitions.name, [config.campaign])
     context.log.info(f"wrote campaign '{config.campaign}' ({config.preset}) to {landing.path / config.campaign}: {summary}")
 

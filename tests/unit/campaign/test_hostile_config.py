@@ -13,8 +13,7 @@ import duckdb
 import numpy as np
 import pytest
 
-from promo_assets.store import results
-from promo_assets.store import warehouse
+from promo_assets.cli.main import main
 from promo_assets.config.campaign import (
     CAMPAIGN_NAME_RULE,
     CampaignConfig,
@@ -22,7 +21,6 @@ from promo_assets.config.campaign import (
     CampaignNameError,
     check_campaign_name,
 )
-from promo_assets.cli.main import main
 from promo_assets.evaluation import (
     BootstrapInterval,
     EvaluationSettings,
@@ -35,7 +33,8 @@ from promo_assets.evaluation import (
     leaderboard_markdown,
 )
 from promo_assets.ingestion import discover_campaigns
-from promo_assets.simulation import SimulationError, simulate
+from promo_assets.simulation import SimulationError, SimulationRequest, simulate
+from promo_assets.store import results, warehouse
 from tests.conftest import train_only
 
 BASE = "treatments:\n  levels: [0, 1, 2]\nbudget_per_capita: [1.0]\n"
@@ -182,7 +181,8 @@ def test_defaults_and_typed_blocks(tmp_path):
 
 def test_every_simulator_preset_writes_a_valid_campaign_yaml(tmp_path):
     for preset in ("demo", "e2e_synthetic", "dipn_synthetic_1", "bipartite"):
-        summary = simulate(preset, f"p-{preset}", tmp_path, days=2, users=60, seed=0, start=dt.date(2026, 1, 1))
+        request = SimulationRequest(f"p-{preset}", tmp_path, days=2, users=60, seed=0, start=dt.date(2026, 1, 1))
+        summary = simulate(preset, request)
         config = CampaignConfig.load(summary.campaign_dir)
         assert config.campaign == f"p-{preset}" and config.budget_per_capita
 
@@ -237,7 +237,7 @@ def test_simulate_refuses_bad_names_and_writes_nothing(tmp_path, name):
     landing = tmp_path / "landing"
     landing.mkdir()
     with pytest.raises(SimulationError, match="invalid campaign name"):
-        simulate("demo", name, landing, days=2, users=50)
+        simulate("demo", SimulationRequest(name, landing, days=2, users=50))
     assert list(landing.iterdir()) == [] and not (tmp_path / "x").exists()
 
 

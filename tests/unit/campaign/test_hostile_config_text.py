@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from promo_assets.config.campaign import CampaignConfig, CampaignConfigError
-from promo_assets.simulation import simulate
+from promo_assets.simulation import SimulationRequest, simulate
 
 BASE = "treatments:\n  levels: [0, 1, 2]\nbudget_per_capita: [1.0]\n"
 GROUP = "constraints:\n  groups:\n    {name}: {{feature: {feature}, equals: {equals}, budget_per_capita: 0.5}}\n"
@@ -78,7 +78,7 @@ def test_real_dates_in_budget_are_still_dates(tmp_path):
 def test_promo_run_refuses_a_group_cap_on_a_missing_column_before_anything_runs(promo_env, capsys, feature):
     from promo_assets.cli.main import main
 
-    simulate("demo", "c1", promo_env["landing"], 2, 200, 1, start=dt.date(2026, 1, 1))
+    simulate("demo", SimulationRequest("c1", promo_env["landing"], 2, 200, 1, start=dt.date(2026, 1, 1)))
     path = promo_env["landing"] / "c1" / "campaign.yaml"
     path.write_text(path.read_text() + GROUP.format(name="big_city", feature=feature, equals="x"))
     capsys.readouterr()

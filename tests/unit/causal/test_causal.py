@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from promo_assets.config.campaign import CampaignConfig
 from promo_assets.causal import (
     PropensityError,
     PropensityModel,
@@ -23,7 +22,8 @@ from promo_assets.causal import (
     randomized_propensity,
     user_hash_unit,
 )
-from promo_assets.simulation import simulate, true_propensity_arrays
+from promo_assets.config.campaign import CampaignConfig
+from promo_assets.simulation import SimulationRequest, simulate, true_propensity_arrays
 
 START = dt.date(2024, 5, 1)
 NUMERIC = ["age", "activity", "tenure_days", "avg_spend"]
@@ -47,13 +47,16 @@ def _frame(campaign_dir) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def rct(tmp_path_factory):
-    s = simulate("demo", "rct", tmp_path_factory.mktemp("l"), days=4, users=3000, seed=2, start=START)
+    s = simulate("demo",
+                 SimulationRequest("rct", tmp_path_factory.mktemp("l"), days=4, users=3000, seed=2, start=START))
     return s.campaign_dir, _frame(s.campaign_dir)
 
 
 @pytest.fixture(scope="module")
 def confounded(tmp_path_factory):
-    s = simulate("demo", "conf", tmp_path_factory.mktemp("l"), days=6, users=4000, seed=9, start=START, logging="confounded")
+    s = simulate("demo",
+                 SimulationRequest("conf", tmp_path_factory.mktemp("l"), days=6, users=4000, seed=9, start=START),
+                 logging="confounded")
     return s.campaign_dir, _frame(s.campaign_dir)
 
 

@@ -27,7 +27,7 @@ from promo_assets.decisions import (
     verify,
     write_outbox,
 )
-from promo_assets.simulation import SimulationError, respond, simulate, truth_arrays, truth_user_ids
+from promo_assets.simulation import SimulationError, SimulationRequest, respond, simulate, truth_arrays, truth_user_ids
 
 LABELS = ("0", "1", "2", "5")
 INCENTIVES = (0.0, 1.0, 2.0, 5.0)
@@ -181,7 +181,7 @@ def test_a_kill_during_the_write_leaves_the_previous_folder_complete(tmp_path):
 
 # ------------------------------------------------------------------ the simulator answers
 def test_simulated_population_answers_an_exported_decision(tmp_path):
-    simulate("demo", "d", tmp_path, 2, 600, 4, start=dt.date(2026, 1, 1))
+    simulate("demo", SimulationRequest("d", tmp_path, 2, 600, 4, start=dt.date(2026, 1, 1)))
     ids = truth_user_ids(tmp_path / "d")
     tv, tc = truth_arrays(tmp_path / "d")
     d = decide_with_exploration(tv, tc, 1.0, Exploration(share=0.2, seed=2), dt.date(2026, 1, 3))

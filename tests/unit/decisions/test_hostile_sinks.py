@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from promo_assets.core.text import FORMULA_START, markdown_text
 from promo_assets.decisions.outbox import DECISION_COLUMNS, read_decision_file, write_outbox
 from promo_assets.decisions.pacing import PacingError, PeriodBudget, pace_day
-from promo_assets.simulation import SimulationError, respond, simulate, truth_user_ids
-from promo_assets.core.text import FORMULA_START, markdown_text
+from promo_assets.simulation import SimulationError, SimulationRequest, respond, simulate, truth_user_ids
 
 FORMULA_IDS = {
     "accepted-csv-equals-hyperlink": '=HYPERLINK("http://x","y")',
@@ -112,7 +112,7 @@ def test_markdown_metadata_from_data_renders_as_text(payload):
 @pytest.fixture(scope="module")
 def simulated(tmp_path_factory):
     root = tmp_path_factory.mktemp("respond")
-    simulate("demo", "d", root, 2, 300, 4, start=dt.date(2026, 1, 1))
+    simulate("demo", SimulationRequest("d", root, 2, 300, 4, start=dt.date(2026, 1, 1)))
     return root
 
 

@@ -6,9 +6,24 @@ import pytest
 import torch
 
 from promo_assets.graph import (
-    EDGE, REV_EDGE, GraphData, GraphDataError, GraphTrainConfig, GraphTrainingError, build_graph, customer_metrics,
-    level_curve, load_bipartite_campaign, load_graph_model, normalized_adjacency, plot_uplift_quintiles,
-    sensitivity_quintile_uplift, train_gnn_hazard, train_graph_model, truth_matrix, truth_metrics,
+    EDGE,
+    REV_EDGE,
+    GraphData,
+    GraphDataError,
+    GraphTrainConfig,
+    GraphTrainingError,
+    build_graph,
+    customer_metrics,
+    level_curve,
+    load_bipartite_campaign,
+    load_graph_model,
+    normalized_adjacency,
+    plot_uplift_quintiles,
+    sensitivity_quintile_uplift,
+    train_gnn_hazard,
+    train_graph_model,
+    truth_matrix,
+    truth_metrics,
 )
 from promo_assets.graph.nn import HazardHead, MerchantHead, censored_hazard_loss
 from promo_assets.simulation.bipartite import simulate_bipartite
@@ -26,8 +41,9 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def camp(tmp_path_factory):
-    d = tmp_path_factory.mktemp("g") / "bp"
-    simulate_bipartite(SimulationRequest(d, 2, 400, 5, None), merchants=100)
+    request = SimulationRequest("bp", tmp_path_factory.mktemp("g"), 2, 400, 5)
+    simulate_bipartite(request, merchants=100)
+    d = request.campaign_dir
     return load_bipartite_campaign(d)
 
 
@@ -215,7 +231,13 @@ def test_truth_helpers(trained, camp):
 
 
 def test_joint_allocation_and_decision_rule(trained, camp):
-    from promo_assets.graph import JointCurves as J, allocation_truth, compare_joint_independent, decide, joint_allocation
+    from promo_assets.graph import (
+        JointCurves as J,
+        allocation_truth,
+        compare_joint_independent,
+        decide,
+        joint_allocation,
+    )
 
     model, _, _ = trained
     vc, cc = model.predict_customers()
@@ -257,7 +279,12 @@ def test_joint_allocation_and_decision_rule(trained, camp):
 
 
 def test_joint_beats_a_bad_split_and_rejects_bad_input():
-    from promo_assets.graph.joint import JointAllocationError, JointCurves as J, independent_allocation, joint_allocation
+    from promo_assets.graph.joint import (
+        JointAllocationError,
+        JointCurves as J,
+        independent_allocation,
+        joint_allocation,
+    )
 
     rng = np.random.default_rng(0)
     amounts = np.array([0.0, 10.0, 20.0])
@@ -318,7 +345,12 @@ def test_split_scan_peaks_at_the_joint_split_on_exact_curves():
 
 def test_ratio_budgets_and_allocate_ratio_budgets():
     from promo_assets.graph.joint import (
-        JointAllocationError, JointCurves as J, JointNodes, allocate_ratio_budgets, allocation_truth, joint_allocation,
+        JointAllocationError,
+        JointCurves as J,
+        JointNodes,
+        allocate_ratio_budgets,
+        allocation_truth,
+        joint_allocation,
         ratio_budgets,
     )
 

@@ -14,7 +14,12 @@ from promo_assets.allocation.decision import decide
 from promo_assets.evaluation.eom import eom_batch
 from promo_assets.models import registry
 from promo_assets.models.dfcl import (
-    eom_change, flips, grid_budgets, ifd_gradient, lambda_grid, policy_loss,
+    eom_change,
+    flips,
+    grid_budgets,
+    ifd_gradient,
+    lambda_grid,
+    policy_loss,
 )
 
 # ------------------------------------------------------------------------------- IFD: the flip
@@ -203,7 +208,7 @@ def test_dfcl_params_accepted(params, tmp_path):
 def test_dfcl_discount_preset_truth(tmp_path):
     import pandas as pd
 
-    from promo_assets.simulation import simulate
+    from promo_assets.simulation import SimulationRequest, simulate
     from promo_assets.simulation.dfcl import LEVELS, dfcl_pool
 
     pool, budgets = dfcl_pool(3000, 1)
@@ -213,7 +218,7 @@ def test_dfcl_discount_preset_truth(tmp_path):
     second = np.diff(p, n=2, axis=1)
     assert (second > 1e-6).any(axis=1).mean() > 0.05      # part of the users respond non-concavely
     assert len(budgets) == 6 and 0 < budgets[0] < budgets[-1] < c.max(axis=1).mean()
-    simulate("dfcl_discount", "dd", tmp_path, days=2, users=500, seed=1)
+    simulate("dfcl_discount", SimulationRequest("dd", tmp_path, days=2, users=500, seed=1))
     ev = pd.read_parquet(next((tmp_path / "dd" / "events").glob("*.parquet")))
     ordered = ev["response"] == 1
     assert (ev.loc[~ordered, "cost"] == 0).all() and (ev.loc[ordered & (ev["treatment"] > 0), "cost"] > 0).all()

@@ -81,8 +81,9 @@ def graph_data() -> TrainingData:
     from promo_assets.simulation.bipartite import simulate_bipartite
     from promo_assets.simulation.landing import SimulationRequest
 
-    d = Path(tempfile.mkdtemp(prefix="contract_graph_")) / "bp"
-    simulate_bipartite(SimulationRequest(d, 2, 300, 5, None), merchants=60)
+    request = SimulationRequest("bp", Path(tempfile.mkdtemp(prefix="contract_graph_")), 2, 300, 5)
+    simulate_bipartite(request, merchants=60)
+    d = request.campaign_dir
     camp = load_bipartite_campaign(d)
     cfg = CampaignConfig.load(d / "campaign.yaml", campaign="bp")
     events = camp.customer_events.assign(split="train")

@@ -24,14 +24,14 @@ import numpy as np
 import pytest
 import torch
 
-from promo_assets.config.campaign import CampaignConfig
 from promo_assets.causal import build_training_frame
+from promo_assets.config.campaign import CampaignConfig
 from promo_assets.evaluation import Truth, pct_oracle_at_matched_spend
 from promo_assets.graph import build_graph
 from promo_assets.graph.landing import load_bipartite_campaign
 from promo_assets.ingestion.frames import load_landing
 from promo_assets.models import TrainingData, registry
-from promo_assets.simulation import simulate, truth_arrays
+from promo_assets.simulation import SimulationRequest, simulate, truth_arrays
 
 pytestmark = pytest.mark.slow
 
@@ -58,7 +58,7 @@ class _Campaigns:
 
 
 def _campaign(root: Path, name: str, spec: dict):
-    simulate(spec["preset"], name, root, days=spec["days"], users=spec["users"], seed=spec["seed"])
+    simulate(spec["preset"], SimulationRequest(name, root, days=spec["days"], users=spec["users"], seed=spec["seed"]))
     cdir = root / name
     if spec["preset"] == "bipartite":
         camp = load_bipartite_campaign(cdir)

@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from promo_assets.store import warehouse
 from promo_assets.config.campaign import CampaignConfig, CampaignConfigError
 from promo_assets.ingestion import IngestError, ingest_events_day, load_config
 from promo_assets.models import registry
+from promo_assets.store import warehouse
 
 MULTI = """treatments:
   levels:
@@ -140,11 +140,12 @@ def test_dipn_is_skipped_on_multi_attribute_campaigns_with_its_reason(tmp_path):
 
 
 def test_coman_preset_writes_a_multi_attribute_campaign_with_monotone_truth(tmp_path):
-    from promo_assets.simulation import simulate, truth_arrays
+    from promo_assets.simulation import SimulationRequest, simulate, truth_arrays
     from promo_assets.simulation.coman import CITIES, CITY_SHAPE
 
     for incentive in ("coupon", "fee_waiver"):
-        s = simulate("coman_spatiotemporal", f"c-{incentive}", tmp_path, days=2, users=600, seed=3, incentive=incentive)
+        s = simulate("coman_spatiotemporal", SimulationRequest(f"c-{incentive}", tmp_path, days=2, users=600, seed=3),
+                     incentive=incentive)
         c = CampaignConfig.load(s.campaign_dir)
         assert c.multi_attribute and c.segments == ("period_of_day", "city") and "coman" in c.models.include
         v, cost = truth_arrays(s.campaign_dir)
@@ -209,10 +210,11 @@ def test_malformed_attributes_block_loads_nothing(promo_env, capsys, direction):
 def test_coman_preset_has_a_weekday_column_and_a_weekday_effect_in_its_truth(tmp_path):
     """Each day's events carry that day's weekday (the spatio-temporal embedding's third column); the
     truth and the population are as of the last (holdout) day, and a weekend day's curves are higher."""
-    from promo_assets.simulation import simulate, truth_arrays
+    from promo_assets.simulation import SimulationRequest, simulate, truth_arrays
     from promo_assets.simulation.coman import build_pool
 
-    s = simulate("coman_spatiotemporal", "wd", tmp_path, days=3, users=300, seed=5, start="2026-01-01")  # thu .. sat
+    s = simulate("coman_spatiotemporal",
+                 SimulationRequest("wd", tmp_path, days=3, users=300, seed=5, start="2026-01-01"))  # thu .. sat
     for path in sorted((s.campaign_dir / "events").glob("*.parquet")):
         events = pd.read_parquet(path)
         day = pd.Timestamp(path.stem)

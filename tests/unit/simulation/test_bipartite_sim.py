@@ -13,8 +13,9 @@ from promo_assets.simulation.landing import SimulationRequest
 
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory):
-    d = tmp_path_factory.mktemp("bp") / "bp"
-    summary = simulate_bipartite(SimulationRequest(d, 2, 3000, 7, date(2024, 3, 1)))
+    request = SimulationRequest("bp", tmp_path_factory.mktemp("bp"), 2, 3000, 7, date(2024, 3, 1))
+    summary = simulate_bipartite(request)
+    d = request.campaign_dir
     return d, summary
 
 
@@ -63,9 +64,9 @@ def test_change_point_above_100(campaign):
 
 
 def test_deterministic_by_seed(tmp_path):
-    a = simulate_bipartite(SimulationRequest(tmp_path / "a", 2, 400, 3, None))
-    b = simulate_bipartite(SimulationRequest(tmp_path / "b", 2, 400, 3, None))
-    c = simulate_bipartite(SimulationRequest(tmp_path / "c", 2, 400, 4, None))
+    a = simulate_bipartite(SimulationRequest("a", tmp_path, 2, 400, 3))
+    b = simulate_bipartite(SimulationRequest("b", tmp_path, 2, 400, 3))
+    c = simulate_bipartite(SimulationRequest("c", tmp_path, 2, 400, 4))
     for sub in ("events/2024-01-02.parquet", "edges/2024-01-01.parquet", "truth/response.parquet",
                 "merchants/2024-01-01.parquet"):
         pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "a" / sub), pd.read_parquet(tmp_path / "b" / sub))
@@ -77,8 +78,9 @@ def test_customers_of_enthusiastic_merchants_respond_more(tmp_path):
     the payment-weighted m_f1 of their merchants, and with influence=0 it does not."""
     corr = {}
     for infl in (0.0, 1.0):
-        d = tmp_path / f"i{infl}"
-        simulate_bipartite(SimulationRequest(d, 1, 4000, 11, None), influence=infl)
+        request = SimulationRequest(f"i{infl}", tmp_path, 1, 4000, 11)
+        simulate_bipartite(request, influence=infl)
+        d = request.campaign_dir
         edges = pd.read_parquet(d / "edges" / "2024-01-01.parquet")
         merch = pd.read_parquet(next((d / "merchant_population").iterdir()))
         e = edges.merge(merch[["merchant_id", "m_f1"]], on="merchant_id")
@@ -94,23 +96,24 @@ def test_customers_of_enthusiastic_merchants_respond_more(tmp_path):
 
 def test_bad_arguments(tmp_path):
     with pytest.raises(BipartiteSimulationError, match="days"):
-        simulate_bipartite(SimulationRequest(tmp_path, 0, 10, 0, None))
+        simulate_bipartite(SimulationRequest("c", tmp_path, 0, 10, 0))
     with pytest.raises(BipartiteSimulationError, match="customer_levels"):
-        simulate_bipartite(SimulationRequest(tmp_path, 1, 10, 0, None), customer_levels=[0, 50, 50])
+        simulate_bipartite(SimulationRequest("c", tmp_path, 1, 10, 0), customer_levels=[0, 50, 50])
     with pytest.raises(BipartiteSimulationError, match="unknown option"):
-        simulate_bipartite(SimulationRequest(tmp_path, 1, 10, 0, None), colour="red")
+        simulate_bipartite(SimulationRequest("c", tmp_path, 1, 10, 0), colour="red")
     with pytest.raises(BipartiteSimulationError, match="edges_per_customer"):
-        simulate_bipartite(SimulationRequest(tmp_path, 1, 10, 0, None), edges_per_customer=0.5)
+        simulate_bipartite(SimulationRequest("c", tmp_path, 1, 10, 0), edges_per_customer=0.5)
     with pytest.raises(BipartiteSimulationError, match="merchant_exponent"):
-        simulate_bipartite(SimulationRequest(tmp_path, 1, 10, 0, None), merchant_exponent=0.0)
+        simulate_bipartite(SimulationRequest("c", tmp_path, 1, 10, 0), merchant_exponent=0.0)
 
 
 @pytest.mark.parametrize("exponent", [0.8, 1.0])
 def test_merchant_response_shape_follows_the_exponent(tmp_path, exponent):
     """Expected sharing count v (1 + s (c/100)^e): its increments over equally spaced commissions
     shrink for e < 1 (concave) and are equal for e = 1 (the linear head's own form)."""
-    d = tmp_path / "m"
-    simulate_bipartite(SimulationRequest(d, 1, 300, 5, None), merchants=60, merchant_exponent=exponent)
+    request = SimulationRequest("m", tmp_path, 1, 300, 5)
+    simulate_bipartite(request, merchants=60, merchant_exponent=exponent)
+    d = request.campaign_dir
     m = pd.read_parquet(d / "truth" / "merchant_response.parquet")
     steps = np.diff(m.pivot(index="merchant_id", columns="level", values="expected_response").to_numpy(), axis=1)
     if exponent == 1.0:

@@ -14,6 +14,7 @@ from promo_assets.config.campaign import CampaignConfig
 from promo_assets.simulation import (
     PRESETS,
     SimulationError,
+    SimulationRequest,
     TruthError,
     load_truth,
     simulate,
@@ -39,11 +40,15 @@ def _events(campaign_dir) -> pd.DataFrame:
 def campaigns(tmp_path_factory):
     root = tmp_path_factory.mktemp("landing")
     out = {
-        "demo": simulate("demo", "demo", root, days=3, users=2000, seed=11, start=START),
-        "confounded": simulate("demo", "confounded", root, days=4, users=4000, seed=5, start=START, logging="confounded"),
-        "dipn_synthetic_1": simulate("dipn_synthetic_1", "dipn1", root, days=2, users=1500, seed=3, start=START),
-        "dipn_synthetic_2": simulate("dipn_synthetic_2", "dipn2", root, days=2, users=1500, seed=3, start=START),
-        "e2e_synthetic": simulate("e2e_synthetic", "e2e", root, days=1, users=20000, seed=7, start=START),
+        "demo": simulate("demo", SimulationRequest("demo", root, days=3, users=2000, seed=11, start=START)),
+        "confounded": simulate("demo", SimulationRequest("confounded", root, days=4, users=4000, seed=5, start=START),
+                               logging="confounded"),
+        "dipn_synthetic_1": simulate("dipn_synthetic_1",
+                                     SimulationRequest("dipn1", root, days=2, users=1500, seed=3, start=START)),
+        "dipn_synthetic_2": simulate("dipn_synthetic_2",
+                                     SimulationRequest("dipn2", root, days=2, users=1500, seed=3, start=START)),
+        "e2e_synthetic": simulate("e2e_synthetic",
+                                  SimulationRequest("e2e", root, days=1, users=20000, seed=7, start=START)),
     }
     return root, out
 
@@ -56,9 +61,9 @@ def test_presets_registry_describes_each_preset():
 
 
 def test_same_seed_gives_byte_identical_files_and_another_seed_does_not(tmp_path):
-    a = simulate("demo", "c", tmp_path / "a", days=2, users=800, seed=42, start=START)
-    b = simulate("demo", "c", tmp_path / "b", days=2, users=800, seed=42, start=START)
-    c = simulate("demo", "c", tmp_path / "c", days=2, users=800, seed=43, start=START)
+    a = simulate("demo", SimulationRequest("c", tmp_path / "a", days=2, users=800, seed=42, start=START))
+    b = simulate("demo", SimulationRequest("c", tmp_path / "b", days=2, users=800, seed=42, start=START))
+    c = simulate("demo", SimulationRequest("c", tmp_path / "c", days=2, users=800, seed=43, start=START))
     rel = lambda s: sorted(p.relative_to(s.campaign_dir) for p in s.files)  # noqa: E731
     assert rel(a) == rel(b) == rel(c)
     for path in rel(a):
@@ -68,15 +73,17 @@ def test_same_seed_gives_byte_identical_files_and_another_seed_does_not(tmp_path
 
 
 def test_days_simulated_separately_equal_days_simulated_at_once(tmp_path):
-    whole = simulate("demo", "c", tmp_path / "whole", days=3, users=500, seed=1, start=START)
-    simulate("demo", "c", tmp_path / "parts", days=2, users=500, seed=1, start=START)
-    part = simulate("demo", "c", tmp_path / "parts", days=1, users=500, seed=1, start=START + dt.timedelta(days=2))
+    whole = simulate("demo", SimulationRequest("c", tmp_path / "whole", days=3, users=500, seed=1, start=START))
+    simulate("demo", SimulationRequest("c", tmp_path / "parts", days=2, users=500, seed=1, start=START))
+    part = simulate("demo", SimulationRequest("c", tmp_path / "parts", days=1, users=500, seed=1,
+                                              start=START + dt.timedelta(days=2)))
     for d in whole.dates:
         name = f"events/{d.isoformat()}.parquet"
         assert (whole.campaign_dir / name).read_bytes() == (part.campaign_dir / name).read_bytes()
     with pytest.raises(SimulationError, match="different simulated campaign"):
-        simulate("demo", "c", tmp_path / "parts", days=1, users=600, seed=1, start=START)
-    again = simulate("demo", "c", tmp_path / "parts", days=1, users=600, seed=1, start=START, overwrite=True)
+        simulate("demo", SimulationRequest("c", tmp_path / "parts", days=1, users=600, seed=1, start=START))
+    again = simulate("demo", SimulationRequest("c", tmp_path / "parts", days=1, users=600, seed=1, start=START),
+                     overwrite=True)
     assert sorted(p.name for p in (again.campaign_dir / "events").glob("*.parquet")) == [f"{START.isoformat()}.parquet"]
 
 
@@ -121,7 +128,7 @@ def test_summary_and_landing_format(campaigns):
 
 
 def test_default_start_ends_yesterday(tmp_path):
-    s = simulate("e2e_synthetic", "e", tmp_path, days=2, users=50, seed=0)
+    s = simulate("e2e_synthetic", SimulationRequest("e", tmp_path, days=2, users=50, seed=0))
     assert s.dates[-1] == dt.date.today() - dt.timedelta(days=1)
 
 
@@ -272,34 +279,37 @@ def test_e2e_generator_marginals_follow_the_paper(campaigns):
 
 
 def test_e2e_without_features_writes_no_feature_column(tmp_path):
-    s = simulate("e2e_synthetic", "e", tmp_path, days=1, users=100, seed=0, start=START, features="none")
+    s = simulate("e2e_synthetic", SimulationRequest("e", tmp_path, days=1, users=100, seed=0, start=START),
+                 features="none")
     names = pq.read_schema(s.campaign_dir / "events" / f"{START.isoformat()}.parquet").names
     assert names == ["user_id", "treatment", "response", "cost", "propensity", "event_time"]
 
 
 def test_bad_arguments_are_refused_with_clear_errors(tmp_path):
     with pytest.raises(SimulationError, match="unknown preset"):
-        simulate("nope", "c", tmp_path, days=1, users=10)
+        simulate("nope", SimulationRequest("c", tmp_path, days=1, users=10))
     with pytest.raises(SimulationError, match="no option"):
-        simulate("demo", "c", tmp_path, days=1, users=10, colour="red")
+        simulate("demo", SimulationRequest("c", tmp_path, days=1, users=10), colour="red")
     with pytest.raises(SimulationError, match="days"):
-        simulate("demo", "c", tmp_path, days=0, users=10)
+        simulate("demo", SimulationRequest("c", tmp_path, days=0, users=10))
     with pytest.raises(SimulationError, match="users"):
-        simulate("demo", "c", tmp_path, days=1, users=0)
+        simulate("demo", SimulationRequest("c", tmp_path, days=1, users=0))
     with pytest.raises(SimulationError, match="daily_active"):
-        simulate("demo", "c", tmp_path, days=1, users=10, daily_active=1.5)
+        simulate("demo", SimulationRequest("c", tmp_path, days=1, users=10), daily_active=1.5)
     with pytest.raises(SimulationError, match="logging"):
-        simulate("demo", "c", tmp_path, days=1, users=10, logging="biased")
+        simulate("demo", SimulationRequest("c", tmp_path, days=1, users=10), logging="biased")
     with pytest.raises(SimulationError, match="levels"):
-        simulate("dipn_synthetic_1", "c", tmp_path, days=1, users=10, levels=[5, 3])
+        simulate("dipn_synthetic_1", SimulationRequest("c", tmp_path, days=1, users=10), levels=[5, 3])
     assert not (tmp_path / "c" / "events").exists()
 
 
 def test_options_change_the_campaign(tmp_path):
-    s = simulate("demo", "c", tmp_path, days=1, users=1000, seed=0, start=START, daily_active=1.0, levels=[0, 2, 4])
+    s = simulate("demo", SimulationRequest("c", tmp_path, days=1, users=1000, seed=0, start=START), daily_active=1.0,
+                 levels=[0, 2, 4])
     assert s.rows == 1000 and s.n_levels == 3
     assert CampaignConfig.load(s.campaign_dir).incentives == (0.0, 2.0, 4.0)
-    d = simulate("dipn_synthetic_1", "d", tmp_path, days=1, users=200, seed=0, start=START, levels=[0, 10, 50, 100])
+    d = simulate("dipn_synthetic_1", SimulationRequest("d", tmp_path, days=1, users=200, seed=0, start=START),
+                 levels=[0, 10, 50, 100])
     values, _ = truth_arrays(d.campaign_dir)
     assert values.shape == (200, 4)
     # level 0 of Eq. 19 is a + b/(100 Z) * exp(-(0-mu)^2/2d^2) >= a: never below the intercept
@@ -311,7 +321,7 @@ def test_bipartite_preset_is_registered_when_its_module_exists(tmp_path):
     import promo_assets.simulation.bipartite  # noqa: F401
 
     assert "bipartite" in PRESETS
-    s = simulate("bipartite", "bp", tmp_path, days=2, users=200, seed=0, start=START)
+    s = simulate("bipartite", SimulationRequest("bp", tmp_path, days=2, users=200, seed=0, start=START))
     assert s.dates == [START, START + dt.timedelta(days=1)]
     assert s.rows == sum(len(pd.read_parquet(f)) for f in (s.campaign_dir / "events").glob("*.parquet")) > 0
     assert s.n_levels == CampaignConfig.load(s.campaign_dir).n_levels and s.details

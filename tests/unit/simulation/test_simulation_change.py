@@ -13,7 +13,16 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from promo_assets.simulation import SimulationError, TruthError, respond, simulate, truth_arrays, truth_on
+from promo_assets.simulation import (
+    Change,
+    SimulationError,
+    SimulationRequest,
+    TruthError,
+    respond,
+    simulate,
+    truth_arrays,
+    truth_on,
+)
 from promo_assets.simulation.demo import CITIES
 
 START = dt.date(2026, 1, 1)
@@ -33,7 +42,7 @@ def _population(campaign_dir, day: dt.date) -> pd.DataFrame:
 def test_without_a_change_the_files_reproduce_the_seed(tmp_path):
     """Golden digest of a tiny demo campaign and one answered day, taken before the change options
     existed: adding them changed none of the simulator's values for existing seeds."""
-    s = simulate("demo", "g", tmp_path, days=2, users=200, seed=3, start=START)
+    s = simulate("demo", SimulationRequest("g", tmp_path, days=2, users=200, seed=3, start=START))
     _decisions(tmp_path / "dec.parquet", 200, np.arange(200) % 6, 0.95)
     respond(s.campaign_dir, tmp_path / "dec.parquet", START + dt.timedelta(days=2))
     digest = hashlib.sha256()
@@ -50,10 +59,11 @@ def test_without_a_change_the_files_reproduce_the_seed(tmp_path):
 @pytest.fixture(scope="module")
 def changed(tmp_path_factory):
     root = tmp_path_factory.mktemp("changed")
-    s = simulate("demo", "c", root, days=2, users=3000, seed=7, start=START, daily_active=1.0, change_day=DAY,
-                 response_shift="city=chengdu:uplift=-1,city=beijing:uplift=3",
-                 population_shift="city=shenzhen:share=0.2,avg_spend:scale=4:share=0.5", compliance=0.7)
-    plain = simulate("demo", "p", root, days=2, users=3000, seed=7, start=START, daily_active=1.0)
+    s = simulate("demo", SimulationRequest("c", root, days=2, users=3000, seed=7, start=START),
+                 change=Change(day=DAY, response_shift="city=chengdu:uplift=-1,city=beijing:uplift=3",
+                               population_shift="city=shenzhen:share=0.2,avg_spend:scale=4:share=0.5", compliance=0.7),
+                 daily_active=1.0)
+    plain = simulate("demo", SimulationRequest("p", root, days=2, users=3000, seed=7, start=START), daily_active=1.0)
     population_files = sorted(p.name for p in (s.campaign_dir / "population").glob("*.parquet"))
     for day in (START + dt.timedelta(days=2), START + dt.timedelta(days=3)):  # the loop answers days 3 and 4
         _decisions(root / "dec.parquet", 3000, 2)
@@ -127,8 +137,8 @@ def test_population_file_of_the_change_day_has_the_new_city_and_shifted_range(ch
 
 
 def test_compliance_gives_the_cheapest_level_to_a_share_of_the_decided_users(tmp_path):
-    s = simulate("demo", "k", tmp_path, days=2, users=4000, seed=2, start=START, daily_active=0.5,
-                 change_day=DAY, compliance=0.7)
+    s = simulate("demo", SimulationRequest("k", tmp_path, days=2, users=4000, seed=2, start=START),
+                 change=Change(day=DAY, compliance=0.7), daily_active=0.5)
     root = s.campaign_dir
     _decisions(root / "dec.parquet", 4000, 4, propensity=0.93)
     before = respond(root, root / "dec.parquet", DAY - dt.timedelta(days=1))  # before the change day: all applied
@@ -146,7 +156,8 @@ def test_compliance_gives_the_cheapest_level_to_a_share_of_the_decided_users(tmp
 
 
 def test_compliance_without_a_change_day_applies_from_the_first_answered_day(tmp_path):
-    s = simulate("demo", "k", tmp_path, days=2, users=2000, seed=2, start=START, compliance=0.5)
+    s = simulate("demo", SimulationRequest("k", tmp_path, days=2, users=2000, seed=2, start=START),
+                 change=Change(compliance=0.5))
     _decisions(tmp_path / "dec.parquet", 2000, 3)
     respond(s.campaign_dir, tmp_path / "dec.parquet", START + dt.timedelta(days=2))
     events = pd.read_parquet(s.campaign_dir / "events" / f"{(START + dt.timedelta(days=2)).isoformat()}.parquet")
@@ -154,8 +165,9 @@ def test_compliance_without_a_change_day_applies_from_the_first_answered_day(tmp
 
 
 def test_a_change_on_or_before_the_last_rct_day_is_in_the_rct_files(tmp_path):
-    s = simulate("demo", "r", tmp_path, days=4, users=1000, seed=1, start=START, daily_active=1.0,
-                 change_day=START + dt.timedelta(days=2), population_shift="city=shenzhen:share=0.5")
+    s = simulate("demo", SimulationRequest("r", tmp_path, days=4, users=1000, seed=1, start=START),
+                 change=Change(day=START + dt.timedelta(days=2), population_shift="city=shenzhen:share=0.5"),
+                 daily_active=1.0)
     events = {d: pd.read_parquet(s.campaign_dir / "events" / f"{d.isoformat()}.parquet") for d in s.dates}
     assert "shenzhen" not in set(events[START]["city"]) and "shenzhen" not in set(events[s.dates[1]]["city"])
     assert 0.4 < (events[s.dates[2]]["city"] == "shenzhen").mean() < 0.6
@@ -165,35 +177,37 @@ def test_a_change_on_or_before_the_last_rct_day_is_in_the_rct_files(tmp_path):
 @pytest.mark.hostile
 @pytest.mark.parametrize("kwargs, match", [
     ({"response_shift": "city=chengdu:uplift=-1"}, "need --change-day"),
-    ({"change_day": DAY}, "--change-day needs something to change"),
-    ({"change_day": START, "compliance": 0.5}, "--change-day .* must come after the first simulated day"),
-    ({"change_day": "soon", "compliance": 0.5}, "--change-day must be a date"),
+    ({"day": DAY}, "--change-day needs something to change"),
+    ({"day": START, "compliance": 0.5}, "--change-day .* must come after the first simulated day"),
+    ({"day": "soon", "compliance": 0.5}, "--change-day must be a date"),
     ({"compliance": 0.0}, r"--compliance must be in \(0, 1\]"),
     ({"compliance": "most"}, "--compliance .* not a number"),
     ({"compliance": float("nan")}, "--compliance .* not a finite number"),
-    ({"change_day": DAY, "response_shift": "city=paris:uplift=0"}, "city has no value 'paris'"),
-    ({"change_day": DAY, "response_shift": "age=30:uplift=0"}, "segment needs a categorical feature"),
-    ({"change_day": DAY, "response_shift": "city=chengdu:gain=2"}, "--response-shift .*expected"),
-    ({"change_day": DAY, "response_shift": "base=-1"}, "base must be >= 0"),
-    ({"change_day": DAY, "response_shift": "city=chengdu:uplift=inf"}, "not a finite number"),
-    ({"change_day": DAY, "response_shift": ""}, "--response-shift must be a non-empty"),
-    ({"change_day": DAY, "population_shift": "planet=mars"}, "--population-shift .*no feature 'planet'"),
-    ({"change_day": DAY, "population_shift": "city:scale=2"}, "'city' is categorical"),
-    ({"change_day": DAY, "population_shift": "age=old"}, "'age' is numeric"),
-    ({"change_day": DAY, "population_shift": "city=x:share=1.5"}, r"share must be in \(0, 1\]"),
-    ({"change_day": DAY, "population_shift": "city=x:scale=2"}, "scale/add are for numeric"),
-    ({"change_day": DAY, "population_shift": "avg_spend:scale=-1"}, "undefined true curves"),
-    ({"change_day": DAY, "population_shift": "share=0.5"}, "a term starts with the feature"),
+    ({"day": DAY, "response_shift": "city=paris:uplift=0"}, "city has no value 'paris'"),
+    ({"day": DAY, "response_shift": "age=30:uplift=0"}, "segment needs a categorical feature"),
+    ({"day": DAY, "response_shift": "city=chengdu:gain=2"}, "--response-shift .*expected"),
+    ({"day": DAY, "response_shift": "base=-1"}, "base must be >= 0"),
+    ({"day": DAY, "response_shift": "city=chengdu:uplift=inf"}, "not a finite number"),
+    ({"day": DAY, "response_shift": ""}, "--response-shift must be a non-empty"),
+    ({"day": DAY, "population_shift": "planet=mars"}, "--population-shift .*no feature 'planet'"),
+    ({"day": DAY, "population_shift": "city:scale=2"}, "'city' is categorical"),
+    ({"day": DAY, "population_shift": "age=old"}, "'age' is numeric"),
+    ({"day": DAY, "population_shift": "city=x:share=1.5"}, r"share must be in \(0, 1\]"),
+    ({"day": DAY, "population_shift": "city=x:scale=2"}, "scale/add are for numeric"),
+    ({"day": DAY, "population_shift": "avg_spend:scale=-1"}, "undefined true curves"),
+    ({"day": DAY, "population_shift": "share=0.5"}, "a term starts with the feature"),
 ])
 def test_bad_change_options_are_refused_by_name_and_nothing_is_written(tmp_path, kwargs, match):
     with pytest.raises(SimulationError, match=match):
-        simulate("demo", "bad", tmp_path, days=2, users=50, seed=0, start=START, **kwargs)
+        simulate("demo", SimulationRequest("bad", tmp_path, days=2, users=50, seed=0, start=START),
+                 change=Change(**kwargs))
     assert not (tmp_path / "bad").exists()
 
 
 @pytest.mark.hostile
 def test_a_tampered_change_block_and_unsupported_presets_are_refused(tmp_path):
-    s = simulate("demo", "t", tmp_path, days=2, users=50, seed=0, start=START, change_day=DAY, compliance=0.5)
+    s = simulate("demo", SimulationRequest("t", tmp_path, days=2, users=50, seed=0, start=START),
+                 change=Change(day=DAY, compliance=0.5))
     path = s.campaign_dir / "campaign.yaml"
     body = yaml.safe_load(path.read_text())
     body["simulation"]["change"]["compliance"] = 7
@@ -203,13 +217,15 @@ def test_a_tampered_change_block_and_unsupported_presets_are_refused(tmp_path):
         respond(s.campaign_dir, tmp_path / "dec.parquet", START + dt.timedelta(days=2))
     assert not (s.campaign_dir / "events" / f"{(START + dt.timedelta(days=2)).isoformat()}.parquet").exists()
     with pytest.raises(SimulationError, match="cost is a label of its own"):
-        simulate("uplift_two_arm", "u", tmp_path, days=2, users=50, start=START, change_day=DAY, response_shift="base=0.5")
+        simulate("uplift_two_arm", SimulationRequest("u", tmp_path, days=2, users=50, start=START),
+                 change=Change(day=DAY, response_shift="base=0.5"))
     # extending a changed campaign without its change (or the reverse) is refused
-    plain = simulate("demo", "q", tmp_path, days=2, users=50, seed=0, start=START)
+    plain = simulate("demo", SimulationRequest("q", tmp_path, days=2, users=50, seed=0, start=START))
     with pytest.raises(SimulationError, match="different simulated campaign"):
-        simulate("demo", "q", tmp_path, days=3, users=50, seed=0, start=START, change_day=DAY, compliance=0.5)
+        simulate("demo", SimulationRequest("q", tmp_path, days=3, users=50, seed=0, start=START),
+                 change=Change(day=DAY, compliance=0.5))
     with pytest.raises(SimulationError, match="different simulated campaign"):
-        simulate("demo", "t", tmp_path, days=3, users=50, seed=0, start=START)
+        simulate("demo", SimulationRequest("t", tmp_path, days=3, users=50, seed=0, start=START))
     assert plain.campaign_dir.exists()
 
 

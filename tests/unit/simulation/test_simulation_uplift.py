@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from promo_assets.config.campaign import CampaignConfig
-from promo_assets.simulation import PRESETS, SimulationError, simulate, truth_arrays
+from promo_assets.simulation import PRESETS, SimulationError, SimulationRequest, simulate, truth_arrays
 
 START = dt.date(2024, 3, 1)
 
@@ -17,7 +17,7 @@ START = dt.date(2024, 3, 1)
 @pytest.fixture(scope="module")
 def two_arm(tmp_path_factory):
     root = tmp_path_factory.mktemp("landing")
-    return simulate("uplift_two_arm", "u2", root, days=2, users=20000, seed=4, start=START)
+    return simulate("uplift_two_arm", SimulationRequest("u2", root, days=2, users=20000, seed=4, start=START))
 
 
 def test_uplift_two_arm_is_a_two_arm_rct_with_visit_cost_and_conversion_value(two_arm):
@@ -56,4 +56,5 @@ def test_uplift_two_arm_is_a_two_arm_rct_with_visit_cost_and_conversion_value(tw
 @pytest.mark.parametrize("share", [0.0, 1.0, 1.5], ids=["error-none-treated", "error-all-treated", "error-above-one"])
 def test_uplift_two_arm_refuses_a_treated_share_outside_0_1(tmp_path, share):
     with pytest.raises(SimulationError, match="treated_share"):
-        simulate("uplift_two_arm", "u", tmp_path, days=1, users=10, seed=0, start=START, treated_share=share)
+        simulate("uplift_two_arm", SimulationRequest("u", tmp_path, days=1, users=10, seed=0, start=START),
+                 treated_share=share)
