@@ -20,6 +20,7 @@ from pathlib import Path
 from promo_assets.cli.format import text_table, to_csv, to_json, wrap_lines
 from promo_assets.config import settings
 from promo_assets.config.settings import SettingsError
+from promo_assets.core.processes import process_tags
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 EXIT_CODES = """\
@@ -404,7 +405,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from promo_assets.definitions import build_defs
     from promo_assets.defs.common import register_partitions
-    from promo_assets.defs.recovery import process_tags, recover_dead_runs
+    from promo_assets.defs.recovery import recover_dead_runs
 
     signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM stops a `promo run` waiting on the pool like Ctrl-C
     instance = dg.DagsterInstance.get()

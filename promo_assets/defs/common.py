@@ -1,8 +1,9 @@
 """The one module of Dagster helpers the asset modules share (Dagster wiring only): the campaign
-partitions, the resources, the connection and the results transaction, the
-upstream materialization an asset reads, project errors as Dagster failures, progress logging, and
-metadata tables. Every other function in `promo_assets/defs/` is a Dagster definition, or one of the
-few wiring helpers `tests/unit/test_architecture.py` names with its reason."""
+partitions, the resources, the results transaction, the upstream materialization an asset reads,
+project errors as Dagster failures, and what an asset shows (built in the domain rooms as plain
+values, promo_assets.core.display) as Dagster metadata and check results. Every other function in
+`promo_assets/defs/` is a Dagster definition, or one of the few wiring helpers
+`tests/unit/test_architecture.py` names with its reason."""
 
 
 from contextlib import contextmanager
@@ -12,9 +13,8 @@ import dagster as dg
 import duckdb
 
 from promo_assets.config import settings
-from promo_assets.core.display import flatten, shown_text
+from promo_assets.core.display import CheckResult, Markdown, Table
 from promo_assets.core.errors import DomainError
-from promo_assets.core.text import markdown_text
 from promo_assets.defs.recovery import WAREHOUSE_POOL  # noqa: F401  (imported from here by the asset modules)
 from promo_assets.defs.resources import (  # noqa: F401  (imported from here by the asset modules)
     ArtifactStoreResource,
@@ -41,16 +41,6 @@ def register_partitions(instance: dg.DagsterInstance, campaigns: list[str] = ())
     """Add campaigns to the dynamic partitions (idempotent)."""
     if campaigns:
         instance.add_dynamic_partitions(campaign_partitions.name, sorted(set(campaigns)))
-
-
-@contextmanager
-def connect(warehouse: WarehouseResource) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A connection to the resource's warehouse (`WarehouseResource.connect`: schema in place; it
-    waits for the warehouse's writer slot, which it holds until the block ends), closed however the
-    block ends: read, close, compute, then write, so that other runs' steps can use the file while
-    this one computes."""
-    with warehouse.connect() as con:
-        yield con
 
 
 OPTIONAL_PREFIX = "optional"  # the key prefix of the chains of the models off by default (docs/automation.md)
@@ -87,75 +77,27 @@ def domain_errors() -> Iterator[None]:
         raise dg.Failure(str(exc)) from exc.__cause__
 
 
-def log_to(context):
-    """A progress callback for domain code (`log=`): each message is a Dagster info log line."""
-    return lambda msg: context.log.info(msg)
+def metadata(shown: dict) -> dict:
+    """What an asset shows (plain values built in the domain rooms, promo_assets.core.display) as Dagster
+    metadata: a `Table` as table metadata (typed, described columns), `Markdown` as a Markdown value,
+    anything else (numbers, text, a Dagster metadata value) as it is."""
+
+    def value(v):
+        if isinstance(v, Table):
+            return dg.MetadataValue.table(records=[dg.TableRecord(r) for r in v.records],
+                                          schema=dg.TableSchema(columns=[dg.TableColumn(*c) for c in v.columns]))
+        return dg.MetadataValue.md(str(v)) if isinstance(v, Markdown) else v
+
+    return {k: value(v) for k, v in shown.items()}
 
 
-def table_metadata(columns: list[tuple[str, ...]], records: list[dict]) -> dg.MetadataValue:
-    """Dagster table metadata (renders inline in the UI) from records and their columns: (name, type)
-    or (name, type, description)."""
-    return dg.MetadataValue.table(
-        records=[dg.TableRecord(r) for r in records],
-        schema=dg.TableSchema(columns=[dg.TableColumn(*column) for column in columns]),
-    )
-
-
-def described_table(columns, records: list[dict]) -> dg.MetadataValue:
-    """Dagster table metadata with typed, described columns (objects with `name`, `type` and
-    `description`, such as `promo_assets.evaluation.board_view.Column`)."""
-    return table_metadata([(c.name, c.type, c.description) for c in columns], records)
-
-
-def rows_table(rows: list[dict]) -> dg.MetadataValue:
-    """Dagster table metadata of plain rows (numbers as float columns, NaN or None as an empty cell,
-    the rest as text): the UI shows every value as text, never as Markdown."""
-    if not rows:
-        return dg.MetadataValue.md("(none)")
-    cols = list(rows[0])
-
-    def missing(v) -> bool:
-        return v is None or (isinstance(v, float) and v != v)
-
-    kinds = {c: "float" if all(missing(r.get(c)) or (isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool))
-                               for r in rows) else "string" for c in cols}
-    records = [{c: (None if missing(r.get(c)) else float(f"{r[c]:.4g}")) if kinds[c] == "float"
-                else ("" if missing(r.get(c)) else str(r[c])) for c in cols} for r in rows]
-    return table_metadata([(str(c), kinds[c]) for c in cols], records)
-
-
-def md_table(rows: list[dict]) -> dg.MetadataValue:
-    """Rows as a Markdown table: every name and text value escaped (`promo_assets.core.text.markdown_text`:
-    a label, category or column name from data renders as text, never as a link, image or tag)."""
-    if not rows:
-        return dg.MetadataValue.md("(none)")
-    cols = list(rows[0])
-    lines = ["| " + " | ".join(markdown_text(c) for c in cols) + " |", "|" + "---|" * len(cols)]
-    for r in rows:
-        lines.append("| " + " | ".join(shown_text(r[c]) for c in cols) + " |")
-    return dg.MetadataValue.md("\n".join(lines))
-
-
-def kv_table(entries: dict, what: str = "value") -> dg.MetadataValue:
-    """A dict (nested dicts flattened as 'a.b') as a two-column table for people: name | value, floats
-    to 4 significant digits, lists joined; never a JSON string or a dict repr."""
-    return md_table([{"name": k, what: v.item() if hasattr(v, "item") else v} for k, v in flatten(dict(entries)).items()])
-
-
-def for_people(value):
-    """A metadata value a person can read: scalars as they are (floats rounded to 4 significant
-    digits), dicts as a name | value table, lists joined by commas."""
-    if hasattr(value, "item") and not isinstance(value, (list, dict)):
-        value = value.item()
-    if isinstance(value, bool) or isinstance(value, (int, str)):
-        return value
-    if isinstance(value, float):
-        return float(f"{value:.4g}")
-    if isinstance(value, dict):
-        return kv_table(value)
-    if isinstance(value, (list, tuple)):
-        return shown_text(list(value), str)  # plain text metadata: nothing to escape
-    return str(value)
+def check_results(checks: list[CheckResult], asset_key: str | None = None) -> list[dg.AssetCheckResult]:
+    """Domain check results (promo_assets.core.display.CheckResult) as Dagster asset check results
+    (of `asset_key` where the asset function materializes several)."""
+    return [dg.AssetCheckResult(check_name=c.name, passed=c.passed, description=c.description,
+                                metadata=metadata(c.metadata), **({"asset_key": asset_key} if asset_key else {}),
+                                **({"severity": dg.AssetCheckSeverity(c.severity)} if c.severity else {}))
+            for c in checks]
 
 
 @dg.logger(
@@ -250,7 +192,7 @@ def results_write(context, con, campaign: str, *tables: str):
 def writing(context, warehouse: WarehouseResource, *tables: str) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection to the warehouse inside the results transaction of this run's campaign
     (`results_write`): what an asset writes its rows with, after computing them."""
-    with connect(warehouse) as con, results_write(context, con, context.partition_key, *tables):
+    with warehouse.connect() as con, results_write(context, con, context.partition_key, *tables):
         yield con
 
 

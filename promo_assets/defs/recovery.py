@@ -3,7 +3,7 @@
 `promo run` executes its jobs in-process; a kill -9 (or an OOM kill) leaves that run STARTED in
 DAGSTER_HOME and, when it died inside a step, holding the `warehouse` pool slot, so every later run
 waited for ever. Every run `promo run` starts is tagged with the host, pid and process start time of
-its process (`process_tags`); `recover_dead_runs` marks such a run whose process no longer exists
+its process (`core.processes.process_tags`); `recover_dead_runs` marks such a run whose process no longer exists
 failed (`instance.report_run_failed`) and frees its pool slots
 (`event_log_storage.free_concurrency_slots_for_run`), and frees the slots of every finished run that
 still holds one (what the daemon's `run_monitoring.free_slots_after_run_end_seconds` does for the
@@ -22,34 +22,13 @@ import socket
 import dagster as dg
 from dagster._core.storage.dagster_run import FINISHED_STATUSES, DagsterRunStatus, RunsFilter
 
-from promo_assets.core.processes import process_alive, process_start
+from promo_assets.core.processes import HOST_TAG, PID_TAG, tagged_process_alive
 
 WAREHOUSE_POOL = "warehouse"  # every asset that touches the DuckDB file; its limit (dagster.yaml) caps them at once
-
-HOST_TAG = "promo/host"
-PID_TAG = "promo/pid"
-PID_START_TAG = "promo/pid_start"  # the process's start time (clock ticks since boot): pid reuse
 
 UNFINISHED = [DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED,
               DagsterRunStatus.CANCELING]
 ACTIVE = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
-
-
-def process_tags() -> dict[str, str]:
-    """Run tags naming this process, so that a later `promo run` can tell whether it is gone."""
-    tags = {HOST_TAG: socket.gethostname(), PID_TAG: str(os.getpid())}
-    start = process_start(os.getpid())
-    if start is not None:
-        tags[PID_START_TAG] = start
-    return tags
-
-
-def _owner_alive(run: dg.DagsterRun) -> bool:
-    try:
-        pid = int(run.tags.get(PID_TAG, "0"))
-    except ValueError:
-        return True  # not ours to judge
-    return process_alive(pid, run.tags.get(PID_START_TAG))
 
 
 def describe_run(run: dg.DagsterRun) -> str:
@@ -70,7 +49,7 @@ def recover_dead_runs(instance: dg.DagsterInstance) -> list[str]:
     records = instance.get_run_records(filters=RunsFilter(statuses=UNFINISHED, tags={HOST_TAG: host}))
     for record in records:
         run = record.dagster_run
-        if run.tags.get(PID_TAG) == str(os.getpid()) or _owner_alive(run):
+        if run.tags.get(PID_TAG) == str(os.getpid()) or tagged_process_alive(run.tags):
             continue
         instance.report_run_failed(
             run, f"the process of this run (pid {run.tags.get(PID_TAG)} on {host}) is gone (killed?); "

@@ -6,19 +6,29 @@ figure the board is ranked by, with its interval where it has one), spend ratio,
 cost-matched random reference, the champion mark, a short note; narrow enough for the Dagster UI's
 metadata pane (about 510 px at a 1600 px wide window). `not_evaluated` lists the models without an
 evaluation with the reason (those off by default share one row). `full_board` is every column of
-`report.leaderboard` with its description.
+`report.leaderboard` with its description. `board_metadata` is what the leaderboard asset shows (these
+tables, the Markdown board with its notes, the plots), `segment_metadata` a model's segment
+evaluation, as plain values (promo_assets.core.display) the Dagster wiring turns into metadata.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import pandas as pd
 
-from promo_assets.evaluation.report import RANDOM_MODEL, TOO_SMALL, _latest_rows, _rank_basis, leaderboard
+from promo_assets.core.display import Column, Markdown, Table, md_table, png_markdown, rows_table
+from promo_assets.evaluation.board import board_notes, board_plots
+from promo_assets.evaluation.report import (
+    RANDOM_MODEL,
+    TOO_SMALL,
+    _latest_rows,
+    _rank_basis,
+    leaderboard,
+    leaderboard_markdown,
+)
 
 # the description of every column of the full table (`report.leaderboard`)
 COLUMN_HELP = {
@@ -66,13 +76,6 @@ _HEADLINE = {
 _INTERVAL = {"dr_q_value": ("dr_ci_low", "dr_ci_high"), "q_value": ("eom_ci_low", "eom_ci_high"),
              "eom_value": ("eom_ci_low", "eom_ci_high")}
 _LONG_FLOAT = re.compile(r"-?\d+\.\d{5,}")
-
-
-@dataclass
-class Column:
-    name: str
-    type: str  # "int" | "float" | "string"
-    description: str
 
 
 def tidy(text) -> str:
@@ -189,3 +192,40 @@ def not_evaluated(others: Sequence[Mapping]) -> tuple[list[Column], list[dict]]:
 def _by_design(reason) -> bool:
     text = str(reason or "")
     return text.startswith(("off by default", "not listed in campaign.yaml", "excluded by campaign.yaml"))
+
+
+def board_tables(board: pd.DataFrame, entries: list[dict], champion: dict[str, float]) -> dict[str, Table]:
+    """The compact leaderboard (one table per budget), the models not evaluated with the reason and
+    the full leaderboard, in that order."""
+    others = [{k: e[k] for k in ("model", "status", "reason")} for e in entries if e["status"] != "evaluated"]
+    out = {f"leaderboard at budget {b:g}": Table(columns, records) for b, columns, records in compact_boards(board, champion)}
+    out["not_evaluated"] = Table(*not_evaluated(others))
+    out["leaderboard_full"] = Table(*full_board(board))
+    return out
+
+
+def board_metadata(board: pd.DataFrame, specs: dict, ev, config, campaign: str, entries: list[dict], checks: list,
+                   champion: dict[str, float]) -> dict:
+    """The leaderboard asset's page: its tables, its Markdown with the notes under it, its plots, the
+    data checks it saw and the evaluations it assembled."""
+    frontier_png, levels_png = board_plots(board, specs, ev, config, campaign)
+    return {
+        **board_tables(board, entries, champion),
+        "leaderboard_markdown": Markdown(leaderboard_markdown(board) + board_notes(checks, entries)),
+        "frontier_plot": png_markdown(frontier_png, "Cost–response frontier (EOM on holdout; truth where simulated)"),
+        "response_per_level_plot": png_markdown(levels_png, "Average response per level: models vs truth"),
+        "data_checks": md_table([{"check": c.name, "passed": c.passed, "severity": c.severity, "message": c.message}
+                                 for c in checks]),
+        "models": md_table([{"model": e["model"], "version": e["model_version"], "evaluation_run": e["evaluation_run_id"]}
+                            for e in entries if e["status"] == "evaluated"]),
+        "holdout_events": ev.n, "ground_truth": ev.true_values is not None, **ev.versions,
+    }
+
+
+def segment_metadata(segments) -> dict:
+    """The segment table (the rows shown) and the per-segment plot of a model's policy_evaluation
+    (`evaluation.inputs.segment_outputs`); nothing without a plot."""
+    if segments.plot is None:
+        return {}
+    return {"segment_evaluation": rows_table(segments.shown),
+            "segment_plot": png_markdown(segments.plot, "Mean response per level by segment: predicted vs true")}

@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import hashlib
+import json
 import logging
 import os
 import re
@@ -33,7 +34,6 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from promo_assets.core import files
 from promo_assets.config import settings
 from promo_assets.config.campaign import (
     CampaignConfig,
@@ -42,6 +42,7 @@ from promo_assets.config.campaign import (
     parse_campaign_yaml,
     usable_campaign_folder,
 )
+from promo_assets.core import files
 from promo_assets.core.errors import DomainError
 from promo_assets.store import ingest as ingest_store
 from promo_assets.store.frames import loaded_features  # noqa: F401  (ingestion's reading of the loaded features)
@@ -644,6 +645,33 @@ def landing_changes(
         if before.get(campaign, {}).get(day) != fp
     )
     return new_campaigns, changed
+
+
+def read_landing_cursor(cursor: str | None) -> tuple[dict[str, dict[str, str]] | None, list[str]]:
+    """(file inventory, skipped files) the landing sensor kept at its last tick (`landing_cursor`);
+    (None, []) on the first tick."""
+    state = json.loads(cursor) if cursor else None
+    if state is not None and "files" not in state:  # cursor of an earlier version: the inventory only
+        state = {"files": state, "skipped": []}
+    return (state["files"], state["skipped"]) if state else (None, [])
+
+
+def landing_cursor(files: dict[str, dict[str, str]], skipped: list[str]) -> str:
+    """The landing sensor's cursor: the file inventory (`landing_scan`) and the skipped files, as text."""
+    return json.dumps({"files": files, "skipped": skipped}, sort_keys=True)
+
+
+def landing_warnings(before: dict | None, now: dict, skipped_before: list[str], skipped_now: list[str]) -> list[str]:
+    """One warning for each newly skipped landing file and each removed day file."""
+    return [f"skipped landing file {line}" for line in sorted(set(skipped_now) - set(skipped_before))] + [
+        f"landing file of campaign '{campaign}' day {day} is gone; its loaded rows stay until the campaign's next "
+        f"ingestion (`promo run`, a new day file) or `promo forget --campaign {campaign} --day {day}`"
+        for campaign, day in landing_removed(before or {}, now)]
+
+
+def modified_seconds(fingerprint: str) -> float:
+    """The modification time (seconds since the epoch) in a `landing_scan` fingerprint ('<size>-<mtime_ns>')."""
+    return int(fingerprint.rsplit("-", 1)[1]) / 1e9
 
 
 # --------------------------------------------------------------------------------------------

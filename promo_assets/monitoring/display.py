@@ -1,7 +1,7 @@
 """What a person is shown of a monitoring run (`monitor`'s result): the summary values and the
 `days`, `effect_over_days` and `drift` tables as typed, described columns and their records (numbers
-to 4 significant digits, dates as dates, yes / no for flags). No dagster here (domain code): the
-`outcomes` asset turns the tables into its metadata.
+to 4 significant digits, dates as dates, yes / no for flags), and its checks. No dagster here (domain
+code): the `outcomes` asset turns them into its metadata and check results.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import math
 
 import pandas as pd
 
+from promo_assets.core.display import CheckResult, Table
 from promo_assets.monitoring.run import effect_headline
 
 DAY_COLUMNS = (  # the `days` table: name in the outcomes row, type, description
@@ -68,14 +69,22 @@ def outcome_summary(result, confidence: float) -> dict:
     }
 
 
-def outcome_tables(result) -> dict[str, tuple[tuple, list[dict]]]:
-    """{name: (columns, records)} of the `days`, `effect_over_days` and `drift` tables."""
+def outcome_tables(result) -> dict[str, Table]:
+    """The `days`, `effect_over_days` and `drift` tables, by name."""
     day_rows = [{"day": d.day, "status": d.status, **d.row} for d in result.days]
     effect_rows = [dict(e) for e in result.effect]
     drift = [{"feature": f.feature, "kind": f.kind, "psi": f.psi, "out of range": f.out_of_range_share,
               "new share": f.new_share, "new categories": ", ".join(f.new_categories[:5]), "flagged": f.flagged}
              for f in result.drift]
-    return {"days": (DAY_COLUMNS, records(DAY_COLUMNS, day_rows)),
-            "effect_over_days": (EFFECT_COLUMNS, records(EFFECT_COLUMNS, effect_rows)),
-            "drift": (DRIFT_COLUMNS, [{k: (shown_value(v) if not isinstance(v, (bool, str)) else v) for k, v in r.items()}
-                                      for r in drift])}
+    return {"days": Table(DAY_COLUMNS, records(DAY_COLUMNS, day_rows)),
+            "effect_over_days": Table(EFFECT_COLUMNS, records(EFFECT_COLUMNS, effect_rows)),
+            "drift": Table(DRIFT_COLUMNS, [{k: (shown_value(v) if not isinstance(v, (bool, str)) else v)
+                                            for k, v in r.items()} for r in drift])}
+
+
+def outcome_check_results(result) -> list[CheckResult]:
+    """The monitoring checks of the run: each with its message, its reaction and the change day it found."""
+    return [CheckResult(c.name, c.passed, severity=c.severity,
+                         metadata={"message": c.message, "reaction": c.reaction,
+                                   **({"change_day": str(c.change_day)} if c.change_day else {})})
+            for c in result.checks]

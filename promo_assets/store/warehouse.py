@@ -10,8 +10,8 @@ from __future__ import annotations
 import fcntl
 import functools
 import hashlib
-import os
 import importlib.resources
+import os
 import re
 import time
 from contextlib import contextmanager
@@ -319,7 +319,7 @@ def connect(path: Path | str | None = None, read_only: bool = False,
     connection holds the writer slot (`_WriterSlot`) while it is open; a connection that finds the
     slot or the file taken waits up to PROMO_WAREHOUSE_BUSY_SECONDS, then raises WarehouseBusyError,
     unless `queue` (the steps of a run: WarehouseResource), which waits for the slot as long as it
-    takes. Used by the CLI and by every asset (defs.common.connect)."""
+    takes. Used by the CLI and by every asset (WarehouseResource.connect)."""
     path = Path(path) if path is not None else settings.warehouse_path()
     if read_only and not path.exists():
         raise FileNotFoundError(f"warehouse {path} does not exist yet: run `promo run` (or materialize rct_events) first")

@@ -18,13 +18,9 @@ import pytest
 
 import promo_assets.cli.main as cli
 from promo_assets.config.settings import SettingsError
+from promo_assets.core.processes import PID_START_TAG, PID_TAG, process_tags
 from promo_assets.defs.common import WAREHOUSE_POOL
-from promo_assets.defs.recovery import (
-    PID_START_TAG,
-    PID_TAG,
-    process_tags,
-    recover_dead_runs,
-)
+from promo_assets.defs.recovery import recover_dead_runs
 from promo_assets.store import warehouse
 from tests.conftest import PLUMBING_MODELS, train_only
 

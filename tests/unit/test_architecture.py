@@ -587,46 +587,28 @@ def test_public_signatures_use_one_name_per_concept():
 # one of the wiring helpers named below with the reason it belongs to Dagster and not to a domain
 # room. Decision, champion, leaderboard, graph, monitoring and campaign logic lives in the domain
 # rooms (allocation/stored_plan.py, decisions/plans.py, decisions/champion_run.py, decisions/daily.py,
-# evaluation/inputs.py, evaluation/board.py, graph/inputs.py, ...); the helpers every asset module
-# shares are in defs/common.py. A new helper joins this list with its reason, or its logic goes to
-# the domain.
+# evaluation/inputs.py, evaluation/board.py, graph/inputs.py, ...), and so does what an asset shows:
+# the display modules (causal/, decisions/, ingestion/, models/, monitoring/display.py,
+# evaluation/board_view.py) return plain values (promo_assets.core.display) that
+# defs/common.py's `metadata` and `check_results` turn into Dagster's. The helpers every asset module
+# shares are in defs/common.py; the internals of a custom automation condition are its methods. A new
+# helper joins this list with its reason, or its logic goes to the domain.
 
 WIRING_HELPERS = {
     # defs/common.py: the one module of shared Dagster helpers
     "common.py:register_partitions": "adds campaigns to the Dagster instance's dynamic partitions",
-    "common.py:connect": "the warehouse resource's connection, closed however the block ends",
     "common.py:model_key": "a model chain's Dagster asset key (optional/ prefix for models off by default)",
     "common.py:model_of_key": "the model whose chain a Dagster asset key belongs to",
     "common.py:domain_errors": "a project error becomes a dagster Failure with its message",
-    "common.py:log_to": "a domain progress callback that writes Dagster log lines",
-    "common.py:table_metadata": "rows as Dagster table metadata",
-    "common.py:described_table": "rows with typed, described columns as Dagster table metadata",
-    "common.py:rows_table": "plain rows as Dagster table metadata",
-    "common.py:md_table": "rows as a Markdown metadata value, every name escaped",
-    "common.py:kv_table": "a dict as a name | value metadata table",
-    "common.py:for_people": "any value as a Dagster metadata value a person can read",
+    "common.py:metadata": "what an asset shows (plain values from the domain's display modules) as Dagster metadata",
+    "common.py:check_results": "domain check results (core.display.CheckResult) as Dagster asset check results",
     "common.py:upstream": "the upstream materialization this one reads, from the Dagster instance",
     "common.py:failed_models": "the model chains a Dagster run's failed step keys belong to",
     "common.py:ended_runs": "Dagster's verdict on runs, for the results bookkeeping",
     "common.py:results_write": "one transaction for an asset's rows, reconciled with Dagster's run statuses",
-    "common.py:writing": "connect + results_write for the run's campaign partition",
+    "common.py:writing": "the warehouse connection + results_write for the run's campaign partition",
     "common.py:evaluation_inputs": "the evaluation inputs of the outcome_model materialization this run reads",
-    # metadata of one asset: domain results as Dagster metadata values and check results
-    "campaign/assets.py:_propensity_metadata": "the propensity asset's metadata and plot",
-    "campaign/assets.py:frame_check_results": "the training frame's data checks as Dagster asset check results",
-    "decisions/assets.py:champion_metadata": "the champion asset's metadata",
-    "decisions/assets.py:check_results": "the decisions' blocking checks as Dagster asset check results",
-    "decisions/assets.py:pacing_metadata": "the pacing table and plot as Dagster metadata",
-    "decisions/assets.py:decision_metadata": "the decisions asset's metadata",
-    "evaluation/leaderboard.py:board_tables": "the leaderboards as Dagster tables",
-    "evaluation/leaderboard.py:board_metadata": "the leaderboard asset's metadata and plots",
-    "ingestion/assets.py:_events_metadata": "rct_events' metadata",
-    "ingestion/assets.py:days_table": "a campaign's day files as a Dagster table",
-    "ingestion/assets.py:days_metadata": "an ingestion asset's metadata",
-    "ingestion/assets.py:check_results": "rct_events' checks (ingestion.checks.EventChecks) as Dagster asset check results",
-    "models/assets.py:fitted_metadata": "a fitted model's metadata, its own report as metadata values",
-    "models/assets.py:segment_metadata": "a model's segment table and plot as Dagster metadata",
-    # the model chains: keys, kwargs and skips of Dagster assets
+    # the model chains: keys, kwargs, runs and skips of Dagster assets
     "models/assets.py:chain_kwargs": "the Dagster asset kwargs of a model's chain",
     "models/assets.py:chain_keys": "the Dagster asset keys of a model's chain",
     "models/assets.py:model_run": "the chain's ModelRun from the asset context (run id, asset name)",
@@ -638,21 +620,12 @@ WIRING_HELPERS = {
     # the leaderboard reads Dagster's records of every chain
     "evaluation/leaderboard.py:_latest": "the latest materialization or observation of an asset",
     "evaluation/leaderboard.py:chain_record": "what Dagster recorded of a model's chain (its skip, its latest evaluation)",
-    # sensor and automation condition internals (Dagster instance queries, run requests)
-    "automation/conditions.py:_runs_ended_since": "the Dagster runs ended since a cursor",
-    "automation/conditions.py:_may_have_targeted": "whether a Dagster run may have targeted an asset",
-    "automation/conditions.py:_ended_unmaterialized": "a planned materialization whose run ended without it",
-    "automation/conditions.py:skip_reason": "the trained-for-campaign condition's reading of campaign.yaml",
-    "automation/jobs.py:_landing_cursor": "the landing sensor's cursor",
-    "automation/jobs.py:_warn_landing": "the landing sensor's warnings",
+    # the landing sensor's Dagster side (the cursor, the warnings and the fingerprints are promo_assets.ingestion's)
     "automation/jobs.py:_not_loaded_yet": "the landing sensor's check against the Dagster instance",
-    "automation/jobs.py:_modified_ns": "the landing sensor's fingerprint of a file",
     "automation/jobs.py:_ingest_requests": "the landing sensor's RunRequests",
     "automation/jobs.py:_orphan_partitions": "dynamic partitions whose landing folder is gone",
-    "automation/jobs.py:_partition_requests": "the landing sensor's partition requests",
-    # runs whose process is gone (what Dagster's run monitoring cannot see for in-process runs)
-    "recovery.py:process_tags": "the Dagster run tags naming `promo run`'s process",
-    "recovery.py:_owner_alive": "whether a Dagster run's process is alive",
+    # runs whose process is gone (what Dagster's run monitoring cannot see for in-process runs; the
+    # process tags themselves are promo_assets.core.processes')
     "recovery.py:describe_run": "a Dagster run in words",
     "recovery.py:recover_dead_runs": "marks dead in-process Dagster runs failed and frees their pool slots",
     "recovery.py:settle_warehouse_pool": "the warehouse pool's limit in the Dagster instance",
@@ -704,4 +677,4 @@ def test_defs_holds_definitions_and_named_wiring_helpers_only():
     assert not gone, f"WIRING_HELPERS names functions that are gone: {', '.join(gone)}"
     assert all(reason.strip() for reason in WIRING_HELPERS.values())
     # the list only shrinks: a new helper is named here and raises this cap, at review
-    assert len(WIRING_HELPERS) <= 58, len(WIRING_HELPERS)
+    assert len(WIRING_HELPERS) <= 28, len(WIRING_HELPERS)

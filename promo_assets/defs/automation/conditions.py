@@ -90,43 +90,47 @@ class EndedUnmaterialized(dg.AutomationCondition):
         if context.candidate_subset.is_empty or (self.newly and since is None):
             return empty
         instance = context.asset_graph_view.instance
-        if self.newly and not _may_have_targeted(_runs_ended_since(instance, since.timestamp()), context.key):
+        if self.newly and not self.may_have_targeted(self.runs_ended_since(instance, since.timestamp()), context.key):
             return empty  # no run that could have targeted the asset ended since the previous tick
         keys = context.candidate_subset.expensively_compute_partition_keys()
-        ended = {pk for pk in keys if _ended_unmaterialized(instance, context.key, pk, since if self.newly else None)}
+        ended = {pk for pk in keys if self.ended_unmaterialized(instance, context.key, pk, since if self.newly else None)}
         return dg.AutomationResult(context, true_subset=context.candidate_subset.compute_intersection_with_partition_keys(ended))
+
+    @staticmethod
+    def runs_ended_since(instance, since: float) -> list:
+        """The runs that ended since `since` (a timestamp): one query per tick, not per asset."""
+        cache_key = (id(instance), since)
+        if cache_key not in _ENDED:
+            _ENDED.clear()
+            ended = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
+            records = instance.get_run_records(
+                dg.RunsFilter(updated_after=dt.datetime.fromtimestamp(since, dt.timezone.utc), statuses=ended))
+            _ENDED[cache_key] = [r for r in records if r.end_time is not None and r.end_time > since]
+        return _ENDED[cache_key]
+
+    @staticmethod
+    def may_have_targeted(records: list, key: dg.AssetKey) -> bool:
+        """A run's asset selection names the asset, or the run records none (a job's whole selection)."""
+        return any(not r.dagster_run.asset_selection or key in r.dagster_run.asset_selection for r in records)
+
+    @staticmethod
+    def ended_unmaterialized(instance, key: dg.AssetKey, partition: str | None, since) -> bool:
+        """The latest planned materialization of `key` / `partition` is of a run that has ended (after
+        `since`, when given) without materializing it."""
+        planned = instance.get_latest_planned_materialization_info(key, partition)
+        if planned is None:
+            return False
+        record = instance.get_run_record_by_id(planned.run_id)
+        if record is None or not record.dagster_run.is_finished or (since is not None and (
+                record.end_time is None or record.end_time <= since.timestamp())):
+            return False
+        partitions = None if partition is None else [partition]
+        latest = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=key, asset_partitions=partitions), limit=1).records
+        return not latest or latest[0].run_id != planned.run_id
 
 
 _ENDED: dict = {}  # (instance, previous tick) -> the runs that ended since: one query per tick, not per asset
-
-
-def _runs_ended_since(instance, since: float) -> list:
-    cache_key = (id(instance), since)
-    if cache_key not in _ENDED:
-        _ENDED.clear()
-        records = instance.get_run_records(dg.RunsFilter(updated_after=dt.datetime.fromtimestamp(since, dt.timezone.utc),
-                                                        statuses=[dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE,
-                                                                  dg.DagsterRunStatus.CANCELED]))
-        _ENDED[cache_key] = [r for r in records if r.end_time is not None and r.end_time > since]
-    return _ENDED[cache_key]
-
-
-def _may_have_targeted(records: list, key: dg.AssetKey) -> bool:
-    """A run's asset selection names the asset, or the run records none (a job's whole selection)."""
-    return any(not r.dagster_run.asset_selection or key in r.dagster_run.asset_selection for r in records)
-
-
-def _ended_unmaterialized(instance, key: dg.AssetKey, partition: str | None, since) -> bool:
-    planned = instance.get_latest_planned_materialization_info(key, partition)
-    if planned is None:
-        return False
-    record = instance.get_run_record_by_id(planned.run_id)
-    if record is None or not record.dagster_run.is_finished or (since is not None and (
-            record.end_time is None or record.end_time <= since.timestamp())):
-        return False
-    latest = instance.fetch_materializations(
-        dg.AssetRecordsFilter(asset_key=key, asset_partitions=None if partition is None else [partition]), limit=1).records
-    return not latest or latest[0].run_id != planned.run_id
 
 
 def _handled() -> dg.AutomationCondition:
@@ -188,19 +192,19 @@ class TrainedForCampaign(dg.AutomationCondition):
         if model is None or context.candidate_subset.is_empty:
             return dg.AutomationResult(context, true_subset=context.candidate_subset)
         keys = context.candidate_subset.expensively_compute_partition_keys()
-        trained = {k for k in keys if skip_reason(model, k) is None}
+        trained = {k for k in keys if self.skip_reason(model, k) is None}
         return dg.AutomationResult(context, true_subset=context.candidate_subset.compute_intersection_with_partition_keys(trained))
 
+    @staticmethod
+    def skip_reason(model: str, campaign: str) -> str | None:
+        """Why `campaign` does not train `model` (from its campaign.yaml alone), None when it does or
+        the campaign.yaml cannot be read."""
+        from promo_assets.models import registry
 
-def skip_reason(model: str, campaign: str) -> str | None:
-    """Why `campaign` does not train `model` (from its campaign.yaml alone), None when it does or
-    the campaign.yaml cannot be read."""
-    from promo_assets.models import registry
-
-    try:  # cached_config parses a campaign.yaml once per content (a hit reads and hashes the file: ~0.2 ms)
-        return registry.skip_reason(model, cached_config(settings.landing_dir(), campaign))
-    except Exception:  # noqa: BLE001 (a refused campaign.yaml fails the campaign's own assets, with its reason)
-        return None
+        try:  # cached_config parses a campaign.yaml once per content (a hit reads and hashes the file: ~0.2 ms)
+            return registry.skip_reason(model, cached_config(settings.landing_dir(), campaign))
+        except Exception:  # noqa: BLE001 (a refused campaign.yaml fails the campaign's own assets, with its reason)
+            return None
 
 
 def _any_deps_waiting() -> dg.AutomationCondition:

@@ -3,13 +3,21 @@
 
 import datetime as dt
 import hashlib
-import json
 import warnings
 
 import dagster as dg
 
-from promo_assets.ingestion import day_files, discover_campaigns, landing_changes, landing_removed, landing_scan
 from promo_assets.defs.common import LandingResource, campaign_partitions
+from promo_assets.ingestion import (
+    day_files,
+    discover_campaigns,
+    landing_changes,
+    landing_cursor,
+    landing_scan,
+    landing_warnings,
+    modified_seconds,
+    read_landing_cursor,
+)
 
 ingest_job = dg.define_asset_job(
     "ingest_job",
@@ -106,42 +114,27 @@ def daily_campaign_refresh(context: dg.ScheduleEvaluationContext, landing: Landi
     "or `promo forget` removes its rows).",
 )
 def landing_sensor(context: dg.SensorEvaluationContext, landing: LandingResource):
-    before, skipped_before = _landing_cursor(context.cursor)
+    before, skipped_before = read_landing_cursor(context.cursor)
     now, skipped = landing_scan(landing.path)
     skipped_now = sorted(str(f) for f in skipped)
-    _warn_landing(context.log, before, now, skipped_before, skipped_now)
+    for line in landing_warnings(before, now, skipped_before, skipped_now):
+        context.log.warning(line)
     new_campaigns, changed = landing_changes(before or {}, now)
     if before is None:
         new_campaigns, changed = _not_loaded_yet(context.instance, new_campaigns, changed, now)
-    cursor = json.dumps({"files": now, "skipped": skipped_now}, sort_keys=True)
+    cursor = landing_cursor(now, skipped_now)
     orphans = _orphan_partitions(context.instance, landing.path, context.log)
     if not new_campaigns and not changed and not orphans:
         note = f"; {len(skipped_now)} landing file(s) skipped (see the tick's log)" if skipped_now else ""
         return dg.SensorResult(skip_reason=f"no new or changed landing files{note}", cursor=cursor)
+    # the new campaigns added as partitions (a campaign's days are none: defs/common.py), the orphans removed
+    partitions = ([campaign_partitions.build_add_request(new_campaigns)] if new_campaigns else []) + \
+        ([campaign_partitions.build_delete_request(list(orphans))] if orphans else [])
     return dg.SensorResult(run_requests=_ingest_requests(changed, now), cursor=cursor,
-                           dynamic_partitions_requests=_partition_requests(new_campaigns, orphans))
+                           dynamic_partitions_requests=partitions)
 
 
-# helpers of the landing sensor
-
-
-def _landing_cursor(cursor: str | None) -> tuple[dict | None, list[str]]:
-    """(file inventory, skipped files) of the last tick; (None, []) on the first tick."""
-    state = json.loads(cursor) if cursor else None
-    if state is not None and "files" not in state:  # cursor of an earlier version: the inventory only
-        state = {"files": state, "skipped": []}
-    return (state["files"], state["skipped"]) if state else (None, [])
-
-
-def _warn_landing(log, before: dict | None, now: dict, skipped_before: list[str], skipped_now: list[str]) -> None:
-    """Warn once about each newly skipped landing file and each removed day file."""
-    for line in sorted(set(skipped_now) - set(skipped_before)):
-        log.warning(f"skipped landing file {line}")
-    for campaign, day in landing_removed(before or {}, now):
-        log.warning(
-            f"landing file of campaign '{campaign}' day {day} is gone; its loaded rows stay until the "
-            f"campaign's next ingestion (`promo run`, a new day file) or `promo forget --campaign {campaign} --day {day}`"
-        )
+# helpers of the landing sensor (Dagster instance queries and run requests)
 
 
 def _not_loaded_yet(instance: dg.DagsterInstance, new_campaigns: list[str], changed: list[tuple[str, str]],
@@ -156,12 +149,7 @@ def _not_loaded_yet(instance: dg.DagsterInstance, new_campaigns: list[str], chan
             dg.AssetRecordsFilter(asset_key=dg.AssetKey("rct_events"), asset_partitions=[campaign]), limit=1).records
         latest[campaign] = records[0].timestamp if records else float("-inf")
     return ([c for c in new_campaigns if c not in registered],
-            [(c, d) for c, d in changed if _modified_ns(now[c][d]) / 1e9 > latest[c]])
-
-
-def _modified_ns(fingerprint: str) -> int:
-    """The modification time in a landing_scan fingerprint ('<size>-<mtime_ns>')."""
-    return int(fingerprint.rsplit("-", 1)[1])
+            [(c, d) for c, d in changed if modified_seconds(now[c][d]) > latest[c]])
 
 
 def _ingest_requests(changed: list[tuple[str, str]], now: dict) -> list[dg.RunRequest]:
@@ -196,13 +184,6 @@ def _orphan_partitions(instance: dg.DagsterInstance, landing, log) -> list[str]:
                     "day (added in the UI?): removed; create the folder to add the campaign")
         orphans.append(campaign)
     return orphans
-
-
-def _partition_requests(new_campaigns: list[str], orphans: list[str] = ()) -> list:
-    """Add the new campaigns as partitions (a campaign's days are no partitions: see defs/common.py) and
-    remove the orphans."""
-    return ([campaign_partitions.build_add_request(new_campaigns)] if new_campaigns else []) + \
-        ([campaign_partitions.build_delete_request(list(orphans))] if orphans else [])
 
 
 with warnings.catch_warnings():  # use_user_code_server is in beta: its warning would print at every load of the code

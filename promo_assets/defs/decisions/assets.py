@@ -19,36 +19,31 @@ import dataclasses
 import datetime as dt
 
 import dagster as dg
-import numpy as np
 
 from promo_assets.config import settings
-from promo_assets.core.display import png_markdown
+from promo_assets.core.display import md_table
 from promo_assets.decisions import Exploration, champion_freshness, export_stored
-from promo_assets.decisions.champion_run import ChampionChoice, choose, read_champion_inputs, record_champion
+from promo_assets.decisions.champion_run import choose, read_champion_inputs, record_champion
 from promo_assets.decisions.daily import (
-    DayDecision,
-    budget_rows,
     decide_day,
     read_day_plan,
     read_decision_inputs,
     store_day,
     users_decided_for,
 )
-from promo_assets.decisions.pacing import plot_pacing
+from promo_assets.decisions.display import champion_metadata, decision_check_results, decision_metadata
 from promo_assets.defs.automation.conditions import COMMON, REACTION_CONDITION
 from promo_assets.defs.common import (
     LandingResource,
     OutboxResource,
     WarehouseResource,
-    connect,
+    check_results,
     domain_errors,
     evaluation_inputs,
-    md_table,
-    rows_table,
+    metadata,
     upstream,
     writing,
 )
-from promo_assets.evaluation.champion import headline_text, summary_tables
 from promo_assets.monitoring.drift import exploration_after_change
 from promo_assets.report import gather, render, write_report
 from promo_assets.store import monitoring as monitoring_store
@@ -67,31 +62,6 @@ CHECKS = {
 # champion
 
 
-def champion_metadata(choice: ChampionChoice, budgets: list[float]) -> dict:
-    """The champion asset's page: the champion with its members, weights and versions, its headline
-    against the best single model, why, the candidates and comparisons; on simulated campaigns its
-    and the best candidate's % of the oracle."""
-    decision, pct = choice.decision, choice.pct
-    champ, inc, members = decision.champion, decision.incumbent, decision.champion.to_dict()
-    names, weights = members.get("members", []), members.get("weights", [])
-    versions = members.get("versions") or [""] * len(names)
-    versions = [versions.get(n, "") for n in names] if isinstance(versions, dict) else versions
-    cands, comps = summary_tables(decision, pct)
-    meta = {"champion": champ.name, "champion_version": champ.version,
-            "members": md_table([{"member": n, "weight": round(float(w), 3), "version": v}
-                                 for n, w, v in zip(names, weights, versions)]),
-            "headline": headline_text(champ.name, budgets, decision.headline(), choice.settings.confidence),
-            "chosen on": decision.decided_by, "reason": decision.reason,
-            "changed": decision.changed, "incumbent": inc.name if inc else "(none: first champion)",
-            "confidence": choice.settings.confidence, "evidence_events": choice.evidence.n,
-            "leaderboard_run": choice.board_run, "candidates": rows_table(cands), "comparisons": rows_table(comps)}
-    if pct:
-        best = choice.best()
-        meta.update({"pct_oracle": round(float(np.mean(pct[champ.name])), 4), "best_candidate": best,
-                     "best_pct_oracle": round(float(np.mean(pct[best])), 4)})
-    return meta
-
-
 @dg.asset(key="champion", deps=["leaderboard"], group_name="decisions", code_version="1", kinds={"duckdb"},
           **{**COMMON, "automation_condition": REACTION_CONDITION},
           description="The campaign's champion: the policy to deploy, chosen without ground truth among the models the "
@@ -103,7 +73,7 @@ def champion(context: dg.AssetExecutionContext, warehouse: WarehouseResource, la
     campaign = context.partition_key
     config = landing.config(campaign)
     board_run, _, board_version = upstream(context, "leaderboard")
-    with connect(warehouse) as con:
+    with warehouse.connect() as con:
         ev = evaluation_inputs(context, con, landing, campaign, config)
         with domain_errors():
             inputs = read_champion_inputs(con, campaign, ev, board_run, context.run_id, config.n_levels)
@@ -114,54 +84,12 @@ def champion(context: dg.AssetExecutionContext, warehouse: WarehouseResource, la
     context.log.info(choice.decision.reason)
     with writing(context, warehouse, "champion", "champion_evidence") as con:
         record_champion(con, campaign, context.run_id, choice)
-    return dg.MaterializeResult(metadata=champion_metadata(choice, list(config.budget_per_capita)),
+    return dg.MaterializeResult(metadata=metadata(champion_metadata(choice, list(config.budget_per_capita))),
                                 data_version=dg.DataVersion(f"{choice.decision.champion.version}-{board_version or board_run}"[:48]))
 
 
 # --------------------------------------------------------------------------------------------
 # decisions
-
-
-def check_results(outcomes: dict) -> list[dg.AssetCheckResult]:
-    return [dg.AssetCheckResult(check_name=name, passed=all(o.passed for _, o in got), metadata={
-        "result": "; ".join((f"budget {b:g}: " if b is not None else "") + o.message for b, o in got)})
-        for name, got in outcomes.items()]
-
-
-PACING_COLUMNS = (  # the `pacing` metadata table: pacing_table's keys, typed and described
-    ("day", "date", "the paced decision day"),
-    ("plan", "float", "the budget left over the days left, on that day"),
-    ("lambda", "float", "λ of the day's paced decision"),
-    ("predicted spend", "float", "the champion's predicted spend at λ for every user decided for"),
-    ("realized spend", "float", "what the day's events reported (empty: not loaded yet)"),
-    ("spend ratio", "float", "realized over predicted spend of the days back before it (the correction)"),
-    ("cumulative spend", "float", "realized, else planned, up to and including the day"),
-    ("even plan", "float", "total / days × days elapsed"),
-    ("budget left", "float", "the total minus the cumulative spend"),
-)
-
-
-def pacing_metadata(budget, today, rows: list[dict]) -> dict:
-    """The per-day pacing table (also in table pacing) and its plot, for the decisions asset's page."""
-    records = [dg.TableRecord({k: (float(f"{v:.4g}") if isinstance(v, float) else v) for k, v in r.items()})
-               for r in rows]  # realized spend None (not back yet): an empty cell
-    schema = dg.TableSchema(columns=[dg.TableColumn(n, t, description=d) for n, t, d in PACING_COLUMNS])
-    return {"pacing": dg.MetadataValue.table(records, schema=schema),
-            "pacing_plot": dg.MetadataValue.md(png_markdown(plot_pacing(rows, budget.total), "Spend per day and cumulative")),
-            "paced_lambda": today.lambda_, "paced_plan": today.plan, "period_total": budget.total,
-            "period_budget_left_before_today": rows[-1]["budget left"] + today.plan}
-
-
-def decision_metadata(decided: DayDecision, pacing_rows: list[dict]) -> dict:
-    """The decisions asset's page: the champion, the day, who, the exploration share, every budget's
-    decision and, for a period budget, its pacing."""
-    info = decided.inputs.info
-    meta = {"champion": info["name"], "champion_version": info["version"], "decision_date": str(decided.inputs.day),
-            "users": decided.who, "exploration_share": decided.exploration.share,
-            "budgets": md_table(budget_rows(decided.made.entries))}
-    if decided.paced is not None:
-        meta.update(pacing_metadata(decided.paced.budget, decided.paced.today, pacing_rows))
-    return meta
 
 
 @dg.asset(key="decisions", deps=["champion"], group_name="decisions", code_version="1", kinds={"duckdb"}, **COMMON,
@@ -176,21 +104,22 @@ def decisions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, l
     config = landing.config(campaign)
     champ_run, _, champ_version = upstream(context, "champion")
     exploration = Exploration.from_config(config.exploration)
-    with connect(warehouse) as con, domain_errors():
+    with warehouse.connect() as con, domain_errors():
         inputs = read_decision_inputs(con, campaign, champ_run, config.n_levels)
         change_day = monitoring_store.training_change_day(con, campaign)  # a `retrain` reaction may explore more
     share = exploration_after_change(exploration.share, change_day, inputs.day, config.monitoring)
     if share != exploration.share:
         context.log.warning(f"monitoring reaction retrain: exploration share {share:g} on {inputs.day} (after the change)")
         exploration = dataclasses.replace(exploration, share=share)
-    with connect(warehouse) as con, domain_errors():
+    with warehouse.connect() as con, domain_errors():
         plan = read_day_plan(con, landing.path, campaign, config, inputs)
     with domain_errors():
         decided = decide_day(inputs, plan, config, exploration, users_decided_for(landing.path, campaign, len(inputs.users)))
     decided.made.outcomes["champion_fresh"] = [(None, champion_freshness(inputs.champion_row["decided_at"], inputs.newest))]
     with writing(context, warehouse, "decisions", "decision_budgets", "pacing", "decision_coefficients") as con:
         rows = store_day(con, campaign, context.run_id, decided)
-    return dg.MaterializeResult(metadata=decision_metadata(decided, rows), check_results=check_results(decided.made.outcomes),
+    return dg.MaterializeResult(metadata=metadata(decision_metadata(decided, rows)),
+                                check_results=check_results(decision_check_results(decided.made.outcomes)),
                                 data_version=dg.DataVersion(f"{inputs.info['version']}-{inputs.day}-{champ_version}"[:48]))
 
 
@@ -212,7 +141,7 @@ def outbox(context: dg.AssetExecutionContext, warehouse: WarehouseResource, land
     campaign = context.partition_key
     config = landing.config(campaign)
     run_id, _, version = upstream(context, "decisions")
-    with connect(warehouse) as con:
+    with warehouse.connect() as con:
         stop = monitoring_store.active_reactions(con, campaign, context.run_id)
     stop = stop[stop["reaction"] == "stop_export"]
     if len(stop):
@@ -221,11 +150,11 @@ def outbox(context: dg.AssetExecutionContext, warehouse: WarehouseResource, land
                             "exported decision stays in the outbox")
         return dg.MaterializeResult(metadata={"export": "STOPPED by monitoring: " + why, "date": "(not written)"},
                                     data_version=dg.DataVersion(f"stopped-{version or run_id}"[:48]))
-    with connect(warehouse) as con, domain_errors():
+    with warehouse.connect() as con, domain_errors():
         folder, body, _ = export_stored(con, campaign, outbox.path, config=config, run_id=run_id)
     files = [{"file": e["file"], "rows": e["rows"], "sha256": e["sha256"][:16] + "…"} for e in body["budgets"]]
-    return dg.MaterializeResult(metadata={"folder": dg.MetadataValue.path(str(folder)), "date": body["date"],
-                                          "champion": body["champion"], "files": md_table(files)},
+    return dg.MaterializeResult(metadata=metadata({"folder": dg.MetadataValue.path(str(folder)), "date": body["date"],
+                                                   "champion": body["champion"], "files": md_table(files)}),
                                 data_version=dg.DataVersion(version or run_id))
 
 
@@ -246,7 +175,7 @@ def campaign_report(context: dg.AssetExecutionContext, warehouse: WarehouseResou
     board_run, _, _ = upstream(context, "leaderboard")
     champion_run, _, _ = upstream(context, "champion")
     decisions_run, _, version = upstream(context, "decisions")
-    with connect(warehouse) as con, domain_errors():
+    with warehouse.connect() as con, domain_errors():
         data = gather(con, landing.path, campaign, config, board_run=board_run, champion_run=champion_run,
                       decisions_run=decisions_run)
     html = render(data)

@@ -11,31 +11,20 @@ the UI it follows any model's evaluation (its automation condition)."""
 import dagster as dg
 import pandas as pd
 
-from promo_assets.core.display import png_markdown
+from promo_assets.core.display import md_table
 from promo_assets.defs.automation.conditions import COMMON, GATHER_CONDITION
 from promo_assets.defs.common import (
     LandingResource,
     WarehouseResource,
-    connect,
-    described_table,
     domain_errors,
     evaluation_inputs,
-    log_to,
-    md_table,
+    metadata,
     model_key,
     writing,
 )
-from promo_assets.evaluation import evaluate_random, leaderboard_markdown
-from promo_assets.evaluation.board import (
-    ChainRecord,
-    assemble,
-    board_entry,
-    board_notes,
-    board_plots,
-    budgets_kept,
-    current_champion,
-)
-from promo_assets.evaluation.board_view import compact_boards, full_board, not_evaluated
+from promo_assets.evaluation import evaluate_random
+from promo_assets.evaluation.board import ChainRecord, assemble, board_entry, budgets_kept, current_champion
+from promo_assets.evaluation.board_view import board_metadata
 from promo_assets.evaluation.report import RANDOM_MODEL, RANDOM_VERSION
 from promo_assets.models import registry
 from promo_assets.store import frames as frames_store, models as models_store
@@ -69,34 +58,6 @@ def chain_record(instance, name: str, campaign: str, config) -> ChainRecord:
                        meta["frame_version"].value if "frame_version" in meta else None)
 
 
-def board_tables(board: pd.DataFrame, entries: list[dict], champion: dict[str, float]) -> dict:
-    """The compact leaderboard (one table per budget), the models not evaluated with the reason and
-    the full leaderboard, as Dagster tables, in that order."""
-    others = [{k: e[k] for k in ("model", "status", "reason")} for e in entries if e["status"] != "evaluated"]
-    out = {f"leaderboard at budget {b:g}": described_table(columns, records) for b, columns, records in compact_boards(board, champion)}
-    out["not_evaluated"] = described_table(*not_evaluated(others))
-    out["leaderboard_full"] = described_table(*full_board(board))
-    return out
-
-
-def board_metadata(board: pd.DataFrame, specs: dict, ev, config, campaign: str, entries: list[dict], checks: list,
-                   champion: dict[str, float]) -> dict:
-    """The leaderboard's metadata: its tables, its Markdown with the notes under it, its plots, the data
-    checks it saw and the evaluations it assembled."""
-    frontier_png, levels_png = board_plots(board, specs, ev, config, campaign)
-    return {
-        **board_tables(board, entries, champion),
-        "leaderboard_markdown": dg.MetadataValue.md(leaderboard_markdown(board) + board_notes(checks, entries)),
-        "frontier_plot": dg.MetadataValue.md(png_markdown(frontier_png, "Cost–response frontier (EOM on holdout; truth where simulated)")),
-        "response_per_level_plot": dg.MetadataValue.md(png_markdown(levels_png, "Average response per level: models vs truth")),
-        "data_checks": md_table([{"check": c.name, "passed": c.passed, "severity": c.severity, "message": c.message}
-                                 for c in checks]),
-        "models": md_table([{"model": e["model"], "version": e["model_version"], "evaluation_run": e["evaluation_run_id"]}
-                            for e in entries if e["status"] == "evaluated"]),
-        "holdout_events": ev.n, "ground_truth": ev.true_values is not None, **ev.versions,
-    }
-
-
 def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
     @dg.asset(key="leaderboard", deps=[model_key(n, "policy_evaluation") for n in names] + ["outcome_model"],
               group_name="evaluation", code_version="1", kinds={"duckdb", "matplotlib"},
@@ -111,7 +72,7 @@ def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
 
         campaign = context.partition_key
         config = landing.config(campaign)
-        with connect(warehouse) as con:
+        with warehouse.connect() as con:
             frame_version = frames_store.frame_version(con, campaign)
             checks = frame_checks(frames_store.training_frame(con, campaign), config)
             # every registered model, also one whose chain is not in these Definitions (`promo run` builds
@@ -123,16 +84,14 @@ def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
                 got = assemble(con, campaign, entries, ev, config.n_levels)
             champion = current_champion(con, campaign)
             kept = budgets_kept(con, campaign, entries) if config.constraints else []
-        random = evaluate_random(ev.evaluated_on(), ev.settings(config, campaign, log_to(context)))
+        random = evaluate_random(ev.evaluated_on(), ev.settings(config, campaign, context.log.info))
         random["run_id"] = context.run_id
         entries.append({"model": RANDOM_MODEL, "model_version": RANDOM_VERSION, "evaluation_run_id": context.run_id,
                         "status": "evaluated", "reason": None})
         with writing(context, warehouse, "policy_evaluation", "leaderboard_entries", "data_checks") as con:
             models_store.write_board(con, campaign, context.run_id, random, entries, checks)
         board = pd.concat([f for f in got.frames + [random] if not f.empty], ignore_index=True)
-        metadata = board_metadata(board, got.specs, ev, config, campaign, entries[:-1], checks, champion)
-        if kept:
-            metadata["budgets_kept"] = md_table(kept)
-        return dg.MaterializeResult(metadata=metadata)
+        shown = board_metadata(board, got.specs, ev, config, campaign, entries[:-1], checks, champion)
+        return dg.MaterializeResult(metadata=metadata({**shown, **({"budgets_kept": md_table(kept)} if kept else {})}))
 
     return leaderboard

@@ -15,23 +15,22 @@ gnn_hazard, group graph: they succeed, skip or fail with it).
 import dagster as dg
 import pandas as pd
 
-from promo_assets.core.display import jsonable
+from promo_assets.core.display import jsonable, md_table
 from promo_assets.defs.automation.conditions import CAMPAIGN_CONDITION, INGESTION_CONDITION
 from promo_assets.defs.common import (
     WAREHOUSE_POOL,
     LandingResource,
     WarehouseResource,
     campaign_partitions,
-    connect,
     domain_errors,
-    log_to,
-    md_table,
+    metadata,
     model_key,
     upstream,
     writing,
 )
-from promo_assets.defs.ingestion.assets import DayRange, days_metadata, ingest_days
+from promo_assets.defs.ingestion.assets import DayRange, ingest_days
 from promo_assets.ingestion import merchants as ingest_merchants
+from promo_assets.ingestion.display import days_metadata
 from promo_assets.ingestion.merchants import MerchantConfig
 from promo_assets.store import graph as graph_store
 
@@ -70,7 +69,7 @@ def merchant_events(context: dg.AssetExecutionContext, config: DayRange, warehou
         return ingest_merchants.ingest_merchants_day(con, campaign, day, path, mconf)
 
     days = ingest_days(context, warehouse, landing, "merchants", load, config)
-    return dg.MaterializeResult(metadata=days_metadata(days))
+    return dg.MaterializeResult(metadata=metadata(days_metadata(days)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -91,7 +90,7 @@ def merchant_events(context: dg.AssetExecutionContext, config: DayRange, warehou
 def customer_merchant_graph(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
     from promo_assets.graph.tables import store_campaign_graph
 
-    with connect(warehouse) as con:
+    with warehouse.connect() as con:
         stored = store_campaign_graph(con, landing.path, context.partition_key)
     context.log.info(stored.message)
     return dg.MaterializeResult(metadata=stored.metadata,
@@ -126,11 +125,11 @@ def merchant_coefficients(context: dg.AssetExecutionContext, warehouse: Warehous
     per_level = coef_df.groupby(["level", "incentive"], as_index=False)[["response", "cost"]].mean()
     return dg.MaterializeResult(
         data_version=dg.DataVersion(version),
-        metadata={
+        metadata=metadata({
             "model_version": version,
             "merchants": len(model.merchant_ids),
             "mean_per_level": md_table(jsonable(per_level.rename(columns={"incentive": "commission", "response": "value"}).to_dict("records"))),
-        }
+        })
     )
 
 
@@ -159,22 +158,22 @@ def joint_allocation(context: dg.AssetExecutionContext, warehouse: WarehouseReso
     mconf = merchant_block(config, landing.path, campaign)
     _, meta, _ = upstream(context, COEFFICIENTS_KEY)
     version = meta["model_version"]
-    with connect(warehouse) as con, domain_errors():
+    with warehouse.connect() as con, domain_errors():
         got = joint_inputs(con, campaign, config, mconf, version, MODEL_NAME)
     with domain_errors():
         ratios = campaign_ratios(config, campaign)
     if not ratios:
         return dg.MaterializeResult(metadata={"skipped": True, "note": "campaign.yaml has no ratio_budget"})
     truth = joint_truth(landing.path, campaign, config, mconf, got, log=context.log.warning)
-    rows, levels = allocate_joint(got, ratios, config, mconf, truth, log=log_to(context),
+    rows, levels = allocate_joint(got, ratios, config, mconf, truth, log=context.log.info,
                                   tags={"campaign": campaign, "model_version": version, "run_id": context.run_id})
     for row in (r for r in rows if r["note"]):
         context.log.warning(f"ratio {row['ratio_budget']}: {row['note']}")
     with writing(context, warehouse, "joint_allocation", "joint_allocation_evaluation") as con:
         graph_store.write_joint(con, campaign, version, context.run_id, pd.concat(levels, ignore_index=True) if levels
                                 else None, pd.DataFrame(rows))
-    return dg.MaterializeResult(metadata={
+    return dg.MaterializeResult(metadata=metadata({
         "model_version": version, "joint_vs_independent": md_table(jsonable([{k: r.get(k) for k in JOINT_SHOWN if k in r}
                                                                              for r in rows])),
         "customers": len(got.users), "merchants": len(got.merchants), "customer_coefficients_from": got.source,
-        "ground_truth": truth is not None, "run_id": context.run_id}, data_version=dg.DataVersion(version))
+        "ground_truth": truth is not None, "run_id": context.run_id}), data_version=dg.DataVersion(version))

@@ -21,8 +21,8 @@ from promo_assets.defs.common import (
     LandingResource,
     WarehouseResource,
     campaign_partitions,
-    md_table,
-    table_metadata,
+    check_results,
+    metadata,
 )
 from promo_assets.ingestion import (
     ingest_edges_day,
@@ -30,6 +30,7 @@ from promo_assets.ingestion import (
 )
 from promo_assets.ingestion.checks import EventChecks
 from promo_assets.ingestion.days import CampaignDays, DayLoader, ingest_campaign_days
+from promo_assets.ingestion.display import days_metadata, event_check_results, events_metadata
 
 
 class DayRange(dg.Config):
@@ -62,57 +63,6 @@ def ingest_days(context: dg.AssetExecutionContext, warehouse: WarehouseResource,
     return days
 
 
-def _events_metadata(days: CampaignDays, config) -> dict:
-    """rct_events' metadata: the days, and what this run loaded (levels, rejections, features)."""
-    distribution: dict[int, int] = {}
-    for r in days.results:
-        for level, n in r.level_counts.items():
-            distribution[level] = distribution.get(level, 0) + n
-    features = {f: k for r in days.results for f, k in r.features.items()}
-    return {
-        **days_metadata(days),
-        "rows_rejected_now": sum(d.rejected for d in days.days if d.status == "loaded"),
-        "treatment_distribution_now": md_table(
-            [{"level": lvl, "incentive": config.incentives[lvl], "label": config.labels[lvl], "rows": n}
-             for lvl, n in sorted(distribution.items())]),
-        "rejections_now": md_table([p for r in days.results for p in r.problems]),
-        "features": table_metadata([("feature", "string", "a feature column of the loaded days"),
-                                    ("kind", "string", "numeric or categorical")],
-                                   [{"feature": str(f), "kind": str(k)} for f, k in sorted(features.items())]),
-    }
-
-
-def days_table(days: CampaignDays) -> dg.MetadataValue:
-    """The campaign's days as a typed table: day, status, rows, rejected, file, message."""
-    schema = dg.TableSchema(columns=[
-        dg.TableColumn("day", "date", description="the day of the file (its name)"),
-        dg.TableColumn("status", "string", description="loaded by this run, unchanged since it was loaded, "
-                       "forgotten (file gone), or failed (the day's earlier rows stay)"),
-        dg.TableColumn("rows", "int", description="rows loaded (by this run or when the file was loaded)"),
-        dg.TableColumn("rejected", "int", description="rows rejected (rejected_events has their reasons)"),
-        dg.TableColumn("file", "string"),
-        dg.TableColumn("message", "string", description="why the file failed"),
-    ])
-    records = [dg.TableRecord({"day": d.day.isoformat(), "status": d.status, "rows": int(d.rows or 0),
-                               "rejected": int(d.rejected or 0), "file": d.file, "message": d.message or ""})
-               for d in days.days]
-    return dg.MetadataValue.table(records, schema=schema)
-
-
-def days_metadata(days: CampaignDays) -> dict:
-    loaded = [d for d in days.days if d.status in ("loaded", "unchanged")]
-    return {
-        "days": days_table(days),
-        "days_loaded_now": days.count("loaded"),
-        "days_unchanged": days.count("unchanged"),
-        "days_forgotten": days.count("forgotten"),
-        "days_failed": days.count("failed"),
-        "rows_loaded_now": sum(d.rows for d in days.days if d.status == "loaded"),
-        "first_day": loaded[0].day.isoformat() if loaded else "",
-        "last_day": loaded[-1].day.isoformat() if loaded else "",
-    }
-
-
 CHECKS = [
     dg.AssetCheckSpec("row_count", asset="rct_events", description="the campaign holds at least one event"),
     dg.AssetCheckSpec("treatment_on_grid", asset="rct_events", description="every level is on the campaign's grid and its incentive matches"),
@@ -121,30 +71,6 @@ CHECKS = [
     dg.AssetCheckSpec("day_files_loaded", asset="rct_events", description="every events day file of the campaign "
                       "(of the run's range) is loaded: none failed"),
 ]
-
-
-def check_results(got: EventChecks, days: CampaignDays) -> list[dg.AssetCheckResult]:
-    """rct_events' asset checks over every loaded day, and the day files that failed."""
-    failed = days.failed
-    return [
-        dg.AssetCheckResult(check_name="row_count", passed=got.rows > 0, metadata={"rows": got.rows}),
-        dg.AssetCheckResult(
-            check_name="treatment_on_grid", passed=got.off_grid + got.incentive_mismatch == 0,
-            metadata={"off_grid": got.off_grid, "incentive_mismatch": got.incentive_mismatch},
-        ),
-        dg.AssetCheckResult(
-            check_name="response_and_cost_range", passed=got.bad_response + got.bad_cost == 0,
-            metadata={"bad_response": got.bad_response, "bad_cost": got.bad_cost},
-        ),
-        dg.AssetCheckResult(check_name="propensity_range", passed=got.bad_propensity == 0,
-                            metadata={"bad_propensity": got.bad_propensity}),
-        dg.AssetCheckResult(
-            check_name="day_files_loaded", passed=not failed, severity=dg.AssetCheckSeverity.ERROR,
-            metadata={"failed_days": len(failed),
-                      "failures": md_table([{"day": d.day.isoformat(), "file": d.file, "message": d.message}
-                                            for d in failed])},
-        ),
-    ]
 
 
 @dg.asset(
@@ -176,7 +102,8 @@ def rct_events(context: dg.AssetExecutionContext, config: DayRange, warehouse: W
         why = (f"every events day file failed ({len(days.failed)}: see the check day_files_loaded)" if days.failed
                else f"no events day file under {landing.path / campaign / 'events'}")
         raise dg.Failure(f"campaign '{campaign}' has no events loaded: {why}")
-    return dg.MaterializeResult(metadata=_events_metadata(days, campaign_config), check_results=check_results(got, days))
+    return dg.MaterializeResult(metadata=metadata(events_metadata(days, campaign_config)),
+                                check_results=check_results(event_check_results(got, days)))
 
 
 @dg.asset(
@@ -199,4 +126,4 @@ def payment_edges(context: dg.AssetExecutionContext, config: DayRange, warehouse
         return ingest_edges_day(con, campaign, day, path)
 
     days = ingest_days(context, warehouse, landing, "edges", load, config)
-    return dg.MaterializeResult(metadata=days_metadata(days))
+    return dg.MaterializeResult(metadata=metadata(days_metadata(days)))

@@ -33,31 +33,28 @@ from promo_assets.allocation.stored_plan import (
     read_stored,
     solve_and_store,
 )
-from promo_assets.core.display import jsonable, png_markdown
+from promo_assets.core.display import Markdown, jsonable, md_table
 from promo_assets.decisions.plans import holdout_run, population_plan
 from promo_assets.defs.automation.conditions import COMMON, model_condition
 from promo_assets.defs.common import (
     LandingResource,
     WarehouseResource,
-    connect,
     domain_errors,
     evaluation_inputs,
-    for_people,
-    kv_table,
-    log_to,
-    md_table,
+    metadata,
     model_key,
     results_write,
-    rows_table,
     upstream,
     writing,
 )
 from promo_assets.defs.evaluation.leaderboard import leaderboard_asset
 from promo_assets.defs.resources import DaskResource
 from promo_assets.evaluation import evaluate_models, leaderboard_markdown
+from promo_assets.evaluation.board_view import segment_metadata
 from promo_assets.evaluation.inputs import budget_use_rows, segment_outputs
 from promo_assets.ingestion.targets import scoring_targets
 from promo_assets.models import ResponseModel, registry
+from promo_assets.models.display import fitted_metadata
 from promo_assets.models.inputs import training_data
 from promo_assets.models.phase_run import train_phase
 from promo_assets.models.scoring import Scoring, score_users
@@ -117,25 +114,6 @@ def record_left_out(instance: dg.DagsterInstance, campaign: str, left_out: dict[
             instance.report_runless_asset_event(skip_observation(asset_key, campaign, model, reason))
 
 
-def fitted_metadata(fitted: ResponseModel, seconds: float) -> dict:
-    """A fitted model's metadata: its version, metrics, training time, epochs and its own `report`
-    (rows, PNG bytes, values)."""
-    trained = fitted.model_
-    history = getattr(trained, "history", None) or []
-    meta = {"model_version": trained.version, "metrics": kv_table(jsonable(trained.metrics)),
-            "training_seconds": round(seconds, 2)}  # seconds, two decimals
-    if history:
-        meta["epochs"] = md_table([jsonable(h) if isinstance(h, dict) else {"epoch": i, "loss": h} for i, h in enumerate(history)])
-    for k, v in (fitted.report_ or {}).items():
-        if isinstance(v, bytes):
-            meta[k] = dg.MetadataValue.md(png_markdown(v, k.replace("_", " ")))
-        elif isinstance(v, list) and v and isinstance(v[0], dict):
-            meta[k] = md_table(jsonable(v))
-        elif v is not None:
-            meta[k] = for_people(jsonable(v))
-    return meta
-
-
 def fit_phase(context, warehouse, landing, model: type[ResponseModel], phase: str, previous_key: dg.AssetKey | None):
     """Train one phase of `model` built with campaign.yaml's `models.params.<model>`; returns (fitted,
     metadata) or (None, reason) when the model does not apply."""
@@ -149,21 +127,21 @@ def fit_phase(context, warehouse, landing, model: type[ResponseModel], phase: st
         _, meta, _ = upstream(context, previous_key)
         with domain_errors():  # a missing or tampered artefact: its message
             previous = model.load(meta["model_version"])
-    with connect(warehouse) as con, domain_errors():
+    with warehouse.connect() as con, domain_errors():
         data = training_data(con, landing.path, campaign, config)
         if model.needs_graph:  # the graph code imports torch_geometric: only for a model that needs it
             from promo_assets.graph.inputs import graph_inputs
 
             data.graph, data.graph_version, data.merchant_events = graph_inputs(con, landing.path, campaign, config)
     with domain_errors():
-        got = train_phase(model.name, phase, data, previous, log=log_to(context))
+        got = train_phase(model.name, phase, data, previous, log=context.log.info)
     if got.fitted is None:
         return None, got.reason
     fitted = got.fitted
-    metadata = {**fitted_metadata(fitted, got.seconds), **data.input_versions}
+    shown = {**fitted_metadata(fitted, got.seconds), **data.input_versions}
     if previous is not None:
-        metadata[f"{previous_key.path[-1]}_version"] = previous.version_
-    return fitted, metadata
+        shown[f"{previous_key.path[-1]}_version"] = previous.version_
+    return fitted, metadata(shown)
 
 
 # --------------------------------------------------------------------------------------------
@@ -212,7 +190,7 @@ def coefficients_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
         _, meta, _ = upstream(context, fitted_key)
         with domain_errors():
             fitted = model.load(meta["model_version"])
-            with connect(warehouse) as con:
+            with warehouse.connect() as con:
                 targets = scoring_targets(con, landing.path, campaign)
                 if targets.absent:  # a feature of some loaded days only: NULL, like on the days without it
                     context.log.warning(f"{targets.source}: no column {', '.join(map(repr, targets.absent))}; "
@@ -252,7 +230,7 @@ def dual_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
         config = landing.config(context.partition_key)
         _, meta, coef_version = upstream(context, coef_key)
         run = model_run(context, model.name, meta["model_version"])
-        with connect(warehouse) as con, domain_errors():
+        with warehouse.connect() as con, domain_errors():
             pop = population_plan(con, landing.path, run, config)
         tables = ["budget_dual", "infeasible_budget", *(["budget_multipliers"] if pop.plan.several else [])]
         with writing(context, warehouse, *tables) as con, domain_errors():
@@ -261,10 +239,12 @@ def dual_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
         for warning in got.warnings:
             context.log.warning(warning)
         return dg.MaterializeResult(
-            metadata={"model_version": run.version, "coefficients_version": coef_version, "duals": md_table(got.duals),
-                      **({"multipliers": md_table(got.multipliers)} if got.multipliers else {}),
-                      "frontier": md_table(got.frontier), "run_id": context.run_id, "dask_scheduler": dask.spec or "in-process",
-                      **({"infeasible_budgets": md_table(got.infeasible)} if got.infeasible else {})},
+            metadata=metadata({"model_version": run.version, "coefficients_version": coef_version,
+                               "duals": md_table(got.duals),
+                               **({"multipliers": md_table(got.multipliers)} if got.multipliers else {}),
+                               "frontier": md_table(got.frontier), "run_id": context.run_id,
+                               "dask_scheduler": dask.spec or "in-process",
+                               **({"infeasible_budgets": md_table(got.infeasible)} if got.infeasible else {})}),
             data_version=dg.DataVersion(version_of(coef_version, json.dumps(jsonable(got.duals)),
                                                    *([json.dumps(jsonable(got.multipliers))] if got.multipliers else []))))
 
@@ -287,7 +267,7 @@ def allocation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
         config = landing.config(context.partition_key)
         dual_run, meta, dual_version = upstream(context, dual_key)
         run = model_run(context, model.name, meta["model_version"])
-        with connect(warehouse) as con, domain_errors():
+        with warehouse.connect() as con, domain_errors():
             pop = population_plan(con, landing.path, run, config)
         with writing(context, warehouse, "allocation") as con, domain_errors():
             got = read_stored(con, run, dual_run, dual_version, pop.plan)
@@ -299,10 +279,10 @@ def allocation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
         # 12 digits: the cost is summed chunk by chunk, its last bits follow the chunking (the workers)
         version = version_of(dual_version, *(f"{r['cost_per_capita']:.12g}" for r in rows))
         return dg.MaterializeResult(
-            metadata={**got.lineage, "lambdas": md_table(got.lambdas),
-                      **({"multipliers": md_table(multiplier_rows(pop.plan, got.stored))} if pop.plan.several else {}),
-                      "allocations": md_table(rows), "run_id": context.run_id,
-                      **({"infeasible_budgets": md_table(infeasible)} if infeasible else {})},
+            metadata=metadata({**got.lineage, "lambdas": md_table(got.lambdas),
+                               **({"multipliers": md_table(multiplier_rows(pop.plan, got.stored))} if pop.plan.several else {}),
+                               "allocations": md_table(rows), "run_id": context.run_id,
+                               **({"infeasible_budgets": md_table(infeasible)} if infeasible else {})}),
             data_version=dg.DataVersion(version))
 
     return _allocation
@@ -330,14 +310,14 @@ def evaluation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
         config = landing.config(campaign)
         _, made, alloc_version = upstream(context, alloc_key)  # the decision the allocation applied
         run = model_run(context, model.name, made["model_version"])
-        with connect(warehouse) as con:
+        with warehouse.connect() as con:
             ev = evaluation_inputs(context, con, landing, campaign, config)
             with domain_errors():
                 applied = holdout_run(con, run, config, ev, made)
         with domain_errors():
             hold = applied.evaluate(client=dask.client(), chunk_rows=dask.chunk_rows(len(applied.holdout.response)))
         rows = evaluate_models({model.name: (run.version, hold.response, hold.cost)}, ev.evaluated_on(),
-                               ev.settings(config, campaign, log_to(context)), decisions={model.name: hold.decisions})
+                               ev.settings(config, campaign, context.log.info), decisions={model.name: hold.decisions})
         rows["run_id"] = context.run_id
         segments = segment_outputs(ev, config, model.name, run.version, hold.response, hold.decisions)
         with writing(context, warehouse, "policy_evaluation", *(["budget_multipliers"] if hold.use_rows else [])) as con:
@@ -347,21 +327,13 @@ def evaluation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
                                                 pd.DataFrame(hold.use_rows), context.run_id)
         versions = {**applied.stored.lineage, "allocation_version": alloc_version, **ev.versions}
         return dg.MaterializeResult(
-            metadata={**versions, "lambdas": md_table(applied.stored.lambdas),
-                      "evaluation": dg.MetadataValue.md(leaderboard_markdown(rows)), "holdout_events": ev.n,
-                      "ground_truth": ev.true_values is not None, **segment_metadata(segments),
-                      **({"budgets_kept": md_table(budget_use_rows(hold.use_rows))} if hold.use_rows else {})},
+            metadata=metadata({**versions, "lambdas": md_table(applied.stored.lambdas),
+                               "evaluation": Markdown(leaderboard_markdown(rows)), "holdout_events": ev.n,
+                               "ground_truth": ev.true_values is not None, **segment_metadata(segments),
+                               **({"budgets_kept": md_table(budget_use_rows(hold.use_rows))} if hold.use_rows else {})}),
             data_version=dg.DataVersion(version_of(*(versions[k] for k in sorted(versions)))))
 
     return _evaluation
-
-
-def segment_metadata(segments) -> dict:
-    """The segment table (the rows shown) and the per-segment plot, for a model's policy_evaluation."""
-    if segments.plot is None:
-        return {}
-    return {"segment_evaluation": rows_table(segments.shown),
-            "segment_plot": dg.MetadataValue.md(png_markdown(segments.plot, "Mean response per level by segment: predicted vs true"))}
 
 
 # --------------------------------------------------------------------------------------------

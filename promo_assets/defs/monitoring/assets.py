@@ -16,10 +16,10 @@ import json
 import dagster as dg
 
 from promo_assets.defs.automation.conditions import COMMON
-from promo_assets.defs.common import LandingResource, WarehouseResource, connect, table_metadata, writing
+from promo_assets.defs.common import LandingResource, WarehouseResource, check_results, metadata, writing
 from promo_assets.ingestion.targets import population_rows
 from promo_assets.monitoring import CHECKS
-from promo_assets.monitoring.display import outcome_summary, outcome_tables
+from promo_assets.monitoring.display import outcome_check_results, outcome_summary, outcome_tables
 from promo_assets.monitoring.drift import DriftFrames
 from promo_assets.monitoring.run import monitor
 from promo_assets.store import frames as frames_store, monitoring as monitoring_store
@@ -49,7 +49,7 @@ OUTCOME_TABLES = ("outcomes", "outcome_levels", "outcome_effect", "population_dr
 def outcomes(context: dg.AssetExecutionContext, warehouse: WarehouseResource, landing: LandingResource):
     campaign = context.partition_key
     config = landing.config(campaign)
-    with connect(warehouse) as con:
+    with warehouse.connect() as con:
         numeric, categorical = frames_store.feature_spec(con, campaign)
         features = numeric + categorical
         reference = frames_store.training_frame(con, campaign, features)
@@ -64,14 +64,9 @@ def outcomes(context: dg.AssetExecutionContext, warehouse: WarehouseResource, la
     new = result.new_reactions(before, acted_before, before_segments)
     with writing(context, warehouse, *OUTCOME_TABLES) as con:
         monitoring_store.record(con, campaign, context.run_id, result.tables())
-    yield dg.MaterializeResult(asset_key="outcomes", metadata={
-        **outcome_summary(result, config.monitoring.confidence),
-        **{name: table_metadata(list(columns), records) for name, (columns, records) in outcome_tables(result).items()}})
-    for c in result.checks:
-        yield dg.AssetCheckResult(asset_key="outcomes", check_name=c.name, passed=c.passed,
-                                  severity=dg.AssetCheckSeverity(c.severity),
-                                  metadata={"message": c.message, "reaction": c.reaction,
-                                            **({"change_day": str(c.change_day)} if c.change_day else {})})
+    yield dg.MaterializeResult(asset_key="outcomes", metadata=metadata(
+        {**outcome_summary(result, config.monitoring.confidence), **outcome_tables(result)}))
+    yield from check_results(outcome_check_results(result), "outcomes")
     if new:
         yield dg.MaterializeResult(asset_key="monitoring_reaction", metadata={
             "reactions": json.dumps([{"check": c.name, "reaction": c.reaction, "change_day": str(c.change_day)}

@@ -71,11 +71,13 @@ def test_models_not_evaluated_say_why_and_those_off_by_default_share_a_row():
 def test_metadata_for_people_tables_not_json():
     import dagster as dg
 
-    from promo_assets.defs.common import for_people, kv_table
+    from promo_assets.core.display import for_people, kv_table
+    from promo_assets.defs.common import metadata
 
     assert for_people(np.float64(5.796634417000007)) == 5.797
-    assert for_people({"b": 1, "a": {"x": 0.123456789}}).value.splitlines()[-1] == "| a.x | 0.1235 |"
-    assert isinstance(kv_table({"train": 3}), dg.MarkdownMetadataValue)
+    shown = metadata({"v": for_people({"b": 1, "a": {"x": 0.123456789}})})["v"]
+    assert shown.value.splitlines()[-1] == "| a.x | 0.1235 |"
+    assert isinstance(metadata({"t": kv_table({"train": 3})})["t"], dg.MarkdownMetadataValue)
     assert for_people(["2026-01-01", "2026-01-02"]) == "2026-01-01, 2026-01-02"
 
 

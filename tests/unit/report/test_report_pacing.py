@@ -54,9 +54,10 @@ def test_pacing_rows_round_trip_through_the_table_and_into_the_report():
     assert "2 paced day(s)" in html and "1 with their spend back" in html and "realized so far 287.5" in html
 
     # the decisions asset's page: the same rows as a table with described columns, and the plot
-    from promo_assets.defs.decisions.assets import pacing_metadata
+    from promo_assets.decisions.display import pacing_metadata
+    from promo_assets.defs.common import metadata
 
-    meta = pacing_metadata(budget, history[-1], rows)
+    meta = metadata(pacing_metadata(budget, history[-1], rows))
     table = meta["pacing"]
     assert [c.name for c in table.schema.columns] == list(rows[0]) and all(c.description for c in table.schema.columns)
     assert [r.data["realized spend"] for r in table.records] == [287.5, None]
@@ -74,8 +75,8 @@ def test_the_report_says_why_there_is_no_spend_per_day():
 def test_the_pacing_history_outlives_the_decisions_runs_retention_deletes():
     """A paced day whose decisions run retention has deleted (PROMO_KEEP_RUNS) is still part of the
     history the next day is planned from: it comes from the pacing rows of the latest visible run."""
-    from promo_assets.store import results
     from promo_assets.decisions.pacing import stored_history
+    from promo_assets.store import results
 
     budget = PeriodBudget(total=900.0, start=START, end=START + dt.timedelta(days=2), controller="ratio")
     history = [PacingDay(START, plan=300.0, lambda_=0.071, predicted=512.25, realized=287.5, ratio=0.55, users=600),
