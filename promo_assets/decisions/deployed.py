@@ -56,6 +56,7 @@ from promo_assets.evaluation.champion import (
     evaluate_candidate,
     loss_terms,
 )
+from promo_assets.evaluation.eom import EvaluationError
 from promo_assets.monitoring.outcomes import Candidate as Decision, OutcomeError, choose_decision, join_decision
 from promo_assets.monitoring.run import decision_candidates
 from promo_assets.store import (
@@ -256,6 +257,10 @@ def deployed_comparisons(evidence: Evidence, decision: ChampionDecision, budgets
     terms = loss_terms(part, singles, lams[np.isfinite(lams)] if np.isfinite(lams).any() else np.asarray([0.0]))
     conf = decision.confidence
     loss = _loss_row(prop.name, inc.name, terms.loss(terms.weights_of(prop)), terms.loss(terms.weights_of(inc)), conf)
-    value = _compare(evaluate_candidate(part, prop, budgets, confidence=conf),
-                     evaluate_candidate(part, inc, budgets, confidence=conf), conf)[-1]
-    return [{**loss, "statistic": "loss (deployed days)"}, {**value, "statistic": "dr_value (deployed days)"}]
+    out = [{**loss, "statistic": "loss (deployed days)"}]
+    try:  # reported only: a DR value the deployed events alone cannot give is left out, never failing the choice
+        value = _compare(evaluate_candidate(part, prop, budgets, confidence=conf),
+                         evaluate_candidate(part, inc, budgets, confidence=conf), conf)[-1]
+    except EvaluationError:
+        return out
+    return out + [{**value, "statistic": "dr_value (deployed days)"}]

@@ -152,3 +152,40 @@ def test_without_outcomes_of_decided_days_nothing_changes(tmp_path):
     assert after.decision.champion == before.decision.champion
     off = config.model_copy(update={"champion": config.champion.model_copy(update={"deployed_days": False})})
     assert dataclasses.asdict(with_deployed_days(None, "c", off, inputs))["deployed"] == ()
+
+
+def test_the_proposal_against_the_incumbent_on_the_deployed_days_alone_is_reported():
+    from promo_assets.decisions.deployed import deployed_comparisons
+    from promo_assets.evaluation.champion import Candidate, ChampionSettings, choose_champion
+
+    rng = np.random.default_rng(3)
+    n, k = 600, 3
+    cost = np.tile([0.0, 1.0, 2.0], (n, 1))
+    truth = rng.uniform(0.1, 0.9, (n, k))
+    coefs = {"a": (truth[:, ::-1].copy(), cost), "b": (truth + rng.normal(0, 0.02, (n, k)), cost)}
+    t = rng.integers(0, k, n)
+    y = (rng.uniform(size=n) < truth[np.arange(n), t]).astype(float)
+    source = np.where(np.arange(n) < 400, "holdout", "deployed 2026-01-05")
+
+    def decided(response):
+        ev = Evidence(t, response, cost[np.arange(n), t] * response, np.full(n, 1 / 3), np.full((n, k), 0.5),
+                      np.full((n, k), 0.5), coefs, source)
+        d = choose_champion(ev, [0.6], ChampionSettings(blends=False), incumbent=Candidate(("a",)))
+        return ev, d, deployed_comparisons(ev, d, [0.6])
+
+    ev, d, rows = decided(y)
+    assert d.proposal.name == "b" and d.incumbent.name == "a"
+    assert [r["statistic"] for r in rows] == ["loss (deployed days)", "dr_value (deployed days)"]
+    assert all(r["candidate"] == "b" and r["reference"] == "a" for r in rows)
+    assert rows[0]["difference"] < 0  # b's reduced values are the truth's, a's are reversed
+    moved_holdout, moved_deployed = y.copy(), y.copy()
+    moved_holdout[:400] *= 0.8
+    moved_deployed[400:] *= 0.8
+    same, other = decided(moved_holdout), decided(moved_deployed)
+    assert same[1].proposal.name == other[1].proposal.name == "b"
+    for a, b in zip(same[2], rows):  # the holdout's events do not enter
+        assert a["difference"] == pytest.approx(b["difference"]) and a["low"] == pytest.approx(b["low"])
+    assert all(a["difference"] != pytest.approx(b["difference"]) for a, b in zip(other[2], rows))
+    without = Evidence(t, y, cost[np.arange(n), t] * y, np.full(n, 1 / 3), np.full((n, k), 0.5), np.full((n, k), 0.5),
+                       coefs, np.full(n, "holdout"))
+    assert deployed_comparisons(without, d, [0.6]) == []
