@@ -98,3 +98,7 @@ SELECT avg(n) FROM (SELECT count(DISTINCT user_id) AS n FROM rct_events WHERE ca
 -- One paced day of a decisions run (table pacing).
 INSERT INTO pacing VALUES (?, ?, CAST(? AS DATE), CAST(? AS DATE), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS DATE),
     CAST(? AS DATE), now());
+
+-- name: champion_run_of_decisions
+-- The champion run whose champion a decisions run decided with (NULL: the run is not stored).
+SELECT any_value(champion_run_id) FROM decision_budgets WHERE campaign = ? AND run_id = ?;

@@ -347,6 +347,12 @@ class ChampionBlock(_Block):
                                "the share moved, at most 1; members: standard errors)")
     """`shrink` / `equal`: the share of the weight moved to the best single model / to equal weights
     (0..1); `members`: how many standard errors the blend must beat each member by; unused otherwise."""
+    deployed_days: bool = Field(True, description="true or false: do the events of deployed days (decided days whose "
+                                                  "outcomes came back) join the evidence, with the decisions' "
+                                                  "propensities")
+    """`true`: the events of every decided day whose outcomes came back and that is no holdout day join the
+    evidence, each candidate scored by the version that existed when the day was decided, with the
+    decision's own propensities; `false`: the holdout events only."""
 
 
 class ExplorationBlock(_Block):

@@ -12,7 +12,15 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
+from promo_assets.decisions.deployed import (
+    DeployedDay,
+    deployed_comparisons,
+    evidence_words,
+    read_deployed_days,
+    source_rows,
+)
 from promo_assets.evaluation.champion import (
     Candidate,
     ChampionDecision,
@@ -39,6 +47,7 @@ class ChampionInputs:
     incumbent: Candidate | None
     reactions: frozenset[str]
     warning: str | None = None
+    deployed: tuple[DeployedDay, ...] = ()
 
 
 def read_champion_inputs(con, campaign: str, ev, board_run: str, run_id: str, n_levels: int) -> ChampionInputs:
@@ -66,6 +75,19 @@ def read_champion_inputs(con, campaign: str, ev, board_run: str, run_id: str, n_
                           warning)
 
 
+def with_deployed_days(con, campaign: str, config, inputs: ChampionInputs) -> ChampionInputs:
+    """The inputs with the events of the deployed days joined to the evidence (campaign.yaml
+    `champion.deployed_days`; promo_assets.decisions.deployed): the same inputs without any deployed
+    day whose outcomes came back, or with the setting off."""
+    if not config.champion.deployed_days:
+        return inputs
+    holdout = {pd.Timestamp(d).date() for d in inputs.ev.holdout["event_date"].unique()}
+    days = tuple(read_deployed_days(con, campaign, config, list(inputs.evidence.coefficients), holdout))
+    parts = [d.evidence for d in days if d.evidence is not None]
+    evidence = Evidence.concat([inputs.evidence, *parts]) if parts else inputs.evidence
+    return dataclasses.replace(inputs, evidence=evidence, deployed=days)
+
+
 def evidence_of(ev, coefficients: dict, n_levels: int) -> Evidence:
     """The evidence of the holdout events: the logged arrays, the outcome model's predictions (zeros
     when it could not be fitted) and every model's coefficients for the events."""
@@ -86,6 +108,7 @@ class ChampionChoice:
     evidence: Evidence
     pct: dict
     board_run: str
+    deployed: tuple[DeployedDay, ...] = ()
 
     def best(self) -> str | None:
         """The candidate with the highest mean % of the oracle (None without truth)."""
@@ -99,12 +122,18 @@ def choose(inputs: ChampionInputs, config, board_run: str) -> ChampionChoice:
     if "fallback" in inputs.reactions and inputs.incumbent is not None:
         settings = dataclasses.replace(settings, confidence=1 - 1e-12)  # the fallback is not replaced
     budgets = list(config.budget_per_capita)
-    decision = choose_champion(inputs.evidence, budgets, settings, incumbent=inputs.incumbent, versions=inputs.versions)
+    evidence = inputs.evidence
+    decision = choose_champion(evidence, budgets, settings, incumbent=inputs.incumbent, versions=inputs.versions)
+    if words := evidence_words(evidence, inputs.deployed):
+        decision = dataclasses.replace(decision, decided_by=f"{decision.decided_by} ({words})",
+                                       comparisons=decision.comparisons + deployed_comparisons(evidence, decision,
+                                                                                               budgets))
     ev = inputs.ev
+    hold = (np.flatnonzero(evidence.source == "holdout") if evidence.source is not None else np.arange(evidence.n))
     pct = {} if ev.true_values is None else truth_audit(
         ev.true_values, ev.true_costs, decision.results,
-        {m: inputs.evidence.coefficients[m] for m in inputs.versions}, budgets)
-    return ChampionChoice(decision, settings, inputs.evidence, pct, board_run)
+        {m: (evidence.coefficients[m][0][hold], evidence.coefficients[m][1][hold]) for m in inputs.versions}, budgets)
+    return ChampionChoice(decision, settings, evidence, pct, board_run, inputs.deployed)
 
 
 def _num(x) -> float | None:
@@ -121,4 +150,5 @@ def record_champion(con, campaign: str, run_id: str, choice: ChampionChoice) -> 
         settings.confidence, decision.reason, head["reference"], _num(head["difference"]), _num(head["low"]),
         _num(head["high"]), choice.evidence.n, choice.board_run,
         float(np.mean(pct[champ.name])) if champ.name in pct else None,
-        best, float(np.mean(pct[best])) if best else None, decision.decided_by], evidence_frame(decision, pct))
+        best, float(np.mean(pct[best])) if best else None, decision.decided_by],
+        pd.concat([evidence_frame(decision, pct), source_rows(choice.evidence, choice.deployed)], ignore_index=True))

@@ -163,13 +163,14 @@ class ChampionSettings:
     blends: bool = True
     guard: str = "none"
     guard_level: float = 0.25
+    deployed_days: bool = True
 
     @classmethod
     def from_config(cls, block) -> "ChampionSettings":
         """From campaign.yaml's `champion:` block (`CampaignConfig.champion`, a `ChampionBlock`)."""
         cands = block.candidates
         return cls(float(block.confidence), block.pin, tuple(cands) if cands else None, bool(block.blends),
-                   str(block.guard), float(block.guard_level))
+                   str(block.guard), float(block.guard_level), bool(block.deployed_days))
 
 
 @dataclass

@@ -139,6 +139,37 @@ def segment_rows(frame: pd.DataFrame, columns: list[str], min_events: int = 30) 
     return out
 
 
+def join_decision(day, events: pd.DataFrame, decision: Candidate) -> tuple[pd.DataFrame, np.ndarray]:
+    """(the day's events joined to `decision` on user_id — its columns with suffix `_decided` where the
+    events have the same, and `_row`: the user's row in `decision.frame` —, a mask of the events whose
+    user the decision does not list). OutcomeError, naming the day, when the day came back twice (a user
+    with two events), no event answers the decision, or an event logs another propensity than the
+    decision's (module docstring)."""
+    dup = events["user_id"].duplicated(keep=False)
+    if dup.any():
+        users = events.loc[dup, "user_id"].unique()
+        raise OutcomeError(f"the day came back twice: {len(users)} user(s) have more than one event on {day} (e.g. "
+                           f"{', '.join(map(repr, users[:3]))}); forget the day and load it once")
+    frame = decision.frame.reset_index(drop=True)
+    frame = frame.assign(_row=np.arange(len(frame)))
+    joined = events.merge(frame, on="user_id", how="left", suffixes=("", "_decided"), indicator=True)
+    undecided = (joined["_merge"] == "left_only").to_numpy()
+    joined_ok = joined[~undecided]
+    if joined_ok.empty:
+        raise OutcomeError(f"none of the day's {len(events)} events answers the decision of {day} (run "
+                           f"{decision.run_id[:8]}, budget {decision.budget:g}): no event's user was decided for")
+    logged_p = joined_ok["propensity"].to_numpy(dtype=np.float64)
+    decided_p = joined_ok["propensity_decided"].to_numpy(dtype=np.float64)
+    bad = np.isfinite(logged_p) & ~np.isclose(logged_p, decided_p, rtol=0, atol=PROPENSITY_TOLERANCE)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        r = joined_ok.iloc[i]
+        raise OutcomeError(f"{int(bad.sum())} event(s) log a propensity that differs from the decision's (e.g. user "
+                           f"{r['user_id']!r}: logged {logged_p[i]:.6g}, decided {decided_p[i]:.6g}): they do not "
+                           f"answer the decision of run {decision.run_id[:8]}, budget {decision.budget:g}")
+    return joined, undecided
+
+
 def day_outcome(day, events: pd.DataFrame, decision: Candidate, predictions: tuple[np.ndarray, np.ndarray] | None,
                 level_costs, cheapest: int, segments: list[str] = ()) -> DayOutcome:
     """The outcome of `decision` from the day's `events` (user_id, level, response, cost, propensity).
@@ -147,33 +178,14 @@ def day_outcome(day, events: pd.DataFrame, decision: Candidate, predictions: tup
     rows in the order of `decision.frame`), None when they were not stored (the effect then uses the
     predictions of the decided level only, as a constant per level)."""
     base = DayOutcome(day=day, status="refused", run_id=decision.run_id, budget=decision.budget)
-    dup = events["user_id"].duplicated(keep=False)
-    if dup.any():
-        users = events.loc[dup, "user_id"].unique()
-        base.reason = (f"the day came back twice: {len(users)} user(s) have more than one event on {day} (e.g. "
-                       f"{', '.join(map(repr, users[:3]))}); forget the day and load it once")
+    try:
+        joined, undecided = join_decision(day, events, decision)
+    except OutcomeError as exc:
+        base.reason = str(exc)
         return base
-    frame = decision.frame.reset_index(drop=True)
-    frame = frame.assign(_row=np.arange(len(frame)))
-    joined = events.merge(frame, on="user_id", how="left", suffixes=("", "_decided"), indicator=True)
-    undecided = joined["_merge"] == "left_only"
     joined_ok = joined[~undecided]
     n_undecided = int(undecided.sum())
     undecided_incentive = int((joined.loc[undecided, "level"] != cheapest).sum())
-    if joined_ok.empty:
-        base.reason = (f"none of the day's {len(events)} events answers the decision of {day} (run "
-                       f"{decision.run_id[:8]}, budget {decision.budget:g}): no event's user was decided for")
-        return base
-    logged_p = joined_ok["propensity"].to_numpy(dtype=np.float64)
-    decided_p = joined_ok["propensity_decided"].to_numpy(dtype=np.float64)
-    bad = np.isfinite(logged_p) & ~np.isclose(logged_p, decided_p, rtol=0, atol=PROPENSITY_TOLERANCE)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        r = joined_ok.iloc[i]
-        base.reason = (f"{int(bad.sum())} event(s) log a propensity that differs from the decision's (e.g. user "
-                       f"{r['user_id']!r}: logged {logged_p[i]:.6g}, decided {decided_p[i]:.6g}): they do not answer "
-                       f"the decision of run {decision.run_id[:8]}, budget {decision.budget:g}")
-        return base
     n = len(joined_ok)
     y = joined_ok["response"].to_numpy(dtype=np.float64)
     c = joined_ok["cost"].to_numpy(dtype=np.float64)
@@ -202,7 +214,7 @@ def day_outcome(day, events: pd.DataFrame, decision: Candidate, predictions: tup
         groups[name] = (float(y[mask].mean()) if mask.any() else math.nan, float(c[mask].mean()) if mask.any() else math.nan,
                         int(mask.sum()))
     row = {
-        "events": int(len(events)), "joined": n, "decided_users": int(len(frame)),
+        "events": int(len(events)), "joined": n, "decided_users": int(len(decision.frame)),
         "champion_events": groups["champion"][2], "explore_events": groups["explore"][2],
         "undecided_events": n_undecided, "undecided_incentive": undecided_incentive,
         "noncompliant_events": int((logged != a).sum()),

@@ -99,7 +99,8 @@ class MonitorResult:
                 "drift": drift, "checks": pd.DataFrame(checks)}
 
 
-def _candidates(con, campaign: str, rows: pd.DataFrame) -> list[Candidate]:
+def decision_candidates(con, campaign: str, rows: pd.DataFrame) -> list[Candidate]:
+    """The decisions a day's events may answer: one per row of `store.decided_days` (run, budget)."""
     return [Candidate(r.run_id, float(r.budget_per_capita), store.decisions(con, campaign, r.run_id, float(r.budget_per_capita)),
                       store.manifest_entry(r.decision_manifest)) for r in rows.itertuples(index=False)]
 
@@ -136,7 +137,7 @@ def monitor(con, campaign: str, config, *, drift: DriftFrames, now: dt.datetime,
             continue
         events = store.day_events(con, campaign, day, categorical)
         try:
-            cand = choose_decision(events, _candidates(con, campaign, rows), settings.budget)
+            cand = choose_decision(events, decision_candidates(con, campaign, rows), settings.budget)
         except OutcomeError as exc:
             days.append(DayOutcome(day=day, status="refused", reason=str(exc), run_id=str(rows["run_id"].iloc[-1])))
             continue

@@ -45,6 +45,11 @@ def champion_evidence_of_run(con: duckdb.DuckDBPyConnection, campaign: str, run_
     return con.execute(sql("decisions", "champion_evidence_of_run"), [campaign, run_id]).df()
 
 
+def champion_run_of_decisions(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str) -> str | None:
+    """The champion run whose champion decisions run `run_id` decided with (None: not stored)."""
+    return con.execute(sql("decisions", "champion_run_of_decisions"), [campaign, run_id]).fetchone()[0]
+
+
 def last_event_day(con: duckdb.DuckDBPyConnection, campaign: str):
     """The newest event date loaded for the campaign (None without events)."""
     return con.execute(sql("decisions", "last_event_day"), [campaign]).fetchone()[0]

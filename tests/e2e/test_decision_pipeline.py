@@ -241,3 +241,50 @@ def test_events_whose_propensities_differ_from_the_decision_are_refused_with_the
     assert list(outcome["status"]) == ["refused"]
     assert "log a propensity that differs from the decision's" in outcome["reason"].iloc[0]
     assert "logged 0.5" in outcome["reason"].iloc[0] and failed == ["outcomes_joined"]
+
+
+@pytest.mark.slow
+def test_deployed_days_join_the_champions_evidence_scored_by_the_versions_that_decided_them(decided):
+    """Days 4 and 5 answered, each followed by `promo run`: the last champion compares on the holdout
+    (day 5) and on deployed day 4, whose events carry the day-4 decision's propensities and each model's
+    coefficients of the version that decided day 4 (the first run's), not the current version's."""
+    from promo_assets.config.campaign import CampaignConfig
+    from promo_assets.decisions.deployed import read_deployed_days
+    from promo_assets.store import warehouse
+
+    day4, day5 = START + dt.timedelta(days=3), START + dt.timedelta(days=4)
+    for day in (day4, day5):
+        folder = decided["outbox"] / "demo" / day.isoformat()
+        entry = next(e for e in read_manifest(folder)["budgets"] if e["budget_per_capita"] == 1.0)
+        assert main(["simulate", "--respond-to", str(folder / entry["file"]), "--day", day.isoformat(),
+                     "--campaign", "demo"]) == 0
+        assert main(["run", "--campaign", "demo", "--no-progress"]) == 0
+    config = CampaignConfig.load(decided["landing"] / "demo")
+    with warehouse.connect(decided["warehouse"], read_only=True) as con:
+        champ = con.execute("SELECT * FROM champion WHERE campaign = 'demo' ORDER BY decided_at DESC LIMIT 1").df().iloc[0]
+        sources = con.execute("SELECT champion_candidate, value, champion_verdict FROM champion_evidence WHERE "
+                              "campaign = 'demo' AND run_id = ? AND evidence_kind = 'evidence_events'",
+                              [champ["run_id"]]).df()
+        n4, n5 = (con.execute("SELECT count(*) FROM rct_events WHERE campaign = 'demo' AND event_date = ?",
+                              [d]).fetchone()[0] for d in (day4, day5))
+        users = con.execute("SELECT user_id FROM rct_events WHERE campaign = 'demo' AND event_date = ? ORDER BY source_row",
+                            [day4]).df()["user_id"]
+        decided4 = con.execute("SELECT user_id, propensity FROM decisions WHERE campaign = 'demo' AND decision_date = ? "
+                               "AND budget_per_capita = 1.0", [day4]).df().set_index("user_id")["propensity"]
+        versions = con.execute("SELECT model_version FROM response_coefficients WHERE campaign = 'demo' AND model = "
+                               "'lgbm_s' AND target = 'population' GROUP BY 1 ORDER BY min(scored_at)").df()["model_version"]
+        scored = {v: con.execute("SELECT user_id, level, response FROM response_coefficients WHERE campaign = 'demo' AND "
+                                 "model = 'lgbm_s' AND model_version = ? AND target = 'population'", [v]).df()
+                  for v in (versions.iloc[0], versions.iloc[-1])}
+        days = read_deployed_days(con, "demo", config, ["lgbm_s", "lgbm_s_mono"], {day5})
+    assert dict(zip(sources["champion_candidate"], sources["value"])) == {"holdout": n5, f"deployed {day4}": n4}
+    assert set(sources["champion_verdict"]) == {"used"} and champ["evidence_events"] == n4 + n5
+    assert f"{n4 + n5:,} events: {n5:,} holdout, {n4:,} from 1 deployed day(s)" in champ["champion_decided_by"]
+    assert [(d.day, d.used, d.reason) for d in days] == [(day4, n4, "")]
+    ev = days[0].evidence
+    np.testing.assert_allclose(ev.propensity, decided4.loc[users].to_numpy())
+    assert ev.propensity.min() < 0.2 / 6 + 1e-9 < ev.propensity.max()   # explored users' levels: s * mix
+    assert len(versions) >= 2  # retrained since day 4 was decided: the evidence uses the first version's coefficients
+    for version, same in ((versions.iloc[0], True), (versions.iloc[-1], False)):
+        want = scored[version].pivot(index="user_id", columns="level", values="response").loc[users].to_numpy()
+        assert np.allclose(ev.coefficients["lgbm_s"][0], want) is same

@@ -23,7 +23,7 @@ import dagster as dg
 from promo_assets.config import settings
 from promo_assets.core.display import md_table
 from promo_assets.decisions import Exploration, champion_freshness, export_stored
-from promo_assets.decisions.champion_run import choose, read_champion_inputs, record_champion
+from promo_assets.decisions.champion_run import choose, read_champion_inputs, record_champion, with_deployed_days
 from promo_assets.decisions.daily import (
     decide_day,
     read_day_plan,
@@ -77,6 +77,7 @@ def champion(context: dg.AssetExecutionContext, warehouse: WarehouseResource, la
         ev = evaluation_inputs(context, con, landing, campaign, config)
         with domain_errors():
             inputs = read_champion_inputs(con, campaign, ev, board_run, context.run_id, config.n_levels)
+            inputs = with_deployed_days(con, campaign, config, inputs)
     if inputs.warning:
         context.log.warning(inputs.warning)
     with domain_errors():
