@@ -21,10 +21,14 @@ a microsecond per row, and a few microseconds per call.
 - **Groups.** One call scores G groups of trees per row (N x G): a T-learner's boosters (one per
   level) side by side, or one S-learner booster at G values of its level column (the row's level
   feature set to each group's value in turn: no N·K grid is built).
+  For the S-learner each tree is walked once per row for every level together: a node on the
+  level column splits the set of levels by a mask made once per set of level values (which levels
+  go left there does not depend on the row), every other node moves them all.
 
 `Forest.from_boosters` checks what it compiled against LightGBM's own `predict` on probe rows (every
 threshold of every feature, its neighbours on both sides, 0, every category seen in a split and one
-more, mixed at random): a booster the kernel does not reproduce exactly (another objective, linear
+more, mixed at random; for an S-learner also at every level, through the one-walk path): a booster
+the kernel does not reproduce exactly (another objective, linear
 trees, several classes, a difference on a probe) is not compiled (`None`), and the caller keeps
 LightGBM's prediction.
 
@@ -43,6 +47,7 @@ ZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold (a float literal wi
 TRANSFORMS = {"identity": 0, "sigmoid": 1, "exp": 2}
 PROBE_ROWS = 512
 _NONE = np.zeros(0, dtype=np.float64)
+_NO_MASKS = np.zeros(0, dtype=np.int64)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -75,7 +80,25 @@ def _clean(v):
 
 
 @njit(cache=True, nogil=True)
-def _predict(x, level_col, level_values, groups, link, trees, out):
+def _level_masks(level_col, level_values, trees):
+    """Per node, the set of levels (bit g: `level_values[g]`) that go left at a node splitting on the
+    level column (0 at any other node): the same for every row, so the kernel reads it instead of
+    deciding each level at each such node."""
+    tree_node, tree_leaf, tree_cat, feat, thr, dtype, child, leaf, cat_bound, cat_bits = trees
+    out = np.zeros(feat.shape[0], dtype=np.int64)
+    for t in range(tree_leaf.shape[0]):
+        for p in range(tree_node[t], tree_node[t + 1]):
+            if feat[p] != level_col:
+                continue
+            for g in range(level_values.shape[0]):
+                x = _clean(level_values[g])
+                if _left(x, 0.0 if math.isnan(x) else x, p, tree_cat[t], thr, dtype, cat_bound, cat_bits):
+                    out[p] |= 1 << g
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _predict(x, level_col, level_values, level_left, groups, link, trees, out):
     """out[i, g] = the trees of group g on row i; with `level_col` >= 0 the groups share one tree range
     and differ in the value of the level column: each tree is walked once per row, splitting the set
     of levels where a node splits on the level column. `groups` is (group_start, group_end), `link`
@@ -119,11 +142,8 @@ def _predict(x, level_col, level_values, groups, link, trees, out):
                     while node >= 0:
                         p = node0 + node
                         f = feat[p]
-                        if f == level_col:
-                            left = 0
-                            for g in range(n_groups):
-                                if (mask >> g) & 1 and _left(lv[g], lv0[g], p, cat0, thr, dtype, cat_bound, cat_bits):
-                                    left |= 1 << g
+                        if f == level_col:  # the levels that go left here: `level_left`, made once per forest
+                            left = mask & level_left[p]
                             right = mask & ~left
                             if left != 0 and right != 0:
                                 top += 1
@@ -311,16 +331,18 @@ class Forest:
                 if len(self.groups) != 1:
                     raise ValueError("level values need a forest of one booster")
                 g = len(key)
-                self._levels[key] = (np.asarray(key, dtype=np.float64), np.full(g, self.groups[0, 0], dtype=np.int64),
+                values = np.asarray(key, dtype=np.float64)
+                self._levels[key] = (values, _level_masks(self.n_features - 1, values, self._arrays),
+                                     np.full(g, self.groups[0, 0], dtype=np.int64),
                                      np.full(g, self.groups[0, 1], dtype=np.int64))
-            values, start, end = self._levels[key]
+            values, masks, start, end = self._levels[key]
             col = self.n_features - 1
         else:
-            values, start, end, col = _NONE, self._starts, self._ends, -1
+            values, masks, start, end, col = _NONE, _NO_MASKS, self._starts, self._ends, -1
         if x.ndim != 2 or x.shape[1] != self.n_features + (0 if col < 0 else -1):
             raise ValueError(f"the forest reads {self.n_features} features, got an array of shape {x.shape}")
         out = np.empty((x.shape[0], len(start)), dtype=np.float64)
-        _predict(x, col, values, (start, end), (self.transform, self.sigma), self._arrays, out)
+        _predict(x, col, values, masks, (start, end), (self.transform, self.sigma), self._arrays, out)
         return out
 
     def probes(self, seed: int = 0, rows: int = PROBE_ROWS) -> np.ndarray:
@@ -344,9 +366,11 @@ class Forest:
         return x
 
 
-def from_boosters(boosters: list, texts: list[str]) -> Forest | None:
+def from_boosters(boosters: list, texts: list[str], level_values: np.ndarray | None = None) -> Forest | None:
     """A Forest of the boosters (`lightgbm.Booster`s and their model texts, one group each), or None
-    when it does not give exactly LightGBM's predictions on the probe rows (module docstring)."""
+    when it does not give exactly LightGBM's predictions on the probe rows (module docstring). With
+    `level_values` (one booster whose last column is the level) the walk that scores every level at
+    once (`predict(x, level_values)`) is checked too, against LightGBM on the probe rows at each level."""
     forest = Forest.from_texts(texts)
     if forest is None:
         return None
@@ -357,5 +381,14 @@ def from_boosters(boosters: list, texts: list[str]) -> Forest | None:
             return None
         want = booster.predict(x, num_threads=1)
         if not np.array_equal(want, got[:, g]):
+            return None
+    if level_values is not None:
+        if len(boosters) != 1:
+            return None
+        values = np.asarray(level_values, dtype=np.float64)
+        rows = np.ascontiguousarray(x[:, :-1])
+        grid = np.column_stack([np.repeat(rows, len(values), axis=0), np.tile(values, len(rows))])
+        want = boosters[0].predict(grid, num_threads=1).reshape(len(rows), len(values))
+        if not np.array_equal(want, forest.predict(rows, values)):
             return None
     return forest

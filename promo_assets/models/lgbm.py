@@ -187,8 +187,9 @@ class LGBMFitted:
             roles = [part] if self.variant != "t" else [f"{part}/{lv}" for lv in range(self.config.n_levels)]
             if not all(r in self.boosters for r in roles):
                 return None
+            levels = _level_feature(self.config, np.arange(self.config.n_levels)) if self.variant != "t" else None
             self._live[key] = from_boosters([self._booster(r).booster for r in roles],
-                                            [self.boosters[r] for r in roles])
+                                            [self.boosters[r] for r in roles], levels)
         return self._live[key]
 
     def compile(self) -> "LGBMFitted":
