@@ -326,12 +326,13 @@ class Forest:
         if x.dtype != np.float64 or not x.flags.c_contiguous:
             x = np.ascontiguousarray(x, dtype=np.float64)
         if level_values is not None:
-            key = tuple(level_values)
+            key = ((level_values.dtype.str, level_values.tobytes()) if isinstance(level_values, np.ndarray)
+                   else tuple(level_values))
             if key not in self._levels:
                 if len(self.groups) != 1:
                     raise ValueError("level values need a forest of one booster")
-                g = len(key)
-                values = np.asarray(key, dtype=np.float64)
+                values = np.asarray(level_values, dtype=np.float64).ravel()
+                g = len(values)
                 self._levels[key] = (values, _level_masks(self.n_features - 1, values, self._arrays),
                                      np.full(g, self.groups[0, 0], dtype=np.int64),
                                      np.full(g, self.groups[0, 1], dtype=np.int64))

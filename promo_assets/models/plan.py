@@ -110,6 +110,17 @@ class _Member:
         return x_num, x_cat
 
 
+def _add_one(response: list | None, cost: list | None, w: float, v, c) -> tuple[list, list]:
+    """`ScoringPlan._add` for one user (1 x K arrays) in Python floats: w * v added to the sum so far."""
+    v, c = np.asarray(v, dtype=np.float64), np.asarray(c, dtype=np.float64)
+    if v.ndim != 2 or v.shape[0] != 1 or c.shape != v.shape or (response is not None and v.shape[1] != len(response)):
+        raise ModelInputError(f"a model of the plan returned response {v.shape} and cost {c.shape} for one user")
+    v, c = v[0].tolist(), c[0].tolist()
+    if response is None:
+        return [w * x for x in v], [w * x for x in c]
+    return [a + w * x for a, x in zip(response, v)], [a + w * x for a, x in zip(cost, c)]
+
+
 class ScoringPlan:
     """The compiled scoring plan of a champion (module docstring). `numeric` / `categorical`: the
     plan's input columns (default: the features the models read, sorted; a caller may add others,
@@ -179,6 +190,7 @@ class ScoringPlan:
         frame = None
         response = cost = None
         encoded: dict = {}
+        one = num.shape[0] == 1 and len(self.members) > 1
         for m in self.members:
             if m.compiled:
                 x = encoded.get(m.key)
@@ -188,7 +200,12 @@ class ScoringPlan:
             else:
                 frame = self.frame_of(num, cat) if frame is None else frame
                 v, c = m.model.predict(frame)
-            response, cost = self._add(response, cost, m.weight, v, c)
+            if one:  # one user: the blend in Python floats (the same float64 products and sums, in the same order)
+                response, cost = _add_one(response, cost, m.weight, v, c)
+            else:
+                response, cost = self._add(response, cost, m.weight, v, c)
+        if one:
+            return Coefficients(np.array([response], dtype=np.float64), np.array([cost], dtype=np.float64))
         return Coefficients(response, cost)
 
     def coefficients(self, frame: pd.DataFrame) -> Coefficients:

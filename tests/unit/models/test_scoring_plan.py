@@ -186,6 +186,18 @@ def test_the_plan_decides_as_the_path_it_replaces(kind, models):
         v, c = w * v, w * c
         response, cost = (v, c) if response is None else (response + v, cost + c)
     _same(plan.coefficients_rows(*plan.rows_of(records)), Coefficients(response, cost))
+    # one user at a time (the blend then runs in Python floats): against the reference on that one user
+    policy = OnlinePolicy(plan, 0.05)
+    for i in range(15):
+        response = cost = None
+        for n, w in zip(names, weights):
+            v, c = _reference(trained[n], users.iloc[i:i + 1])
+            v, c = w * v, w * c
+            response, cost = (v, c) if response is None else (response + v, cost + c)
+        got = plan.coefficients_rows(*plan.rows_of(records[i:i + 1]))
+        np.testing.assert_array_equal(got.response, response)
+        np.testing.assert_array_equal(got.cost, cost)
+        assert policy.decide(records[i])[0] == decide(response, cost, 0.05)[0]
 
 
 def test_a_model_the_plan_cannot_compile_is_scored_by_its_own_predict():
