@@ -86,6 +86,9 @@ class _Member:
         self.n_numeric = enc.n_numeric
         self.cat_idx = [cat_pos[c] for c in enc.categorical]
         self.vocabs = [{v: i + 1 for i, v in enumerate(enc.vocabularies[c])} for c in enc.categorical]
+        # encode's lookups as Python lists, for one row (None: a std of 0, which NumPy divides by and Python does not)
+        self._one = ((self.num_idx.tolist(), self.means.tolist(), self.stds.tolist(), self.ind_idx.tolist())
+                     if bool(np.all(self.stds != 0)) else None)
         # members whose encoders were fitted alike (the same rows) share one encoding per call
         self.key = (self.num_idx.tobytes(), self.means.tobytes(), self.stds.tobytes(), self.ind_idx.tobytes(),
                     self.n_numeric, tuple(self.cat_idx), tuple(tuple(enc.vocabularies[c]) for c in enc.categorical))
@@ -94,6 +97,8 @@ class _Member:
         """`FeatureEncoder.transform` of the rows (num: N x P float64, NaN missing; cat: N x Q object,
         None missing)."""
         n = num.shape[0]
+        if n == 1 and self._one is not None:
+            return self._encode_one(num, cat)
         values = num[:, self.num_idx]
         missing = ~np.isfinite(values)
         z = (values - self.means) / self.stds
@@ -108,6 +113,24 @@ class _Member:
             get = vocab.get
             x_cat[:, j] = [get(v, 0) for v in cat[:, q]] if n != 1 else get(cat[0, q], 0)
         return x_num, x_cat
+
+    def _encode_one(self, num: np.ndarray, cat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`encode` of one row in Python floats: the same float64 arithmetic ((v - mean) / std, 0 for a
+        missing or infinite value), the same rounding to float32 when the row is made an array."""
+        idx, means, stds, ind = self._one
+        values = num[0].tolist()
+        isfinite = math.isfinite
+        z, missing = [], []
+        for i, mean, std in zip(idx, means, stds):
+            v = values[i]
+            ok = isfinite(v)
+            z.append((v - mean) / std if ok else 0.0)
+            missing.append(0.0 if ok else 1.0)
+        z += [missing[i] for i in ind]
+        row = cat[0]
+        return (np.array([z], dtype=np.float32).reshape(1, self.n_numeric),
+                np.array([[vocab.get(row[q], 0) for q, vocab in zip(self.cat_idx, self.vocabs)]], dtype=np.int64)
+                .reshape(1, len(self.cat_idx)))
 
 
 def _add_one(response: list | None, cost: list | None, w: float, v, c) -> tuple[list, list]:

@@ -211,3 +211,37 @@ def test_a_model_the_plan_cannot_compile_is_scored_by_its_own_predict():
     got = plan.coefficients_rows(np.array([[2.0], [np.nan]]), np.empty((2, 0), dtype=object))
     np.testing.assert_array_equal(got.response, [[2.0] * 3, [1.0] * 3])
     assert OnlinePolicy(Stand(), 0.1).plan is None
+
+
+def test_one_user_is_encoded_as_the_encoder_encodes_a_frame():
+    """A plan encodes one user in Python floats (the service's path): the same float32 / int64 arrays
+    as `FeatureEncoder.transform` gives that user in a frame of many, for missing, infinite, huge and
+    tiny values, unseen and missing categories."""
+    from promo_assets.models.encoder import FeatureEncoder
+
+    train = _users(200, seed=3)
+    encoder = FeatureEncoder(NUMERIC, CATEGORICAL).fit(train)
+    assert encoder.indicator_columns  # a missing indicator is written too
+
+    class Stand:
+        def __init__(self):
+            self.encoder = encoder
+
+        def predict_encoded(self, x_num, x_cat):
+            return x_num.astype(np.float64), x_cat.astype(np.float64)
+
+    plan = ScoringPlan([Stand()])
+    assert plan.compiled
+    users = _users(300, seed=4)
+    users.loc[::7, "activity"] = np.inf
+    users.loc[::11, "age"] = -np.inf
+    users.loc[::13, "activity"] = 1e300
+    users.loc[::17, "age"] = 5e-324
+    users.loc[::19, "segment"] = "unseen"
+    want_num, want_cat = encoder.transform(users)
+    num, cat = plan.rows_of(users.to_dict("records"))
+    for i in range(len(users)):
+        x_num, x_cat = plan.members[0].encode(num[i:i + 1], cat[i:i + 1])
+        assert x_num.dtype == np.float32 and x_cat.dtype == np.int64
+        np.testing.assert_array_equal(x_num, want_num[i:i + 1])
+        np.testing.assert_array_equal(x_cat, want_cat[i:i + 1])
