@@ -211,8 +211,9 @@ def negative_cost_problem(model: str, config: CampaignConfig, cost: np.ndarray, 
 # ---------------------------------------------------------------------------- trained model
 def frozen_for_scoring(traced):
     """A traced module frozen for scoring (`torch.jit.freeze` without its numerics-changing passes:
-    parameters inlined as constants, fewer look-ups per call), or the module as it was when it cannot
-    be frozen. The callers keep it only when it gives exactly the eager pass's numbers."""
+    parameters inlined as constants, fewer look-ups per call: a copy of them as they are now, so it is
+    made for a trained model that no longer changes), or the module as it was when it cannot be
+    frozen. The callers keep it only when it gives exactly the eager pass's numbers."""
     try:
         return torch.jit.freeze(traced, optimize_numerics=False)
     except Exception:  # noqa: BLE001 (freezing is an optimization only)
@@ -283,7 +284,7 @@ class TrainedModel:
         return self._raw(*self.encoder.transform(frame), batch_size=batch_size)
 
     def _raw(self, x_num: np.ndarray, x_cat: np.ndarray, batch_size: int = 65536) -> tuple[np.ndarray, np.ndarray | None]:
-        with torch.inference_mode():  # (a `with`, not the decorator: its set-up per call is a tenth of a one-user pass)
+        with torch.inference_mode():  # (a `with`: the decorator builds a new context manager per call)
             return self._raw_in(x_num, x_cat, batch_size)
 
     def _raw_in(self, x_num: np.ndarray, x_cat: np.ndarray, batch_size: int = 65536) -> tuple[np.ndarray, np.ndarray | None]:
