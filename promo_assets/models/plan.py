@@ -31,6 +31,7 @@ No dagster here (domain code).
 from __future__ import annotations
 
 import math
+from itertools import repeat
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -111,7 +112,7 @@ class _Member:
         x_cat = np.empty((n, len(self.cat_idx)), dtype=np.int64)
         for j, (q, vocab) in enumerate(zip(self.cat_idx, self.vocabs)):
             get = vocab.get
-            x_cat[:, j] = [get(v, 0) for v in cat[:, q]] if n != 1 else get(cat[0, q], 0)
+            x_cat[:, j] = list(map(get, cat[:, q].tolist(), repeat(0))) if n != 1 else get(cat[0, q], 0)
         return x_num, x_cat
 
     def _encode_one(self, num: np.ndarray, cat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
