@@ -325,12 +325,24 @@ class TrainedModel:
         with torch.inference_mode():
             raw, cost_raw = self._raw_in(x_num, x_cat)
             kind = self.config.response
-            response = response_mean(torch.from_numpy(raw), kind).numpy().astype(np.float64)
+            mean = response_mean(torch.from_numpy(raw), kind)
+            if raw.shape[0] == 1 and self.config.cost in ("redeemed", "assigned"):
+                return self._one_user(mean)
+            response = mean.numpy().astype(np.float64)
             response = response * self.targets["response_scale"] + self.targets["response_mean"]
             if self.config.cost == "column" and cost_raw is None:
                 raise ModelInputError(f"model {self.name!r} has no cost head but the campaign's cost rule is 'column'")
             return Coefficients(response, rule_costs(self.config, response, lambda: F.softplus(
                 torch.from_numpy(cost_raw)).numpy().astype(np.float64) * self.targets["cost_scale"]))
+
+    def _one_user(self, mean: torch.Tensor) -> Coefficients:
+        """`predict_encoded`'s scale, shift and cost rule ('redeemed' / 'assigned') for one user in Python
+        floats: the same float64 arithmetic as on arrays (the float32 means widened exactly)."""
+        scale, shift = self.targets["response_scale"], self.targets["response_mean"]
+        response = [v * scale + shift for v in mean[0].tolist()]
+        incentives = [float(i) for i in self.config.incentives]
+        cost = [r * i for r, i in zip(response, incentives)] if self.config.cost == "redeemed" else incentives
+        return Coefficients(np.array([response], dtype=np.float64), np.array([cost], dtype=np.float64))
 
     def compile(self) -> "TrainedModel":
         """Ready to score one user fast (what a scoring plan calls before it serves): the network in

@@ -245,3 +245,21 @@ def test_one_user_is_encoded_as_the_encoder_encodes_a_frame():
         assert x_num.dtype == np.float32 and x_cat.dtype == np.int64
         np.testing.assert_array_equal(x_num, want_num[i:i + 1])
         np.testing.assert_array_equal(x_cat, want_cat[i:i + 1])
+
+
+@pytest.mark.parametrize("cost", ["redeemed", "assigned"])
+def test_a_torch_models_one_user_scale_and_cost_rule_equal_the_array_arithmetic(cost):
+    """For one user a torch model scales its response and applies the cost rule in Python floats
+    (`TrainedModel._one_user`): bitwise the arrays' arithmetic (`predict_encoded` for many users)."""
+    from types import SimpleNamespace
+
+    cfg = CampaignConfig.from_dict({**CONFIGS["ordered"], "cost": cost}, campaign="one_user")
+    rng = np.random.default_rng(2)
+    for _ in range(200):
+        mean = torch.from_numpy(rng.random((1, cfg.n_levels), dtype=np.float32) * 3)
+        targets = {"response_scale": float(rng.uniform(0.1, 3.0)), "response_mean": float(rng.normal())}
+        got = TrainedModel._one_user(SimpleNamespace(targets=targets, config=cfg), mean)
+        response = mean.numpy().astype(np.float64) * targets["response_scale"] + targets["response_mean"]
+        assert got.response.dtype == got.cost.dtype == np.float64
+        np.testing.assert_array_equal(got.response, response)
+        np.testing.assert_array_equal(got.cost, rule_costs(cfg, response, None))
