@@ -24,7 +24,7 @@ one JSON line per part):
   the ``e2e`` part (its warehouse and artefact store, kept under --tmp).
 
 Usage: python benchmarks/scale.py [--parts exact,curve,big,parquet,e2e,online,scoring] [--workers 0|2]
-       [--tmp DIR] [--big-users 100000000] [--e2e-users 1000000] [--scoring-dir DIR] [--json-out FILE]
+       [--tmp DIR] [--big-users 100000000] [--e2e-users 1000000] [--scoring-dir DIR] [--json-out FILE] [--tag TAG]
 Peak RSS: the process's own (getrusage of the child) plus, with Dask workers, the sampled maximum
 of the worker processes' summed RSS.
 """
@@ -423,6 +423,8 @@ def main() -> None:
     ap.add_argument("--scoring-dir", default=None,
                     help="part scoring: a decided campaign's folder (landing/, artifacts/, w.duckdb or wh.duckdb, e.g. "
                     "benchmarks/serve.py --workdir's) [the e2e part's]")
+    ap.add_argument("--tag", default=None,
+                    help="write benchmarks/results/scale--TAG.json [the parts joined by '-'; none for the default parts]")
     ap.add_argument("--child")
     args = ap.parse_args()
     if args.child:
@@ -454,7 +456,8 @@ def main() -> None:
         if isinstance(r, dict) and "users_per_cpu_s" in r:
             headline[f"decide_stream {model}: users per CPU-second"] = round(r["users_per_cpu_s"])
     default = args.parts == "exact,curve,big,parquet,e2e,online"
-    rec.write(results, headline=headline, tag=None if default else args.parts.replace(",", "-"))
+    rec.write(results, headline=headline,
+              tag=args.tag if args.tag is not None else None if default else args.parts.replace(",", "-"))
 
 
 if __name__ == "__main__":

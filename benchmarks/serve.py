@@ -16,7 +16,10 @@ Parts (`--parts`, comma-separated; default all):
   * new: `OnlinePolicy(state.plan, λ).decide(user dict)` (the compiled plan) and the service's own work
     in process (`CampaignState.parse` + `decide` of the JSON body, parsed by orjson);
   * floor: the members' raw predict calls on a prepared NumPy row (LightGBM's single-row C call /
-    the traced or eager torch pass), no encoding, no blend, no decision.
+    the traced or eager torch pass), no encoding, no blend, no decision;
+  * new alone: `OnlinePolicy.decide(user dict)` again, --requests calls one after another with nothing
+    in between (the loop above runs the old pandas path between two calls of the new one, which
+    leaves its caches cold: both figures are recorded).
 - `http`: one user over HTTP/1.1 (one keep-alive connection), p50 / p99 / mean over --requests requests
   to the new service, over --old-requests to the service of --old-ref (by default da2c1d0, the
   compiled plan before the compiled LightGBM forests and the one-pass checks; extracted with `git
@@ -354,8 +357,18 @@ def part_inproc(state, users, lam, n) -> dict:
             t_new.append(e2 - e1)
             t_service.append(e3 - e2)
             t_floor.append(e4 - e3)
-    return {"old_path_ms": _lat(t_old), "online_policy_ms": _lat(t_new), "service_work_ms": _lat(t_service),
-            "floor_raw_member_calls_ms": _lat(t_floor), "raw_calls_per_user": len(raw)}
+    # the new path alone, call after call (as a process serving one user after another runs it): the
+    # loop above runs the old pandas path between two calls, which leaves the caches cold for the new one
+    t_alone = []
+    for i in range(n + 50):
+        d = dicts[i % len(dicts)]
+        s = time.perf_counter()
+        policy.decide(d)
+        if i >= 50:
+            t_alone.append(time.perf_counter() - s)
+    return {"old_path_ms": _lat(t_old), "online_policy_ms": _lat(t_new), "online_policy_alone_ms": _lat(t_alone),
+            "service_work_ms": _lat(t_service), "floor_raw_member_calls_ms": _lat(t_floor),
+            "raw_calls_per_user": len(raw)}
 
 
 def part_http(servers: dict, users, n_new, n_old) -> dict:
@@ -706,6 +719,7 @@ def main() -> int:
     inp, web = fig.get("one_user_in_process"), fig.get("one_user_http")
     if inp:
         head["in_process_one_user_p50_ms"] = inp["online_policy_ms"]["p50"]
+        head["in_process_one_user_alone_p50_ms"] = inp["online_policy_alone_ms"]["p50"]
         head["in_process_old_path_p50_ms"] = inp["old_path_ms"]["p50"]
     if web:
         head["http_one_user_p50_ms"], head["http_one_user_p99_ms"] = web["new"]["p50"], web["new"]["p99"]

@@ -25,6 +25,7 @@ from . import _checks
 from .errors import AllocationInputError
 
 _SMALL = 1 << 16  # cells (users x levels) that `decide` checks in one pass
+_FLOATS = (np.dtype(np.float64), np.dtype(np.float32))
 
 
 def choose_levels(vb: np.ndarray, cb: np.ndarray, lambda_: float, out: np.ndarray | None = None, *,
@@ -62,6 +63,27 @@ def choose_levels(vb: np.ndarray, cb: np.ndarray, lambda_: float, out: np.ndarra
     return j
 
 
+def choose_level(v: list[float], c: list[float], lambda_: float) -> int | None:
+    """`choose_levels` for one user given as Python floats (a service's one-user request: no NumPy
+    call per step), or None when a value is not finite or a cost is negative (the caller then takes
+    `decide`'s checked path). The same float64 arithmetic (c * -lambda_ + v), the same tie rule."""
+    isfinite = math.isfinite
+    if not all(map(isfinite, v)) or not all(map(isfinite, c)) or min(c) < 0:
+        return None
+    if math.isinf(lambda_):  # reduced value -c: cheapest, then most valuable, then lowest index
+        mc = min(c)
+        best = max(x for x, y in zip(v, c) if y == mc)
+        return next(j for j, (x, y) in enumerate(zip(v, c)) if y == mc and x == best)
+    neg = -lambda_
+    r = [y * neg + x for x, y in zip(v, c)]
+    best = max(r)
+    j = r.index(best)  # the first best level
+    tied = [k for k, x in enumerate(r) if x >= best]
+    if len(tied) > 1:  # the cheapest of the tied levels, then the lowest index
+        j = min(tied, key=c.__getitem__)
+    return j
+
+
 def decide(response, cost, lambda_: float, ratio: float | None = None) -> np.ndarray:
     """Per-user decision at a given multiplier (DIPN Eq. 7; end-to-end Eq. 4; GNN/hazard Eq. 19).
 
@@ -74,6 +96,11 @@ def decide(response, cost, lambda_: float, ratio: float | None = None) -> np.nda
     if v.ndim == 1:
         v, c = v[None, :], c[None, :] if c.ndim == 1 else c
     lam = _multiplier(lambda_)
+    if (ratio is None and v.shape == c.shape and v.ndim == 2 and v.shape[0] == 1 and v.shape[1] > 0
+            and v.dtype in _FLOATS and c.dtype in _FLOATS):
+        level = choose_level(v[0].tolist(), c[0].tolist(), lam)  # one user: plain floats, the same rule
+        if level is not None:
+            return np.array([level], dtype=np.int32)
     if (ratio is None and v.dtype == np.float64 and c.dtype == np.float64 and v.ndim == 2 and v.shape == c.shape
             and 0 < v.shape[0] * v.shape[1] <= _SMALL):
         # a few users (a service's request): one pass of checks, then the rule (the full checks below

@@ -209,6 +209,17 @@ def negative_cost_problem(model: str, config: CampaignConfig, cost: np.ndarray, 
 
 
 # ---------------------------------------------------------------------------- trained model
+def frozen_for_scoring(traced):
+    """A traced module frozen for scoring (`torch.jit.freeze` without its numerics-changing passes:
+    parameters inlined as constants, fewer look-ups per call: a copy of them as they are now, so it is
+    made for a trained model that no longer changes), or the module as it was when it cannot be
+    frozen. The callers keep it only when it gives exactly the eager pass's numbers."""
+    try:
+        return torch.jit.freeze(traced, optimize_numerics=False)
+    except Exception:  # noqa: BLE001 (freezing is an optimization only)
+        return traced
+
+
 class _Curves(torch.nn.Module):
     """A network's `curves` as a module's forward (what TorchScript traces)."""
 
@@ -272,8 +283,11 @@ class TrainedModel:
         """Link-scale outputs (response_raw N x K, cost_raw N x K or None) for the users of `frame`."""
         return self._raw(*self.encoder.transform(frame), batch_size=batch_size)
 
-    @torch.inference_mode()
     def _raw(self, x_num: np.ndarray, x_cat: np.ndarray, batch_size: int = 65536) -> tuple[np.ndarray, np.ndarray | None]:
+        with torch.inference_mode():  # (a `with`: the decorator builds a new context manager per call)
+            return self._raw_in(x_num, x_cat, batch_size)
+
+    def _raw_in(self, x_num: np.ndarray, x_cat: np.ndarray, batch_size: int = 65536) -> tuple[np.ndarray, np.ndarray | None]:
         if self.module.training:  # (eval() walks every submodule: a tenth of a one-user prediction)
             self.module.eval()
         n = x_num.shape[0]
@@ -305,18 +319,30 @@ class TrainedModel:
         cost head."""
         return self.predict_encoded(*self.encoder.transform(frame))
 
-    @torch.inference_mode()
     def predict_encoded(self, x_num: np.ndarray, x_cat: np.ndarray) -> Coefficients:
         """`predict` of users already encoded by `encoder` (`FeatureEncoder.transform`'s pair): one
         forward pass over every level (per 65,536 users), without autograd."""
-        raw, cost_raw = self._raw(x_num, x_cat)
-        kind = self.config.response
-        response = response_mean(torch.from_numpy(raw), kind).numpy().astype(np.float64)
-        response = response * self.targets["response_scale"] + self.targets["response_mean"]
-        if self.config.cost == "column" and cost_raw is None:
-            raise ModelInputError(f"model {self.name!r} has no cost head but the campaign's cost rule is 'column'")
-        return Coefficients(response, rule_costs(self.config, response, lambda: F.softplus(torch.from_numpy(cost_raw)).numpy()
-                                  .astype(np.float64) * self.targets["cost_scale"]))
+        with torch.inference_mode():
+            raw, cost_raw = self._raw_in(x_num, x_cat)
+            kind = self.config.response
+            mean = response_mean(torch.from_numpy(raw), kind)
+            if raw.shape[0] == 1 and self.config.cost in ("redeemed", "assigned"):
+                return self._one_user(mean)
+            response = mean.numpy().astype(np.float64)
+            response = response * self.targets["response_scale"] + self.targets["response_mean"]
+            if self.config.cost == "column" and cost_raw is None:
+                raise ModelInputError(f"model {self.name!r} has no cost head but the campaign's cost rule is 'column'")
+            return Coefficients(response, rule_costs(self.config, response, lambda: F.softplus(
+                torch.from_numpy(cost_raw)).numpy().astype(np.float64) * self.targets["cost_scale"]))
+
+    def _one_user(self, mean: torch.Tensor) -> Coefficients:
+        """`predict_encoded`'s scale, shift and cost rule ('redeemed' / 'assigned') for one user in Python
+        floats: the same float64 arithmetic as on arrays (the float32 means widened exactly)."""
+        scale, shift = self.targets["response_scale"], self.targets["response_mean"]
+        response = [v * scale + shift for v in mean[0].tolist()]
+        incentives = [float(i) for i in self.config.incentives]
+        cost = [r * i for r, i in zip(response, incentives)] if self.config.cost == "redeemed" else incentives
+        return Coefficients(np.array([response], dtype=np.float64), np.array([cost], dtype=np.float64))
 
     def compile(self) -> "TrainedModel":
         """Ready to score one user fast (what a scoring plan calls before it serves): the network in
@@ -338,7 +364,8 @@ class TrainedModel:
                 cost = self.module.curves(*probes[0])[1] is not None
             with warnings.catch_warnings(record=True) as said, torch.no_grad():
                 warnings.simplefilter("always")
-                traced = torch.jit.trace(_Curves(self.module, cost), probes[0], check_trace=False)
+                traced = torch.jit.trace(_Curves(self.module, cost).eval(), probes[0], check_trace=False)
+                traced = frozen_for_scoring(traced)
             if any(issubclass(w.category, torch.jit.TracerWarning) for w in said):
                 # a value the trace would freeze (e.g. a NumPy kernel inside): the network's own split around
                 # it (DIPN: its networks traced, its chain kernel between them), else the eager pass serves

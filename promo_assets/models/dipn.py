@@ -64,15 +64,15 @@ from torch import nn
 
 from promo_assets.config.campaign import CampaignConfig
 from promo_assets.models.base import (
-    TorchResponseModel, TrainedModel, TrainingRecord, cost_loss, fit_metrics, prepare_frame, register_architecture,
-    resolve_max_epochs, response_loss, summed_embedding_input,
+    TorchResponseModel, TrainedModel, TrainingRecord, cost_loss, fit_metrics, frozen_for_scoring, prepare_frame,
+    register_architecture, resolve_max_epochs, response_loss, summed_embedding_input,
 )
 from promo_assets.models.errors import ModelInputError
 from promo_assets.models.protocol import (
     COUNT, FLAG, NON_NEGATIVE, POSITIVE, SEED, ModelSkipped, TrainingData, is_number, non_negative_number,
     positive_int,
 )
-from promo_assets.models.isotonic_kernel import isotonic_chain
+from promo_assets.models.isotonic_kernel import chain_cum, isotonic_chain
 from promo_assets.models.s_learner import initial_link, mlp
 from promo_assets.models.training import MiniBatches, TrainingConfig, ValidationLoss, WeightedLoss, fit_torch_model, seeded
 
@@ -255,13 +255,14 @@ class DIPNNet(nn.Module):
         exactly `curves`' numbers), or None for the bias phase (its `curves` traces whole)."""
         if self.phase != "full":
             return None
-        trunk = torch.jit.trace(_Trunk(self), (x_num, x_cat), check_trace=False)
-        unit, chain, factor, signed, cost_head = self.unit, self.chain, self.slope_factor, self.signed_offset, \
-            self.has_cost_head
+        trunk = frozen_for_scoring(torch.jit.trace(_Trunk(self).eval(), (x_num, x_cat), check_trace=False))
+        unit, factor, signed, cost_head = self.unit, np.asarray(self.slope_factor, dtype=np.float32), \
+            bool(self.signed_offset), self.has_cost_head
+        u = self.chain.detach().float().numpy()  # a view of the chain's parameter, as isotonic_chain reads it
 
-        def curves(a: torch.Tensor, b: torch.Tensor):
+        def curves(a: torch.Tensor, b: torch.Tensor):  # scoring only (inference mode): the chain's kernel called directly
             bias, z, h = trunk(a, b)
-            _, cum, _ = isotonic_chain(z, chain, factor, signed, None)
+            cum = torch.from_numpy(chain_cum(z.contiguous().numpy(), u, factor, signed))
             logits = cum * unit + bias.unsqueeze(1)
             if not cost_head:
                 return (logits,)

@@ -27,6 +27,8 @@ import numpy as np
 import torch
 from numba import njit
 
+_NO_EPS = np.float32(0.0)
+
 
 @njit(cache=True, fastmath=True)
 def _forward(z, u, factor, signed, eps, with_smooth):  # pragma: no cover - compiled
@@ -154,6 +156,13 @@ class IsotonicChain(torch.autograd.Function):
         gz, gu = _backward(zd, u.detach().numpy().astype(np.float32), ctx.q, ctx.factor, ctx.signed, ctx.eps,
                            (gq, gc), gs)
         return torch.from_numpy(gz), torch.from_numpy(gu), None
+
+
+def chain_cum(z: np.ndarray, u: np.ndarray, factor: np.ndarray, signed_offset: bool) -> np.ndarray:
+    """The chain's cumulative sums `cum` (N x K float32) for scoring: `isotonic_chain(...)[1]` without
+    gradients or the smoothness loss, on NumPy arrays (float32: z N x K, u and factor K), with no
+    tensor made per call (a one-user DIPN prediction calls it once)."""
+    return _forward(z, u, factor, bool(signed_offset), _NO_EPS, False)[1]
 
 
 def isotonic_chain(z: torch.Tensor, u: torch.Tensor, factor: np.ndarray, signed_offset: bool, eps: float | None):

@@ -31,6 +31,7 @@ No dagster here (domain code).
 from __future__ import annotations
 
 import math
+from itertools import repeat
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -86,6 +87,9 @@ class _Member:
         self.n_numeric = enc.n_numeric
         self.cat_idx = [cat_pos[c] for c in enc.categorical]
         self.vocabs = [{v: i + 1 for i, v in enumerate(enc.vocabularies[c])} for c in enc.categorical]
+        # encode's lookups as Python lists, for one row (None: a std of 0, which NumPy divides by and Python does not)
+        self._one = ((self.num_idx.tolist(), self.means.tolist(), self.stds.tolist(), self.ind_idx.tolist())
+                     if bool(np.all(self.stds != 0)) else None)
         # members whose encoders were fitted alike (the same rows) share one encoding per call
         self.key = (self.num_idx.tobytes(), self.means.tobytes(), self.stds.tobytes(), self.ind_idx.tobytes(),
                     self.n_numeric, tuple(self.cat_idx), tuple(tuple(enc.vocabularies[c]) for c in enc.categorical))
@@ -94,6 +98,8 @@ class _Member:
         """`FeatureEncoder.transform` of the rows (num: N x P float64, NaN missing; cat: N x Q object,
         None missing)."""
         n = num.shape[0]
+        if n == 1 and self._one is not None:
+            return self._encode_one(num, cat)
         values = num[:, self.num_idx]
         missing = ~np.isfinite(values)
         z = (values - self.means) / self.stds
@@ -106,8 +112,37 @@ class _Member:
         x_cat = np.empty((n, len(self.cat_idx)), dtype=np.int64)
         for j, (q, vocab) in enumerate(zip(self.cat_idx, self.vocabs)):
             get = vocab.get
-            x_cat[:, j] = [get(v, 0) for v in cat[:, q]] if n != 1 else get(cat[0, q], 0)
+            x_cat[:, j] = list(map(get, cat[:, q].tolist(), repeat(0))) if n != 1 else get(cat[0, q], 0)
         return x_num, x_cat
+
+    def _encode_one(self, num: np.ndarray, cat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`encode` of one row in Python floats: the same float64 arithmetic ((v - mean) / std, 0 for a
+        missing or infinite value), the same rounding to float32 when the row is made an array."""
+        idx, means, stds, ind = self._one
+        values = num[0].tolist()
+        isfinite = math.isfinite
+        z, missing = [], []
+        for i, mean, std in zip(idx, means, stds):
+            v = values[i]
+            ok = isfinite(v)
+            z.append((v - mean) / std if ok else 0.0)
+            missing.append(0.0 if ok else 1.0)
+        z += [missing[i] for i in ind]
+        row = cat[0]
+        return (np.array([z], dtype=np.float32).reshape(1, self.n_numeric),
+                np.array([[vocab.get(row[q], 0) for q, vocab in zip(self.cat_idx, self.vocabs)]], dtype=np.int64)
+                .reshape(1, len(self.cat_idx)))
+
+
+def _add_one(response: list | None, cost: list | None, w: float, v, c) -> tuple[list, list]:
+    """`ScoringPlan._add` for one user (1 x K arrays) in Python floats: w * v added to the sum so far."""
+    v, c = np.asarray(v, dtype=np.float64), np.asarray(c, dtype=np.float64)
+    if v.ndim != 2 or v.shape[0] != 1 or c.shape != v.shape or (response is not None and v.shape[1] != len(response)):
+        raise ModelInputError(f"a model of the plan returned response {v.shape} and cost {c.shape} for one user")
+    v, c = v[0].tolist(), c[0].tolist()
+    if response is None:
+        return [w * x for x in v], [w * x for x in c]
+    return [a + w * x for a, x in zip(response, v)], [a + w * x for a, x in zip(cost, c)]
 
 
 class ScoringPlan:
@@ -179,6 +214,7 @@ class ScoringPlan:
         frame = None
         response = cost = None
         encoded: dict = {}
+        one = num.shape[0] == 1 and len(self.members) > 1
         for m in self.members:
             if m.compiled:
                 x = encoded.get(m.key)
@@ -188,7 +224,12 @@ class ScoringPlan:
             else:
                 frame = self.frame_of(num, cat) if frame is None else frame
                 v, c = m.model.predict(frame)
-            response, cost = self._add(response, cost, m.weight, v, c)
+            if one:  # one user: the blend in Python floats (the same float64 products and sums, in the same order)
+                response, cost = _add_one(response, cost, m.weight, v, c)
+            else:
+                response, cost = self._add(response, cost, m.weight, v, c)
+        if one:
+            return Coefficients(np.array([response], dtype=np.float64), np.array([cost], dtype=np.float64))
         return Coefficients(response, cost)
 
     def coefficients(self, frame: pd.DataFrame) -> Coefficients:

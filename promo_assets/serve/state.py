@@ -227,7 +227,7 @@ class CampaignState:
             n = len(users)
             num = np.empty((n, len(numeric)), dtype=np.float64)
             if numeric:
-                rows = [[f[k] for k in numeric] for f in feats]
+                rows = list(map(_getter(numeric), feats))  # a tuple of the numeric values per user
                 flat = list(chain.from_iterable(rows))
                 if not set(map(type, flat)) <= {float, int, type(None)}:
                     return None
@@ -236,7 +236,7 @@ class CampaignState:
                     return None
             cat = np.empty((n, len(categorical)), dtype=object)
             if categorical:
-                rows = [[f[k] for k in categorical] for f in feats]
+                rows = list(map(_getter(categorical), feats))
                 flat = list(chain.from_iterable(rows))
                 kinds = set(map(type, flat))
                 if not kinds <= {str, type(None)}:
@@ -345,8 +345,13 @@ class CampaignState:
     def explore_draws(self, user_ids: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """(explores, level drawn) per user: a deterministic draw from the seed, the decision date and
         the user id (two uniforms from BLAKE2b)."""
-        salt = f"{self.seed}|{self.decision_date.isoformat()}|".encode()
-        digests = b"".join(hashlib.blake2b(salt + uid.encode(), digest_size=16).digest() for uid in user_ids)
+        base = hashlib.blake2b(f"{self.seed}|{self.decision_date.isoformat()}|".encode(), digest_size=16)
+        parts = []
+        for uid in user_ids:  # BLAKE2b(salt + id): the salted state copied, the id added
+            h = base.copy()
+            h.update(uid.encode())
+            parts.append(h.digest())
+        digests = b"".join(parts)
         u = np.frombuffer(digests, dtype="<u8").reshape(len(user_ids), 2) / 2.0 ** 64
         explores = u[:, 0] < self.share
         drawn = np.minimum(np.searchsorted(np.cumsum(self.mix), u[:, 1], side="right"), len(self.mix) - 1)
@@ -389,6 +394,14 @@ class CampaignState:
                 "champion": self.champion, "champion_version": self.champion_version,
                 "model_version": dict(zip(self.members, self.versions)), "decision_date": self.decision_date.isoformat(),
                 "decisions": decisions}
+
+
+def _getter(names: list[str]):
+    """f -> (f[name] for each name) as a tuple, in C (`itemgetter` of one name gives the value alone)."""
+    if len(names) == 1:
+        get = itemgetter(names[0])
+        return lambda f: (get(f),)
+    return itemgetter(*names)
 
 
 def _short(value: Any) -> str:

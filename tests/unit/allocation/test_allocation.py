@@ -446,6 +446,28 @@ def test_one_decision_rule_same_ties_at_every_former_call_site():
     assert int(decide(v, c, math.inf)[0]) == int(al.decide_at_lambdas(v, c, [math.inf])[0, 0]) == 1
 
 
+def test_one_user_rule_in_plain_floats_equals_the_array_rule():
+    """`decision.choose_level` (one user as Python floats, what `decide` uses for one row) picks the
+    level `choose_levels` picks, ties included (values and costs on a coarse grid, so that many
+    reduced values tie), at finite and infinite multipliers; it declines non-finite values and
+    negative costs (decide's checked path then names them)."""
+    from promo_assets.allocation import decision
+
+    rng = np.random.default_rng(7)
+    for _ in range(3000):
+        k = int(rng.integers(1, 7))
+        v = rng.integers(0, 4, k) / 2.0
+        c = rng.integers(0, 4, k) / 4.0
+        for lam in (0.0, 0.5, 1.0, 2.0, 3.0, math.inf):
+            want = int(decision.choose_levels(v[None, :], c[None, :], lam)[0])
+            assert decision.choose_level(v.tolist(), c.tolist(), lam) == want, (v, c, lam)
+            assert int(decide(v[None, :], c[None, :], lam)[0]) == want
+    assert decision.choose_level([1.0, math.nan], [0.0, 1.0], 1.0) is None
+    assert decision.choose_level([1.0, 2.0], [0.0, -1.0], 1.0) is None
+    with pytest.raises(AllocationInputError):
+        decide(np.array([[1.0, math.inf]]), np.array([[0.0, 1.0]]), 1.0)
+
+
 def test_solve_and_online_policy_follow_the_tie_rule():
     """An offline solve and its OnlinePolicy keep the cheaper of two equally good levels."""
     n = 50

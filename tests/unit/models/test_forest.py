@@ -28,9 +28,10 @@ def _data(n=600, seed=0):
     return x, y, logit
 
 
-def _train(objective, y, x, **extra):
+def _train(objective, y, x, categorical=(2,), **extra):
     params = {**PARAMS, "objective": objective, **extra}
-    return lgb.train(params, lgb.Dataset(x, y, categorical_feature=[2], params={"verbosity": -1}), num_boost_round=15)
+    return lgb.train(params, lgb.Dataset(x, y, categorical_feature=list(categorical), params={"verbosity": -1}),
+                     num_boost_round=15)
 
 
 def _rows(n=3000, seed=5):
@@ -62,6 +63,26 @@ def test_the_forest_predicts_exactly_as_lightgbm(objective, extra):
     levels = np.array([0.0, 1.0, 2.0, 5.0])
     grid = np.column_stack([np.repeat(rows[:, :3], len(levels), axis=0), np.tile(levels, len(rows))])
     np.testing.assert_array_equal(forest.predict(np.ascontiguousarray(rows[:, :3]), levels),
+                                  booster.predict(grid, num_threads=1).reshape(len(rows), len(levels)))
+
+
+@pytest.mark.parametrize("levels,categorical", [([0.0, 1.0, 2.0, 5.0], (2,)), ([0.0, 1.0, 2.0, 3.0], (2, 3)),
+                                               ([3.0, 0.0, 7.0], (2, 3))])
+def test_every_level_in_one_walk_as_lightgbm(levels, categorical):
+    """An S-learner's booster at each value of its level column (numeric, or categorical as for arms
+    without order; a value never seen goes right), one walk per row: checked by `from_boosters` itself
+    and here on other rows."""
+    x, y, _ = _data()
+    if 3 in categorical:
+        x[:, 3] = np.random.default_rng(1).integers(0, 4, len(x))
+        y = (y + (x[:, 3] == 2)) % 2
+    booster = _train("cross_entropy", y, x, categorical)
+    forest = from_boosters([booster], [booster.model_to_string()], np.array(levels))
+    assert forest is not None
+    assert ((forest.feat == 3) & ((forest.dtype & 1) == (1 if 3 in categorical else 0))).sum() > 2
+    rows = np.ascontiguousarray(_rows()[:, :3])
+    grid = np.column_stack([np.repeat(rows, len(levels), axis=0), np.tile(levels, len(rows))])
+    np.testing.assert_array_equal(forest.predict(rows, np.array(levels)),
                                   booster.predict(grid, num_threads=1).reshape(len(rows), len(levels)))
 
 

@@ -186,6 +186,18 @@ def test_the_plan_decides_as_the_path_it_replaces(kind, models):
         v, c = w * v, w * c
         response, cost = (v, c) if response is None else (response + v, cost + c)
     _same(plan.coefficients_rows(*plan.rows_of(records)), Coefficients(response, cost))
+    # one user at a time (the blend then runs in Python floats): against the reference on that one user
+    policy = OnlinePolicy(plan, 0.05)
+    for i in range(15):
+        response = cost = None
+        for n, w in zip(names, weights):
+            v, c = _reference(trained[n], users.iloc[i:i + 1])
+            v, c = w * v, w * c
+            response, cost = (v, c) if response is None else (response + v, cost + c)
+        got = plan.coefficients_rows(*plan.rows_of(records[i:i + 1]))
+        np.testing.assert_array_equal(got.response, response)
+        np.testing.assert_array_equal(got.cost, cost)
+        assert policy.decide(records[i])[0] == decide(response, cost, 0.05)[0]
 
 
 def test_a_model_the_plan_cannot_compile_is_scored_by_its_own_predict():
@@ -199,3 +211,55 @@ def test_a_model_the_plan_cannot_compile_is_scored_by_its_own_predict():
     got = plan.coefficients_rows(np.array([[2.0], [np.nan]]), np.empty((2, 0), dtype=object))
     np.testing.assert_array_equal(got.response, [[2.0] * 3, [1.0] * 3])
     assert OnlinePolicy(Stand(), 0.1).plan is None
+
+
+def test_one_user_is_encoded_as_the_encoder_encodes_a_frame():
+    """A plan encodes one user in Python floats (the service's path): the same float32 / int64 arrays
+    as `FeatureEncoder.transform` gives that user in a frame of many, for missing, infinite, huge and
+    tiny values, unseen and missing categories."""
+    from promo_assets.models.encoder import FeatureEncoder
+
+    train = _users(200, seed=3)
+    encoder = FeatureEncoder(NUMERIC, CATEGORICAL).fit(train)
+    assert encoder.indicator_columns  # a missing indicator is written too
+
+    class Stand:
+        def __init__(self):
+            self.encoder = encoder
+
+        def predict_encoded(self, x_num, x_cat):
+            return x_num.astype(np.float64), x_cat.astype(np.float64)
+
+    plan = ScoringPlan([Stand()])
+    assert plan.compiled
+    users = _users(300, seed=4)
+    users.loc[::7, "activity"] = np.inf
+    users.loc[::11, "age"] = -np.inf
+    users.loc[::13, "activity"] = 1e300
+    users.loc[::17, "age"] = 5e-324
+    users.loc[::19, "segment"] = "unseen"
+    want_num, want_cat = encoder.transform(users)
+    num, cat = plan.rows_of(users.to_dict("records"))
+    for i in range(len(users)):
+        x_num, x_cat = plan.members[0].encode(num[i:i + 1], cat[i:i + 1])
+        assert x_num.dtype == np.float32 and x_cat.dtype == np.int64
+        np.testing.assert_array_equal(x_num, want_num[i:i + 1])
+        np.testing.assert_array_equal(x_cat, want_cat[i:i + 1])
+
+
+@pytest.mark.parametrize("cost", ["redeemed", "assigned"])
+def test_a_torch_models_one_user_scale_and_cost_rule_equal_the_array_arithmetic(cost):
+    """For one user a torch model scales its response and applies the cost rule in Python floats
+    (`TrainedModel._one_user`): bitwise the arrays' arithmetic (`predict_encoded` for many users)."""
+    from types import SimpleNamespace
+
+    cfg = CampaignConfig.from_dict({**CONFIGS["ordered"], "cost": cost}, campaign="one_user")
+    rng = np.random.default_rng(2)
+    for _ in range(200):
+        mean = torch.from_numpy(rng.random((1, cfg.n_levels), dtype=np.float32) * 3)
+        targets = {"response_scale": float(rng.uniform(0.1, 3.0)), "response_mean": float(rng.normal())}
+        got = TrainedModel._one_user(SimpleNamespace(targets=targets, config=cfg), mean)
+        response = mean.numpy().astype(np.float64) * targets["response_scale"] + targets["response_mean"]
+        assert got.response.dtype == got.cost.dtype == np.float64
+        np.testing.assert_array_equal(got.response, response)
+        np.testing.assert_array_equal(got.cost, rule_costs(cfg, response, None))
