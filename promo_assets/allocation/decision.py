@@ -63,24 +63,25 @@ def choose_levels(vb: np.ndarray, cb: np.ndarray, lambda_: float, out: np.ndarra
     return j
 
 
-def choose_level(v: list[float], c: list[float], lambda_: float) -> int | None:
-    """`choose_levels` for one user given as Python floats (a service's one-user request: no NumPy
-    call per step), or None when a value is not finite or a cost is negative (the caller then takes
-    `decide`'s checked path). The same float64 arithmetic (c * -lambda_ + v), the same tie rule."""
+def choose_level(response: list[float], cost: list[float], lambda_: float) -> int | None:
+    """`choose_levels` for one user, `response` and `cost` given as Python floats (a service's one-user
+    request: no NumPy call per step), or None when a value is not finite or a cost is negative (the
+    caller then takes `decide`'s checked path). The same float64 arithmetic (cost * -lambda_ +
+    response), the same tie rule."""
     isfinite = math.isfinite
-    if not all(map(isfinite, v)) or not all(map(isfinite, c)) or min(c) < 0:
+    if not all(map(isfinite, response)) or not all(map(isfinite, cost)) or min(cost) < 0:
         return None
     if math.isinf(lambda_):  # reduced value -c: cheapest, then most valuable, then lowest index
-        mc = min(c)
-        best = max(x for x, y in zip(v, c) if y == mc)
-        return next(j for j, (x, y) in enumerate(zip(v, c)) if y == mc and x == best)
+        mc = min(cost)
+        best = max(x for x, y in zip(response, cost) if y == mc)
+        return next(j for j, (x, y) in enumerate(zip(response, cost)) if y == mc and x == best)
     neg = -lambda_
-    r = [y * neg + x for x, y in zip(v, c)]
+    r = [y * neg + x for x, y in zip(response, cost)]
     best = max(r)
     j = r.index(best)  # the first best level
     tied = [k for k, x in enumerate(r) if x >= best]
     if len(tied) > 1:  # the cheapest of the tied levels, then the lowest index
-        j = min(tied, key=c.__getitem__)
+        j = min(tied, key=cost.__getitem__)
     return j
 
 
