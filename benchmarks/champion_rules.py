@@ -36,6 +36,7 @@ from _results import Recorder  # noqa: E402
 
 from promo_assets.evaluation.champion import Candidate, ChampionSettings, Evidence, choose_champion  # noqa: E402
 from promo_assets.evaluation.honest import pct_oracle_at_matched_spend  # noqa: E402
+from promo_assets.evaluation.records import Truth  # noqa: E402
 
 RULES = {  # name -> (guard, level)
     "stack (old)": ("none", 0.0),
@@ -51,6 +52,9 @@ RULES = {  # name -> (guard, level)
 }
 
 
+KINDS = {"holdout": None, "xfit-user": "xu", "xfit-day": "xd"}  # evidence -> npz prefix of its cross-fitted part
+
+
 def load(path: Path) -> tuple[Evidence, list[float], np.ndarray, np.ndarray]:
     z = np.load(path, allow_pickle=False)
     models = [str(m) for m in z["models"]]
@@ -59,16 +63,27 @@ def load(path: Path) -> tuple[Evidence, list[float], np.ndarray, np.ndarray]:
     return ev, [float(b) for b in z["budgets"]], z["true_values"], z["true_costs"]
 
 
-def campaign_rows(path: Path, rules: list[str]) -> list[dict]:
-    """One row per rule of one campaign (module docstring)."""
+def load_cross_fitted(path: Path, prefix: str) -> Evidence | None:
+    """The cross-fitted part `prefix` (benchmarks/champion.py XFIT) saved beside the evidence, or None."""
+    z = np.load(path, allow_pickle=False)
+    if f"{prefix}:models" not in z:
+        return None
+    models = [str(m) for m in z[f"{prefix}:models"]]
+    return Evidence(*(z[f"{prefix}:{k}"] for k in ("logged", "response", "cost", "propensity", "dm_values", "dm_costs")),
+                    {m: (z[f"{prefix}:v:{m}"], z[f"{prefix}:c:{m}"]) for m in models})
+
+
+def campaign_rows(path: Path, rules: list[str], kinds: list[str] = ("holdout",)) -> list[dict]:
+    """One row per rule and evidence kind of one campaign (module docstring)."""
     preset, seed = path.stem.rsplit("-", 1)
     ev, budgets, tv, tc = load(path)
+    parts = {k: None if KINDS[k] is None else load_cross_fitted(path, KINDS[k]) for k in kinds}
     cache: dict[str, float] = {}
 
     def pct(cand: Candidate) -> float:
         if cand.name not in cache:
             cache[cand.name] = 100 * float(np.mean(pct_oracle_at_matched_spend(
-                *cand.coefficients(ev.coefficients), tv, tc, budgets, seed=0)))
+                cand.coefficients(ev.coefficients), Truth(tv, tc), budgets, seed=0)))
         return cache[cand.name]
 
     t0 = time.perf_counter()
@@ -77,17 +92,23 @@ def campaign_rows(path: Path, rules: list[str]) -> list[dict]:
     best = max(pct(r.candidate) for r in old.results.values())
     base = "lgbm_s_mono" if "lgbm_s_mono" in ev.coefficients else "lgbm_s"
     out = []
-    for rule in rules:
-        guard, level = RULES[rule]
-        settings = ChampionSettings(blends=guard != "single", guard="none" if guard == "single" else guard,
-                                    guard_level=level)
-        t0 = time.perf_counter()
-        d = old if rule == "stack (old)" else choose_champion(ev, budgets, settings)
-        seconds = old_seconds if rule == "stack (old)" else time.perf_counter() - t0
-        out.append({"preset": preset, "seed": int(seed), "rule": rule, "champion": d.champion.name,
-                    "champion_pct": pct(d.champion), "best_pct": best, "regret": best - pct(d.champion),
-                    "base_pct": pct(Candidate((base,))), "vs_base": pct(d.champion) - pct(Candidate((base,))),
-                    "evidence_events": ev.n, "choose_seconds": round(seconds, 3)})
+    for kind, xfit in parts.items():
+        if KINDS[kind] is not None and xfit is None:
+            continue
+        for rule in rules:
+            guard, level = RULES[rule]
+            settings = ChampionSettings(blends=guard != "single", guard="none" if guard == "single" else guard,
+                                        guard_level=level)
+            t0 = time.perf_counter()
+            reuse = rule == "stack (old)" and xfit is None
+            d = old if reuse else choose_champion(ev, budgets, settings, cross_fitted=xfit)
+            seconds = old_seconds if reuse else time.perf_counter() - t0
+            out.append({"preset": preset, "seed": int(seed), "rule": rule if xfit is None else f"{rule} [{kind}]",
+                        "evidence": kind, "champion": d.champion.name,
+                        "champion_pct": pct(d.champion), "best_pct": best, "regret": best - pct(d.champion),
+                        "base_pct": pct(Candidate((base,))), "vs_base": pct(d.champion) - pct(Candidate((base,))),
+                        "evidence_events": ev.n + (0 if xfit is None else xfit.n), "holdout_events": ev.n,
+                        "choose_seconds": round(seconds, 3)})
     return out
 
 
@@ -102,7 +123,10 @@ def summarize(rows: pd.DataFrame) -> dict:
                        "campaigns_over_0.6": int((g["regret"] > 0.6).sum()),
                        "vs_base": round(float(g["vs_base"].mean()), 3),
                        "presets_ahead_of_base": int((p["vs_base"] > 0).sum()), "campaigns": int(len(g)),
-                       "choose_seconds_mean": round(float(g["choose_seconds"].mean()), 3)}
+                       "choose_seconds_mean": round(float(g["choose_seconds"].mean()), 3),
+                       **({"evidence_events_mean": round(float(g["evidence_events"].mean()), 1),
+                           "holdout_events_mean": round(float(g["holdout_events"].mean()), 1)}
+                          if "holdout_events" in g else {})}
     return {"rules": rules, "per_preset": per.round(3).to_dict(orient="records")}
 
 
@@ -115,6 +139,9 @@ def main() -> int:
     ap.add_argument("--reuse", type=Path, default=None,
                     help="an earlier result of this script: its rows are kept, only the missing (campaign, rule) are scored")
     ap.add_argument("--rules", nargs="+", default=list(RULES), choices=list(RULES), help="the rules to score [all]")
+    ap.add_argument("--kinds", nargs="+", default=["holdout"], choices=list(KINDS),
+                    help="the evidence each rule is scored on: the holdout, and the holdout with the cross-fitted events "
+                         "by user or by day folds (saved by benchmarks/champion.py) [holdout]")
     args = ap.parse_args()
     rec = Recorder("champion_rules")
     files = sorted(p for p in args.evidence.glob("*.npz") if int(p.stem.rsplit("-", 1)[1]) in args.seeds)
@@ -127,7 +154,7 @@ def main() -> int:
         preset, seed = p.stem.rsplit("-", 1)
         return [r for r in rules if (preset, int(seed), r) not in done]
 
-    rows = pd.DataFrame(kept + [r for p in files if missing(p) for r in campaign_rows(p, missing(p))])
+    rows = pd.DataFrame(kept + [r for p in files if missing(p) for r in campaign_rows(p, missing(p), args.kinds)])
     check = None
     if args.rows:
         piped = {(r["preset"], r["seed"]): r for r in json.loads(args.rows.read_text())["figures"]["campaigns"]

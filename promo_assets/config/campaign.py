@@ -347,6 +347,24 @@ class ChampionBlock(_Block):
                                "the share moved, at most 1; members: standard errors)")
     """`shrink` / `equal`: the share of the weight moved to the best single model / to equal weights
     (0..1); `members`: how many standard errors the blend must beat each member by; unused otherwise."""
+    evidence: Literal["holdout", "cross_fitted"] = Field(
+        "holdout", description="holdout or cross_fitted: the events candidates are compared on (cross_fitted adds "
+                               "out-of-fold predictions over the training days; docs: decisions)")
+    """`holdout`: the holdout days' events only; `cross_fitted`: also every training-day event, scored by
+    fits of the refitted models (`refit`) and of the outcome model that did not see it (`folds`, `fold_by`)."""
+    folds: int = Field(3, ge=2, le=10, description="an integer in [2, 10]: how many folds the training days' events "
+                                                   "are cut into for cross_fitted evidence")
+    """How many folds cross-fitting cuts the training days' events into (each fold needs one fit per
+    refitted model)."""
+    fold_by: Literal["user", "day"] = Field(
+        "user", description="user or day: cross_fitted folds by groups of users, or by days (rolling origin)")
+    """`user`: folds are groups of users (all days); `day`: consecutive blocks of days, each scored by a
+    fit on the days before it (rolling origin; the first block is not scored)."""
+    refit: list[str] | None = Field(
+        None, description="a list of registered model names refitted per fold for cross_fitted evidence (default: "
+                          "the LightGBM models)")
+    """The models refitted per fold; the others are compared on the holdout only (default: every
+    candidate of kind lightgbm)."""
 
 
 class ExplorationBlock(_Block):

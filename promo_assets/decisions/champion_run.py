@@ -39,6 +39,7 @@ class ChampionInputs:
     incumbent: Candidate | None
     reactions: frozenset[str]
     warning: str | None = None
+    cross_fitted: Evidence | None = None
 
 
 def read_champion_inputs(con, campaign: str, ev, board_run: str, run_id: str, n_levels: int) -> ChampionInputs:
@@ -66,6 +67,23 @@ def read_champion_inputs(con, campaign: str, ev, board_run: str, run_id: str, n_
                           warning)
 
 
+def with_cross_fitted(con, campaign: str, inputs: ChampionInputs, config, log=None) -> ChampionInputs:
+    """`inputs` with the cross-fitted evidence of campaign.yaml `champion:` (evidence: cross_fitted;
+    promo_assets.decisions.crossfit) over the campaign's training days, for the candidate models; the
+    inputs unchanged with evidence: holdout."""
+    from promo_assets.decisions.crossfit import cross_fitted_evidence
+    from promo_assets.models.inputs import training_frame
+
+    block = config.champion
+    if block.evidence != "cross_fitted":
+        return inputs
+    models = [m for m in inputs.versions if block.candidates is None or m in block.candidates]
+    frame, numeric, categorical = training_frame(con, campaign)
+    xf = cross_fitted_evidence(frame, numeric, categorical, config, models, folds=block.folds,
+                               fold_by=block.fold_by, refit=block.refit, log=log)
+    return dataclasses.replace(inputs, cross_fitted=xf.evidence)
+
+
 def evidence_of(ev, coefficients: dict, n_levels: int) -> Evidence:
     """The evidence of the holdout events: the logged arrays, the outcome model's predictions (zeros
     when it could not be fitted) and every model's coefficients for the events."""
@@ -86,6 +104,12 @@ class ChampionChoice:
     evidence: Evidence
     pct: dict
     board_run: str
+    cross_fitted: Evidence | None = None
+
+    @property
+    def evidence_events(self) -> int:
+        """The events the candidates were compared on: the evidence's and the cross-fitted ones."""
+        return self.evidence.n + (self.cross_fitted.n if self.cross_fitted is not None else 0)
 
     def best(self) -> str | None:
         """The candidate with the highest mean % of the oracle (None without truth)."""
@@ -99,12 +123,13 @@ def choose(inputs: ChampionInputs, config, board_run: str) -> ChampionChoice:
     if "fallback" in inputs.reactions and inputs.incumbent is not None:
         settings = dataclasses.replace(settings, confidence=1 - 1e-12)  # the fallback is not replaced
     budgets = list(config.budget_per_capita)
-    decision = choose_champion(inputs.evidence, budgets, settings, incumbent=inputs.incumbent, versions=inputs.versions)
+    decision = choose_champion(inputs.evidence, budgets, settings, incumbent=inputs.incumbent, versions=inputs.versions,
+                               cross_fitted=inputs.cross_fitted)
     ev = inputs.ev
     pct = {} if ev.true_values is None else truth_audit(
         ev.true_values, ev.true_costs, decision.results,
         {m: inputs.evidence.coefficients[m] for m in inputs.versions}, budgets)
-    return ChampionChoice(decision, settings, inputs.evidence, pct, board_run)
+    return ChampionChoice(decision, settings, inputs.evidence, pct, board_run, inputs.cross_fitted)
 
 
 def _num(x) -> float | None:
@@ -119,6 +144,6 @@ def record_champion(con, campaign: str, run_id: str, choice: ChampionChoice) -> 
         champ.name, champ.version, json.dumps(champ.to_dict()), decision.leader.name,
         decision.proposal.name, inc.name if inc else None, decision.changed, settings.pin is not None,
         settings.confidence, decision.reason, head["reference"], _num(head["difference"]), _num(head["low"]),
-        _num(head["high"]), choice.evidence.n, choice.board_run,
+        _num(head["high"]), choice.evidence_events, choice.board_run,
         float(np.mean(pct[champ.name])) if champ.name in pct else None,
         best, float(np.mean(pct[best])) if best else None, decision.decided_by], evidence_frame(decision, pct))

@@ -24,7 +24,13 @@ import numpy as np
 from promo_assets.config import settings
 from promo_assets.core.display import png_markdown
 from promo_assets.decisions import Exploration, champion_freshness, export_stored
-from promo_assets.decisions.champion_run import ChampionChoice, choose, read_champion_inputs, record_champion
+from promo_assets.decisions.champion_run import (
+    ChampionChoice,
+    choose,
+    read_champion_inputs,
+    record_champion,
+    with_cross_fitted,
+)
 from promo_assets.decisions.daily import (
     DayDecision,
     budget_rows,
@@ -83,7 +89,7 @@ def champion_metadata(choice: ChampionChoice, budgets: list[float]) -> dict:
             "headline": headline_text(champ.name, budgets, decision.headline(), choice.settings.confidence),
             "chosen on": decision.decided_by, "reason": decision.reason,
             "changed": decision.changed, "incumbent": inc.name if inc else "(none: first champion)",
-            "confidence": choice.settings.confidence, "evidence_events": choice.evidence.n,
+            "confidence": choice.settings.confidence, "evidence_events": choice.evidence_events,
             "leaderboard_run": choice.board_run, "candidates": rows_table(cands), "comparisons": rows_table(comps)}
     if pct:
         best = choice.best()
@@ -107,6 +113,7 @@ def champion(context: dg.AssetExecutionContext, warehouse: WarehouseResource, la
         ev = evaluation_inputs(context, con, landing, campaign, config)
         with domain_errors():
             inputs = read_champion_inputs(con, campaign, ev, board_run, context.run_id, config.n_levels)
+            inputs = with_cross_fitted(con, campaign, inputs, config, context.log.info)
     if inputs.warning:
         context.log.warning(inputs.warning)
     with domain_errors():
