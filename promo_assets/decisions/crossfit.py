@@ -72,8 +72,8 @@ def refitted_models(models: Sequence[str], refit: Sequence[str] | None) -> list[
 @dataclass
 class CrossFit:
     """The cross-fitted evidence (None when no model is refitted or no fold could be fitted) and what was
-    done: events scored per fold, the fits' training events per fold, the models refitted and why a
-    fold was skipped."""
+    done: events scored per fold, the fits' training events per fold, the models refitted, why a
+    fold was skipped, and the user of each evidence event (`user_ids`, in the evidence's order)."""
 
     evidence: Evidence | None
     models: list[str]
@@ -82,6 +82,7 @@ class CrossFit:
     scored: list[int] = field(default_factory=list)
     trained_on: list[int] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    user_ids: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -110,7 +111,7 @@ def cross_fitted_evidence(frame: pd.DataFrame, numeric: list[str], categorical: 
         return out
     fold = fold_of_rows(learn, folds, fold_by)
     fit_model = fit_model or (lambda name, data: registry.for_campaign(name, config).fit(data))
-    parts = []
+    parts, users = [], []
     for f in range(int(folds)):
         scored = np.flatnonzero(fold == f)
         seen = np.flatnonzero((fold != f) & (fold < f) if fold_by == "day" else fold != f)
@@ -131,10 +132,12 @@ def cross_fitted_evidence(frame: pd.DataFrame, numeric: list[str], categorical: 
         parts.append(Evidence(rows["level"].to_numpy(), rows["response"].to_numpy(dtype=float),
                               rows["cost"].to_numpy(dtype=float), rows["propensity"].to_numpy(dtype=float),
                               dm_v, dm_c, coefs, np.full(len(rows), f"fold {f}")))
+        users.append(rows["user_id"].to_numpy())
         out.scored.append(int(len(scored)))
         out.trained_on.append(int(len(seen)))
         if log:
             log(f"champion evidence, fold {f} of {folds} ({fold_by}): {', '.join(names)} and the outcome model "
                 f"fitted on {len(seen)} events, {len(scored)} events scored")
     out.evidence = Evidence.concat(parts) if parts else None
+    out.user_ids = np.concatenate(users) if users else None
     return out

@@ -27,6 +27,14 @@ with `blends: true`, blends: the weighted mean of several models' coefficients. 
 evaluation events — "weights chosen on the evaluation days"; it averages the models' errors away
 where they differ and follows the best model where one dominates.
 
+**Cross-fitted evidence** (`cross_fitted`, campaign.yaml `champion.evidence: cross_fitted`): the
+training days' events scored out of fold by refits of some models (promo_assets.decisions.crossfit).
+Only the refitted models have coefficients for them, so the stack is fitted in two stages
+(`two_stage_weights`): the refitted models' weights on the holdout and the cross-fitted events together,
+then that blend (one member) with every model that was not refitted on the holdout events. The other
+comparisons stay on the holdout, where every candidate has honest predictions; the refitted models'
+losses on all events are reported as comparisons ('loss (cross-fitted)').
+
 **The rule** (`choose_champion`):
 1. the proposal is the stacked blend (without blends: the single model with the lowest loss), its
    weights after the worst-case guard (`guarded_weights`; default: none);
@@ -71,6 +79,7 @@ __all__ = [
     "choose_champion",
     "LossTerms",
     "cross_fitted_stack_loss",
+    "two_stage_weights",
     "decision_lambdas",
     "evaluate_candidate",
     "evidence_frame",

@@ -291,3 +291,38 @@ def test_a_shrink_guard_above_one_is_refused_naming_the_key(tmp_path):
         CampaignConfig.from_dict({**raw, "champion": {"guard": "wild"}}, campaign="c1")
     ok = CampaignConfig.from_dict({**raw, "champion": {"guard": "members", "guard_level": 1.0}}, campaign="c1")
     assert ChampionSettings.from_config(ok.champion).guard == "members"
+
+
+# ------------------------------------------------------------------------------- cross-fitted evidence
+def _rows(ev: Evidence, rows: slice, models) -> Evidence:
+    return Evidence(ev.logged[rows], ev.response[rows], ev.cost[rows], ev.propensity[rows], ev.dm_values[rows],
+                    ev.dm_costs[rows], {m: (ev.coefficients[m][0][rows], ev.coefficients[m][1][rows]) for m in models})
+
+
+def test_cross_fitted_events_weigh_in_the_refitted_models_stack(truth):
+    """Holdout of 300 events with three models, cross-fitted events (3,700) for two of them ('a', 'b'):
+    stage 1 stacks a and b on all 4,000 events, stage 2 stacks that blend with 'n' (not refitted) on the
+    holdout; the reason counts the cross-fitted events, and a and b are also compared on all of them."""
+    from promo_assets.evaluation.champion import decision_lambdas, loss_terms, two_stage_weights
+
+    models = {"a": model_of(truth, 0.02, 1), "b": model_of(truth, 0.08, 2), "n": model_of(truth, 0.04, 3)}
+    full = synthetic_evidence(truth, models)
+    holdout, xfit = _rows(full, slice(0, 300), models), _rows(full, slice(300, None), ["a", "b"])
+    d = choose_champion(holdout, [1.0], cross_fitted=xfit)
+    assert f"300 evaluation events and {xfit.n} cross-fitted training-day events of a, b" in d.reason
+    assert f"and {xfit.n} cross-fitted" in d.decided_by
+    row = [c for c in d.comparisons if c["statistic"] == "loss (cross-fitted)"]
+    assert len(row) == 1 and row[0]["candidate"] == "b" and row[0]["reference"] == "a" and row[0]["verdict"] == "worse"
+    lams = decision_lambdas(holdout, list(models), [1.0])
+    wide = loss_terms(Evidence.concat([holdout.only(["a", "b"]), xfit]), ["a", "b"], lams)
+    w = two_stage_weights(loss_terms(holdout, list(models), lams), wide)
+    assert w.min() >= 0 and abs(w.sum() - 1) < 1e-9
+    assert w[:2] / w[:2].sum() == pytest.approx(wide.stack(), abs=1e-6)  # the refitted share as stacked on all events
+    champ = dict(zip(d.champion.members, d.champion.weights))
+    kept = {m: x for m, x in zip(["a", "b", "n"], w) if x >= 0.01}
+    assert champ == pytest.approx({m: x / sum(kept.values()) for m, x in kept.items()})
+    # every candidate refitted: the stack on all events
+    both = choose_champion(holdout.only(["a", "b"]), [1.0], cross_fitted=xfit)
+    assert dict(zip(both.champion.members, both.champion.weights)).get("a", 0) == pytest.approx(
+        loss_terms(Evidence.concat([holdout.only(["a", "b"]), xfit]), ["a", "b"],
+                   decision_lambdas(holdout, ["a", "b"], [1.0])).stack()[0], abs=0.011)
