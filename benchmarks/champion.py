@@ -21,7 +21,11 @@ report on 0-4.
 With --evidence DIR, each campaign's evidence (the holdout events' logged level, response, cost,
 propensity, the outcome model's predictions, every candidate model's holdout coefficients and the
 truth of the holdout users) is saved as DIR/<preset>-<seed>.npz, so that other rules can be scored on
-the same campaigns without running them again (benchmarks/champion_rules.py).
+the same campaigns without running them again (benchmarks/champion_rules.py). Beside it, the
+cross-fitted evidence of the campaign (promo_assets.decisions.crossfit: the LightGBM models and the
+outcome model refitted per fold over the training days) for user folds ('xu:' arrays) and day folds
+('xd:'), 3 folds each, with the time of their refits ('<prefix>:seconds'), whatever the campaign's
+`champion.evidence`: every evidence kind is scored on the same campaigns.
 
     .venv/bin/python benchmarks/champion.py [--seeds 0 1 2 3 4] [--presets ...] [--max-epochs N]
         [--tag T] [--evidence DIR] [--rows FILE [--resume]]
