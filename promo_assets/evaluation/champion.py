@@ -492,7 +492,7 @@ GUARDS = ("none", "shrink", "members", "drop_worse", "bag", "equal")
 
 
 def guarded_weights(terms: LossTerms, weights: np.ndarray, guard: str, level: float,
-                    confidence: float) -> tuple[np.ndarray, str]:
+                    confidence: float, stack=None) -> tuple[np.ndarray, str]:
     """The stacked weights after the worst-case guard `guard` (ChampionSettings.guard), and what it did:
     - none: the stacked weights;
     - shrink: (1 - level) x the stacked weights + level x the single model of lowest decision loss;
@@ -502,7 +502,16 @@ def guarded_weights(terms: LossTerms, weights: np.ndarray, guard: str, level: fl
     - drop_worse: the models whose decision loss is worse than the lowest single model's at `confidence`
       (paired interval) get no weight; the stack is fitted again among the others;
     - bag: the mean of the stacked weights fitted on 20 bootstrap resamples of the events (seeded);
-    - equal: (1 - level) x the stacked weights + level x equal weights over every model."""
+    - equal: (1 - level) x the stacked weights + level x equal weights over every model.
+    `stack(rows=None, keep=None) -> weights over terms.models` fits the stacked weights again on the
+    events `rows` (all) among the models `keep` (all) for bag, members and drop_worse (default: on
+    `terms`; with cross-fitted evidence, `two_stage_weights`)."""
+    if stack is None:
+        def stack(rows=None, keep=None):
+            names = terms.models if keep is None else list(keep)
+            out = np.zeros(len(terms.models))
+            out[[terms.models.index(x) for x in names]] = terms.subset(names).stack(rows)
+            return out
     if guard not in GUARDS:
         raise EvaluationError(f"champion.guard must be one of {', '.join(GUARDS)}, got {guard!r}")
     m = len(terms.models)
@@ -515,12 +524,12 @@ def guarded_weights(terms: LossTerms, weights: np.ndarray, guard: str, level: fl
     if guard == "bag":
         rng = np.random.default_rng(31)
         n = terms.S.shape[0]
-        bagged = np.mean([terms.stack(rng.integers(0, n, n)) for _ in range(20)], axis=0)
+        bagged = np.mean([stack(rows=rng.integers(0, n, n)) for _ in range(20)], axis=0)
         return bagged / bagged.sum(), "the mean of the stacked weights over 20 bootstrap resamples"
     if guard == "equal":
         return (1 - level) * weights + level / m, f"shrunk by {level:g} toward equal weights"
     if guard == "members":
-        oof = cross_fitted_stack_loss(terms, 5)
+        oof = cross_fitted_stack_loss(terms, 5, fit_rows=lambda r: stack(rows=r))
         for i in np.flatnonzero(weights >= 0.01):
             d = oof - single[i]
             if not d.mean() + level * d.std(ddof=1) / math.sqrt(d.size) < 0:
@@ -531,9 +540,7 @@ def guarded_weights(terms: LossTerms, weights: np.ndarray, guard: str, level: fl
             if i == best or paired_difference(single[i], single[best], confidence)[1] <= 0]
     if len(keep) == m:
         return weights, ""
-    sub = terms.subset(keep)
-    w = np.zeros(m)
-    w[[terms.models.index(x) for x in keep]] = sub.stack() if len(keep) > 1 else 1.0
+    w = stack(keep=keep) if len(keep) > 1 else np.eye(m)[best]
     gone = [x for x in terms.models if x not in keep]
     return w, f"left out of the blend, worse than {terms.models[best]} at {confidence:.0%}: {', '.join(gone)}"
 
@@ -640,15 +647,24 @@ def choose_champion(evidence: Evidence, budgets: Sequence[float], settings: Cham
     wide = (loss_terms(Evidence.concat([evidence.only(refitted), cross_fitted.only(refitted)]), refitted, lams)
             if refitted else None)
 
-    def stacked(rows=None) -> np.ndarray:
-        return terms.stack(rows) if wide is None else two_stage_weights(terms, wide, rows)
+    def stacked(rows=None, keep=None) -> np.ndarray:
+        """The stacked weights (over `models`) on the evidence's `rows` (all) among the models `keep` (all),
+        in two stages with cross-fitted evidence."""
+        names = models if keep is None else list(keep)
+        sub = terms if keep is None else terms.subset(names)
+        refit = [m for m in refitted if m in names]
+        w = sub.stack(rows) if not refit else two_stage_weights(sub, wide if len(refit) == len(refitted)
+                                                                else wide.subset(refit), rows)
+        out = np.zeros(len(models))
+        out[[models.index(x) for x in names]] = w
+        return out
 
     single_loss = {m: terms.loss(np.eye(len(models))[i]) for i, m in enumerate(models)}
     best = min(models, key=lambda m: single_loss[m].mean())
     leader = Candidate((best,), (), (versions.get(best, ""),))
     guard_note = ""
     if settings.blends and len(models) > 1:
-        w, guard_note = guarded_weights(terms, stacked(), settings.guard, settings.guard_level, conf)
+        w, guard_note = guarded_weights(terms, stacked(), settings.guard, settings.guard_level, conf, stacked)
         keep = [(m, x) for m, x in zip(models, w) if x >= 0.01]
         proposal = Candidate(tuple(m for m, _ in keep), tuple(x for _, x in keep),
                              tuple(versions.get(m, "") for m, _ in keep))
@@ -720,9 +736,11 @@ def choose_champion(evidence: Evidence, budgets: Sequence[float], settings: Cham
     if inc.name == proposal.name:
         return decided(inc, False, f"{inc.name} stays champion: {why}", f"{lowest}, and it is the incumbent")
     inc_loss = terms.loss(terms.weights_of(inc))
-    fair = (cross_fitted_stack_loss(terms, fit_rows=lambda r: guarded_weights(terms.take(r), stacked(r), settings.guard,
-                                                                              settings.guard_level, conf)[0])
-            if proposal.is_blend else prop_loss)
+    def fit_on(r: np.ndarray) -> np.ndarray:
+        return guarded_weights(terms.take(r), stacked(r), settings.guard, settings.guard_level, conf,
+                               lambda rows=None, keep=None: stacked(r if rows is None else r[rows], keep))[0]
+
+    fair = cross_fitted_stack_loss(terms, fit_rows=fit_on) if proposal.is_blend else prop_loss
     row = _loss_row(proposal.name, inc.name, fair, inc_loss, conf)
     row["statistic"] = "loss (challenger cross-fitted)"
     comparisons.append(row)

@@ -326,3 +326,34 @@ def test_cross_fitted_events_weigh_in_the_refitted_models_stack(truth):
     assert dict(zip(both.champion.members, both.champion.weights)).get("a", 0) == pytest.approx(
         loss_terms(Evidence.concat([holdout.only(["a", "b"]), xfit]), ["a", "b"],
                    decision_lambdas(holdout, ["a", "b"], [1.0])).stack()[0], abs=0.011)
+
+
+def test_guards_fit_the_stack_again_through_the_given_stack(truth):
+    """bag, members and drop_worse fit the stacked weights again through `stack` (with cross-fitted
+    evidence: the two-stage stack on the holdout and the cross-fitted events), not on the holdout alone."""
+    from promo_assets.evaluation.champion import guarded_weights, loss_terms
+
+    junk = np.random.default_rng(5).random(truth[0].shape)
+    good = model_of(truth, 0.02, 1)
+    twin = np.clip(good[0] + np.random.default_rng(4).normal(0, 1e-4, good[0].shape), 0, 1)
+    models = {"good": good, "fair": (twin, twin * np.asarray(LEVELS)), "junk": (junk, junk * np.asarray(LEVELS))}
+    terms = loss_terms(synthetic_evidence(truth, models), list(models), np.asarray([0.1]))
+    calls = []
+
+    def stack(rows=None, keep=None):
+        calls.append((None if rows is None else len(rows), None if keep is None else tuple(keep)))
+        return np.array([0.7, 0.3, 0.0])
+
+    bagged, _ = guarded_weights(terms, terms.stack(), "bag", 0.0, 0.9, stack)
+    assert np.allclose(bagged, [0.7, 0.3, 0.0]) and len(calls) == 20 and all(k is None for _, k in calls)
+    calls.clear()
+    kept, _ = guarded_weights(terms, np.array([0.4, 0.3, 0.3]), "drop_worse", 0.0, 0.9, stack)
+    assert np.allclose(kept, [0.7, 0.3, 0.0]) and calls == [(None, ("good", "fair"))]
+    calls.clear()
+    guarded_weights(terms, terms.stack(), "members", 0.0, 0.9, stack)
+    assert len(calls) == 5 and all(n is not None and n < terms.S.shape[0] for n, _ in calls)  # one fit per fold
+    full = synthetic_evidence(truth, models)
+    holdout, xfit = _rows(full, slice(0, 400), models), _rows(full, slice(400, None), ["good", "fair"])
+    for guard in ("bag", "drop_worse", "members"):
+        d = choose_champion(holdout, [1.0], ChampionSettings(guard=guard), cross_fitted=xfit)
+        assert abs(sum(d.champion.weights) - 1) < 1e-9 and "junk" not in d.champion.members
