@@ -335,7 +335,7 @@ class ChampionBlock(_Block):
     """`true`: the proposal is the stacked blend (weights >= 0 summing to 1 that minimize the decision
     loss); `false`: the single model with the lowest decision loss."""
     guard: Literal["none", "shrink", "members", "drop_worse", "bag", "equal"] = Field(
-        "none", description="none, shrink, members, drop_worse, bag or equal: how the stacked blend is kept from "
+        "drop_worse", description="none, shrink, members, drop_worse, bag or equal: how the stacked blend is kept from "
                             "leaning on the wrong model (docs: decisions)")
     """What protects the worst case: `none` (the stacked weights), `shrink` (pull the weights toward the
     single model of lowest decision loss by `guard_level`), `members` (the blend only when, with weights
@@ -348,7 +348,7 @@ class ChampionBlock(_Block):
     """`shrink` / `equal`: the share of the weight moved to the best single model / to equal weights
     (0..1); `members`: how many standard errors the blend must beat each member by; unused otherwise."""
     evidence: Literal["holdout", "cross_fitted"] = Field(
-        "holdout", description="holdout or cross_fitted: the events candidates are compared on (cross_fitted adds "
+        "cross_fitted", description="holdout or cross_fitted: the events candidates are compared on (cross_fitted adds "
                                "out-of-fold predictions over the training days; docs: decisions)")
     """`holdout`: the holdout days' events only; `cross_fitted`: also every training-day event, scored by
     fits of the refitted models (`refit`) and of the outcome model that did not see it (`folds`, `fold_by`)."""
@@ -357,9 +357,9 @@ class ChampionBlock(_Block):
     """How many folds cross-fitting cuts the training days' events into (each fold needs one fit per
     refitted model)."""
     fold_by: Literal["user", "day"] = Field(
-        "user", description="user or day: cross_fitted folds by groups of users, or by days (rolling origin)")
-    """`user`: folds are groups of users (all days); `day`: consecutive blocks of days, each scored by a
-    fit on the days before it (rolling origin; the first block is not scored)."""
+        "day", description="user or day: cross_fitted folds by groups of users, or by days (rolling origin)")
+    """`day` (default): consecutive blocks of days, each scored by a fit on the days before it (rolling
+    origin; the first block is not scored); `user`: folds are groups of users (all days)."""
     refit: list[str] | None = Field(
         None, description="a list of registered model names refitted per fold for cross_fitted evidence (default: "
                           "the LightGBM models)")

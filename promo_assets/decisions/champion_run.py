@@ -81,6 +81,9 @@ def with_cross_fitted(con, campaign: str, inputs: ChampionInputs, config, log=No
     frame, numeric, categorical = training_frame(con, campaign)
     xf = cross_fitted_evidence(frame, numeric, categorical, config, models, folds=block.folds,
                                fold_by=block.fold_by, refit=block.refit, log=log)
+    for why in xf.skipped:
+        if log:
+            log(f"champion evidence: {why}")
     return dataclasses.replace(inputs, cross_fitted=xf.evidence)
 
 

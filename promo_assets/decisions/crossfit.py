@@ -5,10 +5,10 @@ Every model was trained on the training days, so its predictions for those event
 cannot be judged on them. Cross-fitting splits the training days' events (splits `train` and
 `validation`) into folds and scores each fold with a fit that did not see it:
 
-- `user` folds (default): K groups of users by a stable hash of the user id (salted apart from the
-  train / validation split); fold f is scored by a fit on the other K - 1 folds' events (all days);
-- `day` folds (rolling origin): the training days in order, cut into K + 1 consecutive blocks; block
-  j + 1 is scored by a fit on blocks 0..j only (the first block is never scored: nothing precedes it).
+- `day` folds (rolling origin, default): the training days in order, cut into K + 1 consecutive blocks;
+  block j + 1 is scored by a fit on blocks 0..j only (the first block is never scored: nothing precedes it);
+- `user` folds: K groups of users by a stable hash of the user id (salted apart from the train /
+  validation split); fold f is scored by a fit on the other K - 1 folds' events (all days).
 
 What is refitted per fold (`refit`, default every candidate of kind `lightgbm`, cheap with early
 stopping): each such model, with campaign.yaml's `models.params`, and the doubly robust outcome model,
@@ -33,20 +33,25 @@ from promo_assets.evaluation.champion import Evidence
 from promo_assets.evaluation.eom import EvaluationError
 from promo_assets.evaluation.inputs import fit_outcome
 
-__all__ = ["FOLD_KINDS", "CrossFit", "cross_fitted_evidence", "fold_of_rows", "refitted_models"]
+__all__ = ["FOLD_KINDS", "CrossFit", "check_folds", "cross_fitted_evidence", "fold_of_rows", "refitted_models"]
 
 FOLD_KINDS = ("user", "day")
 LEARNING_SPLITS = ("train", "validation")
 _SALT = "champion-folds"
 
 
-def fold_of_rows(frame: pd.DataFrame, folds: int, by: str) -> np.ndarray:
-    """The fold (0..folds-1) of each learning row of `frame` (columns user_id, event_date), -1 for a row
-    that is never scored (`day` folds: the first block of days); module docstring."""
+def check_folds(folds: int, by: str) -> None:
+    """EvaluationError naming the setting when `folds` / `by` (campaign.yaml champion.folds, fold_by) is not allowed."""
     if by not in FOLD_KINDS:
         raise EvaluationError(f"champion.fold_by must be one of {', '.join(FOLD_KINDS)}, got {by!r}")
     if int(folds) < 2:
         raise EvaluationError(f"champion.folds must be an integer >= 2, got {folds!r}")
+
+
+def fold_of_rows(frame: pd.DataFrame, folds: int, by: str) -> np.ndarray:
+    """The fold (0..folds-1) of each learning row of `frame` (columns user_id, event_date), -1 for a row
+    that is never scored (`day` folds: the first block of days); module docstring."""
+    check_folds(folds, by)
     k = int(folds)
     if by == "user":
         return np.minimum((user_hash_unit(frame["user_id"].to_numpy(), _SALT) * k).astype(np.int64), k - 1)
@@ -90,7 +95,7 @@ class CrossFit:
 
 
 def cross_fitted_evidence(frame: pd.DataFrame, numeric: list[str], categorical: list[str], config,
-                          models: Sequence[str], *, folds: int = 3, fold_by: str = "user",
+                          models: Sequence[str], *, folds: int = 3, fold_by: str = "day",
                           refit: Sequence[str] | None = None, log: Callable[[str], None] | None = None,
                           fit_model=None) -> CrossFit:
     """Out-of-fold evidence over the learning rows of the training `frame` (module docstring): per fold,
@@ -109,9 +114,14 @@ def cross_fitted_evidence(frame: pd.DataFrame, numeric: list[str], categorical: 
     if learn.empty:
         out.skipped.append("no training-day events")
         return out
+    if fold_by == "day" and pd.to_datetime(learn["event_date"]).dt.normalize().nunique() < 2:
+        check_folds(folds, fold_by)
+        out.skipped.append("fold_by day needs at least two training days: the holdout only")
+        return out
     fold = fold_of_rows(learn, folds, fold_by)
     fit_model = fit_model or (lambda name, data: registry.for_campaign(name, config).fit(data))
-    parts, users = [], []
+    k = config.n_levels
+    parts, users, failed = [], [], {}
     for f in range(int(folds)):
         scored = np.flatnonzero(fold == f)
         seen = np.flatnonzero((fold != f) & (fold < f) if fold_by == "day" else fold != f)
@@ -123,10 +133,15 @@ def cross_fitted_evidence(frame: pd.DataFrame, numeric: list[str], categorical: 
                             categorical=list(categorical))
         coefs = {}
         for name in names:
-            v, c = fit_model(name, data).predict(rows)
+            if name in failed:
+                continue
+            try:
+                v, c = fit_model(name, data).predict(rows)
+            except Exception as exc:  # a refit that fails leaves that model out of the cross-fitted evidence
+                failed[name] = f"{name} could not be refitted on fold {f}: {type(exc).__name__}: {exc}"
+                continue
             coefs[name] = (np.asarray(v, dtype=np.float64), np.asarray(c, dtype=np.float64))
         dm = fit_outcome(config, train, rows, (list(numeric), list(categorical)))
-        k = config.n_levels
         dm_v = dm.dm_values if dm.dm_values is not None else np.zeros((len(rows), k))
         dm_c = dm.dm_costs if dm.dm_costs is not None else np.zeros((len(rows), k))
         parts.append(Evidence(rows["level"].to_numpy(), rows["response"].to_numpy(dtype=float),
@@ -136,8 +151,13 @@ def cross_fitted_evidence(frame: pd.DataFrame, numeric: list[str], categorical: 
         out.scored.append(int(len(scored)))
         out.trained_on.append(int(len(seen)))
         if log:
-            log(f"champion evidence, fold {f} of {folds} ({fold_by}): {', '.join(names)} and the outcome model "
-                f"fitted on {len(seen)} events, {len(scored)} events scored")
+            log(f"champion evidence, fold {f} of {folds} ({fold_by}): {', '.join(coefs) or 'no model'} and the "
+                f"outcome model fitted on {len(seen)} events, {len(scored)} events scored")
+    out.skipped.extend(failed.values())
+    out.models = [m for m in names if m not in failed]
+    parts = [p.only(out.models) for p in parts]
+    if not out.models:
+        parts = []
     out.evidence = Evidence.concat(parts) if parts else None
     out.user_ids = np.concatenate(users) if users else None
     return out

@@ -37,7 +37,7 @@ losses on all events are reported as comparisons ('loss (cross-fitted)').
 
 **The rule** (`choose_champion`):
 1. the proposal is the stacked blend (without blends: the single model with the lowest loss), its
-   weights after the worst-case guard (`guarded_weights`; default: none);
+   weights after the worst-case guard (`guarded_weights`; default: drop_worse);
 2. a campaign's first champion is the proposal; afterwards the proposal replaces the incumbent (the
    earlier champion's members and weights, at their current versions) only when its decision loss —
    with weights fitted on the other half of the events, so that it is not judged on the events it
@@ -170,11 +170,11 @@ class ChampionSettings:
     pin: str | None = None
     candidates: tuple[str, ...] | None = None
     blends: bool = True
-    guard: str = "none"
+    guard: str = "drop_worse"
     guard_level: float = 0.25
-    evidence: str = "holdout"
+    evidence: str = "cross_fitted"
     folds: int = 3
-    fold_by: str = "user"
+    fold_by: str = "day"
     refit: tuple[str, ...] | None = None
 
     @classmethod

@@ -107,14 +107,16 @@ def test_outcome_model_is_refitted_out_of_fold():
     """The pseudo-outcomes' outcome model is fitted per fold too: a fold's direct-method predictions
     change when only that fold's own responses change (they would if it had been learned from)."""
     frame = _frame(users=200, days=4)
-    a = cross_fitted_evidence(frame, ["x"], ["city"], _config(), ["lgbm_s"], folds=2, fit_model=_recording())
+    a = cross_fitted_evidence(frame, ["x"], ["city"], _config(), ["lgbm_s"], folds=2, fold_by="user",
+                             fit_model=_recording())
     fold = fold_of_rows(frame[frame["split"] != "holdout"].reset_index(drop=True), 2, "user")
     flipped = frame.copy()
     learn = flipped["split"] != "holdout"
     idx = flipped.index[learn][fold == 0]
     flipped.loc[idx, "response"] = 1 - flipped.loc[idx, "response"]
     flipped.loc[idx, "cost"] = flipped.loc[idx, "response"] * flipped.loc[idx, "level"]
-    b = cross_fitted_evidence(flipped, ["x"], ["city"], _config(), ["lgbm_s"], folds=2, fit_model=_recording())
+    b = cross_fitted_evidence(flipped, ["x"], ["city"], _config(), ["lgbm_s"], folds=2, fold_by="user",
+                              fit_model=_recording())
     first = a.evidence.source == "fold 0"
     assert np.allclose(a.evidence.dm_values[first], b.evidence.dm_values[first])  # fold 0 never saw itself
     assert not np.allclose(a.evidence.dm_values[~first], b.evidence.dm_values[~first])  # fold 1 learned from it
@@ -132,3 +134,24 @@ def test_real_lightgbm_refits_give_out_of_fold_coefficients():
     v, c = xf.evidence.coefficients["lgbm_s"]
     assert v.shape == (xf.n, K) and np.isfinite(v).all() and np.isfinite(c).all()
     assert set(xf.evidence.source) == {"fold 0", "fold 1"}
+
+
+def test_one_training_day_or_a_failing_refit_falls_back_without_failing():
+    """Day folds on a single training day: no cross-fitted evidence (the holdout only), said why; a model
+    whose refit fails is left out of the cross-fitted evidence, with the reason, the others kept."""
+    two_days = _frame(days=2)
+    xf = cross_fitted_evidence(two_days, ["x"], ["city"], _config(), ["lgbm_s"], folds=3, fold_by="day",
+                               fit_model=_recording())
+    assert xf.evidence is None and "at least two training days" in xf.skipped[0]
+    with pytest.raises(EvaluationError, match="champion.folds"):
+        cross_fitted_evidence(two_days, ["x"], ["city"], _config(), ["lgbm_s"], folds=1, fold_by="day")
+
+    def flaky(name, data):
+        if name == "lgbm_t":
+            raise RuntimeError("too few rows at level 2")
+        return Recording(data)
+
+    Recording.fits, Recording.scored = [], []
+    xf = cross_fitted_evidence(_frame(), ["x"], ["city"], _config(), ["lgbm_s", "lgbm_t"], folds=2, fit_model=flaky)
+    assert xf.models == ["lgbm_s"] and list(xf.evidence.coefficients) == ["lgbm_s"]
+    assert any("lgbm_t could not be refitted" in why and "too few rows" in why for why in xf.skipped)

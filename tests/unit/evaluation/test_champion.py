@@ -181,11 +181,13 @@ def test_the_stacked_blend_follows_the_better_models(truth):
     rng = np.random.default_rng(5)
     junk = rng.random(truth[0].shape)
     models = {"good": model_of(truth, 0.02, 1), "fair": model_of(truth, 0.06, 2), "junk": (junk, junk * np.asarray(LEVELS))}
-    d = choose_champion(synthetic_evidence(truth, models), [0.5, 1.5], ChampionSettings(confidence=0.9))
+    d = choose_champion(synthetic_evidence(truth, models), [0.5, 1.5], ChampionSettings(confidence=0.9, guard="none"))
     w = dict(zip(d.champion.members, d.champion.weights))
     assert d.champion.is_blend and max(w, key=w.get) == "good" and w.get("junk", 0.0) < 0.05
     assert d.leader.name == "good"
     loss = [c for c in d.comparisons if c["candidate"] == "junk" and c["statistic"] == "loss"]
+    guarded = choose_champion(synthetic_evidence(truth, models), [0.5, 1.5])  # the default guard: drop_worse
+    assert "junk" not in guarded.champion.members and "guard drop_worse" in guarded.reason
     value = [c for c in d.comparisons if c["candidate"] == "junk" and c["statistic"] == "dr_value"
              and c["budget_per_capita"] is None]
     assert loss[0]["verdict"] == "worse" and value[0]["high"] < 0
