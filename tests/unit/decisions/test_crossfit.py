@@ -155,3 +155,20 @@ def test_one_training_day_or_a_failing_refit_falls_back_without_failing():
     xf = cross_fitted_evidence(_frame(), ["x"], ["city"], _config(), ["lgbm_s", "lgbm_t"], folds=2, fit_model=flaky)
     assert xf.models == ["lgbm_s"] and list(xf.evidence.coefficients) == ["lgbm_s"]
     assert any("lgbm_t could not be refitted" in why and "too few rows" in why for why in xf.skipped)
+
+
+@pytest.mark.hostile
+def test_bad_cross_fitting_settings_are_refused_when_the_file_is_loaded(tmp_path):
+    import yaml
+
+    from promo_assets.config.campaign import CampaignConfigError
+    from promo_assets.ingestion import load_config
+
+    for block, key in (({"evidence": "everything"}, "champion.evidence"), ({"folds": 1}, "champion.folds"),
+                       ({"fold_by": "week"}, "champion.fold_by"), ({"refit": ["lgbm_z"]}, "champion.refit")):
+        (tmp_path / "c1").mkdir(exist_ok=True)
+        (tmp_path / "c1" / "campaign.yaml").write_text(yaml.safe_dump({"treatments": {"levels": [0, 1, 2]},
+                                                                       "champion": block}))
+        with pytest.raises((CampaignConfigError, ValueError), match=key.replace(".", r"\.")):
+            load_config(tmp_path, "c1")
+    assert _config().champion.evidence == "cross_fitted" and _config().champion.fold_by == "day"
