@@ -67,19 +67,26 @@ def read_champion_inputs(con, campaign: str, ev, board_run: str, run_id: str, n_
                           warning)
 
 
-def with_cross_fitted(con, campaign: str, inputs: ChampionInputs, config, log=None) -> ChampionInputs:
-    """`inputs` with the cross-fitted evidence of campaign.yaml `champion:` (evidence: cross_fitted;
-    promo_assets.decisions.crossfit) over the campaign's training days, for the candidate models; the
-    inputs unchanged with evidence: holdout."""
-    from promo_assets.decisions.crossfit import cross_fitted_evidence
+def cross_fitting_frame(con, campaign: str, config):
+    """The campaign's training frame with its (numeric, categorical) features when campaign.yaml
+    `champion.evidence` is cross_fitted (read here, fitted on by `with_cross_fitted` after the
+    warehouse is closed), else None."""
     from promo_assets.models.inputs import training_frame
 
-    block = config.champion
-    if block.evidence != "cross_fitted":
+    return training_frame(con, campaign) if config.champion.evidence == "cross_fitted" else None
+
+
+def with_cross_fitted(inputs: ChampionInputs, frame, config, log=None) -> ChampionInputs:
+    """`inputs` with the cross-fitted evidence (promo_assets.decisions.crossfit) of the candidate models over
+    the training days of `frame` (`cross_fitting_frame`); the inputs unchanged when `frame` is None."""
+    from promo_assets.decisions.crossfit import cross_fitted_evidence
+
+    if frame is None:
         return inputs
+    block = config.champion
     models = [m for m in inputs.versions if block.candidates is None or m in block.candidates]
-    frame, numeric, categorical = training_frame(con, campaign)
-    xf = cross_fitted_evidence(frame, numeric, categorical, config, models, folds=block.folds,
+    learn, numeric, categorical = frame
+    xf = cross_fitted_evidence(learn, numeric, categorical, config, models, folds=block.folds,
                                fold_by=block.fold_by, refit=block.refit, log=log)
     for why in xf.skipped:
         if log:

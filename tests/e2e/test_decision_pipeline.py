@@ -241,3 +241,15 @@ def test_events_whose_propensities_differ_from_the_decision_are_refused_with_the
     assert list(outcome["status"]) == ["refused"]
     assert "log a propensity that differs from the decision's" in outcome["reason"].iloc[0]
     assert "logged 0.5" in outcome["reason"].iloc[0] and failed == ["outcomes_joined"]
+
+
+@pytest.mark.slow
+def test_the_champion_is_chosen_on_cross_fitted_evidence_by_default(decided):
+    """campaign.yaml says nothing of `champion.evidence`: the champion's evidence is the holdout and the
+    training days' out-of-fold events of the refitted LightGBM models (day folds), and its reason says so."""
+    with duckdb.connect(str(decided["warehouse"]), read_only=True) as con:
+        row = con.execute("select evidence_events, champion_reason from champion").fetchall()[-1]
+        holdout = con.execute("select count(*) from training_frame where split = 'holdout'").fetchone()[0]
+    events, reason = row
+    assert events > holdout > 0
+    assert f"{holdout} evaluation events and {events - holdout} cross-fitted training-day events of lgbm_s" in reason

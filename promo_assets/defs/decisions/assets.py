@@ -27,6 +27,7 @@ from promo_assets.decisions import Exploration, champion_freshness, export_store
 from promo_assets.decisions.champion_run import (
     ChampionChoice,
     choose,
+    cross_fitting_frame,
     read_champion_inputs,
     record_champion,
     with_cross_fitted,
@@ -113,10 +114,11 @@ def champion(context: dg.AssetExecutionContext, warehouse: WarehouseResource, la
         ev = evaluation_inputs(context, con, landing, campaign, config)
         with domain_errors():
             inputs = read_champion_inputs(con, campaign, ev, board_run, context.run_id, config.n_levels)
-            inputs = with_cross_fitted(con, campaign, inputs, config, context.log.info)
+            learning = cross_fitting_frame(con, campaign, config)
     if inputs.warning:
         context.log.warning(inputs.warning)
     with domain_errors():
+        inputs = with_cross_fitted(inputs, learning, config, context.log.info)
         choice = choose(inputs, config, board_run)
     context.log.info(choice.decision.reason)
     with writing(context, warehouse, "champion", "champion_evidence") as con:
