@@ -21,7 +21,11 @@ report on 0-4.
 With --evidence DIR, each campaign's evidence (the holdout events' logged level, response, cost,
 propensity, the outcome model's predictions, every candidate model's holdout coefficients and the
 truth of the holdout users) is saved as DIR/<preset>-<seed>.npz, so that other rules can be scored on
-the same campaigns without running them again (benchmarks/champion_rules.py).
+the same campaigns without running them again (benchmarks/champion_rules.py). Beside it, the
+cross-fitted evidence of the campaign (promo_assets.decisions.crossfit: the LightGBM models and the
+outcome model refitted per fold over the training days) for user folds ('xu:' arrays) and day folds
+('xd:'), 3 folds each, with the time of their refits ('<prefix>:seconds'), whatever the campaign's
+`champion.evidence`: every evidence kind is scored on the same campaigns.
 
     .venv/bin/python benchmarks/champion.py [--seeds 0 1 2 3 4] [--presets ...] [--max-epochs N]
         [--tag T] [--evidence DIR] [--rows FILE [--resume]]
@@ -76,9 +80,37 @@ def save_evidence(con, folder: Path, campaign: str, board_run: str, path: Path) 
         arrays[f"v:{model}"], arrays[f"c:{model}"] = v[idx], c[idx]
         models.append(model)
     arrays["models"] = np.asarray(models)
+    arrays.update(cross_fitted_arrays(con, config, campaign, models))
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(path, **arrays)
     return len(hold)
+
+
+XFIT = {"xu": ("user", 3), "xd": ("day", 3)}  # npz prefix -> (fold_by, folds) of the cross-fitted parts saved
+
+
+def cross_fitted_arrays(con, config, campaign: str, models: list[str]) -> dict:
+    """The cross-fitted evidence of `campaign` (promo_assets.decisions.crossfit; the refitted models'
+    out-of-fold coefficients over the training days) for each fold scheme of XFIT, as npz arrays
+    '<prefix>:logged', ... '<prefix>:v:<model>', with '<prefix>:seconds' (the time of the refits)."""
+    from promo_assets.decisions.crossfit import cross_fitted_evidence
+    from promo_assets.models.inputs import training_frame
+
+    frame, numeric, categorical = training_frame(con, campaign)
+    out = {}
+    for prefix, (by, k) in XFIT.items():
+        t0 = time.perf_counter()
+        xf = cross_fitted_evidence(frame, numeric, categorical, config, models, folds=k, fold_by=by)
+        out[f"{prefix}:seconds"] = np.asarray(time.perf_counter() - t0)
+        if xf.evidence is None:
+            continue
+        e = xf.evidence
+        out.update({f"{prefix}:logged": e.logged, f"{prefix}:response": e.response, f"{prefix}:cost": e.cost,
+                    f"{prefix}:propensity": e.propensity, f"{prefix}:dm_values": e.dm_values,
+                    f"{prefix}:dm_costs": e.dm_costs, f"{prefix}:models": np.asarray(list(e.coefficients))})
+        for m, (v, c) in e.coefficients.items():
+            out[f"{prefix}:v:{m}"], out[f"{prefix}:c:{m}"] = v, c
+    return out
 
 
 def campaign_row(preset: str, seed: int, max_epochs: int | None, evidence_dir: Path | None = None) -> dict:

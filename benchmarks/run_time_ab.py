@@ -9,7 +9,8 @@ CPU time (user + system of the run's process tree: much less sensitive than wall
 on a shared machine) of each run, the load average after it and the per-code medians.
 
     .venv/bin/python benchmarks/run_time_ab.py --old /path/to/old/checkout [--new .] [--rounds 3]
-        [--new-models s_learner dipn gnn_hazard] [--new-steps outcomes] [--tag T]
+        [--new-models s_learner dipn gnn_hazard] [--new-yaml 'champion: {evidence: cross_fitted}']
+        [--new-steps outcomes] [--tag T]
 
 (e.g. `git worktree add /tmp/old <commit>` for the old checkout). Same Python environment for both, each
 checkout with its own SQL (benchmarks/_checkout.py: the editable install would give the old code this one's).
@@ -81,6 +82,8 @@ def main() -> int:
     ap.add_argument("--max-epochs", default=None, help="PROMO_MAX_EPOCHS for both (default: unset, as in the demo)")
     ap.add_argument("--new-models", nargs="+", default=None,
                     help="models.include for the NEW runs (the old code's models, for the same work on both sides)")
+    ap.add_argument("--new-yaml", default=None,
+                    help="campaign.yaml text appended for the NEW runs (e.g. 'champion: {evidence: cross_fitted}')")
     ap.add_argument("--new-steps", nargs="+", default=[],
                     help="step keys of the new assets (their time is subtracted from the NEW runs' wall time)")
     ap.add_argument("--tag", default=None, help="record benchmarks/results/run_time_ab--TAG.json (keeps other comparisons)")
@@ -100,12 +103,15 @@ def main() -> int:
                         "--days", "14", "--users", "5000", "--seed", "0"], env=env, check=True, capture_output=True,
                        cwd=codes["new"])
         landings = {"old": landing, "new": landing}
-        if args.new_models:
+        if args.new_models or args.new_yaml:
             landings["new"] = Path(tmp) / "landing_new"
             shutil.copytree(landing, landings["new"])
             with open(landings["new"] / "demo" / "campaign.yaml", "a") as f:
-                f.write(f"models:\n  include: [{', '.join(args.new_models)}]\n")
-            print(f"new runs: models.include = {args.new_models}", flush=True)
+                if args.new_models:
+                    f.write(f"models:\n  include: [{', '.join(args.new_models)}]\n")
+                if args.new_yaml:
+                    f.write(args.new_yaml.rstrip("\n") + "\n")
+            print(f"new runs: models.include = {args.new_models}, campaign.yaml + {args.new_yaml!r}", flush=True)
         for r in range(args.rounds):
             order = ["old", "new"] if r % 2 == 0 else ["new", "old"]
             for which in order:
@@ -131,7 +137,7 @@ def main() -> int:
               f"{statistics.median(net):.1f} s, net new / old median wall {statistics.median(net) / old_med:.3f}")
     git = lambda code: subprocess.run(["git", "rev-parse", "HEAD"], cwd=code, capture_output=True, text=True).stdout.strip()  # noqa: E731
     rec.write({"old_commit": git(codes["old"]), "new_commit": git(codes["new"]), "rounds": args.rounds,
-               "max_epochs": args.max_epochs, "new_models": args.new_models, "wall_s": times, "cpu_s": cpus,
+               "max_epochs": args.max_epochs, "new_models": args.new_models, "new_yaml": args.new_yaml, "wall_s": times, "cpu_s": cpus,
                "step_s": steps, "new_steps": args.new_steps, "new_steps_s": own["new"], "new_wall_net_of_new_steps_s": net,
                "old_first": [r % 2 == 0 for r in range(args.rounds)]},
               headline={"old median wall s": round(statistics.median(times["old"]), 1),

@@ -335,7 +335,7 @@ class ChampionBlock(_Block):
     """`true`: the proposal is the stacked blend (weights >= 0 summing to 1 that minimize the decision
     loss); `false`: the single model with the lowest decision loss."""
     guard: Literal["none", "shrink", "members", "drop_worse", "bag", "equal"] = Field(
-        "none", description="none, shrink, members, drop_worse, bag or equal: how the stacked blend is kept from "
+        "drop_worse", description="none, shrink, members, drop_worse, bag or equal: how the stacked blend is kept from "
                             "leaning on the wrong model (docs: decisions)")
     """What protects the worst case: `none` (the stacked weights), `shrink` (pull the weights toward the
     single model of lowest decision loss by `guard_level`), `members` (the blend only when, with weights
@@ -353,6 +353,24 @@ class ChampionBlock(_Block):
     """`true`: the events of every decided day whose outcomes came back and that is no holdout day join the
     evidence, each candidate scored by the version that existed when the day was decided, with the
     decision's own propensities; `false`: the holdout events only."""
+    evidence: Literal["holdout", "cross_fitted"] = Field(
+        "cross_fitted", description="holdout or cross_fitted: the events candidates are compared on (cross_fitted adds "
+                               "out-of-fold predictions over the training days; docs: decisions)")
+    """`holdout`: the holdout days' events only; `cross_fitted`: also every training-day event, scored by
+    fits of the refitted models (`refit`) and of the outcome model that did not see it (`folds`, `fold_by`)."""
+    folds: int = Field(3, ge=2, le=10, description="an integer in [2, 10]: how many folds the training days' events "
+                                                   "are cut into for cross_fitted evidence")
+    """How many folds cross-fitting cuts the training days' events into (each fold needs one fit per
+    refitted model)."""
+    fold_by: Literal["user", "day"] = Field(
+        "day", description="user or day: cross_fitted folds by groups of users, or by days (rolling origin)")
+    """`day` (default): consecutive blocks of days, each scored by a fit on the days before it (rolling
+    origin; the first block is not scored); `user`: folds are groups of users (all days)."""
+    refit: list[str] | None = Field(
+        None, description="a list of registered model names refitted per fold for cross_fitted evidence (default: "
+                          "the LightGBM models)")
+    """The models refitted per fold; the others are compared on the holdout only (default: every
+    candidate of kind lightgbm)."""
 
 
 class ExplorationBlock(_Block):

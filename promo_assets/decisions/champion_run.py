@@ -48,6 +48,7 @@ class ChampionInputs:
     reactions: frozenset[str]
     warning: str | None = None
     deployed: tuple[DeployedDay, ...] = ()
+    cross_fitted: Evidence | None = None
 
 
 def read_champion_inputs(con, campaign: str, ev, board_run: str, run_id: str, n_levels: int) -> ChampionInputs:
@@ -88,6 +89,37 @@ def with_deployed_days(con, campaign: str, config, inputs: ChampionInputs) -> Ch
     return dataclasses.replace(inputs, evidence=evidence, deployed=days)
 
 
+def cross_fitting_frame(con, campaign: str, config):
+    """The campaign's training frame with its (numeric, categorical) features when campaign.yaml
+    `champion.evidence` is cross_fitted (read here, fitted on by `with_cross_fitted` after the
+    warehouse is closed), else None."""
+    from promo_assets.models.inputs import training_frame
+
+    return training_frame(con, campaign) if config.champion.evidence == "cross_fitted" else None
+
+
+def with_cross_fitted(inputs: ChampionInputs, frame, config, log=None) -> ChampionInputs:
+    """`inputs` with the cross-fitted evidence (promo_assets.decisions.crossfit) of the candidate models over
+    the training days of `frame` (`cross_fitting_frame`) other than the deployed days already in the
+    evidence (`with_deployed_days`); the inputs unchanged when `frame` is None."""
+    from promo_assets.decisions.crossfit import cross_fitted_evidence
+
+    if frame is None:
+        return inputs
+    block = config.champion
+    models = [m for m in inputs.versions if block.candidates is None or m in block.candidates]
+    learn, numeric, categorical = frame
+    deployed = {d.day for d in inputs.deployed if d.evidence is not None}
+    if deployed:  # a deployed day's events are evidence already (scored by the versions that decided it): not twice
+        learn = learn[~pd.to_datetime(learn["event_date"]).dt.date.isin(deployed)].reset_index(drop=True)
+    xf = cross_fitted_evidence(learn, numeric, categorical, config, models, folds=block.folds,
+                               fold_by=block.fold_by, refit=block.refit, log=log)
+    for why in xf.skipped:
+        if log:
+            log(f"champion evidence: {why}")
+    return dataclasses.replace(inputs, cross_fitted=xf.evidence)
+
+
 def evidence_of(ev, coefficients: dict, n_levels: int) -> Evidence:
     """The evidence of the holdout events: the logged arrays, the outcome model's predictions (zeros
     when it could not be fitted) and every model's coefficients for the events."""
@@ -109,6 +141,12 @@ class ChampionChoice:
     pct: dict
     board_run: str
     deployed: tuple[DeployedDay, ...] = ()
+    cross_fitted: Evidence | None = None
+
+    @property
+    def evidence_events(self) -> int:
+        """The events the candidates were compared on: the evidence's and the cross-fitted ones."""
+        return self.evidence.n + (self.cross_fitted.n if self.cross_fitted is not None else 0)
 
     def best(self) -> str | None:
         """The candidate with the highest mean % of the oracle (None without truth)."""
@@ -123,7 +161,8 @@ def choose(inputs: ChampionInputs, config, board_run: str) -> ChampionChoice:
         settings = dataclasses.replace(settings, confidence=1 - 1e-12)  # the fallback is not replaced
     budgets = list(config.budget_per_capita)
     evidence = inputs.evidence
-    decision = choose_champion(evidence, budgets, settings, incumbent=inputs.incumbent, versions=inputs.versions)
+    decision = choose_champion(evidence, budgets, settings, incumbent=inputs.incumbent, versions=inputs.versions,
+                               cross_fitted=inputs.cross_fitted)
     if words := evidence_words(evidence, inputs.deployed):
         decision = dataclasses.replace(decision, decided_by=f"{decision.decided_by} ({words})",
                                        comparisons=decision.comparisons + deployed_comparisons(evidence, decision,
@@ -133,7 +172,7 @@ def choose(inputs: ChampionInputs, config, board_run: str) -> ChampionChoice:
     pct = {} if ev.true_values is None else truth_audit(
         ev.true_values, ev.true_costs, decision.results,
         {m: (evidence.coefficients[m][0][hold], evidence.coefficients[m][1][hold]) for m in inputs.versions}, budgets)
-    return ChampionChoice(decision, settings, evidence, pct, board_run, inputs.deployed)
+    return ChampionChoice(decision, settings, evidence, pct, board_run, inputs.deployed, inputs.cross_fitted)
 
 
 def _num(x) -> float | None:
@@ -148,7 +187,7 @@ def record_champion(con, campaign: str, run_id: str, choice: ChampionChoice) -> 
         champ.name, champ.version, json.dumps(champ.to_dict()), decision.leader.name,
         decision.proposal.name, inc.name if inc else None, decision.changed, settings.pin is not None,
         settings.confidence, decision.reason, head["reference"], _num(head["difference"]), _num(head["low"]),
-        _num(head["high"]), choice.evidence.n, choice.board_run,
+        _num(head["high"]), choice.evidence_events, choice.board_run,
         float(np.mean(pct[champ.name])) if champ.name in pct else None,
         best, float(np.mean(pct[best])) if best else None, decision.decided_by],
         pd.concat([evidence_frame(decision, pct), source_rows(choice.evidence, choice.deployed)], ignore_index=True))

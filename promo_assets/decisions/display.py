@@ -42,7 +42,7 @@ def champion_metadata(choice: ChampionChoice, budgets: list[float]) -> dict:
             "headline": headline_text(champ.name, budgets, decision.headline(), choice.settings.confidence),
             "chosen on": decision.decided_by, "reason": decision.reason,
             "changed": decision.changed, "incumbent": inc.name if inc else "(none: first champion)",
-            "confidence": choice.settings.confidence, "evidence_events": choice.evidence.n,
+            "confidence": choice.settings.confidence, "evidence_events": choice.evidence_events,
             "leaderboard_run": choice.board_run, "candidates": rows_table(cands), "comparisons": rows_table(comps)}
     if pct:
         best = choice.best()

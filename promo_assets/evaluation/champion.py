@@ -27,9 +27,17 @@ with `blends: true`, blends: the weighted mean of several models' coefficients. 
 evaluation events — "weights chosen on the evaluation days"; it averages the models' errors away
 where they differ and follows the best model where one dominates.
 
+**Cross-fitted evidence** (`cross_fitted`, campaign.yaml `champion.evidence: cross_fitted`): the
+training days' events scored out of fold by refits of some models (promo_assets.decisions.crossfit).
+Only the refitted models have coefficients for them, so the stack is fitted in two stages
+(`two_stage_weights`): the refitted models' weights on the holdout and the cross-fitted events together,
+then that blend (one member) with every model that was not refitted on the holdout events. The other
+comparisons stay on the holdout, where every candidate has honest predictions; the refitted models'
+losses on all events are reported as comparisons ('loss (cross-fitted)').
+
 **The rule** (`choose_champion`):
 1. the proposal is the stacked blend (without blends: the single model with the lowest loss), its
-   weights after the worst-case guard (`guarded_weights`; default: none);
+   weights after the worst-case guard (`guarded_weights`; default: drop_worse);
 2. a campaign's first champion is the proposal; afterwards the proposal replaces the incumbent (the
    earlier champion's members and weights, at their current versions) only when its decision loss —
    with weights fitted on the other half of the events, so that it is not judged on the events it
@@ -71,6 +79,7 @@ __all__ = [
     "choose_champion",
     "LossTerms",
     "cross_fitted_stack_loss",
+    "two_stage_weights",
     "decision_lambdas",
     "evaluate_candidate",
     "evidence_frame",
@@ -161,16 +170,21 @@ class ChampionSettings:
     pin: str | None = None
     candidates: tuple[str, ...] | None = None
     blends: bool = True
-    guard: str = "none"
+    guard: str = "drop_worse"
     guard_level: float = 0.25
     deployed_days: bool = True
+    evidence: str = "cross_fitted"
+    folds: int = 3
+    fold_by: str = "day"
+    refit: tuple[str, ...] | None = None
 
     @classmethod
     def from_config(cls, block) -> "ChampionSettings":
         """From campaign.yaml's `champion:` block (`CampaignConfig.champion`, a `ChampionBlock`)."""
         cands = block.candidates
         return cls(float(block.confidence), block.pin, tuple(cands) if cands else None, bool(block.blends),
-                   str(block.guard), float(block.guard_level), bool(block.deployed_days))
+                   str(block.guard), float(block.guard_level), bool(block.deployed_days), str(block.evidence),
+                   int(block.folds), str(block.fold_by), None if block.refit is None else tuple(block.refit))
 
 
 @dataclass
@@ -223,6 +237,11 @@ class Evidence:
     def outcome(self) -> OutcomePredictions:
         """The outcome model's predictions for the evidence's events."""
         return OutcomePredictions(self.dm_values, self.dm_costs)
+
+    def only(self, models: Sequence[str]) -> "Evidence":
+        """The same events with the coefficients of `models` only."""
+        return Evidence(self.logged, self.response, self.cost, self.propensity, self.dm_values, self.dm_costs,
+                        {m: self.coefficients[m] for m in models}, self.source)
 
     @classmethod
     def concat(cls, parts: Sequence["Evidence"]) -> "Evidence":
@@ -434,24 +453,47 @@ def _folds(n: int, k: int = 2, seed: int = 29) -> np.ndarray:
     return np.random.default_rng(seed).permutation(np.arange(n) % k)
 
 
-def cross_fitted_stack_loss(terms: LossTerms, k: int = 2, fit=None) -> np.ndarray:
+def cross_fitted_stack_loss(terms: LossTerms, k: int = 2, fit=None, fit_rows=None) -> np.ndarray:
     """Per-event loss of the stacked blend with weights fitted on the other folds (k folds): the
     stack's loss as it will do on events it did not see, to compare it fairly with a fixed incumbent.
-    `fit(terms of the other folds) -> weights` (default: `LossTerms.stack`) fits the weights."""
+    `fit(terms of the other folds) -> weights` (default: `LossTerms.stack`) fits the weights;
+    `fit_rows(rows of the other folds) -> weights`, when given, instead (a fit that uses more than `terms`)."""
     fold = _folds(terms.S.shape[0], k)
     out = np.empty(terms.S.shape[0])
     for f in range(k):
         rows = np.flatnonzero(fold != f)
-        w = terms.stack(rows) if fit is None else fit(terms.take(rows))
+        w = fit_rows(rows) if fit_rows is not None else terms.stack(rows) if fit is None else fit(terms.take(rows))
         out[fold == f] = terms.loss(w, np.flatnonzero(fold == f))
     return out
+
+
+def two_stage_weights(terms: LossTerms, wide: LossTerms, rows: np.ndarray | None = None) -> np.ndarray:
+    """The stacked weights over `terms.models` with cross-fitted evidence ("Cross-fitted evidence" in the
+    module docstring): `wide` holds the refitted models' terms on the evidence's events (first, in the
+    same order) and then on the cross-fitted events. Stage 1: the refitted models' stacked weights on
+    the cross-fitted events and the evidence's `rows` (all); stage 2: the stacked weights of that
+    blend, as one member, and every model that was not refitted, on the evidence's `rows` only."""
+    n = terms.S.shape[0]
+    rows = np.arange(n) if rows is None else np.asarray(rows)
+    w_refit = wide.stack(np.concatenate([rows, np.arange(n, wide.S.shape[0])]))
+    others = [m for m in terms.models if m not in wide.models]
+    t = np.zeros((len(terms.models), 1 + len(others)))
+    for m, x in zip(wide.models, w_refit):
+        t[terms.models.index(m), 0] = x
+    if not others:
+        return t[:, 0]
+    for j, m in enumerate(others):
+        t[terms.models.index(m), 1 + j] = 1.0
+    sub = terms.take(rows)
+    outer = LossTerms(["refitted", *others], np.einsum("nij,ia,jb->nab", sub.P, t, t), sub.R @ t, sub.S, sub.lambdas)
+    return t @ outer.stack()
 
 
 GUARDS = ("none", "shrink", "members", "drop_worse", "bag", "equal")
 
 
 def guarded_weights(terms: LossTerms, weights: np.ndarray, guard: str, level: float,
-                    confidence: float) -> tuple[np.ndarray, str]:
+                    confidence: float, stack=None) -> tuple[np.ndarray, str]:
     """The stacked weights after the worst-case guard `guard` (ChampionSettings.guard), and what it did:
     - none: the stacked weights;
     - shrink: (1 - level) x the stacked weights + level x the single model of lowest decision loss;
@@ -461,7 +503,16 @@ def guarded_weights(terms: LossTerms, weights: np.ndarray, guard: str, level: fl
     - drop_worse: the models whose decision loss is worse than the lowest single model's at `confidence`
       (paired interval) get no weight; the stack is fitted again among the others;
     - bag: the mean of the stacked weights fitted on 20 bootstrap resamples of the events (seeded);
-    - equal: (1 - level) x the stacked weights + level x equal weights over every model."""
+    - equal: (1 - level) x the stacked weights + level x equal weights over every model.
+    `stack(rows=None, keep=None) -> weights over terms.models` fits the stacked weights again on the
+    events `rows` (all) among the models `keep` (all) for bag, members and drop_worse (default: on
+    `terms`; with cross-fitted evidence, `two_stage_weights`)."""
+    if stack is None:
+        def stack(rows=None, keep=None):
+            names = terms.models if keep is None else list(keep)
+            out = np.zeros(len(terms.models))
+            out[[terms.models.index(x) for x in names]] = terms.subset(names).stack(rows)
+            return out
     if guard not in GUARDS:
         raise EvaluationError(f"champion.guard must be one of {', '.join(GUARDS)}, got {guard!r}")
     m = len(terms.models)
@@ -474,12 +525,12 @@ def guarded_weights(terms: LossTerms, weights: np.ndarray, guard: str, level: fl
     if guard == "bag":
         rng = np.random.default_rng(31)
         n = terms.S.shape[0]
-        bagged = np.mean([terms.stack(rng.integers(0, n, n)) for _ in range(20)], axis=0)
+        bagged = np.mean([stack(rows=rng.integers(0, n, n)) for _ in range(20)], axis=0)
         return bagged / bagged.sum(), "the mean of the stacked weights over 20 bootstrap resamples"
     if guard == "equal":
         return (1 - level) * weights + level / m, f"shrunk by {level:g} toward equal weights"
     if guard == "members":
-        oof = cross_fitted_stack_loss(terms, 5)
+        oof = cross_fitted_stack_loss(terms, 5, fit_rows=lambda r: stack(rows=r))
         for i in np.flatnonzero(weights >= 0.01):
             d = oof - single[i]
             if not d.mean() + level * d.std(ddof=1) / math.sqrt(d.size) < 0:
@@ -490,9 +541,7 @@ def guarded_weights(terms: LossTerms, weights: np.ndarray, guard: str, level: fl
             if i == best or paired_difference(single[i], single[best], confidence)[1] <= 0]
     if len(keep) == m:
         return weights, ""
-    sub = terms.subset(keep)
-    w = np.zeros(m)
-    w[[terms.models.index(x) for x in keep]] = sub.stack() if len(keep) > 1 else 1.0
+    w = stack(keep=keep) if len(keep) > 1 else np.eye(m)[best]
     gone = [x for x in terms.models if x not in keep]
     return w, f"left out of the blend, worse than {terms.models[best]} at {confidence:.0%}: {', '.join(gone)}"
 
@@ -575,9 +624,11 @@ def _feasible(evidence: Evidence, model: str, budgets: Sequence[float]) -> str |
 
 
 def choose_champion(evidence: Evidence, budgets: Sequence[float], settings: ChampionSettings = ChampionSettings(),
-                    incumbent: Candidate | None = None, versions: Mapping[str, str] | None = None) -> ChampionDecision:
+                    incumbent: Candidate | None = None, versions: Mapping[str, str] | None = None,
+                    cross_fitted: Evidence | None = None) -> ChampionDecision:
     """The champion by the rule of the module docstring. `versions`: model name -> the version of
-    the coefficients in the evidence (recorded in the candidates)."""
+    the coefficients in the evidence (recorded in the candidates); `cross_fitted`: out-of-fold evidence
+    of the refitted models (its coefficients' models), or None."""
     versions = dict(versions or {})
     conf = settings.confidence
     named = [m for m in evidence.coefficients if settings.candidates is None or m in settings.candidates]
@@ -593,12 +644,28 @@ def choose_champion(evidence: Evidence, budgets: Sequence[float], settings: Cham
     if not np.isfinite(lams).any():
         lams = np.asarray([0.0])
     terms = loss_terms(evidence, models, lams)
+    refitted = [m for m in models if cross_fitted is not None and m in cross_fitted.coefficients]
+    wide = (loss_terms(Evidence.concat([evidence.only(refitted), cross_fitted.only(refitted)]), refitted, lams)
+            if refitted else None)
+
+    def stacked(rows=None, keep=None) -> np.ndarray:
+        """The stacked weights (over `models`) on the evidence's `rows` (all) among the models `keep` (all),
+        in two stages with cross-fitted evidence."""
+        names = models if keep is None else list(keep)
+        sub = terms if keep is None else terms.subset(names)
+        refit = [m for m in refitted if m in names]
+        w = sub.stack(rows) if not refit else two_stage_weights(sub, wide if len(refit) == len(refitted)
+                                                                else wide.subset(refit), rows)
+        out = np.zeros(len(models))
+        out[[models.index(x) for x in names]] = w
+        return out
+
     single_loss = {m: terms.loss(np.eye(len(models))[i]) for i, m in enumerate(models)}
     best = min(models, key=lambda m: single_loss[m].mean())
     leader = Candidate((best,), (), (versions.get(best, ""),))
     guard_note = ""
     if settings.blends and len(models) > 1:
-        w, guard_note = guarded_weights(terms, terms.stack(), settings.guard, settings.guard_level, conf)
+        w, guard_note = guarded_weights(terms, stacked(), settings.guard, settings.guard_level, conf, stacked)
         keep = [(m, x) for m, x in zip(models, w) if x >= 0.01]
         proposal = Candidate(tuple(m for m, _ in keep), tuple(x for _, x in keep),
                              tuple(versions.get(m, "") for m, _ in keep))
@@ -626,17 +693,28 @@ def choose_champion(evidence: Evidence, budgets: Sequence[float], settings: Cham
         if (m,) != proposal.members:
             comparisons.append(_loss_row(m, proposal.name, single_loss[m], prop_loss, conf))
             comparisons += _compare(results[m], results[proposal.name], conf)
+    if wide is not None:  # the refitted models paired on the holdout and the cross-fitted events together
+        eye = np.eye(len(refitted))
+        wide_loss = {m: wide.loss(eye[i]) for i, m in enumerate(refitted)}
+        top = min(refitted, key=lambda m: wide_loss[m].mean())
+        for m in refitted:
+            if m != top:
+                row = _loss_row(m, top, wide_loss[m], wide_loss[top], conf)
+                row["statistic"] = "loss (cross-fitted)"
+                comparisons.append(row)
     q = _quantile(conf)
     summary = {n: (float(l.mean()), float(l.mean() - q * l.std(ddof=1) / math.sqrt(l.size)),
                    float(l.mean() + q * l.std(ddof=1) / math.sqrt(l.size))) for n, l in losses.items()}
-    why = (f"{proposal.name} has the lowest decision loss on the {evidence.n} evaluation events"
+    more = (f" and {cross_fitted.n} cross-fitted training-day events of {', '.join(refitted)}" if wide is not None
+            else "")
+    why = (f"{proposal.name} has the lowest decision loss on the {evidence.n} evaluation events{more}"
            + (f" (the weights that minimize it; the best single model, {leader.name}, is "
               f"{_verdict(*paired_difference(prop_loss, single_loss[leader.name], conf)[1:], True)} by "
               f"{single_loss[leader.name].mean() - prop_loss.mean():.4g})" if proposal.is_blend else "")
            + (f"; left out: {'; '.join(f'{m}: {r}' for m, r in excluded.items())}" if excluded else "")
            + (f"; guard {settings.guard}: {guard_note}" if guard_note else ""))
 
-    lowest = (f"the decision loss on {evidence.n} events: {proposal.name} has the lowest"
+    lowest = (f"the decision loss on {evidence.n} events{more}: {proposal.name} has the lowest"
               + (" (stacked weights)" if proposal.is_blend else ""))
 
     def decided(champ: Candidate, changed: bool, reason: str, by: str = lowest) -> ChampionDecision:
@@ -659,9 +737,11 @@ def choose_champion(evidence: Evidence, budgets: Sequence[float], settings: Cham
     if inc.name == proposal.name:
         return decided(inc, False, f"{inc.name} stays champion: {why}", f"{lowest}, and it is the incumbent")
     inc_loss = terms.loss(terms.weights_of(inc))
-    fair = (cross_fitted_stack_loss(terms, fit=lambda t: guarded_weights(t, t.stack(), settings.guard,
-                                                                         settings.guard_level, conf)[0])
-            if proposal.is_blend else prop_loss)
+    def fit_on(r: np.ndarray) -> np.ndarray:
+        return guarded_weights(terms.take(r), stacked(r), settings.guard, settings.guard_level, conf,
+                               lambda rows=None, keep=None: stacked(r if rows is None else r[rows], keep))[0]
+
+    fair = cross_fitted_stack_loss(terms, fit_rows=fit_on) if proposal.is_blend else prop_loss
     row = _loss_row(proposal.name, inc.name, fair, inc_loss, conf)
     row["statistic"] = "loss (challenger cross-fitted)"
     comparisons.append(row)

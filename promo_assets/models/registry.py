@@ -188,7 +188,8 @@ def check_champion_block(block) -> list[str]:
     known = names()
     out = []
     for key, listed in (("champion.pin", [block.pin] if block.pin else []),
-                        ("champion.candidates", block.candidates or [])):
+                        ("champion.candidates", block.candidates or []),
+                        ("champion.refit", getattr(block, "refit", None) or [])):
         for name in listed:
             if name not in known:
                 close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)

@@ -278,7 +278,8 @@ def test_deployed_days_join_the_champions_evidence_scored_by_the_versions_that_d
                   for v in (versions.iloc[0], versions.iloc[-1])}
         days = read_deployed_days(con, "demo", config, ["lgbm_s", "lgbm_s_mono"], {day5})
     assert dict(zip(sources["champion_candidate"], sources["value"])) == {"holdout": n5, f"deployed {day4}": n4}
-    assert set(sources["champion_verdict"]) == {"used"} and champ["evidence_events"] == n4 + n5
+    assert set(sources["champion_verdict"]) == {"used"} and champ["evidence_events"] > n4 + n5  # + cross-fitted
+    assert f"on the {n4 + n5} evaluation events and " in champ["champion_reason"]  # day 4 not cross-fitted again
     assert f"{n4 + n5:,} events: {n5:,} holdout, {n4:,} from 1 deployed day(s)" in champ["champion_decided_by"]
     assert [(d.day, d.used, d.reason) for d in days] == [(day4, n4, "")]
     ev = days[0].evidence
@@ -288,3 +289,14 @@ def test_deployed_days_join_the_champions_evidence_scored_by_the_versions_that_d
     for version, same in ((versions.iloc[0], True), (versions.iloc[-1], False)):
         want = scored[version].pivot(index="user_id", columns="level", values="response").loc[users].to_numpy()
         assert np.allclose(ev.coefficients["lgbm_s"][0], want) is same
+
+
+def test_the_champion_is_chosen_on_cross_fitted_evidence_by_default(decided):
+    """campaign.yaml says nothing of `champion.evidence`: the champion's evidence is the holdout and the
+    training days' out-of-fold events of the refitted LightGBM models (day folds), and its reason says so."""
+    with duckdb.connect(str(decided["warehouse"]), read_only=True) as con:
+        row = con.execute("select evidence_events, champion_reason from champion").fetchall()[-1]
+        holdout = con.execute("select count(*) from training_frame where split = 'holdout'").fetchone()[0]
+    events, reason = row
+    assert events > holdout > 0
+    assert f"{holdout} evaluation events and {events - holdout} cross-fitted training-day events of lgbm_s" in reason

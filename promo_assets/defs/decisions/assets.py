@@ -23,7 +23,14 @@ import dagster as dg
 from promo_assets.config import settings
 from promo_assets.core.display import md_table
 from promo_assets.decisions import Exploration, champion_freshness, export_stored
-from promo_assets.decisions.champion_run import choose, read_champion_inputs, record_champion, with_deployed_days
+from promo_assets.decisions.champion_run import (
+    choose,
+    cross_fitting_frame,
+    read_champion_inputs,
+    record_champion,
+    with_cross_fitted,
+    with_deployed_days,
+)
 from promo_assets.decisions.daily import (
     decide_day,
     read_day_plan,
@@ -78,9 +85,11 @@ def champion(context: dg.AssetExecutionContext, warehouse: WarehouseResource, la
         with domain_errors():
             inputs = read_champion_inputs(con, campaign, ev, board_run, context.run_id, config.n_levels)
             inputs = with_deployed_days(con, campaign, config, inputs)
+            learning = cross_fitting_frame(con, campaign, config)
     if inputs.warning:
         context.log.warning(inputs.warning)
     with domain_errors():
+        inputs = with_cross_fitted(inputs, learning, config, context.log.info)
         choice = choose(inputs, config, board_run)
     context.log.info(choice.decision.reason)
     with writing(context, warehouse, "champion", "champion_evidence") as con:

@@ -181,11 +181,13 @@ def test_the_stacked_blend_follows_the_better_models(truth):
     rng = np.random.default_rng(5)
     junk = rng.random(truth[0].shape)
     models = {"good": model_of(truth, 0.02, 1), "fair": model_of(truth, 0.06, 2), "junk": (junk, junk * np.asarray(LEVELS))}
-    d = choose_champion(synthetic_evidence(truth, models), [0.5, 1.5], ChampionSettings(confidence=0.9))
+    d = choose_champion(synthetic_evidence(truth, models), [0.5, 1.5], ChampionSettings(confidence=0.9, guard="none"))
     w = dict(zip(d.champion.members, d.champion.weights))
     assert d.champion.is_blend and max(w, key=w.get) == "good" and w.get("junk", 0.0) < 0.05
     assert d.leader.name == "good"
     loss = [c for c in d.comparisons if c["candidate"] == "junk" and c["statistic"] == "loss"]
+    guarded = choose_champion(synthetic_evidence(truth, models), [0.5, 1.5])  # the default guard: drop_worse
+    assert "junk" not in guarded.champion.members and "guard drop_worse" in guarded.reason
     value = [c for c in d.comparisons if c["candidate"] == "junk" and c["statistic"] == "dr_value"
              and c["budget_per_capita"] is None]
     assert loss[0]["verdict"] == "worse" and value[0]["high"] < 0
@@ -291,3 +293,69 @@ def test_a_shrink_guard_above_one_is_refused_naming_the_key(tmp_path):
         CampaignConfig.from_dict({**raw, "champion": {"guard": "wild"}}, campaign="c1")
     ok = CampaignConfig.from_dict({**raw, "champion": {"guard": "members", "guard_level": 1.0}}, campaign="c1")
     assert ChampionSettings.from_config(ok.champion).guard == "members"
+
+
+# ------------------------------------------------------------------------------- cross-fitted evidence
+def _rows(ev: Evidence, rows: slice, models) -> Evidence:
+    return Evidence(ev.logged[rows], ev.response[rows], ev.cost[rows], ev.propensity[rows], ev.dm_values[rows],
+                    ev.dm_costs[rows], {m: (ev.coefficients[m][0][rows], ev.coefficients[m][1][rows]) for m in models})
+
+
+def test_cross_fitted_events_weigh_in_the_refitted_models_stack(truth):
+    """Holdout of 300 events with three models, cross-fitted events (3,700) for two of them ('a', 'b'):
+    stage 1 stacks a and b on all 4,000 events, stage 2 stacks that blend with 'n' (not refitted) on the
+    holdout; the reason counts the cross-fitted events, and a and b are also compared on all of them."""
+    from promo_assets.evaluation.champion import decision_lambdas, loss_terms, two_stage_weights
+
+    models = {"a": model_of(truth, 0.02, 1), "b": model_of(truth, 0.08, 2), "n": model_of(truth, 0.04, 3)}
+    full = synthetic_evidence(truth, models)
+    holdout, xfit = _rows(full, slice(0, 300), models), _rows(full, slice(300, None), ["a", "b"])
+    d = choose_champion(holdout, [1.0], cross_fitted=xfit)
+    assert f"300 evaluation events and {xfit.n} cross-fitted training-day events of a, b" in d.reason
+    assert f"and {xfit.n} cross-fitted" in d.decided_by
+    row = [c for c in d.comparisons if c["statistic"] == "loss (cross-fitted)"]
+    assert len(row) == 1 and row[0]["candidate"] == "b" and row[0]["reference"] == "a" and row[0]["verdict"] == "worse"
+    lams = decision_lambdas(holdout, list(models), [1.0])
+    wide = loss_terms(Evidence.concat([holdout.only(["a", "b"]), xfit]), ["a", "b"], lams)
+    w = two_stage_weights(loss_terms(holdout, list(models), lams), wide)
+    assert w.min() >= 0 and abs(w.sum() - 1) < 1e-9
+    assert w[:2] / w[:2].sum() == pytest.approx(wide.stack(), abs=1e-6)  # the refitted share as stacked on all events
+    champ = dict(zip(d.champion.members, d.champion.weights))
+    kept = {m: x for m, x in zip(["a", "b", "n"], w) if x >= 0.01}
+    assert champ == pytest.approx({m: x / sum(kept.values()) for m, x in kept.items()})
+    # every candidate refitted: the stack on all events
+    both = choose_champion(holdout.only(["a", "b"]), [1.0], cross_fitted=xfit)
+    assert dict(zip(both.champion.members, both.champion.weights)).get("a", 0) == pytest.approx(
+        loss_terms(Evidence.concat([holdout.only(["a", "b"]), xfit]), ["a", "b"],
+                   decision_lambdas(holdout, ["a", "b"], [1.0])).stack()[0], abs=0.011)
+
+
+def test_guards_fit_the_stack_again_through_the_given_stack(truth):
+    """bag, members and drop_worse fit the stacked weights again through `stack` (with cross-fitted
+    evidence: the two-stage stack on the holdout and the cross-fitted events), not on the holdout alone."""
+    from promo_assets.evaluation.champion import guarded_weights, loss_terms
+
+    junk = np.random.default_rng(5).random(truth[0].shape)
+    good = model_of(truth, 0.02, 1)
+    twin = np.clip(good[0] + np.random.default_rng(4).normal(0, 1e-4, good[0].shape), 0, 1)
+    models = {"good": good, "fair": (twin, twin * np.asarray(LEVELS)), "junk": (junk, junk * np.asarray(LEVELS))}
+    terms = loss_terms(synthetic_evidence(truth, models), list(models), np.asarray([0.1]))
+    calls = []
+
+    def stack(rows=None, keep=None):
+        calls.append((None if rows is None else len(rows), None if keep is None else tuple(keep)))
+        return np.array([0.7, 0.3, 0.0])
+
+    bagged, _ = guarded_weights(terms, terms.stack(), "bag", 0.0, 0.9, stack)
+    assert np.allclose(bagged, [0.7, 0.3, 0.0]) and len(calls) == 20 and all(k is None for _, k in calls)
+    calls.clear()
+    kept, _ = guarded_weights(terms, np.array([0.4, 0.3, 0.3]), "drop_worse", 0.0, 0.9, stack)
+    assert np.allclose(kept, [0.7, 0.3, 0.0]) and calls == [(None, ("good", "fair"))]
+    calls.clear()
+    guarded_weights(terms, terms.stack(), "members", 0.0, 0.9, stack)
+    assert len(calls) == 5 and all(n is not None and n < terms.S.shape[0] for n, _ in calls)  # one fit per fold
+    full = synthetic_evidence(truth, models)
+    holdout, xfit = _rows(full, slice(0, 400), models), _rows(full, slice(400, None), ["good", "fair"])
+    for guard in ("bag", "drop_worse", "members"):
+        d = choose_champion(holdout, [1.0], ChampionSettings(guard=guard), cross_fitted=xfit)
+        assert abs(sum(d.champion.weights) - 1) < 1e-9 and "junk" not in d.champion.members
