@@ -86,6 +86,32 @@ def test_the_deployed_events_join_the_champions_evidence_and_are_counted():
     assert evidence_words(holdout, []) == ""
 
 
+def test_a_deployed_day_in_the_evidence_is_not_cross_fitted_again(monkeypatch):
+    """With cross-fitted evidence on, the training days handed to the cross-fitting leave out every
+    deployed day that joined the evidence (its events would otherwise count twice), and only those."""
+    import types
+
+    from promo_assets.decisions import champion_run, crossfit
+    from promo_assets.decisions.deployed import DeployedDay
+
+    seen = {}
+
+    def fake(learn, numeric, categorical, config, models, **kw):
+        seen["days"] = set(pd.to_datetime(learn["event_date"]).dt.date)
+        return crossfit.CrossFit(None, list(models), kw["fold_by"], kw["folds"])
+
+    monkeypatch.setattr(crossfit, "cross_fitted_evidence", fake)
+    days = [DAY - dt.timedelta(days=d) for d in (3, 2, 1, 0)]
+    frame = pd.DataFrame({"user_id": [f"u{i}" for i in range(8)], "event_date": [d for d in days for _ in (0, 1)],
+                          "split": "train"})
+    used = DeployedDay(DAY, 2, 2, "", day_evidence(DAY, _events(), _decision(), MODELS, 2).evidence)
+    refused = DeployedDay(days[2], 2, 0, "no exploration", None)
+    inputs = ChampionInputs(None, used.evidence, {"a": "v1", "b": "v1"}, None, frozenset(), deployed=(used, refused))
+    config = types.SimpleNamespace(champion=types.SimpleNamespace(candidates=None, folds=3, fold_by="day", refit=None))
+    champion_run.with_cross_fitted(inputs, (frame, [], []), config)
+    assert seen["days"] == {days[0], days[1], days[2]}   # DAY is evidence already; the refused day is not
+
+
 @pytest.mark.hostile
 def test_events_of_users_never_decided_for_are_left_out_with_the_reason():
     ev = _events(USERS + ["stranger"], GIVEN + [1], PROP + [0.25], (1.0, 0.0, 1.0, 1.0, 1.0))
