@@ -93,14 +93,14 @@ def cross_fitted_arrays(con, config, campaign: str, models: list[str]) -> dict:
     """The cross-fitted evidence of `campaign` (promo_assets.decisions.crossfit; the refitted models'
     out-of-fold coefficients over the training days) for each fold scheme of XFIT, as npz arrays
     '<prefix>:logged', ... '<prefix>:v:<model>', with '<prefix>:seconds' (the time of the refits)."""
-    from promo_assets.decisions.crossfit import cross_fitted_evidence
+    from promo_assets.decisions.crossfit import Folds, cross_fitted_evidence
     from promo_assets.models.inputs import training_frame
 
     frame, numeric, categorical = training_frame(con, campaign)
     out = {}
     for prefix, (by, k) in XFIT.items():
         t0 = time.perf_counter()
-        xf = cross_fitted_evidence(frame, numeric, categorical, config, models, folds=k, fold_by=by)
+        xf = cross_fitted_evidence(frame, numeric, categorical, config, models, folds=Folds(k, by))
         out[f"{prefix}:seconds"] = np.asarray(time.perf_counter() - t0)
         if xf.evidence is None:
             continue

@@ -47,7 +47,7 @@ MODELS = ["lgbm_s", "lgbm_s_mono", "lgbm_t"]
 def campaign_evidence(preset: str, seed: int, days: int, users: int) -> dict:
     """The holdout and cross-fitted evidence of one campaign, with the truth of every event's user."""
     from promo_assets.config.campaign import CampaignConfig
-    from promo_assets.decisions.crossfit import cross_fitted_evidence
+    from promo_assets.decisions.crossfit import Folds, cross_fitted_evidence
     from promo_assets.models.inputs import training_frame
     from promo_assets.simulation.truth import truth_arrays
     from promo_assets.store import frames as frames_store, models as models_store
@@ -77,7 +77,7 @@ def campaign_evidence(preset: str, seed: int, days: int, users: int) -> dict:
                 models.append(model)
             frame, numeric, categorical = training_frame(con, campaign)
             t0 = time.perf_counter()
-            xf = cross_fitted_evidence(frame, numeric, categorical, config, models, folds=3, fold_by="user")
+            xf = cross_fitted_evidence(frame, numeric, categorical, config, models, folds=Folds(3, "user"))
             xfit_seconds = time.perf_counter() - t0
         holdout = Evidence(hold["level"].to_numpy(), hold["response"].to_numpy(float), hold["cost"].to_numpy(float),
                            hold["propensity"].to_numpy(float), pred["value"].to_numpy().reshape(len(hold), k),

@@ -102,7 +102,7 @@ def with_cross_fitted(inputs: ChampionInputs, frame, config, log=None) -> Champi
     """`inputs` with the cross-fitted evidence (promo_assets.decisions.crossfit) of the candidate models over
     the training days of `frame` (`cross_fitting_frame`) other than the deployed days already in the
     evidence (`with_deployed_days`); the inputs unchanged when `frame` is None."""
-    from promo_assets.decisions.crossfit import cross_fitted_evidence
+    from promo_assets.decisions.crossfit import Folds, cross_fitted_evidence
 
     if frame is None:
         return inputs
@@ -112,8 +112,7 @@ def with_cross_fitted(inputs: ChampionInputs, frame, config, log=None) -> Champi
     deployed = {d.day for d in inputs.deployed if d.evidence is not None}
     if deployed:  # a deployed day's events are evidence already (scored by the versions that decided it): not twice
         learn = learn[~pd.to_datetime(learn["event_date"]).dt.date.isin(deployed)].reset_index(drop=True)
-    xf = cross_fitted_evidence(learn, numeric, categorical, config, models, folds=block.folds,
-                               fold_by=block.fold_by, refit=block.refit, log=log)
+    xf = cross_fitted_evidence(learn, numeric, categorical, config, models, folds=Folds.of(block), log=log)
     for why in xf.skipped:
         if log:
             log(f"champion evidence: {why}")

@@ -33,7 +33,7 @@ from promo_assets.evaluation.champion import Evidence
 from promo_assets.evaluation.eom import EvaluationError
 from promo_assets.evaluation.inputs import fit_outcome
 
-__all__ = ["FOLD_KINDS", "CrossFit", "check_folds", "cross_fitted_evidence", "fold_of_rows", "refitted_models"]
+__all__ = ["FOLD_KINDS", "CrossFit", "Folds", "check_folds", "cross_fitted_evidence", "fold_of_rows", "refitted_models"]
 
 FOLD_KINDS = ("user", "day")
 LEARNING_SPLITS = ("train", "validation")
@@ -94,9 +94,23 @@ class CrossFit:
         return 0 if self.evidence is None else self.evidence.n
 
 
+@dataclass(frozen=True)
+class Folds:
+    """How the training days are cross-fitted (campaign.yaml `champion.folds`, `fold_by`, `refit`):
+    `count` folds, by `day` or `user`, refitting the models `refit` (None: the LightGBM models)."""
+
+    count: int = 3
+    by: str = "day"
+    refit: tuple[str, ...] | None = None
+
+    @classmethod
+    def of(cls, block) -> "Folds":
+        """From campaign.yaml's `champion:` block."""
+        return cls(int(block.folds), str(block.fold_by), None if block.refit is None else tuple(block.refit))
+
+
 def cross_fitted_evidence(frame: pd.DataFrame, numeric: list[str], categorical: list[str], config,
-                          models: Sequence[str], *, folds: int = 3, fold_by: str = "day",
-                          refit: Sequence[str] | None = None, log: Callable[[str], None] | None = None,
+                          models: Sequence[str], *, folds: Folds = Folds(), log: Callable[[str], None] | None = None,
                           fit_model=None) -> CrossFit:
     """Out-of-fold evidence over the learning rows of the training `frame` (module docstring): per fold,
     every refitted model and the outcome model fitted on the rows the fold may learn from, and their
@@ -106,6 +120,8 @@ def cross_fitted_evidence(frame: pd.DataFrame, numeric: list[str], categorical: 
     from promo_assets.models import registry
     from promo_assets.models.protocol import TrainingData
 
+    fold_by, refit = folds.by, folds.refit
+    folds = folds.count
     names = refitted_models(models, refit)
     out = CrossFit(None, names, fold_by, int(folds))
     if not names:

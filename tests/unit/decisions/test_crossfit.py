@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from promo_assets.config.campaign import CampaignConfig
-from promo_assets.decisions.crossfit import cross_fitted_evidence, fold_of_rows, refitted_models
+from promo_assets.decisions.crossfit import Folds, cross_fitted_evidence, fold_of_rows, refitted_models
 from promo_assets.evaluation.eom import EvaluationError
 
 K = 3
@@ -86,7 +86,7 @@ def test_bad_fold_settings_are_refused_by_name():
 @pytest.mark.parametrize("by", ["user", "day"])
 def test_no_fold_is_scored_by_a_fit_that_saw_it(by):
     frame = _frame(days=6)
-    xf = cross_fitted_evidence(frame, ["x"], ["city"], _config(), ["lgbm_s"], folds=3, fold_by=by,
+    xf = cross_fitted_evidence(frame, ["x"], ["city"], _config(), ["lgbm_s"], folds=Folds(3, by),
                                fit_model=_recording())
     assert xf.evidence is not None and xf.models == ["lgbm_s"]
     assert Recording.scored and len(Recording.fits) == len(Recording.scored)
@@ -107,7 +107,7 @@ def test_outcome_model_is_refitted_out_of_fold():
     """The pseudo-outcomes' outcome model is fitted per fold too: a fold's direct-method predictions
     change when only that fold's own responses change (they would if it had been learned from)."""
     frame = _frame(users=200, days=4)
-    a = cross_fitted_evidence(frame, ["x"], ["city"], _config(), ["lgbm_s"], folds=2, fold_by="user",
+    a = cross_fitted_evidence(frame, ["x"], ["city"], _config(), ["lgbm_s"], folds=Folds(2, "user"),
                              fit_model=_recording())
     fold = fold_of_rows(frame[frame["split"] != "holdout"].reset_index(drop=True), 2, "user")
     flipped = frame.copy()
@@ -115,7 +115,7 @@ def test_outcome_model_is_refitted_out_of_fold():
     idx = flipped.index[learn][fold == 0]
     flipped.loc[idx, "response"] = 1 - flipped.loc[idx, "response"]
     flipped.loc[idx, "cost"] = flipped.loc[idx, "response"] * flipped.loc[idx, "level"]
-    b = cross_fitted_evidence(flipped, ["x"], ["city"], _config(), ["lgbm_s"], folds=2, fold_by="user",
+    b = cross_fitted_evidence(flipped, ["x"], ["city"], _config(), ["lgbm_s"], folds=Folds(2, "user"),
                               fit_model=_recording())
     first = a.evidence.source == "fold 0"
     assert np.allclose(a.evidence.dm_values[first], b.evidence.dm_values[first])  # fold 0 never saw itself
@@ -125,12 +125,12 @@ def test_outcome_model_is_refitted_out_of_fold():
 def test_only_cheap_models_are_refitted_by_default():
     assert refitted_models(["s_learner", "lgbm_s", "dipn", "lgbm_t"], None) == ["lgbm_s", "lgbm_t"]
     assert refitted_models(["s_learner", "lgbm_s"], ["s_learner"]) == ["s_learner"]
-    xf = cross_fitted_evidence(_frame(), ["x"], ["city"], _config(), ["dipn"], folds=2)
+    xf = cross_fitted_evidence(_frame(), ["x"], ["city"], _config(), ["dipn"], folds=Folds(2))
     assert xf.evidence is None and xf.models == []
 
 
 def test_real_lightgbm_refits_give_out_of_fold_coefficients():
-    xf = cross_fitted_evidence(_frame(users=300, days=4), ["x"], ["city"], _config(), ["lgbm_s"], folds=2)
+    xf = cross_fitted_evidence(_frame(users=300, days=4), ["x"], ["city"], _config(), ["lgbm_s"], folds=Folds(2))
     v, c = xf.evidence.coefficients["lgbm_s"]
     assert v.shape == (xf.n, K) and np.isfinite(v).all() and np.isfinite(c).all()
     assert set(xf.evidence.source) == {"fold 0", "fold 1"}
@@ -140,11 +140,11 @@ def test_one_training_day_or_a_failing_refit_falls_back_without_failing():
     """Day folds on a single training day: no cross-fitted evidence (the holdout only), said why; a model
     whose refit fails is left out of the cross-fitted evidence, with the reason, the others kept."""
     two_days = _frame(days=2)
-    xf = cross_fitted_evidence(two_days, ["x"], ["city"], _config(), ["lgbm_s"], folds=3, fold_by="day",
+    xf = cross_fitted_evidence(two_days, ["x"], ["city"], _config(), ["lgbm_s"], folds=Folds(3, "day"),
                                fit_model=_recording())
     assert xf.evidence is None and "at least two training days" in xf.skipped[0]
     with pytest.raises(EvaluationError, match="champion.folds"):
-        cross_fitted_evidence(two_days, ["x"], ["city"], _config(), ["lgbm_s"], folds=1, fold_by="day")
+        cross_fitted_evidence(two_days, ["x"], ["city"], _config(), ["lgbm_s"], folds=Folds(1, "day"))
 
     def flaky(name, data):
         if name == "lgbm_t":
@@ -152,7 +152,8 @@ def test_one_training_day_or_a_failing_refit_falls_back_without_failing():
         return Recording(data)
 
     Recording.fits, Recording.scored = [], []
-    xf = cross_fitted_evidence(_frame(), ["x"], ["city"], _config(), ["lgbm_s", "lgbm_t"], folds=2, fit_model=flaky)
+    xf = cross_fitted_evidence(_frame(), ["x"], ["city"], _config(), ["lgbm_s", "lgbm_t"], folds=Folds(2),
+                               fit_model=flaky)
     assert xf.models == ["lgbm_s"] and list(xf.evidence.coefficients) == ["lgbm_s"]
     assert any("lgbm_t could not be refitted" in why and "too few rows" in why for why in xf.skipped)
 

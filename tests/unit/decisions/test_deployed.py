@@ -98,7 +98,7 @@ def test_a_deployed_day_in_the_evidence_is_not_cross_fitted_again(monkeypatch):
 
     def fake(learn, numeric, categorical, config, models, **kw):
         seen["days"] = set(pd.to_datetime(learn["event_date"]).dt.date)
-        return crossfit.CrossFit(None, list(models), kw["fold_by"], kw["folds"])
+        return crossfit.CrossFit(None, list(models), kw["folds"].by, kw["folds"].count)
 
     monkeypatch.setattr(crossfit, "cross_fitted_evidence", fake)
     days = [DAY - dt.timedelta(days=d) for d in (3, 2, 1, 0)]
