@@ -120,10 +120,9 @@ def cross_fitted_evidence(frame: pd.DataFrame, numeric: list[str], categorical: 
     from promo_assets.models import registry
     from promo_assets.models.protocol import TrainingData
 
-    fold_by, refit = folds.by, folds.refit
-    folds = folds.count
-    names = refitted_models(models, refit)
-    out = CrossFit(None, names, fold_by, int(folds))
+    n_folds, fold_by = int(folds.count), folds.by
+    names = refitted_models(models, folds.refit)
+    out = CrossFit(None, names, fold_by, n_folds)
     if not names:
         return out
     learn = frame[frame["split"].astype(str).isin(LEARNING_SPLITS)].reset_index(drop=True)
@@ -131,14 +130,14 @@ def cross_fitted_evidence(frame: pd.DataFrame, numeric: list[str], categorical: 
         out.skipped.append("no training-day events")
         return out
     if fold_by == "day" and pd.to_datetime(learn["event_date"]).dt.normalize().nunique() < 2:
-        check_folds(folds, fold_by)
+        check_folds(n_folds, fold_by)
         out.skipped.append("fold_by day needs at least two training days: the holdout only")
         return out
-    fold = fold_of_rows(learn, folds, fold_by)
+    fold = fold_of_rows(learn, n_folds, fold_by)
     fit_model = fit_model or (lambda name, data: registry.for_campaign(name, config).fit(data))
     k = config.n_levels
     parts, users, failed = [], [], {}
-    for f in range(int(folds)):
+    for f in range(n_folds):
         scored = np.flatnonzero(fold == f)
         seen = np.flatnonzero((fold != f) & (fold < f) if fold_by == "day" else fold != f)
         if not len(scored) or not len(seen):
@@ -167,7 +166,7 @@ def cross_fitted_evidence(frame: pd.DataFrame, numeric: list[str], categorical: 
         out.scored.append(int(len(scored)))
         out.trained_on.append(int(len(seen)))
         if log:
-            log(f"champion evidence, fold {f} of {folds} ({fold_by}): {', '.join(coefs) or 'no model'} and the "
+            log(f"champion evidence, fold {f} of {n_folds} ({fold_by}): {', '.join(coefs) or 'no model'} and the "
                 f"outcome model fitted on {len(seen)} events, {len(scored)} events scored")
     out.skipped.extend(failed.values())
     out.models = [m for m in names if m not in failed]
