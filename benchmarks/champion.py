@@ -24,7 +24,8 @@ truth of the holdout users) is saved as DIR/<preset>-<seed>.npz, so that other r
 the same campaigns without running them again (benchmarks/champion_rules.py). Beside it, the
 cross-fitted evidence of the campaign (promo_assets.decisions.crossfit: the LightGBM models and the
 outcome model refitted per fold over the training days) for user folds ('xu:' arrays) and day folds
-('xd:'), 3 folds each, with the time of their refits ('<prefix>:seconds'), whatever the campaign's
+('xd:'), and day folds with every model refitted, the torch models included ('xa:'), 3 folds each, with
+the time of their refits ('<prefix>:seconds'), whatever the campaign's
 `champion.evidence`: every evidence kind is scored on the same campaigns.
 
     .venv/bin/python benchmarks/champion.py [--seeds 0 1 2 3 4] [--presets ...] [--max-epochs N]
@@ -86,7 +87,9 @@ def save_evidence(con, folder: Path, campaign: str, board_run: str, path: Path) 
     return len(hold)
 
 
-XFIT = {"xu": ("user", 3), "xd": ("day", 3)}  # npz prefix -> (fold_by, folds) of the cross-fitted parts saved
+# npz prefix -> (fold_by, folds, refit) of the cross-fitted parts saved; refit None: the LightGBM models
+# (the default), "all": every candidate model, the torch ones included
+XFIT = {"xu": ("user", 3, None), "xd": ("day", 3, None), "xa": ("day", 3, "all")}
 
 
 def cross_fitted_arrays(con, config, campaign: str, models: list[str]) -> dict:
@@ -98,9 +101,10 @@ def cross_fitted_arrays(con, config, campaign: str, models: list[str]) -> dict:
 
     frame, numeric, categorical = training_frame(con, campaign)
     out = {}
-    for prefix, (by, k) in XFIT.items():
+    for prefix, (by, k, refit) in XFIT.items():
         t0 = time.perf_counter()
-        xf = cross_fitted_evidence(frame, numeric, categorical, config, models, folds=Folds(k, by))
+        folds = Folds(k, by, tuple(models) if refit == "all" else None)
+        xf = cross_fitted_evidence(frame, numeric, categorical, config, models, folds=folds)
         out[f"{prefix}:seconds"] = np.asarray(time.perf_counter() - t0)
         if xf.evidence is None:
             continue

@@ -10,7 +10,7 @@ truth (the single models, the unguarded stacked blend and the equal blend of all
 candidates the asset evaluated before the guard, as benchmarks/champion.py counted them) minus the rule's
 champion; lgbm_s_mono (lgbm_s where it does not apply) is the baseline. With --kinds, each rule is
 also scored with the cross-fitted evidence saved beside the holdout's (user or day folds; every refitted
-LightGBM model, or the S-learners only), and the rule nearest to the issue's targets is named
+LightGBM model, every model with the torch ones (day folds, "xfit-day-all"), or the S-learners only), and the rule nearest to the issue's targets is named
 (`choose_rule`: the lowest max of mean regret / 0.12, worst regret / 0.6, worst preset mean / 0.25). With --rows (a
 benchmarks/champion.py result of the same campaigns, run without the guard) the unguarded rule's champion is checked against
 the one the pipeline chose, so the evidence is known to be the asset's. `choose_seconds`: the time of
@@ -56,7 +56,7 @@ RULES = {  # name -> (guard, level)
 
 
 # evidence -> (npz prefix of its cross-fitted part, the refitted models kept: None = every one saved)
-KINDS = {"holdout": (None, None), "xfit-user": ("xu", None), "xfit-day": ("xd", None),
+KINDS = {"holdout": (None, None), "xfit-user": ("xu", None), "xfit-day": ("xd", None), "xfit-day-all": ("xa", None),
          "xfit-user-s": ("xu", ("lgbm_s", "lgbm_s_mono")), "xfit-day-s": ("xd", ("lgbm_s", "lgbm_s_mono"))}
 
 
@@ -159,8 +159,8 @@ def main() -> int:
     ap.add_argument("--rules", nargs="+", default=list(RULES), choices=list(RULES), help="the rules to score [all]")
     ap.add_argument("--kinds", nargs="+", default=["holdout"], choices=list(KINDS),
                     help="the evidence each rule is scored on: the holdout, and the holdout with the cross-fitted events "
-                         "by user or by day folds (saved by benchmarks/champion.py), every LightGBM model refitted or "
-                         "(-s) the S-learners only [holdout]")
+                         "by user or by day folds (saved by benchmarks/champion.py), every LightGBM model refitted, "
+                         "(-all) every model refitted, the torch ones included, or (-s) the S-learners only [holdout]")
     args = ap.parse_args()
     rec = Recorder("champion_rules")
     files = sorted(p for p in args.evidence.glob("*.npz") if int(p.stem.rsplit("-", 1)[1]) in args.seeds)
