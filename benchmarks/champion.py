@@ -29,7 +29,7 @@ the time of their refits ('<prefix>:seconds'), whatever the campaign's
 `champion.evidence`: every evidence kind is scored on the same campaigns.
 
     .venv/bin/python benchmarks/champion.py [--seeds 0 1 2 3 4] [--presets ...] [--max-epochs N]
-        [--tag T] [--evidence DIR] [--rows FILE [--resume]]
+        [--tag T] [--evidence DIR [--xfit xu xd xa]] [--rows FILE [--resume]]
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ SIZES = {"demo": (8, 5000), "dipn_synthetic_2": (8, 10000), "e2e_synthetic": (8,
          "uplift_two_arm": (8, 5000), "dfcl_discount": (8, 5000)}  # (days, users): holdout days of 2,500-5,000 events
 
 
-def save_evidence(con, folder: Path, campaign: str, board_run: str, path: Path) -> int:
+def save_evidence(con, folder: Path, campaign: str, board_run: str, path: Path, xfit=None) -> int:
     """The champion's evidence of `campaign` (module docstring) as one .npz at `path`; its event count."""
     from promo_assets.config.campaign import CampaignConfig
     from promo_assets.simulation.truth import truth_arrays
@@ -81,7 +81,7 @@ def save_evidence(con, folder: Path, campaign: str, board_run: str, path: Path) 
         arrays[f"v:{model}"], arrays[f"c:{model}"] = v[idx], c[idx]
         models.append(model)
     arrays["models"] = np.asarray(models)
-    arrays.update(cross_fitted_arrays(con, config, campaign, models))
+    arrays.update(cross_fitted_arrays(con, config, campaign, models, *([xfit] if xfit else [])))
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(path, **arrays)
     return len(hold)
@@ -92,7 +92,7 @@ def save_evidence(con, folder: Path, campaign: str, board_run: str, path: Path) 
 XFIT = {"xu": ("user", 3, None), "xd": ("day", 3, None), "xa": ("day", 3, "all")}
 
 
-def cross_fitted_arrays(con, config, campaign: str, models: list[str]) -> dict:
+def cross_fitted_arrays(con, config, campaign: str, models: list[str], prefixes=tuple(XFIT)) -> dict:
     """The cross-fitted evidence of `campaign` (promo_assets.decisions.crossfit; the refitted models'
     out-of-fold coefficients over the training days) for each fold scheme of XFIT, as npz arrays
     '<prefix>:logged', ... '<prefix>:v:<model>', with '<prefix>:seconds' (the time of the refits)."""
@@ -101,7 +101,8 @@ def cross_fitted_arrays(con, config, campaign: str, models: list[str]) -> dict:
 
     frame, numeric, categorical = training_frame(con, campaign)
     out = {}
-    for prefix, (by, k, refit) in XFIT.items():
+    for prefix in prefixes:
+        by, k, refit = XFIT[prefix]
         t0 = time.perf_counter()
         folds = Folds(k, by, tuple(models) if refit == "all" else None)
         xf = cross_fitted_evidence(frame, numeric, categorical, config, models, folds=folds)
@@ -117,7 +118,7 @@ def cross_fitted_arrays(con, config, campaign: str, models: list[str]) -> dict:
     return out
 
 
-def campaign_row(preset: str, seed: int, max_epochs: int | None, evidence_dir: Path | None = None) -> dict:
+def campaign_row(preset: str, seed: int, max_epochs: int | None, evidence_dir: Path | None = None, xfit=None) -> dict:
     """One campaign through `promo run`, and what its warehouse says (module docstring)."""
     from promo_assets.store.warehouse import connect, sql
 
@@ -135,7 +136,7 @@ def campaign_row(preset: str, seed: int, max_epochs: int | None, evidence_dir: P
                         if len(champ) else pd.DataFrame())
             if evidence_dir is not None and len(champ):
                 save_evidence(con, folder, campaign, champ["leaderboard_run_id"].iloc[0],
-                              evidence_dir / f"{preset}-{seed}.npz")
+                              evidence_dir / f"{preset}-{seed}.npz", xfit)
         steps = step_seconds(folder / "dagster_home")
     finally:
         shutil.rmtree(keep, ignore_errors=True)
@@ -216,6 +217,8 @@ def main() -> int:
                     help="the campaigns of a result this script wrote (benchmarks/results/champion--*.json): "
                     "summarize them instead of running (with --resume: run only the campaigns it lacks)")
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--xfit", nargs="+", choices=list(XFIT), default=None,
+                    help="the cross-fitted parts saved with --evidence (default: all of XFIT)")
     args = ap.parse_args()
     tag = args.tag or f"seeds-{args.seeds[0]}-{args.seeds[-1]}"
     rec = Recorder("champion")
@@ -227,7 +230,7 @@ def main() -> int:
             for preset in args.presets:
                 if (preset, seed) in have:
                     continue
-                r = campaign_row(preset, seed, args.max_epochs, args.evidence)
+                r = campaign_row(preset, seed, args.max_epochs, args.evidence, args.xfit)
                 out.append(r)
                 record(rec, args, pd.DataFrame(out), tag, done=False)
                 if "error" in r:
