@@ -24,12 +24,12 @@ truth of the holdout users) is saved as DIR/<preset>-<seed>.npz, so that other r
 the same campaigns without running them again (benchmarks/champion_rules.py). Beside it, the
 cross-fitted evidence of the campaign (promo_assets.decisions.crossfit: the LightGBM models and the
 outcome model refitted per fold over the training days) for user folds ('xu:' arrays) and day folds
-('xd:'), and day folds with every model refitted, the torch models included ('xa:'), 3 folds each, with
+('xd:'), and day or user folds with every model refitted, the torch models included ('xa:', 'xua:'), 3 folds each, with
 the time of their refits ('<prefix>:seconds'), whatever the campaign's
 `champion.evidence`: every evidence kind is scored on the same campaigns.
 
     .venv/bin/python benchmarks/champion.py [--seeds 0 1 2 3 4] [--presets ...] [--max-epochs N]
-        [--tag T] [--evidence DIR [--xfit xu xd xa]] [--rows FILE [--resume]]
+        [--tag T] [--evidence DIR [--xfit xu xd xa xua]] [--rows FILE [--resume]]
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def save_evidence(con, folder: Path, campaign: str, board_run: str, path: Path, 
 
 # npz prefix -> (fold_by, folds, refit) of the cross-fitted parts saved; refit None: the LightGBM models
 # (the default), "all": every candidate model, the torch ones included
-XFIT = {"xu": ("user", 3, None), "xd": ("day", 3, None), "xa": ("day", 3, "all")}
+XFIT = {"xu": ("user", 3, None), "xd": ("day", 3, None), "xa": ("day", 3, "all"), "xua": ("user", 3, "all")}
 
 
 def cross_fitted_arrays(con, config, campaign: str, models: list[str], prefixes=tuple(XFIT)) -> dict:

@@ -2,8 +2,8 @@
 (--evidence DIR), the single model that is best in truth (% of the oracle at matched true spend on the
 holdout users, mean over the budgets) is compared, without the truth, with the model each statistic
 ranks first, on the holdout events and on the holdout with the cross-fitted training-day events
-(prefix --xfit, default 'xa': day folds, every model refitted, so that every model has the same
-events):
+(prefixes --xfit, default 'xa' and 'xua': day or user folds, every model refitted, so that every model
+has the same events):
 
   - the decision loss (promo_assets.evaluation.champion.LossTerms; lower is better),
   - the DR value at equal spend (evaluate_candidate; pooled over the budgets; higher is better),
@@ -15,7 +15,7 @@ apart; or it prefers another one at 90 %. With the regret of the default champio
 as the `champion` asset chooses) beside it. A campaign where every statistic prefers another model at
 90 % on all the evidence is one where no rule built on these statistics can find the best model.
 
-    .venv/bin/python benchmarks/champion_power.py --evidence DIR --seeds 100 ... 114 --tag T [--xfit xa]
+    .venv/bin/python benchmarks/champion_power.py --evidence DIR --seeds 100 ... 114 --tag T [--xfit xa xua]
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def statistics(ev: Evidence, models: list[str], budgets: list[float], best: str)
     return out
 
 
-def campaign_rows(path: Path, prefix: str) -> list[dict]:
+def campaign_rows(path: Path, prefixes: list[str]) -> list[dict]:
     preset, seed = path.stem.rsplit("-", 1)
     ev, budgets, tv, tc = load(path)
     models = list(ev.coefficients)
@@ -97,11 +97,12 @@ def campaign_rows(path: Path, prefix: str) -> list[dict]:
             "truth_gap_to_second": single[best] - sorted(single.values())[-2],
             "default_champion": default.champion.name, "default_regret": regret}
     rows = [{**base, "evidence": "holdout", "events": ev.n, **statistics(ev, models, budgets, best)}]
-    xf = load_cross_fitted(path, prefix)
-    if xf is not None and set(xf.coefficients) == set(models):
-        wide = Evidence.concat([ev.only(models), xf.only(models)])
-        rows.append({**base, "evidence": f"holdout + cross-fitted ({prefix})", "events": wide.n,
-                     **statistics(wide, models, budgets, best)})
+    for prefix in prefixes:
+        xf = load_cross_fitted(path, prefix)
+        if xf is not None and set(xf.coefficients) == set(models):
+            wide = Evidence.concat([ev.only(models), xf.only(models)])
+            rows.append({**base, "evidence": f"holdout + cross-fitted ({prefix})", "events": wide.n,
+                         **statistics(wide, models, budgets, best)})
     return rows
 
 
@@ -119,7 +120,8 @@ def main() -> int:
     ap.add_argument("--evidence", type=Path, required=True)
     ap.add_argument("--seeds", type=int, nargs="+", required=True)
     ap.add_argument("--tag", required=True)
-    ap.add_argument("--xfit", default="xa", help="the cross-fitted part used beside the holdout [xa]")
+    ap.add_argument("--xfit", nargs="+", default=["xa", "xua"],
+                    help="the cross-fitted parts used beside the holdout, each in turn [xa xua]")
     args = ap.parse_args()
     rec = Recorder("champion_power")
     files = sorted(p for p in args.evidence.glob("*.npz") if int(p.stem.rsplit("-", 1)[1]) in args.seeds)
