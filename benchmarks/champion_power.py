@@ -12,7 +12,8 @@ each with the paired difference "truth-best minus the statistic's leader" and it
 and the verdict: the statistic names the truth-best model; it prefers another one but cannot tell them
 apart; or it prefers another one at 90 %. With the regret of the default champion rule
 (choose_champion with the campaign's default settings and the LightGBM-only day-fold evidence 'xd',
-as the `champion` asset chooses) beside it. A campaign where every statistic prefers another model at
+as the `champion` asset chooses) beside it, and the time of each saved cross-fitted part's refits
+('<prefix>_refit_seconds'). A campaign where every statistic prefers another model at
 90 % on all the evidence is one where no rule built on these statistics can find the best model.
 
     .venv/bin/python benchmarks/champion_power.py --evidence DIR --seeds 100 ... 114 --tag T [--xfit xa xua]
@@ -93,7 +94,9 @@ def campaign_rows(path: Path, prefixes: list[str]) -> list[dict]:
     best = max(single, key=single.get)
     default = choose_champion(ev, budgets, ChampionSettings(), cross_fitted=load_cross_fitted(path, "xd"))
     regret = max(single[best], pct(default.proposal), pct(default.champion)) - pct(default.champion)
-    base = {"preset": preset, "seed": int(seed), "truth_best": best, "truth_best_pct": single[best],
+    z = np.load(path, allow_pickle=False)
+    refits = {f"{k.split(':')[0]}_refit_seconds": float(z[k]) for k in z.files if k.endswith(":seconds")}
+    base = {"preset": preset, "seed": int(seed), **refits, "truth_best": best, "truth_best_pct": single[best],
             "truth_gap_to_second": single[best] - sorted(single.values())[-2],
             "default_champion": default.champion.name, "default_regret": regret}
     rows = [{**base, "evidence": "holdout", "events": ev.n, **statistics(ev, models, budgets, best)}]
@@ -110,6 +113,7 @@ def summarize(rows: pd.DataFrame) -> dict:
     out = {}
     for kind, g in rows.groupby("evidence"):
         out[kind] = {"campaigns": int(len(g)), "events_mean": round(float(g["events"].mean()), 1),
+                     **{f"{c}_mean": round(float(g[c].mean()), 2) for c in g if c.endswith("_refit_seconds")},
                      **{f"{s}_{v}": int((g[f"{s}_verdict"] == v).sum())
                         for s in ("loss", "dr") for v in ("names it", "cannot tell", "prefers another at 90%")}}
     return out
