@@ -19,16 +19,23 @@ a microsecond per row, and a few microseconds per call.
   `GBDT::PredictRaw`), then the objective's transform: cross-entropy / binary 1 / (1 + exp(-σ x)),
   Poisson exp(x), squared error none.
 - **Groups.** One call scores G groups of trees per row (N x G): a T-learner's boosters (one per
-  level) side by side (16 rows or more walk each tree together in lockstep, one step of each
-  unfinished row in turn, so that their independent walks overlap in the processor), or one S-learner booster at G values of its level column (the row's level
-  feature set to each group's value in turn: no N·K grid is built).
-  For the S-learner each tree is walked once per row for every level together: a node on the
-  level column splits the set of levels by a mask made once per set of level values (which levels
-  go left there does not depend on the row), every other node moves them all.
+  level) side by side, or one S-learner booster at G values of its level column (no N·K grid is built).
+- **Few rows** (under 16: one user) are walked one after another (`_predict`); for the S-learner each
+  tree is walked once per row for every level together: a node on the level column splits the set
+  of levels by a mask made once per set of level values (which levels go left there does not depend
+  on the row), every other node moves them all.
+- **Many rows** are walked branch-free (`_walk`), 64 rows (or row-levels) at a time: every split is
+  made a plain `value > threshold` step (a split of another kind, categorical or with a missing type,
+  reads a virtual column of the row, 1.0 when the row goes left there and 2.0 when right, decided
+  once per row for each distinct such split by LightGBM's rule above), a leaf is a node that leads to
+  itself, and each tree is walked for its depth's number of steps by all the rows of the block, their
+  independent steps overlapping in the processor with no branch to mispredict. An S-learner's trees
+  are copied once per level value with their splits on the level column resolved (`_specialized`:
+  shallower trees, the rows' own columns unchanged); the levels are then G groups as a T-learner's.
 
 `Forest.from_boosters` checks what it compiled against LightGBM's own `predict` on probe rows (every
 threshold of every feature, its neighbours on both sides, 0, every category seen in a split and one
-more, mixed at random; for an S-learner also at every level, through the one-walk path): a booster
+more, mixed at random; both walks, few rows and many; for an S-learner also at every level): a booster
 the kernel does not reproduce exactly (another objective, linear
 trees, several classes, a difference on a probe) is not compiled (`None`), and the caller keeps
 LightGBM's prediction.
@@ -47,10 +54,11 @@ from numba import njit
 ZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold (a float literal widened to double)
 TRANSFORMS = {"identity": 0, "sigmoid": 1, "exp": 2}
 PROBE_ROWS = 512
-BLOCK = 64  # rows walked in lockstep by `_predict_rows`
-LOCKSTEP_ROWS = 16  # fewer rows: one after another (`_predict`: 5 us for one row where lockstep takes 8)
+BLOCK = 64  # rows (rows x levels) walked together by `_walk`
+LOCKSTEP_ROWS = 16  # fewer rows: one after another (`_predict`: 5 us for one row, with its set-up of `_walk`'s block)
 _NONE = np.zeros(0, dtype=np.float64)
 _NO_MASKS = np.zeros(0, dtype=np.int64)
+_NO_VIRTUAL = np.zeros((0, 0), dtype=np.float64)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -200,62 +208,196 @@ def _predict(x, level_col, level_values, level_left, groups, link, trees, out):
 
 
 @njit(cache=True, nogil=True)
-def _predict_rows(x, groups, link, trees, out):
-    """out[i, g] = the trees of group g on row i (no level column): the rows in blocks of BLOCK, each
-    tree walked by the rows of a block in lockstep (one step of every unfinished row in turn, so that
-    their independent walks overlap in the processor instead of waiting on one another's loads);
-    the leaves summed in tree order per row, as `_predict`."""
+def _walk(x, offset, level_col, level_values, level_virtual, groups, link, walk, out):
+    """out[i, g] for many rows, branch-free: every node a plain `x <= threshold` step (a split of another
+    kind, categorical or with a missing type, reads a virtual column: 1.0 when the row goes left there,
+    2.0 when right, decided once per row by `_left`), a leaf a node that leads to itself, so that each
+    tree is walked by a block of rows for its depth's number of steps, the rows' independent steps
+    interleaved with no branch to mispredict. With `level_col` >= 0 (one group of trees) each row is
+    walked once per level value (virtual rows i * G + g), the level's virtual columns read from
+    `level_virtual` (G x U, made once per set of level values). `offset`: the first virtual column
+    (the forest's width). The leaves are summed in tree order per row, then transformed, as `_predict`."""
     group_start, group_end = groups
     transform, sigma = link
-    tree_node, tree_leaf, tree_cat, feat, thr, dtype, child, leaf, cat_bound, cat_bits = trees
+    tree_cat, cat_bound, cat_bits, thr, dtype, root, depth, wfeat, wthr, wchild, wleaf, unode, ufeat, ucat = walk
     n, width = x.shape
-    n_groups = group_start.shape[0]
-    rows = np.empty((BLOCK, width), dtype=np.float64)
-    rows0 = np.empty((BLOCK, width), dtype=np.float64)
-    acc = np.empty(BLOCK, dtype=np.float64)
-    nodes = np.empty(BLOCK, dtype=np.int64)
-    for b0 in range(0, n, BLOCK):
-        nb = min(n, b0 + BLOCK) - b0
+    per_row = level_values.shape[0] if level_col >= 0 else 1
+    n_ranges = group_start.shape[0]
+    w = offset
+    n_virtual = unode.shape[0]
+    block = max(1, BLOCK // per_row)
+    xs = np.empty((block * per_row, w + n_virtual), dtype=np.float64)
+    nodes = np.empty(block * per_row, dtype=np.int64)
+    acc = np.empty(block * per_row, dtype=np.float64)
+    for b0 in range(0, n, block):
+        nb = min(n, b0 + block) - b0
+        m = nb * per_row
         for i in range(nb):
+            r0 = i * per_row
             for c in range(width):
                 v = _clean(x[b0 + i, c])
-                rows[i, c] = v
-                rows0[i, c] = 0.0 if math.isnan(v) else v
-        for g in range(n_groups):
-            acc[:nb] = 0.0
-            for t in range(group_start[g], group_end[g]):
-                node0, leaf0, cat0 = tree_node[t], tree_leaf[t], tree_cat[t]
-                if tree_node[t + 1] == node0:  # a single-leaf tree
-                    for i in range(nb):
-                        acc[i] += leaf[leaf0]
+                xs[r0, c] = 0.0 if math.isnan(v) else v
+            for u in range(n_virtual):
+                f = ufeat[u]
+                if f == level_col or f >= width:  # the level column's (set per level below, or resolved)
                     continue
-                nodes[:nb] = 0
-                active = nb
-                while active > 0:
-                    active = 0
-                    for i in range(nb):
-                        node = nodes[i]
-                        if node >= 0:
-                            p = node0 + node
-                            f = feat[p]
-                            if (dtype[p] & 13) == 0:  # the common node: a branch-free step
-                                node = child[2 * p + (1 if rows0[i, f] > thr[p] else 0)]
-                            elif _left(rows[i, f], rows0[i, f], p, cat0, thr, dtype, cat_bound, cat_bits):
-                                node = child[2 * p]
-                            else:
-                                node = child[2 * p + 1]
-                            nodes[i] = node
-                            if node >= 0:
-                                active += 1
-                for i in range(nb):
-                    acc[i] += leaf[leaf0 + ~nodes[i]]
-            for i in range(nb):
-                v = acc[i]
+                v = _clean(x[b0 + i, f])
+                xs[r0, w + u] = 1.0 if _left(v, 0.0 if math.isnan(v) else v, unode[u], ucat[u], thr, dtype,
+                                             cat_bound, cat_bits) else 2.0
+            if level_col >= 0:
+                for g in range(per_row):
+                    r = r0 + g
+                    if g > 0:
+                        xs[r, :] = xs[r0, :]
+                    v = _clean(level_values[g])
+                    xs[r, level_col] = 0.0 if math.isnan(v) else v
+                    for u in range(n_virtual):
+                        if ufeat[u] == level_col:
+                            xs[r, w + u] = level_virtual[g, u]
+        for q in range(n_ranges):
+            acc[:m] = 0.0
+            for t in range(group_start[q], group_end[q]):
+                start = root[t]
+                for r in range(m):
+                    nodes[r] = start
+                for _ in range(depth[t]):
+                    for r in range(m):
+                        p = nodes[r]
+                        nodes[r] = wchild[2 * p + (1 if xs[r, wfeat[p]] > wthr[p] else 0)]
+                for r in range(m):
+                    acc[r] += wleaf[nodes[r]]
+            for r in range(m):
+                v = acc[r]
                 if transform == 1:
                     v = 1.0 / (1.0 + math.exp(-sigma * v))
                 elif transform == 2:
                     v = math.exp(v)
-                out[b0 + i, g] = v
+                if level_col >= 0:
+                    out[b0 + r // per_row, r % per_row] = v
+                else:
+                    out[b0 + r, q] = v
+
+
+@njit(cache=True, nogil=True)
+def _level_virtual(level_col, level_values, unode, ufeat, ucat, thr, dtype, cat_bound, cat_bits):
+    """G x U: the virtual columns of the nodes on the level column at each level value (`_walk`)."""
+    out = np.zeros((level_values.shape[0], unode.shape[0]), dtype=np.float64)
+    for g in range(level_values.shape[0]):
+        v = _clean(level_values[g])
+        for u in range(unode.shape[0]):
+            if ufeat[u] == level_col:
+                out[g, u] = 1.0 if _left(v, 0.0 if math.isnan(v) else v, unode[u], ucat[u], thr, dtype, cat_bound,
+                                         cat_bits) else 2.0
+    return out
+
+
+def _walk_arrays(forest: "Forest") -> tuple:
+    """`_walk`'s arrays of a forest: its nodes and then its leaves in one numbering, a leaf leading to
+    itself (threshold +inf: every value goes left); per tree its first node and its depth; a split
+    that is not a plain numeric one (`_left`'s other kinds) reads a virtual column, one per distinct
+    split (feature, kind and threshold or category set)."""
+    n_nodes, n_leaves = len(forest.feat), len(forest.leaf)
+    width = forest.n_features
+    size = n_nodes + n_leaves
+    wfeat = np.zeros(size, dtype=np.int32)
+    wthr = np.full(size, np.inf, dtype=np.float64)
+    wchild = np.repeat(np.arange(size, dtype=np.int32), 2)
+    wleaf = np.zeros(size, dtype=np.float64)
+    wleaf[n_nodes:] = forest.leaf
+    root = np.empty(len(forest.tree_leaf), dtype=np.int64)
+    depth = np.zeros(len(forest.tree_leaf), dtype=np.int64)
+    virtual: dict = {}
+    unode, ufeat, ucat = [], [], []
+    for t in range(len(forest.tree_leaf)):
+        node0, end, leaf0, cat0 = (int(forest.tree_node[t]), int(forest.tree_node[t + 1]), int(forest.tree_leaf[t]),
+                                   int(forest.tree_cat[t]))
+        if end == node0:
+            root[t] = n_nodes + leaf0
+            continue
+        root[t] = node0
+        for p in range(node0, end):
+            for side in (0, 1):
+                c = int(forest.child[2 * p + side])
+                wchild[2 * p + side] = node0 + c if c >= 0 else n_nodes + leaf0 + ~c
+            d, f = int(forest.dtype[p]), int(forest.feat[p])
+            if (d & 13) == 0:
+                wfeat[p], wthr[p] = f, forest.thr[p]
+                continue
+            if d & 1:
+                ci = cat0 + int(forest.thr[p])
+                lo, hi = int(forest.cat_bound[ci]), int(forest.cat_bound[ci + 1])
+                key = (f, "cat", forest.cat_bits[lo:hi].tobytes())
+            else:
+                key = (f, d, float(forest.thr[p]))
+            if key not in virtual:
+                virtual[key] = len(unode)
+                unode.append(p)
+                ufeat.append(f)
+                ucat.append(cat0)
+            wfeat[p], wthr[p] = width + virtual[key], 1.5
+        stack = [(0, 1)]  # the tree's depth: its longest path's number of splits
+        while stack:
+            c, level = stack.pop()
+            depth[t] = max(depth[t], level)
+            for side in (0, 1):
+                nxt = int(forest.child[2 * (node0 + c) + side])
+                if nxt >= 0:
+                    stack.append((nxt, level + 1))
+    return (forest.tree_cat, forest.cat_bound, forest.cat_bits, forest.thr, forest.dtype, root, depth, wfeat, wthr,
+            wchild, wleaf, np.asarray(unode, dtype=np.int64), np.asarray(ufeat, dtype=np.int32),
+            np.asarray(ucat, dtype=np.int64))
+
+
+def _specialized(forest: "Forest", masks: np.ndarray, n_levels: int) -> tuple:
+    """`_walk`'s arrays (and its G tree ranges) of an S-learner forest at each of its G level values:
+    each tree copied once per level with its splits on the level column resolved (`masks`: the levels
+    that go left at each such node, `_level_masks`), so that the rows are walked at each level with no
+    column of theirs changed and fewer steps."""
+    col = forest.n_features - 1
+    walk = forest._walk
+    wfeat0, wthr0 = walk[7], walk[8]
+    feat, child = forest.feat, forest.child
+    nfeat, nthr, nchild, nleaf, root, depth = [], [], [], [], [], []
+    for g in range(n_levels):
+        for t in range(len(forest.tree_leaf)):
+            node0, end, leaf0 = int(forest.tree_node[t]), int(forest.tree_node[t + 1]), int(forest.tree_leaf[t])
+
+            def resolve(c):  # a tree-local child past the level column's splits (their side at level g)
+                while c >= 0 and feat[node0 + c] == col:
+                    c = int(child[2 * (node0 + c) + (0 if (int(masks[node0 + c]) >> g) & 1 else 1)])
+                return c
+
+            def new_node(f, thr, value):
+                nfeat.append(f)
+                nthr.append(thr)
+                nchild.extend((len(nleaf), len(nleaf)))  # a leaf leads to itself
+                nleaf.append(value)
+                return len(nleaf) - 1
+
+            top = resolve(0) if end > node0 else -1
+            stack, deepest = [], 0
+            if top < 0:
+                root.append(new_node(0, np.inf, float(forest.leaf[leaf0 + ~top])))
+            else:
+                root.append(new_node(int(wfeat0[node0 + top]), float(wthr0[node0 + top]), 0.0))
+                stack.append((node0 + top, root[-1], 1))
+            while stack:
+                p, me, level = stack.pop()
+                deepest = max(deepest, level)
+                for side in (0, 1):
+                    c = resolve(int(child[2 * p + side]))
+                    if c < 0:
+                        nchild[2 * me + side] = new_node(0, np.inf, float(forest.leaf[leaf0 + ~c]))
+                    else:
+                        nchild[2 * me + side] = new_node(int(wfeat0[node0 + c]), float(wthr0[node0 + c]), 0.0)
+                        stack.append((node0 + c, nchild[2 * me + side], level + 1))
+            depth.append(deepest)
+    n_trees = len(forest.tree_leaf)
+    starts = np.arange(n_levels, dtype=np.int64) * n_trees
+    arrays = (*walk[:5], np.asarray(root, dtype=np.int64), np.asarray(depth, dtype=np.int64),
+              np.asarray(nfeat, dtype=np.int32), np.asarray(nthr, dtype=np.float64), np.asarray(nchild, dtype=np.int32),
+              np.asarray(nleaf, dtype=np.float64), *walk[-3:])
+    return arrays, starts, starts + n_trees
 
 
 def _ints(text: str, dtype) -> np.ndarray:
@@ -380,6 +522,7 @@ class Forest:
         object.__setattr__(self, "_starts", np.ascontiguousarray(self.groups[:, 0]))
         object.__setattr__(self, "_ends", np.ascontiguousarray(self.groups[:, 1]))
         object.__setattr__(self, "_levels", {})
+        object.__setattr__(self, "_walk", _walk_arrays(self))
 
     def predict(self, x: np.ndarray, level_values: np.ndarray | None = None) -> np.ndarray:
         """N x G float64 predictions for the rows of `x` (float64, N x n_features). With `level_values`
@@ -395,20 +538,33 @@ class Forest:
                     raise ValueError("level values need a forest of one booster")
                 values = np.asarray(level_values, dtype=np.float64).ravel()
                 g = len(values)
-                self._levels[key] = (values, _level_masks(self.n_features - 1, values, self._arrays),
-                                     np.full(g, self.groups[0, 0], dtype=np.int64),
-                                     np.full(g, self.groups[0, 1], dtype=np.int64))
-            values, masks, start, end = self._levels[key]
+                masks = _level_masks(self.n_features - 1, values, self._arrays)
+                if g <= 62:  # each level's trees with their level splits resolved
+                    walk = _specialized(self, masks, g)
+                else:  # the virtual columns of the level splits at each level, for virtual rows (row, level)
+                    _, cat_bound, cat_bits, thr, dtype = self._walk[:5]
+                    unode, ufeat, ucat = self._walk[-3:]
+                    walk = _level_virtual(self.n_features - 1, values, unode, ufeat, ucat, thr, dtype, cat_bound,
+                                          cat_bits)
+                self._levels[key] = (values, masks, np.full(g, self.groups[0, 0], dtype=np.int64),
+                                     np.full(g, self.groups[0, 1], dtype=np.int64), walk)
+            values, masks, start, end, walk = self._levels[key]
             col = self.n_features - 1
         else:
-            values, masks, start, end, col = _NONE, _NO_MASKS, self._starts, self._ends, -1
+            values, masks, start, end, col, walk = _NONE, _NO_MASKS, self._starts, self._ends, -1, None
         if x.ndim != 2 or x.shape[1] != self.n_features + (0 if col < 0 else -1):
             raise ValueError(f"the forest reads {self.n_features} features, got an array of shape {x.shape}")
         out = np.empty((x.shape[0], len(start)), dtype=np.float64)
-        if col < 0 and x.shape[0] >= LOCKSTEP_ROWS:  # boosters side by side, many rows: in lockstep
-            _predict_rows(x, (start, end), (self.transform, self.sigma), self._arrays, out)
+        link = (self.transform, self.sigma)
+        if x.shape[0] < LOCKSTEP_ROWS:
+            _predict(x, col, values, masks, (start, end), link, self._arrays, out)
+        elif col < 0:  # many rows: blocks of rows walked branch-free
+            _walk(x, self.n_features, -1, values, _NO_VIRTUAL, (start, end), link, self._walk, out)
+        elif isinstance(walk, tuple):  # every level's trees, specialized
+            arrays, starts, ends = walk
+            _walk(x, self.n_features, -1, _NONE, _NO_VIRTUAL, (starts, ends), link, arrays, out)
         else:
-            _predict(x, col, values, masks, (start, end), (self.transform, self.sigma), self._arrays, out)
+            _walk(x, self.n_features, col, values, walk, (self._starts, self._ends), link, self._walk, out)
         return out
 
     def probes(self, seed: int = 0, rows: int = PROBE_ROWS) -> np.ndarray:
@@ -458,6 +614,7 @@ def from_boosters(boosters: list, texts: list[str], level_values: np.ndarray | N
         rows = np.ascontiguousarray(x[:, :-1])
         grid = np.column_stack([np.repeat(rows, len(values), axis=0), np.tile(values, len(rows))])
         want = boosters[0].predict(grid, num_threads=1).reshape(len(rows), len(values))
-        if not np.array_equal(want, forest.predict(rows, values)):
+        if not np.array_equal(want, forest.predict(rows, values)) or \
+                not np.array_equal(want[:few], forest.predict(rows[:few], values)):
             return None
     return forest

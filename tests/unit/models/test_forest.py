@@ -111,3 +111,18 @@ def test_what_the_kernel_does_not_reproduce_is_not_compiled():
     assert Forest.from_texts([changed]) is not None and from_boosters([one], [changed]) is None
     with pytest.raises(ValueError, match="reads 4 features"):
         from_boosters([one], [text]).predict(np.zeros((2, 3)))
+
+
+def test_more_than_62_levels_are_walked_as_rows_at_each_level():
+    """Over 62 level values (more than a mask holds) the many-row walk scores each row at each level
+    as a row of its own, its level splits read from the values decided once per level: still LightGBM's."""
+    x, y, _ = _data()
+    booster = _train("cross_entropy", y, x)
+    levels = np.linspace(-0.5, 5.5, 70)
+    forest = from_boosters([booster], [booster.model_to_string()], levels)
+    assert forest is not None
+    rows = np.ascontiguousarray(_rows(400)[:, :3])
+    grid = np.column_stack([np.repeat(rows, len(levels), axis=0), np.tile(levels, len(rows))])
+    want = booster.predict(grid, num_threads=1).reshape(len(rows), len(levels))
+    np.testing.assert_array_equal(forest.predict(rows, levels), want)
+    np.testing.assert_array_equal(forest.predict(rows[:3], levels), want[:3])
