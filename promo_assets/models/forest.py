@@ -29,9 +29,11 @@ a microsecond per row, and a few microseconds per call.
   reads a virtual column of the row, 1.0 when the row goes left there and 2.0 when right, decided
   once per row for each distinct such split by LightGBM's rule above), a leaf is a node that leads to
   itself, and each tree is walked for its depth's number of steps by all the rows of the block, their
-  independent steps overlapping in the processor with no branch to mispredict. An S-learner's trees
-  are copied once per level value with their splits on the level column resolved (`_specialized`:
-  shallower trees, the rows' own columns unchanged); the levels are then G groups as a T-learner's.
+  independent steps overlapping in the processor with no branch to mispredict. An S-learner's tree
+  is copied once per distinct way the G level values go at its splits on the level column, those
+  splits resolved in the copy (`_specialized`: shallower trees, the rows' own columns unchanged, a
+  tree with no level split walked once for every level), and the copy's leaf is added to the sum of
+  each level it serves; every level's sum still takes its trees' leaves in tree order.
 
 `Forest.from_boosters` checks what it compiled against LightGBM's own `predict` on probe rows (every
 threshold of every feature, its neighbours on both sides, 0, every category seen in a split and one
@@ -54,11 +56,10 @@ from numba import njit
 ZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold (a float literal widened to double)
 TRANSFORMS = {"identity": 0, "sigmoid": 1, "exp": 2}
 PROBE_ROWS = 512
-BLOCK = 64  # rows (rows x levels) walked together by `_walk`
+BLOCK = 64  # rows walked together by `_walk`
 LOCKSTEP_ROWS = 16  # fewer rows: one after another (`_predict`: 5 us for one row, with its set-up of `_walk`'s block)
 _NONE = np.zeros(0, dtype=np.float64)
 _NO_MASKS = np.zeros(0, dtype=np.int64)
-_NO_VIRTUAL = np.zeros((0, 0), dtype=np.float64)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -208,113 +209,95 @@ def _predict(x, level_col, level_values, level_left, groups, link, trees, out):
 
 
 @njit(cache=True, nogil=True)
-def _walk(x, offset, level_col, level_values, level_virtual, groups, link, walk, out):
-    """out[i, g] for many rows, branch-free: every node a plain `x <= threshold` step (a split of another
-    kind, categorical or with a missing type, reads a virtual column: 1.0 when the row goes left there,
-    2.0 when right, decided once per row by `_left`), a leaf a node that leads to itself, so that each
-    tree is walked by a block of rows for its depth's number of steps, the rows' independent steps
-    interleaved with no branch to mispredict. With `level_col` >= 0 (one group of trees) each row is
-    walked once per level value (virtual rows i * G + g), the level's virtual columns read from
-    `level_virtual` (G x U, made once per set of level values). `offset`: the first virtual column
-    (the forest's width). The leaves are summed in tree order per row, then transformed, as `_predict`."""
-    group_start, group_end = groups
+def _walk(x, offset, units, link, walk, out):
+    """out[i, g] for many rows, branch-free (module docstring): every split a plain `value > threshold`
+    step (a split of another kind reads a virtual column of the row, from `offset` on: 1.0 when the row
+    goes left there, 2.0 when right, decided once per row by `_left`), a leaf a node that leads to
+    itself, so that each tree is walked by a block of rows for its depth's number of steps, the rows'
+    independent steps overlapping with no branch to mispredict. The trees are walked as `units`
+    (first node, depth, and the groups whose sums take its leaf: `gidx[ustart[u]:uend[u]]`), in tree
+    order, so that each group's leaves are summed in tree order per row, then transformed, as
+    `_predict`."""
+    ustart, uend, gidx = units
     transform, sigma = link
     tree_cat, cat_bound, cat_bits, thr, dtype, root, depth, wfeat, wthr, wchild, wleaf, unode, ufeat, ucat = walk
     n, width = x.shape
-    per_row = level_values.shape[0] if level_col >= 0 else 1
-    n_ranges = group_start.shape[0]
-    w = offset
+    n_groups = out.shape[1]
     n_virtual = unode.shape[0]
-    block = max(1, BLOCK // per_row)
-    xs = np.empty((block * per_row, w + n_virtual), dtype=np.float64)
-    nodes = np.empty(block * per_row, dtype=np.int64)
-    acc = np.empty(block * per_row, dtype=np.float64)
-    for b0 in range(0, n, block):
-        nb = min(n, b0 + block) - b0
-        m = nb * per_row
-        for i in range(nb):
-            r0 = i * per_row
+    xs = np.empty((BLOCK, offset + n_virtual), dtype=np.float64)
+    nodes = np.empty(BLOCK, dtype=np.int64)
+    acc = np.empty((n_groups, BLOCK), dtype=np.float64)
+    for b0 in range(0, n, BLOCK):
+        m = min(n, b0 + BLOCK) - b0
+        for r in range(m):
             for c in range(width):
-                v = _clean(x[b0 + i, c])
-                xs[r0, c] = 0.0 if math.isnan(v) else v
+                v = _clean(x[b0 + r, c])
+                xs[r, c] = 0.0 if math.isnan(v) else v
             for u in range(n_virtual):
                 f = ufeat[u]
-                if f == level_col or f >= width:  # the level column's (set per level below, or resolved)
+                if f >= width:  # a split on the level column: resolved in the unit's copy of its tree
                     continue
-                v = _clean(x[b0 + i, f])
-                xs[r0, w + u] = 1.0 if _left(v, 0.0 if math.isnan(v) else v, unode[u], ucat[u], thr, dtype,
-                                             cat_bound, cat_bits) else 2.0
-            if level_col >= 0:
-                for g in range(per_row):
-                    r = r0 + g
-                    if g > 0:
-                        xs[r, :] = xs[r0, :]
-                    v = _clean(level_values[g])
-                    xs[r, level_col] = 0.0 if math.isnan(v) else v
-                    for u in range(n_virtual):
-                        if ufeat[u] == level_col:
-                            xs[r, w + u] = level_virtual[g, u]
-        for q in range(n_ranges):
-            acc[:m] = 0.0
-            for t in range(group_start[q], group_end[q]):
-                start = root[t]
-                for r in range(m):
-                    nodes[r] = start
-                for _ in range(depth[t]):
-                    for r in range(m):
-                        p = nodes[r]
-                        nodes[r] = wchild[2 * p + (1 if xs[r, wfeat[p]] > wthr[p] else 0)]
-                for r in range(m):
-                    acc[r] += wleaf[nodes[r]]
+                v = _clean(x[b0 + r, f])
+                xs[r, offset + u] = 1.0 if _left(v, 0.0 if math.isnan(v) else v, unode[u], ucat[u], thr, dtype,
+                                                 cat_bound, cat_bits) else 2.0
+        acc[:, :m] = 0.0
+        for u in range(root.shape[0]):
+            start = root[u]
             for r in range(m):
-                v = acc[r]
+                nodes[r] = start
+            for _ in range(depth[u]):
+                for r in range(m):
+                    p = nodes[r]
+                    nodes[r] = wchild[2 * p + (1 if xs[r, wfeat[p]] > wthr[p] else 0)]
+            for j in range(ustart[u], uend[u]):
+                g = gidx[j]
+                for r in range(m):
+                    acc[g, r] += wleaf[nodes[r]]
+        for r in range(m):
+            for g in range(n_groups):
+                v = acc[g, r]
                 if transform == 1:
                     v = 1.0 / (1.0 + math.exp(-sigma * v))
                 elif transform == 2:
                     v = math.exp(v)
-                if level_col >= 0:
-                    out[b0 + r // per_row, r % per_row] = v
-                else:
-                    out[b0 + r, q] = v
+                out[b0 + r, g] = v
 
 
 @njit(cache=True, nogil=True)
-def _level_virtual(level_col, level_values, unode, ufeat, ucat, thr, dtype, cat_bound, cat_bits):
-    """G x U: the virtual columns of the nodes on the level column at each level value (`_walk`)."""
-    out = np.zeros((level_values.shape[0], unode.shape[0]), dtype=np.float64)
-    for g in range(level_values.shape[0]):
-        v = _clean(level_values[g])
-        for u in range(unode.shape[0]):
-            if ufeat[u] == level_col:
-                out[g, u] = 1.0 if _left(v, 0.0 if math.isnan(v) else v, unode[u], ucat[u], thr, dtype, cat_bound,
-                                         cat_bits) else 2.0
+def _level_left(level_col, level_values, trees):
+    """n_nodes x G: whether level value g goes left at each node on the level column (False elsewhere)."""
+    tree_node, tree_leaf, tree_cat, feat, thr, dtype, child, leaf, cat_bound, cat_bits = trees
+    out = np.zeros((feat.shape[0], level_values.shape[0]), dtype=np.bool_)
+    for t in range(tree_leaf.shape[0]):
+        for p in range(tree_node[t], tree_node[t + 1]):
+            if feat[p] != level_col:
+                continue
+            for g in range(level_values.shape[0]):
+                x = _clean(level_values[g])
+                out[p, g] = _left(x, 0.0 if math.isnan(x) else x, p, tree_cat[t], thr, dtype, cat_bound, cat_bits)
     return out
 
 
 def _walk_arrays(forest: "Forest") -> tuple:
     """`_walk`'s arrays of a forest: its nodes and then its leaves in one numbering, a leaf leading to
-    itself (threshold +inf: every value goes left); per tree its first node and its depth; a split
-    that is not a plain numeric one (`_left`'s other kinds) reads a virtual column, one per distinct
-    split (feature, kind and threshold or category set)."""
+    itself (threshold +inf: every value goes left), a split that is not a plain numeric one reading a
+    virtual column (one per distinct split: feature, kind, and threshold or category set); and its
+    units: each tree (first node, depth) for its booster's group."""
     n_nodes, n_leaves = len(forest.feat), len(forest.leaf)
-    width = forest.n_features
     size = n_nodes + n_leaves
     wfeat = np.zeros(size, dtype=np.int32)
     wthr = np.full(size, np.inf, dtype=np.float64)
     wchild = np.repeat(np.arange(size, dtype=np.int32), 2)
     wleaf = np.zeros(size, dtype=np.float64)
     wleaf[n_nodes:] = forest.leaf
-    root = np.empty(len(forest.tree_leaf), dtype=np.int64)
-    depth = np.zeros(len(forest.tree_leaf), dtype=np.int64)
+    n_trees = len(forest.tree_leaf)
+    root = np.empty(n_trees, dtype=np.int64)
     virtual: dict = {}
     unode, ufeat, ucat = [], [], []
-    for t in range(len(forest.tree_leaf)):
+    for t in range(n_trees):
         node0, end, leaf0, cat0 = (int(forest.tree_node[t]), int(forest.tree_node[t + 1]), int(forest.tree_leaf[t]),
                                    int(forest.tree_cat[t]))
-        if end == node0:
-            root[t] = n_nodes + leaf0
-            continue
-        root[t] = node0
+        root[t] = node0 if end > node0 else n_nodes + leaf0
         for p in range(node0, end):
             for side in (0, 1):
                 c = int(forest.child[2 * p + side])
@@ -325,8 +308,7 @@ def _walk_arrays(forest: "Forest") -> tuple:
                 continue
             if d & 1:
                 ci = cat0 + int(forest.thr[p])
-                lo, hi = int(forest.cat_bound[ci]), int(forest.cat_bound[ci + 1])
-                key = (f, "cat", forest.cat_bits[lo:hi].tobytes())
+                key = (f, "cat", forest.cat_bits[int(forest.cat_bound[ci]):int(forest.cat_bound[ci + 1])].tobytes())
             else:
                 key = (f, d, float(forest.thr[p]))
             if key not in virtual:
@@ -334,70 +316,83 @@ def _walk_arrays(forest: "Forest") -> tuple:
                 unode.append(p)
                 ufeat.append(f)
                 ucat.append(cat0)
-            wfeat[p], wthr[p] = width + virtual[key], 1.5
-        stack = [(0, 1)]  # the tree's depth: its longest path's number of splits
-        while stack:
-            c, level = stack.pop()
-            depth[t] = max(depth[t], level)
-            for side in (0, 1):
-                nxt = int(forest.child[2 * (node0 + c) + side])
-                if nxt >= 0:
-                    stack.append((nxt, level + 1))
-    return (forest.tree_cat, forest.cat_bound, forest.cat_bits, forest.thr, forest.dtype, root, depth, wfeat, wthr,
-            wchild, wleaf, np.asarray(unode, dtype=np.int64), np.asarray(ufeat, dtype=np.int32),
-            np.asarray(ucat, dtype=np.int64))
+            wfeat[p], wthr[p] = forest.n_features + virtual[key], 1.5
+    depth = np.array([_depth(wchild, int(r)) for r in root], dtype=np.int64)
+    group = np.zeros(n_trees, dtype=np.int64)
+    for g, (first, end) in enumerate(forest.groups):
+        group[first:end] = g
+    units = (np.arange(n_trees, dtype=np.int64), np.arange(1, n_trees + 1, dtype=np.int64), group)
+    return units, (forest.tree_cat, forest.cat_bound, forest.cat_bits, forest.thr, forest.dtype, root, depth, wfeat,
+                   wthr, wchild, wleaf, np.asarray(unode, dtype=np.int64), np.asarray(ufeat, dtype=np.int32),
+                   np.asarray(ucat, dtype=np.int64))
 
 
-def _specialized(forest: "Forest", masks: np.ndarray, n_levels: int) -> tuple:
-    """`_walk`'s arrays (and its G tree ranges) of an S-learner forest at each of its G level values:
-    each tree copied once per level with its splits on the level column resolved (`masks`: the levels
-    that go left at each such node, `_level_masks`), so that the rows are walked at each level with no
-    column of theirs changed and fewer steps."""
+def _depth(wchild: np.ndarray, node: int) -> int:
+    """The number of splits on the longest path from `node` (a leaf leads to itself)."""
+    deepest, stack = 0, [(node, 0)]
+    while stack:
+        p, level = stack.pop()
+        left, right = int(wchild[2 * p]), int(wchild[2 * p + 1])
+        if left == p and right == p:
+            deepest = max(deepest, level)
+        else:
+            stack += [(left, level + 1), (right, level + 1)]
+    return deepest
+
+
+def _specialized(forest: "Forest", left: np.ndarray) -> tuple:
+    """`_walk`'s units and arrays of an S-learner forest at G level values: each tree copied once per
+    distinct way the levels go at its splits on the level column (`left`: n_nodes x G, `_level_left`),
+    those splits resolved in the copy, the copy's leaf added to the sums of the levels that share it.
+    The rows are so walked at every level without a column of theirs changed, a tree without a level
+    split once for all levels."""
     col = forest.n_features - 1
-    walk = forest._walk
-    wfeat0, wthr0 = walk[7], walk[8]
-    feat, child = forest.feat, forest.child
-    nfeat, nthr, nchild, nleaf, root, depth = [], [], [], [], [], []
-    for g in range(n_levels):
-        for t in range(len(forest.tree_leaf)):
-            node0, end, leaf0 = int(forest.tree_node[t]), int(forest.tree_node[t + 1]), int(forest.tree_leaf[t])
+    walk = forest._walk[1]
+    n_nodes = len(forest.feat)
+    wfeat0, wthr0, wchild0, wleaf0 = walk[7:11]
+    feat = forest.feat
+    nfeat, nthr, nchild, nleaf, root, depth, ustart, gidx = [], [], [], [], [], [], [], []
 
-            def resolve(c):  # a tree-local child past the level column's splits (their side at level g)
-                while c >= 0 and feat[node0 + c] == col:
-                    c = int(child[2 * (node0 + c) + (0 if (int(masks[node0 + c]) >> g) & 1 else 1)])
-                return c
+    def new_node(f, threshold, value):
+        nfeat.append(f)
+        nthr.append(threshold)
+        nchild.extend((len(nleaf), len(nleaf)))  # a leaf leads to itself
+        nleaf.append(value)
+        return len(nleaf) - 1
 
-            def new_node(f, thr, value):
-                nfeat.append(f)
-                nthr.append(thr)
-                nchild.extend((len(nleaf), len(nleaf)))  # a leaf leads to itself
-                nleaf.append(value)
-                return len(nleaf) - 1
+    def copy(p, g):  # node p of `walk` (a leaf when p >= n_nodes), past the level splits as level g goes
+        while p < n_nodes and feat[p] == col:
+            p = int(wchild0[2 * p + (0 if left[p, g] else 1)])
+        return new_node(int(wfeat0[p]), float(wthr0[p]), float(wleaf0[p])), p
 
-            top = resolve(0) if end > node0 else -1
-            stack, deepest = [], 0
-            if top < 0:
-                root.append(new_node(0, np.inf, float(forest.leaf[leaf0 + ~top])))
-            else:
-                root.append(new_node(int(wfeat0[node0 + top]), float(wthr0[node0 + top]), 0.0))
-                stack.append((node0 + top, root[-1], 1))
+    for t in range(len(forest.tree_leaf)):
+        node0, end = int(forest.tree_node[t]), int(forest.tree_node[t + 1])
+        on_level = np.flatnonzero(feat[node0:end] == col) + node0
+        ways: dict = {}
+        for g in range(left.shape[1]):
+            ways.setdefault(left[on_level, g].tobytes(), []).append(g)
+        for levels in ways.values():
+            g = levels[0]
+            top, p0 = copy(int(walk[5][t]), g)
+            stack = [(p0, top)]
             while stack:
-                p, me, level = stack.pop()
-                deepest = max(deepest, level)
+                p, me = stack.pop()
+                if p >= n_nodes:
+                    continue
                 for side in (0, 1):
-                    c = resolve(int(child[2 * p + side]))
-                    if c < 0:
-                        nchild[2 * me + side] = new_node(0, np.inf, float(forest.leaf[leaf0 + ~c]))
-                    else:
-                        nchild[2 * me + side] = new_node(int(wfeat0[node0 + c]), float(wthr0[node0 + c]), 0.0)
-                        stack.append((node0 + c, nchild[2 * me + side], level + 1))
-            depth.append(deepest)
-    n_trees = len(forest.tree_leaf)
-    starts = np.arange(n_levels, dtype=np.int64) * n_trees
-    arrays = (*walk[:5], np.asarray(root, dtype=np.int64), np.asarray(depth, dtype=np.int64),
-              np.asarray(nfeat, dtype=np.int32), np.asarray(nthr, dtype=np.float64), np.asarray(nchild, dtype=np.int32),
-              np.asarray(nleaf, dtype=np.float64), *walk[-3:])
-    return arrays, starts, starts + n_trees
+                    c, pc = copy(int(wchild0[2 * p + side]), g)
+                    nchild[2 * me + side] = c
+                    stack.append((pc, c))
+            root.append(top)
+            ustart.append(len(gidx))
+            gidx.extend(levels)
+    wchild = np.asarray(nchild, dtype=np.int32)
+    depth = np.array([_depth(wchild, r) for r in root], dtype=np.int64)
+    starts = np.asarray(ustart, dtype=np.int64)
+    units = (starts, np.append(starts[1:], len(gidx)).astype(np.int64), np.asarray(gidx, dtype=np.int64))
+    arrays = (*walk[:5], np.asarray(root, dtype=np.int64), depth, np.asarray(nfeat, dtype=np.int32),
+              np.asarray(nthr, dtype=np.float64), wchild, np.asarray(nleaf, dtype=np.float64), *walk[-3:])
+    return units, arrays
 
 
 def _ints(text: str, dtype) -> np.ndarray:
@@ -538,33 +533,21 @@ class Forest:
                     raise ValueError("level values need a forest of one booster")
                 values = np.asarray(level_values, dtype=np.float64).ravel()
                 g = len(values)
-                masks = _level_masks(self.n_features - 1, values, self._arrays)
-                if g <= 62:  # each level's trees with their level splits resolved
-                    walk = _specialized(self, masks, g)
-                else:  # the virtual columns of the level splits at each level, for virtual rows (row, level)
-                    _, cat_bound, cat_bits, thr, dtype = self._walk[:5]
-                    unode, ufeat, ucat = self._walk[-3:]
-                    walk = _level_virtual(self.n_features - 1, values, unode, ufeat, ucat, thr, dtype, cat_bound,
-                                          cat_bits)
-                self._levels[key] = (values, masks, np.full(g, self.groups[0, 0], dtype=np.int64),
-                                     np.full(g, self.groups[0, 1], dtype=np.int64), walk)
+                self._levels[key] = (values, _level_masks(self.n_features - 1, values, self._arrays),
+                                     np.full(g, self.groups[0, 0], dtype=np.int64),
+                                     np.full(g, self.groups[0, 1], dtype=np.int64),
+                                     _specialized(self, _level_left(self.n_features - 1, values, self._arrays)))
             values, masks, start, end, walk = self._levels[key]
             col = self.n_features - 1
         else:
-            values, masks, start, end, col, walk = _NONE, _NO_MASKS, self._starts, self._ends, -1, None
+            values, masks, start, end, col, walk = _NONE, _NO_MASKS, self._starts, self._ends, -1, self._walk
         if x.ndim != 2 or x.shape[1] != self.n_features + (0 if col < 0 else -1):
             raise ValueError(f"the forest reads {self.n_features} features, got an array of shape {x.shape}")
         out = np.empty((x.shape[0], len(start)), dtype=np.float64)
-        link = (self.transform, self.sigma)
         if x.shape[0] < LOCKSTEP_ROWS:
-            _predict(x, col, values, masks, (start, end), link, self._arrays, out)
-        elif col < 0:  # many rows: blocks of rows walked branch-free
-            _walk(x, self.n_features, -1, values, _NO_VIRTUAL, (start, end), link, self._walk, out)
-        elif isinstance(walk, tuple):  # every level's trees, specialized
-            arrays, starts, ends = walk
-            _walk(x, self.n_features, -1, _NONE, _NO_VIRTUAL, (starts, ends), link, arrays, out)
-        else:
-            _walk(x, self.n_features, col, values, walk, (self._starts, self._ends), link, self._walk, out)
+            _predict(x, col, values, masks, (start, end), (self.transform, self.sigma), self._arrays, out)
+        else:  # many rows: blocks of rows walked branch-free
+            _walk(x, self.n_features, walk[0], (self.transform, self.sigma), walk[1], out)
         return out
 
     def probes(self, seed: int = 0, rows: int = PROBE_ROWS) -> np.ndarray:

@@ -113,9 +113,9 @@ def test_what_the_kernel_does_not_reproduce_is_not_compiled():
         from_boosters([one], [text]).predict(np.zeros((2, 3)))
 
 
-def test_more_than_62_levels_are_walked_as_rows_at_each_level():
-    """Over 62 level values (more than a mask holds) the many-row walk scores each row at each level
-    as a row of its own, its level splits read from the values decided once per level: still LightGBM's."""
+def test_many_level_values_in_the_many_row_walk():
+    """70 level values (more than the one-row walk's masks hold): the many-row walk's copies of each
+    tree, one per distinct way the levels go at its level splits, still give LightGBM's numbers."""
     x, y, _ = _data()
     booster = _train("cross_entropy", y, x)
     levels = np.linspace(-0.5, 5.5, 70)
