@@ -91,22 +91,12 @@ def _clean(v):
     return 0.0 if -ZERO <= v <= ZERO else v  # LightGBM keeps the non-zero values of a row (others read 0)
 
 
-@njit(cache=True, nogil=True)
-def _level_masks(level_col, level_values, trees):
-    """Per node, the set of levels (bit g: `level_values[g]`) that go left at a node splitting on the
-    level column (0 at any other node): the same for every row, so the kernel reads it instead of
-    deciding each level at each such node."""
-    tree_node, tree_leaf, tree_cat, feat, thr, dtype, child, leaf, cat_bound, cat_bits = trees
-    out = np.zeros(feat.shape[0], dtype=np.int64)
-    for t in range(tree_leaf.shape[0]):
-        for p in range(tree_node[t], tree_node[t + 1]):
-            if feat[p] != level_col:
-                continue
-            for g in range(level_values.shape[0]):
-                x = _clean(level_values[g])
-                if _left(x, 0.0 if math.isnan(x) else x, p, tree_cat[t], thr, dtype, cat_bound, cat_bits):
-                    out[p] |= 1 << g
-    return out
+def _level_masks(left: np.ndarray) -> np.ndarray:
+    """Per node, the set of levels (bit g: level g) that go left at a node splitting on the level column
+    (0 at any other node; `left`: `_level_left`): the same for every row, so `_predict` reads it instead
+    of deciding each level at each such node (for up to 62 levels; it walks more one level at a time)."""
+    g = min(left.shape[1], 62)
+    return (left[:, :g].astype(np.int64) << np.arange(g, dtype=np.int64)).sum(axis=1)
 
 
 @njit(cache=True, nogil=True)
@@ -533,10 +523,9 @@ class Forest:
                     raise ValueError("level values need a forest of one booster")
                 values = np.asarray(level_values, dtype=np.float64).ravel()
                 g = len(values)
-                self._levels[key] = (values, _level_masks(self.n_features - 1, values, self._arrays),
-                                     np.full(g, self.groups[0, 0], dtype=np.int64),
-                                     np.full(g, self.groups[0, 1], dtype=np.int64),
-                                     _specialized(self, _level_left(self.n_features - 1, values, self._arrays)))
+                left = _level_left(self.n_features - 1, values, self._arrays)
+                self._levels[key] = (values, _level_masks(left), np.full(g, self.groups[0, 0], dtype=np.int64),
+                                     np.full(g, self.groups[0, 1], dtype=np.int64), _specialized(self, left))
             values, masks, start, end, walk = self._levels[key]
             col = self.n_features - 1
         else:
