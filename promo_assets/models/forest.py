@@ -24,16 +24,20 @@ a microsecond per row, and a few microseconds per call.
   tree is walked once per row for every level together: a node on the level column splits the set
   of levels by a mask made once per set of level values (which levels go left there does not depend
   on the row), every other node moves them all.
-- **Many rows** are walked branch-free (`_walk`), 64 rows (or row-levels) at a time: every split is
-  made a plain `value > threshold` step (a split of another kind, categorical or with a missing type,
-  reads a virtual column of the row, 1.0 when the row goes left there and 2.0 when right, decided
-  once per row for each distinct such split by LightGBM's rule above), a leaf is a node that leads to
-  itself, and each tree is walked for its depth's number of steps by all the rows of the block, their
-  independent steps overlapping in the processor with no branch to mispredict. An S-learner's tree
-  is copied once per distinct way the G level values go at its splits on the level column, those
-  splits resolved in the copy (`_specialized`: shallower trees, the rows' own columns unchanged, a
-  tree with no level split walked once for every level), and the copy's leaf is added to the sum of
-  each level it serves; every level's sum still takes its trees' leaves in tree order.
+- **Many rows** are scored 64 at a time. Every split is made a plain `value > threshold` test (a
+  split of another kind, categorical or with a missing type, reads a virtual column of the row, 1.0
+  when the row goes left there and 2.0 when right, decided once per row for each distinct such split
+  by LightGBM's rule above). A tree of at most 64 leaves is not walked (`_score`, QuickScorer:
+  Lucchese et al., SIGIR 2015): its leaves are bits in left-to-right order, every split the row does
+  not pass to the left clears the bits of its left subtree's leaves, and the row's leaf is the lowest
+  bit left; each split is tested for all the rows of the block at once (a feature's values side by
+  side: SIMD), no test waiting on another. A larger tree is walked (`_walk`): a leaf leads to itself
+  and the block's rows take the tree's depth's number of steps, their independent steps overlapping
+  in the processor. An S-learner's tree is copied once per distinct way the G level values go at its
+  splits on the level column, those splits resolved in the copy (`_specialized`: smaller trees, the
+  rows' own columns unchanged, a tree with no level split scored once for every level), and the
+  copy's leaf is added to the sum of each level it serves; every level's sum still takes its trees'
+  leaves in tree order.
 
 `Forest.from_boosters` checks what it compiled against LightGBM's own `predict` on probe rows (every
 threshold of every feature, its neighbours on both sides, 0, every category seen in a split and one
@@ -52,12 +56,13 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 ZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold (a float literal widened to double)
 TRANSFORMS = {"identity": 0, "sigmoid": 1, "exp": 2}
 PROBE_ROWS = 512
-BLOCK = 64  # rows walked together by `_walk`
-LOCKSTEP_ROWS = 16  # fewer rows: one after another (`_predict`: 5 us for one row, with its set-up of `_walk`'s block)
+BLOCK = 64  # rows scored together by `_score` / `_walk`
+LOCKSTEP_ROWS = 16  # fewer rows: one after another (`_predict`: 5 us for one row, without a block's set-up)
 _NONE = np.zeros(0, dtype=np.float64)
 _NO_MASKS = np.zeros(0, dtype=np.int64)
 
@@ -382,7 +387,103 @@ def _specialized(forest: "Forest", left: np.ndarray) -> tuple:
     units = (starts, np.append(starts[1:], len(gidx)).astype(np.int64), np.asarray(gidx, dtype=np.int64))
     arrays = (*walk[:5], np.asarray(root, dtype=np.int64), depth, np.asarray(nfeat, dtype=np.int32),
               np.asarray(nthr, dtype=np.float64), wchild, np.asarray(nleaf, dtype=np.float64), *walk[-3:])
-    return units, arrays
+    return units, arrays, _quick_arrays(arrays)
+
+
+MAX_MASK_LEAVES = 64  # a tree of at most this many leaves is scored by `_score` (one bit per leaf)
+ALL_LEAVES = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+@njit(cache=True, nogil=True)
+def _score(x, offset, units, link, walk, quick, out):
+    """`_walk`'s numbers without walking (QuickScorer, Lucchese et al., SIGIR 2015): a tree's leaves are
+    bits in left-to-right order; every split the row does not pass to the left clears the bits of the
+    leaves of its left subtree, and the row's leaf is the lowest bit left. Every split of a tree is so
+    tested for every row of the block, each test independent of the others (a feature's values are
+    side by side for the block's rows: the loop over rows runs in SIMD) instead of a chain of dependent
+    steps. Same leaves, same sums in tree order, same transform."""
+    ustart, uend, gidx = units
+    transform, sigma = link
+    tree_cat, cat_bound, cat_bits, thr, dtype, root, depth, wfeat, wthr, wchild, wleaf, unode, ufeat, ucat = walk
+    qnode, qfeat, qthr, qkeep, qleaf0, qleaf = quick
+    n, width = x.shape
+    n_groups = out.shape[1]
+    n_virtual = unode.shape[0]
+    xs = np.empty((offset + n_virtual, BLOCK), dtype=np.float64)
+    mask = np.empty(BLOCK, dtype=np.uint64)
+    value = np.empty(BLOCK, dtype=np.float64)
+    acc = np.empty((n_groups, BLOCK), dtype=np.float64)
+    for b0 in range(0, n, BLOCK):
+        m = min(n, b0 + BLOCK) - b0
+        for r in range(m):
+            for c in range(width):
+                v = _clean(x[b0 + r, c])
+                xs[c, r] = 0.0 if math.isnan(v) else v
+            for u in range(n_virtual):
+                f = ufeat[u]
+                if f >= width:  # a split on the level column: resolved in the unit's copy of its tree
+                    continue
+                v = _clean(x[b0 + r, f])
+                xs[offset + u, r] = 1.0 if _left(v, 0.0 if math.isnan(v) else v, unode[u], ucat[u], thr, dtype,
+                                                 cat_bound, cat_bits) else 2.0
+        acc[:, :m] = 0.0
+        for u in range(qleaf0.shape[0] - 1):
+            mask[:m] = ALL_LEAVES
+            for j in range(qnode[u], qnode[u + 1]):
+                f, t, keep = qfeat[j], qthr[j], qkeep[j]
+                for r in range(m):
+                    mask[r] &= keep if xs[f, r] > t else ALL_LEAVES
+            l0 = qleaf0[u]
+            for r in range(m):
+                value[r] = qleaf[l0 + trailing_zeros(mask[r])]
+            for j in range(ustart[u], uend[u]):
+                g = gidx[j]
+                for r in range(m):
+                    acc[g, r] += value[r]
+        for r in range(m):
+            for g in range(n_groups):
+                v = acc[g, r]
+                if transform == 1:
+                    v = 1.0 / (1.0 + math.exp(-sigma * v))
+                elif transform == 2:
+                    v = math.exp(v)
+                out[b0 + r, g] = v
+
+
+def _quick_arrays(walk: tuple) -> tuple | None:
+    """`_score`'s arrays of `_walk`'s units (their trees from `walk`): per unit its splits (feature row
+    of the block, threshold, and the bits kept when the row goes right: all but its left subtree's
+    leaves) and its leaves left to right; None when a tree has more than MAX_MASK_LEAVES leaves."""
+    root, wfeat, wthr, wchild, wleaf = walk[5], walk[7], walk[8], walk[9], walk[10]
+    qnode, qfeat, qthr, qkeep, qleaf0, qleaf = [0], [], [], [], [0], []
+    for top in root.tolist():
+        leaves: list[float] = []
+        stack = [(top, False)]  # in order: (node, its left subtree done)
+        spans: dict[int, int] = {}  # node -> its first leaf
+        while stack:
+            p, done = stack.pop()
+            left, right = int(wchild[2 * p]), int(wchild[2 * p + 1])
+            if left == p and right == p:  # a leaf
+                leaves.append(float(wleaf[p]))
+                continue
+            if not done:
+                spans[p] = len(leaves)
+                stack += [(p, True), (left, False)]
+                continue
+            first, end = spans.pop(p), len(leaves)  # its left subtree's leaves: [first, end)
+            if end > MAX_MASK_LEAVES:
+                return None
+            qfeat.append(int(wfeat[p]))
+            qthr.append(float(wthr[p]))
+            qkeep.append(~(((1 << (end - first)) - 1) << first) & 0xFFFFFFFFFFFFFFFF)
+            stack.append((right, False))
+        if len(leaves) > MAX_MASK_LEAVES:
+            return None
+        qnode.append(len(qfeat))
+        qleaf += leaves
+        qleaf0.append(len(qleaf))
+    return (np.asarray(qnode, dtype=np.int64), np.asarray(qfeat, dtype=np.int64), np.asarray(qthr, dtype=np.float64),
+            np.asarray(qkeep, dtype=np.uint64), np.asarray(qleaf0, dtype=np.int64), np.asarray(qleaf, dtype=np.float64))
 
 
 def _ints(text: str, dtype) -> np.ndarray:
@@ -507,7 +608,8 @@ class Forest:
         object.__setattr__(self, "_starts", np.ascontiguousarray(self.groups[:, 0]))
         object.__setattr__(self, "_ends", np.ascontiguousarray(self.groups[:, 1]))
         object.__setattr__(self, "_levels", {})
-        object.__setattr__(self, "_walk", _walk_arrays(self))
+        units, arrays = _walk_arrays(self)
+        object.__setattr__(self, "_walk", (units, arrays, _quick_arrays(arrays)))
 
     def predict(self, x: np.ndarray, level_values: np.ndarray | None = None) -> np.ndarray:
         """N x G float64 predictions for the rows of `x` (float64, N x n_features). With `level_values`
@@ -535,6 +637,8 @@ class Forest:
         out = np.empty((x.shape[0], len(start)), dtype=np.float64)
         if x.shape[0] < LOCKSTEP_ROWS:
             _predict(x, col, values, masks, (start, end), (self.transform, self.sigma), self._arrays, out)
+        elif walk[2] is not None:  # many rows: blocks of rows, every split tested (trees of at most 64 leaves)
+            _score(x, self.n_features, walk[0], (self.transform, self.sigma), walk[1], walk[2], out)
         else:  # many rows: blocks of rows walked branch-free
             _walk(x, self.n_features, walk[0], (self.transform, self.sigma), walk[1], out)
         return out

@@ -126,3 +126,17 @@ def test_many_level_values_in_the_many_row_walk():
     want = booster.predict(grid, num_threads=1).reshape(len(rows), len(levels))
     np.testing.assert_array_equal(forest.predict(rows, levels), want)
     np.testing.assert_array_equal(forest.predict(rows[:3], levels), want[:3])
+
+
+def test_trees_of_more_than_64_leaves_are_walked():
+    """A tree of more than 64 leaves (one bit per leaf no longer fits a mask) is walked instead, for
+    many rows too: still LightGBM's numbers; trees of up to 64 leaves keep the masks."""
+    x, y, _ = _data(3000)
+    big = _train("cross_entropy", y, x, num_leaves=100, min_data_in_leaf=2, max_bin=255)
+    forest = from_boosters([big], [big.model_to_string()], np.array([0.0, 1.0, 2.0, 5.0]))
+    assert forest is not None and np.diff(forest.tree_leaf).max() > 64
+    assert forest._walk[2] is None
+    rows = _rows()
+    np.testing.assert_array_equal(forest.predict(rows)[:, 0], big.predict(rows, num_threads=1))
+    small = _train("cross_entropy", y, x)
+    assert from_boosters([small], [small.model_to_string()])._walk[2] is not None
