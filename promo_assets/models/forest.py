@@ -27,11 +27,11 @@ a microsecond per row, and a few microseconds per call.
 - **Many rows** are scored 64 at a time. Every split is made a plain `value > threshold` test (a
   split of another kind, categorical or with a missing type, reads a virtual column of the row, 1.0
   when the row goes left there and 2.0 when right, decided once per row for each distinct such split
-  by LightGBM's rule above). A tree of at most 64 leaves is not walked (`_score`, QuickScorer:
+  by LightGBM's rule above). A tree of at most 64 leaves is not walked (`_many`, QuickScorer:
   Lucchese et al., SIGIR 2015): its leaves are bits in left-to-right order, every split the row does
   not pass to the left clears the bits of its left subtree's leaves, and the row's leaf is the lowest
   bit left; each split is tested for all the rows of the block at once (a feature's values side by
-  side: SIMD), no test waiting on another. A larger tree is walked (`_walk`): a leaf leads to itself
+  side: SIMD), no test waiting on another. A larger tree is walked: a leaf leads to itself
   and the block's rows take the tree's depth's number of steps, their independent steps overlapping
   in the processor. An S-learner's tree is copied once per distinct way the G level values go at its
   splits on the level column, those splits resolved in the copy (`_specialized`: smaller trees, the
@@ -61,10 +61,14 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 ZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold (a float literal widened to double)
 TRANSFORMS = {"identity": 0, "sigmoid": 1, "exp": 2}
 PROBE_ROWS = 512
-BLOCK = 64  # rows scored together by `_score` / `_walk`
+BLOCK = 64  # rows scored together by `_many`
+MAX_MASK_LEAVES = 64  # a tree of at most this many leaves is scored by masks (`_many`: one bit per leaf)
+ALL_LEAVES = np.uint64(0xFFFFFFFFFFFFFFFF)
 LOCKSTEP_ROWS = 16  # fewer rows: one after another (`_predict`: 5 us for one row, without a block's set-up)
 _NONE = np.zeros(0, dtype=np.float64)
 _NO_MASKS = np.zeros(0, dtype=np.int64)
+_NO_QUICK = (np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64), _NONE, np.zeros(0, dtype=np.uint64),
+             np.zeros(1, dtype=np.int64), _NONE)  # `_many` without masks: it walks
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -204,50 +208,69 @@ def _predict(x, level_col, level_values, level_left, groups, link, trees, out):
 
 
 @njit(cache=True, nogil=True)
-def _walk(x, offset, units, link, walk, out):
-    """out[i, g] for many rows, branch-free (module docstring): every split a plain `value > threshold`
-    step (a split of another kind reads a virtual column of the row, from `offset` on: 1.0 when the row
-    goes left there, 2.0 when right, decided once per row by `_left`), a leaf a node that leads to
-    itself, so that each tree is walked by a block of rows for its depth's number of steps, the rows'
-    independent steps overlapping with no branch to mispredict. The trees are walked as `units`
-    (first node, depth, and the groups whose sums take its leaf: `gidx[ustart[u]:uend[u]]`), in tree
-    order, so that each group's leaves are summed in tree order per row, then transformed, as
-    `_predict`."""
+def _many(x, offset, units, link, walk, quick, out):
+    """out[i, g] for many rows, BLOCK rows at a time (module docstring). Every split is a plain
+    `value > threshold` test: a split of another kind reads a virtual column of the row, from `offset`
+    on (1.0 when the row goes left there, 2.0 when right, decided once per row by `_left`). The trees
+    are scored as `units` (a tree or an S-learner tree's copy, and the groups whose sums take its leaf:
+    `gidx[ustart[u]:uend[u]]`), in tree order, so that each group's leaves are summed in tree order per
+    row, then transformed, as `_predict`. With `quick` (`_quick_arrays`, trees of at most 64 leaves)
+    a tree's leaves are bits in left-to-right order, every split the row does not pass to the left
+    clears the bits of its left subtree's leaves and the row's leaf is the lowest bit left
+    (QuickScorer, Lucchese et al., SIGIR 2015): each split tested for the block's rows at once (a
+    feature's values side by side: SIMD), no test waiting on another. Without (an empty `quick`), each
+    tree is walked: a leaf leads to itself, and the block's rows take the tree's depth's number of
+    steps, their independent steps overlapping with no branch to mispredict."""
     ustart, uend, gidx = units
     transform, sigma = link
     tree_cat, cat_bound, cat_bits, thr, dtype, root, depth, wfeat, wthr, wchild, wleaf, unode, ufeat, ucat = walk
+    qnode, qfeat, qthr, qkeep, qleaf0, qleaf = quick
     n, width = x.shape
-    n_groups = out.shape[1]
-    n_virtual = unode.shape[0]
-    xs = np.empty((BLOCK, offset + n_virtual), dtype=np.float64)
+    n_groups, n_units, n_virtual = out.shape[1], root.shape[0], unode.shape[0]
+    masks = qleaf0.shape[0] == n_units + 1
+    xs = np.empty((offset + n_virtual, BLOCK), dtype=np.float64)  # a feature's values side by side
     nodes = np.empty(BLOCK, dtype=np.int64)
+    mask = np.empty(BLOCK, dtype=np.uint64)
+    value = np.empty(BLOCK, dtype=np.float64)
     acc = np.empty((n_groups, BLOCK), dtype=np.float64)
     for b0 in range(0, n, BLOCK):
         m = min(n, b0 + BLOCK) - b0
         for r in range(m):
             for c in range(width):
                 v = _clean(x[b0 + r, c])
-                xs[r, c] = 0.0 if math.isnan(v) else v
+                xs[c, r] = 0.0 if math.isnan(v) else v
             for u in range(n_virtual):
                 f = ufeat[u]
                 if f >= width:  # a split on the level column: resolved in the unit's copy of its tree
                     continue
                 v = _clean(x[b0 + r, f])
-                xs[r, offset + u] = 1.0 if _left(v, 0.0 if math.isnan(v) else v, unode[u], ucat[u], thr, dtype,
+                xs[offset + u, r] = 1.0 if _left(v, 0.0 if math.isnan(v) else v, unode[u], ucat[u], thr, dtype,
                                                  cat_bound, cat_bits) else 2.0
         acc[:, :m] = 0.0
-        for u in range(root.shape[0]):
-            start = root[u]
-            for r in range(m):
-                nodes[r] = start
-            for _ in range(depth[u]):
+        for u in range(n_units):
+            if masks:
+                mask[:m] = ALL_LEAVES
+                for j in range(qnode[u], qnode[u + 1]):
+                    f, t, keep = qfeat[j], qthr[j], qkeep[j]
+                    for r in range(m):
+                        mask[r] &= keep if xs[f, r] > t else ALL_LEAVES
+                l0 = qleaf0[u]
                 for r in range(m):
-                    p = nodes[r]
-                    nodes[r] = wchild[2 * p + (1 if xs[r, wfeat[p]] > wthr[p] else 0)]
+                    value[r] = qleaf[l0 + trailing_zeros(mask[r])]
+            else:
+                start = root[u]
+                for r in range(m):
+                    nodes[r] = start
+                for _ in range(depth[u]):
+                    for r in range(m):
+                        p = nodes[r]
+                        nodes[r] = wchild[2 * p + (1 if xs[wfeat[p], r] > wthr[p] else 0)]
+                for r in range(m):
+                    value[r] = wleaf[nodes[r]]
             for j in range(ustart[u], uend[u]):
                 g = gidx[j]
                 for r in range(m):
-                    acc[g, r] += wleaf[nodes[r]]
+                    acc[g, r] += value[r]
         for r in range(m):
             for g in range(n_groups):
                 v = acc[g, r]
@@ -274,7 +297,7 @@ def _level_left(level_col, level_values, trees):
 
 
 def _walk_arrays(forest: "Forest") -> tuple:
-    """`_walk`'s arrays of a forest: its nodes and then its leaves in one numbering, a leaf leading to
+    """`_many`'s arrays of a forest: its nodes and then its leaves in one numbering, a leaf leading to
     itself (threshold +inf: every value goes left), a split that is not a plain numeric one reading a
     virtual column (one per distinct split: feature, kind, and threshold or category set); and its
     units: each tree (first node, depth) for its booster's group."""
@@ -336,7 +359,7 @@ def _depth(wchild: np.ndarray, node: int) -> int:
 
 
 def _specialized(forest: "Forest", left: np.ndarray) -> tuple:
-    """`_walk`'s units and arrays of an S-learner forest at G level values: each tree copied once per
+    """`_many`'s units and arrays of an S-learner forest at G level values: each tree copied once per
     distinct way the levels go at its splits on the level column (`left`: n_nodes x G, `_level_left`),
     those splits resolved in the copy, the copy's leaf added to the sums of the levels that share it.
     The rows are so walked at every level without a column of theirs changed, a tree without a level
@@ -390,68 +413,8 @@ def _specialized(forest: "Forest", left: np.ndarray) -> tuple:
     return units, arrays, _quick_arrays(arrays)
 
 
-MAX_MASK_LEAVES = 64  # a tree of at most this many leaves is scored by `_score` (one bit per leaf)
-ALL_LEAVES = np.uint64(0xFFFFFFFFFFFFFFFF)
-
-
-@njit(cache=True, nogil=True)
-def _score(x, offset, units, link, walk, quick, out):
-    """`_walk`'s numbers without walking (QuickScorer, Lucchese et al., SIGIR 2015): a tree's leaves are
-    bits in left-to-right order; every split the row does not pass to the left clears the bits of the
-    leaves of its left subtree, and the row's leaf is the lowest bit left. Every split of a tree is so
-    tested for every row of the block, each test independent of the others (a feature's values are
-    side by side for the block's rows: the loop over rows runs in SIMD) instead of a chain of dependent
-    steps. Same leaves, same sums in tree order, same transform."""
-    ustart, uend, gidx = units
-    transform, sigma = link
-    tree_cat, cat_bound, cat_bits, thr, dtype, root, depth, wfeat, wthr, wchild, wleaf, unode, ufeat, ucat = walk
-    qnode, qfeat, qthr, qkeep, qleaf0, qleaf = quick
-    n, width = x.shape
-    n_groups = out.shape[1]
-    n_virtual = unode.shape[0]
-    xs = np.empty((offset + n_virtual, BLOCK), dtype=np.float64)
-    mask = np.empty(BLOCK, dtype=np.uint64)
-    value = np.empty(BLOCK, dtype=np.float64)
-    acc = np.empty((n_groups, BLOCK), dtype=np.float64)
-    for b0 in range(0, n, BLOCK):
-        m = min(n, b0 + BLOCK) - b0
-        for r in range(m):
-            for c in range(width):
-                v = _clean(x[b0 + r, c])
-                xs[c, r] = 0.0 if math.isnan(v) else v
-            for u in range(n_virtual):
-                f = ufeat[u]
-                if f >= width:  # a split on the level column: resolved in the unit's copy of its tree
-                    continue
-                v = _clean(x[b0 + r, f])
-                xs[offset + u, r] = 1.0 if _left(v, 0.0 if math.isnan(v) else v, unode[u], ucat[u], thr, dtype,
-                                                 cat_bound, cat_bits) else 2.0
-        acc[:, :m] = 0.0
-        for u in range(qleaf0.shape[0] - 1):
-            mask[:m] = ALL_LEAVES
-            for j in range(qnode[u], qnode[u + 1]):
-                f, t, keep = qfeat[j], qthr[j], qkeep[j]
-                for r in range(m):
-                    mask[r] &= keep if xs[f, r] > t else ALL_LEAVES
-            l0 = qleaf0[u]
-            for r in range(m):
-                value[r] = qleaf[l0 + trailing_zeros(mask[r])]
-            for j in range(ustart[u], uend[u]):
-                g = gidx[j]
-                for r in range(m):
-                    acc[g, r] += value[r]
-        for r in range(m):
-            for g in range(n_groups):
-                v = acc[g, r]
-                if transform == 1:
-                    v = 1.0 / (1.0 + math.exp(-sigma * v))
-                elif transform == 2:
-                    v = math.exp(v)
-                out[b0 + r, g] = v
-
-
 def _quick_arrays(walk: tuple) -> tuple | None:
-    """`_score`'s arrays of `_walk`'s units (their trees from `walk`): per unit its splits (feature row
+    """`_many`'s masks of its units (their trees from `walk`): per unit its splits (feature row
     of the block, threshold, and the bits kept when the row goes right: all but its left subtree's
     leaves) and its leaves left to right; None when a tree has more than MAX_MASK_LEAVES leaves."""
     root, wfeat, wthr, wchild, wleaf = walk[5], walk[7], walk[8], walk[9], walk[10]
@@ -637,10 +600,9 @@ class Forest:
         out = np.empty((x.shape[0], len(start)), dtype=np.float64)
         if x.shape[0] < LOCKSTEP_ROWS:
             _predict(x, col, values, masks, (start, end), (self.transform, self.sigma), self._arrays, out)
-        elif walk[2] is not None:  # many rows: blocks of rows, every split tested (trees of at most 64 leaves)
-            _score(x, self.n_features, walk[0], (self.transform, self.sigma), walk[1], walk[2], out)
-        else:  # many rows: blocks of rows walked branch-free
-            _walk(x, self.n_features, walk[0], (self.transform, self.sigma), walk[1], out)
+        else:  # many rows: blocks of rows, every split tested (trees of at most 64 leaves) or walked
+            _many(x, self.n_features, walk[0], (self.transform, self.sigma), walk[1],
+                  _NO_QUICK if walk[2] is None else walk[2], out)
         return out
 
     def probes(self, seed: int = 0, rows: int = PROBE_ROWS) -> np.ndarray:
