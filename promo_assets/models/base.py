@@ -220,6 +220,33 @@ def frozen_for_scoring(traced):
         return traced
 
 
+ONE_USER_TOLERANCE = 1e-5  # the NumPy one-user pass against the eager pass, link scale: |a - b| <= tol (1 + |b|)
+
+
+def numpy_of(t: torch.Tensor) -> np.ndarray:
+    """A parameter as a float64 NumPy copy (the float32 values widened exactly)."""
+    return t.detach().to(torch.float64).numpy().copy()
+
+
+def numpy_relu_mlp(seq: torch.nn.Module) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """[(W, b)] of a stack of Linear -> ReLU layers (an `mlp`), or None for a stack of another kind."""
+    layers = list(seq.children()) if isinstance(seq, torch.nn.Sequential) else None
+    if layers is None or len(layers) % 2 or not all(
+            isinstance(a, torch.nn.Linear) and a.bias is not None and type(b) is torch.nn.ReLU
+            for a, b in zip(layers[::2], layers[1::2])):
+        return None
+    return [(numpy_of(a.weight), numpy_of(a.bias)) for a in layers[::2]]
+
+
+def relu_mlp(z: np.ndarray, layers: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """`numpy_relu_mlp`'s layers applied to one row (float64)."""
+    for w, b in layers:
+        z = w @ z
+        z += b
+        np.maximum(z, 0.0, out=z)
+    return z
+
+
 class _Curves(torch.nn.Module):
     """A network's `curves` as a module's forward (what TorchScript traces)."""
 
@@ -268,6 +295,7 @@ class TrainedModel:
         self.estimator = estimator  # the estimator's parameters and phase (protocol.ResponseModel), stored with it
         self._version: str | None = None
         self._one_row = None  # the traced one-row forward pass (compile)
+        self._numpy_one = None  # the network's one-user pass in NumPy float64 (compile; False: none)
 
     @property
     def n_levels(self) -> int:
@@ -276,6 +304,7 @@ class TrainedModel:
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_one_row"] = None  # a TorchScript module is not pickled (a Dask worker scores batches eagerly)
+        state["_numpy_one"] = None  # (a closure)
         return state
 
     # -------------------------------------------------------------- scoring
@@ -321,7 +350,11 @@ class TrainedModel:
 
     def predict_encoded(self, x_num: np.ndarray, x_cat: np.ndarray) -> Coefficients:
         """`predict` of users already encoded by `encoder` (`FeatureEncoder.transform`'s pair): one
-        forward pass over every level (per 65,536 users), without autograd."""
+        forward pass over every level (per 65,536 users), without autograd. One user, with the cost
+        rule 'redeemed' or 'assigned', goes through the network's NumPy pass when `compile` kept one
+        (`_one_user_numpy`)."""
+        if x_num.shape[0] == 1 and self._numpy_one and self.config.cost in ("redeemed", "assigned"):
+            return self._one_user_numpy(x_num, x_cat)
         with torch.inference_mode():
             raw, cost_raw = self._raw_in(x_num, x_cat)
             kind = self.config.response
@@ -344,15 +377,66 @@ class TrainedModel:
         cost = [r * i for r, i in zip(response, incentives)] if self.config.cost == "redeemed" else incentives
         return Coefficients(np.array([response], dtype=np.float64), np.array([cost], dtype=np.float64))
 
+    def _one_user_numpy(self, x_num: np.ndarray, x_cat: np.ndarray) -> Coefficients:
+        """`predict_encoded` of one user through the network's NumPy pass (`numpy_curves`: float64, a
+        few small NumPy calls instead of a torch graph's dispatch): the link, the scale and the cost
+        rule in float64. Within ONE_USER_TOLERANCE of the eager float32 pass on the link scale (checked
+        by `compile` on probe rows before it is used)."""
+        raw = self._numpy_one(x_num[0], x_cat[0])[0]
+        kind = self.config.response
+        mean = 1.0 / (1.0 + np.exp(-raw)) if kind == "binary" else np.exp(np.minimum(raw, 30.0)) if kind == "count" \
+            else raw
+        response = mean * self.targets["response_scale"] + self.targets["response_mean"]
+        incentives = np.asarray(self.config.incentives, dtype=np.float64)
+        cost = response * incentives if self.config.cost == "redeemed" else incentives
+        return Coefficients(response.reshape(1, -1), cost.reshape(1, -1))
+
+    def _numpy_pass(self):
+        """The network's one-user pass in NumPy (its `numpy_curves()`), or False when it has none or it
+        is not within ONE_USER_TOLERANCE of the eager pass on probe rows (zeros, a spread, 64 random rows
+        with every category code)."""
+        make = getattr(self.module, "numpy_curves", None)
+        card = self.encoder.cardinalities
+        if not callable(make):
+            return False
+        try:
+            fn = make()
+            if fn is None:
+                return False
+            rng = np.random.default_rng(0)
+            n, p = 66, self.encoder.n_numeric
+            x_num = np.concatenate([np.zeros((1, p)), np.linspace(-3.0, 3.0, p).reshape(1, -1),
+                                    rng.normal(0.0, 2.0, (n - 2, p))]).astype(np.float32)
+            x_cat = np.column_stack([rng.integers(0, c, n) for c in card]).astype(np.int64) if card \
+                else np.zeros((n, 0), dtype=np.int64)
+            for i in range(n):
+                with torch.inference_mode():
+                    want = [t for t in self.module.curves(torch.from_numpy(x_num[i:i + 1]),
+                                                          torch.from_numpy(x_cat[i:i + 1]))]
+                got = fn(x_num[i], x_cat[i])
+                for w, g in zip(want, got):
+                    if (w is None) != (g is None):
+                        return False
+                    if w is not None:
+                        w = w[0].double().numpy()
+                        if g.shape != w.shape or not np.all(np.abs(g - w) <= ONE_USER_TOLERANCE * (1.0 + np.abs(w))):
+                            return False
+        except Exception:  # noqa: BLE001 (the torch pass serves)
+            return False
+        return fn
+
     def compile(self) -> "TrainedModel":
         """Ready to score one user fast (what a scoring plan calls before it serves): the network in
         evaluation mode, and its forward pass for one row traced once with TorchScript (the same
         operations without Python's per-module calls: half the time of a one-user prediction). The
-        traced pass is kept only when it gives exactly the eager pass's numbers on probe rows.
-        Returns self."""
+        traced pass is kept only when it gives exactly the eager pass's numbers on probe rows. A network
+        with a NumPy pass (`numpy_curves`: the small MLPs) also gets it for one user, kept when it is
+        within ONE_USER_TOLERANCE of the eager pass (`_numpy_pass`). Returns self."""
         import warnings
 
         self.module.eval()
+        if self._numpy_one is None and self.encoder.means is not None:
+            self._numpy_one = self._numpy_pass()
         if self._one_row is not None or self.encoder.means is None:
             return self
         card = self.encoder.cardinalities

@@ -64,8 +64,9 @@ from torch import nn
 
 from promo_assets.config.campaign import CampaignConfig
 from promo_assets.models.base import (
-    TorchResponseModel, TrainedModel, TrainingRecord, cost_loss, fit_metrics, frozen_for_scoring, prepare_frame,
-    register_architecture, resolve_max_epochs, response_loss, summed_embedding_input,
+    TorchResponseModel, TrainedModel, TrainingRecord, cost_loss, fit_metrics, frozen_for_scoring, numpy_of,
+    numpy_relu_mlp, prepare_frame, register_architecture, relu_mlp, resolve_max_epochs, response_loss,
+    summed_embedding_input,
 )
 from promo_assets.models.errors import ModelInputError
 from promo_assets.models.protocol import (
@@ -248,6 +249,46 @@ class DIPNNet(nn.Module):
     def curves(self, x_num: torch.Tensor, x_cat: torch.Tensor):
         logits, cost, _ = self.forward_all(x_num, x_cat)
         return logits, cost
+
+    def numpy_curves(self):
+        """`curves` for one user in NumPy float64 (`TrainedModel._numpy_pass`), the uplift chain by its
+        float32 kernel (`chain_cum`, as the traced pass): a callable (x_num (P,) float32, x_cat (Q,)
+        int64) -> (logits (K,), cost raw (K,) or None); None when the trunk is not a plain Linear ->
+        ReLU stack."""
+        k, slope = self.n_levels, self.leaky_slope
+        bias_table, offsets = numpy_of(self.bias_embedding.table.weight), self.bias_embedding.offsets.numpy().copy()
+        bias_w, bias_b = numpy_of(self.bias_fc.weight)[0], float(self.bias_fc.bias.detach()[0])
+        fields, dim = self.bias_embedding.n_fields, self.uplift_embedding.dim
+
+        def bias(x_num, x_cat):
+            e = bias_table[x_cat + offsets].sum(0) if fields else np.zeros(self.bias_embedding.dim)
+            z = float(bias_w @ np.concatenate([e, x_num])) + bias_b
+            return z if z >= 0 else slope * z
+
+        if self.phase == "bias":
+            return lambda x_num, x_cat: (np.full(k, bias(x_num, x_cat)), None)
+        trunk = numpy_relu_mlp(self.uplift_trunk)
+        if trunk is None:
+            return None
+        table = numpy_of(self.uplift_embedding.table.weight)
+        out_w, out_b = numpy_of(self.uplift_out.weight), numpy_of(self.uplift_out.bias)
+        u = self.chain.detach().float().numpy().copy()
+        factor, signed, unit = np.asarray(self.slope_factor, dtype=np.float32), bool(self.signed_offset), self.unit
+        cost_w, cost_b = ((numpy_of(self.cost_out.weight), numpy_of(self.cost_out.bias)) if self.has_cost_head
+                          else (None, None))
+
+        def curves(x_num: np.ndarray, x_cat: np.ndarray):
+            b = bias(x_num, x_cat)
+            e = table[x_cat + offsets].sum(0) if fields else np.zeros(dim)
+            h = relu_mlp(np.concatenate([e, x_num, [b]]), trunk)
+            z = out_w @ h + out_b
+            logits = chain_cum(z.astype(np.float32).reshape(1, k), u, factor, signed)[0].astype(np.float64) * unit + b
+            if cost_w is None:
+                return logits, None
+            c = cost_w @ h + cost_b
+            return logits, c[0] + np.cumsum(np.maximum(c[1:], 0.0))
+
+        return curves
 
     def traced_curves(self, x_num: torch.Tensor, x_cat: torch.Tensor):
         """`curves` for scoring with the networks around the uplift chain traced by TorchScript (the

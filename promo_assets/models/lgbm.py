@@ -78,9 +78,6 @@ DEFAULTS: dict[str, Any] = {
 OBJECTIVES = {"binary": ("cross_entropy", "cross_entropy"), "count": ("poisson", "poisson"),
               "continuous": ("regression", "l2")}
 PREDICT_ROWS = 1 << 20  # rows (users x levels) scored per LightGBM call
-# a T-learner scores at most this many users with its compiled forest, more with LightGBM's batch call
-# (the demo's lgbm_t, 128 trees: 2.80 against 3.03 ms per 1,000 rows, 28.0 against 25.3 ms per 10,000)
-FOREST_T_ROWS = 2048
 ORDERED_ONLY = "needs ordered incentive levels (a monotone constraint on the level); campaign {c!r} has {kind}"
 
 
@@ -214,10 +211,10 @@ class LGBMFitted:
         k, n = self.config.n_levels, x.shape[0]
         if n == 0:
             return np.zeros((n, k), dtype=np.float64)
-        # the compiled forest: an S-learner's trees walked once per user for every level; a T-learner's
-        # K boosters side by side in one call for up to FOREST_T_ROWS users (LightGBM's batch call is
-        # faster on more rows of them)
-        trees = self._forest(part) if self.variant != "t" or n <= FOREST_T_ROWS else None
+        # the compiled forest (models.forest): an S-learner's trees at every level, a T-learner's K boosters
+        # side by side, in one call (the demo's lgbm_t, 20,000 users: 0.5 us per user against 2.2 for
+        # LightGBM's batch call; lgbm_s 0.55 against 5.9 for its N x K grid)
+        trees = self._forest(part)
         if trees is not None:
             return trees.predict(x, self._level_values() if self.variant != "t" else None)
         out = np.zeros((n, k), dtype=np.float64)

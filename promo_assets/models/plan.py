@@ -11,10 +11,12 @@ Built once per champion (its member models and weights) and never changed afterw
   features (text, or None: missing); `coefficients_rows` encodes them exactly as
   `FeatureEncoder.transform` would (the same float64 arithmetic, the same float32 rounding).
 - **One prediction call per member** on the encoded arrays (`predict_encoded`): a torch model runs
-  one forward pass over every level under `torch.inference_mode`, a LightGBM model calls LightGBM's
-  C API directly (`lgbm.FastBooster`). `compile()` on each member builds what it would otherwise
-  build at its first prediction (the LightGBM boosters), so a plan answers its first request as
-  fast as its thousandth.
+  one forward pass over every level under `torch.inference_mode` (one user of a small network: its
+  NumPy float64 pass, within 1e-5 of the eager pass, `TrainedModel._one_user_numpy`), a LightGBM
+  model its compiled forest (`models.forest`) or LightGBM's C API (`lgbm.FastBooster`). `compile()`
+  on each member builds what it would otherwise build at its first prediction (the LightGBM
+  boosters and forests, the traced and NumPy one-user passes), so a plan answers its first request
+  as fast as its thousandth.
 - **The blend** is the members' weighted sum of response and cost in the champion's order, as
   `CampaignState` always computed it; the decision is `allocation.decide` (its tie rule).
 

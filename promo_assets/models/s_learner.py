@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
 import pandas as pd
 import torch
 from torch import nn
@@ -30,8 +31,8 @@ from torch import nn
 from promo_assets.config import settings
 from promo_assets.config.campaign import CampaignConfig
 from promo_assets.models.base import (
-    TorchResponseModel, TrainedModel, TrainingRecord, cost_loss, fit_metrics, prepare_frame, register_architecture,
-    resolve_max_epochs, response_loss,
+    TorchResponseModel, TrainedModel, TrainingRecord, cost_loss, fit_metrics, numpy_of, numpy_relu_mlp, prepare_frame,
+    register_architecture, relu_mlp, resolve_max_epochs, response_loss,
 )
 from promo_assets.models.errors import ModelInputError
 from promo_assets.models.protocol import (
@@ -68,6 +69,23 @@ class HeadBank(nn.Module):
             self.w2 = nn.Parameter(torch.empty(n_heads, in_dim))
             self.b2 = nn.Parameter(torch.zeros(n_heads))
             nn.init.uniform_(self.w2, -1.0 / math.sqrt(in_dim), 1.0 / math.sqrt(in_dim))
+
+    def numpy_heads(self):
+        """`forward` for one row in NumPy float64: a callable h (H,) -> (K,)."""
+        if self.hidden <= 0:
+            w2, b2 = numpy_of(self.w2), numpy_of(self.b2)
+            return lambda h: w2 @ h + b2
+        k, h_dim, d = self.w1.shape
+        w1 = numpy_of(self.w1).transpose(1, 0, 2).reshape(h_dim, k * d)  # h @ w1: every head's hidden layer at once
+        b1, w2, b2 = numpy_of(self.b1).ravel(), numpy_of(self.w2), numpy_of(self.b2)
+
+        def heads(h):
+            z = h @ w1
+            z += b1
+            np.maximum(z, 0.0, out=z)
+            return (z.reshape(k, d) * w2).sum(1) + b2
+
+        return heads
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         if self.hidden > 0:
@@ -114,6 +132,23 @@ class SLearnerNet(nn.Module):
             self.response_heads.b2.fill_(float(response_init))
         self.has_cost_head = bool(cost_heads)
         self.cost_heads = HeadBank(h, n_levels, head_hidden) if cost_heads else None
+
+    def numpy_curves(self):
+        """`curves` for one user in NumPy float64 (`TrainedModel._numpy_pass`): a callable (x_num (P,)
+        float32, x_cat (Q,) int64) -> (response raw (K,), cost raw (K,) or None); None when the trunk
+        is not a plain Linear -> ReLU stack."""
+        trunk = numpy_relu_mlp(self.trunk)
+        if trunk is None:
+            return None
+        tables = [numpy_of(e.weight) for e in self.features.embeddings]
+        response = self.response_heads.numpy_heads()
+        cost = self.cost_heads.numpy_heads() if self.cost_heads is not None else None
+
+        def curves(x_num: np.ndarray, x_cat: np.ndarray):
+            h = relu_mlp(np.concatenate([x_num, *[t[c] for t, c in zip(tables, x_cat.tolist())]]), trunk)
+            return response(h), (cost(h) if cost is not None else None)
+
+        return curves
 
     def curves(self, x_num: torch.Tensor, x_cat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         h = self.trunk(self.features(x_num, x_cat))

@@ -221,29 +221,26 @@ class CampaignState:
                 return None
             if set(map(len, feats)) != {len(self.features)}:
                 return None
-            if (min(map(len, ids)) < 1 or max(map(len, ids)) > MAX_USER_ID or not all(map(str.isascii, ids))
-                    or not all(map(str.isprintable, ids)) or ids != [u.strip(ID_TRIM) for u in ids]):
+            if (min(map(len, ids)) < 1 or max(map(len, ids)) > MAX_USER_ID or not _printable_ascii("".join(ids))
+                    or ids != [u.strip(ID_TRIM) for u in ids]):
                 return None
             n = len(users)
             num = np.empty((n, len(numeric)), dtype=np.float64)
             if numeric:
-                rows = list(map(_getter(numeric), feats))  # a tuple of the numeric values per user
-                flat = list(chain.from_iterable(rows))
+                flat = list(chain.from_iterable(map(_getter(numeric), feats)))  # the numeric values, user by user
                 if not set(map(type, flat)) <= {float, int, type(None)}:
                     return None
-                num[:] = np.array(rows, dtype=np.float64)  # None -> NaN
+                num.ravel()[:] = np.array(flat, dtype=np.float64)  # None -> NaN
                 if (np.abs(num) > MAX_NUMBER).any():
                     return None
             cat = np.empty((n, len(categorical)), dtype=object)
             if categorical:
-                rows = list(map(_getter(categorical), feats))
-                flat = list(chain.from_iterable(rows))
+                flat = list(chain.from_iterable(map(_getter(categorical), feats)))
                 kinds = set(map(type, flat))
                 if not kinds <= {str, type(None)}:
                     return None
                 text = [v for v in flat if v is not None] if type(None) in kinds else flat
-                if text and (max(map(len, text)) > MAX_TEXT or not all(map(str.isascii, text))
-                             or not all(map(str.isprintable, text))):
+                if text and (max(map(len, text)) > MAX_TEXT or not _printable_ascii("".join(text))):
                     return None
                 cat.ravel()[:] = flat
         except (KeyError, TypeError, ValueError, OverflowError):
@@ -394,6 +391,11 @@ class CampaignState:
                 "champion": self.champion, "champion_version": self.champion_version,
                 "model_version": dict(zip(self.members, self.versions)), "decision_date": self.decision_date.isoformat(),
                 "decisions": decisions}
+
+
+def _printable_ascii(text: str) -> bool:
+    """Whether every character is printable ASCII (checked on the values joined: one pass in C)."""
+    return text.isascii() and text.isprintable()
 
 
 def _getter(names: list[str]):

@@ -111,3 +111,32 @@ def test_what_the_kernel_does_not_reproduce_is_not_compiled():
     assert Forest.from_texts([changed]) is not None and from_boosters([one], [changed]) is None
     with pytest.raises(ValueError, match="reads 4 features"):
         from_boosters([one], [text]).predict(np.zeros((2, 3)))
+
+
+def test_many_level_values_in_the_many_row_walk():
+    """70 level values (more than the one-row walk's masks hold): the many-row walk's copies of each
+    tree, one per distinct way the levels go at its level splits, still give LightGBM's numbers."""
+    x, y, _ = _data()
+    booster = _train("cross_entropy", y, x)
+    levels = np.linspace(-0.5, 5.5, 70)
+    forest = from_boosters([booster], [booster.model_to_string()], levels)
+    assert forest is not None
+    rows = np.ascontiguousarray(_rows(400)[:, :3])
+    grid = np.column_stack([np.repeat(rows, len(levels), axis=0), np.tile(levels, len(rows))])
+    want = booster.predict(grid, num_threads=1).reshape(len(rows), len(levels))
+    np.testing.assert_array_equal(forest.predict(rows, levels), want)
+    np.testing.assert_array_equal(forest.predict(rows[:3], levels), want[:3])
+
+
+def test_trees_of_more_than_64_leaves_are_walked():
+    """A tree of more than 64 leaves (one bit per leaf no longer fits a mask) is walked instead, for
+    many rows too: still LightGBM's numbers; trees of up to 64 leaves keep the masks."""
+    x, y, _ = _data(3000)
+    big = _train("cross_entropy", y, x, num_leaves=100, min_data_in_leaf=2, max_bin=255)
+    forest = from_boosters([big], [big.model_to_string()], np.array([0.0, 1.0, 2.0, 5.0]))
+    assert forest is not None and np.diff(forest.tree_leaf).max() > 64
+    assert forest._walk[2] is None
+    rows = _rows()
+    np.testing.assert_array_equal(forest.predict(rows)[:, 0], big.predict(rows, num_threads=1))
+    small = _train("cross_entropy", y, x)
+    assert from_boosters([small], [small.model_to_string()])._walk[2] is not None

@@ -9,7 +9,11 @@ network's eager forward pass, then the model's response link and cost rule. Tole
 must be identical; the response and cost are compared with rtol 1e-12 (they have been bitwise equal
 in every run: the plan calls the same arithmetic on the same float64 / float32 inputs; a one-user call
 is compared with a one-user reference, because a matrix product over one row and over many rows may
-round differently in the last bit, in both paths alike)."""
+round differently in the last bit, in both paths alike). One exception, stated: a torch network's
+one-user call goes through its NumPy float64 pass (`TrainedModel._one_user_numpy`, kept by `compile`
+only within 1e-5 (1 + |x|) of the eager float32 pass on the link scale), so its one-user response and
+cost are compared with rtol ONE_USER_RTOL = 1e-5 (observed: about 1e-7), and its levels must still be
+identical at every multiplier tried."""
 
 from __future__ import annotations
 
@@ -107,11 +111,12 @@ def _reference(model, users: pd.DataFrame) -> Coefficients:
         return Coefficients(response, rule_costs(fitted.config, response, lambda: np.clip(score("cost"), 0.0, None)))
     if isinstance(fitted, TrainedModel):
         traced, fitted._one_row = fitted._one_row, None  # the eager forward pass
+        numpy_one, fitted._numpy_one = fitted._numpy_one, None  # (not the NumPy one-user pass either)
         try:
             with torch.no_grad():
                 return fitted.predict(users)
         finally:
-            fitted._one_row = traced
+            fitted._one_row, fitted._numpy_one = traced, numpy_one
     return model.predict(users)
 
 
@@ -126,9 +131,17 @@ def _fit(name: str, kind: str):
         return None
 
 
-def _same(got: Coefficients, want: Coefficients) -> None:
-    np.testing.assert_allclose(got.response, want.response, rtol=1e-12, atol=0)
-    np.testing.assert_allclose(got.cost, want.cost, rtol=1e-12, atol=0)
+ONE_USER_RTOL = 1e-5  # a torch network's NumPy one-user pass against its eager float32 pass (module docstring)
+
+
+def _same(got: Coefficients, want: Coefficients, rtol: float = 1e-12) -> None:
+    np.testing.assert_allclose(got.response, want.response, rtol=rtol, atol=0)
+    np.testing.assert_allclose(got.cost, want.cost, rtol=rtol, atol=0)
+
+
+def _numpy_one(model) -> bool:
+    """Whether one user of this model goes through its network's NumPy pass."""
+    return bool(getattr(fitted_of(model), "_numpy_one", None))
 
 
 @pytest.fixture(autouse=True)
@@ -159,10 +172,12 @@ def test_the_plan_decides_as_the_path_it_replaces(kind, models):
         rows = plan.rows_of(records)
         _same(plan.coefficients_rows(*rows), want)  # a batch from rows (the service)
         lams = [0.0, 0.05, 0.3, 2.0]
+        # the small networks of s_learner and dipn score one user in NumPy (compiled when the plan was built)
+        assert _numpy_one(model) or name not in ("s_learner", "dipn"), name
         for i in range(40):  # one user at a time against the reference on that one user
             one = _reference(model, users.iloc[i:i + 1])
             got = plan.coefficients_rows(rows[0][i:i + 1], rows[1][i:i + 1])
-            _same(got, one)
+            _same(got, one, ONE_USER_RTOL if _numpy_one(model) else 1e-12)
             for lam in lams:
                 assert decide(*got, lam)[0] == decide(*one, lam)[0], (name, i, lam)
         for lam in lams:
@@ -195,8 +210,11 @@ def test_the_plan_decides_as_the_path_it_replaces(kind, models):
             v, c = w * v, w * c
             response, cost = (v, c) if response is None else (response + v, cost + c)
         got = plan.coefficients_rows(*plan.rows_of(records[i:i + 1]))
-        np.testing.assert_array_equal(got.response, response)
-        np.testing.assert_array_equal(got.cost, cost)
+        if any(_numpy_one(trained[n]) for n in names):
+            _same(got, Coefficients(response, cost), ONE_USER_RTOL)
+        else:
+            np.testing.assert_array_equal(got.response, response)
+            np.testing.assert_array_equal(got.cost, cost)
         assert policy.decide(records[i])[0] == decide(response, cost, 0.05)[0]
 
 
