@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -67,8 +68,23 @@ ALL_LEAVES = np.uint64(0xFFFFFFFFFFFFFFFF)
 LOCKSTEP_ROWS = 16  # fewer rows: one after another (`_predict`: 5 us for one row, without a block's set-up)
 _NONE = np.zeros(0, dtype=np.float64)
 _NO_MASKS = np.zeros(0, dtype=np.int64)
-_NO_QUICK = (np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64), _NONE, np.zeros(0, dtype=np.uint64),
-             np.zeros(1, dtype=np.int64), _NONE)  # `_many` without masks: it walks
+
+
+class QuickTrees(NamedTuple):
+    """`_many`'s masks of its units (`_quick_arrays`): per unit the offset of its splits (`node`, units + 1),
+    each split's feature, threshold and kept bits, per unit the offset of its leaves (`leaf0`, units + 1)
+    and the leaves left to right."""
+
+    node: np.ndarray
+    feat: np.ndarray
+    thr: np.ndarray
+    keep: np.ndarray
+    leaf0: np.ndarray
+    leaf: np.ndarray
+
+
+_NO_QUICK = QuickTrees(np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64), _NONE, np.zeros(0, dtype=np.uint64),
+                       np.zeros(1, dtype=np.int64), _NONE)  # `_many` without masks: it walks
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -413,7 +429,7 @@ def _specialized(forest: "Forest", left: np.ndarray) -> tuple:
     return units, arrays, _quick_arrays(arrays)
 
 
-def _quick_arrays(walk: tuple) -> tuple | None:
+def _quick_arrays(walk: tuple) -> QuickTrees | None:
     """`_many`'s masks of its units (their trees from `walk`): per unit its splits (feature row
     of the block, threshold, and the bits kept when the row goes right: all but its left subtree's
     leaves) and its leaves left to right; None when a tree has more than MAX_MASK_LEAVES leaves."""
@@ -445,8 +461,9 @@ def _quick_arrays(walk: tuple) -> tuple | None:
         qnode.append(len(qfeat))
         qleaf += leaves
         qleaf0.append(len(qleaf))
-    return (np.asarray(qnode, dtype=np.int64), np.asarray(qfeat, dtype=np.int64), np.asarray(qthr, dtype=np.float64),
-            np.asarray(qkeep, dtype=np.uint64), np.asarray(qleaf0, dtype=np.int64), np.asarray(qleaf, dtype=np.float64))
+    return QuickTrees(np.asarray(qnode, dtype=np.int64), np.asarray(qfeat, dtype=np.int64),
+                      np.asarray(qthr, dtype=np.float64), np.asarray(qkeep, dtype=np.uint64),
+                      np.asarray(qleaf0, dtype=np.int64), np.asarray(qleaf, dtype=np.float64))
 
 
 def _ints(text: str, dtype) -> np.ndarray:
