@@ -41,6 +41,18 @@ START = "2026-01-01"
 TAIL = 2000  # characters of a failed command's output kept in the report
 
 
+def folder_env(tmp: Path) -> dict:
+    """The environment of a `promo` subprocess whose landing folder, warehouse, artefact store, outbox
+    and DAGSTER_HOME (with this checkout's dagster.yaml) all lie under `tmp`, running this checkout."""
+    home = tmp / "dagster_home"
+    home.mkdir(parents=True)
+    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", home)
+    return {**os.environ, "PROMO_LANDING_DIR": str(tmp / "landing"), "PROMO_WAREHOUSE": str(tmp / "warehouse.duckdb"),
+            "PROMO_ARTIFACTS_DIR": str(tmp / "artifacts"), "PROMO_OUTBOX_DIR": str(tmp / "outbox"),
+            "DAGSTER_HOME": str(home),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+
+
 def add_arguments(ap, presets) -> None:
     """The command-line options both benchmarks share."""
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])

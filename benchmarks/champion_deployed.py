@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _pipeline_bench import folder_env  # noqa: E402
 from _results import Recorder  # noqa: E402
 from closed_loop import cli  # noqa: E402
 
@@ -95,13 +96,7 @@ def both_ways(folder: Path) -> dict:
 
 def run_seed(seed: int, args) -> list[dict]:
     tmp = Path(tempfile.mkdtemp(prefix=f"champion-deployed-{seed}-"))
-    home = tmp / "dagster_home"
-    home.mkdir()
-    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", home)
-    env = {**os.environ, "PROMO_LANDING_DIR": str(tmp / "landing"), "PROMO_WAREHOUSE": str(tmp / "warehouse.duckdb"),
-           "PROMO_ARTIFACTS_DIR": str(tmp / "artifacts"), "PROMO_OUTBOX_DIR": str(tmp / "outbox"),
-           "DAGSTER_HOME": str(home), "PROMO_KEEP_RUNS": str(args.keep_runs),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {**folder_env(tmp), "PROMO_KEEP_RUNS": str(args.keep_runs)}
     if args.max_epochs:
         env["PROMO_MAX_EPOCHS"] = str(args.max_epochs)
     rows = []

@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _pipeline_bench import folder_env  # noqa: E402
 from _results import Recorder  # noqa: E402
 
 START = dt.date(2026, 1, 1)
@@ -83,12 +84,7 @@ def run_loop(share: float, args, keep: Path | None) -> dict:
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f"closed-loop-{share:g}-", dir=keep))
-    home = tmp / "dagster_home"
-    home.mkdir()
-    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", home)
-    env = {**os.environ, "PROMO_LANDING_DIR": str(tmp / "landing"), "PROMO_WAREHOUSE": str(tmp / "warehouse.duckdb"),
-           "PROMO_ARTIFACTS_DIR": str(tmp / "artifacts"), "PROMO_OUTBOX_DIR": str(tmp / "outbox"),
-           "DAGSTER_HOME": str(home), "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = folder_env(tmp)
     if args.max_epochs:
         env["PROMO_MAX_EPOCHS"] = str(args.max_epochs)
     rc, out, _ = cli(["simulate", "--preset", "demo", "--campaign", CAMPAIGN, "--days", str(args.rct_days), "--users",

@@ -54,6 +54,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _pipeline_bench import folder_env  # noqa: E402
 from _results import RESULTS, Recorder, plain  # noqa: E402
 
 START = dt.date(2026, 1, 1)
@@ -196,13 +197,7 @@ def run_loop(case: str, seed: int, args, store: Path) -> dict:
         if done.get("settings") == key:
             return done
     tmp = Path(tempfile.mkdtemp(prefix=f"monitoring-{case}-{seed}-"))
-    home = tmp / "dagster_home"
-    home.mkdir()
-    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", home)
-    env = {**os.environ, "PROMO_LANDING_DIR": str(tmp / "landing"), "PROMO_WAREHOUSE": str(tmp / "warehouse.duckdb"),
-           "PROMO_ARTIFACTS_DIR": str(tmp / "artifacts"), "PROMO_OUTBOX_DIR": str(tmp / "outbox"),
-           "PROMO_REPORT_DIR": str(tmp / "reports"), "DAGSTER_HOME": str(home),
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    env = {**folder_env(tmp), "PROMO_REPORT_DIR": str(tmp / "reports")}
     out = tmp / "loop.json"
     cmd = [sys.executable, __file__, "--one", case, str(seed), "--out", str(out), *args.passthrough]
     try:

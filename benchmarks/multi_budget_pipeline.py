@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -45,20 +44,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _pipeline_bench import folder_env  # noqa: E402
 from _results import Recorder  # noqa: E402
 from run_time_ab import step_seconds  # noqa: E402
 
 CAMPAIGN = "demo"
-
-
-def folder_env(tmp: Path) -> dict:
-    home = tmp / "dagster_home"
-    home.mkdir(parents=True)
-    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", home)
-    return {**os.environ, "PROMO_LANDING_DIR": str(tmp / "landing"), "PROMO_WAREHOUSE": str(tmp / "warehouse.duckdb"),
-            "PROMO_ARTIFACTS_DIR": str(tmp / "artifacts"), "PROMO_OUTBOX_DIR": str(tmp / "outbox"),
-            "DAGSTER_HOME": str(home),
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 
 
 def promo(env: dict, *args: str) -> float:

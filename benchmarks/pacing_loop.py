@@ -61,6 +61,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _pipeline_bench import folder_env  # noqa: E402
 from _results import Recorder  # noqa: E402
 
 START = dt.date(2026, 1, 1)
@@ -73,16 +74,6 @@ def cli(args: list[str], env: dict, cwd: Path) -> tuple[int, str, float]:
     proc = subprocess.run([sys.executable, "-m", "promo_assets.cli", *args], env=env, cwd=cwd, capture_output=True,
                           text=True)
     return proc.returncode, proc.stdout + proc.stderr, time.perf_counter() - t0
-
-
-def folder_env(tmp: Path) -> dict:
-    home = tmp / "dagster_home"
-    home.mkdir()
-    shutil.copy(ROOT / "dagster_home" / "dagster.yaml", home)
-    return {**os.environ, "PROMO_LANDING_DIR": str(tmp / "landing"), "PROMO_WAREHOUSE": str(tmp / "warehouse.duckdb"),
-            "PROMO_ARTIFACTS_DIR": str(tmp / "artifacts"), "PROMO_OUTBOX_DIR": str(tmp / "outbox"),
-            "DAGSTER_HOME": str(home),
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 
 
 def simulate(tmp: Path, env: dict, args) -> Path:
