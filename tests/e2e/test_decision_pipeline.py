@@ -105,7 +105,8 @@ KILLED_EXPORT = textwrap.dedent("""
     def slow(frame, path, fmt):
         real(frame, path, fmt)
         print("WROTE", path.name, flush=True)
-        time.sleep(60)
+        for _ in range(600):  # short sleeps: a signal that lands on another thread is acted on within 0.1 s
+            time.sleep(0.1)
     outbox._write_frame = slow
     sys.exit(cli.main(sys.argv[1:]))
 """)
