@@ -24,12 +24,13 @@ truth of the holdout users) is saved as DIR/<preset>-<seed>.npz, so that other r
 the same campaigns without running them again (benchmarks/champion_rules.py). Beside it, the
 cross-fitted evidence of the campaign (promo_assets.decisions.crossfit: the LightGBM models and the
 outcome model refitted per fold over the training days) for user folds ('xu:' arrays) and day folds
-('xd:'), and day or user folds with every model refitted, the torch models included ('xa:', 'xua:'), 3 folds each, with
+('xd:'), and day or user folds with every model refitted, the torch models included ('xa:', 'xua:'), 3 folds each
+('xua2:' the same on 2 user folds; 'xua2e:' with each torch refit trained for its full fit's epochs), with
 the time of their refits ('<prefix>:seconds'), whatever the campaign's
 `champion.evidence`: every evidence kind is scored on the same campaigns.
 
     .venv/bin/python benchmarks/champion.py [--seeds 0 1 2 3 4] [--presets ...] [--max-epochs N]
-        [--tag T] [--evidence DIR [--xfit xu xd xa xua]] [--rows FILE [--resume]]
+        [--tag T] [--evidence DIR [--xfit xu xd xa xua xua2 xua2e]] [--rows FILE [--resume]]
 """
 
 from __future__ import annotations
@@ -74,38 +75,47 @@ def save_evidence(con, folder: Path, campaign: str, board_run: str, path: Path, 
               "dm_values": pred["value"].to_numpy().reshape(len(hold), k),
               "dm_costs": pred["cost"].to_numpy().reshape(len(hold), k)}
     arrays["true_values"], arrays["true_costs"] = truth_arrays(folder / "landing" / campaign, hold["user_id"].tolist())
-    models = []
+    models = {}
     for model, version, _ in decisions_store.board_models(con, campaign, board_run):
         users, v, c = models_store.coefficient_arrays(con, campaign, model, version, "holdout", k)
         idx = pd.Series(np.arange(len(users)), index=users).reindex(hold["user_id"]).to_numpy().astype(int)
         arrays[f"v:{model}"], arrays[f"c:{model}"] = v[idx], c[idx]
-        models.append(model)
-    arrays["models"] = np.asarray(models)
+        models[model] = version
+    arrays["models"] = np.asarray(list(models))
     arrays.update(cross_fitted_arrays(con, config, campaign, models, *([xfit] if xfit else [])))
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(path, **arrays)
     return len(hold)
 
 
-# npz prefix -> (fold_by, folds, refit) of the cross-fitted parts saved; refit None: the LightGBM models
-# (the default), "all": every candidate model, the torch ones included
-XFIT = {"xu": ("user", 3, None), "xd": ("day", 3, None), "xa": ("day", 3, "all"), "xua": ("user", 3, "all")}
+# npz prefix -> (fold_by, folds, refit, epochs) of the cross-fitted parts saved; refit None: the LightGBM
+# models (the default), "all": every candidate model, the torch ones included; epochs "full_fit": each
+# refitted torch model trains for its full fit's epochs (champion.fold_epochs), "early_stopping": it
+# early-stops on its own
+XFIT = {"xu": ("user", 3, None, "early_stopping"), "xd": ("day", 3, None, "early_stopping"),
+        "xa": ("day", 3, "all", "early_stopping"), "xua": ("user", 3, "all", "early_stopping"),
+        "xua2": ("user", 2, "all", "early_stopping"), "xua2e": ("user", 2, "all", "full_fit")}
 
 
-def cross_fitted_arrays(con, config, campaign: str, models: list[str], prefixes=tuple(XFIT)) -> dict:
+def cross_fitted_arrays(con, config, campaign: str, versions: dict, prefixes=tuple(XFIT)) -> dict:
     """The cross-fitted evidence of `campaign` (promo_assets.decisions.crossfit; the refitted models'
     out-of-fold coefficients over the training days) for each fold scheme of XFIT, as npz arrays
-    '<prefix>:logged', ... '<prefix>:v:<model>', with '<prefix>:seconds' (the time of the refits)."""
-    from promo_assets.decisions.crossfit import Folds, cross_fitted_evidence
+    '<prefix>:logged', ... '<prefix>:v:<model>', with '<prefix>:seconds' (the time of the refits);
+    `versions`: {model: version} of the candidates (their full fits' epochs for "full_fit")."""
+    from promo_assets.decisions.crossfit import Folds, cross_fitted_evidence, refit_model
     from promo_assets.models.inputs import training_frame
+    from promo_assets.store import models as models_store
 
     frame, numeric, categorical = training_frame(con, campaign)
+    models = list(versions)
+    full_fits = {m: models_store.model_metrics(con, campaign, m, v) for m, v in versions.items()}
     out = {}
     for prefix in prefixes:
-        by, k, refit = XFIT[prefix]
+        by, k, refit, epochs = XFIT[prefix]
         t0 = time.perf_counter()
         folds = Folds(k, by, tuple(models) if refit == "all" else None)
-        xf = cross_fitted_evidence(frame, numeric, categorical, config, models, folds=folds)
+        fit_model = refit_model(config, full_fits if epochs == "full_fit" else None)
+        xf = cross_fitted_evidence(frame, numeric, categorical, config, models, folds=folds, fit_model=fit_model)
         out[f"{prefix}:seconds"] = np.asarray(time.perf_counter() - t0)
         if xf.evidence is None:
             continue

@@ -10,7 +10,8 @@ truth (the single models, the unguarded stacked blend and the equal blend of all
 candidates the asset evaluated before the guard, as benchmarks/champion.py counted them) minus the rule's
 champion; lgbm_s_mono (lgbm_s where it does not apply) is the baseline. With --kinds, each rule is
 also scored with the cross-fitted evidence saved beside the holdout's (user or day folds; every refitted
-LightGBM model, every model with the torch ones (day or user folds, "xfit-day-all", "xfit-user-all"), or the S-learners only), and the rule nearest to the issue's targets is named
+LightGBM model, every model with the torch ones (day or user folds, "xfit-day-all", "xfit-user-all"; on 2 user folds "xfit-user-all-2", and
+"xfit-user-all-2e" with each torch refit trained for its full fit's epochs), or the S-learners only), and the rule nearest to the issue's targets is named
 (`choose_rule`: the lowest max of mean regret / 0.12, worst regret / 0.6, worst preset mean / 0.25). With --rows (a
 benchmarks/champion.py result of the same campaigns, run without the guard) the unguarded rule's champion is checked against
 the one the pipeline chose, so the evidence is known to be the asset's. `choose_seconds`: the time of
@@ -57,7 +58,7 @@ RULES = {  # name -> (guard, level)
 
 # evidence -> (npz prefix of its cross-fitted part, the refitted models kept: None = every one saved)
 KINDS = {"holdout": (None, None), "xfit-user": ("xu", None), "xfit-day": ("xd", None), "xfit-day-all": ("xa", None),
-         "xfit-user-all": ("xua", None),
+         "xfit-user-all": ("xua", None), "xfit-user-all-2": ("xua2", None), "xfit-user-all-2e": ("xua2e", None),
          "xfit-user-s": ("xu", ("lgbm_s", "lgbm_s_mono")), "xfit-day-s": ("xd", ("lgbm_s", "lgbm_s_mono"))}
 
 

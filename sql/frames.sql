@@ -31,6 +31,10 @@ SELECT any_value(frame_version) FROM training_frame WHERE campaign = ?;
 INSERT INTO model_registry (campaign, model, model_version, data_version, metrics, trained_at, run_id)
 VALUES (?, ?, ?, ?, ?, now(), ?);
 
+-- name: model_metrics
+SELECT metrics FROM model_registry WHERE campaign = ? AND model = ? AND model_version = ?
+ORDER BY trained_at DESC LIMIT 1;
+
 -- name: delete_coefficients
 DELETE FROM response_coefficients WHERE campaign = ? AND model = ? AND model_version = ? AND target = ?;
 

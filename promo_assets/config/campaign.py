@@ -371,6 +371,12 @@ class ChampionBlock(_Block):
                           "the LightGBM models)")
     """The models refitted per fold; the others are compared on the holdout only (default: every
     candidate of kind lightgbm)."""
+    fold_epochs: Literal["full_fit", "early_stopping"] = Field(
+        "full_fit", description="full_fit or early_stopping: how long a refitted torch model trains on a fold")
+    """`full_fit` (default): a refitted torch model trains on a fold for as many epochs as its full fit took
+    to its best epoch (the `max_epochs` of each phase capped at that phase's best epoch), so the fold
+    fit skips the epochs early stopping only spent waiting; `early_stopping`: each fold fit runs to its
+    own early stop. LightGBM refits early-stop either way."""
 
 
 class ExplorationBlock(_Block):

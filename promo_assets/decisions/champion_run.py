@@ -10,6 +10,7 @@ import dataclasses
 import json
 import math
 from dataclasses import dataclass
+from typing import Mapping, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -89,30 +90,52 @@ def with_deployed_days(con, campaign: str, config, inputs: ChampionInputs) -> Ch
     return dataclasses.replace(inputs, evidence=evidence, deployed=days)
 
 
-def cross_fitting_frame(con, campaign: str, config):
-    """The campaign's training frame with its (numeric, categorical) features when campaign.yaml
-    `champion.evidence` is cross_fitted (read here, fitted on by `with_cross_fitted` after the
-    warehouse is closed), else None."""
+class Learning(NamedTuple):
+    """What cross-fitting reads from the warehouse (`cross_fitting_frame`): the training frame, its numeric
+    and categorical features, and the metrics of the candidate versions' full fits (their best epochs;
+    None: fold fits early-stop on their own, campaign.yaml `champion.fold_epochs: early_stopping`)."""
+
+    frame: pd.DataFrame
+    numeric: list
+    categorical: list
+    full_fits: dict | None = None
+
+
+def cross_fitting_frame(con, campaign: str, config, versions: Mapping[str, str]) -> Learning | None:
+    """The campaign's training frame with its features and the full fits' metrics of `versions` ({model:
+    version}) when campaign.yaml `champion.evidence` is cross_fitted (read here, fitted on by
+    `with_cross_fitted` after the warehouse is closed), else None."""
     from promo_assets.models.inputs import training_frame
 
-    return training_frame(con, campaign) if config.champion.evidence == "cross_fitted" else None
+    if config.champion.evidence != "cross_fitted":
+        return None
+    full_fits = ({m: models_store.model_metrics(con, campaign, m, v) for m, v in versions.items()}
+                 if config.champion.fold_epochs == "full_fit" else None)
+    return Learning(*training_frame(con, campaign), full_fits)
 
 
-def with_cross_fitted(inputs: ChampionInputs, frame, config, log=None) -> ChampionInputs:
+def with_cross_fitted(inputs: ChampionInputs, learning: Learning | None, config, log=None) -> ChampionInputs:
     """`inputs` with the cross-fitted evidence (promo_assets.decisions.crossfit) of the candidate models over
-    the training days of `frame` (`cross_fitting_frame`) other than the deployed days already in the
-    evidence (`with_deployed_days`); the inputs unchanged when `frame` is None."""
-    from promo_assets.decisions.crossfit import Folds, cross_fitted_evidence
+    the training days of `learning` (`cross_fitting_frame`) other than the deployed days already in the
+    evidence (`with_deployed_days`), each refitted model trained for its full fit's epochs when
+    `learning.full_fits` holds them; the inputs unchanged when `learning` is None."""
+    from promo_assets.decisions.crossfit import Folds, cross_fitted_evidence, full_fit_epochs, refit_model
 
-    if frame is None:
+    if learning is None:
         return inputs
     block = config.champion
     models = [m for m in inputs.versions if block.candidates is None or m in block.candidates]
-    learn, numeric, categorical = frame
+    learn = learning.frame
     deployed = {d.day for d in inputs.deployed if d.evidence is not None}
     if deployed:  # a deployed day's events are evidence already (scored by the versions that decided it): not twice
         learn = learn[~pd.to_datetime(learn["event_date"]).dt.date.isin(deployed)].reset_index(drop=True)
-    xf = cross_fitted_evidence(learn, numeric, categorical, config, models, folds=Folds.of(block), log=log)
+    folds = Folds.of(block)
+    caps = {m: full_fit_epochs(m, learning.full_fits[m]) for m in models if m in (learning.full_fits or {})}
+    if log and any(caps.values()):
+        log("champion evidence: fold fits train for their full fits' epochs: "
+            + "; ".join(f"{m} {', '.join(f'{k} {v}' for k, v in c.items())}" for m, c in caps.items() if c))
+    xf = cross_fitted_evidence(learn, learning.numeric, learning.categorical, config, models, folds=folds, log=log,
+                               fit_model=refit_model(config, learning.full_fits))
     for why in xf.skipped:
         if log:
             log(f"champion evidence: {why}")

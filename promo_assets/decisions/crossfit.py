@@ -12,7 +12,10 @@ cannot be judged on them. Cross-fitting splits the training days' events (splits
 
 What is refitted per fold (`refit`, default every candidate of kind `lightgbm`, cheap with early
 stopping): each such model, with campaign.yaml's `models.params`, and the doubly robust outcome model,
-so that the pseudo-outcomes of a fold's events are also out-of-fold. A model that is not refitted has
+so that the pseudo-outcomes of a fold's events are also out-of-fold. A refitted torch model trains on a
+fold for at most the epochs its full fit took to its best epoch (`fold_epochs: full_fit`, default;
+`refit_model`), each phase's `max_epochs` capped by that phase's `best_epoch`: the fold fit then skips
+the epochs in which early stopping only waited for an improvement that did not come. A model that is not refitted has
 no honest prediction for a training-day event: it has no coefficients in the cross-fitted evidence, and
 the champion compares it on the holdout only (`promo_assets.evaluation.champion`, "Cross-fitted
 evidence"). The propensities are the logged ones (RCT logs), used exactly as on the holdout.
@@ -23,7 +26,7 @@ No dagster here (domain code).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -33,7 +36,8 @@ from promo_assets.evaluation.champion import Evidence
 from promo_assets.evaluation.eom import EvaluationError
 from promo_assets.evaluation.inputs import fit_outcome
 
-__all__ = ["FOLD_KINDS", "CrossFit", "Folds", "check_folds", "cross_fitted_evidence", "fold_of_rows", "refitted_models"]
+__all__ = ["FOLD_KINDS", "CrossFit", "Folds", "check_folds", "cross_fitted_evidence", "fold_of_rows", "full_fit_epochs",
+           "refit_model", "refitted_models"]
 
 FOLD_KINDS = ("user", "day")
 LEARNING_SPLITS = ("train", "validation")
@@ -72,6 +76,32 @@ def refitted_models(models: Sequence[str], refit: Sequence[str] | None) -> list[
     if refit is not None:
         return [m for m in models if m in set(refit)]
     return [m for m in models if "lightgbm" in registry.get(m).kinds]
+
+
+def full_fit_epochs(name: str, metrics: Mapping) -> dict[str, int]:
+    """The hyper-parameters that stop a fold fit of model `name` at its full fit's best epoch: each
+    `<phase>best_epoch` the full fit recorded (`metrics`, model_registry; e.g. DIPN's `best_epoch` and
+    `bias_best_epoch`) becomes the model's `<phase>max_epochs`, at least 1. {} for a model that records
+    no epochs (LightGBM) or has no such parameter."""
+    from promo_assets.models import registry
+
+    params = registry.get(name).defaults()
+    out = {}
+    for key, value in metrics.items():
+        param = key[:-len("best_epoch")] + "max_epochs"
+        if key.endswith("best_epoch") and param in params and isinstance(value, (int, float)) and value == value:
+            out[param] = max(1, int(value))
+    return out
+
+
+def refit_model(config, full_fits: Mapping[str, Mapping] | None = None) -> Callable:
+    """`fit_model(name, data)` for `cross_fitted_evidence`: the registry's model `name` with campaign.yaml's
+    parameters, its epochs capped at its full fit's (`full_fit_epochs` of `full_fits[name]`, the metrics
+    of the version being judged; None: each fold fit early-stops on its own), fitted on `data`."""
+    from promo_assets.models import registry
+
+    caps = {name: full_fit_epochs(name, metrics) for name, metrics in (full_fits or {}).items()}
+    return lambda name, data: registry.for_campaign(name, config, **caps.get(name, {})).fit(data)
 
 
 @dataclass
@@ -115,9 +145,9 @@ def cross_fitted_evidence(frame: pd.DataFrame, numeric: list[str], categorical: 
     """Out-of-fold evidence over the learning rows of the training `frame` (module docstring): per fold,
     every refitted model and the outcome model fitted on the rows the fold may learn from, and their
     predictions for the fold's rows; the events' logged level, response, cost and propensity.
-    `fit_model(name, TrainingData) -> fitted model` (default: the registry's model with campaign.yaml's
-    parameters) is for tests."""
-    from promo_assets.models import registry
+    `fit_model(name, TrainingData) -> fitted model`: how a model is refitted (default: the registry's model
+    with campaign.yaml's parameters, early-stopping on its own; `refit_model` caps its epochs at the full
+    fit's)."""
     from promo_assets.models.protocol import TrainingData
 
     n_folds, fold_by = int(folds.count), folds.by
@@ -134,7 +164,7 @@ def cross_fitted_evidence(frame: pd.DataFrame, numeric: list[str], categorical: 
         out.skipped.append("fold_by day needs at least two training days: the holdout only")
         return out
     fold = fold_of_rows(learn, n_folds, fold_by)
-    fit_model = fit_model or (lambda name, data: registry.for_campaign(name, config).fit(data))
+    fit_model = fit_model or refit_model(config)
     k = config.n_levels
     parts, users, failed = [], [], {}
     for f in range(n_folds):

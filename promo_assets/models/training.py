@@ -316,7 +316,7 @@ def fit_torch_model(module: torch.nn.Module, loss: Loss, batches: MiniBatches | 
     params = parameters if parameters is not None else [p for p in module.parameters() if p.requires_grad]
     if not params:
         raise ModelInputError(f"{label}: no trainable parameters")
-    optimizer = torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
+    optimizer = torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay, foreach=True)
     scheduler = (torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=config.lr_decay)
                  if config.lr_decay is not None else None)
 

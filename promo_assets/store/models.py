@@ -3,6 +3,8 @@ policy evaluations and the leaderboard's entries and data checks."""
 
 from __future__ import annotations
 
+import json
+
 import duckdb
 import numpy as np
 import pandas as pd
@@ -19,6 +21,14 @@ def register_model(con: duckdb.DuckDBPyConnection, campaign: str, name: str, ver
                    metrics_json: str, run_id: str) -> None:
     """A saved model artefact registered for the campaign (table model_registry)."""
     con.execute(sql("frames", "insert_model"), [campaign, name, version, data_version, metrics_json, run_id])
+
+
+def model_metrics(con: duckdb.DuckDBPyConnection, campaign: str, name: str, version: str) -> dict:
+    """The metrics a model version was registered with (e.g. a torch model's best_epoch); {} when the
+    version is not registered or recorded none."""
+    row = con.execute(sql("frames", "model_metrics"), [campaign, name, version]).fetchone()
+    metrics = json.loads(row[0]) if row and row[0] else {}
+    return metrics if isinstance(metrics, dict) else {}
 
 
 def clear_coefficients(con: duckdb.DuckDBPyConnection, campaign: str, model: str, version: str, target: str) -> None:

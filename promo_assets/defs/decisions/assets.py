@@ -85,7 +85,7 @@ def champion(context: dg.AssetExecutionContext, warehouse: WarehouseResource, la
         with domain_errors():
             inputs = read_champion_inputs(con, campaign, ev, board_run, context.run_id, config.n_levels)
             inputs = with_deployed_days(con, campaign, config, inputs)
-            learning = cross_fitting_frame(con, campaign, config)
+            learning = cross_fitting_frame(con, campaign, config, inputs.versions)
     if inputs.warning:
         context.log.warning(inputs.warning)
     with domain_errors():

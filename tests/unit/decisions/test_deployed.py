@@ -108,7 +108,7 @@ def test_a_deployed_day_in_the_evidence_is_not_cross_fitted_again(monkeypatch):
     refused = DeployedDay(days[2], 2, 0, "no exploration", None)
     inputs = ChampionInputs(None, used.evidence, {"a": "v1", "b": "v1"}, None, frozenset(), deployed=(used, refused))
     config = types.SimpleNamespace(champion=types.SimpleNamespace(candidates=None, folds=3, fold_by="day", refit=None))
-    champion_run.with_cross_fitted(inputs, (frame, [], []), config)
+    champion_run.with_cross_fitted(inputs, champion_run.Learning(frame, [], []), config)
     assert seen["days"] == {days[0], days[1], days[2]}   # DAY is evidence already; the refused day is not
 
 
