@@ -2,9 +2,10 @@
 candidates' decision-loss difference contain the true difference, at nominal 90 %, over many redrawn
 holdouts?
 
-Each (preset, seed) is simulated and run with `promo run` (the LightGBM models only, which are the ones
-cross-fitting refits; `_pipeline_bench.evaluate_campaign`), then its evidence is built as the `champion`
-asset builds it with `champion.evidence: cross_fitted` (user folds, 3; promo_assets.decisions.crossfit):
+Each (preset, seed) is simulated and run with `promo run` (--models, default the LightGBM models only;
+`_pipeline_bench.evaluate_campaign`), then its evidence is built as the `champion` asset builds it with
+`champion.evidence: cross_fitted` (--folds, default 3, --fold-by, default user, every model of --models
+refitted, torch fits for their full fit's epochs with --fold-epochs full_fit; promo_assets.decisions.crossfit):
 the holdout events and every training-day event with the refitted models' out-of-fold coefficients and
 the out-of-fold outcome model's predictions. The models' coefficients, the outcome model's predictions
 and the multipliers are then held fixed, and the events are redrawn R times from the simulator's truth
@@ -17,7 +18,8 @@ the truth's, summed over levels and budgets (what the decision loss estimates). 
 for the holdout events alone. Writes benchmarks/results/champion_coverage[--tag].json.
 
     .venv/bin/python benchmarks/champion_coverage.py [--presets demo e2e_synthetic] [--seeds 0]
-        [--redraws 200] [--days 6] [--users 3000] [--tag T]
+        [--redraws 200] [--days 6] [--users 3000] [--models lgbm_s lgbm_s_mono lgbm_t] [--folds 3]
+        [--fold-by user] [--fold-epochs early_stopping] [--tag T]
 """
 
 from __future__ import annotations
@@ -39,15 +41,19 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _pipeline_bench import evaluate_campaign  # noqa: E402
 from _results import Recorder  # noqa: E402
 
+from promo_assets.decisions.crossfit import Folds  # noqa: E402
 from promo_assets.evaluation.champion import Evidence, decision_lambdas, loss_terms, paired_difference  # noqa: E402
 
 MODELS = ["lgbm_s", "lgbm_s_mono", "lgbm_t"]
 
 
-def campaign_evidence(preset: str, seed: int, days: int, users: int) -> dict:
-    """The holdout and cross-fitted evidence of one campaign, with the truth of every event's user."""
+def campaign_evidence(preset: str, seed: int, days: int, users: int, models: list[str], folds,
+                      fold_epochs: str) -> dict:
+    """The holdout and cross-fitted evidence of one campaign run with `models`, on `folds` (crossfit.Folds)
+    with every model refitted (`fold_epochs` as campaign.yaml's champion.fold_epochs), with the truth of
+    every event's user."""
     from promo_assets.config.campaign import CampaignConfig
-    from promo_assets.decisions.crossfit import Folds, cross_fitted_evidence
+    from promo_assets.decisions.crossfit import cross_fitted_evidence, refit_model
     from promo_assets.models.inputs import training_frame
     from promo_assets.simulation.truth import truth_arrays
     from promo_assets.store import frames as frames_store, models as models_store
@@ -55,7 +61,7 @@ def campaign_evidence(preset: str, seed: int, days: int, users: int) -> dict:
 
     keep = Path(tempfile.mkdtemp(prefix="champion-coverage-"))
     try:
-        _, info = evaluate_campaign(preset, seed, days=days, users=users, keep=keep, models={"include": MODELS})
+        _, info = evaluate_campaign(preset, seed, days=days, users=users, keep=keep, models={"include": list(models)})
         folder = next(keep.iterdir())
         campaign = info["campaign"]
         landing = folder / "landing" / campaign
@@ -68,16 +74,19 @@ def campaign_evidence(preset: str, seed: int, days: int, users: int) -> dict:
 
             hold = frames_store.holdout_events(con, campaign)
             pred = frames_store.outcome_predictions(con, campaign)
-            coefs, models = {}, []
+            coefs, versions = {}, {}
             for model, version, _ in decisions_store.board_models(con, campaign, board):
                 ids, v, c = models_store.coefficient_arrays(con, campaign, model, version, "holdout", k)
                 pos = {u: i for i, u in enumerate(ids)}
                 idx = np.asarray([pos[u] for u in hold["user_id"]])
                 coefs[model] = (v[idx], c[idx])
-                models.append(model)
+                versions[model] = version
             frame, numeric, categorical = training_frame(con, campaign)
+            full_fits = ({m: models_store.model_metrics(con, campaign, m, v) for m, v in versions.items()}
+                         if fold_epochs == "full_fit" else None)
             t0 = time.perf_counter()
-            xf = cross_fitted_evidence(frame, numeric, categorical, config, models, folds=Folds(3, "user"))
+            xf = cross_fitted_evidence(frame, numeric, categorical, config, list(versions), folds=folds,
+                                       fit_model=refit_model(config, full_fits))
             xfit_seconds = time.perf_counter() - t0
         holdout = Evidence(hold["level"].to_numpy(), hold["response"].to_numpy(float), hold["cost"].to_numpy(float),
                            hold["propensity"].to_numpy(float), pred["value"].to_numpy().reshape(len(hold), k),
@@ -137,12 +146,17 @@ def main() -> int:
     ap.add_argument("--redraws", type=int, default=200)
     ap.add_argument("--days", type=int, default=6)
     ap.add_argument("--users", type=int, default=3000)
+    ap.add_argument("--models", nargs="+", default=MODELS, help="the models run and refitted per fold")
+    ap.add_argument("--folds", type=int, default=3)
+    ap.add_argument("--fold-by", choices=["user", "day"], default="user")
+    ap.add_argument("--fold-epochs", choices=["full_fit", "early_stopping"], default="early_stopping")
     ap.add_argument("--tag", default=None)
     args = ap.parse_args()
+    folds = Folds(args.folds, args.fold_by, tuple(args.models))
     rec = Recorder("champion_coverage")
     runs, all_inside, all_total, hold_inside, hold_total = [], 0, 0, 0, 0
     for preset, seed in itertools.product(args.presets, args.seeds):
-        c = campaign_evidence(preset, seed, args.days, args.users)
+        c = campaign_evidence(preset, seed, args.days, args.users, args.models, folds, args.fold_epochs)
         lams = decision_lambdas(c["holdout"], c["models"], c["budgets"])
         nh = c["holdout_events"]
         wide = coverage(c["wide"], c["true_values"], c["true_costs"], c["binary"], lams, args.redraws, seed, c["redeemed"])
@@ -164,7 +178,8 @@ def main() -> int:
                 "coverage at nominal 90%, holdout only": round(hold_inside / hold_total, 4)}
     print(headline)
     rec.write({"presets": args.presets, "seeds": args.seeds, "redraws": args.redraws, "days": args.days,
-               "users": args.users, "models": MODELS, "folds": {"fold_by": "user", "folds": 3}, "nominal": 0.9,
+               "users": args.users, "models": args.models,
+               "folds": {"fold_by": args.fold_by, "folds": args.folds, "fold_epochs": args.fold_epochs}, "nominal": 0.9,
                "runs": runs}, tag=args.tag, headline=headline)
     return 0
 
