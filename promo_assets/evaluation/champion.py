@@ -177,6 +177,7 @@ class ChampionSettings:
     folds: int = 3
     fold_by: str = "day"
     refit: tuple[str, ...] | None = None
+    fold_epochs: str = "full_fit"
 
     @classmethod
     def from_config(cls, block) -> "ChampionSettings":
@@ -184,7 +185,8 @@ class ChampionSettings:
         cands = block.candidates
         return cls(float(block.confidence), block.pin, tuple(cands) if cands else None, bool(block.blends),
                    str(block.guard), float(block.guard_level), bool(block.deployed_days), str(block.evidence),
-                   int(block.folds), str(block.fold_by), None if block.refit is None else tuple(block.refit))
+                   int(block.folds), str(block.fold_by), None if block.refit is None else tuple(block.refit),
+                   str(block.fold_epochs))
 
 
 @dataclass

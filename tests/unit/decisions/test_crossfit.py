@@ -8,7 +8,14 @@ import pandas as pd
 import pytest
 
 from promo_assets.config.campaign import CampaignConfig
-from promo_assets.decisions.crossfit import Folds, cross_fitted_evidence, fold_of_rows, refitted_models
+from promo_assets.decisions.crossfit import (
+    Folds,
+    cross_fitted_evidence,
+    fold_of_rows,
+    full_fit_epochs,
+    refit_model,
+    refitted_models,
+)
 from promo_assets.evaluation.eom import EvaluationError
 
 K = 3
@@ -129,6 +136,26 @@ def test_only_cheap_models_are_refitted_by_default():
     assert xf.evidence is None and xf.models == []
 
 
+def test_a_fold_fit_is_capped_at_its_full_fits_best_epochs():
+    """fold_epochs full_fit: each '<phase>best_epoch' the full fit recorded caps '<phase>max_epochs' (at
+    least 1); a model without epochs (LightGBM) is fitted as configured; a real torch refit stops there."""
+    dipn = {"best_epoch": 13, "epochs": 19, "seconds_per_epoch": 0.3, "bias_epochs": 60, "bias_best_epoch": 60}
+    assert full_fit_epochs("dipn", dipn) == {"max_epochs": 13, "bias_max_epochs": 60}
+    assert full_fit_epochs("s_learner", {"best_epoch": 0, "epochs": 6}) == {"max_epochs": 1}
+    assert full_fit_epochs("lgbm_s", {"best_epoch": 4}) == {} and full_fit_epochs("s_learner", {}) == {}
+    frame = _frame(users=300, days=4)
+    fit, fitted = refit_model(_config(), {"s_learner": {"best_epoch": 2, "epochs": 8}}), []
+
+    def recording(name, data):
+        fitted.append(fit(name, data))
+        return fitted[-1]
+
+    capped = cross_fitted_evidence(frame, ["x"], ["city"], _config(), ["s_learner"],
+                                   folds=Folds(2, "user", ("s_learner",)), fit_model=recording)
+    assert capped.models == ["s_learner"] and len(fitted) == 2
+    assert all(m.metrics_["epochs"] <= 2 for m in fitted)  # uncapped, early stopping alone waits 6 epochs
+
+
 def test_real_lightgbm_refits_give_out_of_fold_coefficients():
     xf = cross_fitted_evidence(_frame(users=300, days=4), ["x"], ["city"], _config(), ["lgbm_s"], folds=Folds(2))
     v, c = xf.evidence.coefficients["lgbm_s"]
@@ -172,4 +199,6 @@ def test_bad_cross_fitting_settings_are_refused_when_the_file_is_loaded(tmp_path
                                                                        "champion": block}))
         with pytest.raises((CampaignConfigError, ValueError), match=key.replace(".", r"\.")):
             load_config(tmp_path, "c1")
-    assert _config().champion.evidence == "cross_fitted" and _config().champion.fold_by == "day"
+    block = _config().champion
+    assert (block.evidence, block.fold_by, block.folds, block.refit, block.fold_epochs) == (
+        "cross_fitted", "day", 3, None, "full_fit")
