@@ -335,7 +335,7 @@ class ChampionBlock(_Block):
     """`true`: the proposal is the stacked blend (weights >= 0 summing to 1 that minimize the decision
     loss); `false`: the single model with the lowest decision loss."""
     guard: Literal["none", "shrink", "members", "drop_worse", "bag", "equal"] = Field(
-        "drop_worse", description="none, shrink, members, drop_worse, bag or equal: how the stacked blend is kept from "
+        "bag", description="none, shrink, members, drop_worse, bag or equal: how the stacked blend is kept from "
                             "leaning on the wrong model (docs: decisions)")
     """What protects the worst case: `none` (the stacked weights), `shrink` (pull the weights toward the
     single model of lowest decision loss by `guard_level`), `members` (the blend only when, with weights

@@ -170,7 +170,7 @@ class ChampionSettings:
     pin: str | None = None
     candidates: tuple[str, ...] | None = None
     blends: bool = True
-    guard: str = "drop_worse"
+    guard: str = "bag"
     guard_level: float = 0.25
     deployed_days: bool = True
     evidence: str = "cross_fitted"

@@ -186,8 +186,11 @@ def test_the_stacked_blend_follows_the_better_models(truth):
     assert d.champion.is_blend and max(w, key=w.get) == "good" and w.get("junk", 0.0) < 0.05
     assert d.leader.name == "good"
     loss = [c for c in d.comparisons if c["candidate"] == "junk" and c["statistic"] == "loss"]
-    guarded = choose_champion(synthetic_evidence(truth, models), [0.5, 1.5])  # the default guard: drop_worse
+    guarded = choose_champion(synthetic_evidence(truth, models), [0.5, 1.5], ChampionSettings(guard="drop_worse"))
     assert "junk" not in guarded.champion.members and "guard drop_worse" in guarded.reason
+    bagged = choose_champion(synthetic_evidence(truth, models), [0.5, 1.5])  # the default guard: bag
+    w = dict(zip(bagged.champion.members, bagged.champion.weights))
+    assert "guard bag" in bagged.reason and max(w, key=w.get) == "good" and w.get("junk", 0.0) < 0.05
     value = [c for c in d.comparisons if c["candidate"] == "junk" and c["statistic"] == "dr_value"
              and c["budget_per_capita"] is None]
     assert loss[0]["verdict"] == "worse" and value[0]["high"] < 0
@@ -310,7 +313,8 @@ def test_cross_fitted_events_weigh_in_the_refitted_models_stack(truth):
     models = {"a": model_of(truth, 0.02, 1), "b": model_of(truth, 0.08, 2), "n": model_of(truth, 0.04, 3)}
     full = synthetic_evidence(truth, models)
     holdout, xfit = _rows(full, slice(0, 300), models), _rows(full, slice(300, None), ["a", "b"])
-    d = choose_champion(holdout, [1.0], cross_fitted=xfit)
+    plain = ChampionSettings(guard="none")  # the stacked weights themselves (the guards are tested below)
+    d = choose_champion(holdout, [1.0], plain, cross_fitted=xfit)
     assert f"300 evaluation events and {xfit.n} cross-fitted training-day events of a, b" in d.reason
     assert f"and {xfit.n} cross-fitted" in d.decided_by
     row = [c for c in d.comparisons if c["statistic"] == "loss (cross-fitted)"]
@@ -324,7 +328,7 @@ def test_cross_fitted_events_weigh_in_the_refitted_models_stack(truth):
     kept = {m: x for m, x in zip(["a", "b", "n"], w) if x >= 0.01}
     assert champ == pytest.approx({m: x / sum(kept.values()) for m, x in kept.items()})
     # every candidate refitted: the stack on all events
-    both = choose_champion(holdout.only(["a", "b"]), [1.0], cross_fitted=xfit)
+    both = choose_champion(holdout.only(["a", "b"]), [1.0], plain, cross_fitted=xfit)
     assert dict(zip(both.champion.members, both.champion.weights)).get("a", 0) == pytest.approx(
         loss_terms(Evidence.concat([holdout.only(["a", "b"]), xfit]), ["a", "b"],
                    decision_lambdas(holdout, ["a", "b"], [1.0])).stack()[0], abs=0.011)
