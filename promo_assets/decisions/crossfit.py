@@ -15,10 +15,11 @@ stopping): each such model, with campaign.yaml's `models.params`, and the doubly
 so that the pseudo-outcomes of a fold's events are also out-of-fold. A refitted torch model trains on a
 fold for at most the epochs its full fit took to its best epoch (`fold_epochs: full_fit`, default;
 `refit_model`), each phase's `max_epochs` capped by that phase's `best_epoch`: the fold fit then skips
-the epochs in which early stopping only waited for an improvement that did not come. A model that is not refitted has
-no honest prediction for a training-day event: it has no coefficients in the cross-fitted evidence, and
-the champion compares it on the holdout only (`promo_assets.evaluation.champion`, "Cross-fitted
-evidence"). The propensities are the logged ones (RCT logs), used exactly as on the holdout.
+the epochs in which early stopping only waited for an improvement that did not come. A model that is
+not refitted has no honest prediction for a training-day event: it has no coefficients in the
+cross-fitted evidence, and the champion compares it on the holdout only
+(`promo_assets.evaluation.champion`, "Cross-fitted evidence"). The propensities are the logged ones
+(RCT logs), used exactly as on the holdout.
 
 No dagster here (domain code).
 """
