@@ -102,19 +102,19 @@ def cross_fitted_arrays(con, config, campaign: str, versions: dict, prefixes=tup
     out-of-fold coefficients over the training days) for each fold scheme of XFIT, as npz arrays
     '<prefix>:logged', ... '<prefix>:v:<model>', with '<prefix>:seconds' (the time of the refits);
     `versions`: {model: version} of the candidates (their full fits' epochs for "full_fit")."""
-    from promo_assets.decisions.crossfit import Folds, cross_fitted_evidence, refit_model
+    from promo_assets.decisions.crossfit import Folds, cross_fitted_evidence, epoch_caps, refit_model
     from promo_assets.models.inputs import training_frame
     from promo_assets.store import models as models_store
 
     frame, numeric, categorical = training_frame(con, campaign)
     models = list(versions)
-    full_fits = {m: models_store.model_metrics(con, campaign, m, v) for m, v in versions.items()}
+    caps = epoch_caps(models_store.model_metrics(con, campaign, versions))
     out = {}
     for prefix in prefixes:
         by, k, refit, epochs = XFIT[prefix]
         t0 = time.perf_counter()
         folds = Folds(k, by, tuple(models) if refit == "all" else None)
-        fit_model = refit_model(config, full_fits if epochs == "full_fit" else None)
+        fit_model = refit_model(config, caps if epochs == "full_fit" else None)
         xf = cross_fitted_evidence(frame, numeric, categorical, config, models, folds=folds, fit_model=fit_model)
         out[f"{prefix}:seconds"] = np.asarray(time.perf_counter() - t0)
         if xf.evidence is None:

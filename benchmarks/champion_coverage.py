@@ -53,7 +53,7 @@ def campaign_evidence(preset: str, seed: int, days: int, users: int, models: lis
     with every model refitted (`fold_epochs` as campaign.yaml's champion.fold_epochs), with the truth of
     every event's user."""
     from promo_assets.config.campaign import CampaignConfig
-    from promo_assets.decisions.crossfit import cross_fitted_evidence, refit_model
+    from promo_assets.decisions.crossfit import cross_fitted_evidence, epoch_caps, refit_model
     from promo_assets.models.inputs import training_frame
     from promo_assets.simulation.truth import truth_arrays
     from promo_assets.store import frames as frames_store, models as models_store
@@ -82,11 +82,11 @@ def campaign_evidence(preset: str, seed: int, days: int, users: int, models: lis
                 coefs[model] = (v[idx], c[idx])
                 versions[model] = version
             frame, numeric, categorical = training_frame(con, campaign)
-            full_fits = ({m: models_store.model_metrics(con, campaign, m, v) for m, v in versions.items()}
-                         if fold_epochs == "full_fit" else None)
+            caps = (epoch_caps(models_store.model_metrics(con, campaign, versions)) if fold_epochs == "full_fit"
+                    else None)
             t0 = time.perf_counter()
             xf = cross_fitted_evidence(frame, numeric, categorical, config, list(versions), folds=folds,
-                                       fit_model=refit_model(config, full_fits))
+                                       fit_model=refit_model(config, caps))
             xfit_seconds = time.perf_counter() - t0
         holdout = Evidence(hold["level"].to_numpy(), hold["response"].to_numpy(float), hold["cost"].to_numpy(float),
                            hold["propensity"].to_numpy(float), pred["value"].to_numpy().reshape(len(hold), k),

@@ -14,7 +14,7 @@ What is refitted per fold (`refit`, default every candidate of kind `lightgbm`, 
 stopping): each such model, with campaign.yaml's `models.params`, and the doubly robust outcome model,
 so that the pseudo-outcomes of a fold's events are also out-of-fold. A refitted torch model trains on a
 fold for at most the epochs its full fit took to its best epoch (`fold_epochs: full_fit`, default;
-`refit_model`), each phase's `max_epochs` capped by that phase's `best_epoch`: the fold fit then skips
+`epoch_caps`), each phase's `max_epochs` capped by that phase's `best_epoch`: the fold fit then skips
 the epochs in which early stopping only waited for an improvement that did not come. A model that is
 not refitted has no honest prediction for a training-day event: it has no coefficients in the
 cross-fitted evidence, and the champion compares it on the holdout only
@@ -37,8 +37,8 @@ from promo_assets.evaluation.champion import Evidence
 from promo_assets.evaluation.eom import EvaluationError
 from promo_assets.evaluation.inputs import fit_outcome
 
-__all__ = ["FOLD_KINDS", "CrossFit", "Folds", "check_folds", "cross_fitted_evidence", "fold_of_rows", "full_fit_epochs",
-           "refit_model", "refitted_models"]
+__all__ = ["FOLD_KINDS", "CrossFit", "Folds", "check_folds", "cross_fitted_evidence", "epoch_caps", "fold_of_rows",
+           "full_fit_epochs", "refit_model", "refitted_models"]
 
 FOLD_KINDS = ("user", "day")
 LEARNING_SPLITS = ("train", "validation")
@@ -95,14 +95,20 @@ def full_fit_epochs(name: str, metrics: Mapping) -> dict[str, int]:
     return out
 
 
-def refit_model(config, full_fits: Mapping[str, Mapping] | None = None) -> Callable:
+def epoch_caps(full_fits: Mapping[str, Mapping] | None) -> dict[str, dict[str, int]]:
+    """{model: `full_fit_epochs`} of the models of `full_fits` ({model: the metrics of the version being
+    judged}) that record epochs; {} for None (each fold fit early-stops on its own)."""
+    caps = {name: full_fit_epochs(name, metrics) for name, metrics in (full_fits or {}).items()}
+    return {name: c for name, c in caps.items() if c}
+
+
+def refit_model(config, caps: Mapping[str, Mapping[str, int]] | None = None) -> Callable:
     """`fit_model(name, data)` for `cross_fitted_evidence`: the registry's model `name` with campaign.yaml's
-    parameters, its epochs capped at its full fit's (`full_fit_epochs` of `full_fits[name]`, the metrics
-    of the version being judged; None: each fold fit early-stops on its own), fitted on `data`."""
+    parameters and the hyper-parameters `caps[name]` (`epoch_caps`: its epochs capped at its full fit's),
+    fitted on `data`."""
     from promo_assets.models import registry
 
-    caps = {name: full_fit_epochs(name, metrics) for name, metrics in (full_fits or {}).items()}
-    return lambda name, data: registry.for_campaign(name, config, **caps.get(name, {})).fit(data)
+    return lambda name, data: registry.for_campaign(name, config, **(caps or {}).get(name, {})).fit(data)
 
 
 @dataclass

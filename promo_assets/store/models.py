@@ -4,6 +4,7 @@ policy evaluations and the leaderboard's entries and data checks."""
 from __future__ import annotations
 
 import json
+from typing import Mapping
 
 import duckdb
 import numpy as np
@@ -23,12 +24,15 @@ def register_model(con: duckdb.DuckDBPyConnection, campaign: str, name: str, ver
     con.execute(sql("frames", "insert_model"), [campaign, name, version, data_version, metrics_json, run_id])
 
 
-def model_metrics(con: duckdb.DuckDBPyConnection, campaign: str, name: str, version: str) -> dict:
-    """The metrics a model version was registered with (e.g. a torch model's best_epoch); {} when the
-    version is not registered or recorded none."""
-    row = con.execute(sql("frames", "model_metrics"), [campaign, name, version]).fetchone()
-    metrics = json.loads(row[0]) if row and row[0] else {}
-    return metrics if isinstance(metrics, dict) else {}
+def model_metrics(con: duckdb.DuckDBPyConnection, campaign: str, versions: Mapping[str, str]) -> dict[str, dict]:
+    """{model: the metrics its version in `versions` ({model: version}) was registered with (e.g. a torch
+    model's best_epoch)}; {} for a version that is not registered or recorded none."""
+    out = {}
+    for name, version in versions.items():
+        row = con.execute(sql("frames", "model_metrics"), [campaign, name, version]).fetchone()
+        metrics = json.loads(row[0]) if row and row[0] else {}
+        out[name] = metrics if isinstance(metrics, dict) else {}
+    return out
 
 
 def clear_coefficients(con: duckdb.DuckDBPyConnection, campaign: str, model: str, version: str, target: str) -> None:

@@ -11,6 +11,7 @@ from promo_assets.config.campaign import CampaignConfig
 from promo_assets.decisions.crossfit import (
     Folds,
     cross_fitted_evidence,
+    epoch_caps,
     fold_of_rows,
     full_fit_epochs,
     refit_model,
@@ -144,7 +145,9 @@ def test_a_fold_fit_is_capped_at_its_full_fits_best_epochs():
     assert full_fit_epochs("s_learner", {"best_epoch": 0, "epochs": 6}) == {"max_epochs": 1}
     assert full_fit_epochs("lgbm_s", {"best_epoch": 4}) == {} and full_fit_epochs("s_learner", {}) == {}
     frame = _frame(users=300, days=4)
-    fit, fitted = refit_model(_config(), {"s_learner": {"best_epoch": 2, "epochs": 8}}), []
+    caps = epoch_caps({"s_learner": {"best_epoch": 2, "epochs": 8}, "lgbm_s": {}})
+    assert caps == {"s_learner": {"max_epochs": 2}} and epoch_caps(None) == {}
+    fit, fitted = refit_model(_config(), caps), []
 
     def recording(name, data):
         fitted.append(fit(name, data))
