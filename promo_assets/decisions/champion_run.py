@@ -119,7 +119,7 @@ def with_cross_fitted(inputs: ChampionInputs, learning: Learning | None, config,
     the training days of `learning` (`cross_fitting_frame`) other than the deployed days already in the
     evidence (`with_deployed_days`), each refitted model trained for its full fit's epochs when
     `learning.full_fits` holds them; the inputs unchanged when `learning` is None."""
-    from promo_assets.decisions.crossfit import Folds, cross_fitted_evidence, epoch_caps, refit_model
+    from promo_assets.decisions.crossfit import Folds, cross_fitted_evidence, epoch_caps, refit_model, refitted_models
 
     if learning is None:
         return inputs
@@ -129,12 +129,14 @@ def with_cross_fitted(inputs: ChampionInputs, learning: Learning | None, config,
     deployed = {d.day for d in inputs.deployed if d.evidence is not None}
     if deployed:  # a deployed day's events are evidence already (scored by the versions that decided it): not twice
         learn = learn[~pd.to_datetime(learn["event_date"]).dt.date.isin(deployed)].reset_index(drop=True)
+    folds = Folds.of(block)
     caps = {m: c for m, c in epoch_caps(learning.full_fits).items() if m in models}
+    caps = {m: caps[m] for m in refitted_models(list(caps), folds.refit)}  # a model not refitted is not capped
     if log and caps:
         log("champion evidence: fold fits train for their full fits' epochs: "
             + "; ".join(f"{m} {', '.join(f'{k} {v}' for k, v in c.items())}" for m, c in caps.items()))
-    xf = cross_fitted_evidence(learn, learning.numeric, learning.categorical, config, models, folds=Folds.of(block),
-                               log=log, fit_model=refit_model(config, caps))
+    xf = cross_fitted_evidence(learn, learning.numeric, learning.categorical, config, models, folds=folds, log=log,
+                               fit_model=refit_model(config, caps))
     for why in xf.skipped:
         if log:
             log(f"champion evidence: {why}")

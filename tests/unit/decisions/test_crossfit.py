@@ -205,3 +205,25 @@ def test_bad_cross_fitting_settings_are_refused_when_the_file_is_loaded(tmp_path
     block = _config().champion
     assert (block.evidence, block.fold_by, block.folds, block.refit, block.fold_epochs) == (
         "cross_fitted", "day", 3, None, "full_fit")
+
+
+def test_the_champion_log_names_the_epoch_caps_of_the_refitted_models_only(monkeypatch):
+    """A torch candidate that is not refitted (the default refit: the LightGBM models) is neither capped
+    nor said to be; listed in champion.refit, its fold fits get its full fit's epochs and the log says so."""
+    import types
+
+    from promo_assets.decisions import champion_run, crossfit
+
+    handed = []
+    monkeypatch.setattr(crossfit, "cross_fitted_evidence",
+                        lambda *a, **kw: handed.append(kw["fit_model"]) or crossfit.CrossFit(None, [], "day", 3))
+    monkeypatch.setattr(crossfit, "refit_model", lambda config, caps: caps)
+    inputs = champion_run.ChampionInputs(None, None, {"dipn": "v1", "lgbm_s": "v1"}, None, frozenset())
+    learning = champion_run.Learning(_frame(), ["x"], ["city"], {"dipn": {"best_epoch": 5, "bias_best_epoch": 9},
+                                                                "lgbm_s": {}})
+    for refit, said in ((None, []), (["dipn", "lgbm_s"], ["dipn max_epochs 5, bias_max_epochs 9"])):
+        block = types.SimpleNamespace(candidates=None, folds=3, fold_by="day", refit=refit)
+        lines = []
+        champion_run.with_cross_fitted(inputs, learning, types.SimpleNamespace(champion=block), lines.append)
+        assert [line.split("epochs: ", 1)[1] for line in lines if "full fits' epochs" in line] == said
+        assert handed[-1] == ({} if refit is None else {"dipn": {"max_epochs": 5, "bias_max_epochs": 9}})
