@@ -208,12 +208,16 @@ def record(rec: Recorder, args, rows: pd.DataFrame, tag: str, done: bool) -> Pat
     result = {"complete": done, "seeds": args.seeds, "presets": args.presets,
               "sizes": {p: SIZES.get(p) for p in args.presets}, "evidence_dir": str(args.evidence or ""),
               "summary": summary, "campaigns": rows.to_dict(orient="records")}
+    return rec.write(result, tag=tag, headline=headline(summary))
+
+
+def headline(summary: dict) -> dict:
+    """The figures a reader looks for first, from `summarize`."""
     m = summary["mean"]
-    return rec.write(result, tag=tag, headline={
-        "regret (points of the oracle)": m.get("regret"), "worst campaign's regret": summary["worst_regret"],
-        "champion - lgbm_s_mono (points)": m.get("vs_base"), "old rule's regret (points)": m.get("old_regret"),
-        "presets ahead of lgbm_s_mono": summary["presets_ahead_of_base"],
-        "champion asset (seconds, mean)": m.get("champion_seconds"), "campaigns": summary["campaigns"]})
+    return {"regret (points of the oracle)": m.get("regret"), "worst campaign's regret": summary["worst_regret"],
+            "champion - lgbm_s_mono (points)": m.get("vs_base"), "old rule's regret (points)": m.get("old_regret"),
+            "presets ahead of lgbm_s_mono": summary["presets_ahead_of_base"],
+            "champion asset (seconds, mean)": m.get("champion_seconds"), "campaigns": summary["campaigns"]}
 
 
 def main() -> int:

@@ -61,16 +61,14 @@ def main() -> int:
         chosen, score = champion_rules.choose_rule(summary["rules"])
         rec.write({**merged, "targets": champion_rules.TARGETS, "nearest_to_targets": chosen, "target_score": score,
                    **summary, "campaigns": rows.to_dict(orient="records")}, tag=args.tag,
-                  headline={r: {k: v[k] for k in ("mean_regret", "worst_regret", "vs_base")}
-                            for r, v in summary["rules"].items()})
+                  headline=champion_rules.headline(summary))
         print(f"{len(rows)} rows; nearest to the targets: {chosen} (score {score[chosen]})")
     else:
         import champion
 
         summary = champion.summarize(rows)
         rec.write({**merged, "summary": summary, "campaigns": rows.to_dict(orient="records")}, tag=args.tag,
-                  headline={"campaigns": summary["campaigns"], "worst campaign's regret": summary["worst_regret"],
-                            **{k: summary["mean"].get(k) for k in ("regret", "champion_seconds")}})
+                  headline=champion.headline(summary))
         print(f"{summary['campaigns']} campaigns; mean {json.dumps(summary['mean'])}")
     return 0
 
