@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Create (or refresh) the project's virtual environment in .venv: torch's CPU build first, then the
-# package with its pinned dependencies, the test tools and the docs generator (the `docs` extra).
-# Safe to run again: it reinstalls only when pyproject.toml (or the extras asked for) changed.
+# package with its dependencies, the test tools and the docs generator (the `docs` extra), every package
+# at the version requirements.lock pins (both steps install with it as constraints: -c requirements.lock;
+# bash scripts/regenerate_lock.sh regenerates it from pyproject.toml).
+# Safe to run again: it reinstalls only when pyproject.toml, requirements.lock (or the extras asked for)
+# changed.
 # PROMO_UI_TESTS=1 also installs what the browser test of the UI needs (tests/e2e/test_ui_browser.py):
 # Debian's chromium through apt-get (as root, or with sudo) and the `ui-test` extra (the playwright
 # wheel). Playwright drives that chromium; it never downloads a browser of its own.
@@ -38,12 +41,12 @@ if [[ ${PROMO_PG_TESTS:-0} == 1 ]]; then
   echo "[setup] $("${pg_bin:-$(dirname "$(command -v pg_ctl)")}/postgres" --version)"
 fi
 stamp=.venv/.promo-installed
-want="$(sha256sum pyproject.toml | cut -d' ' -f1) $extras"
+want="$(sha256sum pyproject.toml | cut -d' ' -f1) $(sha256sum requirements.lock | cut -d' ' -f1) $extras"
 if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then
   echo "[setup] .venv is up to date"
   exit 0
 fi
-echo "[setup] installing torch==2.13.0 (CPU build) and promo_assets[$extras] into .venv (about 2 minutes; log: .venv/setup.log)"
+echo "[setup] installing torch==2.13.0 (CPU build) and promo_assets[$extras] into .venv from requirements.lock (about 2 minutes; log: .venv/setup.log)"
 log=.venv/setup.log
 install() {
   if ! .venv/bin/python -m pip install --quiet "$@" >>"$log" 2>&1; then
@@ -54,8 +57,8 @@ install() {
 }
 : > "$log"
 install --upgrade pip
-install torch==2.13.0          # first: the CPU build; any other torch requirement would pull CUDA
-install -e ".[$extras]"
+install torch==2.13.0 -c requirements.lock  # first: the CPU build; any other torch requirement would pull CUDA
+install -e ".[$extras]" -c requirements.lock
 .venv/bin/python -c "import torch, dagster, duckdb, promo_assets.cli" # fails loudly if the install did not work
 if [[ $extras == *ui-test* ]]; then .venv/bin/python -c "import playwright.sync_api"; fi
 echo "$want" > "$stamp"
