@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from promo_assets.simulation import REFERENCE_START
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -23,7 +25,7 @@ def promo(env: dict, *args: str) -> None:
         raise SystemExit(f"promo {' '.join(args)} failed: {done.stderr[-3000:]}")
 
 
-def decided_campaign(tmp: Path, *, users: int, days: int, seed: int, model: str, start: dt.date | None = None,
+def decided_campaign(tmp: Path, *, users: int, days: int, seed: int, model: str, start: dt.date = REFERENCE_START,
                      yaml_extra: str = ""):
     """(champion state, population frame, champion values N x K, costs N x K) of campaign 'demo' under
     `tmp` (landing/demo, wh.duckdb, artifacts, outbox, dagster_home), after `promo run`."""
@@ -37,7 +39,7 @@ def decided_campaign(tmp: Path, *, users: int, days: int, seed: int, model: str,
            "PROMO_OUTBOX_DIR": str(tmp / "outbox")}
     os.environ["PROMO_ARTIFACTS_DIR"] = env["PROMO_ARTIFACTS_DIR"]  # the models are read from it here too
     promo(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", str(days), "--users", str(users),
-          "--seed", str(seed), *(["--start", start.isoformat()] if start else []))
+          "--seed", str(seed), "--start", start.isoformat())
     with open(tmp / "landing" / "demo" / "campaign.yaml", "a") as f:
         f.write(f"models:\n  include: [{model}]\nchampion:\n  pin: {model}\n{yaml_extra}")
     promo(env, "run", "--campaign", "demo", "--no-progress")

@@ -18,14 +18,15 @@ from _model_frames import load_events, load_training_frame, train_model  # noqa:
 
 from promo_assets.evaluation import LoggedEvents, q_at_budget  # noqa: E402
 from promo_assets.models import decision_loss as dl  # noqa: E402
-from promo_assets.simulation import SimulationRequest, simulate, truth_arrays  # noqa: E402
+from promo_assets.simulation import REFERENCE_START, SimulationRequest, simulate, truth_arrays  # noqa: E402
 from promo_assets.simulation.e2e import e2e_values  # noqa: E402
 
 E2E = ("e2e_fd", "e2e_nes")
 
 
 def _load(seed: int, users: int, landing: Path):
-    simulate("e2e_synthetic", SimulationRequest(f"fig2-{seed}", landing, days=1, users=users, seed=seed),
+    simulate("e2e_synthetic", SimulationRequest(f"fig2-{seed}", landing, days=1, users=users, seed=seed,
+                                                start=REFERENCE_START),
              features="none")
     cdir = landing / f"fig2-{seed}"
     events, cfg, _, _ = load_events(cdir)
@@ -265,7 +266,8 @@ def _library_campaigns(args, prefix: str):
         for seed in seeds:
             with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
                 simulate(preset,
-                         SimulationRequest("c", tmp, days=args.days or days, users=args.users or users, seed=seed))
+                         SimulationRequest("c", tmp, days=args.days or days, users=args.users or users, seed=seed,
+                                           start=REFERENCE_START))
                 yield preset, seed, Path(tmp) / "c"
 
 
@@ -392,7 +394,7 @@ def cost(args) -> dict:
     users, days = args.users or 5000, args.days or 4
     out = {"section": "cost", "preset": args.preset, "users": users, "days": days, "load_before": os.getloadavg()}
     with tempfile.TemporaryDirectory(prefix="e2e_cost_") as tmp:
-        simulate(args.preset, SimulationRequest("cost", tmp, days=days, users=users, seed=seed))
+        simulate(args.preset, SimulationRequest("cost", tmp, days=days, users=users, seed=seed, start=REFERENCE_START))
         frame, cfg, num, cat = load_training_frame(Path(tmp) / "cost")
         data = TrainingData(cfg, frame, num, cat, frame_version=f"cost-{args.preset}")
         for name in ("s_learner", *E2E):

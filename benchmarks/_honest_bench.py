@@ -38,7 +38,7 @@ from promo_assets.evaluation import (  # noqa: E402
     fit_outcome_model,
 )
 from promo_assets.models import registry  # noqa: E402
-from promo_assets.simulation import SimulationRequest, simulate, truth_arrays  # noqa: E402
+from promo_assets.simulation import REFERENCE_START, SimulationRequest, simulate, truth_arrays  # noqa: E402
 
 MODEL_NAMES = tuple(n for n in registry.names() if not registry.get(n).needs_graph)  # registered models without a graph
 
@@ -65,7 +65,7 @@ def simulated_events(preset: str, seed: int, landing: str, days: int, users: int
     events, config, numeric, categorical), the events with the propensity, split and IPS weight
     columns as the `propensity` and `training_frame` assets compute them."""
     campaign = f"{preset}_{seed}".replace("_", "-")
-    simulate(preset, SimulationRequest(campaign, landing, days=days, users=users, seed=seed, start=dt.date(2026, 1, 1)))
+    simulate(preset, SimulationRequest(campaign, landing, days=days, users=users, seed=seed, start=REFERENCE_START))
     cdir = Path(landing) / campaign
     events, config, numeric, categorical = load_events(cdir)
     events["propensity"] = randomized_propensity(events, config.n_levels)

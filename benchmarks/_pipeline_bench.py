@@ -3,7 +3,7 @@ the production pipeline, down to its `policy_evaluation` rows.
 
 For a (preset, seed), in a fresh temporary folder (its own landing root, warehouse, artefact store and
 DAGSTER_HOME with the repository's dagster.yaml):
-  python -m promo_assets.cli simulate --preset P --campaign C --days D --users U --seed S --start 2026-01-01
+  python -m promo_assets.cli simulate --preset P --campaign C --days D --users U --seed S --start 2026-03-01
   python -m promo_assets.cli run --campaign C --no-progress        (PROMO_MAX_EPOCHS=max_epochs)
 then the `policy_evaluation` rows of the latest succeeded run of every model (the query
 `results.latest_evaluation_per_model`: per model, so it does not matter whether the pipeline
@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 from _checkout import cli_command  # noqa: E402
 
 from promo_assets.store.warehouse import connect, sql  # noqa: E402
+from promo_assets.simulation import REFERENCE_START  # noqa: E402
 
 PRESET_SIZES = {  # (days, users): a holdout day of ~2,500 events (5,000 for K = 100)
     "demo": (8, 5000),
@@ -37,7 +38,7 @@ PRESET_SIZES = {  # (days, users): a holdout day of ~2,500 events (5,000 for K =
     "e2e_synthetic": (8, 2500),
     "bipartite": (8, 8000),
 }
-START = "2026-01-01"
+START = REFERENCE_START.isoformat()
 TAIL = 2000  # characters of a failed command's output kept in the report
 
 

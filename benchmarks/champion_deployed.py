@@ -41,8 +41,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _pipeline_bench import folder_env  # noqa: E402
 from _results import Recorder  # noqa: E402
 from closed_loop import cli  # noqa: E402
+from promo_assets.simulation import REFERENCE_START  # noqa: E402
 
-START = dt.date(2026, 1, 1)
+START = REFERENCE_START
 CAMPAIGN = "loop"
 
 

@@ -4,7 +4,7 @@ the simulated population answers -> ingest -> retrain -> ..., for several explor
 For each exploration share (campaign.yaml `exploration: {share: ε}`), in a fresh temporary folder
 (its own landing root, warehouse, artefact store, outbox and DAGSTER_HOME), through the CLI only:
 
-    promo simulate --preset demo --campaign loop --days 3 --users U --seed S --start 2026-01-01
+    promo simulate --preset demo --campaign loop --days 3 --users U --seed S --start 2026-03-01
     for each day D = 4 .. --days:
         promo run --campaign loop                  (models, leaderboard, champion, decisions, outbox)
         promo simulate --respond-to <outbox>/loop/<D>/<budget>.parquet --day D
@@ -42,8 +42,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _pipeline_bench import folder_env  # noqa: E402
 from _results import Recorder  # noqa: E402
+from promo_assets.simulation import REFERENCE_START  # noqa: E402
 
-START = dt.date(2026, 1, 1)
+START = REFERENCE_START
 CAMPAIGN = "loop"
 
 

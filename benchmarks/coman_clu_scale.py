@@ -24,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+from promo_assets.simulation import REFERENCE_START  # noqa: E402
 
 
 def layer_stats(net, x_num, x_cat) -> dict:
@@ -72,7 +73,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="coman-clu-") as tmp:
         os.environ["PROMO_ARTIFACTS_DIR"] = str(Path(tmp) / "artifacts")
         request = SimulationRequest(f"clu-{args.seed}", Path(tmp) / "landing", days=args.days, users=args.users,
-                                    seed=args.seed, start="2026-01-01")
+                                    seed=args.seed, start=REFERENCE_START)
         s = simulate("coman_spatiotemporal", request)
         frame, config, numeric, categorical = load_training_frame(s.campaign_dir)
         holdout = frame[frame["split"] == "holdout"].reset_index(drop=True)

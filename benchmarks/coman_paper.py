@@ -43,6 +43,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
+from promo_assets.simulation import REFERENCE_START  # noqa: E402
 
 VARIANTS: dict[str, tuple[str, dict]] = {
     "DNN": ("s_learner", {}),
@@ -106,7 +107,7 @@ def run_seed(seed: int, args) -> tuple[list[dict], pd.DataFrame, list[dict], dic
     with tempfile.TemporaryDirectory(prefix="coman-paper-") as tmp:
         os.environ["PROMO_ARTIFACTS_DIR"] = str(Path(tmp) / "artifacts")
         request = SimulationRequest(f"coman-{seed}", Path(tmp) / "landing", days=args.days, users=args.users,
-                                    seed=seed, start="2026-01-01")
+                                    seed=seed, start=REFERENCE_START)
         s = simulate("coman_spatiotemporal", request, incentive=args.incentive)
         frame, config, numeric, categorical = load_training_frame(s.campaign_dir)
         holdout = frame[frame["split"] == "holdout"].reset_index(drop=True)
@@ -160,7 +161,7 @@ def timing(args) -> dict:
     with tempfile.TemporaryDirectory(prefix="coman-timing-") as tmp:
         os.environ["PROMO_ARTIFACTS_DIR"] = str(Path(tmp) / "artifacts")
         request = SimulationRequest("coman-t", Path(tmp) / "landing", days=args.days, users=args.users, seed=0,
-                                    start="2026-01-01")
+                                    start=REFERENCE_START)
         s = simulate("coman_spatiotemporal", request, incentive=args.incentive)
         frame, config, numeric, categorical = load_training_frame(s.campaign_dir)
         out: dict[str, list[float]] = {"s_learner": [], "coman": [], "cmnn": []}

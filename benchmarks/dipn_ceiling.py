@@ -36,7 +36,7 @@ from _model_frames import load_events, load_population  # noqa: E402
 from _results import Recorder  # noqa: E402
 
 from promo_assets.allocation import solve  # noqa: E402
-from promo_assets.simulation import SimulationRequest, simulate, truth_arrays  # noqa: E402
+from promo_assets.simulation import REFERENCE_START, SimulationRequest, simulate, truth_arrays  # noqa: E402
 from promo_assets.simulation.dipn import dipn_curves  # noqa: E402
 
 FEATURES = ["cat1", "cat2", "cat3"]
@@ -76,7 +76,8 @@ def fit_true_family(incentives: np.ndarray, y: np.ndarray, grid: np.ndarray) -> 
 def run_one(preset: str, seed: int, args, root: Path) -> dict:
     n_train, n_val, n_test = args.train_size, args.validation_size, args.test_size
     campaign = f"{preset}_{seed}"
-    simulate(preset, SimulationRequest(campaign, root, days=1, users=n_train + n_val + n_test, seed=seed),
+    simulate(preset, SimulationRequest(campaign, root, days=1, users=n_train + n_val + n_test, seed=seed,
+                                       start=REFERENCE_START),
              overwrite=True, daily_active=1.0)
     cdir = root / campaign
     frame, config, _, _ = load_events(cdir)

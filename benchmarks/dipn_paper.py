@@ -49,7 +49,7 @@ from sklearn.isotonic import IsotonicRegression  # noqa: E402
 from promo_assets.allocation import solve  # noqa: E402
 from promo_assets.causal import ips_weights  # noqa: E402
 from promo_assets.evaluation.curve_metrics import LevelScale, curve_metrics  # noqa: E402
-from promo_assets.simulation import SimulationRequest, simulate, truth_arrays  # noqa: E402
+from promo_assets.simulation import REFERENCE_START, SimulationRequest, simulate, truth_arrays  # noqa: E402
 
 MODELS = ("s_learner", "dipn")
 LABELS = {"s_learner": "DNN (S-learner)", "dipn": "DIPN"}
@@ -77,7 +77,8 @@ def split_frame(preset: str, seed: int, args, root: Path):
     train / validation / test sizes; IPS weights from the logged propensities."""
     n_train, n_val, n_test = args.train_size, args.validation_size, args.test_size
     campaign = f"{preset}_{seed}"
-    simulate(preset, SimulationRequest(campaign, root, days=1, users=n_train + n_val + n_test, seed=seed),
+    simulate(preset, SimulationRequest(campaign, root, days=1, users=n_train + n_val + n_test, seed=seed,
+                                       start=REFERENCE_START),
              overwrite=True, daily_active=1.0)
     frame, config, numeric, categorical = load_events(root / campaign)
     order = np.random.default_rng(seed).permutation(len(frame))

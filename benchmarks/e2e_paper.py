@@ -68,7 +68,7 @@ from promo_assets.evaluation import (  # noqa: E402
     random_policy,
     true_policy_value,
 )
-from promo_assets.simulation import SimulationRequest, simulate, truth_arrays  # noqa: E402
+from promo_assets.simulation import REFERENCE_START, SimulationRequest, simulate, truth_arrays  # noqa: E402
 
 PAPER_Q = 0.2123
 PAPER_ORACLE_APPROX = 0.216
@@ -76,7 +76,8 @@ PAPER_ORACLE_APPROX = 0.216
 
 def run_seed(seed: int, users: int, budget: float, landing: Path) -> dict:
     campaign = f"e2e_seed{seed}"
-    simulate("e2e_synthetic", SimulationRequest(campaign, landing, days=1, users=users, seed=seed))
+    simulate("e2e_synthetic", SimulationRequest(campaign, landing, days=1, users=users, seed=seed,
+                                                start=REFERENCE_START))
     cdir = landing / campaign
     events, cfg, _, _ = load_events(cdir)
     logged = events["level"].to_numpy(dtype=np.int64)

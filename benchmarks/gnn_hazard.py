@@ -47,6 +47,7 @@ from promo_assets.graph import (
 )
 from promo_assets.simulation.bipartite import simulate_bipartite
 from promo_assets.simulation.landing import SimulationRequest
+from promo_assets.simulation import REFERENCE_START
 
 MODELS = {
     "GNN+hazard": ("gnn", "hazard"),
@@ -61,7 +62,7 @@ METRICS = ("auc_c", "mae_c", "mse_c", "mae_m", "mse_m", "mae_c_truth", "mse_c_tr
 
 
 def run_seed(seed: int, args, workdir: Path) -> dict:
-    request = SimulationRequest(f"seed{seed}", workdir, args.days, args.users, seed)
+    request = SimulationRequest(f"seed{seed}", workdir, args.days, args.users, seed, REFERENCE_START)
     d = request.campaign_dir
     simulate_bipartite(request, merchants=args.merchants,
                        merchant_exponent=args.merchant_exponent)
@@ -189,7 +190,7 @@ def pd_index(ids):
 
 def epoch_time(args, workdir: Path) -> dict:
     """Seconds per full-graph training epoch (forward + backward + step) of GNN+hazard."""
-    request = SimulationRequest("big", workdir, 7, args.epoch_users, 0)
+    request = SimulationRequest("big", workdir, 7, args.epoch_users, 0, REFERENCE_START)
     d = request.campaign_dir
     t0 = time.perf_counter()
     simulate_bipartite(request, merchants=args.epoch_merchants,

@@ -25,6 +25,7 @@ import duckdb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import Recorder  # noqa: E402
+from promo_assets.simulation import REFERENCE_START  # noqa: E402
 
 
 def main() -> None:
@@ -44,7 +45,7 @@ def main() -> None:
     from promo_assets.simulation import SimulationRequest, simulate
     from promo_assets.store import warehouse
 
-    day = dt.date(2026, 1, 1)
+    day = REFERENCE_START
     t = time.perf_counter()
     simulate("demo", SimulationRequest("bench", tmp / "landing", days=1, users=args.rows, seed=0, start=day),
              daily_active=1.0)

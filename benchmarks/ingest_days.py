@@ -34,6 +34,7 @@ import duckdb
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _checkout import cli_command  # noqa: E402
 from _results import Recorder  # noqa: E402
+from promo_assets.simulation import REFERENCE_START  # noqa: E402
 
 USERS = 300
 CAMPAIGN = "small"
@@ -47,7 +48,7 @@ def _children_cpu() -> float:
 def simulate(landing: Path, days: int) -> None:
     from promo_assets.simulation import SimulationRequest, simulate as sim
 
-    sim("demo", SimulationRequest(CAMPAIGN, landing, days, USERS, 0, start=dt.date(2025, 1, 1)), daily_active=1.0)
+    sim("demo", SimulationRequest(CAMPAIGN, landing, days, USERS, 0, start=REFERENCE_START), daily_active=1.0)
 
 
 def run(code: Path, landing: Path, work: Path) -> dict:

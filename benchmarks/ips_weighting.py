@@ -33,13 +33,20 @@ from _model_frames import load_events, load_population, train_model  # noqa: E40
 from _results import Recorder  # noqa: E402
 
 from promo_assets.causal import PropensityModel, assign_split, effective_sample_size, ips_weights  # noqa: E402
-from promo_assets.simulation import SimulationRequest, simulate, true_propensity_arrays, truth_arrays  # noqa: E402
+from promo_assets.simulation import (  # noqa: E402
+    REFERENCE_START,
+    SimulationRequest,
+    simulate,
+    true_propensity_arrays,
+    truth_arrays,
+)
 
 
 def run_seed(seed: int, users: int, days: int, confounding: float, max_epochs: int | None, root: Path,
              hparams: dict, hide: list[str]) -> dict:
     campaign = f"ips_demo_{seed}"
-    simulate("demo", SimulationRequest(campaign, root, days=days, users=users, seed=seed), overwrite=True,
+    simulate("demo", SimulationRequest(campaign, root, days=days, users=users, seed=seed,
+                                       start=REFERENCE_START), overwrite=True,
              logging="confounded", confounding=confounding)
     cdir = root / campaign
     frame, config, numeric, categorical = load_events(cdir)

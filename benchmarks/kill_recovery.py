@@ -33,6 +33,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # this checkout's promo_assets, also in the child processes (PYTHONPATH)
+from promo_assets.simulation import REFERENCE_START  # noqa: E402
 MARKERS = {  # the first output line of `promo run --verbose` that shows the phase is running
     "ingestion": re.compile(r'Started execution of step "rct_events"'),
     "training": re.compile(r"epoch 1/"),
@@ -155,7 +156,8 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="promo-kill-bench-"))
     landing = tmp / "landing-src"
     subprocess.run(_promo("simulate", "--preset", "demo", "--campaign", "demo", "--days", str(args.days),
-                          "--users", str(args.users), "--landing", str(landing)),
+                          "--users", str(args.users), "--landing", str(landing),
+                              "--start", REFERENCE_START.isoformat()),
                    env=_env(tmp, args.epochs), check=True, stdout=subprocess.DEVNULL)
     if args.models:
         _train_only(landing / "demo" / "campaign.yaml", args.models)

@@ -5,7 +5,7 @@ DAGSTER_HOME), the production path — `promo run` then `promo simulate --respon
 one Python process per loop (the CLI's `main`, as the `promo` command runs it, without paying the
 imports again every day):
 
-    promo simulate --preset demo --campaign loop --days 3 --users U --seed S --start 2026-01-01 [change]
+    promo simulate --preset demo --campaign loop --days 3 --users U --seed S --start 2026-03-01 [change]
     for each day D = 4 .. --days:   promo run --campaign loop;   promo simulate --respond-to <D>/<budget> --day D
 
 Cases (the change on day --change-day, 12 by default):
@@ -56,8 +56,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _pipeline_bench import folder_env  # noqa: E402
 from _results import RESULTS, Recorder, plain  # noqa: E402
+from promo_assets.simulation import REFERENCE_START  # noqa: E402
 
-START = dt.date(2026, 1, 1)
+START = REFERENCE_START
 CAMPAIGN = "loop"
 REACTING = ("b_react", "a_react")
 RIGHT_CHECK = {"b_warn": ("realized_vs_predicted", "effect_below_zero"), "b_react": ("realized_vs_predicted", "effect_below_zero"),

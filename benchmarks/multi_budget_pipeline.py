@@ -47,6 +47,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _pipeline_bench import folder_env  # noqa: E402
 from _results import Recorder  # noqa: E402
 from run_time_ab import step_seconds  # noqa: E402
+from promo_assets.simulation import REFERENCE_START  # noqa: E402
 
 CAMPAIGN = "demo"
 
@@ -129,7 +130,7 @@ def main() -> int:
         base = tmp / "base"
         env = folder_env(base)
         promo(env, "simulate", "--preset", "demo", "--campaign", CAMPAIGN, "--days", str(args.days), "--users",
-              str(args.users), "--seed", str(args.seed))
+              str(args.users), "--seed", str(args.seed), "--start", REFERENCE_START.isoformat())
         doc = yaml.safe_load((base / "landing" / CAMPAIGN / "campaign.yaml").read_text())
         k = len(doc["treatments"]["levels"])
         levels = [0.0 if float(x) == 0 else args.sms for x in doc["treatments"]["levels"]]

@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _results import Recorder  # noqa: E402
+from promo_assets.simulation import REFERENCE_START  # noqa: E402
 
 FORMULA = ("=", "+", "-", "@", "\t", "\r")
 PREFIXES = ['=HYPERLINK("http://x","{u}")', "+cmd|' /C calc'!A0 {u}", "-2+3 {u}", "@SUM(1) {u}"]
@@ -67,7 +68,7 @@ def csv_export(tmp: Path) -> dict:
 
     env = env_for(tmp)
     rc, out = cli(["simulate", "--preset", "demo", "--campaign", "demo", "--days", "4", "--users", "400",
-                   "--seed", "3"], env)
+                   "--seed", "3", "--start", REFERENCE_START.isoformat()], env)
     assert rc == 0, out
     folder = tmp / "landing" / "demo"
     mapping = hostile_ids(folder)
@@ -117,7 +118,7 @@ def csv_export(tmp: Path) -> dict:
 def missing_group_column(tmp: Path) -> dict:
     env = env_for(tmp)
     rc, out = cli(["simulate", "--preset", "demo", "--campaign", "demo", "--days", "3", "--users", "300",
-                   "--seed", "3"], env)
+                   "--seed", "3", "--start", REFERENCE_START.isoformat()], env)
     assert rc == 0, out
     path = tmp / "landing" / "demo" / "campaign.yaml"
     config = yaml.safe_load(path.read_text())

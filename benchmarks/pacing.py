@@ -46,8 +46,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _champion_campaign import decided_campaign  # noqa: E402
 from _results import Recorder  # noqa: E402
+from promo_assets.simulation import REFERENCE_START  # noqa: E402
 
-START = dt.date(2026, 1, 1)
+START = REFERENCE_START
 RCT_DAYS = 3
 
 

@@ -4,7 +4,7 @@ Unlike benchmarks/pacing.py (a fixed champion driven for --days days), every day
 loop of scripts/loop_demo.sh, through the CLI only, in a fresh temporary folder per arm (its own
 landing root, warehouse, artefact store, outbox and DAGSTER_HOME):
 
-    promo simulate --preset demo --campaign loop --days 3 --users U --seed S --start 2026-01-01
+    promo simulate --preset demo --campaign loop --days 3 --users U --seed S --start 2026-03-01
     for each of the --days days D after the RCT days:
         promo run --campaign loop          (ingest -> models -> leaderboard -> champion -> decisions)
         promo simulate --respond-to <outbox>/loop/<D>/<deployed budget>.parquet --day D
@@ -63,8 +63,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _pipeline_bench import folder_env  # noqa: E402
 from _results import Recorder  # noqa: E402
+from promo_assets.simulation import REFERENCE_START  # noqa: E402
 
-START = dt.date(2026, 1, 1)
+START = REFERENCE_START
 CAMPAIGN = "loop"
 RCT_DAYS = 3
 

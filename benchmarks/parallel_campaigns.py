@@ -41,6 +41,7 @@ from _results import Recorder  # noqa: E402
 from devtools import pgserver  # noqa: E402
 from devtools.devserver import demo_env, promo  # noqa: E402
 from tests.conftest import set_models  # noqa: E402
+from promo_assets.simulation import REFERENCE_START  # noqa: E402
 
 
 def _children_cpu() -> float:
@@ -113,7 +114,7 @@ def main() -> None:
         env0["PROMO_LANDING_DIR"] = str(tmp / "landing")
         for i, c in enumerate(campaigns, 1):
             promo(env0, "simulate", "--preset", "demo", "--campaign", c, "--days", str(args.days),
-                  "--users", str(args.users), "--seed", str(i), "--start", "2026-03-01")
+                  "--users", str(args.users), "--seed", str(i), "--start", REFERENCE_START.isoformat())
             set_models(tmp / "landing" / c / "campaign.yaml", "include", args.models)
         for n in args.counts:
             chosen = campaigns[:n]

@@ -35,7 +35,7 @@ from promo_assets.causal import (  # noqa: E402
     ips_weights,
     propensity_diagnostics,
 )
-from promo_assets.simulation import SimulationRequest, simulate, true_propensity_arrays  # noqa: E402
+from promo_assets.simulation import REFERENCE_START, SimulationRequest, simulate, true_propensity_arrays  # noqa: E402
 
 NUMERIC = ["age", "activity", "tenure_days", "avg_spend"]
 CATEGORICAL = ["city", "device", "period_of_day"]
@@ -54,7 +54,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         summary = simulate("demo",
-                           SimulationRequest("confounded", Path(tmp), days=args.days, users=args.users, seed=args.seed),
+                           SimulationRequest("confounded", Path(tmp), days=args.days, users=args.users, seed=args.seed,
+                                             start=REFERENCE_START),
                            logging="confounded", confounding=args.confounding)
         sim_s = time.perf_counter() - t0
         events, config, _, _ = load_events(summary.campaign_dir)  # the pipeline's landing reader

@@ -42,6 +42,7 @@ from _results import Recorder  # noqa: E402
 
 from devtools.devserver import LOCATION, REPOSITORY, DagsterDev, demo_env, promo  # noqa: E402
 from promo_assets.ingestion import load_config  # noqa: E402
+from promo_assets.simulation import REFERENCE_START  # noqa: E402
 
 CHROMIUM = os.environ.get("PROMO_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -81,7 +82,7 @@ def report_part(args) -> dict:
         tmp = Path(tempfile.mkdtemp(prefix=f"promo-report-{campaign}-"))
         env = demo_env(tmp, ROOT, args.epochs)
         promo(env, "simulate", "--preset", preset, "--campaign", campaign, "--days", str(days), "--users", str(users),
-              "--seed", "0")
+              "--seed", "0", "--start", REFERENCE_START.isoformat())
         start = time.perf_counter()
         promo(env, "run", "--campaign", campaign, "--no-progress")
         run_s = time.perf_counter() - start
@@ -268,7 +269,8 @@ def backfill_part(args) -> dict:
     (the first run trains every model: not compared)."""
     tmp = Path(tempfile.mkdtemp(prefix="promo-report-backfill-"))
     env = demo_env(tmp, ROOT, args.epochs)
-    promo(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", "4", "--users", "300", "--seed", "0")
+    promo(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", "4", "--users", "300", "--seed", "0",
+          "--start", REFERENCE_START.isoformat())
 
     def promo_run() -> dict:
         load = [round(x, 2) for x in os.getloadavg()]

@@ -50,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 from promo_assets.allocation import solve  # noqa: E402
 from promo_assets.allocation.chunked import ParquetSource, solve_chunked, write_parquet  # noqa: E402
+from promo_assets.simulation import REFERENCE_START  # noqa: E402
 
 K = 16
 CHUNK = 1 << 20
@@ -276,7 +277,8 @@ def part_e2e(args) -> dict:
     promo = [sys.executable, "-c", "import sys; sys.path.insert(0, %r); from benchmarks.scale import _restricted_main;"
              " sys.exit(_restricted_main(sys.argv[1:]))" % str(ROOT)]
     subprocess.run(promo + ["simulate", "--preset", "demo", "--campaign", "demo", "--days", "6", "--users", "5000",
-                            "--seed", "0"], env=env, check=True, capture_output=True)
+                            "--seed", "0",
+                                "--start", REFERENCE_START.isoformat()], env=env, check=True, capture_output=True)
     pop_file = max((work / "landing" / "demo" / "population").iterdir())
     pop = pd.read_parquet(pop_file)
     rng = np.random.default_rng(0)

@@ -80,6 +80,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _checkout import cli_command  # noqa: E402
 from _results import Recorder  # noqa: E402
+from promo_assets.simulation import REFERENCE_START  # noqa: E402
 
 BUDGET = 1.0
 PATH = "/v1/campaigns/demo/decide"
@@ -557,7 +558,7 @@ def setup(args, env: dict, tmp: Path) -> None:
     """The demo campaign decided by `promo run` (wh-first.duckdb, served first) and the same campaign with
     the champion pinned to --switch-to (wh-second.duckdb, for the change mid-way)."""
     _promo(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", str(args.days), "--users",
-           str(args.users), "--seed", "0")
+           str(args.users), "--seed", "0", "--start", REFERENCE_START.isoformat())
     yaml_path = tmp / "landing" / "demo" / "campaign.yaml"
     original = yaml_path.read_text()
     if args.model:

@@ -32,9 +32,10 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _results import Recorder  # noqa: E402
+from promo_assets.simulation import REFERENCE_START  # noqa: E402
 
-START = dt.date(2026, 1, 1)
-CHANGE = dt.date(2026, 1, 12)  # day 12, as in the monitoring benchmark's cases
+START = REFERENCE_START
+CHANGE = START + dt.timedelta(days=11)  # day 12, as in the monitoring benchmark's cases
 RESPONSE_SHIFT = "city=chengdu:uplift=-1,city=beijing:uplift=3"
 POPULATION_SHIFT = "city=shenzhen:share=0.2,avg_spend:scale=8:share=0.3"
 

@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from _results import Recorder  # noqa: E402
 
 from devtools.devserver import DagsterDev, demo_env, promo  # noqa: E402
+from promo_assets.simulation import REFERENCE_START  # noqa: E402
 
 def wait_all(ui: DagsterDev, run_ids: list[str], timeout: float, log: Path) -> list[dict]:
     runs = []
@@ -58,7 +59,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="promo-ui-bench-"))
     env = demo_env(tmp, ROOT, args.epochs)
     promo(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", str(args.days),
-          "--users", str(args.users), "--seed", "0")
+          "--users", str(args.users), "--seed", "0", "--start", REFERENCE_START.isoformat())
 
     def promo_run() -> dict:
         start = time.perf_counter()

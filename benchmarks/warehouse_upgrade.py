@@ -45,6 +45,7 @@ from _results import Recorder  # noqa: E402
 import duckdb  # noqa: E402
 
 from promo_assets.store import warehouse  # noqa: E402
+from promo_assets.simulation import REFERENCE_START  # noqa: E402
 
 CAMPAIGNS = (("demo", "demo", 3, 200), ("shops", "bipartite", 3, 150))
 
@@ -104,7 +105,7 @@ def main() -> None:
     seconds = {}
     for campaign, preset, days, users in CAMPAIGNS:
         promo(env, old, "simulate", "--preset", preset, "--campaign", campaign, "--days", str(days),
-              "--users", str(users), "--seed", "0")
+              "--users", str(users), "--seed", "0", "--start", REFERENCE_START.isoformat())
     seconds["previous: promo run demo"] = promo(env, old, "run", "--campaign", "demo", "--no-progress")
     seconds["previous: promo run (both)"] = promo(env, old, "run", "--no-progress")
     path = site / "warehouse.duckdb"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from promo_assets.simulation import REFERENCE_START
 
 # CI (CI=true) replays the same examples on every run, so a submission's result does not depend on
 # the draw; local runs keep exploring new examples.
@@ -148,7 +149,7 @@ def _no_stale_defs_state_storage():
     _current_storage.set(None)
 
 
-DEMO_START = "2026-03-01"
+DEMO_START = REFERENCE_START.isoformat()
 
 
 def _demo_campaign(paths) -> None:

@@ -1023,7 +1023,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--days", type=int, default=14, help="number of daily event files [14]")
     p.add_argument("--users", type=int, default=5000, help="size of the user pool [5000]")
     p.add_argument("--seed", type=int, default=0, help="random seed [0]")
-    p.add_argument("--start", type=_date, default=None, help="first day YYYY-MM-DD [today - days]")
+    p.add_argument("--start", type=_date, default=None,
+                   help="first day YYYY-MM-DD [today - days]; part of the campaign's identity with --seed: every "
+                        "day is drawn from its date, so the same seed from another start is another campaign")
     p.add_argument("--logging", default=None, help="demo only: rct (default) | confounded")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing simulated campaign of the same name (its day files and truth)")

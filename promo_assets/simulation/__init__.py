@@ -53,6 +53,7 @@ from promo_assets.simulation import (
 )
 from promo_assets.simulation.change import Change
 from promo_assets.simulation.landing import (
+    REFERENCE_START,
     Log,
     Response,
     SimulationError,
@@ -74,7 +75,7 @@ from promo_assets.simulation.truth import (
 )
 
 __all__ = [
-    "PRESETS", "Change", "Preset", "SimulationError", "SimulationRequest", "SimulationSummary", "TruthError",
+    "PRESETS", "REFERENCE_START", "Change", "Preset", "SimulationError", "SimulationRequest", "SimulationSummary", "TruthError",
     "load_truth", "respond", "simulate", "true_propensity_arrays", "truth_arrays", "truth_on", "truth_user_ids",
 ]
 

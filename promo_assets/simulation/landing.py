@@ -41,6 +41,12 @@ from promo_assets.core.errors import DomainError
 
 Log = Callable[[str], None] | None
 
+#: The start date of every campaign the project's tests and benchmarks simulate. A simulated campaign is
+#: its preset, seed *and* start date (day d is drawn from d's ordinal), and `SimulationRequest`'s default
+#: start is today minus the days: a fixed start makes a test's or benchmark's campaign the same on every
+#: day it runs. Users of `promo simulate` keep today as the default.
+REFERENCE_START = dt.date(2026, 3, 1)
+
 #: Largest truth table (users x levels rows) the simulator agrees to write.
 MAX_TRUTH_ROWS = 100_000_000
 

@@ -13,6 +13,7 @@ import dagster as dg
 import promo_assets.cli.main as cli
 from promo_assets.definitions import build_defs
 from promo_assets.defs.common import INGESTION_ASSETS, model_of_key
+from promo_assets.simulation import REFERENCE_START
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "automation.md"
 
@@ -20,7 +21,8 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "automation.md"
 def test_the_documented_selection_is_what_promo_run_refreshes(promo_env):
     found = re.search(r"\n\s*```\n\s*(not group:decisions[^\n]*)\n\s*```", DOC.read_text(encoding="utf-8"))
     assert found, "docs/automation.md gives no selection starting `not group:decisions`"
-    assert cli.main(["simulate", "--preset", "demo", "--campaign", "demo", "--days", "2", "--users", "50"]) == cli.EXIT_OK
+    assert cli.main(["simulate", "--preset", "demo", "--campaign", "demo", "--days", "2", "--users", "50",
+                     "--start", REFERENCE_START.isoformat()]) == cli.EXIT_OK
     defs = build_defs()
     selected = dg.AssetSelection.from_string(found.group(1)).resolve(defs.resolve_asset_graph())
 

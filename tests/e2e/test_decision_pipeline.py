@@ -21,8 +21,9 @@ import pytest
 from promo_assets.causal.weights import ips_weights
 from promo_assets.cli.main import main
 from promo_assets.decisions import read_manifest, verify
+from promo_assets.simulation import REFERENCE_START
 
-START = dt.date(2026, 3, 1)
+START = REFERENCE_START
 ROOT = Path(__file__).resolve().parents[2]
 
 

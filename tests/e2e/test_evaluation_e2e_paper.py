@@ -10,14 +10,15 @@ import pytest
 
 from promo_assets.config.campaign import CampaignConfig
 from promo_assets.evaluation import LoggedEvents, oracle_policy, q_at_budget, true_policy_value
-from promo_assets.simulation import SimulationRequest, simulate, truth_arrays
+from promo_assets.simulation import REFERENCE_START, SimulationRequest, simulate, truth_arrays
 
 
 @pytest.mark.slow
 def test_q_of_the_true_curves_matches_the_paper(tmp_path):
     qs, oracle = [], []
     for seed in range(10):
-        simulate("e2e_synthetic", SimulationRequest(f"e2e{seed}", tmp_path, days=1, users=10_000, seed=seed))
+        simulate("e2e_synthetic", SimulationRequest(f"e2e{seed}", tmp_path, days=1, users=10_000, seed=seed,
+                                                    start=REFERENCE_START))
         cdir = tmp_path / f"e2e{seed}"
         cfg = CampaignConfig.load(cdir)
         ev = pd.read_parquet(next((cdir / "events").glob("*.parquet")))

@@ -15,8 +15,9 @@ import yaml
 
 from promo_assets.cli.main import main
 from tests.conftest import train_only
+from promo_assets.simulation import REFERENCE_START
 
-START = dt.date(2026, 3, 1)
+START = REFERENCE_START
 
 
 def simulate(preset: str, campaign: str, days: int, users: int) -> None:

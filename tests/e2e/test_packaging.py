@@ -12,6 +12,7 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from promo_assets.simulation import REFERENCE_START
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,7 +60,8 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path):
     promo = [str(py), "-m", "promo_assets.cli"]
     version = _run(promo + ["--version"], cwd=work, env=env)
     assert version.returncode == 0 and version.stdout.startswith("promo_assets "), version.stdout + version.stderr
-    sim = _run(promo + ["simulate", "--preset", "demo", "--campaign", "tiny", "--days", "4", "--users", "300"],
+    sim = _run(promo + ["simulate", "--preset", "demo", "--campaign", "tiny", "--days", "4", "--users", "300",
+                        "--start", REFERENCE_START.isoformat()],
                cwd=work, env=env)
     assert sim.returncode == 0, sim.stdout + sim.stderr
     config = work / "data" / "landing" / "tiny" / "campaign.yaml"

@@ -10,8 +10,9 @@ import duckdb
 import pytest
 
 from promo_assets.cli.main import main
+from promo_assets.simulation import REFERENCE_START
 
-START = dt.date(2026, 3, 1)
+START = REFERENCE_START
 
 
 def simulate(days: int, users: int, campaign: str = "demo") -> None:

@@ -28,12 +28,13 @@ import pytest
 from devtools import pgserver
 from devtools.devserver import Deployment, demo_env, promo
 from tests.conftest import PLUMBING_MODELS, promo_here, train_only
+from promo_assets.simulation import REFERENCE_START
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILE = REPO / "dagster_home" / "postgres" / "dagster.yaml"
-START = "2026-03-01"
+START = REFERENCE_START.isoformat()
 
 
 @pytest.fixture(scope="module")

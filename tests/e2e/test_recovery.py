@@ -23,6 +23,7 @@ from promo_assets.defs.common import WAREHOUSE_POOL
 from promo_assets.defs.recovery import recover_dead_runs
 from promo_assets.store import warehouse
 from tests.conftest import PLUMBING_MODELS, train_only
+from promo_assets.simulation import REFERENCE_START
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -250,7 +251,7 @@ def test_promo_run_ingest_failure_line_has_the_domain_error(promo_env, monkeypat
     from promo_assets.simulation import SimulationRequest, simulate
     from promo_assets.simulation.truth import TruthError
 
-    simulate("demo", SimulationRequest("c1", promo_env["landing"], 1, 100, 0))
+    simulate("demo", SimulationRequest("c1", promo_env["landing"], 1, 100, 0, REFERENCE_START))
     day = next((promo_env["landing"] / "c1" / "events").iterdir()).stem
 
     def ingest(con, config, day, path):
@@ -276,7 +277,7 @@ def test_promo_run_prints_the_domain_errors_of_every_failed_step(promo_env, monk
 
     # 3 days: the first fails to load, the second trains, the third is the holdout (with the second
     # failing too, no training day would be left and the data checks would skip every model instead)
-    summary = simulate("demo", SimulationRequest("c1", promo_env["landing"], 3, 200, 0))
+    summary = simulate("demo", SimulationRequest("c1", promo_env["landing"], 3, 200, 0, REFERENCE_START))
     assert "3 day(s)" in str(summary)
     train_only(promo_env["landing"] / "c1" / "campaign.yaml", ("s_learner", "dipn", "lgbm_s"))
     monkeypatch.setenv("PROMO_MAX_EPOCHS", "1")

@@ -25,8 +25,9 @@ from promo_assets.config import settings
 from promo_assets.store import warehouse
 from promo_assets.cli.main import main
 from tests.conftest import train_only
+from promo_assets.simulation import REFERENCE_START
 
-START = dt.date(2026, 3, 1)
+START = REFERENCE_START
 #: the models the campaign of the end-to-end tests trains (results bookkeeping does not depend on which)
 MODELS = ("lgbm_s", "lgbm_s_mono")
 RUN_TABLES_WITH_ROWS = ("model_registry", "budget_dual", "allocation", "policy_evaluation")

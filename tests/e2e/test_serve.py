@@ -23,9 +23,10 @@ import pandas as pd
 import pytest
 
 from tests.conftest import promo_here
+from promo_assets.simulation import REFERENCE_START
 
 
-START = dt.date(2026, 3, 1)
+START = REFERENCE_START
 
 
 def _free_port() -> int:

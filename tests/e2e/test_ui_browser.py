@@ -27,6 +27,7 @@ import pytest
 from devtools.devserver import DagsterDev, demo_env
 from tests.conftest import promo_here, set_models
 from tests.e2e.browser import SHOTS, TIMEOUT_MS, require_browser
+from promo_assets.simulation import REFERENCE_START
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 
@@ -56,7 +57,8 @@ def ui(tmp_path_factory):
     require_browser()
     tmp = tmp_path_factory.mktemp("ui")
     env = demo_env(tmp, ROOT, max_epochs=1)  # the UI shows what a run leaves, whatever its models learned
-    promo_here(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", str(DAYS), "--users", "300", "--seed", "0")
+    promo_here(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", str(DAYS), "--users", "300", "--seed", "0",
+               "--start", REFERENCE_START.isoformat())
     _exclude(tmp / "landing" / "demo" / "campaign.yaml", EXCLUDED)
     promo_here(env, "run", "--campaign", "demo", "--no-progress")
     days = sorted(p.stem for p in (tmp / "landing" / "demo" / "events").iterdir())

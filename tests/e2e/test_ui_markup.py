@@ -21,6 +21,7 @@ import yaml
 from devtools.devserver import DagsterDev, demo_env
 from tests.conftest import promo_here, set_models
 from tests.e2e.browser import SHOTS, require_browser
+from promo_assets.simulation import REFERENCE_START
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
 
@@ -64,7 +65,8 @@ def ui(tmp_path_factory):
     require_browser()
     tmp = tmp_path_factory.mktemp("markup")
     env = demo_env(tmp, ROOT, max_epochs=1)
-    promo_here(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", "4", "--users", "300", "--seed", "0")
+    promo_here(env, "simulate", "--preset", "demo", "--campaign", "demo", "--days", "4", "--users", "300", "--seed", "0",
+               "--start", REFERENCE_START.isoformat())
     folder = tmp / "landing" / "demo"
     hostile_campaign(folder)
     set_models(folder / "campaign.yaml", "include", ["lgbm_s"])

@@ -678,3 +678,87 @@ def test_defs_holds_definitions_and_named_wiring_helpers_only():
     assert all(reason.strip() for reason in WIRING_HELPERS.values())
     # the list only shrinks: a new helper is named here and raises this cap, at review
     assert len(WIRING_HELPERS) <= 28, len(WIRING_HELPERS)
+
+
+# --------------------------------------------------------------------------------------------
+# A simulated campaign is its preset, seed and start date
+#
+# The simulator seeds each day from its date, and its default start is today minus the days: a test
+# or benchmark that leaves the start out simulates a new campaign every day it runs. Every call in
+# tests/ and benchmarks/ passes one (promo_assets.simulation.REFERENCE_START unless the test is about
+# dates). The checker flags:
+#   - SimulationRequest(...) without `start=` (or its sixth positional argument);
+#   - a `promo simulate` command line (a list or a call whose arguments hold the string "simulate")
+#     without "--start", unless it answers a decision (--respond-to: the day is the decision's).
+# A call whose line carries the comment `# today's start is under test` is allowed.
+
+PROJECT = ROOT.parent
+TODAY_UNDER_TEST = "# today's start is under test"
+
+
+def _constants(nodes) -> list:
+    return [n.value for n in nodes if isinstance(n, ast.Constant)]
+
+
+def _simulate_words(nodes) -> list | None:
+    """The string constants of a command line's parts when it is `promo simulate`, else None."""
+    words = _constants(nodes)
+    for node in nodes:  # ["--start", d] spliced in as *[...] or *(...) still counts
+        if isinstance(node, ast.Starred) and isinstance(node.value, (ast.List, ast.Tuple)):
+            words += _constants(node.value.elts)
+    return words if "simulate" in words[:2] else None
+
+
+def undated_simulations(source: str) -> list[int]:
+    """Line numbers of the simulator calls in `source` that leave the start date to today."""
+    lines = source.splitlines()
+    bad = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            if func == "SimulationRequest":
+                dated = len(node.args) >= 6 or any(k.arg == "start" or k.arg is None for k in node.keywords)
+                if not dated:
+                    bad.append(node.lineno)
+                continue
+            words = _simulate_words(node.args)
+        elif isinstance(node, (ast.List, ast.Tuple)):
+            words = _simulate_words(node.elts)
+        else:
+            continue
+        if words is not None and "--start" not in words and "--respond-to" not in words:
+            bad.append(node.lineno)
+    return sorted({n for n in bad if TODAY_UNDER_TEST not in lines[n - 1]})
+
+
+@pytest.mark.parametrize("snippet", [
+    "simulate('demo', SimulationRequest('c', root, days=2, users=50))",
+    "SimulationRequest('bp', root, 2, 400, 5)",
+    "main(['simulate', '--preset', 'demo', '--campaign', 'c', '--days', '2'])",
+    "promo_here(env, 'simulate', '--campaign', 'c', '--days', '2', '--users', '300')",
+    "sim = ['simulate', '--preset', 'demo', '--days', str(days)]",
+])
+def test_undated_simulation_checker_catches(snippet):
+    assert undated_simulations(snippet) == [1]
+
+
+@pytest.mark.parametrize("snippet", [
+    "simulate('demo', SimulationRequest('c', root, days=2, users=50, start=REFERENCE_START))",
+    "SimulationRequest('bp', root, 2, 400, 5, REFERENCE_START)",
+    "main(['simulate', '--campaign', 'c', '--days', '2', '--start', START])",
+    "promo(env, 'simulate', '--campaign', 'c', *['--start', day])",
+    "main(['simulate', '--respond-to', str(file), '--day', day, '--campaign', 'demo'])",
+    "main(['simulate', '--campaign', 'c', '--days', '2'])  # today's start is under test",
+    "run(['promo', 'report', '--campaign', 'simulate'])",
+])
+def test_undated_simulation_checker_allows(snippet):
+    assert undated_simulations(snippet) == []
+
+
+def test_tests_and_benchmarks_simulate_from_a_fixed_start():
+    """Every simulated campaign of the tests and benchmarks is the same on every day they run."""
+    files = sorted((PROJECT / "tests").rglob("*.py")) + sorted((PROJECT / "benchmarks").rglob("*.py"))
+    assert len(files) > 50
+    bad = [f"{f.relative_to(PROJECT)}:{n}" for f in files for n in undated_simulations(f.read_text())]
+    assert not bad, ("simulated without a start date (a new campaign every day; pass start=REFERENCE_START "
+                     f"or --start, or mark the line {TODAY_UNDER_TEST!r}): {bad}")

@@ -33,7 +33,7 @@ from promo_assets.evaluation import (
     leaderboard_markdown,
 )
 from promo_assets.ingestion import discover_campaigns
-from promo_assets.simulation import SimulationError, SimulationRequest, simulate
+from promo_assets.simulation import REFERENCE_START, SimulationError, SimulationRequest, simulate
 from promo_assets.store import results, warehouse
 from tests.conftest import train_only
 
@@ -237,14 +237,16 @@ def test_simulate_refuses_bad_names_and_writes_nothing(tmp_path, name):
     landing = tmp_path / "landing"
     landing.mkdir()
     with pytest.raises(SimulationError, match="invalid campaign name"):
-        simulate("demo", SimulationRequest(name, landing, days=2, users=50))
+        simulate("demo", SimulationRequest(name, landing, days=2, users=50, start=REFERENCE_START))
     assert list(landing.iterdir()) == [] and not (tmp_path / "x").exists()
 
 
 @pytest.mark.hostile
 @pytest.mark.parametrize("argv, words", [
-    (["simulate", "--campaign", "x" * 300, "--days", "2", "--users", "50"], ["invalid campaign name", "300 characters"]),
-    (["simulate", "--campaign", "", "--days", "2", "--users", "50"], ["invalid campaign name ''"]),
+    (["simulate", "--campaign", "x" * 300, "--days", "2", "--users", "50",
+      "--start", REFERENCE_START.isoformat()], ["invalid campaign name", "300 characters"]),
+    (["simulate", "--campaign", "", "--days", "2", "--users", "50",
+      "--start", REFERENCE_START.isoformat()], ["invalid campaign name ''"]),
     (["run", "--campaign", "a|b"], ["--campaign", "invalid campaign name 'a|b'"]),
 ], ids=["error-cli-simulate-300-chars", "error-cli-simulate-empty", "error-cli-run-pipe"])
 def test_cli_refuses_bad_names_with_exit_2(promo_env, capsys, argv, words):

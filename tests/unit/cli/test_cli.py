@@ -21,8 +21,9 @@ import promo_assets.cli.main as cli
 from promo_assets.cli.main import main
 from promo_assets.cli.format import plain, text_table, to_csv, to_json, wrap_lines
 from promo_assets.models import registry
+from promo_assets.simulation import REFERENCE_START
 
-START = dt.date(2026, 3, 1)
+START = REFERENCE_START
 
 
 def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -111,7 +112,8 @@ def test_warehouse_and_dagster_home_options_override_the_environment(promo_env, 
 def test_export_reads_the_landing_folder_and_warehouse_of_the_options(promo_env, elsewhere, capsys):
     assert main(["export", "--campaign", "demo", "--landing", str(elsewhere["landing"])]) == 2
     assert f"{elsewhere['landing'] / 'demo' / 'campaign.yaml'}: campaign.yaml not found" in capsys.readouterr().err
-    assert main(["simulate", "--landing", str(elsewhere["landing"]), "--users", "50", "--days", "2"]) == 0
+    assert main(["simulate", "--landing", str(elsewhere["landing"]), "--users", "50", "--days", "2",
+                 "--start", REFERENCE_START.isoformat()]) == 0
     assert main(["export", "--campaign", "demo", "--landing", str(elsewhere["landing"]),
                  "--warehouse", str(elsewhere["warehouse"])]) == 2
     assert f"warehouse {elsewhere['warehouse']} does not exist yet" in capsys.readouterr().err

@@ -28,6 +28,7 @@ from promo_assets.graph import (
 from promo_assets.graph.nn import HazardHead, MerchantHead, censored_hazard_loss
 from promo_assets.simulation.bipartite import simulate_bipartite
 from promo_assets.simulation.landing import SimulationRequest
+from promo_assets.simulation import REFERENCE_START
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -41,7 +42,7 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def camp(tmp_path_factory):
-    request = SimulationRequest("bp", tmp_path_factory.mktemp("g"), 2, 400, 5)
+    request = SimulationRequest("bp", tmp_path_factory.mktemp("g"), 2, 400, 5, REFERENCE_START)
     simulate_bipartite(request, merchants=100)
     d = request.campaign_dir
     return load_bipartite_campaign(d)

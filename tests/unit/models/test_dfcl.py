@@ -21,6 +21,7 @@ from promo_assets.models.dfcl import (
     lambda_grid,
     policy_loss,
 )
+from promo_assets.simulation import REFERENCE_START
 
 # ------------------------------------------------------------------------------- IFD: the flip
 V = np.array([[0.30, 0.50, 0.45],     # decision 1 (a = 0.30, 0.40, 0.25 at lambda 0.1)
@@ -218,7 +219,7 @@ def test_dfcl_discount_preset_truth(tmp_path):
     second = np.diff(p, n=2, axis=1)
     assert (second > 1e-6).any(axis=1).mean() > 0.05      # part of the users respond non-concavely
     assert len(budgets) == 6 and 0 < budgets[0] < budgets[-1] < c.max(axis=1).mean()
-    simulate("dfcl_discount", SimulationRequest("dd", tmp_path, days=2, users=500, seed=1))
+    simulate("dfcl_discount", SimulationRequest("dd", tmp_path, days=2, users=500, seed=1, start=REFERENCE_START))
     ev = pd.read_parquet(next((tmp_path / "dd" / "events").glob("*.parquet")))
     ordered = ev["response"] == 1
     assert (ev.loc[~ordered, "cost"] == 0).all() and (ev.loc[ordered & (ev["treatment"] > 0), "cost"] > 0).all()

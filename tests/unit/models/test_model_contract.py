@@ -23,6 +23,7 @@ from promo_assets.config.campaign import CampaignConfig
 from promo_assets.core.coefficients import Coefficients
 from promo_assets.models import ModelInputError, ModelSkipped, ResponseModel, TrainingData, registry
 from promo_assets.models.protocol import same_kind
+from promo_assets.simulation import REFERENCE_START
 
 # a model's contract entry: hyper-parameters for a small fit (optional)
 CONTRACT: dict[str, dict] = {
@@ -81,7 +82,7 @@ def graph_data() -> TrainingData:
     from promo_assets.simulation.bipartite import simulate_bipartite
     from promo_assets.simulation.landing import SimulationRequest
 
-    request = SimulationRequest("bp", Path(tempfile.mkdtemp(prefix="contract_graph_")), 2, 300, 5)
+    request = SimulationRequest("bp", Path(tempfile.mkdtemp(prefix="contract_graph_")), 2, 300, 5, REFERENCE_START)
     simulate_bipartite(request, merchants=60)
     d = request.campaign_dir
     camp = load_bipartite_campaign(d)

@@ -31,7 +31,7 @@ from promo_assets.graph import build_graph
 from promo_assets.graph.landing import load_bipartite_campaign
 from promo_assets.ingestion.frames import load_landing
 from promo_assets.models import TrainingData, registry
-from promo_assets.simulation import SimulationRequest, simulate, truth_arrays
+from promo_assets.simulation import REFERENCE_START, SimulationRequest, simulate, truth_arrays
 
 pytestmark = pytest.mark.slow
 
@@ -58,7 +58,8 @@ class _Campaigns:
 
 
 def _campaign(root: Path, name: str, spec: dict):
-    simulate(spec["preset"], SimulationRequest(name, root, days=spec["days"], users=spec["users"], seed=spec["seed"]))
+    simulate(spec["preset"], SimulationRequest(name, root, days=spec["days"], users=spec["users"], seed=spec["seed"],
+                                               start=REFERENCE_START))
     cdir = root / name
     if spec["preset"] == "bipartite":
         camp = load_bipartite_campaign(cdir)

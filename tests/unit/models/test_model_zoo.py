@@ -15,6 +15,7 @@ from promo_assets.cli.main import main
 from promo_assets.defs.common import model_key, model_of_key
 from promo_assets.models import registry
 from tests.conftest import PLUMBING_MODELS, train_only
+from promo_assets.simulation import REFERENCE_START
 
 
 def _query(env, statement: str, params=None):
@@ -146,7 +147,7 @@ BESIDE_FAILING = PLUMBING_MODELS
 def test_a_failing_model_fails_alone(promo_env, monkeypatch, capsys, failing_model):
     monkeypatch.setenv("PROMO_MAX_EPOCHS", "1")
     assert main(["simulate", "--preset", "demo", "--campaign", "demo", "--days", "3", "--users", "250",
-                 "--seed", "1"]) == 0
+                 "--seed", "1", "--start", REFERENCE_START.isoformat()]) == 0
     train_only(promo_env["landing"] / "demo" / "campaign.yaml", (failing_model, *BESIDE_FAILING))
     assert main(["run", "--no-progress"]) == 1
     captured = capsys.readouterr()

@@ -14,6 +14,7 @@ from promo_assets.config.campaign import CampaignConfig, CampaignConfigError
 from promo_assets.ingestion import IngestError, ingest_events_day, load_config
 from promo_assets.models import registry
 from promo_assets.store import warehouse
+from promo_assets.simulation import REFERENCE_START
 
 MULTI = """treatments:
   levels:
@@ -144,7 +145,8 @@ def test_coman_preset_writes_a_multi_attribute_campaign_with_monotone_truth(tmp_
     from promo_assets.simulation.coman import CITIES, CITY_SHAPE
 
     for incentive in ("coupon", "fee_waiver"):
-        s = simulate("coman_spatiotemporal", SimulationRequest(f"c-{incentive}", tmp_path, days=2, users=600, seed=3),
+        s = simulate("coman_spatiotemporal", SimulationRequest(f"c-{incentive}", tmp_path, days=2, users=600, seed=3,
+                                                               start=REFERENCE_START),
                      incentive=incentive)
         c = CampaignConfig.load(s.campaign_dir)
         assert c.multi_attribute and c.segments == ("period_of_day", "city") and "coman" in c.models.include
@@ -174,7 +176,7 @@ def test_multi_attribute_campaign_goes_through_promo_run_to_the_leaderboard(prom
     from promo_assets.cli.main import main
 
     assert main(["simulate", "--preset", "coman_spatiotemporal", "--campaign", "cs", "--days", "3",
-                 "--users", "400", "--seed", "1"]) == 0
+                 "--users", "400", "--seed", "1", "--start", REFERENCE_START.isoformat()]) == 0
     path = promo_env["landing"] / "cs" / "campaign.yaml"
     raw = yaml.safe_load(path.read_text())
     raw["models"]["include"] = ["s_learner", "dipn", "coman"]

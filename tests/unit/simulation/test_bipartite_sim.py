@@ -1,14 +1,17 @@
 """The `bipartite` simulator preset: files, determinism, truth shape, change point, influence."""
 
-from datetime import date
+from datetime import date, timedelta
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from promo_assets.config.campaign import CampaignConfig
+from promo_assets.simulation import REFERENCE_START
 from promo_assets.simulation.bipartite import BipartiteSimulationError, simulate_bipartite
 from promo_assets.simulation.landing import SimulationRequest
+
+DAY1, DAY2 = REFERENCE_START.isoformat(), (REFERENCE_START + timedelta(days=1)).isoformat()
 
 
 @pytest.fixture(scope="module")
@@ -64,11 +67,11 @@ def test_change_point_above_100(campaign):
 
 
 def test_deterministic_by_seed(tmp_path):
-    a = simulate_bipartite(SimulationRequest("a", tmp_path, 2, 400, 3))
-    b = simulate_bipartite(SimulationRequest("b", tmp_path, 2, 400, 3))
-    c = simulate_bipartite(SimulationRequest("c", tmp_path, 2, 400, 4))
-    for sub in ("events/2024-01-02.parquet", "edges/2024-01-01.parquet", "truth/response.parquet",
-                "merchants/2024-01-01.parquet"):
+    a = simulate_bipartite(SimulationRequest("a", tmp_path, 2, 400, 3, REFERENCE_START))
+    b = simulate_bipartite(SimulationRequest("b", tmp_path, 2, 400, 3, REFERENCE_START))
+    c = simulate_bipartite(SimulationRequest("c", tmp_path, 2, 400, 4, REFERENCE_START))
+    for sub in (f"events/{DAY2}.parquet", f"edges/{DAY1}.parquet", "truth/response.parquet",
+                f"merchants/{DAY1}.parquet"):
         pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "a" / sub), pd.read_parquet(tmp_path / "b" / sub))
     assert a["true_mean_response"] == b["true_mean_response"] != c["true_mean_response"]
 
@@ -78,10 +81,10 @@ def test_customers_of_enthusiastic_merchants_respond_more(tmp_path):
     the payment-weighted m_f1 of their merchants, and with influence=0 it does not."""
     corr = {}
     for infl in (0.0, 1.0):
-        request = SimulationRequest(f"i{infl}", tmp_path, 1, 4000, 11)
+        request = SimulationRequest(f"i{infl}", tmp_path, 1, 4000, 11, REFERENCE_START)
         simulate_bipartite(request, influence=infl)
         d = request.campaign_dir
-        edges = pd.read_parquet(d / "edges" / "2024-01-01.parquet")
+        edges = pd.read_parquet(d / "edges" / f"{DAY1}.parquet")
         merch = pd.read_parquet(next((d / "merchant_population").iterdir()))
         e = edges.merge(merch[["merchant_id", "m_f1"]], on="merchant_id")
         e["w"] = e["n_payments"] * e["m_f1"]
@@ -96,22 +99,22 @@ def test_customers_of_enthusiastic_merchants_respond_more(tmp_path):
 
 def test_bad_arguments(tmp_path):
     with pytest.raises(BipartiteSimulationError, match="days"):
-        simulate_bipartite(SimulationRequest("c", tmp_path, 0, 10, 0))
+        simulate_bipartite(SimulationRequest("c", tmp_path, 0, 10, 0, REFERENCE_START))
     with pytest.raises(BipartiteSimulationError, match="customer_levels"):
-        simulate_bipartite(SimulationRequest("c", tmp_path, 1, 10, 0), customer_levels=[0, 50, 50])
+        simulate_bipartite(SimulationRequest("c", tmp_path, 1, 10, 0, REFERENCE_START), customer_levels=[0, 50, 50])
     with pytest.raises(BipartiteSimulationError, match="unknown option"):
-        simulate_bipartite(SimulationRequest("c", tmp_path, 1, 10, 0), colour="red")
+        simulate_bipartite(SimulationRequest("c", tmp_path, 1, 10, 0, REFERENCE_START), colour="red")
     with pytest.raises(BipartiteSimulationError, match="edges_per_customer"):
-        simulate_bipartite(SimulationRequest("c", tmp_path, 1, 10, 0), edges_per_customer=0.5)
+        simulate_bipartite(SimulationRequest("c", tmp_path, 1, 10, 0, REFERENCE_START), edges_per_customer=0.5)
     with pytest.raises(BipartiteSimulationError, match="merchant_exponent"):
-        simulate_bipartite(SimulationRequest("c", tmp_path, 1, 10, 0), merchant_exponent=0.0)
+        simulate_bipartite(SimulationRequest("c", tmp_path, 1, 10, 0, REFERENCE_START), merchant_exponent=0.0)
 
 
 @pytest.mark.parametrize("exponent", [0.8, 1.0])
 def test_merchant_response_shape_follows_the_exponent(tmp_path, exponent):
     """Expected sharing count v (1 + s (c/100)^e): its increments over equally spaced commissions
     shrink for e < 1 (concave) and are equal for e = 1 (the linear head's own form)."""
-    request = SimulationRequest("m", tmp_path, 1, 300, 5)
+    request = SimulationRequest("m", tmp_path, 1, 300, 5, REFERENCE_START)
     simulate_bipartite(request, merchants=60, merchant_exponent=exponent)
     d = request.campaign_dir
     m = pd.read_parquet(d / "truth" / "merchant_response.parquet")

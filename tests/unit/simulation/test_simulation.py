@@ -23,6 +23,7 @@ from promo_assets.simulation import (
     truth_user_ids,
 )
 from promo_assets.simulation.dipn import dipn_curves
+from promo_assets.simulation import REFERENCE_START
 
 START = dt.date(2024, 3, 1)
 
@@ -128,7 +129,7 @@ def test_summary_and_landing_format(campaigns):
 
 
 def test_default_start_ends_yesterday(tmp_path):
-    s = simulate("e2e_synthetic", SimulationRequest("e", tmp_path, days=2, users=50, seed=0))
+    s = simulate("e2e_synthetic", SimulationRequest("e", tmp_path, days=2, users=50, seed=0))  # today's start is under test
     assert s.dates[-1] == dt.date.today() - dt.timedelta(days=1)
 
 
@@ -287,19 +288,20 @@ def test_e2e_without_features_writes_no_feature_column(tmp_path):
 
 def test_bad_arguments_are_refused_with_clear_errors(tmp_path):
     with pytest.raises(SimulationError, match="unknown preset"):
-        simulate("nope", SimulationRequest("c", tmp_path, days=1, users=10))
+        simulate("nope", SimulationRequest("c", tmp_path, days=1, users=10, start=REFERENCE_START))
     with pytest.raises(SimulationError, match="no option"):
-        simulate("demo", SimulationRequest("c", tmp_path, days=1, users=10), colour="red")
+        simulate("demo", SimulationRequest("c", tmp_path, days=1, users=10, start=REFERENCE_START), colour="red")
     with pytest.raises(SimulationError, match="days"):
-        simulate("demo", SimulationRequest("c", tmp_path, days=0, users=10))
+        simulate("demo", SimulationRequest("c", tmp_path, days=0, users=10, start=REFERENCE_START))
     with pytest.raises(SimulationError, match="users"):
-        simulate("demo", SimulationRequest("c", tmp_path, days=1, users=0))
+        simulate("demo", SimulationRequest("c", tmp_path, days=1, users=0, start=REFERENCE_START))
     with pytest.raises(SimulationError, match="daily_active"):
-        simulate("demo", SimulationRequest("c", tmp_path, days=1, users=10), daily_active=1.5)
+        simulate("demo", SimulationRequest("c", tmp_path, days=1, users=10, start=REFERENCE_START), daily_active=1.5)
     with pytest.raises(SimulationError, match="logging"):
-        simulate("demo", SimulationRequest("c", tmp_path, days=1, users=10), logging="biased")
+        simulate("demo", SimulationRequest("c", tmp_path, days=1, users=10, start=REFERENCE_START), logging="biased")
     with pytest.raises(SimulationError, match="levels"):
-        simulate("dipn_synthetic_1", SimulationRequest("c", tmp_path, days=1, users=10), levels=[5, 3])
+        simulate("dipn_synthetic_1", SimulationRequest("c", tmp_path, days=1, users=10,
+                                                       start=REFERENCE_START), levels=[5, 3])
     assert not (tmp_path / "c" / "events").exists()
 
 
