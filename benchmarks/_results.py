@@ -5,7 +5,10 @@ figures when it ends; the result lands in `benchmarks/results/<script>.json` (or
 `<script>--<tag>.json` for a script with parts, e.g. `e2e_paper --section fig2`), next to what is
 needed to judge it: the command line, the git commit (and whether the code was modified), the date,
 the machine's load average at the start and the end (`os.getloadavg()`), its core count, the wall
-time and the environment variables that change what is measured. The files are committed; the docs
+time, the environment variables that change what is measured, the start date of the campaigns it
+simulates (`simulation_start`: a simulated campaign is its preset, seed and start date; the project's
+`REFERENCE_START` unless the script sets `Recorder.simulation_start`) and the version of every
+installed package (`packages`) with the sha256 of `requirements.lock`. The files are committed; the docs
 page "Benchmark results" is generated from them (docs/gen_pages.py), so a figure in the
 documentation is one a script wrote.
 
@@ -22,6 +25,8 @@ so a test never replaces a committed result with its tiny run.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import importlib.metadata
 import json
 import math
 import os
@@ -47,6 +52,17 @@ def _git(*args: str) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() if out.returncode == 0 else None
+
+
+def packages() -> dict[str, str]:
+    """{distribution name: version} of every installed package, sorted by name."""
+    found = {d.metadata["Name"]: d.version for d in importlib.metadata.distributions() if d.metadata["Name"]}
+    return dict(sorted(found.items(), key=lambda kv: kv[0].lower()))
+
+
+def _lock_sha256() -> str | None:
+    lock = ROOT / "requirements.lock"
+    return hashlib.sha256(lock.read_bytes()).hexdigest() if lock.exists() else None
 
 
 def _load() -> list[float]:
@@ -93,6 +109,9 @@ class Recorder:
         dirty = _git("status", "--porcelain", "--", "promo_assets", "sql", "benchmarks", ":(exclude)benchmarks/results",
                      "pyproject.toml", "setup.py")
         self.modified_code = bool(dirty) if dirty is not None else None
+        from promo_assets.simulation import REFERENCE_START
+
+        self.simulation_start = REFERENCE_START.isoformat()
 
     def document(self, figures: Any, headline: dict[str, Any] | None = None, tag: str | None = None) -> dict:
         """The result as stored: provenance first, then the headline and every figure."""
@@ -109,6 +128,9 @@ class Recorder:
             "cpu_count": os.cpu_count(),
             "python": platform.python_version(),
             "env": {k: os.environ[k] for k in RELEVANT_ENV if k in os.environ},
+            "simulation_start": self.simulation_start,
+            "lock_sha256": _lock_sha256(),
+            "packages": packages(),
             "headline": headline or {},
             "figures": figures,
         })

@@ -36,6 +36,11 @@ def test_result_carries_its_provenance_and_plain_json(tmp_path, monkeypatch):
     assert len(doc["load_start"]) == 3 and len(doc["load_end"]) == 3 and doc["cpu_count"] >= 1
     assert doc["date"].endswith("+00:00") and doc["seconds"] >= 0
     assert doc["figures"] == {"mae": 0.25, "per_level": [1.0, None], "n": 3}  # NaN stored as null
+    # the campaigns' start date (part of a simulated campaign's identity) and the packages it ran on
+    from promo_assets.simulation import REFERENCE_START
+
+    assert doc["simulation_start"] == REFERENCE_START.isoformat()
+    assert doc["packages"]["numpy"] == np.__version__ and doc["packages"]["duckdb"]
     assert [r["_file"] for r in load_results(tmp_path)] == ["demo_bench--quick.json"]
 
 
