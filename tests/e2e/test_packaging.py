@@ -35,7 +35,7 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path):
     assert built.returncode == 0, built.stderr
     [wheel] = list(wheels.glob("promo_assets-*.whl"))
 
-    # A fresh environment with the wheel alone; its dependencies (torch, dagster, ... exactly the pinned
+    # A fresh environment with the wheel alone; its dependencies (torch, dagster, ... exactly the locked
     # versions) are reached through a path entry to this environment's site-packages, whose own .pth
     # files (the editable install of the checkout) are not processed.
     venv = tmp_path / "venv"
