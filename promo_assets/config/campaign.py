@@ -528,8 +528,8 @@ class MonitoringBlock(_Block):
     reactions: ReactionsBlock = Field(default_factory=ReactionsBlock, description="a mapping of check name to "
                                       + " | ".join(REACTIONS))
     """What each failed check does (default: warn)."""
-    stale_weight: float = Field(0.1, ge=0, le=1, description="a number in [0, 1]: the weight of the events before a "
-                                "detected change when the campaign retrains")
+    stale_weight: float = Field(0.1, gt=0, le=1, description="a number in (0, 1]: the weight of the events before a "
+                                "detected change when the campaign retrains (0 would leave no weight to train on)")
     """With `retrain`, the training events before the detected change keep this share of their weight."""
     stale_scope: Literal["all", "segments"] = Field("all", description="'all' or 'segments': which events before a "
                                                   "detected change are down-weighted, with retrain")
@@ -1144,8 +1144,9 @@ def _check_expansion(root: yaml.Node, path: Path) -> None:
 
 
 def _decision_problems(config: "CampaignConfig") -> list[str]:
-    """Cross-key problems of the `champion:`, `constraints:` and `exploration:` blocks: a pin outside
-    the candidates, a cost type or a mix without one value per level. (Whether the names are registered
+    """Cross-key problems of the `champion:`, `constraints:`, `exploration:` and `monitoring:` blocks: a pin
+    outside the candidates, a cost type or a mix without one value per level, a deployed budget that is not
+    one of the campaign's. (Whether the names are registered
     models is the model registry's check, `registry.check_champion_block`, run where the pipeline loads
     the file.)"""
     out = []
@@ -1164,6 +1165,10 @@ def _decision_problems(config: "CampaignConfig") -> list[str]:
     if mix is not None and (len(mix) != n_levels or not sum(mix) > 0):
         out.append(f"'exploration.mix' = {mix!r}: expected {n_levels} weights >= 0 (one per incentive level) with a "
                    "positive sum")
+    deployed, budgets = config.monitoring.budget, config.budget_per_capita
+    if deployed is not None and budgets and not any(math.isclose(deployed, b, rel_tol=1e-9) for b in budgets):
+        out.append(f"'monitoring.budget' = {deployed:g} is not one of the campaign's budgets ('budget_per_capita': "
+                   f"{', '.join(f'{b:g}' for b in budgets)}): it names the budget whose decisions were deployed")
     return out
 
 

@@ -112,6 +112,13 @@ BAD_CONFIGS = {
                                           ["'merchants.treatments.levels'", "[50, 25]", "strictly ascending"]),
     "error-merchants-without-treatments": (BASE + "merchants:\n  response: count\n",
                                            ["missing required key 'merchants.treatments'"]),
+    # monitoring settings that would only fail later, in a run
+    "error-monitoring-budget-not-a-budget": ("treatments:\n  levels: [0, 1]\nbudget_per_capita: [1, 2, 3]\n"
+                                             "monitoring:\n  budget: 7\n",
+                                             ["'monitoring.budget' = 7", "not one of the campaign's budgets",
+                                              "'budget_per_capita': 1, 2, 3"]),
+    "error-monitoring-stale_weight-zero": (BASE + "monitoring:\n  stale_weight: 0\n",
+                                           ["'monitoring.stale_weight'", "0", "(0, 1]"]),
     # not a campaign.yaml at all
     "error-bad-yaml": ("treatments:\n  levels: [0, 1\n", ["not valid YAML", "campaign.yaml"]),
     "error-top-level-list": ("- treatments\n- cost\n", ["top level", "list"]),
