@@ -47,12 +47,15 @@ class DecisionError(DomainError, ValueError):
 @dataclass(frozen=True)
 class Exploration:
     """campaign.yaml `exploration:`: the share of users whose level is drawn at random, the seed of
-    the draws and the mix (K probabilities) the levels are drawn from (None: uniform)."""
+    the draws and the mix (K probabilities) the levels are drawn from (None: uniform). `share_key` is the
+    campaign.yaml key the share comes from, named when the share cannot be paid for (after a detected
+    change, monitoring.change_explore_share)."""
 
     share: float = 0.05
     seed: int = 0
     mix: tuple[float, ...] | None = None
     tolerance: float = 0.005
+    share_key: str = "exploration.share"
 
     @classmethod
     def from_config(cls, block) -> "Exploration":
@@ -165,7 +168,7 @@ def decide_with_exploration(response, cost, budget_per_capita: float, exploratio
         raise DecisionError(f"budget_per_capita must be a finite number > 0, got {budget_per_capita!r}")
     s = float(exploration.share)
     if not 0 <= s < 1:
-        raise DecisionError(f"exploration.share must be in [0, 1), got {exploration.share!r}")
+        raise DecisionError(f"{exploration.share_key} must be in [0, 1), got {exploration.share!r}")
     mix = exploration.weights(k)
     if constraints is not None and (constraints.costs or constraints.groups):
         return _decide_constrained(v, c, b, s, mix, exploration, day, constraints)
@@ -185,7 +188,7 @@ def decide_with_exploration(response, cost, budget_per_capita: float, exploratio
         raise DecisionError(
             f"budget {b:g} per capita cannot pay for the exploration share {s:g}: the explored users' levels cost "
             f"{explore_cost / n:.4g} per capita and the cheapest levels of the others {cheapest / n:.4g}; lower "
-            "exploration.share, give exploration.mix more weight on cheap levels, or raise the budget")
+            f"{exploration.share_key}, give exploration.mix more weight on cheap levels, or raise the budget")
     if keep.any():
         rest = solve(v[keep], c[keep], max(left, cheapest), per_capita=False, seed=0, rounding="down")
         levels[keep] = rest.levels
@@ -229,7 +232,8 @@ def _decide_constrained(v, c, b, s, mix, exploration: Exploration, day, constrai
         if room < cheapest - 1e-9 * max(1.0, abs(cheapest)):
             raise DecisionError(f"budget '{name}' cannot pay for the exploration share {s:g}: the explored users use "
                                 f"{totals[names.index(name)] - room:.4g} of its {totals[names.index(name)]:.4g} and the "
-                                f"others need at least {cheapest:.4g}; lower exploration.share or raise the budget")
+                                f"others need at least {cheapest:.4g}; lower {exploration.share_key} or raise the "
+                                "budget")
     mu = np.asarray(full.multipliers, dtype=np.float64)
     if keep.any():
         kept = [a[keep] for a in mats]

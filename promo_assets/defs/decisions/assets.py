@@ -120,7 +120,7 @@ def decisions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, l
     share = exploration_after_change(exploration.share, change_day, inputs.day, config.monitoring)
     if share != exploration.share:
         context.log.warning(f"monitoring reaction retrain: exploration share {share:g} on {inputs.day} (after the change)")
-        exploration = dataclasses.replace(exploration, share=share)
+        exploration = dataclasses.replace(exploration, share=share, share_key="monitoring.change_explore_share")
     with warehouse.connect() as con, domain_errors():
         plan = read_day_plan(con, landing.path, campaign, config, inputs)
     with domain_errors():

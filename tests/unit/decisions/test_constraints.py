@@ -51,8 +51,11 @@ def test_every_budget_is_kept_and_the_single_budget_path_is_unchanged():
 def test_a_constraint_the_exploration_cannot_pay_for_is_refused_by_name():
     v, c, feats = _problem()
     block = {"costs": {"sms": {"levels": [0.0, 1.0, 1.0, 1.0], "budget_per_capita": 0.05}}, "groups": {}}
-    with pytest.raises(DecisionError, match="budget 'sms' cannot pay for the exploration share"):
+    with pytest.raises(DecisionError, match="budget 'sms' cannot pay for the exploration share.*lower exploration.share"):
         decide_with_exploration(v, c, 0.25, Exploration(share=0.2, seed=1), DAY, Constraints.build(ConstraintsBlock.model_validate(block), feats, 4))
+    after_change = Exploration(share=0.2, seed=1, share_key="monitoring.change_explore_share")
+    with pytest.raises(DecisionError, match="lower monitoring.change_explore_share or raise"):
+        decide_with_exploration(v, c, 0.25, after_change, DAY, Constraints.build(ConstraintsBlock.model_validate(block), feats, 4))
     with pytest.raises(DecisionError, match="no feature 'town'"):
         Constraints.build(ConstraintsBlock.model_validate(
             {"costs": {}, "groups": {"x": {"feature": "town", "equals": "a", "budget_per_capita": 1.0}}}),

@@ -75,10 +75,14 @@ def test_written_propensity_is_the_frequency_of_the_level_over_redrawn_days():
     assert np.allclose(freq, prob, atol=0.01)
 
 
-def test_exploration_that_the_budget_cannot_pay_for_is_refused():
+@pytest.mark.hostile
+@pytest.mark.parametrize("key", ["exploration.share", "monitoring.change_explore_share"],
+                         ids=["error-exploration-share-unaffordable", "error-change-explore-share-unaffordable"])
+def test_exploration_that_the_budget_cannot_pay_for_is_refused_naming_the_key_of_the_share(key):
+    """After a detected change the share is monitoring.change_explore_share's, and the message names it."""
     v, c = curves()
-    with pytest.raises(DecisionError, match="cannot pay for the exploration share"):
-        decide_with_exploration(v, c, 0.05, Exploration(share=0.5, mix=(0, 0, 0, 1)), DAY)
+    with pytest.raises(DecisionError, match=f"cannot pay for the exploration share 0.5.*lower {key},"):
+        decide_with_exploration(v, c, 0.05, Exploration(share=0.5, mix=(0, 0, 0, 1), share_key=key), DAY)
 
 
 def frame_of(v, c, budget=1.0, share=0.1):
