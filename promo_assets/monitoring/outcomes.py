@@ -184,6 +184,9 @@ def day_outcome(day, events: pd.DataFrame, decision: Candidate, predictions: tup
         base.reason = str(exc)
         return base
     joined_ok = joined[~undecided]
+    base.reason = _level_problem(joined_ok, decision, len(level_costs))
+    if base.reason:
+        return base
     n_undecided = int(undecided.sum())
     undecided_incentive = int((joined.loc[undecided, "level"] != cheapest).sum())
     n = len(joined_ok)
@@ -248,6 +251,23 @@ def day_outcome(day, events: pd.DataFrame, decision: Candidate, predictions: tup
     row["segments"] = segment_rows(seg, list(segments))
     return DayOutcome(day=day, status="ok", run_id=decision.run_id, budget=decision.budget, row=row, levels=levels,
                       deciles=deciles, terms=terms)
+
+
+def _level_problem(joined: pd.DataFrame, decision: Candidate, k: int) -> str | None:
+    """Why the stored decision cannot be read against the campaign's `k` levels (a decided or champion
+    level outside 0 .. k-1: the decision was tampered with or made for another treatments block), or None."""
+    for column, what in (("level_decided", "decided level"), ("champion_level", "champion level")):
+        values = pd.to_numeric(joined[column], errors="coerce").to_numpy(dtype=np.float64)
+        bad = ~np.isfinite(values) | (values < 0) | (values >= k) | (values != np.round(values))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raw = joined[column].iloc[i]
+            shown = raw.item() if hasattr(raw, "item") else raw  # a numpy scalar as the plain number
+            return (f"the stored decision of run {decision.run_id[:8]}, budget {decision.budget:g}, holds {int(bad.sum())} "
+                    f"{what}(s) outside the campaign's {k} levels 0-{k - 1} (e.g. user {joined['user_id'].iloc[i]!r}: "
+                    f"{shown!r}): the decisions stored for this day do not match campaign.yaml's "
+                    "treatments")
+    return None
 
 
 def _deciles(x: np.ndarray) -> np.ndarray:

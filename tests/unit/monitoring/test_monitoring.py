@@ -118,6 +118,20 @@ def test_a_day_that_came_back_twice_is_refused():
 
 
 @pytest.mark.hostile
+@pytest.mark.parametrize("column, what", [("level", "decided level"), ("champion_level", "champion level")],
+                         ids=["error-stored-level-out-of-range", "error-stored-champion-level-out-of-range"])
+def test_a_stored_decision_with_a_level_outside_the_campaign_is_refused(column, what):
+    """A stored decision tampered with (or made for another treatments block): the day is refused with its
+    reason instead of failing the run on an index out of bounds."""
+    frame = _frame(USERS, LEVELS, POLICY, PROP)
+    frame.loc[7, column] = 9
+    out = day_outcome(dt.date(2026, 1, 5), _events(USERS, LEVELS, PROP), Candidate("r1", 1.0, frame, {}), None,
+                      [0.0, 1.0, 2.0], 0)
+    assert out.status == "refused" and not out.row
+    assert f"holds 1 {what}(s) outside the campaign's 3 levels 0-2" in out.reason and "'u7': 9" in out.reason
+
+
+@pytest.mark.hostile
 def test_propensities_that_differ_from_the_decision_are_refused():
     cand = Candidate("r1", 1.0, _frame(USERS, LEVELS, POLICY, PROP), {})
     prop = PROP.copy()
