@@ -37,7 +37,11 @@ from typing import Any
 
 import numpy as np
 
+from promo_assets.core.text import control_characters
 from promo_assets.simulation.landing import Pool, SimulationError
+
+#: The largest |value| of a numeric feature after a shift: ingestion refuses larger ones (sql/ingest.sql).
+MAX_FEATURE = 1e15
 
 _RESPONSE_EFFECTS = ("uplift", "base")
 _POPULATION_KEYS = ("share", "scale", "add")
@@ -155,6 +159,10 @@ def _number(text: Any, option: str, spec: str) -> float:
 def _terms(spec: Any, option: str) -> list[list[tuple[str, str | None]]]:
     if not isinstance(spec, str) or not spec.strip():
         raise SimulationError(f"{option} must be a non-empty specification text, got {spec!r}")
+    if control_characters(spec):
+        raise SimulationError(f"{option} {spec!r}: holds control character(s) {', '.join(control_characters(spec))}: a "
+                              "feature or category name with them would be written into the campaign, and every "
+                              "`promo run` refuses such a campaign.yaml")
     out = []
     for term in spec.split(","):
         parts = []
@@ -272,7 +280,14 @@ def _shift(pool: Pool, change: Change, seed: int, cheapest: int, cost_rule: str)
                 features[t.feature] = np.where(moved, code, features[t.feature]).astype(pool.features[t.feature].dtype)
             else:
                 x = features[t.feature].astype(np.float64)
-                features[t.feature] = np.where(moved, x * t.scale + t.add, x)
+                with np.errstate(over="ignore", invalid="ignore"):  # checked just below
+                    features[t.feature] = np.where(moved, x * t.scale + t.add, x)
+                bad = ~(np.abs(features[t.feature]) <= MAX_FEATURE)  # NaN and inf included
+                if bad.any():
+                    raise SimulationError(
+                        f"--population-shift {change.population_shift!r}: {t.feature} shifted is not a finite number "
+                        f"of at most {MAX_FEATURE:g} in size for {int(bad.sum())} user(s) (e.g. "
+                        f"{features[t.feature][bad][0]:g}); ingestion refuses such values")
         if pool.truth_of is not None:
             with np.errstate(invalid="ignore", divide="ignore"):  # checked just below
                 response, cost = pool.truth_of(features)

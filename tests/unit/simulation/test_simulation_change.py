@@ -205,6 +205,25 @@ def test_bad_change_options_are_refused_by_name_and_nothing_is_written(tmp_path,
 
 
 @pytest.mark.hostile
+@pytest.mark.parametrize("kwargs, match", [
+    ({"day": DAY, "population_shift": "city=\x1b[31mRED\x1b[0m:share=0.3"},
+     r"--population-shift .*holds control character\(s\) \\x1b.*every `promo run` refuses"),
+    ({"day": DAY, "population_shift": "city=new\nline:share=0.3"}, r"holds control character\(s\) \\x0a"),
+    ({"day": DAY, "response_shift": "city=\tchengdu:uplift=0"}, r"--response-shift .*control character\(s\) \\x09"),
+    ({"day": DAY, "population_shift": "avg_spend:scale=1e300"},
+     "avg_spend shifted is not a finite number of at most 1e\\+15 in size for .* ingestion refuses"),
+    ({"day": DAY, "population_shift": "age:add=1e16"}, "age shifted is not a finite number"),
+], ids=["error-population-shift-escape", "error-population-shift-newline", "error-response-shift-tab",
+        "error-population-shift-overflow", "error-population-shift-absurd"])
+def test_the_simulator_refuses_a_shift_the_pipeline_would_refuse(tmp_path, kwargs, match):
+    """A category with control characters, or numbers ingestion refuses: refused before anything is written."""
+    with pytest.raises(SimulationError, match=match):
+        simulate("demo", SimulationRequest("bad", tmp_path, days=2, users=50, seed=0, start=START),
+                 change=Change(**kwargs))
+    assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.hostile
 def test_a_tampered_change_block_and_unsupported_presets_are_refused(tmp_path):
     s = simulate("demo", SimulationRequest("t", tmp_path, days=2, users=50, seed=0, start=START),
                  change=Change(day=DAY, compliance=0.5))
