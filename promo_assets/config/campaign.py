@@ -976,11 +976,14 @@ def _submodel(annotation: Any) -> type[BaseModel] | None:
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last silently)."""
+    """SafeLoader that refuses a key given twice in one mapping (PyYAML keeps the last silently). A YAML
+    merge key (`<<: *defaults`) merges as YAML says: the keys written in the mapping override the merged ones."""
 
     def construct_mapping(self, node, deep=False):
         seen = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # SafeLoader's flatten_mapping merges it
+                continue
             key = self.construct_object(key_node, deep=True)
             if isinstance(key, (str, int, float, bool)) and key in seen:
                 raise yaml.constructor.ConstructorError(

@@ -119,6 +119,10 @@ BAD_CONFIGS = {
                                               "'budget_per_capita': 1, 2, 3"]),
     "error-monitoring-stale_weight-zero": (BASE + "monitoring:\n  stale_weight: 0\n",
                                            ["'monitoring.stale_weight'", "0", "(0, 1]"]),
+    "error-yaml-merge-key-bad-value": (BASE + "monitoring:\n  <<: {confidence: 2}\n",
+                                       ["'monitoring.confidence'", "2", "(0.5, 1)"]),
+    "error-yaml-merge-key-not-a-mapping": (BASE + "monitoring:\n  <<: 3\n",
+                                           ["not valid YAML", "expected a mapping or list of mappings for merging"]),
     # not a campaign.yaml at all
     "error-bad-yaml": ("treatments:\n  levels: [0, 1\n", ["not valid YAML", "campaign.yaml"]),
     "error-top-level-list": ("- treatments\n- cost\n", ["top level", "list"]),
@@ -150,6 +154,8 @@ def test_every_problem_of_a_file_is_reported_at_once(tmp_path):
 
 
 ACCEPTED_CONFIGS = {
+    "accepted-yaml-merge-key": (BASE + "monitoring:\n  <<: {confidence: 0.8, effect_days: 3}\n  effect_days: 5\n",
+                                lambda c: (c.monitoring.confidence, c.monitoring.effect_days) == (0.8, 5)),
     "accepted-budget-as-one-number": ("treatments:\n  levels: [0, 1]\nbudget_per_capita: 2\n",
                                       lambda c: c.budget_per_capita == (2.0,)),
     "accepted-integer-where-a-number-is-expected": (BASE + "ips_clip: 10\nvalidation_fraction: 0\n",
