@@ -15,10 +15,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from promo_assets.decisions.exploration import Constraints, DecisionError, Exploration
+from promo_assets.decisions.exploration import Constraints, DecisionError, Exploration, decide_with_exploration
 from promo_assets.decisions.export import DecisionSet, Population, decide_budgets
 from promo_assets.decisions.pacing import (
     PacingDay,
+    PacingError,
     PeriodBudget,
     pace_day,
     pacing_table,
@@ -146,8 +147,14 @@ def decide_day(inputs: DecisionInputs, plan: DayPlan, config, exploration: Explo
         paced_b = round(paced.today.predicted / len(inputs.users), 10)
         if paced_b not in budgets:
             budgets.append(paced_b)
-    made = decide_budgets(Population(inputs.users, inputs.response, inputs.cost), budgets, exploration, inputs.day,
-                          config=config, champion=inputs.info, evidence=inputs.evidence, constraints=plan.constraints)
+    try:
+        made = decide_budgets(Population(inputs.users, inputs.response, inputs.cost), budgets, exploration,
+                              inputs.day, config=config, champion=inputs.info, evidence=inputs.evidence,
+                              constraints=plan.constraints)
+    except DecisionError as exc:
+        if paced is not None:
+            _check_paced(inputs, plan, exploration, paced_b)
+        raise exc from None
     if paced is not None:
         for entry in made.entries:
             if entry["budget_per_capita"] == paced_b:
@@ -155,6 +162,19 @@ def decide_day(inputs: DecisionInputs, plan: DayPlan, config, exploration: Explo
                                    "start": paced.budget.start.isoformat(), "end": paced.budget.end.isoformat(),
                                    "controller": paced.budget.controller}
     return DayDecision(made, paced, inputs, exploration, who)
+
+
+def _check_paced(inputs: DecisionInputs, plan: DayPlan, exploration: Exploration, paced_b: float) -> None:
+    """PacingError naming campaign.yaml `budget.total` when the day's paced budget `paced_b` (per capita)
+    is the one that cannot be decided (its share of the period total cannot pay for the exploration)."""
+    try:
+        decide_with_exploration(inputs.response, inputs.cost, paced_b, exploration, inputs.day, plan.constraints)
+    except DecisionError as exc:
+        budget = plan.paced.budget
+        raise PacingError(f"campaign.yaml budget: the period total {budget.total:g} ({budget.start} .. {budget.end}) "
+                          f"leaves {paced_b:.4g} per capita for {inputs.day}, and that paced budget cannot be decided: "
+                          f"{exc}. Raise 'budget.total' (or 'budget.per_day'), or lower {exploration.share_key}"
+                          ) from None
 
 
 def store_day(con, campaign: str, run_id: str, decided: DayDecision) -> list[dict]:

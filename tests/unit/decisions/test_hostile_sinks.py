@@ -252,5 +252,34 @@ def test_a_period_total_too_small_for_a_day_is_said_plainly(total):
     assert "10 day(s) left" in message and "raise 'budget.total'" in message
 
 
+@pytest.mark.hostile
+@pytest.mark.parametrize("share", [0.5], ids=["error-period-total-too-small-for-exploration"])
+def test_a_period_total_too_small_for_the_exploration_names_budget_total(share):
+    """The day's paced budget leaves too little for its explored users: the message names 'budget.total'."""
+    from promo_assets.config.campaign import CampaignConfig
+    from promo_assets.decisions.daily import DayPlan, DecisionInputs, Paced, decide_day
+    from promo_assets.decisions.exploration import Exploration, decide_with_exploration
+    from promo_assets.decisions.pacing import PacingDay
+
+    rng = np.random.default_rng(0)
+    cost = np.sort(rng.uniform(0.5, 3, (200, 4)), axis=1)
+    cost[:, 0] = 0.0
+    response = np.sort(rng.uniform(0, 1, (200, 4)), axis=1)
+    config = CampaignConfig.from_dict({"treatments": {"levels": [0, 1, 2, 3]}, "budget_per_capita": [3.0]}, "c1")
+    day = dt.date(2026, 3, 1)
+    budget = PeriodBudget(total=2.0, start=day, end=dt.date(2026, 3, 10), controller="ratio", gain=1.0)
+    today = PacingDay(day=day, plan=0.2, lambda_=1.0, predicted=0.2, users=200)
+    inputs = DecisionInputs(pd.Series({"decided_at": None}), {"name": "m", "version": "v1"},
+                            np.array([f"u{i}" for i in range(200)]), response, cost, day, [], pd.DataFrame())
+    exploration = Exploration(share=share, mix=(0, 0, 0, 1))
+    assert decide_with_exploration(response, cost, 3.0, exploration, day).share > 0  # the configured budget pays
+    with pytest.raises(PacingError) as err:
+        decide_day(inputs, DayPlan(Paced(budget, today, []), None), config, exploration, "population")
+    message = str(err.value)
+    assert "the period total 2 (2026-03-01 .. 2026-03-10) leaves 0.001 per capita for 2026-03-01" in message
+    assert f"cannot pay for the exploration share {share:g}" in message
+    assert "Raise 'budget.total' (or 'budget.per_day'), or lower exploration.share" in message
+
+
 def test_decision_columns_are_what_the_csv_test_writes():
     assert tuple(decision_rows(["u"]).columns) == DECISION_COLUMNS
