@@ -7,7 +7,7 @@
 
 Errors are JSON `{"detail": ..., "field": ...}`: 422 for a body the campaign refuses (the field
 named), 404 for an unknown campaign or path, 409 for a campaign without a champion or decisions (the
-reason), 413 for a body over the size limit (answered as soon as the limit is passed, while the
+reason), 503 while no snapshot could be loaded yet (a warehouse that cannot be read: the reason), 413 for a body over the size limit (answered as soon as the limit is passed, while the
 client still sends: the body is read in pieces, chunked or not, and never held beyond the limit),
 408 for a body not received within the read timeout, 415 for a body that is not
 `Content-Type: application/json`. A failure while deciding is a 500 without internals in the body
@@ -93,6 +93,10 @@ def _header(value: str | None) -> str:
 def _lookup(registry: Registry, campaign: str):
     """(state, None) or (None, error response) for a campaign of the current snapshot."""
     state = registry.snapshot().get(campaign)
+    if state is None and registry.loaded_at is None and registry.last_error:
+        # nothing was ever loaded: the campaign may well exist, the warehouse could not be read
+        return None, _error(503, f"campaign '{_key(campaign)}' is not served yet: the warehouse could not be read "
+                                 f"({registry.last_error}); the service retries on every change", "campaign")
     if state is None:
         known = ", ".join(sorted(registry.snapshot())) or "none"
         return None, _error(404, f"unknown campaign '{_key(campaign)}' (served: {known})", "campaign")

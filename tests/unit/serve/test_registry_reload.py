@@ -142,3 +142,29 @@ def test_freshness_says_the_age_of_the_decision_served_and_when_it_is_stale():
     assert CampaignState.freshness(state, now=dt.datetime(2026, 1, 8, 21))["stale"] is True
     object.__setattr__(state, "decided_at", "t")  # not a time: no age, never a failed /health
     assert CampaignState.freshness(state)["decision_age_days"] is None
+
+
+@pytest.mark.hostile
+@pytest.mark.parametrize("case", [pytest.param(None, id="error-serve-start-on-a-damaged-warehouse")])
+def test_a_damaged_warehouse_at_start_is_said_for_every_campaign_not_called_unknown(landing, case):
+    """The warehouse cannot be read when the service starts: a campaign is answered 503 with the reason
+    (no server path), not 404 'unknown campaign'; once it can be read, the campaign is served or refused
+    as usual."""
+    import json
+
+    from promo_assets.serve.app import _lookup
+
+    (landing / "wh.duckdb").write_bytes(b"this is not a DuckDB file" * 100)
+    reg = Registry(landing / "landing", landing / "wh.duckdb")
+    assert reg.refresh(True) is False and reg.last_error and reg.loaded_at is None
+    state, response = _lookup(reg, "a")
+    body = json.loads(response.body)
+    assert state is None and response.status_code == 503 and body["field"] == "campaign"
+    assert body["detail"].startswith("campaign 'a' is not served yet: the warehouse could not be read (")
+    assert str(landing) not in body["detail"]
+    (landing / "wh.duckdb").unlink()
+    with warehouse.connect(landing / "wh.duckdb"):
+        pass
+    assert reg.refresh(True) and reg.loaded_at is not None
+    assert _lookup(reg, "a")[1].status_code == 409  # served once readable: no champion yet (a reason of its own)
+    assert _lookup(reg, "zz")[1].status_code == 404
