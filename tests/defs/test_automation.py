@@ -11,6 +11,7 @@ from unittest import mock
 import dagster as dg
 import pytest
 
+from promo_assets.simulation import REFERENCE_START
 from tests.unit.ingestion.test_ingestion import good_frame, write_campaign
 
 
@@ -103,9 +104,10 @@ def test_simulate_demo_job_fills_an_empty_landing_folder_only(promo_env):
     from promo_assets.ingestion import day_files
 
     job = defs.resolve_job_def("simulate_demo_job")
-    config = {"ops": {"simulate_campaign": {"config": {"days": 3, "users": 200}}}}
+    config = {"ops": {"simulate_campaign": {"config": {"days": 3, "users": 200, "start": REFERENCE_START.isoformat()}}}}
     with dg.instance_for_test() as instance:
         assert job.execute_in_process(run_config=config, instance=instance).success
+        assert min(day_files(promo_env["landing"], "demo")) == REFERENCE_START  # the start it was given
         assert len(day_files(promo_env["landing"], "demo")) == 3
         assert instance.get_dynamic_partitions("campaign") == ["demo"]
         config["ops"]["simulate_campaign"]["config"].update(campaign="other")
