@@ -1149,9 +1149,8 @@ def _check_expansion(root: yaml.Node, path: Path) -> None:
 def _decision_problems(config: "CampaignConfig") -> list[str]:
     """Cross-key problems of the `champion:`, `constraints:`, `exploration:` and `monitoring:` blocks: a pin
     outside the candidates, a cost type or a mix without one value per level, a deployed budget that is not
-    one of the campaign's. (Whether the names are registered
-    models is the model registry's check, `registry.check_champion_block`, run where the pipeline loads
-    the file.)"""
+    one of the campaign's. (Whether the names are registered models is the model registry's check,
+    `registry.check_champion_block`, run where the pipeline loads the file.)"""
     out = []
     n_levels, champion = config.n_levels, config.champion
     if champion.guard in ("shrink", "equal") and champion.guard_level > 1:

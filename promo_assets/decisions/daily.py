@@ -151,10 +151,10 @@ def decide_day(inputs: DecisionInputs, plan: DayPlan, config, exploration: Explo
         made = decide_budgets(Population(inputs.users, inputs.response, inputs.cost), budgets, exploration,
                               inputs.day, config=config, champion=inputs.info, evidence=inputs.evidence,
                               constraints=plan.constraints)
-    except DecisionError as exc:
+    except DecisionError:
         if paced is not None:
             _check_paced(inputs, plan, exploration, paced_b)
-        raise exc from None
+        raise
     if paced is not None:
         for entry in made.entries:
             if entry["budget_per_capita"] == paced_b:

@@ -5,7 +5,7 @@ file answered by `promo simulate --respond-to`, a request to `promo serve`.
 An id is the value's text (an integer id 42 is '42') with spaces, tabs, carriage returns and
 newlines trimmed from both ends (ID_TRIM, as DuckDB's `trim(x, E' \\t\\n\\r')`); it is refused when
 nothing is left or when a control character (U+0000..U+001F, U+007F) remains inside. So `" u1 "`
-and `"u1"` are one user everywhere.
+and `"u1"` are one user everywhere. `MAX_NUMBER` is ingestion's bound on the size of a number.
 
 No dagster here (domain code).
 """
@@ -16,6 +16,9 @@ import re
 from typing import Any, Iterable
 
 ID_TRIM = " \t\n\r"
+#: The largest |number| ingestion accepts (response, cost and numeric features; sql/ingest.sql refuses NaN,
+#: inf and larger values); `promo serve` and the simulator's shifts keep the same bound.
+MAX_NUMBER = 1e15
 _CONTROL_INSIDE = re.compile(r"[\x00-\x1f\x7f]")
 
 

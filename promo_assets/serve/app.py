@@ -7,8 +7,9 @@
 
 Errors are JSON `{"detail": ..., "field": ...}`: 422 for a body the campaign refuses (the field
 named), 404 for an unknown campaign or path, 409 for a campaign without a champion or decisions (the
-reason), 503 while no snapshot could be loaded yet (a warehouse that cannot be read: the reason), 413 for a body over the size limit (answered as soon as the limit is passed, while the
-client still sends: the body is read in pieces, chunked or not, and never held beyond the limit),
+reason), 503 while no snapshot could be loaded yet (a warehouse that cannot be read: the reason), 413
+for a body over the size limit (answered as soon as the limit is passed, while the client still
+sends: the body is read in pieces, chunked or not, and never held beyond the limit),
 408 for a body not received within the read timeout, 415 for a body that is not
 `Content-Type: application/json`. A failure while deciding is a 500 without internals in the body
 (logged with its type); bad input never gets there. No answer names a path of the server.

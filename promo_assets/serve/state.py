@@ -40,12 +40,11 @@ from promo_assets.allocation.budgets import reduced_levels
 from promo_assets.core.coefficients import Coefficients
 from promo_assets.config.campaign import ConstraintsBlock
 from promo_assets.core.errors import DomainError
-from promo_assets.ingestion.ids import ID_TRIM
+from promo_assets.ingestion.ids import ID_TRIM, MAX_NUMBER  # |a numeric feature| at most this: ingestion's bound
 from promo_assets.models.plan import ScoringPlan
 
 MAX_BATCH = 10_000
 MAX_USER_ID = 200
-MAX_NUMBER = 1e15  # |a numeric feature| at most this: larger values overflow a network's float32 arithmetic
 MAX_TEXT = 200  # characters of a category
 # the ingestion's rules for ids and text values (sql/ingest.sql): surrounding spaces, tabs and line
 # ends are trimmed from an id; a control character inside an id or a text value refuses it

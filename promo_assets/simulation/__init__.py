@@ -75,8 +75,8 @@ from promo_assets.simulation.truth import (
 )
 
 __all__ = [
-    "PRESETS", "REFERENCE_START", "Change", "Preset", "SimulationError", "SimulationRequest", "SimulationSummary", "TruthError",
-    "load_truth", "respond", "simulate", "true_propensity_arrays", "truth_arrays", "truth_on", "truth_user_ids",
+    "PRESETS", "REFERENCE_START", "Change", "Preset", "SimulationError", "SimulationRequest", "SimulationSummary",
+    "TruthError", "load_truth", "respond", "simulate", "true_propensity_arrays", "truth_arrays", "truth_on", "truth_user_ids",
 ]
 
 

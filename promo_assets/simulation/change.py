@@ -38,10 +38,8 @@ from typing import Any
 import numpy as np
 
 from promo_assets.core.text import control_characters
+from promo_assets.ingestion.ids import MAX_NUMBER
 from promo_assets.simulation.landing import Pool, SimulationError
-
-#: The largest |value| of a numeric feature after a shift: ingestion refuses larger ones (sql/ingest.sql).
-MAX_FEATURE = 1e15
 
 _RESPONSE_EFFECTS = ("uplift", "base")
 _POPULATION_KEYS = ("share", "scale", "add")
@@ -282,11 +280,11 @@ def _shift(pool: Pool, change: Change, seed: int, cheapest: int, cost_rule: str)
                 x = features[t.feature].astype(np.float64)
                 with np.errstate(over="ignore", invalid="ignore"):  # checked just below
                     features[t.feature] = np.where(moved, x * t.scale + t.add, x)
-                bad = ~(np.abs(features[t.feature]) <= MAX_FEATURE)  # NaN and inf included
+                bad = ~(np.abs(features[t.feature]) <= MAX_NUMBER)  # NaN and inf included
                 if bad.any():
                     raise SimulationError(
                         f"--population-shift {change.population_shift!r}: {t.feature} shifted is not a finite number "
-                        f"of at most {MAX_FEATURE:g} in size for {int(bad.sum())} user(s) (e.g. "
+                        f"of at most {MAX_NUMBER:g} in size for {int(bad.sum())} user(s) (e.g. "
                         f"{features[t.feature][bad][0]:g}); ingestion refuses such values")
         if pool.truth_of is not None:
             with np.errstate(invalid="ignore", divide="ignore"):  # checked just below

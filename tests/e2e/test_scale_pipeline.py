@@ -55,7 +55,7 @@ def test_promo_run_with_dask_allocates_as_in_process(promo_env, monkeypatch):
             "SELECT run_id, model, budget_per_capita, tie_share, lambda_, model_version FROM budget_dual").fetchall()}
         evaluation = rows_by_run(con, "policy_evaluation", "model, budget_per_capita, eom_value, true_value")
         coefficients = {m: models_store.coefficient_arrays(con, "demo", m, version, "population", k)[1:]
-                        for (_, m, _), (_, _, version) in shares.items()}
+                        for m, version in {(m, version) for (_, m, _), (_, _, version) in shares.items()}}
     dask_run = result.run_id
     (plain_run,) = [r for r in allocation if r != dask_run]
     assert len(allocation[dask_run]) == len(MODELS) * 1500 * 3  # every population user x 3 budgets
