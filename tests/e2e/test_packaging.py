@@ -52,6 +52,8 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path: Path):
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PROMO_", "DAGSTER_", "PYTHON"))}
     env.update(PROMO_MAX_EPOCHS="1", OMP_NUM_THREADS="1")
+    if os.environ.get("FAKETIME"):  # scripts/test_at_date.sh: its time.sleep (no package of the checkout)
+        env["PYTHONPATH"] = str(ROOT / "scripts" / "faketime")
     where = _run([str(py), "-c", "import promo_assets, promo_assets.sql as s; print(promo_assets.__file__, s.__file__)"],
                  cwd=work, env=env)
     assert where.returncode == 0, where.stderr

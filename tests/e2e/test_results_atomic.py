@@ -290,7 +290,8 @@ def test_failed_and_killed_runs_leave_no_rows_and_the_report_keeps_the_previous_
     assert board in out and all(re.search(rf"\b{m}\b", out) for m in MODELS)  # lgbm_s apart from lgbm_s_mono
 
     # kill -9 during the first allocation's transaction (a separate process)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[2]),
+                                                          os.environ.get("PYTHONPATH")]))}
     proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, "1"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:

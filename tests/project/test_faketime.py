@@ -26,6 +26,7 @@ print(datetime.date.today().isoformat(), round(time.monotonic() - start, 3))
 """
 
 
+@pytest.mark.skipif(bool(os.environ.get("FAKETIME")), reason="already under faketime (scripts/test_at_date.sh)")
 def test_python_under_test_at_date_sees_the_moved_date_and_sleeps() -> None:
     env = dict(os.environ, FAKETIME_DONT_FAKE_MONOTONIC="1",
                PYTHONPATH=str(ROOT / "scripts" / "faketime"))

@@ -169,7 +169,8 @@ def test_a_kill_during_the_write_leaves_the_previous_folder_complete(tmp_path):
     src = tmp_path / "new.parquet"
     frame_of(v, c, 2.0).to_parquet(src)
     proc = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(tmp_path), str(src)], stdout=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])})
+                            text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [
+                                str(Path(__file__).resolve().parents[3]), os.environ.get("PYTHONPATH")]))})
     assert proc.stdout.readline().startswith("WROTE")
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
