@@ -102,3 +102,22 @@ INSERT INTO pacing VALUES (?, ?, CAST(? AS DATE), CAST(? AS DATE), ?, ?, ?, ?, ?
 -- name: champion_run_of_decisions
 -- The champion run whose champion a decisions run decided with (NULL: the run is not stored).
 SELECT any_value(champion_run_id) FROM decision_budgets WHERE campaign = ? AND run_id = ?;
+
+-- name: insert_decision_export
+INSERT INTO decision_exports VALUES (?, ?, CAST(? AS DATE), ?, ?, ?, ?, ?, now());
+
+-- name: decision_exports
+-- The state of every decisions run of the campaign at the outbox: its latest row of decision_exports.
+SELECT decisions_run_id, decision_date, export_state, deployed_budget, export_budgets, export_reason, exported_by,
+       exported_at
+FROM decision_exports WHERE campaign = ?
+QUALIFY row_number() OVER (PARTITION BY decisions_run_id ORDER BY exported_at DESC) = 1
+ORDER BY exported_at;
+
+-- name: decision_runs
+-- Every decisions run of the campaign that is visible (succeeded or partial) or is run ? itself (a run
+-- still in progress: its own decision counts once stored): its day and when it was decided, oldest first.
+SELECT d.run_id, any_value(d.decision_date) AS decision_date, max(d.decided_at) AS decided_at
+FROM decision_budgets AS d JOIN result_runs AS r ON r.campaign = d.campaign AND r.run_id = d.run_id
+WHERE d.campaign = ? AND (r.status IN ('succeeded', 'partial') OR d.run_id = ?)
+GROUP BY d.run_id ORDER BY decided_at, d.run_id;

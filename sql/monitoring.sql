@@ -1,11 +1,11 @@
 -- The outcomes of the deployed decisions (promo_assets/defs/monitoring/assets.py, promo_assets.store.monitoring).
 
 -- name: decided_days
--- Every budget decided by the campaign's visible decisions runs: the day, the run, the budget, the
--- manifest entry (JSON) and when it was decided.
+-- Every budget decided by the campaign's visible decisions runs and by run ? itself (in progress: its own
+-- decision counts once stored): the day, the run, the budget, the manifest entry (JSON) and when it was decided.
 SELECT d.decision_date, d.run_id, d.budget_per_capita, d.decision_manifest, d.decided_at
 FROM decision_budgets AS d JOIN result_runs AS r ON r.campaign = d.campaign AND r.run_id = d.run_id
-WHERE d.campaign = ? AND r.status IN ('succeeded', 'partial')
+WHERE d.campaign = ? AND (r.status IN ('succeeded', 'partial') OR d.run_id = ?)
 ORDER BY d.decision_date, d.decided_at, d.budget_per_capita;
 
 -- name: decisions_with_champion_level

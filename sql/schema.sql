@@ -733,3 +733,21 @@ CREATE TABLE IF NOT EXISTS monitoring_checks (
 -- campaign.yaml monitoring.stale_scope 'segments' only their events before the change day are
 -- down-weighted; added by ALTER so that warehouses created before the column get it too.
 ALTER TABLE monitoring_checks ADD COLUMN IF NOT EXISTS change_segments VARCHAR;
+
+-- name: create_decision_exports
+-- What became of each decisions run's decision at the outbox, one row per attempt (the latest row of a
+-- run is its state): 'exported' (its files went to the outbox, with the budget whose file the coupon
+-- system applies when known) or 'stopped' (a monitoring reaction stop_export kept it out; the reason
+-- names the checks). Written by the outbox asset and `promo export`; not a results table of one run
+-- (no retention): a run's export state is kept as long as its decisions are.
+CREATE TABLE IF NOT EXISTS decision_exports (
+    campaign            VARCHAR   NOT NULL,
+    decisions_run_id    VARCHAR   NOT NULL,   -- the decisions run whose decision this is
+    decision_date       DATE      NOT NULL,
+    export_state        VARCHAR   NOT NULL,   -- exported | stopped
+    deployed_budget     DOUBLE,               -- the budget whose file is applied (NULL: not known)
+    export_budgets      VARCHAR   NOT NULL,   -- JSON list of the budgets written to the outbox ([] when stopped)
+    export_reason       VARCHAR   NOT NULL,   -- stopped: the checks that stopped it; exported: the outbox folder
+    exported_by         VARCHAR   NOT NULL,   -- the Dagster run of the outbox asset, or 'promo export'
+    exported_at         TIMESTAMP NOT NULL
+);

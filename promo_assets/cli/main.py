@@ -176,6 +176,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     from promo_assets.config.campaign import CampaignConfigError
     from promo_assets.decisions import ExportError, OutboxError, export_stored
+    from promo_assets.monitoring.exported import ExportBy
     from promo_assets.decisions.outbox import outbox_target_problem
     from promo_assets.ingestion import load_config
     from promo_assets.store import warehouse
@@ -195,10 +196,14 @@ def cmd_export(args: argparse.Namespace) -> int:
               "the warehouse's folder; nothing was written", file=sys.stderr)
         return EXIT_USAGE
     signal.signal(signal.SIGTERM, _interrupt)  # a killed export cleans its temporary folder
+    if not settings.warehouse_path().exists():
+        print(f"promo export: warehouse {settings.warehouse_path()} does not exist yet: run `promo run` first",
+              file=sys.stderr)
+        return EXIT_USAGE
     try:
-        with warehouse.connect(read_only=True) as con:
+        with warehouse.connect() as con:  # writable: the export is recorded (table decision_exports)
             folder, body, checks = export_stored(con, args.campaign, out, config=config, budgets=args.budget,
-                                                 fmt=args.format)
+                                                 fmt=args.format, by=ExportBy(despite_stop=args.despite_stop))
     except FileNotFoundError as exc:
         print(f"promo export: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -214,6 +219,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     print(f"{args.campaign}: decisions for {body['date']} by {body['champion']} ({body['champion_version']}) "
           f"written to {folder}")
     print(f"  users: {body['users']}")
+    deployed = body.get("deployed_budget")
+    print("  deployed budget: " + ("not known: set campaign.yaml monitoring.budget to the budget whose file the coupon "
+                                   "system applies" if deployed is None else f"{deployed:g}"))
     for e in body["budgets"]:
         print(f"  {e['file']}: {e['rows']} rows, budget {e['budget_per_capita']:g}, λ {e['lambda_']:.4g}, "
               f"predicted response {e['expected_response']['per_capita']:.4f} and cost "
@@ -730,6 +738,16 @@ def _current_budgets(campaign: str) -> tuple[list[float] | None, str]:
         return None, f"campaign.yaml not readable ({exc}); showing every budget of the run"
 
 
+def _monitoring_settings(campaign: str):
+    """campaign.yaml's `monitoring:` block (None when campaign.yaml cannot be read: its defaults then)."""
+    from promo_assets.ingestion import load_config
+
+    try:
+        return load_config(settings.landing_dir(), campaign).monitoring
+    except Exception:  # noqa: BLE001 (_current_budgets reports why campaign.yaml cannot be read)
+        return None
+
+
 def _report_runs(con, campaign: str, runs: list, history: bool):
     """(run_id, started_at, evaluation rows, infeasible budgets, budgets not in campaign.yaml now) of
     each run the report shows: the latest succeeded run at the budgets of campaign.yaml now, or
@@ -781,7 +799,7 @@ def _campaign_report(con, campaign: str, finished: list[str], history: bool,
         if i == 0:
             from promo_assets.monitoring.status import outcome_line, status_lines
 
-            lines += status_lines(con, campaign)
+            lines += status_lines(con, campaign, monitoring=_monitoring_settings(campaign))
             champion = _champion_lines(con, campaign)
             measured = outcome_line(con, campaign)
             lines += champion[:1] + ([measured] if measured and champion else []) + champion[1:]
@@ -1055,6 +1073,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only this per-capita budget (repeatable) [every configured budget]")
     p.add_argument("--format", choices=("parquet", "csv"), default="parquet", help="file format [parquet]")
     p.add_argument("--out", default=None, help="outbox folder [PROMO_OUTBOX_DIR or data/outbox]")
+    p.add_argument("--despite-stop", action="store_true",
+                   help="write the latest decisions even though monitoring stopped their export (stop_export)")
     p.set_defaults(func=cmd_export)
 
     every_path = _path_options(*PATH_OPTIONS)

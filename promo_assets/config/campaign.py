@@ -495,10 +495,11 @@ class MonitoringBlock(_Block):
     planned_events: int = Field(20000, ge=100, description="an integer >= 100: the number of events at which the "
                                 "effect's confidence sequence is tightest")
     """The events (over the deployed days) at which the effect's confidence sequence is tightest."""
-    budget: float | None = Field(None, gt=0, description="a number > 0: the budget whose decisions were deployed "
-                                 "(default: the only one, else the one whose propensities the events log)")
-    """The per-capita budget whose decision files the coupon system applies (default: found from the
-    propensities the events log)."""
+    budget: float | None = Field(None, gt=0, description="a number > 0: the budget whose decision file the coupon "
+                                 "system applies (default: a period budget's paced file, else the only budget)")
+    """The per-capita budget whose decision files the coupon system applies, recorded with every export
+    (default: the paced file of campaign.yaml `budget:`, else the campaign's only budget; with several
+    budgets and none of these, the outcomes refuse each day, naming this key)."""
     realized_tolerance: float = Field(0.15, ge=0, le=5, description="a number in [0, 5]: the relative gap between "
                                       "realized and predicted response or spend tolerated beyond sampling noise")
     """How far (relative) the realized response or spend of a day may be from the prediction, beyond its
@@ -522,12 +523,19 @@ class MonitoringBlock(_Block):
     grace_days: int = Field(1, ge=0, description="an integer >= 0: days a decided day's events may be late")
     """A decided day's events are late when they have not arrived `grace_days` days after the day ends
     (or after the decision was made, if later)."""
-    max_decision_age_days: float = Field(2.0, gt=0, description="a number > 0: the age in days of the newest decision "
-                                         "past which `freshness` fails")
-    """`freshness` fails when the newest decision (served and exported) is older than this."""
+    max_decision_age_days: float = Field(2.0, gt=0, description="a number > 0: the age in days of the decision in "
+                                         "force past which `freshness` fails")
+    """`freshness` fails when the decision in force (the newest whose export was not stopped: what the outbox
+    holds and `promo serve` serves) is older than this."""
     reactions: ReactionsBlock = Field(default_factory=ReactionsBlock, description="a mapping of check name to "
                                       + " | ".join(REACTIONS))
     """What each failed check does (default: warn)."""
+    fallback_without_previous: Literal["warn", "retrain", "stop_export"] = Field(
+        "warn", description="warn | retrain | stop_export: what a `fallback` reaction does when the campaign has "
+        "had no other champion")
+    """A `fallback` reaction needs a previous champion to decide again. When the campaign has had only its
+    current champion, the failed check says so and reacts with this instead: `warn` (the champion keeps
+    deciding), `retrain` or `stop_export`."""
     stale_weight: float = Field(0.1, gt=0, le=1, description="a number in (0, 1]: the weight of the events before a "
                                 "detected change when the campaign retrains (0 would leave no weight to train on)")
     """With `retrain`, the training events before the detected change keep this share of their weight."""

@@ -57,8 +57,9 @@ from promo_assets.evaluation.champion import (
     loss_terms,
 )
 from promo_assets.evaluation.eom import EvaluationError
-from promo_assets.monitoring.outcomes import Candidate as Decision, OutcomeError, choose_decision, join_decision
-from promo_assets.monitoring.run import decision_candidates
+from promo_assets.monitoring.exported import export_records
+from promo_assets.monitoring.outcomes import Candidate as Decision, OutcomeError, join_decision
+from promo_assets.monitoring.run import deployed_decision
 from promo_assets.store import (
     decisions as decisions_store,
     models as models_store,
@@ -178,6 +179,7 @@ def read_deployed_days(con, campaign: str, config, models: Sequence[str], holdou
     day, as evidence for `models` (module docstring); each left-out day with its reason."""
     first_holdout = min(holdout_days) if holdout_days else None
     loaded = monitoring_store.event_days(con, campaign)
+    records = export_records(con, campaign)
     out = []
     for day, rows in monitoring_store.decided_days(con, campaign).groupby("decision_date", sort=True):
         day = pd.Timestamp(day).date()
@@ -185,7 +187,7 @@ def read_deployed_days(con, campaign: str, config, models: Sequence[str], holdou
             continue
         events = monitoring_store.day_events(con, campaign, day)
         try:
-            decision = choose_decision(events, decision_candidates(con, campaign, rows), config.monitoring.budget)
+            decision = deployed_decision(con, campaign, rows, events, config.monitoring.budget, records)
         except OutcomeError as exc:
             out.append(DeployedDay(day, len(events), 0, f"left out: {exc}"))
             continue

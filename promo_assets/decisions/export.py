@@ -18,6 +18,7 @@ import pandas as pd
 
 from promo_assets.config.campaign import CampaignConfig
 from promo_assets.core.errors import DomainError
+from promo_assets.monitoring import exported
 from promo_assets.decisions.checks import CHECK_NAMES, check_decisions
 from promo_assets.decisions.exploration import Constraints, Decision, Exploration, decide_with_exploration
 from promo_assets.decisions.outbox import DECISION_COLUMNS, read_manifest, write_outbox
@@ -158,12 +159,16 @@ def manifest(campaign: str, date: str, champion: dict, users_source: str, entrie
 
 
 def export_stored(con, campaign: str, outbox: Path, *, config, budgets: Sequence[float] | None = None,
-                  fmt: str = "parquet", run_id: str | None = None) -> tuple[Path, dict, list]:
+                  fmt: str = "parquet", run_id: str | None = None,
+                  by: exported.ExportBy = exported.ExportBy()) -> tuple[Path, dict, list]:
     """Write stored decisions to the outbox, after checking them again: those of decisions run
     `run_id` (the `outbox` asset), else the campaign's latest visible (succeeded) decisions run
-    (`promo export`). Never solves again. Returns (folder, manifest, [(budget, checks)]).
-    Raises ExportError: no decisions yet, a budget not configured or not stored, a check that fails
-    (nothing is written then); OutboxError when the outbox cannot be written."""
+    (`promo export`). Never solves again. The manifest names the deployed budget
+    (`exported.deployed_budget`), and the export is recorded in table decision_exports (`by`: the asset's
+    run or `promo export`; `con` must be writable). Returns (folder, manifest, [(budget, checks)]).
+    Raises ExportError: no decisions yet, a decision whose export monitoring stopped (unless
+    `by.despite_stop`), a budget not configured or not stored, a check that fails (nothing is written then);
+    OutboxError when the outbox cannot be written."""
     if run_id is None:
         run_id = runs.latest_decisions_run(con, campaign)
         if run_id is None:
@@ -174,6 +179,11 @@ def export_stored(con, campaign: str, outbox: Path, *, config, budgets: Sequence
     stored = runs.decision_budgets_of_run(con, campaign, run_id)
     if stored.empty:
         raise ExportError(f"decisions run {run_id} of campaign '{campaign}' left no decisions (its run failed)")
+    stop = next((r for r in exported.export_state(con, campaign).stopped if r.run_id == run_id), None)
+    if stop is not None and not by.despite_stop:
+        raise ExportError(f"the export of the decisions for {stop.day} (run {run_id}) was stopped by monitoring "
+                          f"({stop.stop_reason}); the outbox keeps the last exported decision. `promo export "
+                          "--despite-stop` writes them anyway")
     paced = [float(b) for b, m in zip(stored["budget_per_capita"], stored["decision_manifest"])
              if "pacing" in json.loads(m)["entry"]]  # campaign.yaml `budget:`: today's paced decision
     configured = list(config.budget_per_capita) + paced
@@ -214,5 +224,8 @@ def export_stored(con, campaign: str, outbox: Path, *, config, budgets: Sequence
     first = stored.iloc[0]
     body = manifest(campaign, str(pd.Timestamp(first["decision_date"]).date()), champion, str(first["decision_users"]),
                     entries, run_id)
+    body["deployed_budget"] = exported.deployed_budget(config, wanted, paced[0] if paced else None, budgets)
     folder = write_outbox(outbox, campaign, body["date"], files, body, fmt=fmt)
-    return folder, read_manifest(folder), outcomes
+    written = read_manifest(folder)
+    exported.record_exported(con, campaign, written, body["deployed_budget"], by.who, str(folder))
+    return folder, written, outcomes

@@ -6,7 +6,10 @@
   level), doubly robust with the logged propensities and the champion's predictions as control variates;
 - `sequential`: the confidence sequence that keeps the effect's interval valid under daily looks;
 - `drift`: the users decided for against the training events (PSI, training range, new categories);
-- `checks`: the checks of campaign.yaml `monitoring:` and the cumulative effect.
+- `checks`: the checks of campaign.yaml `monitoring:` and the cumulative effect;
+- `exported`: each decisions run's export state (exported, or stopped by a `stop_export` reaction), the
+  decision in force (what the outbox holds and `promo serve` serves: the decision `freshness` judges) and
+  the deployed budget recorded with every export.
 
 No dagster here (domain package); the `outcomes` asset (promo_assets/defs/monitoring) wires it.
 """

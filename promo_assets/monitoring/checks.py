@@ -14,7 +14,7 @@
 | `effect_below_zero` | the effect's upper bound over the last `effect_days` deployed days is below 0 |
 | `population_drift` | a feature of the users decided for drifted from the training events (PSI, range, new categories) |
 | `compliance` | the share of the latest day's events at their decided level is below `min_compliance` |
-| `freshness` | a decided day's events are late, or the newest decision is older than `max_decision_age_days` |
+| `freshness` | a decided day's events are late, or the decision in force (the newest not stopped) is older than `max_decision_age_days` |
 
 No dagster here (domain code).
 """
@@ -40,8 +40,8 @@ CHECKS = {
                         "categories; monitoring.psi_threshold, out_of_range_share, new_category_share).",
     "compliance": "The coupon system applied the decisions (share of events at their decided level >= "
                   "monitoring.min_compliance).",
-    "freshness": "Every decided day's events arrived (monitoring.grace_days) and the newest decision is younger than "
-                 "monitoring.max_decision_age_days.",
+    "freshness": "Every decided day's events arrived (monitoring.grace_days) and the decision in force (the newest "
+                 "whose export was not stopped) is younger than monitoring.max_decision_age_days.",
 }
 
 
@@ -180,10 +180,11 @@ def _realized_fails(d: dict, tol: float, z: float) -> list[str]:
 
 
 def run_checks(settings, days: list[dict], refused: list[dict], drift, late_days: list[dt.date],
-               decision_age_days: float | None) -> list[CheckOutcome]:
+               decision_age_days: float | None, stopped: str | None = None) -> list[CheckOutcome]:
     """Every check of CHECKS over the deployed days' outcome rows (`days`: status 'ok', each with `day`),
     the refused days (`day`, `reason`), the latest population's feature drift (FeatureDrift list), the
-    decided days whose events are late and the age of the newest decision (None: no decision)."""
+    decided days whose events are late and the age of the decision in force (None: no decision;
+    `freshness_check`, with `stopped`)."""
     reactions = settings.reactions
     z = check_z(settings)
     ok = sorted(days, key=lambda r: r["day"])
@@ -249,17 +250,30 @@ def run_checks(settings, days: list[dict], refused: list[dict], drift, late_days
     else:
         outcome("compliance", True, "no deployed day has come back yet")
 
+    out.append(freshness_check(settings, late_days, decision_age_days, stopped))
+    return out
+
+
+def freshness_check(settings, late: list[dt.date], decision_age_days: float | None,
+                    stopped: str | None = None) -> CheckOutcome:
+    """The `freshness` check: the decided days whose events are late (`late_days`) and the age of the
+    decision in force (the newest whose export was not stopped, promo_assets.monitoring.exported); `stopped`:
+    the export-stopped line, said with a failure. The outcomes asset runs it, and `promo report` again at
+    the time it is asked."""
     problems = []
-    if late_days:
-        problems.append(f"the events of decided day(s) {', '.join(map(str, late_days))} have not arrived "
+    if late:
+        problems.append(f"the events of decided day(s) {', '.join(map(str, late))} have not arrived "
                         f"({settings.grace_days} day(s) of grace)")
     if decision_age_days is not None and decision_age_days > settings.max_decision_age_days:
-        problems.append(f"the newest decision is {decision_age_days:.1f} days old (maximum "
-                        f"{settings.max_decision_age_days:g})")
-    outcome("freshness", not problems, "; ".join(problems) if problems else
-            ("no decision yet" if decision_age_days is None else f"newest decision {decision_age_days:.2f} days old, "
-             "every decided day's events on time"), min(late_days) if late_days else None)
-    return out
+        problems.append(f"the decision in force is {decision_age_days:.1f} days old (maximum "
+                        f"{settings.max_decision_age_days:g})" + (f"; {stopped}" if stopped else ""))
+    passed = not problems
+    reaction = getattr(settings.reactions, "freshness", "warn")
+    return CheckOutcome("freshness", passed, "; ".join(problems) if problems else
+                        ("no decision yet" if decision_age_days is None else
+                         f"the decision in force is {decision_age_days:.2f} days old, every decided day's events on "
+                         "time"), "WARN" if reaction == "warn" or passed else "ERROR", reaction,
+                        min(late) if late else None)
 
 
 def late_days(decided: list[tuple[dt.date, dt.datetime]], loaded: set, now: dt.datetime, grace_days: int) -> list[dt.date]:

@@ -3,11 +3,13 @@
 **The join.** A day's events answer the decisions made *for that day* (the `decisions` of a run whose
 decision date is the events' day). The key is (campaign, day, `user_id`): one decision per user and
 budget. Every budget of the day has a decision file and the coupon system applied one of them: the
-deployed budget is campaign.yaml `monitoring.budget` when set, else the campaign's only budget, else
-the one whose decisions' propensities equal the propensities logged in the events on the most events
-(the outbox file's `propensity`, logged back by the coupon system). Two budgets (or two decisions runs
-of the same day) that disagree and match equally well make the join ambiguous: the day is refused
-with that reason (set `monitoring.budget`).
+deployed budget is the one recorded with the day's export (campaign.yaml `monitoring.budget`, a period
+budget's paced file or the only budget written; promo_assets.monitoring.exported), else
+`monitoring.budget`, else the day's only budget. With several budgets and none known the day is
+refused, naming `monitoring.budget`: the budget is known, never guessed. A decision whose export was
+stopped never answers; of several decisions runs of the day at that budget (the day decided again),
+the exported one, else the one whose propensities equal the logged ones (the outbox file's
+`propensity`, logged back by the coupon system) on the most events; a tie is refused.
 
 Refused, with the reason kept (the day's outcome row says `refused` and why; nothing is mixed):
 - a day whose events name a user more than once (the day came back twice, or a file was appended
@@ -63,25 +65,31 @@ class Candidate:
     entry: dict              # the manifest entry
 
 
-def choose_decision(events: pd.DataFrame, candidates: list[Candidate], budget: float | None = None) -> Candidate:
-    """The decision the day's events answer (module docstring): `budget` when given (campaign.yaml
-    monitoring.budget), the only candidate, else the one whose propensities match the logged ones on
-    the most events. OutcomeError when none or an ambiguous set matches."""
+def choose_decision(events: pd.DataFrame, candidates: list[Candidate], budget: float | None = None,
+                    source: str = "campaign.yaml monitoring.budget") -> Candidate:
+    """The decision the day's events answer (module docstring): at the deployed `budget` (named by `source`)
+    when known, else the day's only budget; of several decisions runs at that budget (the day decided
+    again), the one whose propensities match the logged ones on the most events. OutcomeError when none
+    matches, when several budgets were decided and none is known to be deployed, or when runs tie."""
     if not candidates:
         raise OutcomeError("no decision was made for this day")
     if budget is not None:
         chosen = [c for c in candidates if math.isclose(c.budget, float(budget), rel_tol=1e-9)]
         if not chosen:
-            raise OutcomeError(f"monitoring.budget {budget:g} was not decided for this day (budgets decided: "
+            raise OutcomeError(f"{source} {budget:g} was not decided for this day (budgets decided: "
                                f"{', '.join(f'{c.budget:g}' for c in candidates)})")
         candidates = chosen
+    budgets = sorted({c.budget for c in candidates})
+    if len(budgets) > 1:
+        raise OutcomeError(f"{len(budgets)} budgets were decided for this day ({', '.join(f'{b:g}' for b in budgets)}) "
+                           "and none is recorded as deployed: set campaign.yaml monitoring.budget to the budget whose "
+                           "decision file the coupon system applies")
     if len(candidates) == 1:
         return candidates[0]
     logged = events[["user_id", "propensity"]].dropna()
     if logged.empty:
-        raise OutcomeError(f"{len(candidates)} decisions were made for this day (budgets "
-                           f"{', '.join(f'{c.budget:g}' for c in candidates)}) and the events log no propensity to "
-                           "tell which one was applied: set campaign.yaml monitoring.budget")
+        raise OutcomeError(f"{len(candidates)} decisions runs decided this day at budget {budgets[0]:g} and the events "
+                           "log no propensity to tell which one was applied")
     scores = []
     for c in candidates:
         joined = logged.merge(c.frame[["user_id", "propensity"]], on="user_id", suffixes=("", "_decided"))
@@ -96,9 +104,9 @@ def choose_decision(events: pd.DataFrame, candidates: list[Candidate], budget: f
         first = tied[0].frame.set_index("user_id")[["level", "propensity"]].sort_index()
         if all(t.frame.set_index("user_id")[["level", "propensity"]].sort_index().equals(first) for t in tied[1:]):
             return max(tied, key=lambda t: t.run_id)  # the same decisions: either one
-        raise OutcomeError(f"ambiguous join: the decisions of budgets {', '.join(f'{t.budget:g}' for t in tied)} "
-                           f"(runs {', '.join(sorted({t.run_id[:8] for t in tied}))}) match the logged propensities "
-                           f"equally ({best} events): set campaign.yaml monitoring.budget")
+        raise OutcomeError(f"ambiguous join: the decisions runs {', '.join(sorted(t.run_id[:8] for t in tied))} "
+                           f"decided this day at budget {budgets[0]:g} and match the logged propensities equally "
+                           f"({best} events)")
     return tied[0]
 
 

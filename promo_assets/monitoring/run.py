@@ -9,15 +9,18 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from promo_assets.monitoring import exported
+from promo_assets.monitoring.exported import EXPORTED, STOPPED
 from promo_assets.monitoring.checks import CheckOutcome, check_z, cumulative, late_days, run_checks, segments_off
 from promo_assets.monitoring.drift import DriftFrames, FeatureDrift, feature_drift
 from promo_assets.monitoring.outcomes import Candidate, DayOutcome, OutcomeError, choose_decision, day_outcome
-from promo_assets.store import monitoring as store
+from promo_assets.store import decisions as decisions_store, monitoring as store
 
 
 @dataclass
@@ -105,6 +108,25 @@ def decision_candidates(con, campaign: str, rows: pd.DataFrame) -> list[Candidat
                       store.manifest_entry(r.decision_manifest)) for r in rows.itertuples(index=False)]
 
 
+def deployed_decision(con, campaign: str, rows: pd.DataFrame, events: pd.DataFrame, budget: float | None,
+                      records: dict) -> Candidate:
+    """The decision a decided day's events answer, of the day's decisions (`rows`: store.decided_days, oldest
+    first): only the decisions runs exported to the outbox when one was, never one whose export was stopped
+    (`records`: exported.export_records); at the deployed budget the latest export recorded, else `budget`
+    (campaign.yaml monitoring.budget); then `choose_decision`. OutcomeError when none answers."""
+    state = [records.get(str(r), ("", None))[0] for r in rows["run_id"]]
+    out = rows[[s == EXPORTED for s in state]]
+    keep = out if len(out) else rows[[s != STOPPED for s in state]]
+    if keep.empty:
+        raise OutcomeError("every decision made for this day was kept out of the outbox (export stopped by "
+                           "monitoring): the events answer no exported decision")
+    recorded = records[str(out["run_id"].iloc[-1])][1] if len(out) else None
+    if recorded is not None:
+        return choose_decision(events, decision_candidates(con, campaign, keep), recorded,
+                               "the deployed budget recorded with the export")
+    return choose_decision(events, decision_candidates(con, campaign, keep), budget)
+
+
 def _predictions(con, campaign: str, cand: Candidate):
     got = store.decision_coefficients(con, campaign, cand.run_id)
     if got is None:
@@ -117,13 +139,15 @@ def _predictions(con, campaign: str, cand: Candidate):
 
 
 def monitor(con, campaign: str, config, *, drift: DriftFrames, now: dt.datetime, previous: pd.DataFrame | None = None,
-            log=None) -> MonitorResult:
+            log=None, own_run: str = "") -> MonitorResult:
     """The monitoring pass (module docstring). `drift`: the features of the latest users decided for
     and the training events' (`DriftFrames`); `previous`: the latest outcomes run's rows (days whose
-    decisions retention removed are carried from it)."""
+    decisions retention removed are carried from it); `own_run`: the run doing this pass, whose decision
+    (stored, not yet exported) counts for freshness."""
     population, reference, categorical = drift.population, drift.reference, drift.categorical
     settings = config.monitoring
-    decided = store.decided_days(con, campaign)
+    decided = store.decided_days(con, campaign, own_run)
+    records = exported.export_records(con, campaign)
     loaded = store.event_days(con, campaign)
     level_costs = list(config.incentives)
     cheapest = int(np.argmin(level_costs))
@@ -137,7 +161,7 @@ def monitor(con, campaign: str, config, *, drift: DriftFrames, now: dt.datetime,
             continue
         events = store.day_events(con, campaign, day, categorical)
         try:
-            cand = choose_decision(events, decision_candidates(con, campaign, rows), settings.budget)
+            cand = deployed_decision(con, campaign, rows, events, settings.budget, records)
         except OutcomeError as exc:
             days.append(DayOutcome(day=day, status="refused", reason=str(exc), run_id=str(rows["run_id"].iloc[-1])))
             continue
@@ -160,13 +184,33 @@ def monitor(con, campaign: str, config, *, drift: DriftFrames, now: dt.datetime,
         result.drift = feature_drift(reference, population, drift.numeric, categorical, psi_threshold=settings.psi_threshold,
                                      range_threshold=settings.out_of_range_share,
                                      new_category_threshold=settings.new_category_share)
-    if decided_at:
-        newest = max(decided_at.values())
-        result.decision_age_days = max(0.0, (now - newest).total_seconds() / 86400.0)
+    state = exported.export_state(con, campaign, own_run)
+    result.decision_age_days = state.age_days(now)
     result.late = late_days(list(decided_at.items()), loaded, now, settings.grace_days)
     result.checks = run_checks(settings, result.ok_rows, result.refused, result.drift, result.late,
-                               result.decision_age_days)
+                               result.decision_age_days, state.stopped_line(now))
+    if any(c.acts and c.reaction == "fallback" for c in result.checks) and not _has_previous_champion(con, campaign,
+                                                                                                      own_run):
+        result.checks = [without_previous(c, settings.fallback_without_previous)
+                         if c.acts and c.reaction == "fallback" else c for c in result.checks]
+        say(f"monitoring reaction fallback: no previous champion, so {settings.fallback_without_previous} instead "
+            "(campaign.yaml monitoring.fallback_without_previous)")
     return result
+
+
+def _has_previous_champion(con, campaign: str, own_run: str) -> bool:
+    current = decisions_store.latest_champion(con, campaign, or_run=own_run)
+    return bool(len(current)) and store.previous_champion(con, campaign, current["champion"].iloc[0]) is not None
+
+
+def without_previous(check: CheckOutcome, second: str) -> CheckOutcome:
+    """A failed check whose reaction is `fallback` when the campaign has had no other champion: it reacts
+    with `second` (campaign.yaml monitoring.fallback_without_previous) and says so."""
+    note = (f"reaction fallback: the campaign has had no other champion to fall back to, so {second} instead "
+            "(campaign.yaml monitoring.fallback_without_previous)" + ("; the champion keeps deciding"
+                                                                      if second == "warn" else ""))
+    return dataclasses.replace(check, message=f"{check.message}; {note}", reaction=second,
+                               severity="WARN" if second == "warn" else "ERROR")
 
 
 def effect_headline(effect_rows: list[dict], confidence: float) -> str:

@@ -19,6 +19,8 @@ from promo_assets.core.errors import DomainError
 from promo_assets.evaluation.curves import policy_curves
 from promo_assets.evaluation.records import LoggedEvents, Truth
 from promo_assets.store import decisions as decisions_store, frames as frames_store, models as models_store
+from promo_assets.monitoring.exported import export_state
+from promo_assets.monitoring.status import status_lines
 from promo_assets.store import monitoring as monitoring_store, runs, warehouse
 
 
@@ -51,6 +53,8 @@ class ReportData:
     outcome_effect: pd.DataFrame | None = None   # its effect so far per deployed day, with the confidence sequence
     monitoring_checks: pd.DataFrame | None = None  # its checks
     monitoring_confidence: float = 0.9
+    status: list[str] = field(default_factory=list)  # the status block of `promo report`, when gathered
+    export_stopped: str | None = None        # 'EXPORT STOPPED since …; serving …' while monitoring stops the export
 
 
 def _has(con, table: str) -> bool:
@@ -88,6 +92,9 @@ def gather(con, landing: Path, campaign: str, config, board_run: str | None = No
         pacing = runs.pacing_of_run(con, campaign, data.decisions_run)
         data.pacing = pacing if len(pacing.columns) else None
     _outcomes(con, campaign, config, data)
+    now = dt.datetime.now()
+    data.status = status_lines(con, campaign, now, config.monitoring)
+    data.export_stopped = export_state(con, campaign).stopped_line(now)
     return data
 
 

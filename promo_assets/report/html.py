@@ -28,6 +28,8 @@ th[title] { text-decoration: underline dotted; cursor: help; }
 .headline { font-size: 18px; background: #eef6ee; border-left: 4px solid #3c8d40; padding: 8px 12px; }
 dl.help dt { font-weight: 600; } dl.help dd { margin: 0 0 6px 16px; color: #3b4352; }
 .plot { min-height: 420px; }
+.stopped { font-size: 16px; background: #fdecea; border-left: 4px solid #c62828; padding: 8px 12px; }
+pre.status { background: #f6f7f9; padding: 8px 12px; white-space: pre-wrap; font-size: 13px; }
 """
 
 
@@ -77,7 +79,7 @@ def render(data: ReportData, generated: dt.datetime | None = None) -> str:
 
     figs = _Figures()
     generated = generated or dt.datetime.now(dt.timezone.utc)
-    sections = [_champion(data, figs), _leaderboard(data), _frontier(data, figs), _per_level(data, figs),
+    sections = [_status(data), _champion(data, figs), _leaderboard(data), _frontier(data, figs), _per_level(data, figs),
                 _segments(data, figs), _decisions(data, figs), _pacing(data, figs), _outcomes(data, figs), _notes(data)]
     started = f", started {data.board_started:%Y-%m-%d %H:%M}" if data.board_started is not None else ""
     return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
@@ -89,6 +91,17 @@ def render(data: ReportData, generated: dt.datetime | None = None) -> str:
             f"report written {generated:%Y-%m-%d %H:%M} UTC · <span id=\"plot-count\" data-plots=\"{figs.n}\">"
             f"{figs.n} plots</span></p>"
             + "".join(s for s in sections if s) + "</body></html>")
+
+
+def _status(data: ReportData) -> str:
+    """The status block `promo report` opens with (promo_assets.monitoring.status, judged when the report was
+    written), a stopped export first in red."""
+    if not data.status:
+        return ""
+    stopped = (f'<p class="stopped" id="export-stopped">{_e(data.export_stopped)}</p>'
+               if data.export_stopped else "")
+    return ("<h2>Status</h2>" + stopped + '<pre class="status">'
+            + _e("\n".join(line.strip() for line in data.status)) + "</pre>")
 
 
 def _members(champion: dict) -> tuple[list[str], list[float]]:
@@ -251,7 +264,9 @@ def _decisions(data: ReportData, figs: _Figures) -> str:
     help_ = {"exploration_share": "Share of the users given a random level (the exploration that keeps the next days "
                                   "an RCT).",
              "value_given_up_per_capita": "Predicted response per user given up for the exploration."}
-    parts = ["<h2>Decisions exported</h2><p>The champion's decision for every user decided for, with the exploration "
+    title = ("<h2>Newest decisions (not exported: the export is stopped, see Status)</h2>" if data.export_stopped
+             else "<h2>Decisions exported</h2>")
+    parts = [title + "<p>The champion's decision for every user decided for, with the exploration "
              "share (users given a random level so that the next days stay a randomized experiment). Decided for: "
              + _e(d["decided_for"].iloc[0]) + "</p>", table(cols, d.to_dict("records"), help_, left={"champion", "decision_date"})]
     lv = data.decision_levels

@@ -29,6 +29,7 @@ import pandas as pd
 from promo_assets.config import settings
 from promo_assets.config.campaign import CampaignConfigError, CampaignNameError, check_campaign_name
 from promo_assets.decisions import Exploration
+from promo_assets.monitoring.exported import export_state
 from promo_assets.ingestion import load_config
 from promo_assets.models import registry
 from promo_assets.models.plan import model_features
@@ -114,12 +115,15 @@ def read_campaign(con, landing: Path, campaign: str, lambdas_override: Mapping[f
         config = load_config(landing, campaign)
     except (CampaignConfigError, OSError, ValueError) as exc:
         return Unavailable(campaign, f"campaign.yaml is refused: {exc}")
-    run_id = runs.latest_decisions_run(con, campaign)
-    if run_id is None:
+    export = export_state(con, campaign)
+    if export.newest is None:
         if decisions_store.latest_champion(con, campaign).empty:
             return Unavailable(campaign, f"campaign '{campaign}' has no champion yet: run `promo run --campaign {campaign}`")
         return Unavailable(campaign, f"campaign '{campaign}' has a champion but no decisions yet (their run failed a "
                            f"check or did not run): run `promo run --campaign {campaign}`")
+    if export.in_force is None:
+        return Unavailable(campaign, export.stopped_line(dt.datetime.now()))
+    run_id = export.in_force.run_id
     rows = runs.decision_budgets_of_run(con, campaign, run_id)
     if rows.empty:
         return Unavailable(campaign, f"the decisions run {run_id} of campaign '{campaign}' left no decisions")
@@ -173,7 +177,7 @@ def read_campaign(con, landing: Path, campaign: str, lambdas_override: Mapping[f
         decided_at=pd.Timestamp(first["decided_at"]).isoformat(), decisions_run_id=str(run_id),
         champion_run_id=str(first["champion_run_id"]), lambda_source=source, paced_budget=paced, pacing=pacing,
         multipliers=multipliers or None, constraints=constraints,
-        extra={"max_decision_age_days": float(config.monitoring.max_decision_age_days)})
+        extra={"max_decision_age_days": float(config.monitoring.max_decision_age_days)}, export=export)
 
 
 class Registry:

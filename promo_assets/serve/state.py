@@ -3,8 +3,11 @@
 A `CampaignState` is built once from the warehouse (read-only) and the artefact store, and is never
 changed afterwards: a reload builds a new one and swaps it in (`promo_assets.serve.registry`).
 
-- **The policy** is the champion of the campaign's latest visible decisions run (the decisions the
-  outbox exported): its members' models loaded from the artefact store at the versions the champion
+- **The policy** is the champion of the decision in force: the campaign's newest visible decisions run
+  whose export monitoring did not stop (what the outbox holds; promo_assets.monitoring.exported). While a
+  `stop_export` reaction keeps newer decisions out of the outbox, the service goes on serving the
+  exported decision and says so (`/health` and `GET /v1/campaigns/{campaign}`: `export: stopped`, since
+  when, why); with no exported decision at all it serves nothing (409, with the reason). Its members' models loaded from the artefact store at the versions the champion
   was chosen with, blended with its weights (the weighted mean of their predicted response and cost).
 - **λ per budget** is the multiplier those decisions were made with (decision_budgets' manifest
   entry): a user's champion level is argmax_j v_j − λ c_j (ties to the cheapest level), the same rule
@@ -40,6 +43,7 @@ from promo_assets.allocation.budgets import reduced_levels
 from promo_assets.core.coefficients import Coefficients
 from promo_assets.config.campaign import ConstraintsBlock
 from promo_assets.core.errors import DomainError
+from promo_assets.monitoring.exported import ExportState
 from promo_assets.ingestion.ids import ID_TRIM, MAX_NUMBER  # |a numeric feature| at most this: ingestion's bound
 from promo_assets.models.plan import ScoringPlan
 
@@ -105,6 +109,7 @@ class CampaignState:
     multipliers: Mapping[float, Mapping[str, float]] | None = None  # campaign.yaml constraints: per budget
     constraints: ConstraintsBlock | None = None  # campaign.yaml `constraints:`
     extra: Mapping[str, Any] = field(default_factory=dict)
+    export: ExportState | None = None  # the campaign's export state when loaded (a stop, since when, why)
     plan: ScoringPlan | None = None  # compiled here (in the reload, before the state serves) when not given
 
     def __post_init__(self):
@@ -116,8 +121,10 @@ class CampaignState:
 
     # ------------------------------------------------------------------ description
     def freshness(self, now: dt.datetime | None = None) -> dict:
-        """The decision served: its day, when it was decided, its age in days and whether it is older than
-        campaign.yaml monitoring.max_decision_age_days (`stale`)."""
+        """The decision served (the decision in force: the newest whose export monitoring did not stop,
+        promo_assets.monitoring.exported): its day, when it was decided, its age in days at the time asked and
+        whether it is older than campaign.yaml monitoring.max_decision_age_days (`stale`); while the export
+        is stopped, since when, why and the newest decision kept out (`export_stopped_*`)."""
         try:
             decided = dt.datetime.fromisoformat(self.decided_at)
         except (TypeError, ValueError):  # not a time: nothing to say of its age
@@ -126,8 +133,9 @@ class CampaignState:
         now = now or (dt.datetime.now(decided.tzinfo) if decided.tzinfo else dt.datetime.now())
         age = max(0.0, (now - decided).total_seconds() / 86400.0)
         limit = float(self.extra.get("max_decision_age_days", 2.0))
+        export = {} if self.export is None else self.export.describe(now.replace(tzinfo=None))
         return {"decision_date": self.decision_date.isoformat(), "decided_at": self.decided_at,
-                "decision_age_days": round(age, 3), "stale": age > limit}
+                "decision_age_days": round(age, 3), "stale": age > limit, **export}
 
     def describe(self) -> dict:
         """`GET /v1/campaigns/{campaign}`: the champion, its version, λ per budget, when it was decided."""
@@ -148,7 +156,7 @@ class CampaignState:
             "levels": [{"level": i, "label": lab, "incentive": inc}
                        for i, (lab, inc) in enumerate(zip(self.labels, self.incentives))],
             "exploration": {"share": self.share, "mix": [float(x) for x in self.mix]},  # the seed is not shown
-            **dict(self.extra),
+            **dict(self.extra), **self.freshness(),
         }
 
     # ------------------------------------------------------------------ validation

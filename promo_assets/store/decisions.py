@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from typing import NamedTuple
 
 import duckdb
 import pandas as pd
 
-from promo_assets.store.warehouse import registered, sql
+from promo_assets.store.warehouse import registered, sql, table_columns
 
 
 def board_models(con: duckdb.DuckDBPyConnection, campaign: str, board_run: str) -> list[tuple[str, str, str]]:
@@ -115,3 +116,39 @@ def users_per_day(con: duckdb.DuckDBPyConnection, campaign: str) -> float | None
 def record_pacing(con: duckdb.DuckDBPyConnection, row: list) -> None:
     """One row of table pacing (its columns in the table's order)."""
     con.execute(sql("decisions", "insert_pacing"), row)
+
+
+class ExportRow(NamedTuple):
+    """A row of decision_exports (after the campaign): what became of a decisions run's decision at the outbox."""
+
+    decisions_run_id: str
+    day: dt.date | str
+    state: str                      # 'exported' | 'stopped'
+    deployed_budget: float | None   # the budget whose file is applied (None: not known)
+    budgets: list                   # the budgets written ([] when stopped)
+    reason: str                     # stopped: the checks; exported: the outbox folder
+    exported_by: str                # the Dagster run of the outbox asset, or 'promo export'
+
+
+def record_export(con: duckdb.DuckDBPyConnection, campaign: str, row: ExportRow) -> None:
+    """A row of decision_exports."""
+    con.execute(sql("decisions", "insert_decision_export"), [
+        campaign, row.decisions_run_id, str(row.day), row.state, row.deployed_budget,
+        json.dumps([float(b) for b in row.budgets]), row.reason, row.exported_by])
+
+
+def decision_exports(con: duckdb.DuckDBPyConnection, campaign: str) -> pd.DataFrame:
+    """The latest decision_exports row of every decisions run of the campaign (empty for a warehouse from
+    before the table)."""
+    if not table_columns(con, "decision_exports"):
+        return pd.DataFrame(columns=["decisions_run_id", "decision_date", "export_state", "deployed_budget",
+                                     "export_budgets", "export_reason", "exported_by", "exported_at"])
+    return con.execute(sql("decisions", "decision_exports"), [campaign]).df()
+
+
+def decision_runs(con: duckdb.DuckDBPyConnection, campaign: str, own_run: str = "") -> pd.DataFrame:
+    """run_id, decision_date, decided_at of every visible decisions run of the campaign and of run `own_run`
+    (in progress), oldest first."""
+    if not table_columns(con, "decision_budgets"):
+        return pd.DataFrame(columns=["run_id", "decision_date", "decided_at"])
+    return con.execute(sql("decisions", "decision_runs"), [campaign, own_run]).df()

@@ -24,10 +24,10 @@ COLUMNS = {"days": "deployed_days", "events": "n_events", "low": "effect_low", "
 _SHORT = {v: k for k, v in COLUMNS.items()}
 
 
-def decided_days(con: duckdb.DuckDBPyConnection, campaign: str) -> pd.DataFrame:
+def decided_days(con: duckdb.DuckDBPyConnection, campaign: str, own_run: str = "") -> pd.DataFrame:
     """decision_date, run_id, budget_per_capita, decision_manifest (JSON), decided_at of every visible
-    decisions run's budgets."""
-    return con.execute(sql("monitoring", "decided_days"), [campaign]).df()
+    decisions run's budgets and of run `own_run`'s (in progress)."""
+    return con.execute(sql("monitoring", "decided_days"), [campaign, own_run]).df()
 
 
 def decisions(con: duckdb.DuckDBPyConnection, campaign: str, run_id: str, budget: float) -> pd.DataFrame:

@@ -13,6 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import dagster as dg
 import duckdb
 import numpy as np
 import pandas as pd
@@ -118,7 +119,7 @@ def test_a_killed_export_leaves_nothing_half_written(decided):
     """`promo export` stopped after its first file: by SIGTERM it says 'interrupted', exits 130 and
     removes its temporary folder; by SIGKILL the date folder is simply not there (the temporary one
     is hidden and removed by the next export, which then succeeds)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     out = decided["tmp"] / "killed"
     day = (START + dt.timedelta(days=3)).isoformat()
     for sig in (signal.SIGTERM, signal.SIGKILL):
@@ -145,6 +146,8 @@ def test_exported_propensities_come_back_through_ingestion_and_are_the_ones_ips_
     day = START + dt.timedelta(days=3)
     folder = decided["outbox"] / "demo" / day.isoformat()
     entry = read_manifest(folder)["budgets"][1]
+    with open(decided["landing"] / "demo" / "campaign.yaml", "a") as f:  # the budget whose file is applied
+        f.write(f"monitoring:\n  budget: {entry['budget_per_capita']:g}\n")
     exported = pd.read_parquet(folder / entry["file"]).set_index("user_id")
     assert main(["simulate", "--respond-to", str(folder / entry["file"]), "--day", day.isoformat(),
                  "--campaign", "demo"]) == 0
@@ -172,7 +175,7 @@ def test_exported_propensities_come_back_through_ingestion_and_are_the_ones_ips_
     with duckdb.connect(str(decided["warehouse"]), read_only=True) as con:
         outcome = con.execute("SELECT * FROM outcomes WHERE campaign = 'demo' AND decision_date = ?", [day]).df()
         checks = con.execute("SELECT check_name, check_passed FROM monitoring_checks WHERE campaign = 'demo'").df()
-    # the day's events were read as the outcome of the decision of the budget whose propensities they log
+    # the day's events were read as the outcome of the decision of the deployed budget
     assert list(outcome["status"]) == ["ok"] and outcome["joined_events"].iloc[0] == len(events)
     assert outcome["budget_per_capita"].iloc[0] == entry["budget_per_capita"]
     assert outcome["compliance_share"].iloc[0] == 1.0
@@ -222,6 +225,108 @@ def test_a_coupon_system_that_skips_decisions_fails_compliance_and_stops_the_exp
     out = capsys.readouterr().out
     assert "status: last data day" in out and "compliance (ERROR, reaction stop_export)" in out
     assert "measured: the champion brought" in out
+    # the stop is one state, seen everywhere: the status block's first line, promo serve (the exported decision,
+    # and /health says the export is stopped), the HTML report, the outbox asset's metadata
+    flat = " ".join(out.split())  # the report wraps its lines
+    status = flat[flat.index("status: last data day"):flat.index("realized vs predicted")]
+    assert "EXPORT STOPPED since" in status and f"the newest for {day + dt.timedelta(days=1)}: compliance:" in status
+    assert f"serving the decision for {day} made" in status
+    served = _served(decided)
+    assert served.decision_date == day
+    assert served.freshness()["export"] == "stopped" and not served.freshness()["stale"]
+    assert served.freshness()["newest_decision_date"] == (day + dt.timedelta(days=1)).isoformat()
+    html = _html_report(decided)
+    assert 'id="export-stopped"' in html and "EXPORT STOPPED since" in html and "Newest decisions (not exported" in html
+    with dg.DagsterInstance.from_config(str(decided["dagster_home"])) as instance:
+        shown = instance.get_latest_materialization_event(dg.AssetKey("outbox")).asset_materialization
+    assert shown.metadata["export"].value.startswith("EXPORT STOPPED since")
+    assert shown.metadata["newest_decision_date"].value == (day + dt.timedelta(days=1)).isoformat()
+    # two days later, nothing run since: the exported decision has aged, judged at the time asked
+    _age(decided, days=2)
+    assert main(["report", "--campaign", "demo"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "freshness (as of now; WARN, reaction warn): the decision in force is 2.0 days old (maximum 2); EXPORT " \
+           "STOPPED since" in out
+    assert _served(decided).freshness()["stale"] and _served(decided).freshness()["export"] == "stopped"
+    # promo export does not write a stopped decision unless asked to; then it is the decision in force
+    assert main(["export", "--campaign", "demo"]) == 2
+    assert "was stopped by monitoring (compliance:" in capsys.readouterr().err
+    assert main(["export", "--campaign", "demo", "--despite-stop"]) == 0
+    assert "deployed budget: 1" in capsys.readouterr().out
+    assert _served(decided).freshness()["export"] == "exported"
+    assert _served(decided).decision_date == day + dt.timedelta(days=1)
+
+
+def _served(decided):
+    """What `promo serve` serves for the demo campaign now (its registry, loaded from the warehouse)."""
+    from promo_assets.serve.registry import Registry
+
+    registry = Registry(decided["landing"], decided["warehouse"], ["demo"])
+    assert registry.refresh(force=True)
+    return registry.snapshot()["demo"]
+
+
+def _html_report(decided) -> str:
+    from promo_assets.config.campaign import CampaignConfig
+    from promo_assets.report import gather, render
+    from promo_assets.store import warehouse
+
+    with warehouse.connect(decided["warehouse"], read_only=True) as con:
+        return render(gather(con, decided["landing"], "demo", CampaignConfig.load(decided["landing"] / "demo")))
+
+
+def _age(decided, days: int) -> None:
+    """Every stored decision (and its export) made `days` days earlier than it was: time passing."""
+    with duckdb.connect(str(decided["warehouse"])) as con:
+        con.execute("UPDATE decision_budgets SET decided_at = decided_at - to_days(?) WHERE campaign = 'demo'", [days])
+        con.execute("UPDATE decision_exports SET exported_at = exported_at - to_days(?) WHERE campaign = 'demo'", [days])
+
+
+@pytest.mark.slow
+@pytest.mark.hostile
+@pytest.mark.parametrize("days", [3, 5], ids=["accepted-run-after-an-outage", "accepted-late-run"])
+def test_freshness_judges_the_decision_the_run_makes(decided, capsys, days):
+    """The last decision is `days` days old (an outage, or a late run), its day's events come back, and
+    freshness stops the export: the run decides the next day at once, and freshness counts that decision
+    (stored by the run, not yet exported), so the new decision is exported."""
+    with open(decided["landing"] / "demo" / "campaign.yaml", "a") as f:
+        f.write("monitoring:\n  budget: 1.0\n  reactions:\n    freshness: stop_export\n")
+    _age(decided, days)
+    day = START + dt.timedelta(days=3)
+    _answer(decided, day, lambda frame: frame)
+    assert main(["run", "--campaign", "demo", "--no-progress"]) == 0
+    with duckdb.connect(str(decided["warehouse"]), read_only=True) as con:
+        fresh = con.execute("SELECT check_passed, message FROM monitoring_checks WHERE campaign = 'demo' AND "
+                            "check_name = 'freshness' ORDER BY checked_at DESC LIMIT 1").fetchone()
+    assert fresh[0], fresh[1]
+    assert fresh[1].startswith("the decision in force is 0.0")
+    assert read_manifest(decided["outbox"] / "demo" / (day + dt.timedelta(days=1)).isoformat())["deployed_budget"] == 1.0
+    assert main(["report", "--campaign", "demo"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"decision for {day + dt.timedelta(days=1)} made 0.0 h ago" in out and "EXPORT STOPPED" not in out
+
+
+@pytest.mark.slow
+@pytest.mark.hostile
+def test_fallback_without_a_previous_champion_says_so_and_warns(decided, capsys):
+    """compliance fails with reaction fallback on a campaign that has had one champion only: the check says
+    there is none to fall back to and reacts as monitoring.fallback_without_previous says (default warn):
+    the champion keeps deciding, the next decision is exported, and no fallback is announced."""
+    with open(decided["landing"] / "demo" / "campaign.yaml", "a") as f:
+        f.write("monitoring:\n  budget: 1.0\n  reactions:\n    compliance: fallback\n")
+    day = START + dt.timedelta(days=3)
+    _answer(decided, day, lambda frame: frame.assign(level=np.where((frame["level"] > 0)
+                                                                   & (np.arange(len(frame)) % 10 < 3), 0, frame["level"])))
+    assert main(["run", "--campaign", "demo", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    with duckdb.connect(str(decided["warehouse"]), read_only=True) as con:
+        check = con.execute("SELECT check_passed, check_severity, check_reaction, message FROM monitoring_checks WHERE "
+                            "campaign = 'demo' AND check_name = 'compliance' ORDER BY checked_at DESC LIMIT 1").fetchone()
+    assert check[:3] == (False, "WARN", "warn")
+    assert ("reaction fallback: the campaign has had no other champion to fall back to, so warn instead (campaign.yaml "
+            "monitoring.fallback_without_previous); the champion keeps deciding") in check[3]
+    assert "-> fallback" not in out
+    assert (decided["outbox"] / "demo" / (day + dt.timedelta(days=1)).isoformat() / "manifest.json").exists()
 
 
 @pytest.mark.slow
@@ -255,6 +360,8 @@ def test_deployed_days_join_the_champions_evidence_scored_by_the_versions_that_d
     from promo_assets.store import warehouse
 
     day4, day5 = START + dt.timedelta(days=3), START + dt.timedelta(days=4)
+    with open(decided["landing"] / "demo" / "campaign.yaml", "a") as f:
+        f.write("monitoring:\n  budget: 1.0\n")
     for day in (day4, day5):
         folder = decided["outbox"] / "demo" / day.isoformat()
         entry = next(e for e in read_manifest(folder)["budgets"] if e["budget_per_capita"] == 1.0)

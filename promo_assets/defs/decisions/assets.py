@@ -52,6 +52,7 @@ from promo_assets.defs.common import (
     writing,
 )
 from promo_assets.monitoring.drift import exploration_after_change
+from promo_assets.monitoring.exported import ExportBy, record_stopped
 from promo_assets.report import gather, render, write_report
 from promo_assets.store import monitoring as monitoring_store
 
@@ -156,15 +157,23 @@ def outbox(context: dg.AssetExecutionContext, warehouse: WarehouseResource, land
     stop = stop[stop["reaction"] == "stop_export"]
     if len(stop):
         why = "; ".join(f"{r.check_name}: {r.message}" for r in stop.itertuples())
-        context.log.warning(f"export stopped by monitoring (campaign.yaml monitoring.reactions): {why}; the last "
-                            "exported decision stays in the outbox")
-        return dg.MaterializeResult(metadata={"export": "STOPPED by monitoring: " + why, "date": "(not written)"},
+        with warehouse.connect() as con, domain_errors():
+            state = record_stopped(con, campaign, run_id, why, context.run_id)
+        line = state.stopped_line(dt.datetime.now())
+        context.log.warning(f"{line} (campaign.yaml monitoring.reactions stop_export)")
+        return dg.MaterializeResult(metadata=metadata({**state.describe(dt.datetime.now()), "export": line,
+                                                       "date": "(not written)"}),
                                     data_version=dg.DataVersion(f"stopped-{version or run_id}"[:48]))
     with warehouse.connect() as con, domain_errors():
-        folder, body, _ = export_stored(con, campaign, outbox.path, config=config, run_id=run_id)
+        folder, body, _ = export_stored(con, campaign, outbox.path, config=config, run_id=run_id,
+                                        by=ExportBy(context.run_id))
     files = [{"file": e["file"], "rows": e["rows"], "sha256": e["sha256"][:16] + "…"} for e in body["budgets"]]
+    deployed = body.get("deployed_budget")
     return dg.MaterializeResult(metadata=metadata({"folder": dg.MetadataValue.path(str(folder)), "date": body["date"],
-                                                   "champion": body["champion"], "files": md_table(files)}),
+                                                   "export": "exported", "champion": body["champion"],
+                                                   "deployed_budget": "not known (campaign.yaml monitoring.budget)"
+                                                   if deployed is None else f"{deployed:g}",
+                                                   "files": md_table(files)}),
                                 data_version=dg.DataVersion(version or run_id))
 
 

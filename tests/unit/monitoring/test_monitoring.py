@@ -142,18 +142,38 @@ def test_propensities_that_differ_from_the_decision_are_refused():
 
 
 @pytest.mark.hostile
-def test_an_ambiguous_join_is_refused_and_the_matching_budget_chosen():
+@pytest.mark.parametrize("budget, expect", [(None, "error"), (2.0, 2.0), (3.0, "monitoring.budget 3 was not decided")],
+                         ids=["error-several-budgets-none-deployed", "accepted-deployed-budget",
+                              "error-deployed-budget-not-decided"])
+def test_the_deployed_budget_is_known_not_guessed(budget, expect):
+    """Several budgets decided for a day: the events answer the deployed one (recorded with the export, else
+    campaign.yaml monitoring.budget); none known refuses the day naming the key, even where the propensities
+    would tell one budget from another (a three-budget loop refused by chance before)."""
     a = Candidate("r1", 1.0, _frame(USERS, LEVELS, POLICY, PROP), {})
     other = PROP.copy()
     other[:20] = 0.5
     b = Candidate("r1", 2.0, _frame(USERS, (LEVELS + 1) % 3, POLICY, other), {})
-    assert choose_decision(_events(USERS, LEVELS, PROP), [a, b]).budget == 1.0
-    same = Candidate("r2", 2.0, _frame(USERS, (LEVELS + 1) % 3, POLICY, PROP), {})
-    with pytest.raises(OutcomeError, match="ambiguous join.*budgets 1, 2.*set campaign.yaml monitoring.budget"):
-        choose_decision(_events(USERS, LEVELS, PROP), [a, same])
-    assert choose_decision(_events(USERS, LEVELS, PROP), [a, same], budget=2.0).budget == 2.0
-    with pytest.raises(OutcomeError, match="monitoring.budget 3 was not decided"):
-        choose_decision(_events(USERS, LEVELS, PROP), [a, same], budget=3.0)
+    if expect == "error":
+        with pytest.raises(OutcomeError, match=r"2 budgets were decided for this day \(1, 2\) and none is recorded as "
+                           "deployed: set campaign.yaml monitoring.budget"):
+            choose_decision(_events(USERS, LEVELS, PROP), [a, b], budget)
+    elif isinstance(expect, str):
+        with pytest.raises(OutcomeError, match=expect):
+            choose_decision(_events(USERS, LEVELS, PROP), [a, b], budget)
+    else:
+        assert choose_decision(_events(USERS, LEVELS, PROP), [a, b], budget).budget == expect
+
+
+@pytest.mark.hostile
+def test_a_day_decided_twice_at_its_budget_joins_the_matching_run_and_refuses_a_tie():
+    a = Candidate("r1", 1.0, _frame(USERS, LEVELS, POLICY, PROP), {})
+    other = PROP.copy()
+    other[:20] = 0.5
+    again = Candidate("r2", 1.0, _frame(USERS, (LEVELS + 1) % 3, POLICY, other), {})
+    assert choose_decision(_events(USERS, LEVELS, PROP), [a, again]).run_id == "r1"
+    tie = Candidate("r3", 1.0, _frame(USERS, (LEVELS + 1) % 3, POLICY, PROP), {})
+    with pytest.raises(OutcomeError, match="ambiguous join: the decisions runs r1, r3 decided this day at budget 1"):
+        choose_decision(_events(USERS, LEVELS, PROP), [a, tie])
 
 
 def test_compliance_counts_events_off_their_decided_level():
@@ -393,3 +413,38 @@ def test_the_training_frame_reads_the_changed_segments_features_of_its_events(tm
     before = (pd.to_datetime(events["event_date"]) < days[-1]).to_numpy()
     assert set(w[before & (events["city"].astype(str) == city).to_numpy()]) == {0.05}
     assert set(w[~before | (events["city"].astype(str) != city).to_numpy()]) == {1.0}
+
+
+def test_the_decision_in_force_is_the_newest_not_stopped_and_ages():
+    """A stopped export keeps the exported decision in force: its age grows, and the stop is said with since
+    when and why; with every decision stopped nothing is in force."""
+    from promo_assets.monitoring.exported import DecisionRef, state_of
+
+    t0 = dt.datetime(2026, 3, 4, 9)
+    refs = [DecisionRef("r1", dt.date(2026, 3, 4), t0),
+            DecisionRef("r2", dt.date(2026, 3, 5), t0 + dt.timedelta(days=1), stop_reason="compliance: 70% applied"),
+            DecisionRef("r3", dt.date(2026, 3, 6), t0 + dt.timedelta(days=2), stop_reason="compliance: 68% applied")]
+    state = state_of(refs)
+    now = t0 + dt.timedelta(days=3)
+    assert state.in_force.run_id == "r1" and [r.run_id for r in state.stopped] == ["r2", "r3"]
+    assert state.age_days(now) == pytest.approx(3.0) and state.stopped_since == t0 + dt.timedelta(days=1)
+    assert state.stopped_line(now) == ("EXPORT STOPPED since 2026-03-05 09:00 (2 decision(s) kept out of the outbox, the "
+                                       "newest for 2026-03-06: compliance: 68% applied); serving the decision for "
+                                       "2026-03-04 made 3.0 days ago")
+    assert state.describe(now)["export"] == "stopped" and state.describe(now)["newest_decision_date"] == "2026-03-06"
+    exported = state_of(refs[:1] + [DecisionRef("r4", dt.date(2026, 3, 5), t0 + dt.timedelta(days=1))])
+    assert exported.in_force.run_id == "r4" and not exported.is_stopped and exported.stopped_line(now) is None
+    none = state_of(refs[1:])
+    assert none.in_force is None and none.age_days(now) is None
+    assert none.stopped_line(now).endswith("no exported decision to serve")
+
+
+@pytest.mark.parametrize("second, severity", [("warn", "WARN"), ("stop_export", "ERROR")])
+def test_a_fallback_without_a_previous_champion_reacts_as_configured(second, severity):
+    from promo_assets.monitoring.checks import CheckOutcome
+    from promo_assets.monitoring.run import without_previous
+
+    failed = CheckOutcome("compliance", False, "2026-03-04: 70.0% of 300 events", "ERROR", "fallback")
+    got = without_previous(failed, second)
+    assert (got.reaction, got.severity, got.acts) == (second, severity, second != "warn")
+    assert "no other champion to fall back to, so " + second + " instead" in got.message
