@@ -1179,6 +1179,28 @@ def _decision_problems(config: "CampaignConfig") -> list[str]:
     if deployed is not None and budgets and not any(math.isclose(deployed, b, rel_tol=1e-9) for b in budgets):
         out.append(f"'monitoring.budget' = {deployed:g} is not one of the campaign's budgets ('budget_per_capita': "
                    f"{', '.join(f'{b:g}' for b in budgets)}): it names the budget whose decisions were deployed")
+    if config.cost == "assigned" and budgets and (mix is None or (len(mix) == n_levels and sum(mix) > 0)):
+        out += _unaffordable_shares(config, min(budgets), mix)
+    return out
+
+
+def _unaffordable_shares(config: "CampaignConfig", budget: float, mix) -> list[str]:
+    """With `cost: assigned` a level's cost is its incentive, known before any event: an exploration share
+    (exploration.share, monitoring.change_explore_share) whose explored users' expected cost plus the cheapest
+    level of the others exceeds the smallest budget can never be decided, and is refused when the file is
+    loaded. (With the other cost rules the cost depends on the response: the decision refuses it, naming the
+    same key.)"""
+    incentives = [float(x) for x in config.incentives]
+    weights = [1.0 / len(incentives)] * len(incentives) if mix is None else [w / sum(mix) for w in mix]
+    explored = sum(w * x for w, x in zip(weights, incentives))
+    out = []
+    for key, share in (("exploration.share", config.exploration.share),
+                       ("monitoring.change_explore_share", config.monitoring.change_explore_share)):
+        if share and share * explored + (1 - share) * min(incentives) > budget * (1 + 1e-9):
+            out.append(f"'{key}' = {share:g} cannot be paid for at budget {budget:g} per capita (cost: assigned): the "
+                       f"explored users' levels cost {share * explored:.4g} per capita and the cheapest level of the "
+                       f"others {(1 - share) * min(incentives):.4g}; lower it, give exploration.mix more weight on "
+                       "cheap levels, or raise budget_per_capita")
     return out
 
 

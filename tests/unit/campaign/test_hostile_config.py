@@ -119,6 +119,14 @@ BAD_CONFIGS = {
                                               "'budget_per_capita': 1, 2, 3"]),
     "error-monitoring-stale_weight-zero": (BASE + "monitoring:\n  stale_weight: 0\n",
                                            ["'monitoring.stale_weight'", "0", "(0, 1]"]),
+    "error-monitoring-change_explore_share-unaffordable": (
+        "treatments:\n  levels: [1, 4, 10]\ncost: assigned\nbudget_per_capita: [1.5, 3]\n"
+        "monitoring:\n  change_explore_share: 0.5\n",
+        ["'monitoring.change_explore_share' = 0.5", "cannot be paid for at budget 1.5 per capita (cost: assigned)",
+         "explored users' levels cost 2.5 per capita"]),
+    "error-exploration-share-unaffordable": (
+        "treatments:\n  levels: [1, 4, 10]\ncost: assigned\nbudget_per_capita: [1.5, 3]\nexploration:\n  share: 0.2\n",
+        ["'exploration.share' = 0.2", "cannot be paid for at budget 1.5 per capita"]),
     "error-yaml-merge-key-bad-value": (BASE + "monitoring:\n  <<: {confidence: 2}\n",
                                        ["'monitoring.confidence'", "2", "(0.5, 1)"]),
     "error-yaml-merge-key-not-a-mapping": (BASE + "monitoring:\n  <<: 3\n",
