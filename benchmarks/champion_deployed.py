@@ -107,7 +107,8 @@ def run_seed(seed: int, args) -> list[dict]:
         if rc:
             raise RuntimeError(f"promo simulate failed: {out[-2000:]}")
         with open(tmp / "landing" / CAMPAIGN / "campaign.yaml", "a") as f:
-            f.write(f"exploration:\n  share: {args.share}\n  seed: {seed}\nmodels:\n  include: [{', '.join(args.models)}]\n")
+            f.write(f"exploration:\n  share: {args.share}\n  seed: {seed}\nmodels:\n  include: [{', '.join(args.models)}]\n"
+                    f"monitoring:\n  budget: {args.budget}\n")  # the budget whose file the loop answers
         for i in range(1, args.days + 1):
             day = START + dt.timedelta(days=2 + i)
             rc, out, secs = cli(["run", "--campaign", CAMPAIGN, "--no-progress"], env, tmp)

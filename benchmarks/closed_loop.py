@@ -93,7 +93,7 @@ def run_loop(share: float, args, keep: Path | None) -> dict:
     if rc:
         raise RuntimeError(f"promo simulate failed: {out[-2000:]}")
     with open(tmp / "landing" / CAMPAIGN / "campaign.yaml", "a") as f:
-        f.write(f"exploration:\n  share: {share}\n  seed: {args.seed}\n")
+        f.write(f"exploration:\n  share: {share}\n  seed: {args.seed}\nmonitoring:\n  budget: {args.budget}\n")
     days, champions = [], []
     try:
         for d in range(args.rct_days + 1, args.days + 1):

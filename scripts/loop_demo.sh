@@ -25,7 +25,9 @@ PROMO=.venv/bin/promo
 if [[ ! -f "$PROMO_LANDING_DIR/$CAMPAIGN/campaign.yaml" ]]; then
   start=$($PY -c "import datetime as d; print(d.date.today() - d.timedelta(days=3 + $DAYS))")
   $PROMO simulate --preset demo --campaign "$CAMPAIGN" --days 3 --users "$USERS" --seed 0 --start "$start"
-  printf 'exploration:\n  share: %s\n  seed: 0\n' "$SHARE" >> "$PROMO_LANDING_DIR/$CAMPAIGN/campaign.yaml"
+  # the budget whose decision file the loop answers is the deployed one (recorded with every export)
+  printf 'exploration:\n  share: %s\n  seed: 0\nmonitoring:\n  budget: %s\n' "$SHARE" "$BUDGET" \
+    >> "$PROMO_LANDING_DIR/$CAMPAIGN/campaign.yaml"
   if [[ "$CONSTRAINTS" == 1 ]]; then
     printf 'constraints:\n  costs:\n    sms:\n      levels: [0, 0.05, 0.05, 0.05, 0.05, 0.05]\n      budget_per_capita: 0.02\n  groups:\n    shanghai:\n      feature: city\n      equals: shanghai\n      budget_per_capita: 0.6\n' \
       >> "$PROMO_LANDING_DIR/$CAMPAIGN/campaign.yaml"
