@@ -21,7 +21,7 @@ from promo_assets.store import warehouse
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "warehouse-previous-release.duckdb.gz"
 # what this version's schema added since that release
 NEW_TABLES = {"decision_coefficients", "outcomes", "outcome_levels", "outcome_effect", "population_drift",
-              "monitoring_checks"}
+              "monitoring_checks", "decision_exports"}
 
 
 def previous_release(path: Path) -> dict[str, int]:
