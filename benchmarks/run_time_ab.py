@@ -38,6 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _checkout import cli_command  # noqa: E402
 from _results import Recorder  # noqa: E402
 
+from promo_assets.simulation import REFERENCE_START  # noqa: E402
+
 
 def _children_cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -100,7 +102,8 @@ def main() -> int:
                    DAGSTER_HOME=str(Path(tmp) / "sim_home"))
         (Path(tmp) / "sim_home").mkdir()
         subprocess.run([sys.executable, "-m", "promo_assets.cli", "simulate", "--preset", "demo", "--campaign", "demo",
-                        "--days", "14", "--users", "5000", "--seed", "0"], env=env, check=True, capture_output=True,
+                        "--days", "14", "--users", "5000", "--seed", "0", "--start", REFERENCE_START.isoformat()],
+                       env=env, check=True, capture_output=True,
                        cwd=codes["new"])
         landings = {"old": landing, "new": landing}
         if args.new_models or args.new_yaml:

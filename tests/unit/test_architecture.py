@@ -700,13 +700,17 @@ def _constants(nodes) -> list:
     return [n.value for n in nodes if isinstance(n, ast.Constant)]
 
 
+SIMULATE = "simulate"
+
+
 def _simulate_words(nodes) -> list | None:
     """The string constants of a command line's parts when it is `promo simulate`, else None."""
     words = _constants(nodes)
     for node in nodes:  # ["--start", d] spliced in as *[...] or *(...) still counts
         if isinstance(node, ast.Starred) and isinstance(node.value, (ast.List, ast.Tuple)):
             words += _constants(node.value.elts)
-    return words if "simulate" in words[:2] else None
+    at = words.index(SIMULATE) if SIMULATE in words else None  # `promo simulate`, `-m promo_assets.cli simulate`
+    return words if at is not None and (at < 2 or words[at - 1] in ("promo", "promo_assets.cli")) else None
 
 
 def undated_simulations(source: str) -> list[int]:
@@ -737,6 +741,7 @@ def undated_simulations(source: str) -> list[int]:
     "main(['simulate', '--preset', 'demo', '--campaign', 'c', '--days', '2'])",
     "promo_here(env, 'simulate', '--campaign', 'c', '--days', '2', '--users', '300')",
     "sim = ['simulate', '--preset', 'demo', '--days', str(days)]",
+    "run([sys.executable, '-m', 'promo_assets.cli', 'simulate', '--preset', 'demo', '--days', '14'])",
 ])
 def test_undated_simulation_checker_catches(snippet):
     assert undated_simulations(snippet) == [1]
