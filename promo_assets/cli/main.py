@@ -176,9 +176,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     from promo_assets.config.campaign import CampaignConfigError
     from promo_assets.decisions import ExportError, OutboxError, export_stored
-    from promo_assets.monitoring.exported import ExportBy
     from promo_assets.decisions.outbox import outbox_target_problem
     from promo_assets.ingestion import load_config
+    from promo_assets.monitoring.exported import ExportBy
     from promo_assets.store import warehouse
 
     if not _campaign_names_ok("export", [args.campaign]):

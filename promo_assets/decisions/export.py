@@ -18,10 +18,10 @@ import pandas as pd
 
 from promo_assets.config.campaign import CampaignConfig
 from promo_assets.core.errors import DomainError
-from promo_assets.monitoring import exported
 from promo_assets.decisions.checks import CHECK_NAMES, check_decisions
 from promo_assets.decisions.exploration import Constraints, Decision, Exploration, decide_with_exploration
 from promo_assets.decisions.outbox import DECISION_COLUMNS, read_manifest, write_outbox
+from promo_assets.monitoring import exported
 from promo_assets.store import decisions as decisions_store, runs
 
 
@@ -179,11 +179,11 @@ def export_stored(con, campaign: str, outbox: Path, *, config, budgets: Sequence
     stored = runs.decision_budgets_of_run(con, campaign, run_id)
     if stored.empty:
         raise ExportError(f"decisions run {run_id} of campaign '{campaign}' left no decisions (its run failed)")
-    stop = next((r for r in exported.export_state(con, campaign).stopped if r.run_id == run_id), None)
-    if stop is not None and not by.despite_stop:
-        raise ExportError(f"the export of the decisions for {stop.day} (run {run_id}) was stopped by monitoring "
-                          f"({stop.stop_reason}); the outbox keeps the last exported decision. `promo export "
-                          "--despite-stop` writes them anyway")
+    record = exported.export_records(con, campaign).get(run_id)
+    if record is not None and record.state == exported.STOPPED and not by.despite_stop:
+        raise ExportError(f"the export of the decisions for {pd.Timestamp(stored['decision_date'].iloc[0]).date()} "
+                          f"(run {run_id}) was stopped by monitoring ({record.reason}); the outbox keeps the last "
+                          "exported decision. `promo export --despite-stop` writes them anyway")
     paced = [float(b) for b, m in zip(stored["budget_per_capita"], stored["decision_manifest"])
              if "pacing" in json.loads(m)["entry"]]  # campaign.yaml `budget:`: today's paced decision
     configured = list(config.budget_per_capita) + paced

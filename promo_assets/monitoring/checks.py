@@ -185,15 +185,12 @@ def run_checks(settings, days: list[dict], refused: list[dict], drift, late_days
     the refused days (`day`, `reason`), the latest population's feature drift (FeatureDrift list), the
     decided days whose events are late and the age of the decision in force (None: no decision;
     `freshness_check`, with `stopped`)."""
-    reactions = settings.reactions
     z = check_z(settings)
     ok = sorted(days, key=lambda r: r["day"])
     out: list[CheckOutcome] = []
 
     def outcome(name, passed, message, change=None, segments=()):
-        reaction = getattr(reactions, name, "warn")
-        severity = "WARN" if reaction == "warn" or passed else "ERROR"
-        out.append(CheckOutcome(name, passed, message, severity, reaction, change, tuple(segments)))
+        out.append(_reacting(settings, name, passed, message, change, segments))
 
     if refused:
         latest = max(refused, key=lambda r: r["day"])
@@ -267,13 +264,18 @@ def freshness_check(settings, late: list[dt.date], decision_age_days: float | No
     if decision_age_days is not None and decision_age_days > settings.max_decision_age_days:
         problems.append(f"the decision in force is {decision_age_days:.1f} days old (maximum "
                         f"{settings.max_decision_age_days:g})" + (f"; {stopped}" if stopped else ""))
-    passed = not problems
-    reaction = getattr(settings.reactions, "freshness", "warn")
-    return CheckOutcome("freshness", passed, "; ".join(problems) if problems else
-                        ("no decision yet" if decision_age_days is None else
-                         f"the decision in force is {decision_age_days:.2f} days old, every decided day's events on "
-                         "time"), "WARN" if reaction == "warn" or passed else "ERROR", reaction,
-                        min(late) if late else None)
+    return _reacting(settings, "freshness", not problems, "; ".join(problems) if problems else
+                     ("no decision yet" if decision_age_days is None else
+                      f"the decision in force is {decision_age_days:.2f} days old, every decided day's events on time"),
+                     min(late) if late else None)
+
+
+def _reacting(settings, name: str, passed: bool, message: str, change: dt.date | None = None,
+              segments=()) -> CheckOutcome:
+    """Check `name`'s outcome with the reaction campaign.yaml sets for it (ERROR when a failure's reaction acts)."""
+    reaction = getattr(settings.reactions, name, "warn")
+    return CheckOutcome(name, passed, message, "WARN" if reaction == "warn" or passed else "ERROR", reaction, change,
+                        tuple(segments))
 
 
 def late_days(decided: list[tuple[dt.date, dt.datetime]], loaded: set, now: dt.datetime, grace_days: int) -> list[dt.date]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import pandas as pd
 
@@ -46,13 +46,12 @@ class ExportStateError(DomainError, ValueError):
 
 @dataclass(frozen=True)
 class DecisionRef:
-    """One decisions run's decision: the run, the day it is for, when it was decided, the budget whose file
-    is applied (None: not recorded) and the reason its export was stopped ('' otherwise)."""
+    """One decisions run's decision: the run, the day it is for, when it was decided and the reason its export
+    was stopped ('' otherwise)."""
 
     run_id: str
     day: dt.date
     decided_at: dt.datetime
-    deployed_budget: float | None = None
     stop_reason: str = ""
 
     def age_days(self, now: dt.datetime) -> float:
@@ -103,17 +102,12 @@ class ExportState:
 def export_state(con, campaign: str, own_run: str = "") -> ExportState:
     """The campaign's export state from the warehouse (`own_run`: a run in progress whose stored decision
     counts, not yet exported)."""
-    runs = store.decision_runs(con, campaign, own_run)
-    exports = store.decision_exports(con, campaign).set_index("decisions_run_id", drop=False)
-    refs = []
-    for r in runs.itertuples(index=False):
-        e = exports.loc[r.run_id] if r.run_id in exports.index else None
-        budget = None if e is None or _missing(e["deployed_budget"]) else float(e["deployed_budget"])
-        stopped = e is not None and e["export_state"] == STOPPED
-        refs.append(DecisionRef(str(r.run_id), pd.Timestamp(r.decision_date).date(),
-                                pd.Timestamp(r.decided_at).to_pydatetime(), budget,
-                                str(e["export_reason"]) if stopped else ""))
-    return state_of(refs)
+    records = export_records(con, campaign)
+    return state_of([DecisionRef(str(r.run_id), pd.Timestamp(r.decision_date).date(),
+                                 pd.Timestamp(r.decided_at).to_pydatetime(),
+                                 records[str(r.run_id)].reason if str(r.run_id) in records
+                                 and records[str(r.run_id)].state == STOPPED else "")
+                     for r in store.decision_runs(con, campaign, own_run).itertuples(index=False)])
 
 
 def state_of(refs: Sequence[DecisionRef]) -> ExportState:
@@ -167,9 +161,18 @@ def record_stopped(con, campaign: str, decisions_run_id: str, reason: str, expor
     return export_state(con, campaign, decisions_run_id)
 
 
-def export_records(con, campaign: str) -> dict[str, tuple[str, float | None]]:
-    """{decisions run: (its export state, its recorded deployed budget or None)} of every decisions run with
-    an export state."""
-    exports = store.decision_exports(con, campaign)
-    return {str(r.decisions_run_id): (str(r.export_state), None if _missing(r.deployed_budget) else float(r.deployed_budget))
-            for r in exports.itertuples(index=False)}
+class ExportRecord(NamedTuple):
+    """A decisions run's export state as recorded: 'exported' or 'stopped', the deployed budget (None: not
+    known) and the reason (stopped: the checks; exported: the outbox folder)."""
+
+    state: str
+    deployed_budget: float | None
+    reason: str
+
+
+def export_records(con, campaign: str) -> dict[str, ExportRecord]:
+    """{decisions run: its ExportRecord} of every decisions run with an export state."""
+    return {str(r.decisions_run_id): ExportRecord(str(r.export_state),
+                                                  None if _missing(r.deployed_budget) else float(r.deployed_budget),
+                                                  str(r.export_reason))
+            for r in store.decision_exports(con, campaign).itertuples(index=False)}

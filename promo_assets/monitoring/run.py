@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 import dataclasses
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from promo_assets.monitoring import exported
-from promo_assets.monitoring.exported import EXPORTED, STOPPED
 from promo_assets.monitoring.checks import CheckOutcome, check_z, cumulative, late_days, run_checks, segments_off
 from promo_assets.monitoring.drift import DriftFrames, FeatureDrift, feature_drift
+from promo_assets.monitoring.exported import EXPORTED, STOPPED
 from promo_assets.monitoring.outcomes import Candidate, DayOutcome, OutcomeError, choose_decision, day_outcome
 from promo_assets.store import decisions as decisions_store, monitoring as store
 
@@ -108,19 +108,25 @@ def decision_candidates(con, campaign: str, rows: pd.DataFrame) -> list[Candidat
                       store.manifest_entry(r.decision_manifest)) for r in rows.itertuples(index=False)]
 
 
+def decided_times(decided: pd.DataFrame) -> dict[dt.date, dt.datetime]:
+    """{decided day: when its newest decision was made} of `store.decided_days` rows (for `late_days`)."""
+    return {pd.Timestamp(day).date(): max(pd.Timestamp(x).to_pydatetime() for x in rows["decided_at"])
+            for day, rows in decided.groupby("decision_date", sort=True)}
+
+
 def deployed_decision(con, campaign: str, rows: pd.DataFrame, events: pd.DataFrame, budget: float | None,
                       records: dict) -> Candidate:
     """The decision a decided day's events answer, of the day's decisions (`rows`: store.decided_days, oldest
     first): only the decisions runs exported to the outbox when one was, never one whose export was stopped
     (`records`: exported.export_records); at the deployed budget the latest export recorded, else `budget`
     (campaign.yaml monitoring.budget); then `choose_decision`. OutcomeError when none answers."""
-    state = [records.get(str(r), ("", None))[0] for r in rows["run_id"]]
+    state = [records[str(r)].state if str(r) in records else "" for r in rows["run_id"]]
     out = rows[[s == EXPORTED for s in state]]
     keep = out if len(out) else rows[[s != STOPPED for s in state]]
     if keep.empty:
         raise OutcomeError("every decision made for this day was kept out of the outbox (export stopped by "
                            "monitoring): the events answer no exported decision")
-    recorded = records[str(out["run_id"].iloc[-1])][1] if len(out) else None
+    recorded = records[str(out["run_id"].iloc[-1])].deployed_budget if len(out) else None
     if recorded is not None:
         return choose_decision(events, decision_candidates(con, campaign, keep), recorded,
                                "the deployed budget recorded with the export")
@@ -153,10 +159,9 @@ def monitor(con, campaign: str, config, *, drift: DriftFrames, now: dt.datetime,
     cheapest = int(np.argmin(level_costs))
     days: list[DayOutcome] = []
     say = log or (lambda _m: None)
-    decided_at: dict[dt.date, dt.datetime] = {}
+    decided_at = decided_times(decided)
     for day, rows in decided.groupby("decision_date", sort=True):
         day = pd.Timestamp(day).date()
-        decided_at[day] = max(pd.Timestamp(x).to_pydatetime() for x in rows["decided_at"])
         if day not in loaded:
             continue
         events = store.day_events(con, campaign, day, categorical)

@@ -25,7 +25,7 @@ import pandas as pd
 from promo_assets.config.campaign import MonitoringBlock
 from promo_assets.monitoring.exported import export_state
 from promo_assets.monitoring.checks import freshness_check, late_days
-from promo_assets.monitoring.run import effect_headline
+from promo_assets.monitoring.run import decided_times, effect_headline
 from promo_assets.store import monitoring as store
 
 
@@ -81,9 +81,7 @@ def status_lines(con, campaign: str, now: dt.datetime | None = None, monitoring=
     checks = store.of_run(con, campaign, run, "checks")
     failing = [f"{c.check_name} ({c.severity}, reaction {c.reaction}): {c.message}"
                for c in checks.itertuples() if not c.passed and c.check_name != "freshness"]
-    decided_at = {pd.Timestamp(d).date(): max(pd.Timestamp(x).to_pydatetime() for x in rows["decided_at"])
-                  for d, rows in decided.groupby("decision_date")}
-    fresh = freshness_check(settings, late_days(list(decided_at.items()), set(days), now, settings.grace_days),
+    fresh = freshness_check(settings, late_days(list(decided_times(decided).items()), set(days), now, settings.grace_days),
                             state.age_days(now), state.stopped_line(now))
     if not fresh.passed:
         failing.append(f"freshness (as of now; {fresh.severity}, reaction {fresh.reaction}): {fresh.message}")

@@ -159,9 +159,10 @@ def outbox(context: dg.AssetExecutionContext, warehouse: WarehouseResource, land
         why = "; ".join(f"{r.check_name}: {r.message}" for r in stop.itertuples())
         with warehouse.connect() as con, domain_errors():
             state = record_stopped(con, campaign, run_id, why, context.run_id)
-        line = state.stopped_line(dt.datetime.now())
+        now = dt.datetime.now()
+        line = state.stopped_line(now)
         context.log.warning(f"{line} (campaign.yaml monitoring.reactions stop_export)")
-        return dg.MaterializeResult(metadata=metadata({**state.describe(dt.datetime.now()), "export": line,
+        return dg.MaterializeResult(metadata=metadata({**state.describe(now), "export": line,
                                                        "date": "(not written)"}),
                                     data_version=dg.DataVersion(f"stopped-{version or run_id}"[:48]))
     with warehouse.connect() as con, domain_errors():
