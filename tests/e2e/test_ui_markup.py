@@ -12,6 +12,7 @@ no browser download); skipped with the reason without them unless PROMO_UI_TESTS
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -20,7 +21,7 @@ import yaml
 
 from devtools.devserver import DagsterDev, demo_env
 from tests.conftest import promo_here, set_models
-from tests.e2e.browser import SHOTS, require_browser
+from tests.e2e.browser import SHOTS, TIMEOUT_MS, require_browser
 from promo_assets.simulation import REFERENCE_START
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow]
@@ -113,9 +114,8 @@ def test_markup_from_data_renders_as_text_on_the_asset_page(ui, page, asset):
             folded.first.click()
             where = page.get_by_role("dialog").filter(has_text=key)
             where.wait_for()
-        found = where.evaluate(_MARKUP)
+        found, text = _rendered(page, where, payloads)
         assert not (found["links"] or found["images"] or found["tags"]), (asset, key, found)
-        text = found["text"].replace("\u200b", "")
         missing = [p for p in payloads if p not in text]
         assert not missing, f"{asset} {key}: not shown as text: {missing}"
         page.screenshot(path=str(SHOTS / f"markup-{asset.replace('/', '-')}-{key}.png"))
@@ -124,3 +124,15 @@ def test_markup_from_data_renders_as_text_on_the_asset_page(ui, page, asset):
             where.wait_for(state="hidden")
     anywhere = page.locator("body").evaluate(_HOSTILE)  # the whole page: the description, the other values
     assert anywhere == {"links": [], "images": [], "scripts": []}, (asset, anywhere)
+
+
+def _rendered(page, where, payloads: list[str]) -> tuple[dict, str]:
+    """The markup and text of `where` once it shows every payload, or as it is when TIMEOUT_MS has passed: the UI
+    renders a Markdown value a moment after its row's key (later still on a loaded machine)."""
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while True:
+        found = where.evaluate(_MARKUP)
+        text = found["text"].replace("\u200b", "")
+        if all(p in text for p in payloads) or time.monotonic() > deadline:
+            return found, text
+        page.wait_for_timeout(200)
