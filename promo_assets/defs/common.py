@@ -182,10 +182,10 @@ def results_write(context, con, campaign: str, *tables: str):
     except settings.SettingsError as exc:
         raise dg.Failure(str(exc)) from None
     with transaction(con):
-        results.reconcile(con, campaign, ended_runs(context.instance, results.unfinished(con, campaign, context.run_id)))
-        results.start(con, campaign, context.run_id)
+        results.reconcile(con, campaign, ended_runs(context.instance, results.unfinished(con, campaign, context.run.run_id)))
+        results.start(con, campaign, context.run.run_id)
         yield con
-        results.retain(con, campaign, context.run_id, tables, keep)
+        results.retain(con, campaign, context.run.run_id, tables, keep)
 
 
 @contextmanager

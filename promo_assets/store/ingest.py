@@ -387,7 +387,7 @@ def population_count(con: duckdb.DuckDBPyConnection, path: Path) -> tuple[int, i
 
 def population_batches(con: duckdb.DuckDBPyConnection, path: Path, rows: int):
     """A population file's rows as Arrow record batches of `rows` rows (on the cursor `con`)."""
-    return con.execute(sql("frames", f"population_{file_format(path)}"), [str(path)]).fetch_record_batch(max(1, int(rows)))
+    return con.execute(sql("frames", f"population_{file_format(path)}"), [str(path)]).to_arrow_reader(max(1, int(rows)))
 
 
 def event_rule_counts(con: duckdb.DuckDBPyConnection, campaign: str, n_levels: int) -> tuple:

@@ -68,7 +68,7 @@ def coefficient_batches(con: duckdb.DuckDBPyConnection, campaign: str, model: st
                         rows: int):
     """The stored coefficients of `target` as Arrow record batches of `rows` rows, in user and level
     order (on the cursor `con`: its caller closes it)."""
-    return con.execute(sql("frames", "coefficients"), [campaign, model, version, target]).fetch_record_batch(rows)
+    return con.execute(sql("frames", "coefficients"), [campaign, model, version, target]).to_arrow_reader(rows)
 
 
 def record_dual(con: duckdb.DuckDBPyConnection, campaign: str, model: str, version: str, solved, run_id: str) -> None:

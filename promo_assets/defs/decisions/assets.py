@@ -84,7 +84,7 @@ def champion(context: dg.AssetExecutionContext, warehouse: WarehouseResource, la
     with warehouse.connect() as con:
         ev = evaluation_inputs(context, con, landing, campaign, config)
         with domain_errors():
-            inputs = read_champion_inputs(con, campaign, ev, board_run, context.run_id, config.n_levels)
+            inputs = read_champion_inputs(con, campaign, ev, board_run, context.run.run_id, config.n_levels)
             inputs = with_deployed_days(con, campaign, config, inputs)
             learning = cross_fitting_frame(con, campaign, config, inputs.versions)
     if inputs.warning:
@@ -94,7 +94,7 @@ def champion(context: dg.AssetExecutionContext, warehouse: WarehouseResource, la
         choice = choose(inputs, config, board_run)
     context.log.info(choice.decision.reason)
     with writing(context, warehouse, "champion", "champion_evidence") as con:
-        record_champion(con, campaign, context.run_id, choice)
+        record_champion(con, campaign, context.run.run_id, choice)
     return dg.MaterializeResult(metadata=metadata(champion_metadata(choice, list(config.budget_per_capita))),
                                 data_version=dg.DataVersion(f"{choice.decision.champion.version}-{board_version or board_run}"[:48]))
 
@@ -128,7 +128,7 @@ def decisions(context: dg.AssetExecutionContext, warehouse: WarehouseResource, l
         decided = decide_day(inputs, plan, config, exploration, users_decided_for(landing.path, campaign, len(inputs.users)))
     decided.made.outcomes["champion_fresh"] = [(None, champion_freshness(inputs.champion_row["decided_at"], inputs.newest))]
     with writing(context, warehouse, "decisions", "decision_budgets", "pacing", "decision_coefficients") as con:
-        rows = store_day(con, campaign, context.run_id, decided)
+        rows = store_day(con, campaign, context.run.run_id, decided)
     return dg.MaterializeResult(metadata=metadata(decision_metadata(decided, rows)),
                                 check_results=check_results(decision_check_results(decided.made.outcomes)),
                                 data_version=dg.DataVersion(f"{inputs.info['version']}-{inputs.day}-{champ_version}"[:48]))
@@ -153,12 +153,12 @@ def outbox(context: dg.AssetExecutionContext, warehouse: WarehouseResource, land
     config = landing.config(campaign)
     run_id, _, version = upstream(context, "decisions")
     with warehouse.connect() as con:
-        stop = monitoring_store.active_reactions(con, campaign, context.run_id)
+        stop = monitoring_store.active_reactions(con, campaign, context.run.run_id)
     stop = stop[stop["reaction"] == "stop_export"]
     if len(stop):
         why = "; ".join(f"{r.check_name}: {r.message}" for r in stop.itertuples())
         with warehouse.connect() as con, domain_errors():
-            state = record_stopped(con, campaign, run_id, why, context.run_id)
+            state = record_stopped(con, campaign, run_id, why, context.run.run_id)
         now = dt.datetime.now()
         line = state.stopped_line(now)
         context.log.warning(f"{line} (campaign.yaml monitoring.reactions stop_export)")
@@ -167,7 +167,7 @@ def outbox(context: dg.AssetExecutionContext, warehouse: WarehouseResource, land
                                     data_version=dg.DataVersion(f"stopped-{version or run_id}"[:48]))
     with warehouse.connect() as con, domain_errors():
         folder, body, _ = export_stored(con, campaign, outbox.path, config=config, run_id=run_id,
-                                        by=ExportBy(context.run_id))
+                                        by=ExportBy(context.run.run_id))
     files = [{"file": e["file"], "rows": e["rows"], "sha256": e["sha256"][:16] + "…"} for e in body["budgets"]]
     deployed = body.get("deployed_budget")
     return dg.MaterializeResult(metadata=metadata({"folder": dg.MetadataValue.path(str(folder)), "date": body["date"],

@@ -85,11 +85,11 @@ def leaderboard_asset(names: list[str]) -> dg.AssetsDefinition:
             champion = current_champion(con, campaign)
             kept = budgets_kept(con, campaign, entries) if config.constraints else []
         random = evaluate_random(ev.evaluated_on(), ev.settings(config, campaign, context.log.info))
-        random["run_id"] = context.run_id
-        entries.append({"model": RANDOM_MODEL, "model_version": RANDOM_VERSION, "evaluation_run_id": context.run_id,
+        random["run_id"] = context.run.run_id
+        entries.append({"model": RANDOM_MODEL, "model_version": RANDOM_VERSION, "evaluation_run_id": context.run.run_id,
                         "status": "evaluated", "reason": None})
         with writing(context, warehouse, "policy_evaluation", "leaderboard_entries", "data_checks") as con:
-            models_store.write_board(con, campaign, context.run_id, random, entries, checks)
+            models_store.write_board(con, campaign, context.run.run_id, random, entries, checks)
         board = pd.concat([f for f in got.frames + [random] if not f.empty], ignore_index=True)
         shown = board_metadata(board, got.specs, ev, config, campaign, entries[:-1], checks, champion)
         return dg.MaterializeResult(metadata=metadata({**shown, **({"budgets_kept": md_table(kept)} if kept else {})}))

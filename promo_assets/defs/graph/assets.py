@@ -166,14 +166,14 @@ def joint_allocation(context: dg.AssetExecutionContext, warehouse: WarehouseReso
         return dg.MaterializeResult(metadata={"skipped": True, "note": "campaign.yaml has no ratio_budget"})
     truth = joint_truth(landing.path, campaign, config, mconf, got, log=context.log.warning)
     rows, levels = allocate_joint(got, ratios, config, mconf, truth, log=context.log.info,
-                                  tags={"campaign": campaign, "model_version": version, "run_id": context.run_id})
+                                  tags={"campaign": campaign, "model_version": version, "run_id": context.run.run_id})
     for row in (r for r in rows if r["note"]):
         context.log.warning(f"ratio {row['ratio_budget']}: {row['note']}")
     with writing(context, warehouse, "joint_allocation", "joint_allocation_evaluation") as con:
-        graph_store.write_joint(con, campaign, version, context.run_id, pd.concat(levels, ignore_index=True) if levels
+        graph_store.write_joint(con, campaign, version, context.run.run_id, pd.concat(levels, ignore_index=True) if levels
                                 else None, pd.DataFrame(rows))
     return dg.MaterializeResult(metadata=metadata({
         "model_version": version, "joint_vs_independent": md_table(jsonable([{k: r.get(k) for k in JOINT_SHOWN if k in r}
                                                                              for r in rows])),
         "customers": len(got.users), "merchants": len(got.merchants), "customer_coefficients_from": got.source,
-        "ground_truth": truth is not None, "run_id": context.run_id}), data_version=dg.DataVersion(version))
+        "ground_truth": truth is not None, "run_id": context.run.run_id}), data_version=dg.DataVersion(version))

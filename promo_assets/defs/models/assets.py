@@ -84,7 +84,7 @@ def chain_keys(model: ResponseModel) -> list[dg.AssetKey]:
 
 def model_run(context, model: str, version: str) -> ModelRun:
     """`model` `version` of this run's campaign, as the chain's budget steps work on it."""
-    return ModelRun(context.partition_key, model, version, context.run_id,
+    return ModelRun(context.partition_key, model, version, context.run.run_id,
                     model_key(model, "budget_dual").to_user_string())
 
 
@@ -93,7 +93,7 @@ def record_skip(context, warehouse: WarehouseResource, model: str, reason: str) 
     phase asset and those Dagster then skips), so that each asset's page says why."""
     campaign = context.partition_key
     with writing(context, warehouse, "model_skips") as con:
-        models_store.record_skip(con, campaign, model, reason, context.run_id)
+        models_store.record_skip(con, campaign, model, reason, context.run.run_id)
     context.log.warning(f"{campaign}: {model} skipped: {reason}")
     own, others = context.asset_key, [k for k in chain_keys(registry.get(model)) if k != context.asset_key]
     for other in others:
@@ -168,7 +168,7 @@ def phase_asset(model: type[ResponseModel], i: int) -> dg.AssetsDefinition:
         with writing(context, warehouse, "model_registry") as con:  # the saved artefact, for this run
             models_store.register_model(con, context.partition_key, fitted.fitted_name_, fitted.version_,
                                         out.get("graph_version") or out.get("frame_version"),
-                                        json.dumps(jsonable(fitted.metrics_)), context.run_id)
+                                        json.dumps(jsonable(fitted.metrics_)), context.run.run_id)
         yield dg.MaterializeResult(metadata=out, data_version=dg.DataVersion(fitted.version_))
 
     return _phase
@@ -242,7 +242,7 @@ def dual_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
             metadata=metadata({"model_version": run.version, "coefficients_version": coef_version,
                                "duals": md_table(got.duals),
                                **({"multipliers": md_table(got.multipliers)} if got.multipliers else {}),
-                               "frontier": md_table(got.frontier), "run_id": context.run_id,
+                               "frontier": md_table(got.frontier), "run_id": context.run.run_id,
                                "dask_scheduler": dask.spec or "in-process",
                                **({"infeasible_budgets": md_table(got.infeasible)} if got.infeasible else {})}),
             data_version=dg.DataVersion(version_of(coef_version, json.dumps(jsonable(got.duals)),
@@ -281,7 +281,7 @@ def allocation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
         return dg.MaterializeResult(
             metadata=metadata({**got.lineage, "lambdas": md_table(got.lambdas),
                                **({"multipliers": md_table(multiplier_rows(pop.plan, got.stored))} if pop.plan.several else {}),
-                               "allocations": md_table(rows), "run_id": context.run_id,
+                               "allocations": md_table(rows), "run_id": context.run.run_id,
                                **({"infeasible_budgets": md_table(infeasible)} if infeasible else {})}),
             data_version=dg.DataVersion(version))
 
@@ -318,13 +318,13 @@ def evaluation_asset(model: type[ResponseModel]) -> dg.AssetsDefinition:
             hold = applied.evaluate(client=dask.client(), chunk_rows=dask.chunk_rows(len(applied.holdout.response)))
         rows = evaluate_models({model.name: (run.version, hold.response, hold.cost)}, ev.evaluated_on(),
                                ev.settings(config, campaign, context.log.info), decisions={model.name: hold.decisions})
-        rows["run_id"] = context.run_id
+        rows["run_id"] = context.run.run_id
         segments = segment_outputs(ev, config, model.name, run.version, hold.response, hold.decisions)
         with writing(context, warehouse, "policy_evaluation", *(["budget_multipliers"] if hold.use_rows else [])) as con:
-            models_store.write_evaluation(con, rows, segments.table, campaign, context.run_id)
+            models_store.write_evaluation(con, rows, segments.table, campaign, context.run.run_id)
             if hold.use_rows:
                 models_store.record_multipliers(con, campaign, model.name, run.version, "holdout",
-                                                pd.DataFrame(hold.use_rows), context.run_id)
+                                                pd.DataFrame(hold.use_rows), context.run.run_id)
         versions = {**applied.stored.lineage, "allocation_version": alloc_version, **ev.versions}
         return dg.MaterializeResult(
             metadata=metadata({**versions, "lambdas": md_table(applied.stored.lambdas),

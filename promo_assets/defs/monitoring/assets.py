@@ -60,10 +60,10 @@ def outcomes(context: dg.AssetExecutionContext, warehouse: WarehouseResource, la
         before_segments = monitoring_store.training_change_segments(con, campaign, before)
         acted_before = {(r.check_name, r.reaction) for r in monitoring_store.active_reactions(con, campaign).itertuples()}
         result = monitor(con, campaign, config, drift=DriftFrames(population, reference, numeric, categorical),
-                         now=dt.datetime.now(), previous=previous, log=context.log.info, own_run=context.run_id)
+                         now=dt.datetime.now(), previous=previous, log=context.log.info, own_run=context.run.run_id)
     new = result.new_reactions(before, acted_before, before_segments)
     with writing(context, warehouse, *OUTCOME_TABLES) as con:
-        monitoring_store.record(con, campaign, context.run_id, result.tables())
+        monitoring_store.record(con, campaign, context.run.run_id, result.tables())
     yield dg.MaterializeResult(asset_key="outcomes", metadata=metadata(
         {**outcome_summary(result, config.monitoring.confidence), **outcome_tables(result)}))
     yield from check_results(outcome_check_results(result), "outcomes")
